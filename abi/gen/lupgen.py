@@ -1,0 +1,495 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""lupine code generator: reads abi/cuda_api.spec (the single source of truth
+for forwarded driver functions) plus the toolkit's symbol list and
+cudaTypedefs.h, and writes the client stubs, the worker's decoders and
+dispatch table, the backend table, the cuGetProcAddress tables and the
+shim's version script. Python 3 standard library only.
+
+usage: lupgen.py SPEC SYMBOLS CUDATYPEDEFS OUTDIR
+"""
+import os
+import re
+import sys
+
+# wire type -> (C type in the prototype, writer, reader, C decode type)
+TYPES = {
+    'int':    ('int',           'i32', 'int32_t'),
+    'uint':   ('unsigned int',  'u32', 'uint32_t'),
+    'u8':     ('unsigned char', 'u8',  'uint8_t'),
+    'u16':    ('unsigned short', 'u16', 'uint16_t'),
+    'u32':    ('unsigned int',  'u32', 'uint32_t'),
+    'u64':    ('uint64_t',      'u64', 'uint64_t'),
+    'size_t': ('size_t',        'u64', 'uint64_t'),
+    'device': ('CUdevice',      'i32', 'int32_t'),
+    'devptr': ('CUdeviceptr',   'u64', 'uint64_t'),
+    'ctx':    ('CUcontext',     'u64', 'uint64_t'),
+    'stream': ('CUstream',      'u64', 'uint64_t'),
+}
+WIDTH = {'i32': 4, 'u32': 4, 'u8': 1, 'u16': 2, 'u64': 8}
+FLAGS = {'ctx', 'client=custom', 'worker=custom', 'perthread', 'internal'}
+
+
+class SpecError(Exception):
+    pass
+
+
+class Param:
+    def __init__(self, text, lineno):
+        parts = text.split(':')
+        if len(parts) < 3 or parts[0] not in ('in', 'out') or parts[1] not in TYPES:
+            raise SpecError(f'line {lineno}: bad parameter {text!r}')
+        self.dir, self.type, self.name = parts[0], parts[1], parts[2]
+        if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', self.name):
+            raise SpecError(f'line {lineno}: bad parameter name {self.name!r}')
+        self.range = None
+        for extra in parts[3:]:
+            m = re.fullmatch(r'range=([A-Za-z_][A-Za-z0-9_]*)(?:\*([0-9]+))?', extra)
+            if not m or self.type != 'devptr' or self.dir != 'in':
+                raise SpecError(f'line {lineno}: bad parameter option {extra!r}')
+            self.range = (m.group(1), int(m.group(2) or 1))
+        self.ctype, self.wire, self.dtype = TYPES[self.type]
+
+
+class Func:
+    def __init__(self, opid, name, mode, flags, params, lineno):
+        self.opid, self.name, self.mode, self.flags, self.params = opid, name, mode, flags, params
+        self.lineno = lineno
+        self.sync = mode == 'sync'
+        self.client_custom = 'client=custom' in flags
+        self.worker_custom = 'worker=custom' in flags
+        self.internal = 'internal' in flags
+        self.need_ctx = 'ctx' in flags
+        self.perthread = 'perthread' in flags
+        self.ins = [p for p in params if p.dir == 'in']
+        self.outs = [p for p in params if p.dir == 'out']
+        names = [p.name for p in params]
+        if len(set(names)) != len(names):
+            raise SpecError(f'line {lineno}: duplicate parameter names in {name}')
+        if self.outs and not self.sync:
+            raise SpecError(f'line {lineno}: {name}: async ops cannot have outputs')
+        for p in params:
+            if p.range and p.range[0] not in names:
+                raise SpecError(f'line {lineno}: {name}: range refers to unknown {p.range[0]}')
+        if self.internal and not (self.worker_custom and name.startswith('lup')):
+            raise SpecError(f'line {lineno}: internal ops must be lup* and worker=custom')
+
+    def args_size(self):
+        return sum(WIDTH[p.wire] for p in self.ins)
+
+    def reply_size(self):
+        return sum(WIDTH[p.wire] for p in self.outs)
+
+
+def parse_spec(path, symbols):
+    funcs, local, backend, seen_ids, seen_names = [], [], [], set(), set()
+    with open(path) as f:
+        for lineno, raw in enumerate(f, 1):
+            line = raw.split('#', 1)[0].strip()
+            if not line:
+                continue
+            words = line.split()
+            if words[0] in ('local', 'backend'):
+                if len(words) != 2:
+                    raise SpecError(f'line {lineno}: expected "{words[0]} NAME"')
+                if words[1] not in symbols:
+                    raise SpecError(f'line {lineno}: {words[1]} is not a driver symbol')
+                (local if words[0] == 'local' else backend).append(words[1])
+                continue
+            if len(words) < 3 or not words[0].isdigit():
+                raise SpecError(f'line {lineno}: cannot parse {line!r}')
+            opid, name, mode = int(words[0]), words[1], words[2]
+            if not 256 <= opid <= 65535 or opid in seen_ids:
+                raise SpecError(f'line {lineno}: op id {opid} out of range or reused')
+            if mode not in ('sync', 'async'):
+                raise SpecError(f'line {lineno}: mode must be sync or async')
+            flags = set(w for w in words[3:] if ':' not in w)
+            bad = flags - FLAGS
+            if bad:
+                raise SpecError(f'line {lineno}: unknown flags {sorted(bad)}')
+            params = [Param(w, lineno) for w in words[3:] if ':' in w]
+            fn = Func(opid, name, mode, flags, params, lineno)
+            if not fn.internal and name not in symbols:
+                raise SpecError(f'line {lineno}: {name} is not a driver symbol')
+            seen_ids.add(opid)
+            funcs.append(fn)
+    implemented = []
+    for fn in funcs:
+        if fn.internal:
+            continue
+        implemented.append(fn.name)
+        if fn.perthread and not fn.client_custom:
+            implemented.append(perthread_name(fn.name, symbols))
+    implemented += local
+    dups = set(n for n in implemented if implemented.count(n) > 1)
+    if dups:
+        raise SpecError(f'implemented twice: {sorted(dups)}')
+    for n in implemented:
+        seen_names.add(n)
+    return funcs, local, backend, implemented
+
+
+def perthread_name(name, symbols):
+    for suffix in ('_ptds', '_ptsz'):
+        if name + suffix in symbols:
+            return name + suffix
+    raise SpecError(f'{name}: no _ptds/_ptsz variant among the driver symbols')
+
+
+def c_params(fn):
+    out = []
+    for p in fn.params:
+        out.append(f'{p.ctype} *{p.name}' if p.dir == 'out' else f'{p.ctype} {p.name}')
+    return ', '.join(out) if out else 'void'
+
+
+def to_wire(p, per_thread_expr='0'):
+    if p.type == 'stream':
+        return f'lupc_stream_id({p.name}, {per_thread_expr})'
+    if p.type == 'ctx':
+        return f'(uint64_t)(uintptr_t){p.name}'
+    if p.wire == 'i32':
+        return f'(int32_t){p.name}'
+    return f'({p.dtype}){p.name}'
+
+
+HEADER = '/* Generated by abi/gen/lupgen.py from abi/cuda_api.spec. Do not edit. */\n'
+
+
+def gen_ops_h(funcs):
+    o = [HEADER, '#ifndef LUPINE_OPS_H\n#define LUPINE_OPS_H\n\n#include <stddef.h>\n\nenum lup_gen_op {\n']
+    for fn in funcs:
+        o.append(f'\tLUP_OPC_{fn.name} = {fn.opid},\n')
+    o.append('};\n\n/* Name of a generated op id, or NULL. */\nconst char *lup_op_name(unsigned op);\n\n#endif\n')
+    return ''.join(o)
+
+
+def gen_ops_c(funcs):
+    o = [HEADER, '#include "ops.h"\n#include "lupine/wire.h"\n\nconst char *lup_op_name(unsigned op)\n{\n\tswitch (op) {\n']
+    o.append('\tcase LUP_OP_HELLO: return "HELLO";\n\tcase LUP_OP_GOODBYE: return "GOODBYE";\n'
+             '\tcase LUP_OP_PING: return "PING";\n\tcase LUP_OP_MEMCPY_HTOD: return "MEMCPY_HTOD";\n'
+             '\tcase LUP_OP_MEMCPY_DTOH: return "MEMCPY_DTOH";\n')
+    for fn in funcs:
+        o.append(f'\tcase {fn.opid}: return "{fn.name}";\n')
+    o.append('\tdefault: return NULL;\n\t}\n}\n')
+    return ''.join(o)
+
+
+def gen_client_body(fn, pt_expr, validate=True):
+    """Body of a client function that marshals fn; pt_expr is the per-thread
+    flag. Hand-written callers (validate=False) check arguments themselves."""
+    checks = validate and any(p.type == 'devptr' for p in fn.ins)
+    b = ['\tCUresult r_;\n'] if checks or fn.outs else []
+    if validate:
+        b.append('\tif (!lupc_initialized())\n\t\treturn CUDA_ERROR_NOT_INITIALIZED;\n')
+    b.append(f'\tuint8_t args_[{fn.args_size()}];\n' if fn.ins else '\tuint8_t args_[1] = { 0 };\n')
+    b.append('\tstruct lup_wr w_ = lup_wr_init(args_, sizeof(args_));\n')
+    for p in fn.outs:
+        b.append(f'\tif (!{p.name})\n\t\treturn CUDA_ERROR_INVALID_VALUE;\n')
+    for p in (fn.ins if validate else []):
+        if p.range:
+            cnt, mul = p.range
+            b.append(f'\tif ((r_ = lupc_check_range((uint64_t){p.name}, (uint64_t){cnt}, {mul})) != CUDA_SUCCESS)\n\t\treturn r_;\n')
+        elif p.type == 'devptr':
+            b.append(f'\tif ((r_ = lupc_check_devptr((uint64_t){p.name})) != CUDA_SUCCESS)\n\t\treturn r_;\n')
+    for p in fn.ins:
+        b.append(f'\tlup_wr_{p.wire}(&w_, {to_wire(p, pt_expr)});\n')
+    flags = ('LUPC_SYNC' if fn.sync else 'LUPC_ASYNC') + (' | LUPC_CTX' if fn.need_ctx else '')
+    if fn.outs:
+        b.append(f'\tuint8_t rep_[{fn.reply_size()}];\n\tsize_t replen_ = 0;\n')
+        b.append(f'\tr_ = lupc_call(LUP_OPC_{fn.name}, {flags}, args_, w_.len, rep_, sizeof(rep_), &replen_);\n')
+        b.append('\tif (r_ != CUDA_SUCCESS)\n\t\treturn r_;\n')
+        b.append('\tstruct lup_rd rd_ = lup_rd_init(rep_, replen_);\n')
+        for i, p in enumerate(fn.outs):
+            b.append(f'\t{p.dtype} o{i}_;\n\tlup_rd_{p.wire}(&rd_, &o{i}_);\n')
+        b.append(f'\tif (lup_rd_finish(&rd_) < 0)\n\t\treturn lupc_protocol_error("{fn.name}");\n')
+        for i, p in enumerate(fn.outs):
+            if p.type == 'ctx' or p.type == 'stream':
+                b.append(f'\t*{p.name} = ({p.ctype})(uintptr_t)o{i}_;\n')
+            else:
+                b.append(f'\t*{p.name} = ({p.ctype})o{i}_;\n')
+        b.append('\treturn CUDA_SUCCESS;\n')
+    else:
+        b.append(f'\treturn lupc_call(LUP_OPC_{fn.name}, {flags}, args_, w_.len, NULL, 0, NULL);\n')
+    if not fn.ins:
+        b.insert(len(b) - 1, '\t(void)w_;\n')
+    return ''.join(b)
+
+
+def gen_shim(funcs, symbols):
+    o = [HEADER, '#include <stdint.h>\n#include <cuda.h>\n\n#include "buf.h"\n#include "ops.h"\n'
+         '#include "shim_gen.h"\n#include "client.h"\n\n#define EXPORT __attribute__((visibility("default")))\n\n']
+    h = [HEADER, '#ifndef LUPINE_SHIM_GEN_H\n#define LUPINE_SHIM_GEN_H\n\n#include <cuda.h>\n#include <stdint.h>\n\n']
+    for fn in funcs:
+        if fn.internal or fn.client_custom:
+            # marshalling helper for a hand-written or internal function
+            h.append(f'CUresult lupc_send_{fn.name}({c_params(fn)});\n')
+            o.append(f'CUresult lupc_send_{fn.name}({c_params(fn)})\n{{\n{gen_client_body(fn, "0", validate=False)}}}\n\n')
+            continue
+        if fn.perthread:
+            pt = perthread_name(fn.name, symbols)
+            o.append(f'static CUresult gen_{fn.name}({c_params(fn)}, int per_thread_)\n{{\n{gen_client_body(fn, "per_thread_")}}}\n\n')
+            call = ', '.join([p.name for p in fn.params] + ['%s'])
+            o.append(f'EXPORT CUresult CUDAAPI {fn.name}({c_params(fn)})\n{{\n\treturn gen_{fn.name}({call % "0"});\n}}\n\n')
+            o.append(f'EXPORT CUresult CUDAAPI {pt}({c_params(fn)});\n')
+            o.append(f'EXPORT CUresult CUDAAPI {pt}({c_params(fn)})\n{{\n\treturn gen_{fn.name}({call % "1"});\n}}\n\n')
+        else:
+            o.append(f'EXPORT CUresult CUDAAPI {fn.name}({c_params(fn)})\n{{\n{gen_client_body(fn, "0")}}}\n\n')
+    h.append('\n#endif\n')
+    return ''.join(o), ''.join(h)
+
+
+def gen_stubs(symbols, implemented):
+    impl = set(implemented)
+    o = [HEADER, '/* Every driver symbol lupine does not implement yet: each one logs its\n'
+         ' * name once and returns CUDA_ERROR_NOT_SUPPORTED. No cuda.h here: the\n'
+         ' * stubs take no arguments, which is safe for any caller under the SysV ABI. */\n'
+         '#include "unsupported.h"\n\n#define EXPORT __attribute__((visibility("default")))\n\n']
+    for s in symbols:
+        if s in impl:
+            continue
+        o.append(f'EXPORT int {s}(void);\nEXPORT int {s}(void)\n{{\n\tstatic int once;\n'
+                 f'\treturn lupc_unsupported("{s}", &once);\n}}\n\n')
+    return ''.join(o)
+
+
+def parse_typedefs(path):
+    """base name -> {'default': [versions], 'pt': [versions]} from PFN typedefs."""
+    out = {}
+    rx = re.compile(r'typedef\s+CUresult\s+\(CUDAAPI\s+\*PFN_(cu\w+?)_v(\d+)(_pt(?:ds|sz))?\)')
+    with open(path) as f:
+        for line in f:
+            m = rx.search(line)
+            if not m:
+                continue
+            base, ver, pt = m.group(1), int(m.group(2)), m.group(3)
+            e = out.setdefault(base, {'default': set(), 'pt': set()})
+            e['pt' if pt else 'default'].add(ver)
+    return out
+
+
+def version_table(symbols, typedefs):
+    """Rows (base, min_version, symbol, per_thread_symbol_or_None)."""
+    symset = set(symbols)
+    rows = []
+    for base in sorted(typedefs):
+        vers = sorted(typedefs[base]['default'])
+        cands = [base] if base in symset else []
+        k = 2
+        while f'{base}_v{k}' in symset:
+            cands.append(f'{base}_v{k}')
+            k += 1
+        if not cands or not vers:
+            continue
+        if len(vers) > len(cands):
+            vers = vers[-len(cands):]      # the oldest ABIs are not exported any more
+        elif len(cands) > len(vers):
+            cands = cands[-len(vers):]
+        for v, sym in zip(vers, cands):
+            pt = None
+            for suf in ('_ptds', '_ptsz'):
+                if sym + suf in symset:
+                    pt = sym + suf
+            rows.append((base, v, sym, pt))
+    return rows
+
+
+def gen_symtab(symbols, typedefs):
+    o = [HEADER, '/* Symbol and version tables for cuGetProcAddress. No cuda.h here: every\n'
+         ' * symbol is declared as a plain function only to take its address. */\n'
+         '#include <stddef.h>\n\n#include "symtab.h"\n\n']
+    for s in symbols:
+        o.append(f'extern void {s}(void);\n')
+    o.append('\nconst struct lupc_sym lupc_symbols[] = {\n')
+    for s in sorted(symbols):
+        o.append(f'\t{{ "{s}", (void *){s} }},\n')
+    o.append('};\nconst size_t lupc_n_symbols = sizeof(lupc_symbols) / sizeof(lupc_symbols[0]);\n\n')
+    o.append('const struct lupc_symver lupc_symvers[] = {\n')
+    for base, v, sym, pt in version_table(symbols, typedefs):
+        pts = f'"{pt}"' if pt else 'NULL'
+        o.append(f'\t{{ "{base}", {v}, "{sym}", {pts} }},\n')
+    o.append('};\nconst size_t lupc_n_symvers = sizeof(lupc_symvers) / sizeof(lupc_symvers[0]);\n')
+    return ''.join(o)
+
+
+def gen_version_script(symbols):
+    # lupine_shim_version marks the library as the shim (lupined refuses to load it)
+    body = ''.join(f'\t\t{s};\n' for s in list(symbols) + ['lupine_shim_version'])
+    return '/* Generated by abi/gen/lupgen.py. */\n{\n\tglobal:\n' + body + '\tlocal:\n\t\t*;\n};\n'
+
+
+def gen_worker(funcs, backend):
+    """worker_gen.h: backend table + custom handler prototypes; worker_gen.c: decoders + dispatch."""
+    be_names = []
+    for fn in funcs:
+        if not fn.worker_custom and fn.name not in be_names:
+            be_names.append(fn.name)
+    for n in backend:
+        if n not in be_names:
+            be_names.append(n)
+    h = [HEADER, '#ifndef LUPINE_WORKER_GEN_H\n#define LUPINE_WORKER_GEN_H\n\n#include <stdbool.h>\n'
+         '#include <stdint.h>\n#include <cuda.h>\n\n#include "buf.h"\n#include "lupine/wire.h"\n\n'
+         'struct lupw_session;\n\n'
+         '/* older ABIs the worker uses that cuda.h no longer declares */\n'
+         'CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);\n\n'
+         '/* The driver functions the worker calls, loaded with dlsym(). */\nstruct lupw_backend {\n']
+    for n in be_names:
+        h.append(f'\t__typeof__({n}) *{n};\n')
+    h.append('};\n\nstruct lupw_backend_sym {\n\tconst char *name;\n\tsize_t offset;\n};\n'
+             'extern const struct lupw_backend_sym lupw_backend_syms[];\nextern const size_t lupw_n_backend_syms;\n\n')
+    h.append('/* A handler decodes and validates its arguments (returning -EBADMSG for a\n * malformed or hostile frame), then, if *ret_status is still CUDA_SUCCESS on\n * entry (no latched error), binds the context `ctx` when the op needs one and\n * executes the call. */\ntypedef int (*lupw_handler_fn)(struct lupw_session *s, uint64_t ctx, struct lup_rd *rd, struct lup_wr *out, CUresult *ret_status);\n'
+             'struct lupw_op {\n\tconst char *name;\n\tlupw_handler_fn fn;\n\tbool sync;\n\tbool need_ctx;\n};\n'
+             '/* Indexed by op id - 256; fn == NULL for ids not in the spec. */\n'
+             'extern const struct lupw_op lupw_ops[];\nextern const size_t lupw_n_ops;\n\n'
+             '/* Hand-written handlers (worker=custom in the spec). */\n')
+    for fn in funcs:
+        if fn.worker_custom:
+            ps = ['struct lupw_session *s']
+            for p in fn.params:
+                t = 'CUstream' if p.type == 'stream' else p.ctype
+                ps.append(f'{t} *{p.name}' if p.dir == 'out' else f'{t} {p.name}')
+            h.append(f'CUresult lupw_{fn.name}({", ".join(ps)});\n')
+    h.append('\n/* Helpers the generated decoders call (worker_checks.c). */\n'
+             'int lupw_check_devptr(struct lupw_session *s, uint64_t p);\n'
+             'CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul);\n'
+             'CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret);\n'
+             'CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret);\n'
+             'CUresult lupw_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret);\n'
+             'const struct lupw_backend *lupw_be(struct lupw_session *s);\n'
+             'CUresult lupw_bind_ctx(struct lupw_session *s, uint64_t id);\n'
+             'void lupw_set_why(struct lupw_session *s, const char *why);\n\n#endif\n')
+
+    c = [HEADER, '#include <stddef.h>\n#include <errno.h>\n\n#include "worker_gen.h"\n#include "ops.h"\n\n']
+    c.append('const struct lupw_backend_sym lupw_backend_syms[] = {\n')
+    for n in be_names:
+        c.append(f'\t{{ "{n}", offsetof(struct lupw_backend, {n}) }},\n')
+    c.append('};\nconst size_t lupw_n_backend_syms = sizeof(lupw_backend_syms) / sizeof(lupw_backend_syms[0]);\n\n')
+    for fn in funcs:
+        c.append(f'static int h_{fn.name}(struct lupw_session *s, uint64_t ctx, struct lup_rd *rd, struct lup_wr *out, CUresult *ret_status)\n{{\n')
+        c.append('\tCUresult st_ = *ret_status;\n')
+        for i, p in enumerate(fn.ins):
+            c.append(f'\t{p.dtype} a{i}_;\n\tlup_rd_{p.wire}(rd, &a{i}_);\n')
+        c.append(f'\tif (lup_rd_finish(rd) < 0) {{\n\t\tlupw_set_why(s, "malformed arguments for {fn.name}");\n\t\treturn -EBADMSG;\n\t}}\n')
+        idx = {p.name: i for i, p in enumerate(fn.ins)}
+        call = []
+        for p in fn.params:
+            if p.dir == 'out':
+                continue
+            i = idx[p.name]
+            if p.type == 'devptr':
+                c.append(f'\tif (lupw_check_devptr(s, a{i}_) < 0)\n\t\treturn -EBADMSG;\n')
+        if fn.need_ctx:
+            c.append('\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_bind_ctx(s, ctx);\n')
+        else:
+            c.append('\t(void)ctx;\n')
+        for p in fn.ins:
+            i = idx[p.name]
+            if p.range:
+                cnt, mul = p.range
+                c.append(f'\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_check_range(s, a{i}_, a{idx[cnt]}_, {mul});\n')
+            if p.type == 'stream':
+                c.append(f'\tCUstream v{i}_ = NULL;\n\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_stream(s, a{i}_, &v{i}_);\n')
+            elif p.type == 'device':
+                c.append(f'\tCUdevice v{i}_ = 0;\n\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_device(s, a{i}_, &v{i}_);\n')
+            elif p.type == 'ctx':
+                c.append(f'\tCUcontext v{i}_ = NULL;\n\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_ctx(s, a{i}_, &v{i}_);\n')
+        outs = {p.name: j for j, p in enumerate(fn.outs)}
+        for p in fn.outs:
+            c.append(f'\t{p.ctype} o{outs[p.name]}_ = 0;\n')
+        for p in fn.params:
+            if p.dir == 'out':
+                call.append(f'&o{outs[p.name]}_')
+            else:
+                i = idx[p.name]
+                if p.type in ('stream', 'device', 'ctx'):
+                    call.append(f'v{i}_')
+                else:
+                    call.append(f'({p.ctype})a{i}_')
+        if fn.worker_custom:
+            target = f'lupw_{fn.name}(s' + ''.join(', ' + a for a in call) + ')'
+        else:
+            target = f'lupw_be(s)->{fn.name}(' + ', '.join(call) + ')'
+        c.append(f'\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = {target};\n')
+        if fn.outs:
+            c.append('\tif (st_ == CUDA_SUCCESS) {\n')
+            for p in fn.outs:
+                j = outs[p.name]
+                conv = f'(uint64_t)(uintptr_t)o{j}_' if p.type in ('ctx', 'stream') else f'({p.dtype})o{j}_'
+                c.append(f'\t\tlup_wr_{p.wire}(out, {conv});\n')
+            c.append('\t}\n')
+        c.append('\t*ret_status = st_;\n\treturn 0;\n}\n\n')
+    maxid = max(fn.opid for fn in funcs)
+    c.append(f'const struct lupw_op lupw_ops[{maxid - 255}] = {{\n')
+    for fn in funcs:
+        c.append(f'\t[{fn.opid - 256}] = {{ "{fn.name}", h_{fn.name}, {str(fn.sync).lower()}, {str(fn.need_ctx).lower()} }},\n')
+    c.append(f'}};\nconst size_t lupw_n_ops = {maxid - 255};\n')
+    return ''.join(h), ''.join(c)
+
+
+def gen_errors(cuda_h):
+    """CUresult code -> name table from cuda.h's cudaError_enum."""
+    with open(cuda_h) as f:
+        text = f.read()
+    m = re.search(r'typedef enum cudaError_enum \{(.*?)\} CUresult;', text, re.S)
+    if not m:
+        raise SpecError('cudaError_enum not found in cuda.h')
+    body = re.sub(r'/\*.*?\*/', '', m.group(1), flags=re.S)
+    rows = re.findall(r'(CUDA_(?:SUCCESS|ERROR_\w+))\s*=\s*(\d+)', body)
+    o = [HEADER, '#include "errors.h"\n\nconst struct lupc_errname lupc_errnames[] = {\n']
+    for name, code in sorted(rows, key=lambda r: int(r[1])):
+        o.append(f'\t{{ {code}, "{name}" }},\n')
+    o.append('};\nconst size_t lupc_n_errnames = sizeof(lupc_errnames) / sizeof(lupc_errnames[0]);\n')
+    return ''.join(o)
+
+
+def write_if_changed(path, text):
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return
+    except FileNotFoundError:
+        pass
+    with open(path + '.tmp', 'w') as f:
+        f.write(text)
+    os.replace(path + '.tmp', path)
+
+
+def main(argv):
+    if len(argv) != 5:
+        print(__doc__, file=sys.stderr)
+        return 2
+    spec, symfile, typedefs_h, outdir = argv[1:]
+    with open(symfile) as f:
+        symbols = [l.strip() for l in f if l.strip() and not l.startswith('#')]
+    try:
+        funcs, local, backend, implemented = parse_spec(spec, set(symbols))
+    except SpecError as e:
+        print(f'{spec}: {e}', file=sys.stderr)
+        return 1
+    try:
+        typedefs = parse_typedefs(typedefs_h)
+        errors_c = gen_errors(os.path.join(os.path.dirname(typedefs_h), 'cuda.h'))
+    except (OSError, SpecError) as e:
+        print(f'lupgen: {e}', file=sys.stderr)
+        return 1
+    shim_c, shim_h = gen_shim(funcs, set(symbols))
+    worker_h, worker_c = gen_worker(funcs, backend)
+    outputs = {
+        'ops.h': gen_ops_h(funcs),
+        'ops.c': gen_ops_c(funcs),
+        'shim_gen.c': shim_c,
+        'shim_gen.h': shim_h,
+        'shim_stubs.c': gen_stubs(symbols, implemented),
+        'shim_symtab.c': gen_symtab(symbols, typedefs),
+        'libcuda.sym': gen_version_script(symbols),
+        'worker_gen.h': worker_h,
+        'worker_gen.c': worker_c,
+        'shim_errors.c': errors_c,
+    }
+    for name, text in outputs.items():
+        write_if_changed(os.path.join(outdir, name), text)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lupine wire protocol: frame header, control op ids, limits.
+ *
+ * This header is part of the stable public contract (see docs/protocol.md).
+ * All integers on the wire are little-endian. A frame is a fixed 40-byte
+ * header followed by `len` bytes of payload. Driver-API op ids (>= 256) are
+ * generated from abi/cuda_api.spec into lupine/ops.h; the control ops below
+ * are fixed here.
+ */
+#ifndef LUPINE_WIRE_H
+#define LUPINE_WIRE_H
+
+#include <stdint.h>
+
+#define LUP_PROTO_MAGIC   0x4c555031u /* "LUP1" */
+#define LUP_PROTO_VERSION 1u
+
+/* Frame header, exactly 40 bytes on the wire (encoded field by field by
+ * common/frame.c; the struct is the in-memory form, not a wire overlay). */
+struct lup_hdr {
+        uint32_t len;    /* payload bytes following the header */
+        uint16_t op;     /* LUP_OP_* or a generated LUP_OPC_* id */
+        uint16_t flags;  /* LUP_F_* */
+        uint32_t lane;   /* client thread id; replies go to this lane */
+        uint32_t status; /* replies: CUresult of the call; requests: 0 */
+        uint64_t seq;    /* requests: per-session sequence number (1, 2, ...);
+                          * replies: the seq being answered */
+        uint64_t ctx;    /* requests: the caller's current context id (0 = none);
+                          * replies: last sequence number executed */
+};
+#define LUP_HDR_SIZE 40u
+
+/* flags */
+#define LUP_F_SYNC  0x0001u /* the sender waits for a reply on this lane */
+#define LUP_F_REPLY 0x0002u /* this frame answers a LUP_F_SYNC request */
+#define LUP_F_MORE  0x0004u /* reply data continues in further frames */
+#define LUP_F_KNOWN (LUP_F_SYNC | LUP_F_REPLY | LUP_F_MORE)
+
+/* control ops (0..255) */
+enum lup_ctl_op {
+        LUP_OP_HELLO       = 1,  /* first frame of every connection */
+        LUP_OP_GOODBYE     = 2,  /* orderly close, or server going away */
+        LUP_OP_PING        = 3,  /* heartbeat; sync */
+        LUP_OP_MEMCPY_HTOD = 16, /* u64 dst, u64 stream, bytes...   (one chunk) */
+        LUP_OP_MEMCPY_DTOH = 17, /* u64 src, u64 size, u64 stream -> bytes (chunked reply) */
+        LUP_OP_CTL_MAX     = 255,
+};
+
+/* hard limits; every one of them is checked on receive */
+#define LUP_MAX_PAYLOAD      ((1u << 20) + 4096u) /* biggest frame payload accepted */
+#define LUP_BULK_CHUNK       (1u << 20)         /* bulk data is cut into chunks of this size */
+#define LUP_MAX_NAME         128u               /* session name bytes */
+#define LUP_MAX_DEVICES      16u
+#define LUP_MAX_DEV_NAME     256u
+#define LUP_MAX_LANES        4096u              /* client threads per connection */
+#define LUP_MAX_COPY         (1ull << 40)       /* largest single copy / memset */
+#define LUP_MAX_ALLOCS       (1u << 20)         /* live allocations per session */
+#define LUP_MAX_CONTEXTS     256u               /* live contexts per session */
+#define LUP_TOKEN_SIZE       16u
+
+/* The VA arena: session slot n owns [LUP_ARENA_BASE + n*LUP_ARENA_SIZE, +LUP_ARENA_SIZE). */
+#define LUP_ARENA_BASE       0x200000000000ull
+#define LUP_ARENA_SIZE       (1ull << 40)
+#define LUP_ARENA_SLOTS      64u
+#define LUP_ARENA_GRANULE    (2ull << 20)
+
+/*
+ * HELLO request payload:
+ *   u32 magic, u32 proto_version, u32 cuda_version, u32 flags,
+ *   u16 name_len, name bytes (1..LUP_MAX_NAME, [A-Za-z0-9._-]),
+ *   token[16] (all zero for a new session), u64 last_seq_seen
+ *
+ * HELLO reply payload (status = CUresult; 0 = accepted):
+ *   u32 magic, u32 proto_version, u32 driver_version, u32 backend (LUP_BACKEND_*),
+ *   token[16], u64 arena_base, u64 arena_size, u64 last_executed_seq,
+ *   u32 device_count, then per device:
+ *     u16 name_len, name, uuid[16], u64 total_mem,
+ *     u32 n_attr, n_attr x (i32 value, u32 result)   (attribute ids 1..n_attr)
+ * A refused HELLO carries status != 0 and payload u16 msg_len, msg (UTF-8).
+ */
+enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
+#define LUP_MAX_ATTRS 256u
+
+#endif

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The session's device-address arena: a fixed VA range (reserved by the
+ * worker, and by the client at the same address) in which every allocation
+ * is placed. Large requests get their own granule-aligned chunks; small ones
+ * (<= ARENA_SMALL_MAX) are carved from 2 MiB slabs by power-of-two class.
+ *
+ * This module is pure bookkeeping: the physical side (cuMemCreate/cuMemMap,
+ * later export for hot restart) is done through the ops callbacks, so it is
+ * unit-tested without a driver.
+ */
+#ifndef LUPD_ARENA_H
+#define LUPD_ARENA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARENA_SMALL_MIN 256u
+#define ARENA_SMALL_MAX (1u << 20)
+
+struct arena_ops {
+        /* Back [addr, addr+size) with device memory of `device`.
+         * Returns 0 or a positive CUresult (e.g. 2 = out of memory). */
+        int (*map)(void *ud, uint64_t addr, uint64_t size, int device);
+        void (*unmap)(void *ud, uint64_t addr, uint64_t size);
+};
+
+struct arena_slab;
+
+struct arena_alloc {
+        uint64_t addr;
+        uint64_t size;          /* as requested */
+        uint64_t chunk;         /* bytes of VA this allocation owns (0 for slab blocks) */
+        int device;
+        uint64_t owner;         /* the context id that allocated it */
+        struct arena_slab *slab;
+};
+
+struct arena_range {
+        uint64_t addr;
+        uint64_t size;
+};
+
+struct arena {
+        uint64_t base, size, granule;
+        const struct arena_ops *ops;
+        void *ud;
+        struct arena_range *free_va;   /* sorted, coalesced */
+        size_t n_free, cap_free;
+        struct arena_alloc *allocs;    /* sorted by addr */
+        size_t n_allocs, cap_allocs;
+        struct arena_slab **slabs;
+        size_t n_slabs, cap_slabs;
+        uint64_t mapped_bytes;
+};
+
+int arena_init(struct arena *a, uint64_t base, uint64_t size, uint64_t granule,
+               const struct arena_ops *ops, void *ud);
+/* Unmaps everything still mapped and frees the bookkeeping. */
+void arena_destroy(struct arena *a);
+
+/* Returns 0, -ENOMEM (address space or bookkeeping exhausted, or
+ * LUP_MAX_ALLOCS reached), -EINVAL (size 0), or a positive CUresult from map. */
+int arena_alloc(struct arena *a, uint64_t size, int device, uint64_t owner, uint64_t *ret_addr);
+/* Frees every allocation owned by `owner`; returns how many. */
+size_t arena_free_owner(struct arena *a, uint64_t owner);
+/* -ENOENT unless addr is the start of a live allocation. */
+int arena_free(struct arena *a, uint64_t addr);
+/* The live allocation containing p, or NULL. */
+const struct arena_alloc *arena_find(const struct arena *a, uint64_t p);
+bool arena_contains(const struct arena *a, uint64_t p);
+
+#endif

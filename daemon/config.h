@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* lupined configuration, filled from the command line by main.c. */
+#ifndef LUPD_CONFIG_H
+#define LUPD_CONFIG_H
+
+#include <stdbool.h>
+
+#include "net.h"
+
+#define LUPD_MAX_LISTEN 16
+#define LUPD_DEFAULT_PORT 14833
+#define LUPD_MAX_SESSIONS 64            /* == LUP_ARENA_SLOTS */
+#define LUPD_HELLO_TIMEOUT_MS 10000     /* a connection must send HELLO within this */
+
+enum lupd_backend_choice { LUPD_BACKEND_AUTO = 0, LUPD_BACKEND_CUDA, LUPD_BACKEND_SIM };
+
+struct lupd_config {
+        struct lup_endpoint listen[LUPD_MAX_LISTEN];
+        int n_listen;
+        enum lupd_backend_choice backend;
+        int log_level;                  /* LUP_LOG_* */
+        int max_sessions;
+        char self_exe[4096];            /* resolved /proc/self/exe, for spawning workers */
+        bool insecure;                  /* --insecure: unauthenticated non-loopback access */
+        int hello_timeout_ms;           /* hidden --hello-timeout-ms; LUPD_HELLO_TIMEOUT_MS */
+        bool no_multishot_accept;       /* hidden --no-multishot-accept: test the fallback */
+        /* worker mode only */
+        bool worker;
+        int ctl_fd;
+};
+
+#endif

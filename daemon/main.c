@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lupined entry point: the command line, process-wide set-up, then either
+ * the supervisor (the default) or a per-session worker (--worker, which
+ * only the supervisor passes).
+ *
+ * Exit status: 0 clean shutdown, 1 runtime failure, 2 bad arguments.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "net.h"
+#include "supervisor.h"
+#include "worker.h"
+
+#define EXIT_USAGE 2
+
+/* Hidden test knobs stay out of --help: --hello-timeout-ms=N (1..600000)
+ * shortens the HELLO deadline so the e2e tests run fast, and
+ * --no-multishot-accept exercises the one-shot accept path of kernels
+ * before 5.19. */
+enum {
+        OPT_LOG_LEVEL = 0x100,
+        OPT_INSECURE,
+        OPT_WORKER,
+        OPT_CTL_FD,
+        OPT_HELLO_TIMEOUT,
+        OPT_NO_MULTISHOT,
+};
+
+static const struct option long_options[] = {
+        { "listen", required_argument, NULL, 'l' },
+        { "backend", required_argument, NULL, 'b' },
+        { "max-sessions", required_argument, NULL, 'm' },
+        { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+        { "insecure", no_argument, NULL, OPT_INSECURE },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { "worker", no_argument, NULL, OPT_WORKER },
+        { "ctl-fd", required_argument, NULL, OPT_CTL_FD },
+        { "hello-timeout-ms", required_argument, NULL, OPT_HELLO_TIMEOUT },
+        { "no-multishot-accept", no_argument, NULL, OPT_NO_MULTISHOT },
+        { NULL, 0, NULL, 0 },
+};
+
+static void print_usage(FILE *f)
+{
+        fprintf(f,
+"Usage: lupined [OPTIONS]\n"
+"\n"
+"The lupine GPU-host daemon: serves this host's GPUs to CUDA programs on\n"
+"other machines. The main process (the supervisor) accepts connections and\n"
+"starts one worker process per session; only workers touch CUDA.\n"
+"\n"
+"Options:\n"
+"  -l, --listen ENDPOINT   Listen on ENDPOINT. Repeat the option to listen on\n"
+"                          several (at most %d). ENDPOINT is HOST:PORT,\n"
+"                          [IPV6]:PORT or unix:PATH. Default: 0.0.0.0:%d.\n"
+"  -b, --backend KIND      The CUDA driver workers use: auto (the default: the\n"
+"                          host's libcuda.so.1 if a GPU is found, otherwise the\n"
+"                          simulator), cuda (the host's libcuda.so.1) or sim\n"
+"                          (libcuda-sim.so, a simulated GPU).\n"
+"  -m, --max-sessions N    Serve at most N sessions at once, 1..%d (default %d).\n"
+"                          Further clients are refused with \"server full\".\n"
+"      --log-level LEVEL   err, warning, info (the default) or debug.\n"
+"      --insecure          Accept unauthenticated clients on listeners that are\n"
+"                          reachable from the network, and say so loudly in the\n"
+"                          log. (Authentication is not implemented yet; without\n"
+"                          this flag such listeners are warned about.)\n"
+"  -h, --help              Show this help and exit.\n"
+"  -V, --version           Show the version and exit.\n"
+"\n"
+"Internal options (the supervisor passes them to the workers it starts;\n"
+"not for use by hand):\n"
+"      --worker            Run as a per-session worker process.\n"
+"      --ctl-fd=N          The worker's control socket (required with --worker).\n"
+"\n"
+"Environment:\n"
+"  LUPINE_TRACE     RPC tracing: 0 (off), 1 or 2 (detail level, to stderr), or\n"
+"                   a file path (level 1, appended to that file).\n"
+"  NOTIFY_SOCKET    Set by systemd for Type=notify services: lupined sends\n"
+"                   READY=1 once it listens and STOPPING=1 when it shuts down.\n"
+"  JOURNAL_STREAM   Set by systemd when stderr is connected to the journal.\n"
+"                   Logs go to stderr either way for now.\n"
+"\n"
+"Signals: SIGTERM or SIGINT shut down (workers get %d s to finish, then\n"
+"SIGKILL); SIGHUP is reserved for reload (not implemented yet).\n"
+"\n"
+"Exit status: 0 after a clean shutdown, 1 on a runtime error, 2 on bad\n"
+"arguments.\n",
+                LUPD_MAX_LISTEN, LUPD_DEFAULT_PORT, LUPD_MAX_SESSIONS, LUPD_MAX_SESSIONS,
+                LUPD_SHUTDOWN_GRACE_MS / 1000);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+        va_list ap;
+
+        fputs("lupined: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputs("\nTry 'lupined --help' for more information.\n", stderr);
+        return -EINVAL;
+}
+
+/* A whole decimal number in [min, max]. */
+static int parse_int(const char *s, long min, long max, int *ret)
+{
+        char *end;
+        long v;
+
+        errno = 0;
+        v = strtol(s, &end, 10);
+        if (errno || end == s || *end || v < min || v > max)
+                return -EINVAL;
+        *ret = (int)v;
+        return 0;
+}
+
+static int parse_log_level(const char *s, int *ret)
+{
+        static const struct {
+                const char *name;
+                int level;
+        } names[] = {
+                { "err", LUP_LOG_ERR },     { "error", LUP_LOG_ERR }, { "warning", LUP_LOG_WARNING },
+                { "warn", LUP_LOG_WARNING }, { "info", LUP_LOG_INFO }, { "debug", LUP_LOG_DEBUG },
+        };
+
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+                if (strcmp(s, names[i].name) == 0) {
+                        *ret = names[i].level;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+static int add_listen(struct lupd_config *cfg, const char *s)
+{
+        int r;
+
+        if (cfg->n_listen >= LUPD_MAX_LISTEN)
+                return usage_error("--listen %s: at most %d endpoints", s, LUPD_MAX_LISTEN);
+        r = lup_endpoint_parse(s, &cfg->listen[cfg->n_listen]);
+        if (r == -EHOSTUNREACH)
+                return usage_error("--listen %s: cannot resolve the host name", s);
+        if (r < 0)
+                return usage_error("--listen %s: expected HOST:PORT, [IPV6]:PORT or unix:PATH", s);
+        cfg->n_listen++;
+        return 0;
+}
+
+/* Returns 0 to run, 1 to exit 0 at once (--help, --version), or -EINVAL
+ * after printing what is wrong. */
+static int parse_args(int argc, char **argv, struct lupd_config *cfg)
+{
+        bool have_ctl_fd = false;
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "l:b:m:hV", long_options, NULL)) >= 0) {
+                switch (c) {
+                case 'l':
+                        r = add_listen(cfg, optarg);
+                        if (r < 0)
+                                return r;
+                        break;
+                case 'b':
+                        if (strcmp(optarg, "auto") == 0)
+                                cfg->backend = LUPD_BACKEND_AUTO;
+                        else if (strcmp(optarg, "cuda") == 0)
+                                cfg->backend = LUPD_BACKEND_CUDA;
+                        else if (strcmp(optarg, "sim") == 0)
+                                cfg->backend = LUPD_BACKEND_SIM;
+                        else
+                                return usage_error("--backend %s: expected auto, cuda or sim", optarg);
+                        break;
+                case 'm':
+                        if (parse_int(optarg, 1, LUPD_MAX_SESSIONS, &cfg->max_sessions) < 0)
+                                return usage_error("--max-sessions %s: expected a number from 1 to %d", optarg,
+                                                   LUPD_MAX_SESSIONS);
+                        break;
+                case OPT_LOG_LEVEL:
+                        if (parse_log_level(optarg, &cfg->log_level) < 0)
+                                return usage_error("--log-level %s: expected err, warning, info or debug", optarg);
+                        break;
+                case OPT_INSECURE:
+                        cfg->insecure = true;
+                        break;
+                case OPT_WORKER:
+                        cfg->worker = true;
+                        break;
+                case OPT_CTL_FD:
+                        if (parse_int(optarg, 0, INT_MAX, &cfg->ctl_fd) < 0)
+                                return usage_error("--ctl-fd=%s: expected a file descriptor number", optarg);
+                        have_ctl_fd = true;
+                        break;
+                case OPT_HELLO_TIMEOUT:
+                        if (parse_int(optarg, 1, 600000, &cfg->hello_timeout_ms) < 0)
+                                return usage_error("--hello-timeout-ms %s: expected 1 to 600000", optarg);
+                        break;
+                case OPT_NO_MULTISHOT:
+                        cfg->no_multishot_accept = true;
+                        break;
+                case 'h':
+                        print_usage(stdout);
+                        return 1;
+                case 'V':
+                        printf("lupined %s\n", LUPINE_VERSION);
+                        return 1;
+                default:
+                        /* getopt_long has named the offending option */
+                        fputs("Try 'lupined --help' for more information.\n", stderr);
+                        return -EINVAL;
+                }
+        }
+        if (optind < argc)
+                return usage_error("unexpected argument '%s'", argv[optind]);
+        if (cfg->worker && !have_ctl_fd)
+                return usage_error("--worker needs --ctl-fd=N");
+        if (!cfg->worker && have_ctl_fd)
+                return usage_error("--ctl-fd is only meaningful with --worker");
+        if (cfg->worker && fcntl(cfg->ctl_fd, F_GETFD) < 0)
+                return usage_error("--ctl-fd=%d: not an open file descriptor", cfg->ctl_fd);
+        if (!cfg->worker && cfg->n_listen == 0) {
+                char def[32];
+                snprintf(def, sizeof(def), "0.0.0.0:%d", LUPD_DEFAULT_PORT);
+                r = add_listen(cfg, def);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* A daemon started with fd 0, 1 or 2 closed would hand those numbers to
+ * sockets, and the next log line would land in a client's stream. Opened
+ * without O_CLOEXEC on purpose: workers inherit stdio. */
+static void ensure_stdio(void)
+{
+        for (int fd = 0; fd < 3; fd++) {
+                if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+                        continue;
+                int n = open("/dev/null", O_RDWR);
+                if (n >= 0 && n != fd) {
+                        (void)dup2(n, fd);
+                        close(n);
+                }
+        }
+}
+
+static int resolve_self_exe(struct lupd_config *cfg)
+{
+        ssize_t n = readlink("/proc/self/exe", cfg->self_exe, sizeof(cfg->self_exe) - 1);
+
+        if (n < 0)
+                return -errno;
+        if ((size_t)n >= sizeof(cfg->self_exe) - 1)
+                return -ENAMETOOLONG;
+        cfg->self_exe[n] = 0;
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        struct lupd_config cfg = {
+                .backend = LUPD_BACKEND_AUTO,
+                .log_level = LUP_LOG_INFO,
+                .max_sessions = LUPD_MAX_SESSIONS,
+                .hello_timeout_ms = LUPD_HELLO_TIMEOUT_MS,
+                .ctl_fd = -1,
+        };
+        int r;
+
+        ensure_stdio();
+        r = parse_args(argc, argv, &cfg);
+        if (r < 0)
+                return EXIT_USAGE;
+        if (r > 0)
+                return 0;
+
+        /* Peers vanish mid-write all the time; that is an -EPIPE to handle,
+         * not a reason to die. */
+        signal(SIGPIPE, SIG_IGN);
+        lup_log_setup(cfg.worker ? "lupined-worker" : "lupined", cfg.log_level);
+        lup_trace_setup_from_env();
+
+        r = resolve_self_exe(&cfg);
+        if (cfg.worker)
+                return worker_main(&cfg);
+        if (r < 0) {
+                lup_err("cannot resolve /proc/self/exe, needed to start workers: %s", strerror(-r));
+                return 1;
+        }
+        if (cfg.insecure)
+                lup_warn("INSECURE MODE (--insecure): clients are not authenticated on any listener; "
+                         "anyone who can reach lupined can use this host's GPUs");
+        return supervisor_main(&cfg);
+}

@@ -1,0 +1,580 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lupined supervisor: the event loop and what hangs directly off it.
+ *
+ * One io_uring serves everything the supervisor waits for:
+ *   - the listening sockets (multishot accept; on kernels before 5.19 a
+ *     one-shot accept re-armed after every connection);
+ *   - pending connections, until their HELLO is judged (supervisor_conn.c);
+ *   - the workers' control sockets (supervisor_worker.c, daemon/ctl.h);
+ *   - signals, through a signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP);
+ *   - one tick timer, armed only while something has a deadline.
+ *
+ * What a hostile peer can make us hold: LUPD_MAX_PENDING connections of at
+ * most LUP_HDR_SIZE + LUPD_HELLO_MAX_PAYLOAD bytes, each for at most
+ * hello_timeout_ms, and at most CONN_LOG_BURST log lines per window.
+ */
+#include "supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "net.h"
+#include "supervisor_int.h"
+
+/* The ring holds at most one op per pending connection, listener and
+ * control socket plus a few singletons (about 340), so 512 SQEs never run
+ * out in practice. The CQ is larger because multishot accept can post many
+ * completions between two trips round the loop. */
+#define RING_SQ_ENTRIES 512u
+#define RING_CQ_ENTRIES 4096u
+
+/* Refusals and drops are logged one line each, but a flood of hostile
+ * connections must not become a flood of log lines. */
+#define CONN_LOG_BURST 1000u
+#define CONN_LOG_WINDOW_MS 10000u
+
+static void begin_shutdown(struct sup *s, const char *why);
+
+uint64_t sup_now_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+struct io_uring_sqe *sup_sqe(struct sup *s)
+{
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
+
+        if (!sqe) {
+                (void)io_uring_submit(&s->ring);
+                sqe = io_uring_get_sqe(&s->ring);
+        }
+        return sqe;
+}
+
+void sup_cancel_op(struct sup *s, uint64_t ud, int fd)
+{
+        struct io_uring_sqe *sqe = sup_sqe(s);
+
+        if (!sqe) {
+                (void)shutdown(fd, SHUT_RDWR);
+                return;
+        }
+        io_uring_prep_cancel64(sqe, ud, 0);
+        io_uring_sqe_set_data64(sqe, ud_make(EV_IGNORE, 0));
+}
+
+bool sup_conn_log_allow(struct sup *s)
+{
+        struct log_limit *l = &s->conn_log;
+        uint64_t now = sup_now_ms();
+
+        if (now - l->window_start >= CONN_LOG_WINDOW_MS) {
+                if (l->suppressed)
+                        lup_warn("%u further connection messages were suppressed", l->suppressed);
+                l->window_start = now;
+                l->lines = 0;
+                l->suppressed = 0;
+        }
+        if (l->lines < CONN_LOG_BURST) {
+                l->lines++;
+                return true;
+        }
+        l->suppressed++;
+        return false;
+}
+
+static bool endpoint_is_local(const struct lup_endpoint *ep)
+{
+        if (ep->family == AF_UNIX)
+                return true;
+        if (ep->family == AF_INET) {
+                const struct sockaddr_in *in = (const struct sockaddr_in *)&ep->addr;
+                return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+        }
+        if (ep->family == AF_INET6) {
+                const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ep->addr;
+                return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ||
+                       (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127);
+        }
+        return false;
+}
+
+/* ---- listeners ----------------------------------------------------------- */
+
+static void listener_arm(struct sup *s, int li)
+{
+        struct listener *l = &s->listeners[li];
+        struct io_uring_sqe *sqe;
+
+        if (l->fd < 0 || l->armed || s->stopping)
+                return;
+        sqe = sup_sqe(s);
+        if (!sqe) {
+                l->paused = true; /* the tick tries again */
+                return;
+        }
+        /* No peer address buffer: one multishot op would share it between
+         * all its completions. getpeername() gives it per connection. */
+        if (s->multishot)
+                io_uring_prep_multishot_accept(sqe, l->fd, NULL, NULL, SOCK_CLOEXEC);
+        else
+                io_uring_prep_accept(sqe, l->fd, NULL, NULL, SOCK_CLOEXEC);
+        io_uring_sqe_set_data64(sqe, ud_make(EV_ACCEPT, (uint32_t)li));
+        l->armed = true;
+        l->armed_multishot = s->multishot;
+        l->paused = false;
+}
+
+static void on_accept(struct sup *s, int li, int res, uint32_t cqe_flags)
+{
+        struct listener *l = &s->listeners[li];
+
+        if (!(cqe_flags & IORING_CQE_F_MORE))
+                l->armed = false;
+        if (res >= 0) {
+                if (l->fd < 0)
+                        close(res); /* raced with shutdown */
+                else
+                        sup_conn_new(s, l, res);
+        } else if (l->fd < 0 || res == -ECANCELED) {
+                return;
+        } else if (res == -EINVAL && l->armed_multishot) {
+                /* Kernels before 5.19 reject the multishot flag. */
+                if (s->multishot)
+                        lup_info("multishot accept is not available; using one-shot accept");
+                s->multishot = false;
+        } else if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS || res == -ENOMEM) {
+                if (sup_conn_log_allow(s))
+                        lup_warn("cannot accept on %s: %s; trying again shortly", l->ep->text, strerror(-res));
+                l->paused = !l->armed;
+                return;
+        } else if (res == -ECONNABORTED || res == -EAGAIN || res == -EINTR || res == -EPROTO ||
+                   res == -EPERM || res == -ENETDOWN || res == -EHOSTUNREACH || res == -ENETUNREACH) {
+                lup_debug("accept on %s: %s", l->ep->text, strerror(-res));
+        } else {
+                lup_err("accept on %s failed: %s; trying again shortly", l->ep->text, strerror(-res));
+                l->paused = !l->armed;
+                return;
+        }
+        if (!l->armed)
+                listener_arm(s, li);
+}
+
+static int listeners_open(struct sup *s)
+{
+        const struct lupd_config *cfg = s->cfg;
+
+        for (int i = 0; i < cfg->n_listen; i++) {
+                const struct lup_endpoint *ep = &cfg->listen[i];
+                struct listener *l = &s->listeners[i];
+                int fd = lup_listen(ep, SOMAXCONN);
+
+                if (fd < 0) {
+                        lup_err("cannot listen on %s: %s", ep->text, strerror(-fd));
+                        return fd;
+                }
+                /* Blocking on purpose: before Linux 5.12 io_uring returns
+                 * -EAGAIN at once for accept on an O_NONBLOCK socket instead
+                 * of waiting, which would spin the loop. Nothing else ever
+                 * accepts on it. */
+                int fl = fcntl(fd, F_GETFL);
+                if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+                        int e = -errno;
+                        lup_err("cannot listen on %s: fcntl: %s", ep->text, strerror(-e));
+                        close(fd);
+                        return e;
+                }
+                l->fd = fd;
+                l->ep = ep;
+                s->n_listeners = i + 1;
+                lup_info("listening on %s", ep->text);
+                if (!endpoint_is_local(ep)) {
+                        if (cfg->insecure)
+                                lup_warn("INSECURE: clients on %s are not authenticated (--insecure)", ep->text);
+                        else
+                                lup_warn("%s is reachable from the network and authentication is not "
+                                         "implemented yet: anyone who reaches it can use this host's GPUs",
+                                         ep->text);
+                }
+        }
+        return 0;
+}
+
+/* Stops accepting: cancels the accepts, closes the sockets (the ring keeps
+ * its own reference until the cancel lands) and removes UNIX socket paths. */
+static void listeners_close(struct sup *s)
+{
+        for (int i = 0; i < s->n_listeners; i++) {
+                struct listener *l = &s->listeners[i];
+
+                if (l->fd < 0)
+                        continue;
+                if (l->armed)
+                        sup_cancel_op(s, ud_make(EV_ACCEPT, (uint32_t)i), l->fd);
+                l->fd = safe_close(l->fd);
+                if (l->ep->family == AF_UNIX) {
+                        const struct sockaddr_un *un = (const struct sockaddr_un *)&l->ep->addr;
+                        if (unlink(un->sun_path) < 0 && errno != ENOENT)
+                                lup_warn("cannot remove %s: %m", un->sun_path);
+                }
+        }
+}
+
+/* ---- signals, timer, shutdown ------------------------------------------ */
+
+static int signals_setup(struct sup *s)
+{
+        sigset_t mask;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGHUP);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
+                int e = -errno;
+                lup_err("cannot block signals: %s", strerror(-e));
+                return e;
+        }
+        /* Non-blocking, and watched with a poll op rather than read through
+         * the ring: before Linux 5.12 an io_uring read of a signalfd runs
+         * in a kernel thread that does not see our signals. */
+        s->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (s->sigfd < 0) {
+                int e = -errno;
+                lup_err("cannot create a signalfd: %s", strerror(-e));
+                return e;
+        }
+        return 0;
+}
+
+static void sig_arm(struct sup *s)
+{
+        struct io_uring_sqe *sqe;
+
+        if (s->sig_busy)
+                return;
+        sqe = sup_sqe(s);
+        if (!sqe)
+                return; /* the next tick or completion tries again */
+        io_uring_prep_poll_add(sqe, s->sigfd, POLLIN);
+        io_uring_sqe_set_data64(sqe, ud_make(EV_SIGNAL, 0));
+        s->sig_busy = true;
+}
+
+static void on_signal(struct sup *s, int res)
+{
+        struct signalfd_siginfo si;
+
+        s->sig_busy = false;
+        if (res < 0 && res != -EINTR && res != -EAGAIN && res != -ECANCELED)
+                lup_warn("polling the signalfd failed: %s", strerror(-res));
+        for (;;) {
+                ssize_t n = read(s->sigfd, &si, sizeof(si));
+                if (n != (ssize_t)sizeof(si))
+                        break; /* EAGAIN: drained */
+                switch (si.ssi_signo) {
+                case SIGCHLD:
+                        sup_reap_workers(s);
+                        break;
+                case SIGINT:
+                        begin_shutdown(s, "SIGINT");
+                        break;
+                case SIGTERM:
+                        begin_shutdown(s, "SIGTERM");
+                        break;
+                case SIGHUP:
+                        lup_info("SIGHUP: reload not implemented yet");
+                        break;
+                default:
+                        break;
+                }
+        }
+}
+
+static void tick_arm(struct sup *s)
+{
+        struct io_uring_sqe *sqe;
+        bool need = s->n_conns > 0 || s->stopping;
+
+        for (int i = 0; i < s->n_listeners && !need; i++)
+                need = s->listeners[i].paused;
+        if (s->tick_busy || !need)
+                return;
+        sqe = sup_sqe(s);
+        if (!sqe)
+                return;
+        s->tick_ts.tv_sec = s->tick_ms / 1000;
+        s->tick_ts.tv_nsec = (long long)(s->tick_ms % 1000) * 1000000;
+        io_uring_prep_timeout(sqe, &s->tick_ts, 0, 0);
+        io_uring_sqe_set_data64(sqe, ud_make(EV_TICK, 0));
+        s->tick_busy = true;
+}
+
+static void on_tick(struct sup *s)
+{
+        uint64_t now = sup_now_ms();
+
+        s->tick_busy = false;
+        for (int i = 0; i < LUPD_MAX_PENDING; i++) {
+                struct conn *c = &s->conns[i];
+                if (c->fd >= 0 && !c->closing && now >= c->deadline)
+                        sup_conn_close(s, i, 0, "no HELLO within %d ms", s->cfg->hello_timeout_ms);
+        }
+        for (int i = 0; i < s->n_listeners; i++)
+                if (s->listeners[i].paused && !s->listeners[i].armed)
+                        listener_arm(s, i);
+        if (!s->sig_busy)
+                sig_arm(s);
+        if (!s->stopping)
+                return;
+
+        /* Shutdown: a lost SIGCHLD must not keep us waiting forever. */
+        sup_reap_workers(s);
+        if (!s->killed && now >= s->stop_deadline) {
+                sup_workers_kill(s);
+                s->killed = true;
+                s->kill_deadline = now + LUPD_KILL_GRACE_MS;
+        }
+}
+
+static void begin_shutdown(struct sup *s, const char *why)
+{
+        int n;
+
+        if (s->stopping) {
+                lup_info("%s: already shutting down", why);
+                return;
+        }
+        s->stopping = true;
+        lup_info("%s: shutting down", why);
+        sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
+
+        listeners_close(s);
+        for (int i = 0; i < LUPD_MAX_PENDING; i++)
+                if (s->conns[i].fd >= 0 && !s->conns[i].closing)
+                        sup_conn_close(s, i, 0, "server shutting down");
+        sup_workers_shutdown(s);
+        n = lupd_registry_live(&s->reg);
+        if (n)
+                lup_info("waiting up to %d s for %d worker(s) to finish", LUPD_SHUTDOWN_GRACE_MS / 1000, n);
+        s->stop_deadline = sup_now_ms() + LUPD_SHUTDOWN_GRACE_MS;
+}
+
+/* ---- the loop ----------------------------------------------------------- */
+
+static int ring_setup(struct sup *s)
+{
+        static const struct {
+                int op;
+                const char *name;
+        } need[] = {
+                { IORING_OP_ACCEPT, "IORING_OP_ACCEPT" },
+                { IORING_OP_RECV, "IORING_OP_RECV" },
+                { IORING_OP_POLL_ADD, "IORING_OP_POLL_ADD" },
+                { IORING_OP_TIMEOUT, "IORING_OP_TIMEOUT" },
+                { IORING_OP_ASYNC_CANCEL, "IORING_OP_ASYNC_CANCEL" },
+        };
+        struct io_uring_params p = { .flags = IORING_SETUP_CQSIZE, .cq_entries = RING_CQ_ENTRIES };
+        struct io_uring_probe *probe;
+        int r;
+
+        r = io_uring_queue_init_params(RING_SQ_ENTRIES, &s->ring, &p);
+        if (r == -EINVAL)
+                r = io_uring_queue_init(RING_SQ_ENTRIES, &s->ring, 0);
+        if (r < 0) {
+                lup_err("cannot set up io_uring: %s. lupined needs io_uring (Linux 5.6 or later); it may be "
+                        "disabled (sysctl kernel.io_uring_disabled) or blocked by a seccomp filter, as "
+                        "container runtimes often do",
+                        strerror(-r));
+                return r;
+        }
+        probe = io_uring_get_probe_ring(&s->ring);
+        if (!probe) {
+                lup_err("io_uring cannot report its features here (IORING_REGISTER_PROBE); lupined needs "
+                        "Linux 5.6 or later");
+                r = -EOPNOTSUPP;
+                goto out_exit;
+        }
+        for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+                if (!io_uring_opcode_supported(probe, need[i].op)) {
+                        lup_err("io_uring here lacks %s, which lupined needs (Linux 5.6 or later)", need[i].name);
+                        r = -EOPNOTSUPP;
+                }
+        }
+        /* The probe has no entry for IORING_ACCEPT_MULTISHOT. It came in
+         * 5.19 together with IORING_OP_SOCKET, so take that as the hint;
+         * on_accept() still falls back if the kernel says -EINVAL. */
+        s->multishot = !s->cfg->no_multishot_accept && io_uring_opcode_supported(probe, IORING_OP_SOCKET);
+        io_uring_free_probe(probe);
+        if (r < 0)
+                goto out_exit;
+        lup_debug("io_uring ready, %s accept", s->multishot ? "multishot" : "one-shot");
+        return 0;
+
+out_exit:
+        io_uring_queue_exit(&s->ring);
+        return r;
+}
+
+static void dispatch(struct sup *s, uint64_t ud, int res, uint32_t flags)
+{
+        uint32_t idx = ud_index(ud);
+
+        switch (ud_kind(ud)) {
+        case EV_ACCEPT:
+                if (idx < (uint32_t)s->n_listeners)
+                        on_accept(s, (int)idx, res, flags);
+                return;
+        case EV_CONN_RECV:
+                if (idx < LUPD_MAX_PENDING)
+                        sup_conn_on_recv(s, (int)idx, res);
+                return;
+        case EV_CTL_RECV:
+                if (idx < LUP_ARENA_SLOTS)
+                        sup_ctl_on_recv(s, (int)idx, res);
+                return;
+        case EV_SIGNAL:
+                on_signal(s, res);
+                sig_arm(s);
+                return;
+        case EV_TICK:
+                on_tick(s);
+                return;
+        case EV_IGNORE:
+                return;
+        }
+}
+
+static bool sup_done(struct sup *s)
+{
+        if (!s->stopping)
+                return false;
+        if (lupd_registry_live(&s->reg) == 0)
+                return true;
+        if (s->killed && sup_now_ms() >= s->kill_deadline) {
+                lup_err("%d worker(s) did not go away even after SIGKILL; exiting without them",
+                        lupd_registry_live(&s->reg));
+                return true;
+        }
+        return false;
+}
+
+static int sup_run(struct sup *s)
+{
+        while (!sup_done(s)) {
+                struct io_uring_cqe *cqe;
+                int r;
+
+                tick_arm(s);
+                r = io_uring_submit_and_wait(&s->ring, 1);
+                if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+                        lup_err("io_uring_submit_and_wait failed: %s", strerror(-r));
+                        return 1;
+                }
+                while (io_uring_peek_cqe(&s->ring, &cqe) == 0) {
+                        uint64_t ud = cqe->user_data;
+                        int res = cqe->res;
+                        uint32_t flags = cqe->flags;
+
+                        /* Seen before dispatch: handlers may submit, and
+                         * that must find the CQ slot free. */
+                        io_uring_cqe_seen(&s->ring, cqe);
+                        dispatch(s, ud, res, flags);
+                }
+        }
+        return s->exit_status;
+}
+
+static void sup_teardown(struct sup *s)
+{
+        listeners_close(s);
+        for (int i = 0; i < LUPD_MAX_PENDING; i++) {
+                s->conns[i].fd = safe_close(s->conns[i].fd);
+                free(s->conns[i].payload);
+                s->conns[i].payload = NULL;
+        }
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
+                s->reg.s[i].ctl_fd = safe_close(s->reg.s[i].ctl_fd);
+}
+
+int supervisor_main(struct lupd_config *cfg)
+{
+        struct sup *s;
+        int r, status = 1;
+
+        s = calloc(1, sizeof(*s));
+        if (!s) {
+                lup_err("out of memory");
+                return 1;
+        }
+        s->cfg = cfg;
+        s->sigfd = -1;
+        for (int i = 0; i < LUPD_MAX_PENDING; i++)
+                s->conns[i].fd = -1;
+        for (int i = 0; i < LUPD_MAX_LISTEN; i++)
+                s->listeners[i].fd = -1;
+        lupd_registry_init(&s->reg, cfg->max_sessions);
+        if (cfg->hello_timeout_ms <= 0)
+                cfg->hello_timeout_ms = LUPD_HELLO_TIMEOUT_MS;
+        /* Deadlines are checked on a tick a quarter of the timeout long,
+         * so a connection overstays by at most that much. */
+        s->tick_ms = (unsigned)cfg->hello_timeout_ms / 4;
+        if (s->tick_ms < 10)
+                s->tick_ms = 10;
+        if (s->tick_ms > 500)
+                s->tick_ms = 500;
+
+        r = signals_setup(s);
+        if (r < 0)
+                goto out_free;
+        r = ring_setup(s);
+        if (r < 0)
+                goto out_close_sigfd;
+        r = listeners_open(s);
+        if (r < 0)
+                goto out_listeners;
+
+        for (int i = 0; i < s->n_listeners; i++)
+                listener_arm(s, i);
+        sig_arm(s);
+        r = io_uring_submit(&s->ring);
+        if (r < 0) {
+                lup_err("io_uring_submit failed: %s", strerror(-r));
+                goto out_listeners;
+        }
+        lup_info("lupined %s ready: backend %s, at most %d sessions", LUPINE_VERSION,
+                 lupd_backend_name(cfg->backend), s->reg.max_sessions);
+        sd_notifyf(0, "READY=1\nSTATUS=Serving on %d endpoint(s)", s->n_listeners);
+
+        status = sup_run(s);
+        if (status == 0)
+                lup_info("lupined stopped");
+
+out_listeners:
+        sup_teardown(s);
+        io_uring_queue_exit(&s->ring);
+out_close_sigfd:
+        s->sigfd = safe_close(s->sigfd);
+out_free:
+        free(s);
+        return status;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The lupined supervisor: the daemon's main process. It listens, reads each
+ * connection's HELLO, keeps the session registry, starts one worker process
+ * per session (fork + exec of cfg->self_exe --worker) and hands it the
+ * client connection over the control channel of daemon/ctl.h. It never
+ * initialises CUDA.
+ */
+#ifndef LUPD_SUPERVISOR_H
+#define LUPD_SUPERVISOR_H
+
+#include "config.h"
+#include "log.h"
+
+#ifndef LUPINE_VERSION
+#define LUPINE_VERSION "unknown" /* meson passes the project version */
+#endif
+
+/* Pre-HELLO connections held at once; further ones are closed at accept. */
+#define LUPD_MAX_PENDING 256
+/* The largest HELLO payload the supervisor reads. A HELLO is about 170
+ * bytes today; the slack leaves room for auth fields without letting 256
+ * pending peers pin LUP_MAX_PAYLOAD (1 MiB) each. */
+#define LUPD_HELLO_MAX_PAYLOAD 4096u
+/* How long workers get to leave after LUPD_CTL_SHUTDOWN before SIGKILL. */
+#define LUPD_SHUTDOWN_GRACE_MS 10000
+/* After SIGKILL, how long to wait for the kernel to hand the corpses back
+ * before exiting anyway (a worker stuck in uninterruptible sleep). */
+#define LUPD_KILL_GRACE_MS 5000
+
+/*
+ * Runs the supervisor until SIGINT or SIGTERM. cfg->listen[0..n_listen) and
+ * cfg->self_exe must be set; cfg->hello_timeout_ms <= 0 means
+ * LUPD_HELLO_TIMEOUT_MS.
+ *
+ * Returns the process exit status: 0 after a clean shutdown, 1 when the
+ * daemon cannot start (no usable io_uring, a listener that cannot bind) or
+ * its event loop fails. It logs the reason itself.
+ */
+int supervisor_main(struct lupd_config *cfg);
+
+/* Names as they appear on the command line, shared by the parser in main.c
+ * and the worker command line the supervisor builds. */
+static inline const char *lupd_backend_name(enum lupd_backend_choice b)
+{
+        switch (b) {
+        case LUPD_BACKEND_CUDA: return "cuda";
+        case LUPD_BACKEND_SIM: return "sim";
+        case LUPD_BACKEND_AUTO: break;
+        }
+        return "auto";
+}
+
+static inline const char *lupd_log_level_name(int level)
+{
+        if (level <= LUP_LOG_ERR)
+                return "err";
+        if (level <= LUP_LOG_WARNING)
+                return "warning";
+        if (level <= LUP_LOG_INFO)
+                return "info";
+        return "debug";
+}
+
+#endif

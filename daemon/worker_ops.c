@@ -1,0 +1,371 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hand-written worker handlers (worker=custom in abi/cuda_api.spec), the
+ * checks the generated decoders call, context binding and the arena's
+ * physical side (cuMemCreate/cuMemMap of exportable chunks).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "worker_session.h"
+
+const struct lupw_backend *lupw_be(struct lupw_session *s)
+{
+        return &s->be.fn;
+}
+
+void lupw_set_why(struct lupw_session *s, const char *why)
+{
+        if (!s->why)
+                s->why = why;
+}
+
+/* ---- checks used by the generated decoders */
+
+int lupw_check_devptr(struct lupw_session *s, uint64_t p)
+{
+        /* The shim checks every pointer against its own shadow first, so a
+         * pointer outside the arena can only come from a broken or hostile
+         * client: that is a protocol violation, not a CUDA error. */
+        if (!arena_contains(&s->arena, p)) {
+                lupw_set_why(s, "device pointer outside the session's arena");
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul)
+{
+        uint64_t n;
+        if (__builtin_mul_overflow(count, mul, &n) || n > LUP_MAX_COPY)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (n == 0)
+                return CUDA_SUCCESS;
+        const struct arena_alloc *a = arena_find(&s->arena, p);
+        if (!a || n > a->size - (p - a->addr))
+                return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret)
+{
+        /* Only the default streams exist until client-created streams land. */
+        if (id == 0 || id == (uint64_t)(uintptr_t)CU_STREAM_LEGACY || id == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
+                *ret = (CUstream)(uintptr_t)id;
+                return CUDA_SUCCESS;
+        }
+        return CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret)
+{
+        if (ordinal < 0 || ordinal >= s->n_devices)
+                return CUDA_ERROR_INVALID_DEVICE;
+        *ret = ordinal;
+        return CUDA_SUCCESS;
+}
+
+static struct lupw_ctx_slot *find_ctx(struct lupw_session *s, uint64_t id)
+{
+        for (int i = 0; i < s->n_ctxs; i++)
+                if (s->ctxs[i].id == id)
+                        return &s->ctxs[i];
+        return NULL;
+}
+
+/* primary context ids follow the shim's numbering (0x10000 + dev * 0x100) */
+static int primary_dev(uint64_t id)
+{
+        if (id < 0x10000 || id >= 0x10000 + LUP_MAX_DEVICES * 0x100ull || (id - 0x10000) % 0x100)
+                return -1;
+        return (int)((id - 0x10000) / 0x100);
+}
+
+static CUresult resolve_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret, int *ret_dev)
+{
+        int dev = primary_dev(id);
+        if (dev >= 0) {
+                if (dev >= s->n_devices || !s->client_primary[dev])
+                        return CUDA_ERROR_INVALID_CONTEXT;
+                *ret = s->primary[dev];
+                *ret_dev = dev;
+                return CUDA_SUCCESS;
+        }
+        struct lupw_ctx_slot *c = find_ctx(s, id);
+        if (!c)
+                return CUDA_ERROR_INVALID_CONTEXT;
+        *ret = c->real;
+        *ret_dev = c->device;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret)
+{
+        int dev;
+        return resolve_ctx(s, id, ret, &dev);
+}
+
+CUresult lupw_bind_ctx(struct lupw_session *s, uint64_t id)
+{
+        CUcontext real;
+        int dev;
+
+        if (id == s->bound_id && id != 0)
+                return CUDA_SUCCESS;
+        CUresult r = resolve_ctx(s, id, &real, &dev);
+        if (r != CUDA_SUCCESS)
+                return r;
+        r = s->be.fn.cuCtxSetCurrent(real);
+        if (r != CUDA_SUCCESS)
+                return r;
+        s->bound_id = id;
+        s->bound_device = dev;
+        return CUDA_SUCCESS;
+}
+
+static CUresult retain_primary(struct lupw_session *s, int dev)
+{
+        if (s->primary[dev])
+                return CUDA_SUCCESS;
+        return s->be.fn.cuDevicePrimaryCtxRetain(&s->primary[dev], dev);
+}
+
+/* ---- the arena's physical side */
+
+static int chunk_add(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle h)
+{
+        if (s->n_chunks == s->cap_chunks) {
+                size_t ncap = s->cap_chunks ? s->cap_chunks * 2 : 64;
+                struct lupw_chunk *n = realloc(s->chunks, ncap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                s->chunks = n;
+                s->cap_chunks = ncap;
+        }
+        s->chunks[s->n_chunks++] = (struct lupw_chunk){ addr, size, h };
+        return 0;
+}
+
+static int arena_map(void *ud, uint64_t addr, uint64_t size, int device)
+{
+        struct lupw_session *s = ud;
+        const struct lupw_backend *be = &s->be.fn;
+        CUmemAllocationProp prop = {
+                .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
+                /* exportable, so a hot restart can hand the memory to the next worker */
+                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+        };
+        CUmemAccessDesc access = {
+                .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
+                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        CUmemGenericAllocationHandle h;
+        CUresult r;
+
+        r = be->cuMemCreate(&h, size, &prop, 0);
+        if (r != CUDA_SUCCESS)
+                return (int)r;
+        r = be->cuMemMap(addr, size, 0, h, 0);
+        if (r != CUDA_SUCCESS)
+                goto out_release;
+        r = be->cuMemSetAccess(addr, size, &access, 1);
+        if (r != CUDA_SUCCESS)
+                goto out_unmap;
+        if (chunk_add(s, addr, size, h) < 0) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+                goto out_unmap;
+        }
+        return 0;
+
+out_unmap:
+        be->cuMemUnmap(addr, size);
+out_release:
+        be->cuMemRelease(h);
+        return (int)r;
+}
+
+static void arena_unmap(void *ud, uint64_t addr, uint64_t size)
+{
+        struct lupw_session *s = ud;
+        for (size_t i = 0; i < s->n_chunks; i++) {
+                if (s->chunks[i].addr == addr) {
+                        s->be.fn.cuMemUnmap(addr, size);
+                        s->be.fn.cuMemRelease(s->chunks[i].handle);
+                        s->chunks[i] = s->chunks[--s->n_chunks];
+                        return;
+                }
+        }
+        lup_warn("session %s: unmap of unknown chunk 0x%llx", s->name, (unsigned long long)addr);
+}
+
+const struct arena_ops lupw_arena_ops = { .map = arena_map, .unmap = arena_unmap };
+
+/* ---- custom handlers */
+
+CUresult lupw_cuMemAlloc_v2(struct lupw_session *s, CUdeviceptr *dptr, size_t bytesize)
+{
+        uint64_t addr;
+        if (bytesize == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        int rc = arena_alloc(&s->arena, bytesize, s->bound_device, s->bound_id, &addr);
+        if (rc < 0)
+                return rc == -EINVAL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+        if (rc > 0)
+                return (CUresult)rc;
+        *dptr = addr;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_cuMemFree_v2(struct lupw_session *s, CUdeviceptr dptr)
+{
+        /* The driver finishes work touching the memory before freeing it;
+         * execution here is in order, so a context sync gives the same. */
+        s->be.fn.cuCtxSynchronize();
+        return arena_free(&s->arena, dptr) < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult lupw_cuMemsetD8_v2(struct lupw_session *s, CUdeviceptr dst, unsigned char uc, size_t n)
+{
+        return s->be.fn.cuMemsetD8_v2(dst, uc, n);
+}
+
+CUresult lupw_cuMemsetD16_v2(struct lupw_session *s, CUdeviceptr dst, unsigned short us, size_t n)
+{
+        return s->be.fn.cuMemsetD16_v2(dst, us, n);
+}
+
+CUresult lupw_cuMemsetD32_v2(struct lupw_session *s, CUdeviceptr dst, unsigned int ui, size_t n)
+{
+        return s->be.fn.cuMemsetD32_v2(dst, ui, n);
+}
+
+CUresult lupw_cuMemsetD8Async(struct lupw_session *s, CUdeviceptr dst, unsigned char uc, size_t n, CUstream st)
+{
+        return s->be.fn.cuMemsetD8Async(dst, uc, n, st);
+}
+
+CUresult lupw_cuMemsetD16Async(struct lupw_session *s, CUdeviceptr dst, unsigned short us, size_t n, CUstream st)
+{
+        return s->be.fn.cuMemsetD16Async(dst, us, n, st);
+}
+
+CUresult lupw_cuMemsetD32Async(struct lupw_session *s, CUdeviceptr dst, unsigned int ui, size_t n, CUstream st)
+{
+        return s->be.fn.cuMemsetD32Async(dst, ui, n, st);
+}
+
+CUresult lupw_cuMemcpyDtoD_v2(struct lupw_session *s, CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+        return s->be.fn.cuMemcpyDtoD_v2(dst, src, n);
+}
+
+CUresult lupw_cuMemcpyDtoDAsync_v2(struct lupw_session *s, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st)
+{
+        return s->be.fn.cuMemcpyDtoDAsync_v2(dst, src, n, st);
+}
+
+CUresult lupw_lupCtxCreate(struct lupw_session *s, uint64_t id, unsigned int flags, CUdevice dev)
+{
+        CUcontext real, prev = NULL;
+
+        if (id < 0x100000 || find_ctx(s, id))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (s->n_ctxs >= (int)LUP_MAX_CONTEXTS)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        s->be.fn.cuCtxGetCurrent(&prev);
+        CUresult r = s->be.fn.cuCtxCreate_v2(&real, flags, dev);
+        if (r != CUDA_SUCCESS)
+                return r;
+        /* cuCtxCreate makes the new context current; keep binding explicit */
+        s->be.fn.cuCtxSetCurrent(prev);
+        s->ctxs[s->n_ctxs++] = (struct lupw_ctx_slot){ .id = id, .real = real, .device = dev };
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_lupCtxDestroy(struct lupw_session *s, uint64_t id)
+{
+        struct lupw_ctx_slot *c = find_ctx(s, id);
+        if (!c)
+                return CUDA_ERROR_INVALID_CONTEXT;
+        /* memory belongs to the context that allocated it, as in CUDA */
+        s->be.fn.cuCtxSetCurrent(c->real);
+        s->be.fn.cuCtxSynchronize();
+        arena_free_owner(&s->arena, id);
+        if (s->bound_id == id) {
+                s->be.fn.cuCtxSetCurrent(NULL);
+                s->bound_id = 0;
+        }
+        CUresult r = s->be.fn.cuCtxDestroy_v2(c->real);
+        *c = s->ctxs[--s->n_ctxs];
+        return r;
+}
+
+CUresult lupw_lupPrimaryCtxRetain(struct lupw_session *s, CUdevice dev)
+{
+        CUresult r = retain_primary(s, dev);
+        if (r == CUDA_SUCCESS)
+                s->client_primary[dev] = true;
+        return r;
+}
+
+CUresult lupw_lupPrimaryCtxRelease(struct lupw_session *s, CUdevice dev)
+{
+        if (!s->client_primary[dev])
+                return CUDA_ERROR_INVALID_CONTEXT;
+        /* The worker keeps its own retain for the session's lifetime (the
+         * arena's mappings live in it); the client's release only ends the
+         * client's right to use the context. */
+        s->client_primary[dev] = false;
+        if (s->bound_id == 0x10000 + (uint64_t)dev * 0x100)
+                s->bound_id = 0;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_lupPrimaryCtxSetFlags(struct lupw_session *s, CUdevice dev, unsigned int flags)
+{
+        return s->be.fn.cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+
+CUresult lupw_lupPrimaryCtxReset(struct lupw_session *s, CUdevice dev)
+{
+        uint64_t id = 0x10000 + (uint64_t)dev * 0x100;
+        /* A real reset would also tear down the worker's own state; instead
+         * free what the client allocated in it and reset the flags. */
+        if (s->primary[dev]) {
+                s->be.fn.cuCtxSetCurrent(s->primary[dev]);
+                s->be.fn.cuCtxSynchronize();
+        }
+        arena_free_owner(&s->arena, id);
+        s->client_primary[dev] = false;
+        if (s->bound_id == id)
+                s->bound_id = 0;
+        return s->be.fn.cuDevicePrimaryCtxSetFlags_v2(dev, 0);
+}
+
+void lupw_release_all(struct lupw_session *s)
+{
+        if (!s->be.dl)
+                return;
+        for (int i = 0; i < s->n_devices; i++)
+                if (s->primary[i])
+                        s->be.fn.cuCtxSetCurrent(s->primary[i]), s->be.fn.cuCtxSynchronize();
+        if (s->arena_reserved) {
+                arena_destroy(&s->arena);
+                s->be.fn.cuMemAddressFree(LUP_ARENA_BASE + (uint64_t)s->slot * LUP_ARENA_SIZE, LUP_ARENA_SIZE);
+                s->arena_reserved = false;
+        }
+        for (int i = 0; i < s->n_ctxs; i++)
+                s->be.fn.cuCtxDestroy_v2(s->ctxs[i].real);
+        s->n_ctxs = 0;
+        for (int i = 0; i < s->n_devices; i++) {
+                if (s->primary[i])
+                        s->be.fn.cuDevicePrimaryCtxRelease_v2(i);
+                s->primary[i] = NULL;
+        }
+        free(s->chunks);
+        s->chunks = NULL;
+        s->n_chunks = s->cap_chunks = 0;
+}

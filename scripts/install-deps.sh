@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Installs lupine's build and test dependencies from Debian's packages.
+# The CUDA toolkit headers (cuda.h, cudaTypedefs.h) are the one thing Debian
+# does not ship in the version lupine targets (13.0); they are looked for at
+# /usr/local/cuda/include (see README.md).
+set -eu
+PKGS="build-essential meson ninja-build pkg-config python3 liburing-dev libsystemd-dev libssl-dev libcmocka-dev"
+missing=""
+for p in $PKGS; do
+        dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+        SUDO=""
+        [ "$(id -u)" -eq 0 ] || SUDO=sudo
+        echo "installing:$missing"
+        $SUDO apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+fi
+if [ ! -f "${CUDA_INCLUDE:-/usr/local/cuda/include}/cuda.h" ]; then
+        echo "error: CUDA 13 toolkit headers not found at ${CUDA_INCLUDE:-/usr/local/cuda/include}." >&2
+        echo "       Install the CUDA toolkit (NVIDIA's apt repository: cuda-driver-dev-13-0 and cuda-cudart-dev-13-0)," >&2
+        echo "       or set CUDA_INCLUDE to a directory holding cuda.h and cudaTypedefs.h." >&2
+        exit 1
+fi

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Device memory: allocation (the worker places it in the session's arena),
+ * the allocation shadow that answers pointer queries locally, and bulk
+ * copies. Host->device copies are fire-and-forget: the bytes are in the
+ * socket before the call returns, so the caller may reuse its buffer.
+ */
+#include <stdbool.h>
+#include <string.h>
+
+#include "client.h"
+#include "shim_gen.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+        struct lupc_ctx_info info;
+        CUdeviceptr p = 0;
+
+        if (!dptr || bytesize == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        uint64_t ctx = lupc_ctx_current();
+        if (!ctx || !lupc_ctx_lookup(ctx, &info))
+                return CUDA_ERROR_INVALID_CONTEXT;
+        if (bytesize > LUP_MAX_COPY)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = lupc_send_cuMemAlloc_v2(&p, bytesize);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (!lupc_in_arena(p) || lupc_shadow_add(p, bytesize, ctx, info.device) < 0) {
+                lupc_send_cuMemFree_v2(p);
+                return lupc_in_arena(p) ? CUDA_ERROR_OUT_OF_MEMORY : lupc_protocol_error("cuMemAlloc");
+        }
+        *dptr = p;
+        return CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+{
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        /* Only the start of a live allocation can be freed; anything else is
+         * refused here, before it reaches the network. */
+        if (lupc_shadow_remove(dptr, NULL) < 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        return lupc_send_cuMemFree_v2(dptr);
+}
+
+EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+        struct lupc_alloc_info a;
+
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!lupc_shadow_find(dptr, &a))
+                return CUDA_ERROR_NOT_FOUND;
+        if (pbase)
+                *pbase = a.base;
+        if (psize)
+                *psize = (size_t)a.size;
+        return CUDA_SUCCESS;
+}
+
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
+{
+        CUresult r;
+
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (n == 0)
+                return CUDA_SUCCESS;
+        if (!src)
+                return CUDA_ERROR_INVALID_VALUE;
+        if ((r = lupc_check_range(dst, n, 1)) != CUDA_SUCCESS)
+                return r;
+        return lupc_copy_htod(dst, src, n, stream);
+}
+
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream)
+{
+        CUresult r;
+
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (n == 0)
+                return CUDA_SUCCESS;
+        if (!dst)
+                return CUDA_ERROR_INVALID_VALUE;
+        if ((r = lupc_check_range(src, n, 1)) != CUDA_SUCCESS)
+                return r;
+        return lupc_copy_dtoh(dst, src, n, stream);
+}
+
+EXPORT CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+        return htod(dstDevice, srcHost, ByteCount, 0);
+}
+
+EXPORT CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount);
+EXPORT CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+        return htod(dstDevice, srcHost, ByteCount, lupc_stream_id(NULL, 1));
+}
+
+EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
+{
+        return htod(dstDevice, srcHost, ByteCount, lupc_stream_id(hStream, 0));
+}
+
+EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream);
+EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
+{
+        return htod(dstDevice, srcHost, ByteCount, lupc_stream_id(hStream, 1));
+}
+
+EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+        return dtoh(dstHost, srcDevice, ByteCount, 0);
+}
+
+EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount);
+EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+        return dtoh(dstHost, srcDevice, ByteCount, lupc_stream_id(NULL, 1));
+}
+
+/* Until the asynchronous pipeline lands, an async device->host copy completes
+ * before it returns: stricter than CUDA requires, never weaker. */
+EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{
+        return dtoh(dstHost, srcDevice, ByteCount, lupc_stream_id(hStream, 0));
+}
+
+EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
+EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{
+        return dtoh(dstHost, srcDevice, ByteCount, lupc_stream_id(hStream, 1));
+}
+
+static void put_bool(void *data, bool v)
+{
+        *(unsigned char *)data = v;
+}
+
+EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+        struct lupc_alloc_info a;
+
+        if (!data)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        /* Host memory is not registered with lupine yet: like the real driver
+         * for unregistered host memory, say so with INVALID_VALUE. */
+        if (!lupc_shadow_find(ptr, &a))
+                return CUDA_ERROR_INVALID_VALUE;
+        switch (attribute) {
+        case CU_POINTER_ATTRIBUTE_CONTEXT:
+                *(CUcontext *)data = (CUcontext)(uintptr_t)a.ctx;
+                break;
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+                *(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
+                break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+                *(CUdeviceptr *)data = ptr;
+                break;
+        case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+                return CUDA_ERROR_INVALID_VALUE;
+        case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+                put_bool(data, false);
+                break;
+        case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+                *(unsigned long long *)data = a.base;
+                break;
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+                put_bool(data, false);
+                break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+                *(int *)data = a.device;
+                break;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+                *(CUdeviceptr *)data = a.base;
+                break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+                *(size_t *)data = (size_t)a.size;
+                break;
+        case CU_POINTER_ATTRIBUTE_MAPPED:
+                put_bool(data, true);
+                break;
+        default:
+                return CUDA_ERROR_NOT_SUPPORTED;
+        }
+        return CUDA_SUCCESS;
+}

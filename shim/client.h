@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shim's connection to lupined and the client-side shadow state.
+ *
+ * Threading: any application thread may call. Frames are written under
+ * one send lock (so all of a process's frames share one ordered stream and
+ * an async op issued before a sync op always runs before it). Replies are
+ * read by whichever waiting thread currently holds the reader role (leader/
+ * follower), so a single-threaded caller reads its own reply with no thread
+ * hand-off.
+ */
+#ifndef LUPC_CLIENT_H
+#define LUPC_CLIENT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda.h>
+
+#include "lupine/wire.h"
+
+enum {
+        LUPC_ASYNC = 0,
+        LUPC_SYNC = 1 << 0,  /* wait for the reply */
+        LUPC_CTX = 1 << 1,   /* needs a current context; sent in the header */
+};
+
+struct lupc_device {
+        char name[LUP_MAX_DEV_NAME + 16];
+        CUuuid uuid;
+        uint64_t total_mem;
+        uint32_t n_attr;
+        int32_t attr[LUP_MAX_ATTRS];
+        uint32_t attr_res[LUP_MAX_ATTRS];
+};
+
+/* ---- connection (client.c) */
+
+/* Connects and says HELLO once per process; later calls return the first
+ * outcome. CUDA_SUCCESS or CUDA_ERROR_NO_DEVICE / _OPERATING_SYSTEM. */
+CUresult lupc_init(void);
+bool lupc_initialized(void);
+
+/* Sends one call. For LUPC_SYNC, waits and copies up to repcap reply bytes
+ * into rep (*ret_replen gets the size). Returns the call's CUresult. */
+CUresult lupc_call(uint16_t op, unsigned flags, const void *args, size_t argslen,
+                   void *rep, size_t repcap, size_t *ret_replen);
+/* Bulk host->device copy: chunked, fire-and-forget. */
+CUresult lupc_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream);
+/* Device->host copy: the reply data lands directly in dst. */
+CUresult lupc_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream);
+
+/* A reply that did not decode: logs once and returns CUDA_ERROR_UNKNOWN. */
+CUresult lupc_protocol_error(const char *what);
+
+uint32_t lupc_driver_version(void);
+int lupc_backend_kind(void);
+
+/* ---- shadow state (shadow.c) */
+
+int lupc_device_count(void);
+const struct lupc_device *lupc_device(int ordinal); /* NULL if out of range */
+void lupc_set_devices(struct lupc_device *devs, int n);
+
+void lupc_set_arena(uint64_t base, uint64_t size);
+bool lupc_in_arena(uint64_t p);
+/* Device range checks against the allocation shadow (CUDA_ERROR_INVALID_VALUE). */
+CUresult lupc_check_devptr(uint64_t p);
+CUresult lupc_check_range(uint64_t p, uint64_t count, uint64_t mul);
+
+struct lupc_alloc_info {
+        uint64_t base;
+        uint64_t size;
+        uint64_t ctx;
+        int device;
+};
+int lupc_shadow_add(uint64_t base, uint64_t size, uint64_t ctx, int device);
+int lupc_shadow_remove(uint64_t base, struct lupc_alloc_info *ret);
+bool lupc_shadow_find(uint64_t p, struct lupc_alloc_info *ret);
+/* forgets every allocation of a destroyed or reset context */
+void lupc_shadow_drop_ctx(uint64_t ctx);
+
+/* contexts: ids are minted here; primary context ids are fixed per device */
+#define LUPC_PRIMARY_CTX_ID(dev) (0x10000ull + (uint64_t)(dev) * 0x100ull)
+#define LUPC_FIRST_CTX_ID 0x100000ull
+struct lupc_ctx_info {
+        uint64_t id;
+        int device;
+        unsigned flags;
+        bool primary;
+};
+uint64_t lupc_ctx_current(void);           /* 0 when none */
+void lupc_ctx_set_current(uint64_t id);    /* replaces the top of this thread's stack */
+int lupc_ctx_push(uint64_t id);            /* -ENOSPC past the stack limit */
+uint64_t lupc_ctx_pop(void);
+bool lupc_ctx_lookup(uint64_t id, struct lupc_ctx_info *ret);
+uint64_t lupc_ctx_mint(int device, unsigned flags);
+void lupc_ctx_forget(uint64_t id);
+/* primary context bookkeeping: returns the retain count after the change */
+int lupc_primary_retain(int dev);
+int lupc_primary_release(int dev);          /* -EINVAL if not retained */
+void lupc_primary_state(int dev, unsigned *flags, int *active);
+void lupc_primary_set_flags(int dev, unsigned flags);
+void lupc_primary_reset(int dev);
+
+/* streams: 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD travel as themselves */
+uint64_t lupc_stream_id(CUstream s, int per_thread_variant);
+
+#endif

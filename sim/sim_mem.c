@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Linear device memory (cuMemAlloc) and the address checks that every
+ * copy and set goes through.
+ *
+ * A cuMemAlloc block is an anonymous private mapping, page aligned (so at
+ * least the driver's 256 B), charged to its device by the mapped size.
+ * Accesses are checked against the size the caller asked for, so an
+ * off-by-one past the end is an error here even where real hardware would
+ * silently touch padding.
+ */
+#include <sys/mman.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "sim_internal.h"
+
+static size_t page_size(void)
+{
+        long p = sysconf(_SC_PAGESIZE);
+
+        return p > 0 ? (size_t)p : 4096;
+}
+
+struct sim_range *sim_range_find(struct sim_driver *drv, uintptr_t addr)
+{
+        long i = sim_svec_find_le(&drv->ranges, addr);
+        struct sim_range *r;
+
+        if (i < 0)
+                return NULL;
+        r = drv->ranges.items[i].obj;
+        return addr - r->start < r->size ? r : NULL;
+}
+
+CUresult sim_check_device_range(struct sim_driver *drv, CUdeviceptr ptr, size_t size,
+                                enum sim_access_need need)
+{
+        struct sim_range *r;
+
+        if (ptr > UINTPTR_MAX)
+                return CUDA_ERROR_INVALID_VALUE;
+        r = sim_range_find(drv, (uintptr_t)ptr);
+        if (!r || size > r->size - ((uintptr_t)ptr - r->start))
+                return CUDA_ERROR_INVALID_VALUE;
+        if ((need & SIM_NEED_READ) && !(r->access & CU_MEM_ACCESS_FLAGS_PROT_READ))
+                return CUDA_ERROR_INVALID_VALUE;
+        if ((need & SIM_NEED_WRITE) && r->access != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+                return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
+}
+
+CUresult sim_check_host_range(struct sim_driver *drv, const void *p, size_t size,
+                              enum sim_access_need need)
+{
+        uintptr_t start = (uintptr_t)p;
+        struct sim_reservation *res;
+        long i;
+
+        if (size == 0)
+                return CUDA_SUCCESS;
+        if (!p || size > UINTPTR_MAX - start)
+                return CUDA_ERROR_INVALID_VALUE;
+        i = sim_svec_find_le(&drv->reservations, start + size - 1);
+        if (i < 0)
+                return CUDA_SUCCESS;
+        res = drv->reservations.items[i].obj;
+        if (res->start + res->size <= start)
+                return CUDA_SUCCESS;
+        /* It touches a reservation: only mapped, accessible parts would
+         * not fault, and those are device memory (UVA). */
+        return sim_check_device_range(drv, start, size, need);
+}
+
+/* Lock held exclusive; r is already out of the table or about to be. */
+static void alloc_destroy(struct sim_driver *drv, struct sim_range *r)
+{
+        struct sim_device *d = sim_device_at(drv, r->dev);
+
+        if (d)
+                sim_mem_refund(d, r->map_size);
+        munmap((void *)r->start, r->map_size);
+        free(r);
+}
+
+void sim_mem_free_ctx_allocs(struct sim_driver *drv, CUcontext ctx)
+{
+        for (size_t i = drv->ranges.n; i-- > 0;) {
+                struct sim_range *r = drv->ranges.items[i].obj;
+
+                if (r->kind != SIM_RANGE_ALLOC || r->ctx != ctx)
+                        continue;
+                sim_svec_remove_at(&drv->ranges, i);
+                alloc_destroy(drv, r);
+        }
+}
+
+SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+        struct sim_driver *drv = sim_driver_get();
+        size_t page = page_size(), map_size;
+        struct sim_range *r;
+        struct sim_ctx *ctx;
+        CUcontext h;
+        CUresult res;
+        void *p;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!dptr || bytesize == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (bytesize > SIZE_MAX - page)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        map_size = (bytesize + page - 1) & ~(page - 1);
+
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        /* NORESERVE: a simulated 80 GB device must not need 80 GB of swap. */
+        p = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+                free(r);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+
+        sim_wrlock(drv);
+        res = sim_ctx_current(drv, &ctx, &h);
+        if (res != CUDA_SUCCESS)
+                goto out_unmap;
+        res = sim_mem_charge(&drv->devices[ctx->dev], map_size);
+        if (res != CUDA_SUCCESS)
+                goto out_unmap;
+        *r = (struct sim_range){
+                .kind = SIM_RANGE_ALLOC,
+                .start = (uintptr_t)p,
+                .size = bytesize,
+                .map_size = map_size,
+                .dev = ctx->dev,
+                .buffer_id = drv->next_buffer_id++,
+                .access = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+                .ctx = h,
+        };
+        if (sim_svec_insert(&drv->ranges, r->start, r) < 0) {
+                sim_mem_refund(&drv->devices[ctx->dev], map_size);
+                res = CUDA_ERROR_OUT_OF_MEMORY;
+                goto out_unmap;
+        }
+        sim_unlock(drv);
+        *dptr = (CUdeviceptr)r->start;
+        return CUDA_SUCCESS;
+
+out_unmap:
+        sim_unlock(drv);
+        munmap(p, map_size);
+        free(r);
+        return res;
+}
+
+SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+        struct sim_driver *drv = sim_driver_get();
+        struct sim_range *r;
+        CUresult res;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        sim_wrlock(drv);
+        res = sim_ctx_current(drv, NULL, NULL);
+        if (res != CUDA_SUCCESS)
+                goto out_unlock;
+        /* Only the exact base of a live cuMemAlloc block; a VMM mapping is
+         * unmapped with cuMemUnmap. */
+        r = dptr <= UINTPTR_MAX ? sim_svec_get(&drv->ranges, dptr) : NULL;
+        if (!r || r->kind != SIM_RANGE_ALLOC) {
+                res = CUDA_ERROR_INVALID_VALUE;
+                goto out_unlock;
+        }
+        (void)sim_svec_remove(&drv->ranges, r->start);
+        alloc_destroy(drv, r);
+out_unlock:
+        sim_unlock(drv);
+        return res;
+}
+
+SIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+        struct sim_driver *drv = sim_driver_get();
+        struct sim_device *d;
+        struct sim_ctx *ctx;
+        CUresult r;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!free_bytes || !total)
+                return CUDA_ERROR_INVALID_VALUE;
+        sim_rdlock(drv);
+        r = sim_ctx_current(drv, &ctx, NULL);
+        if (r == CUDA_SUCCESS) {
+                d = &drv->devices[ctx->dev];
+                *free_bytes = d->mem_total - d->mem_used;
+                *total = d->mem_total;
+        }
+        sim_unlock(drv);
+        return r;
+}
+
+SIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+        struct sim_driver *drv = sim_driver_get();
+        struct sim_range *r;
+        CUresult res = CUDA_SUCCESS;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        sim_rdlock(drv);
+        r = dptr <= UINTPTR_MAX ? sim_range_find(drv, (uintptr_t)dptr) : NULL;
+        if (!r) {
+                res = CUDA_ERROR_NOT_FOUND;
+        } else {
+                /* Both outputs are optional, as in the driver. */
+                if (pbase)
+                        *pbase = (CUdeviceptr)r->start;
+                if (psize)
+                        *psize = r->size;
+        }
+        sim_unlock(drv);
+        return res;
+}
+
+/* Boolean attributes are written as unsigned int, as the driver does. */
+static void put_uint(void *data, unsigned v)
+{
+        *(unsigned *)data = v;
+}
+
+SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+        struct sim_driver *drv = sim_driver_get();
+        struct sim_range *r;
+        CUresult res = CUDA_SUCCESS;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!data)
+                return CUDA_ERROR_INVALID_VALUE;
+        sim_rdlock(drv);
+        r = ptr <= UINTPTR_MAX ? sim_range_find(drv, (uintptr_t)ptr) : NULL;
+        if (!r) {
+                res = CUDA_ERROR_INVALID_VALUE;
+                goto out_unlock;
+        }
+        switch (attribute) {
+        case CU_POINTER_ATTRIBUTE_CONTEXT:
+                /* VMM memory belongs to the device, not to a context. */
+                *(CUcontext *)data = r->kind == SIM_RANGE_ALLOC ? r->ctx : NULL;
+                break;
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+                put_uint(data, CU_MEMORYTYPE_DEVICE);
+                break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+                *(CUdeviceptr *)data = ptr;
+                break;
+        case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+                put_uint(data, 1);      /* every operation is synchronous */
+                break;
+        case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+                *(unsigned long long *)data = r->buffer_id;
+                break;
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+                put_uint(data, 0);
+                break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+                *(int *)data = r->dev;
+                break;
+        case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+                put_uint(data, r->kind == SIM_RANGE_ALLOC);
+                break;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+                *(CUdeviceptr *)data = (CUdeviceptr)r->start;
+                break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+                *(size_t *)data = r->size;
+                break;
+        case CU_POINTER_ATTRIBUTE_MAPPED:
+                put_uint(data, 1);
+                break;
+        case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+                put_uint(data, r->access);
+                break;
+        default:
+                /* HOST_POINTER (device memory has none), P2P tokens,
+                 * mempools and the rest: not something the sim can answer. */
+                res = CUDA_ERROR_INVALID_VALUE;
+        }
+out_unlock:
+        sim_unlock(drv);
+        return res;
+}

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""End-to-end tests: a real lupined on the simulated driver (or the real one
+with --backend cuda), real client programs through the real shim.
+usage: run_e2e.py LUPINED PROGS_DIR SHIM_DIR [--backend sim|cuda]"""
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lupwire as W  # noqa: E402
+
+FAILED = []
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Daemon:
+    def __init__(self, lupined, tmp, backend, env_extra=None, tag='main'):
+        self.port = free_port()
+        self.unix = os.path.join(tmp, f'{tag}.sock')
+        self.log_path = os.path.join(tmp, f'lupined-{tag}.log')
+        env = dict(os.environ)
+        env.pop('LD_LIBRARY_PATH', None)   # the daemon must use the real (or sim) driver
+        env.update(env_extra or {})
+        self.log = open(self.log_path, 'w+')
+        self.proc = subprocess.Popen([lupined, '--backend', backend, '--listen', f'127.0.0.1:{self.port}',
+                                      '--listen', f'unix:{self.unix}', '--log-level', 'debug'],
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            try:
+                socket.create_connection(('127.0.0.1', self.port), timeout=1).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        raise RuntimeError('lupined did not start:\n' + self.text())
+
+    def text(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            rc = self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = 'killed'
+        return rc
+
+
+def check(name, cond, detail=''):
+    print(f'{"ok  " if cond else "FAIL"} {name}' + (f': {detail}' if detail and not cond else ''))
+    if not cond:
+        FAILED.append(name)
+
+
+def run_prog(progs, prog, env, timeout=120):
+    return subprocess.run([os.path.join(progs, prog)], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+SHIM_DIR = None
+
+
+def client_env(server):
+    """Environment of a client: the shim first on the library path, so an
+    LD_LIBRARY_PATH that names the real driver cannot win."""
+    env = dict(os.environ)
+    env['LUPINE_SERVER'] = server
+    env['LD_LIBRARY_PATH'] = SHIM_DIR + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
+    return env
+
+
+def test_programs(d, progs):
+    for server in (f'127.0.0.1:{d.port}', f'unix:{d.unix}'):
+        r = run_prog(progs, 'e2e_basic', client_env(server))
+        check(f'e2e_basic via {server.split(":")[0]}', r.returncode == 0 and 'e2e_basic: OK' in r.stdout,
+              r.stdout[-2000:] + r.stderr[-2000:])
+    # several endpoints: the first one is down, the shim moves on to the next
+    r = run_prog(progs, 'e2e_basic', client_env(f'127.0.0.1:1,127.0.0.1:{d.port}'))
+    check('endpoint list falls through to a live server', r.returncode == 0, r.stderr[-2000:])
+
+
+def test_many_clients(d, progs):
+    env = client_env(f'127.0.0.1:{d.port}')
+    procs = [subprocess.Popen([os.path.join(progs, 'e2e_threads')], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    ok = True
+    detail = ''
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        if p.returncode != 0 or 'e2e_threads: OK' not in out:
+            ok = False
+            detail = err[-2000:]
+    check('8 client processes x 4 threads', ok, detail)
+
+
+def test_noserver(progs):
+    r = run_prog(progs, 'e2e_noserver', client_env('127.0.0.1:1'))
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    check('unreachable server: CUDA_ERROR_NO_DEVICE', r.returncode == 0, r.stderr)
+    check('unreachable server: exactly one stderr line', len(lines) == 1 and 'cannot reach lupined' in lines[0], repr(lines))
+
+
+def expect_closed(d, name, frames_after_hello, reason, want_reply=False):
+    s, _, base = W.handshake(('127.0.0.1', d.port), 'bad-' + name.replace(' ', '-'))
+    data = frames_after_hello(base) if callable(frames_after_hello) else frames_after_hello
+    try:
+        s.sendall(data)
+    except OSError:
+        pass
+    closed = W.wait_closed(s)
+    s.close()
+    time.sleep(0.2)
+    check(f'bad input "{name}": connection closed', closed)
+    check(f'bad input "{name}": reason logged', reason in d.text(), f'no "{reason}" in the log')
+    # the daemon still serves other clients
+    s2, _, _ = W.handshake(('127.0.0.1', d.port), 'after-' + name.replace(' ', '-'))
+    s2.sendall(W.frame(W.OP_PING, flags=W.F_SYNC, seq=1))
+    h, _ = W.read_frame(s2)
+    s2.close()
+    check(f'bad input "{name}": daemon still serves', h['status'] == 0 and d.alive())
+
+
+def test_bad_input(d):
+    memset_op = 260  # cuMemsetD8_v2: u64 dst, u8 value, u64 count
+    dtoh = lambda base, n: W.frame(W.OP_DTOH, struct.pack('<QQQ', base, n, 0), flags=W.F_SYNC, seq=1, ctx=0x10000)
+    expect_closed(d, 'unknown op', W.frame(9999, b'', seq=1), 'unknown op')
+    expect_closed(d, 'unknown control op', W.frame(77, b'', seq=1), 'unknown op')
+    expect_closed(d, 'truncated arguments', W.frame(memset_op, b'\x00\x01\x02', seq=1, ctx=0x10000),
+                  'malformed arguments for cuMemsetD8_v2')
+    expect_closed(d, 'pointer outside the arena',
+                  W.frame(memset_op, struct.pack('<QBQ', 0x1000, 0, 16), seq=1, ctx=0x10000),
+                  "device pointer outside the session's arena")
+    expect_closed(d, 'absurd size', lambda base: dtoh(base, 1 << 60), 'absurd MEMCPY_DTOH size')
+    expect_closed(d, 'oversized length', W.frame(W.OP_PING, b'', seq=1, length=64 << 20), 'frame length exceeds the limit')
+    expect_closed(d, 'sequence gap', W.frame(W.OP_PING, b'', flags=W.F_SYNC, seq=5), 'sequence number out of order')
+    expect_closed(d, 'reply frame from client', W.frame(W.OP_PING, b'', flags=W.F_REPLY, seq=1), 'client sent a reply frame')
+    expect_closed(d, 'second HELLO', W.frame(W.OP_HELLO, W.hello_payload('x'), flags=W.F_SYNC, seq=1), 'HELLO after the handshake')
+    expect_closed(d, 'sync op without reply lane', W.frame(256, b'', seq=1, ctx=0x10000), 'synchronous op sent without a reply lane')
+
+    # a handle that names nothing is answered with CUDA's own error, and the session goes on
+    s, _, base = W.handshake(('127.0.0.1', d.port), 'bad-handle')
+    s.sendall(W.frame(256, b'', flags=W.F_SYNC, seq=1, ctx=0xabc000))  # cuMemGetInfo in an unknown context
+    h, _ = W.read_frame(s)
+    check('bad context handle -> CUDA_ERROR_INVALID_CONTEXT', h['status'] == 201, str(h))
+    s.sendall(W.frame(282, struct.pack('<Q', 0x777777), flags=W.F_SYNC, seq=2))  # lupCtxDestroy of nothing
+    h, _ = W.read_frame(s)
+    check('destroying an unknown context -> CUDA_ERROR_INVALID_CONTEXT', h['status'] == 201, str(h))
+    s.sendall(W.frame(W.OP_PING, flags=W.F_SYNC, seq=3))
+    h, _ = W.read_frame(s)
+    check('session continues after bad handles', h['status'] == 0)
+    s.close()
+
+
+def main():
+    global SHIM_DIR
+    if len(sys.argv) < 4:
+        print(__doc__)
+        return 2
+    lupined, progs, SHIM_DIR = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+    backend = 'sim'
+    if '--backend' in sys.argv:
+        backend = sys.argv[sys.argv.index('--backend') + 1]
+    with tempfile.TemporaryDirectory(prefix='lupine-e2e-') as tmp:
+        d = Daemon(lupined, tmp, backend)
+        try:
+            test_programs(d, progs)
+            test_many_clients(d, progs)
+            test_bad_input(d)
+            test_noserver(progs)
+            check('daemon alive after everything', d.alive())
+        finally:
+            rc = d.stop()
+            check('daemon exits 0 on SIGTERM', rc == 0, f'rc={rc}')
+            if FAILED:
+                print('---- daemon log (tail) ----\n' + d.text()[-6000:])
+        if backend == 'sim':
+            small = Daemon(lupined, tmp, backend, {'LUPINE_SIM_MEM_MB': '64'}, tag='small')
+            try:
+                r = run_prog(progs, 'e2e_oom', client_env(f'127.0.0.1:{small.port}'))
+                check('out of device memory -> CUDA_ERROR_OUT_OF_MEMORY', r.returncode == 0, r.stderr[-2000:])
+            finally:
+                small.stop()
+    print(f'e2e: {"FAILED: " + ", ".join(FAILED) if FAILED else "all passed"}')
+    return 1 if FAILED else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

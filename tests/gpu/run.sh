@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# lupine on a real GPU: one command, one summary line.
+#
+#   tests/gpu/run.sh [BUILD_DIR]
+#
+# Uses BUILD_DIR (default: build) when it holds a lupined; otherwise builds
+# with meson there (which needs liburing, libsystemd and cmocka headers).
+# Starts lupined on the real driver, runs the e2e scenarios through the
+# shim, and runs the same client programs directly on the real driver as the
+# baseline that lupine's answers are compared with.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${1:-build}
+LOG=${OUT:-/tmp}/gpu-run.log
+: > "$LOG"
+pass=0
+fail=0
+failed=()
+
+step() { # name, command...
+        local name=$1
+        shift
+        echo "=== $name" | tee -a "$LOG"
+        if "$@" >>"$LOG" 2>&1; then
+                pass=$((pass + 1))
+                echo "ok   $name" | tee -a "$LOG"
+        else
+                fail=$((fail + 1))
+                failed+=("$name")
+                echo "FAIL $name" | tee -a "$LOG"
+                tail -n 40 "$LOG" | sed 's/^/    /'
+        fi
+}
+
+if [ ! -x "$BUILD/daemon/lupined" ]; then
+        echo "no $BUILD/daemon/lupined: building" | tee -a "$LOG"
+        meson setup "$BUILD" >>"$LOG" 2>&1 && ninja -C "$BUILD" >>"$LOG" 2>&1 || {
+                echo "lupine gpu: FAILED to build (see $LOG)"
+                exit 1
+        }
+fi
+
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+[ -n "$gpu" ] || { echo "lupine gpu: SKIPPED (no GPU: nvidia-smi found none)"; exit 77; }
+echo "GPU: $gpu" | tee -a "$LOG"
+missing=$(ldd "$BUILD/daemon/lupined" "$BUILD/shim/libcuda.so.1" | grep 'not found' || true)
+[ -z "$missing" ] || { echo "lupine gpu: FAILED, missing libraries: $missing"; exit 1; }
+
+# The baseline: the test programs themselves, straight on the real driver.
+real_dir=$(dirname "$(ldconfig -p | awk '/libcuda.so.1 /{print $NF; exit}')")
+export -n LUPINE_SERVER 2>/dev/null || true
+step "baseline e2e_basic on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_basic"
+step "baseline e2e_threads on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_threads"
+
+# Everything through lupine on the H200.
+step "e2e scenarios through lupined --backend cuda" \
+        python3 tests/e2e/run_e2e.py "$BUILD/daemon/lupined" "$BUILD/tests" "$BUILD/shim" --backend cuda
+
+if [ "$fail" -eq 0 ]; then
+        echo "lupine gpu: PASS $pass/$((pass + fail)) on $gpu"
+else
+        echo "lupine gpu: FAIL $fail of $((pass + fail)) (${failed[*]}) on $gpu; log: $LOG"
+fi
+[ "$fail" -eq 0 ]

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The generator rejects bad specs with a message naming the line, and its
+version table maps base names to the right versioned symbols."""
+import importlib.util
+import os
+import sys
+import tempfile
+import unittest
+
+GEN = sys.argv.pop(1)
+TYPEDEFS = sys.argv.pop(1)
+spec = importlib.util.spec_from_file_location('lupgen', GEN)
+lupgen = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lupgen)
+
+SYMS = {'cuMemAlloc', 'cuMemAlloc_v2', 'cuMemsetD8_v2', 'cuMemsetD8_v2_ptds', 'cuCtxSynchronize'}
+
+
+def parse(text):
+    with tempfile.NamedTemporaryFile('w', suffix='.spec', delete=False) as f:
+        f.write(text)
+    try:
+        return lupgen.parse_spec(f.name, SYMS)
+    finally:
+        os.unlink(f.name)
+
+
+class SpecTests(unittest.TestCase):
+    def bad(self, text, needle):
+        with self.assertRaises(lupgen.SpecError) as cm:
+            parse(text)
+        self.assertIn(needle, str(cm.exception))
+
+    def test_good(self):
+        funcs, local, backend, impl = parse('256 cuMemsetD8_v2 async ctx perthread in:devptr:d:range=N in:u8:v in:size_t:N\n')
+        self.assertEqual(impl, ['cuMemsetD8_v2', 'cuMemsetD8_v2_ptds'])
+        self.assertEqual(funcs[0].args_size(), 17)
+
+    def test_rejects(self):
+        self.bad('10 cuCtxSynchronize sync\n', 'out of range')
+        self.bad('256 cuCtxSynchronize sync\n256 cuMemAlloc_v2 sync\n', 'reused')
+        self.bad('256 cuNope sync\n', 'not a driver symbol')
+        self.bad('256 cuCtxSynchronize maybe\n', 'mode')
+        self.bad('256 cuCtxSynchronize sync frobnicate\n', 'unknown flags')
+        self.bad('256 cuCtxSynchronize async out:int:x\n', 'async ops cannot have outputs')
+        self.bad('256 cuCtxSynchronize sync in:float:x\n', 'bad parameter')
+        self.bad('256 cuCtxSynchronize sync in:devptr:p:range=Q\n', 'unknown Q')
+        self.bad('256 cuCtxSynchronize sync\nlocal cuCtxSynchronize\n', 'implemented twice')
+        self.bad('256 lupThing sync internal\n', 'internal ops')
+
+
+class VersionTableTests(unittest.TestCase):
+    def test_real_typedefs(self):
+        td = lupgen.parse_typedefs(TYPEDEFS)
+        syms = ['cuCtxCreate', 'cuCtxCreate_v2', 'cuCtxCreate_v3', 'cuCtxCreate_v4',
+                'cuMemcpyHtoD', 'cuMemcpyHtoD_v2', 'cuMemcpyHtoD_v2_ptds']
+        rows = {(b, v): (s, pt) for b, v, s, pt in lupgen.version_table(syms, td)}
+        self.assertEqual(rows[('cuCtxCreate', 12050)], ('cuCtxCreate_v4', None))
+        self.assertEqual(rows[('cuCtxCreate', 3020)], ('cuCtxCreate_v2', None))
+        self.assertEqual(rows[('cuMemcpyHtoD', 3020)], ('cuMemcpyHtoD_v2', 'cuMemcpyHtoD_v2_ptds'))
+
+
+if __name__ == '__main__':
+    unittest.main()
