@@ -218,8 +218,10 @@ static int listeners_open(struct sup *s)
         return 0;
 }
 
-/* Stops accepting: cancels the accepts, closes the sockets (the ring keeps
- * its own reference until the cancel lands) and removes UNIX socket paths. */
+/* Stops accepting and removes UNIX socket paths. shutdown() takes a TCP
+ * socket out of LISTEN at once, so a restarted daemon can bind the port
+ * again even while the ring still holds a reference to the socket; the
+ * accept in flight then completes and sup_done() waits for that. */
 static void listeners_close(struct sup *s)
 {
         for (int i = 0; i < s->n_listeners; i++) {
@@ -227,8 +229,10 @@ static void listeners_close(struct sup *s)
 
                 if (l->fd < 0)
                         continue;
-                if (l->armed)
+                if (l->armed) {
+                        (void)shutdown(l->fd, SHUT_RDWR);
                         sup_cancel_op(s, ud_make(EV_ACCEPT, (uint32_t)i), l->fd);
+                }
                 l->fd = safe_close(l->fd);
                 if (l->ep->family == AF_UNIX) {
                         const struct sockaddr_un *un = (const struct sockaddr_un *)&l->ep->addr;
@@ -466,16 +470,26 @@ static void dispatch(struct sup *s, uint64_t ud, int res, uint32_t flags)
 
 static bool sup_done(struct sup *s)
 {
+        uint64_t now;
+        bool busy = s->n_conns > 0;
+
         if (!s->stopping)
                 return false;
-        if (lupd_registry_live(&s->reg) == 0)
-                return true;
-        if (s->killed && sup_now_ms() >= s->kill_deadline) {
+        now = sup_now_ms();
+        if (lupd_registry_live(&s->reg) > 0) {
+                if (!s->killed || now < s->kill_deadline)
+                        return false;
                 lup_err("%d worker(s) did not go away even after SIGKILL; exiting without them",
                         lupd_registry_live(&s->reg));
                 return true;
         }
-        return false;
+        /* The workers are gone. Let the ring hand back the listening
+         * sockets and connections before exiting: ring teardown is
+         * asynchronous, and a socket it still holds after we exit would
+         * keep its port busy for our successor. Bounded, just in case. */
+        for (int i = 0; i < s->n_listeners; i++)
+                busy = busy || s->listeners[i].armed;
+        return !busy || now >= s->stop_deadline;
 }
 
 static int sup_run(struct sup *s)

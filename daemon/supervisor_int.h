@@ -148,7 +148,8 @@ void sup_conn_close(struct sup *s, int idx, uint32_t refuse_status, const char *
 
 /* Starts the worker for the freshly claimed registry slot and hands it the
  * connection with its HELLO (header hdr, payload of hdr->len bytes).
- * Returns 0 or -errno; see the definition for who frees the slot. */
+ * Returns 0 (the slot is LIVE until the reaper frees it) or -errno (the
+ * slot is released and no worker was started). */
 int sup_session_start(struct sup *s, int slot, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
                       const char *peer);
 /* Completion of the recv on the control socket of session slot. */

@@ -86,13 +86,12 @@ static void ctl_arm_recv(struct sup *s, int slot)
 }
 
 /*
- * socketpair, fork, exec `lupined --worker --ctl-fd=3 ...`, then
- * LUPD_CTL_ASSIGN with the client fd attached. The caller keeps (and later
+ * socketpair, LUPD_CTL_ASSIGN with the client fd attached, then fork and
+ * exec `lupined --worker --ctl-fd=3 ...`. The caller keeps (and later
  * closes) its own copy of client_fd.
  *
- * On failure before the fork the slot is released. Once a worker exists the
- * slot stays LIVE whatever happens, so that the reaper logs the worker's end
- * and frees the slot then; if the hand-off fails, the worker is killed.
+ * Returns 0 with the slot LIVE (the reaper frees it when the worker ends),
+ * or -errno with the slot released and no worker started.
  */
 int sup_session_start(struct sup *s, int slot, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
                       const char *peer)
@@ -125,6 +124,12 @@ int sup_session_start(struct sup *s, int slot, int client_fd, const struct lup_h
                 r = -errno;
                 goto out_release;
         }
+        /* ASSIGN goes into the pair before the fork: it waits in the
+         * worker's queue, and a worker that dies early cannot make the
+         * hand-off fail half-way. */
+        r = lup_send_fds(sv[0], msg, w.len, &client_fd, 1);
+        if (r < 0)
+                goto out_close_pair;
         pid = fork();
         if (pid < 0) {
                 r = -errno;
@@ -136,11 +141,6 @@ int sup_session_start(struct sup *s, int slot, int client_fd, const struct lup_h
         close(sv[1]);
         se->pid = pid;
         se->ctl_fd = sv[0];
-        r = lup_send_fds(se->ctl_fd, msg, w.len, &client_fd, 1);
-        if (r < 0) {
-                (void)kill(pid, SIGKILL);
-                return r;
-        }
         ctl_arm_recv(s, slot);
         lup_debug("session %s (slot %d): connection from %s handed to worker %d", se->name, slot, peer, (int)pid);
         return 0;

@@ -159,7 +159,8 @@ EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!lupc_ctx_lookup(id, &info) || info.primary)
-                return CUDA_ERROR_INVALID_CONTEXT;
+                /* the driver remembers contexts it destroyed */
+                return lupc_ctx_was_minted(id) ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_ERROR_INVALID_CONTEXT;
         CUresult r = lupc_send_lupCtxDestroy(id);
         if (r == CUDA_SUCCESS) {
                 lupc_ctx_forget(id);

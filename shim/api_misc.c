@@ -114,12 +114,14 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cu
                 if (v->version <= cudaVersion && (!best || v->version > best->version))
                         best = v;
         }
+        /* Like the driver: with a status to fill in, a miss is a successful
+         * query whose status says why; without one, it is NOT_FOUND. */
         const char *name = symbol;
         if (known) {
                 if (!best) {
                         if (status)
                                 *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
-                        return CUDA_ERROR_NOT_FOUND;
+                        return status ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
                 }
                 name = best->sym;
                 if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && best->per_thread_sym)
@@ -129,7 +131,7 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cu
         if (!fn) {
                 if (status)
                         *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-                return CUDA_ERROR_NOT_FOUND;
+                return status ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
         }
         *pfn = fn;
         if (status)

@@ -97,6 +97,8 @@ uint64_t lupc_ctx_pop(void);
 bool lupc_ctx_lookup(uint64_t id, struct lupc_ctx_info *ret);
 uint64_t lupc_ctx_mint(int device, unsigned flags);
 void lupc_ctx_forget(uint64_t id);
+/* True for any id this process ever minted, live or destroyed. */
+bool lupc_ctx_was_minted(uint64_t id);
 /* primary context bookkeeping: returns the retain count after the change */
 int lupc_primary_retain(int dev);
 int lupc_primary_release(int dev);          /* -EINVAL if not retained */

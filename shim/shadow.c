@@ -226,6 +226,14 @@ uint64_t lupc_ctx_mint(int device, unsigned flags)
         return id;
 }
 
+bool lupc_ctx_was_minted(uint64_t id)
+{
+        pthread_mutex_lock(&ctx_lock);
+        bool minted = id >= LUPC_FIRST_CTX_ID && id < next_ctx_id && (id - LUPC_FIRST_CTX_ID) % 0x100 == 0;
+        pthread_mutex_unlock(&ctx_lock);
+        return minted;
+}
+
 void lupc_ctx_forget(uint64_t id)
 {
         pthread_mutex_lock(&ctx_lock);

@@ -118,7 +118,7 @@ def refusal_message(frame):
 
 
 class Daemon:
-    def __init__(self, exe, tmpdir):
+    def __init__(self, exe, tmpdir, extra_args):
         self.exe = exe
         self.tmpdir = tmpdir
         self.port = free_port()
@@ -127,7 +127,7 @@ class Daemon:
         self.logf = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [exe, "--backend", "sim", "--listen", f"127.0.0.1:{self.port}", "--listen", f"unix:{self.unix_path}",
-             f"--hello-timeout-ms={HELLO_TIMEOUT_MS}"],
+             f"--hello-timeout-ms={HELLO_TIMEOUT_MS}"] + extra_args,
             stdin=subprocess.DEVNULL, stdout=self.logf, stderr=self.logf)
         self.probes = 0
         self.real_worker = False
@@ -258,10 +258,10 @@ def test_cli(exe):
     print("ok   command line", flush=True)
 
 
-def test_flood(d):
+def test_flood(d, label):
     """More idle connections than the pending limit: the excess is closed at
     once, the rest at the HELLO deadline, and the daemon serves afterwards."""
-    case = "300 idle connections"
+    case = label + "300 idle connections"
     over = d.count_log(r"too many connections waiting for HELLO")
     timeouts = d.count_log(r"no HELLO within")
     socks = []
@@ -286,9 +286,9 @@ def test_flood(d):
     print(f"ok   {case}", flush=True)
 
 
-def test_busy(d):
+def test_busy(d, label):
     """Needs a real worker: a second client for a live session is refused."""
-    case = "busy session"
+    case = label + "busy session"
     a, _ = d.connect()
     with a:
         a.sendall(hello_frame(b"busy-one"))
@@ -300,7 +300,7 @@ def test_busy(d):
                  refusal_status=CUDA_ERROR_DEVICE_UNAVAILABLE)
 
 
-def run_cases(d):
+def run_cases(d, label):
     def send_then_half_close(data):
         def f(s):
             s.sendall(data)
@@ -374,18 +374,101 @@ def run_cases(d):
          rf"no HELLO within {HELLO_TIMEOUT_MS} ms", None),
     ]
     for name, send, reason, status in cases:
-        bad_case(d, name, send, reason, status)
+        bad_case(d, label + name, send, reason, status)
         if not d.alive():
             return
-    bad_case(d, "garbage over the UNIX socket", lambda s: s.sendall(b"\xff" * 64),
+    bad_case(d, label + "garbage over the UNIX socket", lambda s: s.sendall(b"\xff" * 64),
              r"frame length exceeds the limit", None, unix=True)
-    bad_case(d, "wrong magic over the UNIX socket", lambda s: s.sendall(hello_frame(b"u", magic=1)),
+    bad_case(d, label + "wrong magic over the UNIX socket", lambda s: s.sendall(hello_frame(b"u", magic=1)),
              r"bad protocol magic", CUDA_ERROR_INVALID_VALUE, unix=True)
-    test_flood(d)
+    test_flood(d, label)
     if d.real_worker:
-        test_busy(d)
+        test_busy(d, label)
     else:
         print("skip busy session: no real worker answered HELLO (daemon/worker_stub.c?)", flush=True)
+
+
+def test_sigterm(d, label):
+    """SIGTERM with a connection still waiting for HELLO: exit 0, the
+    connection closed, the UNIX socket removed, and the port free for a
+    successor at once."""
+    idle, _ = d.connect()
+    with idle:
+        idle.sendall(hdr(100)[:10])
+        time.sleep(0.3)  # accepted and being read, not still in the backlog
+        d.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = d.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            rc = None
+        if rc != 0:
+            fail(f"{label}SIGTERM", f"exit status {rc}, want 0")
+            return
+        if "lupined stopped" not in d.log():
+            fail(f"{label}SIGTERM", "no 'lupined stopped' line")
+        if not d.wait_log(r"closing connection from .*: server shutting down", timeout=1):
+            fail(f"{label}SIGTERM", "the pending connection was not closed with a reason")
+        if not wait_closed(idle, timeout=2):
+            fail(f"{label}SIGTERM", "the pending connection is still open")
+    if os.path.exists(d.unix_path):
+        fail(f"{label}SIGTERM", f"{d.unix_path} was not removed")
+    # A successor binds the same port right away (systemd restarts do this).
+    with open(os.path.join(d.tmpdir, "successor.log"), "wb") as logf:
+        succ = subprocess.Popen([d.exe, "--listen", f"127.0.0.1:{d.port}"], stdin=subprocess.DEVNULL,
+                                stdout=logf, stderr=logf)
+        try:
+            deadline = time.monotonic() + 5
+            ok = False
+            while time.monotonic() < deadline and succ.poll() is None:
+                with open(logf.name, "rb") as f:
+                    if b"ready" in f.read():
+                        ok = True
+                        break
+                time.sleep(0.02)
+            if not ok:
+                with open(logf.name, "rb") as f:
+                    fail(f"{label}restart", f"a successor could not listen on the same port: "
+                                            f"{f.read().decode(errors='replace').strip()!r}")
+        finally:
+            succ.send_signal(signal.SIGTERM)
+            try:
+                succ.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                succ.kill()
+                succ.wait()
+    print(f"ok   {label}SIGTERM and restart", flush=True)
+
+
+def run_daemon(exe, extra_args, label):
+    with tempfile.TemporaryDirectory(prefix="lupined-badinput-") as tmp:
+        d = Daemon(exe, tmp, extra_args)
+        n_failures = len(failures)
+        try:
+            if not d.wait_log(rf"listening on 127\.0\.0\.1:{d.port}") or \
+               not d.wait_log(rf"listening on unix:{re.escape(d.unix_path)}"):
+                fail(f"{label}startup", "daemon did not report its listeners")
+                return
+            if not d.probe(f"{label}startup"):
+                return
+            print(f"ok   {label}startup", flush=True)
+            run_cases(d, label)
+            if not d.alive():
+                fail(f"{label}daemon", f"died with exit status {d.proc.returncode}")
+                return
+            d.proc.send_signal(signal.SIGHUP)
+            if not d.wait_log(r"reload not implemented yet") or not d.alive():
+                fail(f"{label}SIGHUP", "no 'reload not implemented yet' line, or the daemon died")
+            else:
+                print(f"ok   {label}SIGHUP", flush=True)
+            test_sigterm(d, label)
+        finally:
+            if d.proc.poll() is None:
+                d.proc.kill()
+                d.proc.wait()
+            d.logf.close()
+            if len(failures) > n_failures:
+                print(f"---- lupined log ({label or 'default'}) ----")
+                print(d.log()[-20000:])
 
 
 def main():
@@ -398,51 +481,9 @@ def main():
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(2048, hard), hard))
 
     test_cli(exe)
-    with tempfile.TemporaryDirectory(prefix="lupined-badinput-") as tmp:
-        d = Daemon(exe, tmp)
-        try:
-            if not d.wait_log(rf"listening on 127\.0\.0\.1:{d.port}") or \
-               not d.wait_log(rf"listening on unix:{re.escape(d.unix_path)}"):
-                fail("startup", "daemon did not report its listeners")
-                raise SystemExit
-            if not d.probe("startup"):
-                raise SystemExit
-            print("ok   startup", flush=True)
-            run_cases(d)
-
-            if d.alive():
-                d.proc.send_signal(signal.SIGHUP)
-                if not d.wait_log(r"reload not implemented yet") or not d.alive():
-                    fail("SIGHUP", "no 'reload not implemented yet' line, or the daemon died")
-                else:
-                    print("ok   SIGHUP", flush=True)
-
-            if d.alive():
-                d.proc.send_signal(signal.SIGTERM)
-                try:
-                    rc = d.proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    rc = None
-                if rc != 0:
-                    fail("SIGTERM", f"exit status {rc}, want 0")
-                elif "lupined stopped" not in d.log():
-                    fail("SIGTERM", "no 'lupined stopped' line")
-                elif os.path.exists(d.unix_path):
-                    fail("SIGTERM", f"{d.unix_path} was not removed")
-                else:
-                    print("ok   SIGTERM", flush=True)
-            else:
-                fail("daemon", f"died with exit status {d.proc.returncode}")
-        except SystemExit:
-            pass
-        finally:
-            if d.proc.poll() is None:
-                d.proc.kill()
-                d.proc.wait()
-            d.logf.close()
-            if failures:
-                print("---- lupined log ----")
-                print(d.log()[-20000:])
+    run_daemon(exe, [], "")
+    # Again with the one-shot accept of kernels before 5.19.
+    run_daemon(exe, ["--no-multishot-accept"], "[one-shot accept] ")
 
     if failures:
         print(f"{len(failures)} case(s) failed:")

@@ -46,6 +46,10 @@ static void proc_address_versions(void **state)
         assert_int_equal(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
         assert_null(resolve("cuDoesNotExist", 13000, 0, &st));
         assert_int_equal(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+        /* without a status pointer the miss is an error */
+        void *f = (void *)1;
+        assert_int_equal(cuGetProcAddress_v2("cuDoesNotExist", &f, 13000, 0, NULL), CUDA_ERROR_NOT_FOUND);
+        assert_null(f);
         /* per-thread default stream variants */
         void *pt = resolve("cuMemcpyHtoD", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st);
         assert_non_null(pt);

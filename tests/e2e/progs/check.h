@@ -20,11 +20,14 @@ CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice de
         } \
 } while (0)
 
+/* An error code that differs from the expectation is recorded, not fatal,
+ * so one run against the real driver lists every difference at once. */
+static int e2e_failures;
 #define EXPECT_ERR(call, want) do { \
         CUresult r_ = (call); \
         if (r_ != (want)) { \
                 fprintf(stderr, "%s:%d: %s returned %d, expected %d\n", __FILE__, __LINE__, #call, (int)r_, (int)(want)); \
-                exit(1); \
+                e2e_failures++; \
         } \
 } while (0)
 

@@ -104,8 +104,12 @@ static void test_primary_and_contexts(void)
         CK(cuCtxDestroy(c));
         /* the destroyed context's memory is gone with it */
         EXPECT_ERR(cuMemFree(in_c), CUDA_ERROR_INVALID_VALUE);
-        EXPECT_ERR(cuCtxDestroy(c), CUDA_ERROR_INVALID_CONTEXT);
-        EXPECT_ERR(cuCtxSetCurrent((CUcontext)(uintptr_t)0xdead000), CUDA_ERROR_INVALID_CONTEXT);
+        /* the driver answers CONTEXT_IS_DESTROYED or INVALID_CONTEXT
+         * (seen both on driver 580); lupine always says the former */
+        CUresult again = cuCtxDestroy(c);
+        EXPECT(again == CUDA_ERROR_CONTEXT_IS_DESTROYED || (!through_lupine && again == CUDA_ERROR_INVALID_CONTEXT));
+        if (through_lupine) /* the real driver dereferences a made-up handle and crashes */
+                EXPECT_ERR(cuCtxSetCurrent((CUcontext)(uintptr_t)0xdead000), CUDA_ERROR_INVALID_CONTEXT);
         unsigned api;
         CK(cuCtxGetApiVersion(p1, &api));
         EXPECT(api >= 3020);
@@ -212,7 +216,9 @@ static void test_memory(void)
         EXPECT_ERR(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)&host_var),
                    CUDA_ERROR_INVALID_VALUE);
         CK(cuMemFree(m));
-        EXPECT_ERR(cuMemFree(m), CUDA_ERROR_INVALID_VALUE);
+        /* driver 580 accepts a double free silently; lupine refuses it */
+        if (through_lupine)
+                EXPECT_ERR(cuMemFree(m), CUDA_ERROR_INVALID_VALUE);
         size_t free1;
         CK(cuMemGetInfo(&free1, &total));
         CK(cuCtxSynchronize());
@@ -235,8 +241,9 @@ static void test_misc(void)
         EXPECT(fn != NULL && fn != (void *)cuMemcpyHtoD_v2);
         CK(cuGetProcAddress("cuCtxCreate", &fn, 3020, 0, &st));
         EXPECT(fn == (void *)cuCtxCreate_v2);
-        EXPECT_ERR(cuGetProcAddress("cuNoSuchFunction", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
-        EXPECT(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+        /* a miss is a successful query with a status, as in the driver */
+        CK(cuGetProcAddress("cuNoSuchFunction", &fn, 13000, 0, &st));
+        EXPECT(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND && fn == NULL);
         CK(cuGetProcAddress("cuGraphCreate", &fn, 13000, 0, &st));
         EXPECT(fn != NULL);
         if (through_lupine) {
@@ -258,6 +265,7 @@ int main(void)
         test_primary_and_contexts();
         test_memory();
         test_misc();
-        printf("e2e_basic: OK\n");
-        return 0;
+        if (!e2e_failures)
+                printf("e2e_basic: OK\n");
+        return e2e_failures ? 1 : 0;
 }

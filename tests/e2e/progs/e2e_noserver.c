@@ -12,5 +12,5 @@ int main(void)
         EXPECT_ERR(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
         CUdeviceptr p;
         EXPECT_ERR(cuMemAlloc(&p, 16), CUDA_ERROR_NOT_INITIALIZED);
-        return 0;
+        return e2e_failures ? 1 : 0;
 }

@@ -22,5 +22,5 @@ int main(void)
         for (int i = 0; i < n; i++)
                 CK(cuMemFree(p[i]));
         printf("e2e_oom: OK after %d allocations of 8 MiB\n", n);
-        return 0;
+        return e2e_failures ? 1 : 0;
 }

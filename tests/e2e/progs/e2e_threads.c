@@ -56,5 +56,5 @@ int main(void)
         CK(cuCtxSynchronize());
         CK(cuDevicePrimaryCtxRelease(0));
         printf("e2e_threads: OK\n");
-        return 0;
+        return e2e_failures ? 1 : 0;
 }
