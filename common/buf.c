@@ -46,6 +46,14 @@ int lup_rd_i32(struct lup_rd *r, int32_t *ret)
         return rc;
 }
 
+int lup_rd_f32(struct lup_rd *r, float *ret)
+{
+        uint32_t v;
+        int rc = lup_rd_u32(r, &v);
+        memcpy(ret, &v, sizeof(v));
+        return rc;
+}
+
 int lup_rd_u64(struct lup_rd *r, uint64_t *ret)
 {
         const uint8_t *p = rd_take(r, 8);
@@ -139,6 +147,13 @@ void lup_wr_u32(struct lup_wr *w, uint32_t v)
 void lup_wr_i32(struct lup_wr *w, int32_t v)
 {
         lup_wr_u32(w, (uint32_t)v);
+}
+
+void lup_wr_f32(struct lup_wr *w, float v)
+{
+        uint32_t u;
+        memcpy(&u, &v, sizeof(u));
+        lup_wr_u32(w, u);
 }
 
 void lup_wr_u64(struct lup_wr *w, uint64_t v)

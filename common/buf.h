@@ -51,6 +51,7 @@ int lup_rd_u16(struct lup_rd *r, uint16_t *ret);
 int lup_rd_u32(struct lup_rd *r, uint32_t *ret);
 int lup_rd_u64(struct lup_rd *r, uint64_t *ret);
 int lup_rd_i32(struct lup_rd *r, int32_t *ret);
+int lup_rd_f32(struct lup_rd *r, float *ret);
 /* Points *ret into the reader's buffer; n is checked against what is left. */
 int lup_rd_bytes(struct lup_rd *r, size_t n, const uint8_t **ret);
 /* Copies exactly n bytes into out. */
@@ -66,6 +67,7 @@ void lup_wr_u16(struct lup_wr *w, uint16_t v);
 void lup_wr_u32(struct lup_wr *w, uint32_t v);
 void lup_wr_u64(struct lup_wr *w, uint64_t v);
 void lup_wr_i32(struct lup_wr *w, int32_t v);
+void lup_wr_f32(struct lup_wr *w, float v);
 void lup_wr_bytes(struct lup_wr *w, const void *p, size_t n);
 /* Reserves n bytes and returns where to fill them, or NULL on overflow. */
 uint8_t *lup_wr_reserve(struct lup_wr *w, size_t n);

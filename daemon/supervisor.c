@@ -13,6 +13,9 @@
  * What a hostile peer can make us hold: LUPD_MAX_PENDING connections of at
  * most LUP_HDR_SIZE + LUPD_HELLO_MAX_PAYLOAD bytes, each for at most
  * hello_timeout_ms, and at most CONN_LOG_BURST log lines per window.
+ * Descriptors held at once: LUPD_MAX_PENDING + LUPD_MAX_LISTEN +
+ * LUP_ARENA_SLOTS control sockets + a few, well under the default
+ * RLIMIT_NOFILE of 1024.
  */
 #include "supervisor.h"
 
@@ -191,10 +194,10 @@ static int listeners_open(struct sup *s)
                         lup_err("cannot listen on %s: %s", ep->text, strerror(-fd));
                         return fd;
                 }
-                /* Blocking on purpose: before Linux 5.12 io_uring returns
-                 * -EAGAIN at once for accept on an O_NONBLOCK socket instead
-                 * of waiting, which would spin the loop. Nothing else ever
-                 * accepts on it. */
+                /* Blocking on purpose: older kernels complete an io_uring
+                 * accept on an O_NONBLOCK socket with -EAGAIN at once
+                 * instead of waiting, which would spin the loop. Nothing
+                 * else ever accepts on it, so nothing can block on it. */
                 int fl = fcntl(fd, F_GETFL);
                 if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
                         int e = -errno;
@@ -259,8 +262,8 @@ static int signals_setup(struct sup *s)
                 return e;
         }
         /* Non-blocking, and watched with a poll op rather than read through
-         * the ring: before Linux 5.12 an io_uring read of a signalfd runs
-         * in a kernel thread that does not see our signals. */
+         * the ring: on older kernels an io_uring read of a signalfd may run
+         * in a kernel worker thread, which does not see our signals. */
         s->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
         if (s->sigfd < 0) {
                 int e = -errno;
@@ -515,7 +518,7 @@ static int sup_run(struct sup *s)
                         dispatch(s, ud, res, flags);
                 }
         }
-        return s->exit_status;
+        return 0;
 }
 
 static void sup_teardown(struct sup *s)
@@ -565,7 +568,7 @@ int supervisor_main(struct lupd_config *cfg)
                 goto out_close_sigfd;
         r = listeners_open(s);
         if (r < 0)
-                goto out_listeners;
+                goto out_close_ring;
 
         for (int i = 0; i < s->n_listeners; i++)
                 listener_arm(s, i);
@@ -573,7 +576,7 @@ int supervisor_main(struct lupd_config *cfg)
         r = io_uring_submit(&s->ring);
         if (r < 0) {
                 lup_err("io_uring_submit failed: %s", strerror(-r));
-                goto out_listeners;
+                goto out_close_ring;
         }
         lup_info("lupined %s ready: backend %s, at most %d sessions", LUPINE_VERSION,
                  lupd_backend_name(cfg->backend), s->reg.max_sessions);
@@ -583,7 +586,7 @@ int supervisor_main(struct lupd_config *cfg)
         if (status == 0)
                 lup_info("lupined stopped");
 
-out_listeners:
+out_close_ring:
         sup_teardown(s);
         io_uring_queue_exit(&s->ring);
 out_close_sigfd:

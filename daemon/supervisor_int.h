@@ -107,7 +107,6 @@ struct sup {
         bool killed;            /* stragglers got SIGKILL */
         uint64_t stop_deadline; /* SIGKILL the workers left at this time */
         uint64_t kill_deadline; /* give up waiting for them at this time */
-        int exit_status;
         struct log_limit conn_log;
 };
 

@@ -42,6 +42,11 @@ static _Noreturn void worker_exec(const char *exe, int ctl, char *const argv[])
          * the mask survives exec, and the worker must not inherit it. */
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        /* Its own process group: a Ctrl-C on lupined's terminal reaches
+         * only the supervisor, which then shuts the workers down in order
+         * (LUPD_CTL_SHUTDOWN, GOODBYE to the clients) instead of having
+         * them killed under their clients. */
+        (void)setpgid(0, 0);
         if (ctl == 3) {
                 if (fcntl(3, F_SETFD, 0) < 0) /* dup2(3, 3) would keep FD_CLOEXEC */
                         _exit(127);

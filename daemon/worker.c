@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -33,7 +34,7 @@
 
 /* ---- replies */
 
-static int flush_out(struct lupw_session *s)
+int lupw_flush_out(struct lupw_session *s)
 {
         if (s->out_len == 0)
                 return 0;
@@ -45,11 +46,24 @@ static int flush_out(struct lupw_session *s)
 }
 
 /* Appends a reply frame; payload may be NULL when len is 0. */
-static int reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags, CUresult status,
-                 const void *payload, size_t len)
+int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags, CUresult status,
+               const void *payload, size_t len)
 {
-        if (LUP_HDR_SIZE + len > s->out_cap - s->out_len && flush_out(s) < 0)
+        if (LUP_HDR_SIZE + len > s->out_cap - s->out_len && lupw_flush_out(s) < 0)
                 return -EPIPE;
+        if (LUP_HDR_SIZE + len > s->out_cap) {
+                /* larger than the batch buffer: straight to the socket */
+                struct lup_hdr h = { .len = (uint32_t)len, .op = req->op, .flags = LUP_F_REPLY | flags,
+                                     .lane = req->lane, .status = (uint32_t)status, .seq = req->seq, .ctx = s->last_seq };
+                uint8_t hb[LUP_HDR_SIZE];
+                lup_hdr_encode(hb, &h);
+                struct iovec iov[2] = { { hb, sizeof(hb) }, { (void *)payload, len } };
+                if (lup_writev_full(s->fd, iov, 2) < 0) {
+                        lupw_set_why(s, "client stopped reading");
+                        return -EPIPE;
+                }
+                return 0;
+        }
         struct lup_hdr h = { .len = (uint32_t)len, .op = req->op, .flags = LUP_F_REPLY | flags,
                              .lane = req->lane, .status = (uint32_t)status, .seq = req->seq, .ctx = s->last_seq };
         lup_hdr_encode(s->out + s->out_len, &h);
@@ -59,7 +73,7 @@ static int reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t fla
         return 0;
 }
 
-static void latch(struct lupw_session *s, CUresult r, const char *what)
+void lupw_latch(struct lupw_session *s, CUresult r, const char *what)
 {
         if (r == CUDA_SUCCESS)
                 return;
@@ -69,95 +83,11 @@ static void latch(struct lupw_session *s, CUresult r, const char *what)
                 lup_debug("session %s: async %s failed with %d (latched)", s->name, what, (int)r);
 }
 
-static CUresult take_latched(struct lupw_session *s)
+CUresult lupw_take_latched(struct lupw_session *s)
 {
         CUresult r = s->latched;
         s->latched = CUDA_SUCCESS;
         return r;
-}
-
-/* ---- bulk copies */
-
-static int op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
-{
-        struct lup_rd r = lup_rd_init(p, h->len);
-        uint64_t dst, stream;
-        CUstream st;
-
-        lup_rd_u64(&r, &dst);
-        lup_rd_u64(&r, &stream);
-        size_t n = lup_rd_left(&r);
-        if (r.err || n == 0 || n > LUP_BULK_CHUNK) {
-                lupw_set_why(s, "malformed MEMCPY_HTOD frame");
-                return -EBADMSG;
-        }
-        if (lupw_check_devptr(s, dst) < 0)
-                return -EBADMSG;
-        CUresult res = lupw_bind_ctx(s, h->ctx);
-        if (res == CUDA_SUCCESS)
-                res = lupw_check_range(s, dst, n, 1);
-        if (res == CUDA_SUCCESS)
-                res = lupw_stream(s, stream, &st);
-        if (res == CUDA_SUCCESS)
-                res = s->be.fn.cuMemcpyHtoD_v2(dst, p + r.off, n);
-        if (h->flags & LUP_F_SYNC) {
-                if (res == CUDA_SUCCESS)
-                        res = take_latched(s);
-                return reply(s, h, 0, res, NULL, 0);
-        }
-        latch(s, res, "cuMemcpyHtoD");
-        return 0;
-}
-
-static int op_dtoh(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
-{
-        struct lup_rd r = lup_rd_init(p, h->len);
-        uint64_t src, n, stream;
-        CUstream st;
-
-        lup_rd_u64(&r, &src);
-        lup_rd_u64(&r, &n);
-        lup_rd_u64(&r, &stream);
-        if (lup_rd_finish(&r) < 0 || !(h->flags & LUP_F_SYNC)) {
-                lupw_set_why(s, "malformed MEMCPY_DTOH frame");
-                return -EBADMSG;
-        }
-        if (n == 0 || n > LUP_MAX_COPY) {
-                lupw_set_why(s, "absurd MEMCPY_DTOH size");
-                return -EBADMSG;
-        }
-        if (lupw_check_devptr(s, src) < 0)
-                return -EBADMSG;
-        CUresult res = take_latched(s);
-        if (res == CUDA_SUCCESS)
-                res = lupw_bind_ctx(s, h->ctx);
-        if (res == CUDA_SUCCESS)
-                res = lupw_check_range(s, src, n, 1);
-        if (res == CUDA_SUCCESS)
-                res = lupw_stream(s, stream, &st);
-        if (res != CUDA_SUCCESS)
-                return reply(s, h, 0, res, NULL, 0);
-        if (flush_out(s) < 0)
-                return -EPIPE;
-        /* Chunks go straight from the bounce buffer to the socket. */
-        for (uint64_t off = 0; off < n;) {
-                size_t k = n - off < LUP_BULK_CHUNK ? (size_t)(n - off) : LUP_BULK_CHUNK;
-                res = s->be.fn.cuMemcpyDtoH_v2(s->staging, src + off, k);
-                if (res != CUDA_SUCCESS)
-                        return reply(s, h, 0, res, NULL, 0);
-                off += k;
-                uint8_t hb[LUP_HDR_SIZE];
-                struct lup_hdr rh = { .len = (uint32_t)k, .op = h->op,
-                                      .flags = LUP_F_REPLY | (off < n ? LUP_F_MORE : 0), .lane = h->lane,
-                                      .seq = h->seq, .ctx = s->last_seq };
-                lup_hdr_encode(hb, &rh);
-                struct iovec iov[2] = { { hb, sizeof(hb) }, { s->staging, k } };
-                if (lup_writev_full(s->fd, iov, 2) < 0) {
-                        lupw_set_why(s, "client stopped reading");
-                        return -EPIPE;
-                }
-        }
-        return 0;
 }
 
 /* ---- generated ops */
@@ -183,19 +113,19 @@ static int op_generated(struct lupw_session *s, const struct lup_hdr *h, const u
         struct lup_rd rd = lup_rd_init(p, h->len);
         /* A latched async failure is the answer to the next sync call, which
          * is then not executed (its arguments are still validated). */
-        CUresult res = sync ? take_latched(s) : CUDA_SUCCESS;
+        CUresult res = sync ? lupw_take_latched(s) : CUDA_SUCCESS;
         int rc = op->fn(s, h->ctx, &rd, &out, &res);
         if (rc < 0)
                 return rc;
         if (!sync) {
-                latch(s, res, op->name);
+                lupw_latch(s, res, op->name);
                 return 0;
         }
         if (out.err) {
                 lupw_set_why(s, "reply overflow");
                 return -EBADMSG;
         }
-        return reply(s, h, 0, res, res == CUDA_SUCCESS ? outbuf : NULL, res == CUDA_SUCCESS ? out.len : 0);
+        return lupw_reply(s, h, 0, res, res == CUDA_SUCCESS ? outbuf : NULL, res == CUDA_SUCCESS ? out.len : 0);
 }
 
 static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
@@ -209,16 +139,31 @@ static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const u
                 return -EBADMSG;
         }
         s->last_seq = h->seq;
+        /* Asynchronous device->host data always reaches the client before
+         * the answer to any synchronous call that follows it. */
+        if ((h->flags & LUP_F_SYNC) && s->n_pending) {
+                int rc = lupw_flush_pending(s, true);
+                if (rc < 0)
+                        return rc;
+        }
         switch (h->op) {
         case LUP_OP_GOODBYE:
                 s->stop = true;
                 return 0;
         case LUP_OP_PING:
-                return (h->flags & LUP_F_SYNC) ? reply(s, h, 0, CUDA_SUCCESS, NULL, 0) : 0;
+                return (h->flags & LUP_F_SYNC) ? lupw_reply(s, h, 0, CUDA_SUCCESS, NULL, 0) : 0;
         case LUP_OP_MEMCPY_HTOD:
-                return op_htod(s, h, p);
+                return lupw_op_htod(s, h, p);
         case LUP_OP_MEMCPY_DTOH:
-                return op_dtoh(s, h, p);
+                return lupw_op_dtoh(s, h, p);
+        case LUP_OP_LAUNCH:
+                return lupw_op_launch(s, h, p);
+        case LUP_OP_FUNC_INFO:
+                return lupw_op_func_info(s, h, p);
+        case LUP_OP_BLOB:
+                return lupw_op_blob(s, h, p);
+        case LUP_OP_DTOH_ASYNC:
+                return lupw_op_dtoh_async(s, h, p);
         default:
                 if (h->op >= 256)
                         return op_generated(s, h, p);
@@ -249,7 +194,10 @@ static int process_input(struct lupw_session *s)
         }
         memmove(s->in, s->in + off, s->in_len - off);
         s->in_len -= off;
-        return flush_out(s);
+        /* send what finished meanwhile, without waiting for the rest */
+        if (s->n_pending && (rc = lupw_flush_pending(s, false)) < 0)
+                return rc;
+        return lupw_flush_out(s);
 }
 
 /* ---- HELLO */
@@ -260,8 +208,8 @@ static int refuse(struct lupw_session *s, const struct lup_hdr *req, CUresult st
         struct lup_wr w = lup_wr_init(buf, sizeof(buf));
         lup_wr_str16(&w, msg, strnlen(msg, 400));
         lup_err("session %s refused: %s", s->name[0] ? s->name : "?", msg);
-        reply(s, req, 0, status, buf, w.len);
-        return flush_out(s);
+        lupw_reply(s, req, 0, status, buf, w.len);
+        return lupw_flush_out(s);
 }
 
 static void write_device(struct lupw_session *s, struct lup_wr *w, int dev)
@@ -306,6 +254,20 @@ static int setup_session(struct lupw_session *s, const struct lup_hdr *req)
         if (r != CUDA_SUCCESS)
                 return refuse(s, req, r, "cannot create a context on device 0");
 
+        /* Pinned receive and bounce buffers: host<->device copies from them
+         * run at PCIe speed, so a copy costs little next to the network. */
+        void *pin = NULL;
+        if (be->cuMemAllocHost_v2(&pin, s->in_cap) == CUDA_SUCCESS) {
+                free(s->in);
+                s->in = pin;
+                s->in_pinned = true;
+        }
+        if (be->cuMemAllocHost_v2(&pin, LUP_BULK_CHUNK) == CUDA_SUCCESS) {
+                free(s->staging);
+                s->staging = pin;
+                s->staging_pinned = true;
+        }
+
         uint64_t want = LUP_ARENA_BASE + (uint64_t)s->slot * LUP_ARENA_SIZE;
         CUdeviceptr got = 0;
         r = be->cuMemAddressReserve(&got, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, want, 0);
@@ -346,9 +308,9 @@ static int setup_session(struct lupw_session *s, const struct lup_hdr *req)
                 free(buf);
                 return refuse(s, req, CUDA_ERROR_UNKNOWN, "device snapshot too large");
         }
-        rc = reply(s, req, 0, CUDA_SUCCESS, buf, w.len);
+        rc = lupw_reply(s, req, 0, CUDA_SUCCESS, buf, w.len);
         free(buf);
-        return rc < 0 ? rc : flush_out(s);
+        return rc < 0 ? rc : lupw_flush_out(s);
 }
 
 /* Reads LUPD_CTL_ASSIGN: the session, the HELLO, and the client's fd. */
@@ -484,6 +446,8 @@ int worker_main(const struct lupd_config *cfg)
         s->staging = malloc(LUP_BULK_CHUNK);
         if (!s->in || !s->out || !s->staging)
                 goto out_free;
+        lupw_handles_init(s);
+
         if (receive_assignment(s, &req, &hello) < 0)
                 goto out_free;
         rc = io_uring_queue_init(8, &s->ring, 0);
@@ -503,6 +467,15 @@ int worker_main(const struct lupd_config *cfg)
         status = rc < 0 ? 1 : 0;
 
 out_release:
+        lupw_copy_free(s);
+        if (s->in_pinned)
+                s->be.fn.cuMemFreeHost(s->in);
+        if (s->staging_pinned)
+                s->be.fn.cuMemFreeHost(s->staging);
+        if (s->in_pinned)
+                s->in = NULL;
+        if (s->staging_pinned)
+                s->staging = NULL;
         lupw_release_all(s);
         backend_close(&s->be);
 out_free:
@@ -513,6 +486,8 @@ out_free:
         free(s->in);
         free(s->out);
         free(s->staging);
+        lupw_handles_free(s);
+        free(s->globals);
         free(s);
         return status;
 }

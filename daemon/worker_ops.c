@@ -24,8 +24,37 @@ void lupw_set_why(struct lupw_session *s, const char *why)
 
 /* ---- checks used by the generated decoders */
 
+/* The module global (real driver address, outside the arena) holding p. */
+static const struct arena_range *find_global(const struct lupw_session *s, uint64_t p)
+{
+        for (size_t i = 0; i < s->n_globals; i++)
+                if (p - s->globals[i].addr < s->globals[i].size)
+                        return &s->globals[i];
+        return NULL;
+}
+
+static CUresult add_global(struct lupw_session *s, uint64_t addr, uint64_t size)
+{
+        if (find_global(s, addr))
+                return CUDA_SUCCESS;
+        if (s->n_globals == s->cap_globals) {
+                size_t ncap = s->cap_globals ? s->cap_globals * 2 : 16;
+                if (ncap > LUP_MAX_HANDLES)
+                        return CUDA_ERROR_OUT_OF_MEMORY;
+                struct arena_range *n = realloc(s->globals, ncap * sizeof(*n));
+                if (!n)
+                        return CUDA_ERROR_OUT_OF_MEMORY;
+                s->globals = n;
+                s->cap_globals = ncap;
+        }
+        s->globals[s->n_globals++] = (struct arena_range){ addr, size };
+        return CUDA_SUCCESS;
+}
+
 int lupw_check_devptr(struct lupw_session *s, uint64_t p)
 {
+        if (find_global(s, p))
+                return 0;
         /* The shim checks every pointer against its own shadow first, so a
          * pointer outside the arena can only come from a broken or hostile
          * client: that is a protocol violation, not a CUDA error. */
@@ -44,19 +73,26 @@ CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, ui
         if (n == 0)
                 return CUDA_SUCCESS;
         const struct arena_alloc *a = arena_find(&s->arena, p);
-        if (!a || n > a->size - (p - a->addr))
+        if (a)
+                return n > a->size - (p - a->addr) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        const struct arena_range *g = find_global(s, p);
+        if (!g || n > g->size - (p - g->addr))
                 return CUDA_ERROR_INVALID_VALUE;
         return CUDA_SUCCESS;
 }
 
 CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret)
 {
-        /* Only the default streams exist until client-created streams land. */
+        /* the default streams travel as themselves */
         if (id == 0 || id == (uint64_t)(uintptr_t)CU_STREAM_LEGACY || id == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
                 *ret = (CUstream)(uintptr_t)id;
                 return CUDA_SUCCESS;
         }
-        return CUDA_ERROR_INVALID_HANDLE;
+        void *real;
+        CUresult r = lupw_handle(s, LUPW_H_STREAM, id, &real);
+        if (r == CUDA_SUCCESS)
+                *ret = real;
+        return r;
 }
 
 CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret)
@@ -294,12 +330,12 @@ CUresult lupw_lupCtxDestroy(struct lupw_session *s, uint64_t id)
         s->be.fn.cuCtxSetCurrent(c->real);
         s->be.fn.cuCtxSynchronize();
         arena_free_owner(&s->arena, id);
-        if (s->bound_id == id) {
-                s->be.fn.cuCtxSetCurrent(NULL);
-                s->bound_id = 0;
-        }
         CUresult r = s->be.fn.cuCtxDestroy_v2(c->real);
         *c = s->ctxs[--s->n_ctxs];
+        /* the driver's current context changed under the binding: the next
+         * call binds again (found by fuzz_worker_ops) */
+        s->be.fn.cuCtxSetCurrent(NULL);
+        s->bound_id = 0;
         return r;
 }
 
@@ -340,8 +376,8 @@ CUresult lupw_lupPrimaryCtxReset(struct lupw_session *s, CUdevice dev)
         }
         arena_free_owner(&s->arena, id);
         s->client_primary[dev] = false;
-        if (s->bound_id == id)
-                s->bound_id = 0;
+        /* the primary context was made current above: force a rebind */
+        s->bound_id = 0;
         return s->be.fn.cuDevicePrimaryCtxSetFlags_v2(dev, 0);
 }
 
@@ -368,4 +404,24 @@ void lupw_release_all(struct lupw_session *s)
         free(s->chunks);
         s->chunks = NULL;
         s->n_chunks = s->cap_chunks = 0;
+}
+
+CUresult lupw_cuModuleGetGlobal_v2(struct lupw_session *s, CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
+                                   const char *name)
+{
+        CUresult r = s->be.fn.cuModuleGetGlobal_v2(dptr, bytes, hmod, name);
+        /* the client may now copy to and from it: accept it as a device range */
+        return r == CUDA_SUCCESS ? add_global(s, *dptr, *bytes) : r;
+}
+
+CUresult lupw_cuLibraryGetGlobal(struct lupw_session *s, CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+                                 const char *name)
+{
+        CUresult r = s->be.fn.cuLibraryGetGlobal(dptr, bytes, library, name);
+        return r == CUDA_SUCCESS ? add_global(s, *dptr, *bytes) : r;
+}
+
+CUresult lupw_lupLibraryLoad(struct lupw_session *s, CUlibrary *library, const void *code)
+{
+        return s->be.fn.cuLibraryLoadData(library, code, NULL, NULL, 0, NULL, NULL, 0);
 }

@@ -11,6 +11,28 @@
 #include "backend.h"
 #include "config.h"
 #include "lupine/wire.h"
+#include "u64map.h"
+
+/* one entry of the handle table */
+struct lupw_handle_ent {
+        int kind;                       /* LUPW_H_* */
+        void *real;                     /* the driver's handle */
+        /* functions: parameter layout, fetched from the driver on first launch */
+        bool have_params;
+        uint32_t n_params;
+        uint32_t param_bytes;
+        uint32_t *params;               /* n_params x (offset, size) */
+};
+
+/* an async device->host copy waiting to be sent (worker_copy.c) */
+struct lupw_pending_dtoh {
+        uint64_t token;
+        uint64_t size;
+        size_t ring_off;                /* where it lands in the staging ring */
+        CUevent done;
+        CUresult status;
+};
+#define LUPW_MAX_PENDING 256
 
 struct lupw_ctx_slot {
         uint64_t id;            /* the client's id */
@@ -45,6 +67,17 @@ struct lupw_session {
         uint64_t bound_id;                      /* context id current on this thread */
         int bound_device;
 
+        struct lup_u64map handles;              /* id -> struct lupw_handle_ent * */
+        struct lup_u64map blobs;                /* id -> upload in progress */
+        uint64_t blob_bytes;
+        struct arena_range *globals;            /* module globals the client asked for */
+        size_t n_globals, cap_globals;
+
+        uint8_t *dring;                         /* pinned staging ring for async DtoH */
+        size_t dring_size, dring_head, dring_tail;
+        struct lupw_pending_dtoh pending[LUPW_MAX_PENDING];
+        unsigned n_pending, pending_first;
+
         uint64_t last_seq;                      /* last executed */
         CUresult latched;                       /* first failure of an async call */
         const char *why;                        /* reason for closing the connection */
@@ -54,11 +87,38 @@ struct lupw_session {
         uint8_t *out;
         size_t out_len, out_cap;
         uint8_t *staging;                       /* device->host bounce buffer */
+        bool in_pinned, staging_pinned;         /* allocated with cuMemAllocHost */
 
         struct io_uring ring;
         bool ring_ok;
         bool stop;
 };
+
+/* worker_handles.c */
+void lupw_handles_init(struct lupw_session *s);
+void lupw_handles_free(struct lupw_session *s);
+struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64_t id);
+int lupw_op_blob(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+
+/* worker_launch.c */
+int lupw_op_launch(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+int lupw_op_func_info(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+
+/* worker_copy.c */
+int lupw_op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+int lupw_op_dtoh(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+/* Sends every finished async copy; with wait, first waits for all of them
+ * (before any reply that is a synchronisation point). */
+int lupw_flush_pending(struct lupw_session *s, bool wait);
+void lupw_copy_free(struct lupw_session *s);
+
+/* worker.c */
+int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags, CUresult status,
+               const void *payload, size_t len);
+int lupw_flush_out(struct lupw_session *s);
+void lupw_latch(struct lupw_session *s, CUresult r, const char *what);
+CUresult lupw_take_latched(struct lupw_session *s);
 
 /* worker_ops.c */
 void lupw_release_all(struct lupw_session *s);

@@ -127,17 +127,38 @@ EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevic
         return dtoh(dstHost, srcDevice, ByteCount, lupc_stream_id(NULL, 1));
 }
 
-/* Until the asynchronous pipeline lands, an async device->host copy completes
- * before it returns: stricter than CUDA requires, never weaker. */
+static CUresult dtoh_async(void *dst, CUdeviceptr src, size_t n, uint64_t stream);
+
 EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
-        return dtoh(dstHost, srcDevice, ByteCount, lupc_stream_id(hStream, 0));
+        return dtoh_async(dstHost, srcDevice, ByteCount, lupc_stream_id(hStream, 0));
 }
 
 EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
 EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
-        return dtoh(dstHost, srcDevice, ByteCount, lupc_stream_id(hStream, 1));
+        return dtoh_async(dstHost, srcDevice, ByteCount, lupc_stream_id(hStream, 1));
+}
+
+static CUresult dtoh_async(void *dst, CUdeviceptr src, size_t n, uint64_t stream)
+{
+        CUresult r;
+
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (n == 0)
+                return CUDA_SUCCESS;
+        if (!dst)
+                return CUDA_ERROR_INVALID_VALUE;
+        if ((r = lupc_check_range(src, n, 1)) != CUDA_SUCCESS)
+                return r;
+        /* CUDA returns from an async copy into pageable memory only once the
+         * copy is done; only page-locked destinations are truly asynchronous */
+        uint64_t hb, hs;
+        unsigned int hf;
+        if (!lupc_host_find((uint64_t)(uintptr_t)dst, &hb, &hs, &hf) || (uint64_t)(uintptr_t)dst - hb + n > hs)
+                return lupc_copy_dtoh(dst, src, n, stream);
+        return lupc_copy_dtoh_async(dst, src, n, stream);
 }
 
 static void put_bool(void *data, bool v)
@@ -153,10 +174,35 @@ EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute at
                 return CUDA_ERROR_INVALID_VALUE;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        /* Host memory is not registered with lupine yet: like the real driver
-         * for unregistered host memory, say so with INVALID_VALUE. */
-        if (!lupc_shadow_find(ptr, &a))
-                return CUDA_ERROR_INVALID_VALUE;
+        uint64_t hbase, hsize;
+        unsigned int hflags;
+        if (!lupc_shadow_find(ptr, &a)) {
+                /* unregistered host memory: INVALID_VALUE, like the driver */
+                if (!lupc_host_find(ptr, &hbase, &hsize, &hflags))
+                        return CUDA_ERROR_INVALID_VALUE;
+                switch (attribute) {
+                case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+                        *(unsigned int *)data = CU_MEMORYTYPE_HOST;
+                        return CUDA_SUCCESS;
+                case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+                        *(void **)data = (void *)(uintptr_t)ptr;
+                        return CUDA_SUCCESS;
+                case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+                        *(void **)data = (void *)(uintptr_t)hbase;
+                        return CUDA_SUCCESS;
+                case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+                        *(size_t *)data = (size_t)hsize;
+                        return CUDA_SUCCESS;
+                case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+                case CU_POINTER_ATTRIBUTE_MAPPED:
+                        put_bool(data, attribute == CU_POINTER_ATTRIBUTE_MAPPED);
+                        return CUDA_SUCCESS;
+                case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+                        return CUDA_ERROR_NOT_SUPPORTED; /* not mapped into the remote device */
+                default:
+                        return CUDA_ERROR_INVALID_VALUE;
+                }
+        }
         switch (attribute) {
         case CU_POINTER_ATTRIBUTE_CONTEXT:
                 *(CUcontext *)data = (CUcontext)(uintptr_t)a.ctx;

@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "frame.h"
+#include "image.h"
 #include "log.h"
 #include "net.h"
 #include "ops.h"
@@ -31,6 +32,15 @@ struct lupc_waiter {
         struct lupc_waiter *next;
 };
 
+/* A destination for asynchronous device->host data (DATA frames). */
+struct lupc_landing {
+        uint64_t token;
+        uint8_t *dst;
+        uint64_t size;
+        uint64_t received;
+        struct lupc_landing *next;
+};
+
 struct lupc_conn {
         int fd;
         pthread_mutex_t send_lock;
@@ -38,6 +48,7 @@ struct lupc_conn {
         pthread_mutex_t recv_lock;      /* waiters, reader role, dead */
         pthread_cond_t recv_cond;
         struct lupc_waiter *waiters;
+        struct lupc_landing *landings;  /* async DtoH copies in flight */
         bool reader_busy;
         bool dead;
         uint32_t driver_version;
@@ -57,6 +68,12 @@ static CUresult init_result = CUDA_ERROR_NOT_INITIALIZED;
 static atomic_bool init_done;
 static atomic_uint next_lane;
 static __thread uint32_t my_lane_plus1;
+static atomic_uint_fast64_t next_handle = LUP_FIRST_HANDLE_ID;
+
+uint64_t lupc_mint_handle(void)
+{
+        return atomic_fetch_add(&next_handle, 16);
+}
 
 static uint32_t my_lane(void)
 {
@@ -88,6 +105,8 @@ CUresult lupc_protocol_error(const char *what)
         return CUDA_ERROR_UNKNOWN;
 }
 
+static void drop_landing_locked(struct lupc_landing *l);
+
 /* Marks the connection lost: every waiter completes with DEVICE_UNAVAILABLE. */
 static void conn_fail_locked(const char *why)
 {
@@ -95,6 +114,8 @@ static void conn_fail_locked(const char *why)
                 conn.dead = true;
                 lup_err("connection to lupined lost (%s); CUDA calls now fail with CUDA_ERROR_DEVICE_UNAVAILABLE", why);
         }
+        while (conn.landings)
+                drop_landing_locked(conn.landings);
         for (struct lupc_waiter *w = conn.waiters; w; w = w->next) {
                 if (!w->done) {
                         w->done = true;
@@ -122,6 +143,63 @@ static void unlink_waiter_locked(struct lupc_waiter *me)
         }
 }
 
+static struct lupc_landing *find_landing_locked(uint64_t token)
+{
+        for (struct lupc_landing *l = conn.landings; l; l = l->next)
+                if (l->token == token)
+                        return l;
+        return NULL;
+}
+
+static void drop_landing_locked(struct lupc_landing *l)
+{
+        for (struct lupc_landing **pp = &conn.landings; *pp; pp = &(*pp)->next) {
+                if (*pp == l) {
+                        *pp = l->next;
+                        free(l);
+                        return;
+                }
+        }
+}
+
+/* Asynchronous device->host data: straight into the caller's buffer. */
+static int read_data_frame(const struct lup_hdr *h, const char **why)
+{
+        uint8_t b[16];
+        if (h->len < sizeof(b)) {
+                *why = "short DATA frame";
+                return -EBADMSG;
+        }
+        int rc = lup_read_full(conn.fd, b, sizeof(b));
+        if (rc < 0) {
+                *why = "server closed the connection";
+                return rc;
+        }
+        uint64_t token = lup_le64(b), off = lup_le64(b + 8), n = h->len - sizeof(b);
+        pthread_mutex_lock(&conn.recv_lock);
+        struct lupc_landing *l = find_landing_locked(token);
+        pthread_mutex_unlock(&conn.recv_lock);
+        /* only the reader touches landings' progress; the list itself is locked */
+        if (!l || off != l->received || n > l->size - l->received) {
+                *why = "DATA frame for an unknown copy or past its end";
+                return -EBADMSG;
+        }
+        rc = lup_read_full(conn.fd, l->dst + off, n);
+        if (rc < 0) {
+                *why = "server closed the connection";
+                return rc;
+        }
+        l->received += n;
+        if (h->status != 0 || l->received == l->size) {
+                /* a failed copy is reported by the next synchronous call (the
+                 * worker latched it), as CUDA reports asynchronous errors */
+                pthread_mutex_lock(&conn.recv_lock);
+                drop_landing_locked(l);
+                pthread_mutex_unlock(&conn.recv_lock);
+        }
+        return 0;
+}
+
 /* Reads one frame with the reader role held (recv_lock NOT held).
  * Returns 0 or -errno; on protocol errors sets *why. */
 static int read_one_frame(const char **why)
@@ -139,6 +217,8 @@ static int read_one_frame(const char **why)
                 *why = "server is going away";
                 return -ECONNRESET;
         }
+        if (h.op == LUP_OP_DATA)
+                return read_data_frame(&h, why);
         if (!(h.flags & LUP_F_REPLY)) {
                 *why = "unexpected request frame from server";
                 return -EBADMSG;
@@ -316,6 +396,66 @@ CUresult lupc_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream)
         if (w.status == CUDA_SUCCESS && w.len != n)
                 return lupc_protocol_error("cuMemcpyDtoH");
         return w.status;
+}
+
+CUresult lupc_copy_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t stream)
+{
+        uint64_t ctx;
+        CUresult r = call_prologue(LUPC_CTX, &ctx);
+        if (r != CUDA_SUCCESS)
+                return r;
+        struct lupc_landing *l = calloc(1, sizeof(*l));
+        if (!l)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        l->token = lupc_mint_handle();
+        l->dst = dst;
+        l->size = n;
+        pthread_mutex_lock(&conn.recv_lock);
+        l->next = conn.landings;
+        conn.landings = l;
+        pthread_mutex_unlock(&conn.recv_lock);
+        uint8_t a[32];
+        lup_put64(a, src);
+        lup_put64(a + 8, n);
+        lup_put64(a + 16, stream);
+        lup_put64(a + 24, l->token);
+        if (lup_trace_level() >= 1)
+                lup_tracef("cuMemcpyDtoHAsync %zu bytes", n);
+        r = send_frame(LUP_OP_DTOH_ASYNC, 0, ctx, a, sizeof(a), NULL, 0, NULL);
+        if (r != CUDA_SUCCESS) {
+                pthread_mutex_lock(&conn.recv_lock);
+                if (find_landing_locked(l->token) == l)
+                        drop_landing_locked(l);
+                pthread_mutex_unlock(&conn.recv_lock);
+        }
+        return r;
+}
+
+CUresult lupc_upload_image(const void *image, uint64_t *ret_blob)
+{
+        int kind;
+        const uint8_t *start;
+        size_t n;
+
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        /* the caller's own memory: its headers say how long it is */
+        if (lup_image_measure(image, SIZE_MAX, &kind, &start, &n) < 0 || n > LUP_MAX_BLOB)
+                return CUDA_ERROR_INVALID_IMAGE;
+        uint64_t blob = lupc_mint_handle();
+        for (size_t off = 0; off < n;) {
+                size_t k = n - off < LUP_BULK_CHUNK ? n - off : LUP_BULK_CHUNK;
+                uint8_t a[24];
+                lup_put64(a, blob);
+                lup_put64(a + 8, n);
+                lup_put64(a + 16, off);
+                CUresult r = send_frame(LUP_OP_BLOB, 0, lupc_ctx_current(), a, sizeof(a), start + off, k, NULL);
+                if (r != CUDA_SUCCESS)
+                        return r;
+                off += k;
+        }
+        *ret_blob = blob;
+        return CUDA_SUCCESS;
 }
 
 /* ---- HELLO and the device snapshot */

@@ -50,6 +50,15 @@ CUresult lupc_call(uint16_t op, unsigned flags, const void *args, size_t argslen
 CUresult lupc_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream);
 /* Device->host copy: the reply data lands directly in dst. */
 CUresult lupc_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream);
+/* Asynchronous device->host copy: the data lands in dst before the
+ * synchronisation point that makes it visible (the worker guarantees it is
+ * sent before the answer to any later synchronous call). */
+CUresult lupc_copy_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t stream);
+/* Uploads a module image (size found from its headers) as a blob for the
+ * next call that takes it. CUDA_ERROR_INVALID_IMAGE if it is not one. */
+CUresult lupc_upload_image(const void *image, uint64_t *ret_blob);
+/* A fresh id for a client-minted handle (streams, events, modules, ...). */
+uint64_t lupc_mint_handle(void);
 
 /* A reply that did not decode: logs once and returns CUDA_ERROR_UNKNOWN. */
 CUresult lupc_protocol_error(const char *what);
@@ -81,6 +90,9 @@ bool lupc_shadow_find(uint64_t p, struct lupc_alloc_info *ret);
 /* forgets every allocation of a destroyed or reset context */
 void lupc_shadow_drop_ctx(uint64_t ctx);
 
+/* registered or cuMemAllocHost'ed host memory (api_hostmem.c) */
+bool lupc_host_find(uint64_t p, uint64_t *ret_base, uint64_t *ret_size, unsigned int *ret_flags);
+
 /* contexts: ids are minted here; primary context ids are fixed per device */
 #define LUPC_PRIMARY_CTX_ID(dev) (0x10000ull + (uint64_t)(dev) * 0x100ull)
 #define LUPC_FIRST_CTX_ID 0x100000ull
@@ -105,6 +117,15 @@ int lupc_primary_release(int dev);          /* -EINVAL if not retained */
 void lupc_primary_state(int dev, unsigned *flags, int *active);
 void lupc_primary_set_flags(int dev, unsigned flags);
 void lupc_primary_reset(int dev);
+
+/* client-minted handles: what kind each is and the context it was made in */
+enum lupc_handle_kind {
+        LUPC_H_MODULE = 1, LUPC_H_FUNCTION, LUPC_H_LIBRARY, LUPC_H_KERNEL, LUPC_H_STREAM, LUPC_H_EVENT,
+};
+void lupc_note_handle(uint64_t id, int kind);
+void lupc_forget_handle(uint64_t id);
+/* 0 if unknown; else the kind, with the creating context in *ret_ctx */
+int lupc_handle_kind(uint64_t id, uint64_t *ret_ctx);
 
 /* streams: 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD travel as themselves */
 uint64_t lupc_stream_id(CUstream s, int per_thread_variant);

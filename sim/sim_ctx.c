@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sim_internal.h"
 
@@ -59,12 +60,16 @@ CUresult sim_ctx_current(struct sim_driver *drv, struct sim_ctx **ret_ctx, CUcon
 {
         CUcontext h = stack_top();
         struct sim_ctx *c;
+        CUresult sticky;
 
         if (!h)
                 return CUDA_ERROR_INVALID_CONTEXT;
         c = sim_ctx_lookup(drv, h);
         if (!c)
                 return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+        sticky = (CUresult)atomic_load(&c->sticky);
+        if (sticky != CUDA_SUCCESS)
+                return sticky;
         if (ret_ctx)
                 *ret_ctx = c;
         if (ret_handle)
@@ -82,10 +87,29 @@ static bool ctx_flags_valid(unsigned flags)
                sched == CU_CTX_SCHED_YIELD || sched == CU_CTX_SCHED_BLOCKING_SYNC;
 }
 
-/* Frees what a context owns; it stays registered. Lock held exclusive. */
+void sim_ctx_set_sticky(struct sim_driver *drv, CUcontext h, CUresult err)
+{
+        struct sim_ctx *c = sim_ctx_lookup(drv, h);
+        int expected = CUDA_SUCCESS;
+
+        /* The first fault is the one reported. */
+        if (c)
+                atomic_compare_exchange_strong(&c->sticky, &expected, (int)err);
+}
+
+void sim_ctx_quiesce(struct sim_driver *drv, CUcontext ctx)
+{
+        sim_ctx_wait_all(drv, ctx);
+}
+
+/* Frees what a context owns; it stays registered. Lock held exclusive.
+ * The caller has let its queues drain first (sim_ctx_quiesce), without
+ * the lock: their threads need it to finish. */
 static void ctx_release_resources(struct sim_driver *drv, CUcontext h)
 {
         sim_stream_destroy_ctx_streams(drv, h);
+        sim_event_destroy_ctx_events(drv, h);
+        sim_module_unload_ctx(drv, h);
         sim_mem_free_ctx_allocs(drv, h);
 }
 
@@ -151,6 +175,8 @@ SIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
         id = sim_handle_id((uint64_t)(uintptr_t)ctx, SIM_TAG_CTX);
+        if (id)
+                sim_ctx_quiesce(drv, ctx);
 
         sim_wrlock(drv);
         /* Primary contexts are not in this table: they are released, not
@@ -252,14 +278,22 @@ SIM_API CUresult cuCtxGetDevice(CUdevice *device)
         return r;
 }
 
-/* Work runs synchronously, so there is never anything to wait for. */
+/* Waits for every stream of the current context; a fault in any of that
+ * work is then the answer. */
 SIM_API CUresult cuCtxSynchronize(void)
 {
         struct sim_driver *drv = sim_driver_get();
+        CUcontext h = stack_top();
         CUresult r;
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
+        sim_rdlock(drv);
+        r = sim_ctx_current(drv, NULL, NULL);
+        sim_unlock(drv);
+        if (r != CUDA_SUCCESS)
+                return r;
+        sim_ctx_wait_all(drv, h);
         sim_rdlock(drv);
         r = sim_ctx_current(drv, NULL, NULL);
         sim_unlock(drv);
@@ -332,6 +366,7 @@ static void primary_deactivate(struct sim_driver *drv, struct sim_device *d)
         ctx_release_resources(drv, sim_ctx_handle(&d->primary));
         d->primary.active = false;
         d->primary.refcount = 0;
+        atomic_store(&d->primary.sticky, CUDA_SUCCESS);
 }
 
 SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
@@ -339,12 +374,20 @@ SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
         struct sim_driver *drv = sim_driver_get();
         struct sim_device *d;
         CUresult r = CUDA_SUCCESS;
+        bool last;
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
         d = sim_device_at(drv, dev);
         if (!d)
                 return CUDA_ERROR_INVALID_DEVICE;
+        /* The last release tears the context down: let its work finish
+         * first (without the lock, which the work needs). */
+        sim_rdlock(drv);
+        last = d->primary.refcount == 1;
+        sim_unlock(drv);
+        if (last)
+                sim_ctx_quiesce(drv, sim_ctx_handle(&d->primary));
         sim_wrlock(drv);
         if (d->primary.refcount == 0)
                 r = CUDA_ERROR_INVALID_CONTEXT;
@@ -401,6 +444,7 @@ SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
         d = sim_device_at(drv, dev);
         if (!d)
                 return CUDA_ERROR_INVALID_DEVICE;
+        sim_ctx_quiesce(drv, sim_ctx_handle(&d->primary));
         sim_wrlock(drv);
         if (d->primary.active)
                 primary_deactivate(drv, d);
@@ -423,4 +467,116 @@ SIM_API CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
 SIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
         return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+/* ---- limits and cache configuration ---- */
+
+/* An H100's defaults. */
+static const size_t limit_defaults[CU_LIMIT_MAX] = {
+        [CU_LIMIT_STACK_SIZE] = 1024,
+        [CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20,
+        [CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20,
+        [CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2,
+        [CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048,
+        [CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 32,
+        [CU_LIMIT_PERSISTING_L2_CACHE_SIZE] = 0,
+        [CU_LIMIT_SHMEM_SIZE] = 0,
+        [CU_LIMIT_CIG_ENABLED] = 0,
+        [CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED] = 0,
+};
+
+#define SIM_MAX_PERSISTING_L2 34603008  /* the device attribute */
+
+SIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+        struct sim_driver *drv = sim_driver_get();
+        struct sim_ctx *c;
+        CUresult r;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if ((unsigned)limit >= CU_LIMIT_MAX)
+                return CUDA_ERROR_INVALID_VALUE;
+        switch (limit) {
+        case CU_LIMIT_SHMEM_SIZE:
+        case CU_LIMIT_CIG_ENABLED:
+                return CUDA_ERROR_INVALID_VALUE;        /* query only */
+        case CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED:
+                return CUDA_ERROR_UNSUPPORTED_LIMIT;    /* no CIG contexts here */
+        case CU_LIMIT_MAX_L2_FETCH_GRANULARITY:
+                if (value > 128)
+                        return CUDA_ERROR_INVALID_VALUE;
+                break;
+        case CU_LIMIT_PERSISTING_L2_CACHE_SIZE:
+                if (value > SIM_MAX_PERSISTING_L2)
+                        return CUDA_ERROR_INVALID_VALUE;
+                break;
+        default:
+                break;
+        }
+        sim_wrlock(drv);
+        r = sim_ctx_current(drv, &c, NULL);
+        if (r == CUDA_SUCCESS) {
+                if (!c->limits_set) {
+                        memcpy(c->limits, limit_defaults, sizeof(c->limits));
+                        c->limits_set = true;
+                }
+                c->limits[limit] = value;
+        }
+        sim_unlock(drv);
+        return r;
+}
+
+SIM_API CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+        struct sim_driver *drv = sim_driver_get();
+        struct sim_ctx *c;
+        CUresult r;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!pvalue || (unsigned)limit >= CU_LIMIT_MAX)
+                return CUDA_ERROR_INVALID_VALUE;
+        sim_rdlock(drv);
+        r = sim_ctx_current(drv, &c, NULL);
+        if (r == CUDA_SUCCESS)
+                *pvalue = c->limits_set ? c->limits[limit] : limit_defaults[limit];
+        sim_unlock(drv);
+        return r;
+}
+
+SIM_API CUresult cuCtxSetCacheConfig(CUfunc_cache config)
+{
+        struct sim_driver *drv = sim_driver_get();
+        struct sim_ctx *c;
+        CUresult r;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if ((int)config < CU_FUNC_CACHE_PREFER_NONE || (int)config > CU_FUNC_CACHE_PREFER_EQUAL)
+                return CUDA_ERROR_INVALID_VALUE;
+        sim_wrlock(drv);
+        r = sim_ctx_current(drv, &c, NULL);
+        if (r == CUDA_SUCCESS)
+                c->cache_config = (int)config;
+        sim_unlock(drv);
+        return r;
+}
+
+SIM_API CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+        struct sim_driver *drv = sim_driver_get();
+        struct sim_ctx *c;
+        CUresult r;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!pconfig)
+                return CUDA_ERROR_INVALID_VALUE;
+        sim_rdlock(drv);
+        r = sim_ctx_current(drv, &c, NULL);
+        if (r == CUDA_SUCCESS)
+                *pconfig = (CUfunc_cache)c->cache_config;
+        sim_unlock(drv);
+        return r;
 }

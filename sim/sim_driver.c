@@ -56,24 +56,38 @@ static unsigned long long env_or_default(const char *name, unsigned long long mi
         return v;
 }
 
+/* Writers first: a stream of copies must not starve a free. */
+static int lock_init(struct sim_driver *drv)
+{
+        pthread_rwlockattr_t attr;
+        int e;
+
+        if (pthread_rwlockattr_init(&attr) != 0)
+                return -ENOMEM;
+        pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        e = pthread_rwlock_init(&drv->lock, &attr);
+        pthread_rwlockattr_destroy(&attr);
+        return -e;
+}
+
+/* In a child of fork(), whose copy of the lock was taken by the parent's
+ * thread in the fork handler: glibc cannot unlock a writer's lock from
+ * another thread id, so it is made anew. */
+void sim_lock_reinit_after_fork(struct sim_driver *drv)
+{
+        (void)lock_init(drv);
+}
+
 static void driver_init(void)
 {
         struct sim_driver *drv = &the_driver;
-        pthread_rwlockattr_t attr;
         unsigned long long ndev, mem_mb;
 
         ndev = env_or_default("LUPINE_SIM_DEVICES", 1, SIM_MAX_DEVICES, SIM_DEFAULT_DEVICES);
         mem_mb = env_or_default("LUPINE_SIM_MEM_MB", 1, SIM_MAX_MEM_MB, SIM_DEFAULT_MEM_MB);
 
-        /* Writers first: a stream of copies must not starve a free. */
-        if (pthread_rwlockattr_init(&attr) != 0)
+        if (lock_init(drv) != 0)
                 return;
-        pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-        if (pthread_rwlock_init(&drv->lock, &attr) != 0) {
-                pthread_rwlockattr_destroy(&attr);
-                return;
-        }
-        pthread_rwlockattr_destroy(&attr);
 
         drv->next_id = 1;
         drv->next_buffer_id = 1;
@@ -82,6 +96,14 @@ static void driver_init(void)
         drv->vmm_allocs.max = SIM_MAX_VMM_ALLOCS;
         drv->ranges.max = SIM_MAX_RANGES;
         drv->reservations.max = SIM_MAX_RESERVATIONS;
+        drv->events.max = SIM_MAX_EVENTS;
+        drv->modules.max = SIM_MAX_MODULES;
+        drv->libraries.max = SIM_MAX_MODULES;
+        drv->functions.max = SIM_MAX_FUNCTIONS;
+        if (pthread_mutex_init(&drv->q_mu, NULL) != 0 ||
+            pthread_cond_init(&drv->q_progress, NULL) != 0)
+                return;
+        sim_queue_atfork(drv);
 
         drv->device_count = (int)ndev;
         for (int i = 0; i < drv->device_count; i++) {

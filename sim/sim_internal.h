@@ -18,6 +18,13 @@
  * unmap cannot pull memory out from under a memcpy(); everything that adds
  * or removes an object holds it exclusive. No function takes the lock
  * twice, and exported functions never call each other with it held.
+ *
+ * Streams (sim_queue.c) add a second lock, the queue mutex, which guards
+ * every queue, its operations and counters, and every event's state. The
+ * order is rwlock, then queue mutex; nobody holding the queue mutex takes
+ * the rwlock, and nobody waits (for a queue to drain, for room in one)
+ * while holding the rwlock, because the stream threads need it shared to
+ * run their work.
  */
 #ifndef LUPINE_SIM_INTERNAL_H
 #define LUPINE_SIM_INTERNAL_H
@@ -28,6 +35,8 @@
 #include <cuda.h>
 
 #include <pthread.h>
+#include <time.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,6 +56,28 @@
 #define SIM_MAX_VMM_ALLOCS      65536
 #define SIM_GRANULARITY         (2ULL << 20)   /* VMM minimum and recommended */
 #define SIM_NAME_MAX            64
+#define SIM_MAX_MODULES         4096           /* modules and libraries, together */
+#define SIM_MAX_FUNCTIONS       (1u << 20)
+#define SIM_MAX_EVENTS          65536
+#define SIM_MAX_QUEUE_OPS       65536          /* in flight per stream; submit waits past it */
+#define SIM_MAX_IMAGE_BYTES     (256u << 20)   /* PTX text, fatbin or file */
+#define SIM_MAX_JIT_OPTIONS     64
+#define SIM_MAX_PARAM_BYTES     32764          /* kernel parameters, as on sm_70+ */
+#define SIM_MAX_GLOBAL_BYTES    (256u << 20)   /* one module-scope variable */
+
+/* What the sim reports for every kernel (an H100 compiling a small one). */
+#define SIM_FUNC_MAX_THREADS    1024
+#define SIM_FUNC_NUM_REGS       32
+#define SIM_SMEM_PER_BLOCK      (48 * 1024)    /* without opting in */
+#define SIM_SMEM_PER_BLOCK_OPTIN (227 * 1024)
+#define SIM_SMEM_PER_SM         (228 * 1024)
+#define SIM_SMEM_RESERVED       1024           /* per block, by the driver */
+#define SIM_THREADS_PER_SM      2048
+#define SIM_BLOCKS_PER_SM       32
+#define SIM_REGS_PER_SM         65536
+#define SIM_SM_COUNT            132
+#define SIM_PRIORITY_GREATEST   (-5)
+#define SIM_PRIORITY_LEAST      0
 
 /* Handles are tagged counters, not pointers: a stale handle never aliases
  * a new object (until 2^40 objects later) and is never dereferenced. */
@@ -57,6 +88,11 @@
 #define SIM_TAG_CTX     SIM_TAG(0x5c1)
 #define SIM_TAG_STREAM  SIM_TAG(0x5c2)
 #define SIM_TAG_VMM     SIM_TAG(0x5c3)
+#define SIM_TAG_MODULE  SIM_TAG(0x5c4)
+#define SIM_TAG_FUNC    SIM_TAG(0x5c5)
+#define SIM_TAG_KERNEL  SIM_TAG(0x5c6)
+#define SIM_TAG_LIBRARY SIM_TAG(0x5c7)
+#define SIM_TAG_EVENT   SIM_TAG(0x5c8)
 
 /* ---- sorted vector of (key, obj): handle tables and address maps ---- */
 struct sim_svec_entry {
@@ -91,12 +127,14 @@ struct sim_ctx {
         /* primary contexts only */
         bool active;
         unsigned refcount;
-};
-
-struct sim_stream {
-        uint64_t id;
-        CUcontext ctx;
-        unsigned flags;
+        /* A kernel fault (CUDA_ERROR_ILLEGAL_ADDRESS): once set, every
+         * call in the context returns it, until the context is destroyed
+         * or (primary) reset. Set by stream threads under the lock shared. */
+        atomic_int sticky;
+        /* cuCtxSetLimit / cuCtxSetCacheConfig; set with the lock exclusive */
+        size_t limits[CU_LIMIT_MAX];
+        bool limits_set;        /* else the defaults apply */
+        int cache_config;
 };
 
 /* One physical VMM allocation: a sealed memfd, from cuMemCreate or an
@@ -114,6 +152,9 @@ struct sim_vmm_alloc {
 enum sim_range_kind {
         SIM_RANGE_ALLOC,        /* cuMemAlloc */
         SIM_RANGE_MAPPING,      /* cuMemMap onto a reservation */
+        SIM_RANGE_GLOBAL,       /* a module's __device__/__constant__ variable */
+        SIM_RANGE_HOST_ALLOC,   /* cuMemAllocHost/cuMemHostAlloc: pinned, mapped */
+        SIM_RANGE_HOST_REGISTERED, /* cuMemHostRegister: the caller's memory */
 };
 
 /* A range of device addresses that may be read or written. */
@@ -125,7 +166,8 @@ struct sim_range {
         int dev;
         uint64_t buffer_id;
         unsigned access;        /* CU_MEM_ACCESS_FLAGS_PROT_* */
-        CUcontext ctx;          /* owner of a SIM_RANGE_ALLOC */
+        unsigned host_flags;    /* CU_MEMHOSTALLOC_* / CU_MEMHOSTREGISTER_* */
+        CUcontext ctx;          /* owner of an ALLOC, GLOBAL or HOST_* range */
         struct sim_vmm_alloc *backing;  /* SIM_RANGE_MAPPING */
 };
 
@@ -146,12 +188,21 @@ struct sim_driver {
         int device_count;
         struct sim_device devices[SIM_MAX_DEVICES];
         struct sim_svec contexts;       /* id -> sim_ctx (created ones) */
-        struct sim_svec streams;        /* id -> sim_stream */
+        struct sim_svec streams;        /* id -> sim_queue (created streams) */
+        struct sim_svec events;         /* id -> sim_event */
+        struct sim_svec modules;        /* id -> sim_module */
+        struct sim_svec libraries;      /* id -> sim_library */
+        struct sim_svec functions;      /* id -> sim_func */
         struct sim_svec vmm_allocs;     /* id -> sim_vmm_alloc */
         struct sim_svec ranges;         /* start -> sim_range */
         struct sim_svec reservations;   /* start -> sim_reservation */
         uint64_t next_id;               /* shared by all handle kinds */
         uint64_t next_buffer_id;
+
+        /* Queues, guarded by q_mu (see the locking note above). */
+        pthread_mutex_t q_mu;
+        pthread_cond_t q_progress;      /* an op completed or an event fired */
+        struct sim_queue *queues;       /* every queue alive, list by next_all */
 };
 
 /* ---- sim_driver.c ---- */
@@ -162,6 +213,7 @@ void sim_rdlock(struct sim_driver *drv);
 void sim_wrlock(struct sim_driver *drv);
 void sim_unlock(struct sim_driver *drv);
 uint64_t sim_next_id(struct sim_driver *drv);
+void sim_lock_reinit_after_fork(struct sim_driver *drv);
 /* NULL for an ordinal outside [0, device_count). */
 struct sim_device *sim_device_at(struct sim_driver *drv, CUdevice dev);
 /* Charges size bytes to the device, CUDA_ERROR_OUT_OF_MEMORY past its
@@ -200,9 +252,137 @@ struct sim_range *sim_range_find(struct sim_driver *drv, uintptr_t addr);
 /* Frees every cuMemAlloc block owned by ctx (context destroy/reset). */
 void sim_mem_free_ctx_allocs(struct sim_driver *drv, CUcontext ctx);
 
+/* Allocates and maps size bytes of zeroed memory as a range of kind
+ * (ALLOC, GLOBAL or HOST_ALLOC) for ctx on dev, charged to the device when
+ * it is device memory. Lock held exclusive. */
+CUresult sim_range_create(struct sim_driver *drv, enum sim_range_kind kind, CUcontext ctx, int dev,
+                          size_t size, struct sim_range **ret);
+/* Unregisters and frees one range made by sim_range_create. Lock held
+ * exclusive. */
+void sim_range_destroy(struct sim_driver *drv, struct sim_range *r);
+
+/* ---- sim_queue.c: the stream engine ---- */
+
+/* A stream, or the legacy stream of a context: a FIFO of ops run in order
+ * by a thread of its own, started on first use. Every field after the
+ * constant ones is guarded by drv->q_mu. The queue lives while its owner
+ * (the handle registry or, for legacy, its context), its thread, or an op
+ * that waits on it holds a reference. */
+struct sim_queue {
+        struct sim_queue *next_all;
+        struct sim_driver *drv;
+        uint64_t id;            /* the handle's id; 0 for a legacy queue */
+        CUcontext ctx;
+        unsigned flags;         /* CU_STREAM_NON_BLOCKING */
+        int priority;
+        bool legacy;
+        bool stop;              /* destroyed: drains, then its thread exits */
+        bool thread_running;
+        unsigned refs;
+        struct sim_op *head, *tail;
+        size_t queued;
+        uint64_t submitted, completed;
+        pthread_cond_t work;
+};
+
+/* An op waits until q has completed seq ops. */
+struct sim_dep {
+        struct sim_queue *q;
+        uint64_t seq;
+};
+
+/* State after the id and flags is guarded by drv->q_mu. A record bumps
+ * record_gen at submission and sets done_gen to it when it runs; waits
+ * and queries compare the two. */
+struct sim_event {
+        uint64_t id;
+        CUcontext ctx;
+        unsigned flags;
+        unsigned refs;          /* the registry and each op that names it */
+        uint64_t record_gen;
+        uint64_t done_gen;
+        struct timespec done_at;        /* CLOCK_MONOTONIC */
+};
+
+/* One unit of work on a queue. exec runs on the queue's thread; with
+ * needs_lock it runs under the rwlock shared, after the context has been
+ * found live and without a sticky error. arg is free()d after. */
+struct sim_op {
+        struct sim_op *next;
+        CUresult (*exec)(struct sim_driver *drv, void *arg);
+        void *arg;
+        bool needs_lock;
+        /* instead of exec: */
+        struct sim_event *record;       /* mark this event's generation done */
+        struct sim_event *wait;         /* wait for this event's generation */
+        uint64_t gen;
+        CUhostFn host_fn;               /* cuLaunchHostFunc */
+        CUstreamCallback callback;      /* cuStreamAddCallback */
+        CUstream stream_handle;         /* passed to callback */
+        void *user_data;
+        /* set by the engine */
+        struct sim_dep *deps;
+        unsigned ndeps;
+};
+
+/* A new op for exec(arg); NULL when out of memory (arg is then freed). */
+struct sim_op *sim_op_new(CUresult (*exec)(struct sim_driver *, void *), void *arg, bool needs_lock);
+void sim_op_free(struct sim_op *op);
+
+/* The queue behind a stream handle, with a reference the caller passes to
+ * sim_queue_submit or drops with sim_queue_put. NULL, CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD are the legacy stream of ctx (made on first use).
+ * CUDA_ERROR_INVALID_HANDLE for an unknown stream. Lock held (shared). */
+CUresult sim_queue_get(struct sim_driver *drv, CUstream h, CUcontext ctx, struct sim_queue **ret);
+/* A new stream queue with one (the owner's) reference. q_mu not held. */
+struct sim_queue *sim_queue_create(struct sim_driver *drv, CUcontext ctx, unsigned flags, int priority);
+/* Destroys q from its owner's side: no more submissions; what is queued
+ * still runs. Drops the owner's reference. q_mu held. */
+void sim_queue_stop_locked(struct sim_driver *drv, struct sim_queue *q);
+void sim_queue_stop_ctx_legacy(struct sim_driver *drv, CUcontext ctx);
+void sim_queue_put(struct sim_driver *drv, struct sim_queue *q);
+/* Appends op (taking it and the queue reference); waits for room past
+ * SIM_MAX_QUEUE_OPS. No lock held. */
+CUresult sim_queue_submit(struct sim_driver *drv, struct sim_queue *q, struct sim_op *op);
+/* Waits until q has run everything submitted; for a legacy queue, also
+ * every blocking stream of its context. No lock held. */
+void sim_queue_wait_idle(struct sim_driver *drv, struct sim_queue *q);
+/* Whether q (as above) has work pending. */
+bool sim_queue_busy(struct sim_driver *drv, struct sim_queue *q);
+CUcontext sim_queue_ctx(const struct sim_queue *q);
+/* Waits until the legacy stream of ctx and its blocking streams are idle:
+ * what a synchronous copy does first. No lock held. */
+void sim_ctx_wait_legacy(struct sim_driver *drv, CUcontext ctx);
+/* Waits until every queue of ctx is idle. No lock held. */
+void sim_ctx_wait_all(struct sim_driver *drv, CUcontext ctx);
+/* Drops a reference to an event; frees it at zero. q_mu held. */
+void sim_event_put_locked(struct sim_event *e);
+/* pthread_atfork handlers, so that a child can use the driver. */
+void sim_queue_atfork(struct sim_driver *drv);
+
 /* ---- sim_stream.c ---- */
-/* 0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a live stream. Lock held. */
-CUresult sim_stream_check(struct sim_driver *drv, CUstream s);
+/* For a call that submits to stream h: the context the work runs in (the
+ * current one for the legacy stream, the stream's own otherwise), which
+ * must be live and without a sticky error, and, when ret_q is given, a
+ * reference to the queue. Lock held (shared). */
+CUresult sim_stream_enter(struct sim_driver *drv, CUstream h, CUcontext *ret_ctx, struct sim_queue **ret_q);
+/* Drops the context's streams and legacy queue (their pending work still
+ * runs, and finds the context gone). Lock held exclusive. */
 void sim_stream_destroy_ctx_streams(struct sim_driver *drv, CUcontext ctx);
+struct sim_queue *sim_stream_lookup(struct sim_driver *drv, CUstream h);
+
+/* ---- sim_event.c ---- */
+void sim_event_destroy_ctx_events(struct sim_driver *drv, CUcontext ctx);
+
+/* ---- sim_module.c ---- */
+void sim_module_unload_ctx(struct sim_driver *drv, CUcontext ctx);
+
+/* ---- sim_ctx.c ---- */
+/* Called before a context's resources go: waits for its queues (no lock
+ * held). */
+void sim_ctx_quiesce(struct sim_driver *drv, CUcontext ctx);
+/* Marks the context behind handle as faulted, if it is still live. Lock
+ * held (shared is enough). */
+void sim_ctx_set_sticky(struct sim_driver *drv, CUcontext h, CUresult err);
 
 #endif

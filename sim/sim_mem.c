@@ -72,15 +72,30 @@ CUresult sim_check_host_range(struct sim_driver *drv, const void *p, size_t size
         return sim_check_device_range(drv, start, size, need);
 }
 
-/* Lock held exclusive; r is already out of the table or about to be. */
-static void alloc_destroy(struct sim_driver *drv, struct sim_range *r)
+static bool kind_is_device(enum sim_range_kind kind)
+{
+        return kind == SIM_RANGE_ALLOC || kind == SIM_RANGE_GLOBAL;
+}
+
+/* Lock held exclusive; r is already out of the table. */
+static void range_free(struct sim_driver *drv, struct sim_range *r)
 {
         struct sim_device *d = sim_device_at(drv, r->dev);
 
-        if (d)
+        if (kind_is_device(r->kind) && d)
                 sim_mem_refund(d, r->map_size);
-        munmap((void *)r->start, r->map_size);
+        /* Registered memory is the caller's: only forget it. */
+        if (r->kind != SIM_RANGE_HOST_REGISTERED)
+                munmap((void *)r->start, r->map_size);
         free(r);
+}
+
+void sim_range_destroy(struct sim_driver *drv, struct sim_range *r)
+{
+        if (!r)
+                return;
+        (void)sim_svec_remove(&drv->ranges, r->start);
+        range_free(drv, r);
 }
 
 void sim_mem_free_ctx_allocs(struct sim_driver *drv, CUcontext ctx)
@@ -88,31 +103,28 @@ void sim_mem_free_ctx_allocs(struct sim_driver *drv, CUcontext ctx)
         for (size_t i = drv->ranges.n; i-- > 0;) {
                 struct sim_range *r = drv->ranges.items[i].obj;
 
-                if (r->kind != SIM_RANGE_ALLOC || r->ctx != ctx)
+                /* Globals go with their module (sim_module_unload_ctx). */
+                if (r->ctx != ctx || (r->kind != SIM_RANGE_ALLOC && r->kind != SIM_RANGE_HOST_ALLOC &&
+                                      r->kind != SIM_RANGE_HOST_REGISTERED))
                         continue;
                 sim_svec_remove_at(&drv->ranges, i);
-                alloc_destroy(drv, r);
+                range_free(drv, r);
         }
 }
 
-SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+CUresult sim_range_create(struct sim_driver *drv, enum sim_range_kind kind, CUcontext ctx, int dev,
+                          size_t size, struct sim_range **ret)
 {
-        struct sim_driver *drv = sim_driver_get();
         size_t page = page_size(), map_size;
         struct sim_range *r;
-        struct sim_ctx *ctx;
-        CUcontext h;
         CUresult res;
         void *p;
 
-        if (!drv)
-                return CUDA_ERROR_NOT_INITIALIZED;
-        if (!dptr || bytesize == 0)
+        if (size == 0)
                 return CUDA_ERROR_INVALID_VALUE;
-        if (bytesize > SIZE_MAX - page)
+        if (size > SIZE_MAX - page)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        map_size = (bytesize + page - 1) & ~(page - 1);
-
+        map_size = (size + page - 1) & ~(page - 1);
         r = calloc(1, sizeof(*r));
         if (!r)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -123,38 +135,80 @@ SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
                 free(r);
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
-
-        sim_wrlock(drv);
-        res = sim_ctx_current(drv, &ctx, &h);
-        if (res != CUDA_SUCCESS)
-                goto out_unmap;
-        res = sim_mem_charge(&drv->devices[ctx->dev], map_size);
-        if (res != CUDA_SUCCESS)
-                goto out_unmap;
+        if (kind_is_device(kind)) {
+                res = sim_mem_charge(&drv->devices[dev], map_size);
+                if (res != CUDA_SUCCESS)
+                        goto out_unmap;
+        }
         *r = (struct sim_range){
-                .kind = SIM_RANGE_ALLOC,
+                .kind = kind,
                 .start = (uintptr_t)p,
-                .size = bytesize,
+                .size = size,
                 .map_size = map_size,
-                .dev = ctx->dev,
+                .dev = dev,
                 .buffer_id = drv->next_buffer_id++,
                 .access = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-                .ctx = h,
+                .ctx = ctx,
         };
         if (sim_svec_insert(&drv->ranges, r->start, r) < 0) {
-                sim_mem_refund(&drv->devices[ctx->dev], map_size);
+                if (kind_is_device(kind))
+                        sim_mem_refund(&drv->devices[dev], map_size);
                 res = CUDA_ERROR_OUT_OF_MEMORY;
                 goto out_unmap;
         }
-        sim_unlock(drv);
-        *dptr = (CUdeviceptr)r->start;
+        *ret = r;
         return CUDA_SUCCESS;
 
 out_unmap:
-        sim_unlock(drv);
         munmap(p, map_size);
         free(r);
         return res;
+}
+
+SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+        struct sim_driver *drv = sim_driver_get();
+        struct sim_range *r;
+        struct sim_ctx *ctx;
+        CUcontext h;
+        CUresult res;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!dptr || bytesize == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        sim_wrlock(drv);
+        res = sim_ctx_current(drv, &ctx, &h);
+        if (res == CUDA_SUCCESS)
+                res = sim_range_create(drv, SIM_RANGE_ALLOC, h, ctx->dev, bytesize, &r);
+        sim_unlock(drv);
+        if (res == CUDA_SUCCESS)
+                *dptr = (CUdeviceptr)r->start;
+        return res;
+}
+
+/* Rows of WidthInBytes at a pitch that keeps each row 512-byte aligned
+ * (the device's texture alignment). */
+SIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                   size_t Height, unsigned int ElementSizeBytes)
+{
+        const size_t align = 512;
+        size_t pitch;
+
+        if (!sim_driver_get())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+            (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (WidthInBytes > SIZE_MAX - align)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        pitch = (WidthInBytes + align - 1) / align * align;
+        if (Height > SIZE_MAX / pitch)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = cuMemAlloc_v2(dptr, pitch * Height);
+        if (r == CUDA_SUCCESS)
+                *pPitch = pitch;
+        return r;
 }
 
 SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -176,8 +230,7 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
                 res = CUDA_ERROR_INVALID_VALUE;
                 goto out_unlock;
         }
-        (void)sim_svec_remove(&drv->ranges, r->start);
-        alloc_destroy(drv, r);
+        sim_range_destroy(drv, r);
 out_unlock:
         sim_unlock(drv);
         return res;
@@ -239,6 +292,7 @@ SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute
         struct sim_driver *drv = sim_driver_get();
         struct sim_range *r;
         CUresult res = CUDA_SUCCESS;
+        bool host;
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
@@ -250,13 +304,22 @@ SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute
                 res = CUDA_ERROR_INVALID_VALUE;
                 goto out_unlock;
         }
+        host = r->kind == SIM_RANGE_HOST_ALLOC || r->kind == SIM_RANGE_HOST_REGISTERED;
         switch (attribute) {
         case CU_POINTER_ATTRIBUTE_CONTEXT:
                 /* VMM memory belongs to the device, not to a context. */
-                *(CUcontext *)data = r->kind == SIM_RANGE_ALLOC ? r->ctx : NULL;
+                *(CUcontext *)data = r->kind != SIM_RANGE_MAPPING ? r->ctx : NULL;
                 break;
         case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-                put_uint(data, CU_MEMORYTYPE_DEVICE);
+                put_uint(data, host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE);
+                break;
+        case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+                /* Only host memory has one; mapped, it equals the device's. */
+                if (!host) {
+                        res = CUDA_ERROR_INVALID_VALUE;
+                        break;
+                }
+                *(void **)data = (void *)(uintptr_t)ptr;
                 break;
         case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
                 *(CUdeviceptr *)data = ptr;
@@ -289,8 +352,8 @@ SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute
                 put_uint(data, r->access);
                 break;
         default:
-                /* HOST_POINTER (device memory has none), P2P tokens,
-                 * mempools and the rest: not something the sim can answer. */
+                /* P2P tokens, mempools and the rest: not something the sim
+                 * can answer. */
                 res = CUDA_ERROR_INVALID_VALUE;
         }
 out_unlock:

@@ -1,104 +1,162 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Streams. All work runs synchronously at submission, so a stream is only
- * a registered handle that async calls validate; synchronize and query
- * always find it idle. A stream belongs to the context current when it
- * was created and dies with it.
+ * The stream API over the queues of sim_queue.c. A stream belongs to the
+ * context current when it was created and dies with it; its handle is a
+ * tagged id in the stream registry, whose entry owns one reference to the
+ * queue. The special handles (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD)
+ * mean the legacy stream of the calling thread's current context.
  */
 #include <stdlib.h>
 
 #include "sim_internal.h"
 
-static CUstream stream_handle(const struct sim_stream *s)
+static bool special_stream(CUstream h)
 {
-        return (CUstream)(uintptr_t)(SIM_TAG_STREAM | s->id);
+        return h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
 }
 
-static struct sim_stream *stream_lookup(struct sim_driver *drv, CUstream h)
+static CUstream stream_handle(const struct sim_queue *q)
+{
+        return (CUstream)(uintptr_t)(SIM_TAG_STREAM | q->id);
+}
+
+struct sim_queue *sim_stream_lookup(struct sim_driver *drv, CUstream h)
 {
         uint64_t id = sim_handle_id((uint64_t)(uintptr_t)h, SIM_TAG_STREAM);
 
         return id ? sim_svec_get(&drv->streams, id) : NULL;
 }
 
-CUresult sim_stream_check(struct sim_driver *drv, CUstream s)
+CUresult sim_stream_enter(struct sim_driver *drv, CUstream h, CUcontext *ret_ctx, struct sim_queue **ret_q)
 {
-        if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
-                return CUDA_SUCCESS;
-        return stream_lookup(drv, s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+        struct sim_queue *s;
+        struct sim_ctx *c;
+        CUcontext ctx;
+        CUresult r;
+
+        if (special_stream(h)) {
+                r = sim_ctx_current(drv, NULL, &ctx);
+                if (r != CUDA_SUCCESS)
+                        return r;
+        } else {
+                s = sim_stream_lookup(drv, h);
+                if (!s)
+                        return CUDA_ERROR_INVALID_HANDLE;
+                ctx = s->ctx;
+                c = sim_ctx_lookup(drv, ctx);
+                if (!c)
+                        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+                r = (CUresult)atomic_load(&c->sticky);
+                if (r != CUDA_SUCCESS)
+                        return r;
+        }
+        if (ret_q) {
+                r = sim_queue_get(drv, h, ctx, ret_q);
+                if (r != CUDA_SUCCESS)
+                        return r;
+        }
+        if (ret_ctx)
+                *ret_ctx = ctx;
+        return CUDA_SUCCESS;
 }
 
 void sim_stream_destroy_ctx_streams(struct sim_driver *drv, CUcontext ctx)
 {
         for (size_t i = drv->streams.n; i-- > 0;) {
-                struct sim_stream *s = drv->streams.items[i].obj;
+                struct sim_queue *q = drv->streams.items[i].obj;
 
-                if (s->ctx != ctx)
+                if (q->ctx != ctx)
                         continue;
                 sim_svec_remove_at(&drv->streams, i);
-                free(s);
+                pthread_mutex_lock(&drv->q_mu);
+                sim_queue_stop_locked(drv, q);
+                pthread_mutex_unlock(&drv->q_mu);
         }
+        sim_queue_stop_ctx_legacy(drv, ctx);
 }
 
-SIM_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+SIM_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
         struct sim_driver *drv = sim_driver_get();
-        struct sim_stream *s;
+        struct sim_queue *q;
         CUcontext ctx;
         CUresult r;
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (!phStream)
+        if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
                 return CUDA_ERROR_INVALID_VALUE;
-        if (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING)
-                return CUDA_ERROR_INVALID_VALUE;
-        s = calloc(1, sizeof(*s));
-        if (!s)
-                return CUDA_ERROR_OUT_OF_MEMORY;
+        /* Out of range priorities are clamped, as the driver does. */
+        if (priority < SIM_PRIORITY_GREATEST)
+                priority = SIM_PRIORITY_GREATEST;
+        if (priority > SIM_PRIORITY_LEAST)
+                priority = SIM_PRIORITY_LEAST;
 
         sim_wrlock(drv);
         r = sim_ctx_current(drv, NULL, &ctx);
         if (r != CUDA_SUCCESS)
-                goto out_free;
-        s->id = sim_next_id(drv);
-        s->ctx = ctx;
-        s->flags = Flags;
-        if (sim_svec_insert(&drv->streams, s->id, s) < 0) {
+                goto out_unlock;
+        q = sim_queue_create(drv, ctx, flags, priority);
+        if (!q) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;
-                goto out_free;
+                goto out_unlock;
         }
+        q->id = sim_next_id(drv);
+        if (sim_svec_insert(&drv->streams, q->id, q) < 0) {
+                pthread_mutex_lock(&drv->q_mu);
+                sim_queue_stop_locked(drv, q);
+                pthread_mutex_unlock(&drv->q_mu);
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+                goto out_unlock;
+        }
+        *phStream = stream_handle(q);
+out_unlock:
         sim_unlock(drv);
-        *phStream = stream_handle(s);
-        return CUDA_SUCCESS;
-
-out_free:
-        sim_unlock(drv);
-        free(s);
         return r;
 }
 
+SIM_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+        return cuStreamCreateWithPriority(phStream, Flags, 0);
+}
+
+/* Pending work still completes; the handle is dead at once. */
 SIM_API CUresult cuStreamDestroy_v2(CUstream hStream)
 {
         struct sim_driver *drv = sim_driver_get();
-        struct sim_stream *s;
+        struct sim_queue *q;
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
         sim_wrlock(drv);
-        s = stream_lookup(drv, hStream);
-        if (!s) {
+        q = sim_stream_lookup(drv, hStream);
+        if (!q) {
                 sim_unlock(drv);
                 return CUDA_ERROR_INVALID_HANDLE;
         }
-        (void)sim_svec_remove(&drv->streams, s->id);
+        (void)sim_svec_remove(&drv->streams, q->id);
+        pthread_mutex_lock(&drv->q_mu);
+        sim_queue_stop_locked(drv, q);
+        pthread_mutex_unlock(&drv->q_mu);
         sim_unlock(drv);
-        free(s);
         return CUDA_SUCCESS;
 }
 
-/* The null stream needs a current context; a created stream carries its own. */
-static CUresult stream_idle(CUstream hStream)
+/* The sticky error of ctx, after its work has been waited for. */
+static CUresult ctx_status(struct sim_driver *drv, CUcontext ctx)
+{
+        struct sim_ctx *c;
+        CUresult r;
+
+        sim_rdlock(drv);
+        c = sim_ctx_lookup(drv, ctx);
+        r = c ? (CUresult)atomic_load(&c->sticky) : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+        sim_unlock(drv);
+        return r;
+}
+
+static CUresult stream_get(CUstream h, struct sim_driver **ret_drv, struct sim_queue **ret_q,
+                           CUcontext *ret_ctx)
 {
         struct sim_driver *drv = sim_driver_get();
         CUresult r;
@@ -106,19 +164,260 @@ static CUresult stream_idle(CUstream hStream)
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
         sim_rdlock(drv);
-        r = sim_stream_check(drv, hStream);
-        if (r == CUDA_SUCCESS && !stream_lookup(drv, hStream))
-                r = sim_ctx_current(drv, NULL, NULL);
+        r = sim_stream_enter(drv, h, ret_ctx, ret_q);
         sim_unlock(drv);
+        *ret_drv = drv;
         return r;
 }
 
 SIM_API CUresult cuStreamSynchronize(CUstream hStream)
 {
-        return stream_idle(hStream);
+        struct sim_driver *drv;
+        struct sim_queue *q;
+        CUcontext ctx;
+        CUresult r = stream_get(hStream, &drv, &q, &ctx);
+
+        if (r != CUDA_SUCCESS)
+                return r;
+        sim_queue_wait_idle(drv, q);
+        sim_queue_put(drv, q);
+        return ctx_status(drv, ctx);
 }
 
 SIM_API CUresult cuStreamQuery(CUstream hStream)
 {
-        return stream_idle(hStream);
+        struct sim_driver *drv;
+        struct sim_queue *q;
+        CUcontext ctx;
+        CUresult r = stream_get(hStream, &drv, &q, &ctx);
+        bool busy;
+
+        if (r != CUDA_SUCCESS)
+                return r;
+        busy = sim_queue_busy(drv, q);
+        sim_queue_put(drv, q);
+        r = ctx_status(drv, ctx);
+        return r == CUDA_SUCCESS && busy ? CUDA_ERROR_NOT_READY : r;
+}
+
+/* Submits a prepared op (events and callbacks) to stream h. */
+static CUresult submit(CUstream h, struct sim_op *op)
+{
+        struct sim_driver *drv;
+        struct sim_queue *q;
+        CUresult r = stream_get(h, &drv, &q, NULL);
+
+        if (r != CUDA_SUCCESS) {
+                sim_op_free(op);
+                return r;
+        }
+        return sim_queue_submit(drv, q, op);
+}
+
+SIM_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+        struct sim_op *op;
+
+        if (!sim_driver_get())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!fn)
+                return CUDA_ERROR_INVALID_VALUE;
+        op = sim_op_new(NULL, NULL, false);
+        if (!op)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        op->host_fn = fn;
+        op->user_data = userData;
+        return submit(hStream, op);
+}
+
+SIM_API CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
+                                     unsigned int flags)
+{
+        struct sim_op *op;
+
+        if (!sim_driver_get())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!callback || flags != 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        op = sim_op_new(NULL, NULL, false);
+        if (!op)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        op->callback = callback;
+        op->user_data = userData;
+        op->stream_handle = hStream;
+        return submit(hStream, op);
+}
+
+/* Property getters: special handles answer for the legacy stream. */
+static CUresult stream_props(CUstream h, struct sim_queue *ret)
+{
+        struct sim_driver *drv = sim_driver_get();
+        struct sim_queue *q;
+        CUresult r = CUDA_SUCCESS;
+        CUcontext ctx;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        sim_rdlock(drv);
+        if (special_stream(h)) {
+                r = sim_ctx_current(drv, NULL, &ctx);
+                *ret = (struct sim_queue){ .ctx = ctx, .legacy = true,
+                                           .id = h == CU_STREAM_PER_THREAD ? 1 : 0 };
+        } else if ((q = sim_stream_lookup(drv, h)) != NULL) {
+                *ret = (struct sim_queue){ .ctx = q->ctx, .flags = q->flags, .priority = q->priority,
+                                           .id = q->id };
+        } else {
+                r = CUDA_ERROR_INVALID_HANDLE;
+        }
+        sim_unlock(drv);
+        return r;
+}
+
+SIM_API CUresult cuStreamGetPriority(CUstream hStream, int *priority)
+{
+        struct sim_queue p;
+        CUresult r;
+
+        if (!priority)
+                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        r = stream_props(hStream, &p);
+        if (r == CUDA_SUCCESS)
+                *priority = p.priority;
+        return r;
+}
+
+SIM_API CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
+        struct sim_queue p;
+        CUresult r;
+
+        if (!flags)
+                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        r = stream_props(hStream, &p);
+        if (r == CUDA_SUCCESS)
+                *flags = p.flags;
+        return r;
+}
+
+SIM_API CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+        struct sim_queue p;
+        CUresult r;
+
+        if (!streamId)
+                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        r = stream_props(hStream, &p);
+        if (r == CUDA_SUCCESS)
+                *streamId = p.id;
+        return r;
+}
+
+SIM_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+        struct sim_queue p;
+        CUresult r;
+
+        if (!pctx)
+                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        r = stream_props(hStream, &p);
+        if (r == CUDA_SUCCESS)
+                *pctx = p.ctx;
+        return r;
+}
+
+SIM_API CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+        CUresult r;
+
+        if (!pCtx || !pGreenCtx)
+                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        r = cuStreamGetCtx(hStream, pCtx);
+        if (r == CUDA_SUCCESS)
+                *pGreenCtx = NULL;      /* the sim has no green contexts */
+        return r;
+}
+
+SIM_API CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
+{
+        struct sim_driver *drv = sim_driver_get();
+        struct sim_queue p;
+        struct sim_ctx *c;
+        CUresult r;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!device)
+                return CUDA_ERROR_INVALID_VALUE;
+        r = stream_props(hStream, &p);
+        if (r != CUDA_SUCCESS)
+                return r;
+        sim_rdlock(drv);
+        c = sim_ctx_lookup(drv, p.ctx);
+        if (c)
+                *device = c->dev;
+        sim_unlock(drv);
+        return c ? CUDA_SUCCESS : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+}
+
+/* The sim never captures: every stream answers "not capturing". */
+SIM_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+        struct sim_queue p;
+        CUresult r;
+
+        if (!captureStatus)
+                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        r = stream_props(hStream, &p);
+        if (r == CUDA_SUCCESS)
+                *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+        return r;
+}
+
+SIM_API CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                           cuuint64_t *id_out, CUgraph *graph_out,
+                                           const CUgraphNode **dependencies_out,
+                                           const CUgraphEdgeData **edgeData_out,
+                                           size_t *numDependencies_out)
+{
+        struct sim_queue p;
+        CUresult r;
+
+        if (!captureStatus_out)
+                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        r = stream_props(hStream, &p);
+        if (r != CUDA_SUCCESS)
+                return r;
+        *captureStatus_out = CU_STREAM_CAPTURE_STATUS_NONE;
+        /* The rest are defined only while capturing; leave them empty. */
+        if (id_out)
+                *id_out = 0;
+        if (graph_out)
+                *graph_out = NULL;
+        if (dependencies_out)
+                *dependencies_out = NULL;
+        if (edgeData_out)
+                *edgeData_out = NULL;
+        if (numDependencies_out)
+                *numDependencies_out = 0;
+        return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+        struct sim_driver *drv = sim_driver_get();
+        CUresult r;
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        sim_rdlock(drv);
+        r = sim_ctx_current(drv, NULL, NULL);
+        sim_unlock(drv);
+        if (r != CUDA_SUCCESS)
+                return r;
+        /* Either may be NULL. */
+        if (leastPriority)
+                *leastPriority = SIM_PRIORITY_LEAST;
+        if (greatestPriority)
+                *greatestPriority = SIM_PRIORITY_GREATEST;
+        return CUDA_SUCCESS;
 }

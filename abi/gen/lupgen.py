@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-# wire type -> (C type in the prototype, writer, reader, C decode type)
+# wire type -> (C type in the prototype, writer/reader, C decode type)
 TYPES = {
     'int':    ('int',           'i32', 'int32_t'),
     'uint':   ('unsigned int',  'u32', 'uint32_t'),
@@ -20,14 +20,27 @@ TYPES = {
     'u16':    ('unsigned short', 'u16', 'uint16_t'),
     'u32':    ('unsigned int',  'u32', 'uint32_t'),
     'u64':    ('uint64_t',      'u64', 'uint64_t'),
+    'ull':    ('unsigned long long', 'u64', 'uint64_t'),
     'size_t': ('size_t',        'u64', 'uint64_t'),
+    'float':  ('float',         'f32', 'float'),
     'device': ('CUdevice',      'i32', 'int32_t'),
     'devptr': ('CUdeviceptr',   'u64', 'uint64_t'),
     'ctx':    ('CUcontext',     'u64', 'uint64_t'),
     'stream': ('CUstream',      'u64', 'uint64_t'),
+    # client-minted handles: 64-bit ids the worker maps to real handles
+    'module':   ('CUmodule',   'u64', 'uint64_t'),
+    'function': ('CUfunction', 'u64', 'uint64_t'),
+    'library':  ('CUlibrary',  'u64', 'uint64_t'),
+    'kernel':   ('CUkernel',   'u64', 'uint64_t'),
+    'event':    ('CUevent',    'u64', 'uint64_t'),
+    # variable-length inputs
+    'str':    ('const char *',  'str', None),   # NUL-terminated, at most LUP_MAX_STR bytes
+    'image':  ('const void *',  'u64', 'uint64_t'),  # a module image, uploaded as a blob first
 }
-WIDTH = {'i32': 4, 'u32': 4, 'u8': 1, 'u16': 2, 'u64': 8}
+HANDLE_KINDS = ['module', 'function', 'library', 'kernel', 'stream', 'event']
+WIDTH = {'i32': 4, 'u32': 4, 'f32': 4, 'u8': 1, 'u16': 2, 'u64': 8, 'str': 2 + 4096}
 FLAGS = {'ctx', 'client=custom', 'worker=custom', 'perthread', 'internal'}
+DIRS = ('in', 'out', 'new', 'del')
 
 
 class SpecError(Exception):
@@ -35,20 +48,48 @@ class SpecError(Exception):
 
 
 class Param:
+    """dir:type[=CTYPE]:name[:range=EXPR]
+
+    in   a value (or an existing handle) sent to the worker
+    out  a value the worker returns (sync ops only)
+    new  a handle the shim mints; the worker maps it to the real one it creates
+    del  an existing handle the call destroys; the worker forgets it on success
+    """
+
     def __init__(self, text, lineno):
         parts = text.split(':')
-        if len(parts) < 3 or parts[0] not in ('in', 'out') or parts[1] not in TYPES:
+        if len(parts) < 3 or parts[0] not in DIRS:
             raise SpecError(f'line {lineno}: bad parameter {text!r}')
-        self.dir, self.type, self.name = parts[0], parts[1], parts[2]
+        self.dir, tspec, self.name = parts[0], parts[1], parts[2]
+        self.type, _, override = tspec.partition('=')
+        if self.type not in TYPES:
+            raise SpecError(f'line {lineno}: bad parameter {text!r}')
         if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', self.name):
             raise SpecError(f'line {lineno}: bad parameter name {self.name!r}')
+        self.ctype, self.wire, self.dtype = TYPES[self.type]
+        if override:
+            if self.type not in ('int', 'uint') or not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', override):
+                raise SpecError(f'line {lineno}: a C type override is only for int/uint enums: {text!r}')
+            self.ctype = override
+        self.handle = self.type in HANDLE_KINDS
+        if self.dir in ('new', 'del') and not self.handle:
+            raise SpecError(f'line {lineno}: {self.dir}: needs a handle type: {text!r}')
+        if self.dir == 'out' and self.type in ('str', 'image'):
+            raise SpecError(f'line {lineno}: {self.type} cannot be an output')
         self.range = None
         for extra in parts[3:]:
             m = re.fullmatch(r'range=([A-Za-z_][A-Za-z0-9_]*)(?:\*([0-9]+))?', extra)
             if not m or self.type != 'devptr' or self.dir != 'in':
                 raise SpecError(f'line {lineno}: bad parameter option {extra!r}')
             self.range = (m.group(1), int(m.group(2) or 1))
-        self.ctype, self.wire, self.dtype = TYPES[self.type]
+
+    @property
+    def sent(self):
+        return self.dir in ('in', 'new', 'del')
+
+    @property
+    def pointer(self):
+        return self.dir in ('out', 'new')
 
 
 class Func:
@@ -61,7 +102,7 @@ class Func:
         self.internal = 'internal' in flags
         self.need_ctx = 'ctx' in flags
         self.perthread = 'perthread' in flags
-        self.ins = [p for p in params if p.dir == 'in']
+        self.ins = [p for p in params if p.sent]
         self.outs = [p for p in params if p.dir == 'out']
         names = [p.name for p in params]
         if len(set(names)) != len(names):
@@ -139,14 +180,14 @@ def perthread_name(name, symbols):
 def c_params(fn):
     out = []
     for p in fn.params:
-        out.append(f'{p.ctype} *{p.name}' if p.dir == 'out' else f'{p.ctype} {p.name}')
+        out.append(f'{p.ctype} *{p.name}' if p.pointer else f'{p.ctype} {p.name}')
     return ', '.join(out) if out else 'void'
 
 
 def to_wire(p, per_thread_expr='0'):
-    if p.type == 'stream':
+    if p.type == 'stream' and p.dir == 'in':
         return f'lupc_stream_id({p.name}, {per_thread_expr})'
-    if p.type == 'ctx':
+    if p.handle or p.type == 'ctx':
         return f'(uint64_t)(uintptr_t){p.name}'
     if p.wire == 'i32':
         return f'(int32_t){p.name}'
@@ -179,13 +220,16 @@ def gen_client_body(fn, pt_expr, validate=True):
     """Body of a client function that marshals fn; pt_expr is the per-thread
     flag. Hand-written callers (validate=False) check arguments themselves."""
     checks = validate and any(p.type == 'devptr' for p in fn.ins)
-    b = ['\tCUresult r_;\n'] if checks or fn.outs else []
+    uploads = any(p.type == 'image' for p in fn.ins)
+    dels_or_news = any(p.dir in ('new', 'del') for p in fn.params)
+    b = ['\tCUresult r_;\n'] if checks or fn.outs or uploads or fn.sync or dels_or_news else []
     if validate:
         b.append('\tif (!lupc_initialized())\n\t\treturn CUDA_ERROR_NOT_INITIALIZED;\n')
     b.append(f'\tuint8_t args_[{fn.args_size()}];\n' if fn.ins else '\tuint8_t args_[1] = { 0 };\n')
     b.append('\tstruct lup_wr w_ = lup_wr_init(args_, sizeof(args_));\n')
-    for p in fn.outs:
-        b.append(f'\tif (!{p.name})\n\t\treturn CUDA_ERROR_INVALID_VALUE;\n')
+    for p in fn.params:
+        if p.pointer or p.type == 'str' or (p.type == 'image'):
+            b.append(f'\tif (!{p.name})\n\t\treturn CUDA_ERROR_INVALID_VALUE;\n')
     for p in (fn.ins if validate else []):
         if p.range:
             cnt, mul = p.range
@@ -193,21 +237,50 @@ def gen_client_body(fn, pt_expr, validate=True):
         elif p.type == 'devptr':
             b.append(f'\tif ((r_ = lupc_check_devptr((uint64_t){p.name})) != CUDA_SUCCESS)\n\t\treturn r_;\n')
     for p in fn.ins:
-        b.append(f'\tlup_wr_{p.wire}(&w_, {to_wire(p, pt_expr)});\n')
+        if p.type == 'str':
+            b.append(f'\tsize_t {p.name}_len_ = strnlen({p.name}, LUP_MAX_STR + 1);\n'
+                     f'\tif ({p.name}_len_ > LUP_MAX_STR)\n\t\treturn CUDA_ERROR_INVALID_VALUE;\n')
+        elif p.dir == 'new':
+            b.append(f'\tuint64_t {p.name}_id_ = lupc_mint_handle();\n')
+    for p in fn.ins:
+        if p.type == 'image':
+            b.append(f'\tuint64_t {p.name}_blob_ = 0;\n'
+                     f'\tif ((r_ = lupc_upload_image({p.name}, &{p.name}_blob_)) != CUDA_SUCCESS)\n\t\treturn r_;\n')
+    for p in fn.ins:
+        if p.type == 'str':
+            b.append(f'\tlup_wr_str16(&w_, {p.name}, {p.name}_len_);\n')
+        elif p.type == 'image':
+            b.append(f'\tlup_wr_u64(&w_, {p.name}_blob_);\n')
+        elif p.dir == 'new':
+            b.append(f'\tlup_wr_u64(&w_, {p.name}_id_);\n')
+        else:
+            b.append(f'\tlup_wr_{p.wire}(&w_, {to_wire(p, pt_expr)});\n')
     flags = ('LUPC_SYNC' if fn.sync else 'LUPC_ASYNC') + (' | LUPC_CTX' if fn.need_ctx else '')
-    if fn.outs:
-        b.append(f'\tuint8_t rep_[{fn.reply_size()}];\n\tsize_t replen_ = 0;\n')
-        b.append(f'\tr_ = lupc_call(LUP_OPC_{fn.name}, {flags}, args_, w_.len, rep_, sizeof(rep_), &replen_);\n')
+    news = [p for p in fn.params if p.dir == 'new']
+    dels = [p for p in fn.params if p.dir == 'del']
+    if fn.outs or news or dels or fn.sync:
+        if fn.outs:
+            b.append(f'\tuint8_t rep_[{fn.reply_size()}];\n\tsize_t replen_ = 0;\n')
+            b.append(f'\tr_ = lupc_call(LUP_OPC_{fn.name}, {flags}, args_, w_.len, rep_, sizeof(rep_), &replen_);\n')
+        else:
+            b.append(f'\tr_ = lupc_call(LUP_OPC_{fn.name}, {flags}, args_, w_.len, NULL, 0, NULL);\n')
         b.append('\tif (r_ != CUDA_SUCCESS)\n\t\treturn r_;\n')
-        b.append('\tstruct lup_rd rd_ = lup_rd_init(rep_, replen_);\n')
-        for i, p in enumerate(fn.outs):
-            b.append(f'\t{p.dtype} o{i}_;\n\tlup_rd_{p.wire}(&rd_, &o{i}_);\n')
-        b.append(f'\tif (lup_rd_finish(&rd_) < 0)\n\t\treturn lupc_protocol_error("{fn.name}");\n')
-        for i, p in enumerate(fn.outs):
-            if p.type == 'ctx' or p.type == 'stream':
-                b.append(f'\t*{p.name} = ({p.ctype})(uintptr_t)o{i}_;\n')
-            else:
-                b.append(f'\t*{p.name} = ({p.ctype})o{i}_;\n')
+        if fn.outs:
+            b.append('\tstruct lup_rd rd_ = lup_rd_init(rep_, replen_);\n')
+            for i, p in enumerate(fn.outs):
+                b.append(f'\t{p.dtype} o{i}_;\n\tlup_rd_{p.wire}(&rd_, &o{i}_);\n')
+            b.append(f'\tif (lup_rd_finish(&rd_) < 0)\n\t\treturn lupc_protocol_error("{fn.name}");\n')
+            for i, p in enumerate(fn.outs):
+                if p.handle or p.type == 'ctx':
+                    b.append(f'\t*{p.name} = ({p.ctype})(uintptr_t)o{i}_;\n')
+                else:
+                    b.append(f'\t*{p.name} = ({p.ctype})o{i}_;\n')
+        for p in news:
+            b.append(f'\tlupc_note_handle({p.name}_id_, LUPC_H_{p.type.upper()});\n')
+            b.append(f'\t*{p.name} = ({p.ctype})(uintptr_t){p.name}_id_;\n')
+        for p in fn.params:
+            if p.dir == 'del':
+                b.append(f'\tlupc_forget_handle((uint64_t)(uintptr_t){p.name});\n')
         b.append('\treturn CUDA_SUCCESS;\n')
     else:
         b.append(f'\treturn lupc_call(LUP_OPC_{fn.name}, {flags}, args_, w_.len, NULL, 0, NULL);\n')
@@ -217,7 +290,7 @@ def gen_client_body(fn, pt_expr, validate=True):
 
 
 def gen_shim(funcs, symbols):
-    o = [HEADER, '#include <stdint.h>\n#include <cuda.h>\n\n#include "buf.h"\n#include "ops.h"\n'
+    o = [HEADER, '#include <stdint.h>\n#include <string.h>\n#include <cuda.h>\n\n#include "buf.h"\n#include "ops.h"\n'
          '#include "shim_gen.h"\n#include "client.h"\n\n#define EXPORT __attribute__((visibility("default")))\n\n']
     h = [HEADER, '#ifndef LUPINE_SHIM_GEN_H\n#define LUPINE_SHIM_GEN_H\n\n#include <cuda.h>\n#include <stdint.h>\n\n']
     for fn in funcs:
@@ -346,20 +419,35 @@ def gen_worker(funcs, backend):
         if fn.worker_custom:
             ps = ['struct lupw_session *s']
             for p in fn.params:
-                t = 'CUstream' if p.type == 'stream' else p.ctype
-                ps.append(f'{t} *{p.name}' if p.dir == 'out' else f'{t} {p.name}')
+                t = 'const char *' if p.type == 'str' else p.ctype
+                ps.append(f'{t} *{p.name}' if p.pointer else f'{t} {p.name}')
             h.append(f'CUresult lupw_{fn.name}({", ".join(ps)});\n')
+    h.append('\n/* handle kinds in the worker\'s handle table */\nenum lupw_handle_kind {\n')
+    for i, k in enumerate(HANDLE_KINDS, 1):
+        h.append(f'\tLUPW_H_{k.upper()} = {i},\n')
+    h.append('};\n')
     h.append('\n/* Helpers the generated decoders call (worker_checks.c). */\n'
              'int lupw_check_devptr(struct lupw_session *s, uint64_t p);\n'
              'CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul);\n'
              'CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret);\n'
              'CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret);\n'
              'CUresult lupw_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret);\n'
+             '/* an existing handle of `kind`, else CUDA_ERROR_INVALID_HANDLE */\n'
+             'CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret);\n'
+             '/* -EBADMSG (and a reason) unless id is a well-formed id not in use */\n'
+             'int lupw_handle_fresh(struct lupw_session *s, uint64_t id);\n'
+             'CUresult lupw_handle_put(struct lupw_session *s, int kind, uint64_t id, void *real);\n'
+             'void lupw_handle_del(struct lupw_session *s, uint64_t id);\n'
+             '/* takes an uploaded blob; -EBADMSG if there is none complete under that id */\n'
+             'int lupw_blob_take(struct lupw_session *s, uint64_t id, const void **ret, size_t *ret_len);\n'
+             'void lupw_blob_release(struct lupw_session *s, uint64_t id);\n'
+             '/* CUDA_ERROR_INVALID_IMAGE unless the blob is one well-formed module image */\n'
+             'CUresult lupw_check_image(const void *p, size_t n);\n'
              'const struct lupw_backend *lupw_be(struct lupw_session *s);\n'
              'CUresult lupw_bind_ctx(struct lupw_session *s, uint64_t id);\n'
              'void lupw_set_why(struct lupw_session *s, const char *why);\n\n#endif\n')
 
-    c = [HEADER, '#include <stddef.h>\n#include <errno.h>\n\n#include "worker_gen.h"\n#include "ops.h"\n\n']
+    c = [HEADER, '#include <stddef.h>\n#include <errno.h>\n#include <string.h>\n\n#include "worker_gen.h"\n#include "ops.h"\n\n']
     c.append('const struct lupw_backend_sym lupw_backend_syms[] = {\n')
     for n in be_names:
         c.append(f'\t{{ "{n}", offsetof(struct lupw_backend, {n}) }},\n')
@@ -367,17 +455,28 @@ def gen_worker(funcs, backend):
     for fn in funcs:
         c.append(f'static int h_{fn.name}(struct lupw_session *s, uint64_t ctx, struct lup_rd *rd, struct lup_wr *out, CUresult *ret_status)\n{{\n')
         c.append('\tCUresult st_ = *ret_status;\n')
-        for i, p in enumerate(fn.ins):
-            c.append(f'\t{p.dtype} a{i}_;\n\tlup_rd_{p.wire}(rd, &a{i}_);\n')
-        c.append(f'\tif (lup_rd_finish(rd) < 0) {{\n\t\tlupw_set_why(s, "malformed arguments for {fn.name}");\n\t\treturn -EBADMSG;\n\t}}\n')
         idx = {p.name: i for i, p in enumerate(fn.ins)}
-        call = []
-        for p in fn.params:
-            if p.dir == 'out':
-                continue
+        for i, p in enumerate(fn.ins):
+            if p.type == 'str':
+                c.append(f'\tconst char *a{i}_p_;\n\tsize_t a{i}_n_;\n\tlup_rd_str16(rd, LUP_MAX_STR, &a{i}_p_, &a{i}_n_);\n')
+            else:
+                c.append(f'\t{p.dtype} a{i}_;\n\tlup_rd_{p.wire}(rd, &a{i}_);\n')
+        c.append(f'\tif (lup_rd_finish(rd) < 0) {{\n\t\tlupw_set_why(s, "malformed arguments for {fn.name}");\n\t\treturn -EBADMSG;\n\t}}\n')
+        # protocol-level validation first: a hostile frame closes the connection
+        for p in fn.ins:
             i = idx[p.name]
             if p.type == 'devptr':
                 c.append(f'\tif (lupw_check_devptr(s, a{i}_) < 0)\n\t\treturn -EBADMSG;\n')
+            elif p.dir == 'new':
+                c.append(f'\tif (lupw_handle_fresh(s, a{i}_) < 0)\n\t\treturn -EBADMSG;\n')
+            elif p.type == 'str':
+                c.append(f'\tchar a{i}_s_[LUP_MAX_STR + 1];\n\tmemcpy(a{i}_s_, a{i}_p_, a{i}_n_);\n\ta{i}_s_[a{i}_n_] = 0;\n')
+        images = [p for p in fn.ins if p.type == 'image']
+        for p in images:
+            i = idx[p.name]
+            c.append(f'\tconst void *img{i}_ = NULL;\n\tsize_t img{i}_n_ = 0;\n'
+                     f'\tif (lupw_blob_take(s, a{i}_, &img{i}_, &img{i}_n_) < 0)\n\t\treturn -EBADMSG;\n'
+                     f'\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_check_image(img{i}_, img{i}_n_);\n')
         if fn.need_ctx:
             c.append('\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_bind_ctx(s, ctx);\n')
         else:
@@ -387,34 +486,56 @@ def gen_worker(funcs, backend):
             if p.range:
                 cnt, mul = p.range
                 c.append(f'\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_check_range(s, a{i}_, a{idx[cnt]}_, {mul});\n')
-            if p.type == 'stream':
+            if p.dir == 'new':
+                c.append(f'\t{p.ctype} v{i}_ = NULL;\n')
+            elif p.type == 'stream' and p.dir == 'in':
+                # the default streams are valid here, but never destroyable
                 c.append(f'\tCUstream v{i}_ = NULL;\n\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_stream(s, a{i}_, &v{i}_);\n')
+            elif p.handle:
+                c.append(f'\tvoid *h{i}_ = NULL;\n\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_handle(s, LUPW_H_{p.type.upper()}, a{i}_, &h{i}_);\n'
+                         f'\t{p.ctype} v{i}_ = ({p.ctype})h{i}_;\n')
             elif p.type == 'device':
                 c.append(f'\tCUdevice v{i}_ = 0;\n\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_device(s, a{i}_, &v{i}_);\n')
             elif p.type == 'ctx':
                 c.append(f'\tCUcontext v{i}_ = NULL;\n\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_ctx(s, a{i}_, &v{i}_);\n')
         outs = {p.name: j for j, p in enumerate(fn.outs)}
         for p in fn.outs:
-            c.append(f'\t{p.ctype} o{outs[p.name]}_ = 0;\n')
+            init = 'NULL' if p.handle else '0'
+            c.append(f'\t{p.ctype} o{outs[p.name]}_ = {init};\n')
+        call = []
         for p in fn.params:
             if p.dir == 'out':
                 call.append(f'&o{outs[p.name]}_')
+                continue
+            i = idx[p.name]
+            if p.dir == 'new':
+                call.append(f'&v{i}_')
+            elif p.type == 'str':
+                call.append(f'a{i}_s_')
+            elif p.type == 'image':
+                call.append(f'img{i}_')
+            elif p.handle or p.type in ('device', 'ctx'):
+                call.append(f'v{i}_')
             else:
-                i = idx[p.name]
-                if p.type in ('stream', 'device', 'ctx'):
-                    call.append(f'v{i}_')
-                else:
-                    call.append(f'({p.ctype})a{i}_')
+                call.append(f'({p.ctype})a{i}_')
         if fn.worker_custom:
             target = f'lupw_{fn.name}(s' + ''.join(', ' + a for a in call) + ')'
         else:
             target = f'lupw_be(s)->{fn.name}(' + ', '.join(call) + ')'
         c.append(f'\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = {target};\n')
+        for p in images:
+            c.append(f'\tlupw_blob_release(s, a{idx[p.name]}_);\n')
+        for p in fn.ins:
+            i = idx[p.name]
+            if p.dir == 'new':
+                c.append(f'\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_handle_put(s, LUPW_H_{p.type.upper()}, a{i}_, (void *)v{i}_);\n')
+            elif p.dir == 'del':
+                c.append(f'\tif (st_ == CUDA_SUCCESS)\n\t\tlupw_handle_del(s, a{i}_);\n')
         if fn.outs:
             c.append('\tif (st_ == CUDA_SUCCESS) {\n')
             for p in fn.outs:
                 j = outs[p.name]
-                conv = f'(uint64_t)(uintptr_t)o{j}_' if p.type in ('ctx', 'stream') else f'({p.dtype})o{j}_'
+                conv = f'(uint64_t)(uintptr_t)o{j}_' if p.handle or p.type == 'ctx' else f'({p.dtype})o{j}_'
                 c.append(f'\t\tlup_wr_{p.wire}(out, {conv});\n')
             c.append('\t}\n')
         c.append('\t*ret_status = st_;\n\treturn 0;\n}\n\n')

@@ -44,6 +44,12 @@ enum lup_ctl_op {
         LUP_OP_PING        = 3,  /* heartbeat; sync */
         LUP_OP_MEMCPY_HTOD = 16, /* u64 dst, u64 stream, bytes...   (one chunk) */
         LUP_OP_MEMCPY_DTOH = 17, /* u64 src, u64 size, u64 stream -> bytes (chunked reply) */
+        LUP_OP_LAUNCH      = 18, /* see "LAUNCH payload" below; async */
+        LUP_OP_FUNC_INFO   = 19, /* u64 function id -> see "FUNC_INFO reply"; sync */
+        LUP_OP_BLOB        = 20, /* u64 blob id, u64 total, u64 offset, bytes; async */
+        LUP_OP_DTOH_ASYNC  = 21, /* u64 src, u64 size, u64 stream, u64 token; async */
+        LUP_OP_DATA        = 22, /* server -> client: u64 token, u64 offset, bytes;
+                                  * status != 0 ends the token with that error */
         LUP_OP_CTL_MAX     = 255,
 };
 
@@ -58,6 +64,14 @@ enum lup_ctl_op {
 #define LUP_MAX_ALLOCS       (1u << 20)         /* live allocations per session */
 #define LUP_MAX_CONTEXTS     256u               /* live contexts per session */
 #define LUP_TOKEN_SIZE       16u
+#define LUP_MAX_STR          4096u              /* names (kernels, globals) */
+#define LUP_MAX_BLOB         (1ull << 30)       /* one uploaded image */
+#define LUP_MAX_BLOB_BYTES   (2ull << 30)       /* uploads in flight per session */
+#define LUP_MAX_HANDLES      (1u << 20)         /* live handles per session */
+#define LUP_MAX_PARAM_BYTES  32764u             /* kernel parameter space (CUDA 12.1+) */
+#define LUP_MAX_LAUNCH_ATTRS 16u
+#define LUP_MAX_ASYNC_DTOH   (16ull << 20)      /* larger async DtoH copies run synchronously */
+#define LUP_FIRST_HANDLE_ID  0x1000000ull       /* client-minted handle ids start here, step 16 */
 
 /* The VA arena: session slot n owns [LUP_ARENA_BASE + n*LUP_ARENA_SIZE, +LUP_ARENA_SIZE). */
 #define LUP_ARENA_BASE       0x200000000000ull
@@ -80,6 +94,21 @@ enum lup_ctl_op {
  * A refused HELLO carries status != 0 and payload u16 msg_len, msg (UTF-8).
  */
 enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
+
+/*
+ * LAUNCH payload:
+ *   u64 function id, u32 grid[3], u32 block[3], u32 shared bytes, u64 stream,
+ *   u32 flags (LUP_LAUNCH_COOPERATIVE), u32 n_attrs (<= LUP_MAX_LAUNCH_ATTRS),
+ *   n_attrs x (u32 CUlaunchAttributeID, u8 value[64]),
+ *   u32 param_bytes (<= LUP_MAX_PARAM_BYTES), the parameters laid out at the
+ *   offsets cuFuncGetParamInfo gives (as for CU_LAUNCH_PARAM_BUFFER_POINTER).
+ *
+ * FUNC_INFO reply:
+ *   u32 n_params, n_params x (u32 offset, u32 size),
+ *   u32 n_attrs, n_attrs x (i32 value, u32 CUresult)  (CUfunction_attribute 0..n-1)
+ */
+#define LUP_LAUNCH_COOPERATIVE 1u
+#define LUP_MAX_PARAMS 4096u
 #define LUP_MAX_ATTRS 256u
 
 #endif

@@ -72,8 +72,9 @@ def check(name, cond, detail=''):
         FAILED.append(name)
 
 
-def run_prog(progs, prog, env, timeout=120):
-    return subprocess.run([os.path.join(progs, prog)], env=env, capture_output=True, text=True, timeout=timeout)
+def run_prog(progs, prog, env, timeout=300, args=()):
+    return subprocess.run([os.path.join(progs, prog)] + list(args), env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 SHIM_DIR = None
@@ -96,6 +97,18 @@ def test_programs(d, progs):
     # several endpoints: the first one is down, the shim moves on to the next
     r = run_prog(progs, 'e2e_basic', client_env(f'127.0.0.1:1,127.0.0.1:{d.port}'))
     check('endpoint list falls through to a live server', r.returncode == 0, r.stderr[-2000:])
+
+
+KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'kernels')
+
+
+def test_kernels(d, progs):
+    r = run_prog(progs, 'e2e_kernels', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
+    check('kernels, streams, events, callbacks, copies (e2e_kernels)',
+          r.returncode == 0 and 'e2e_kernels: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])
+    print(r.stdout.strip())
+    r = run_prog(progs, 'e2e_sticky', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
+    check('a faulting kernel: the next sync returns ILLEGAL_ADDRESS', r.returncode == 0, r.stdout + r.stderr[-2000:])
 
 
 def test_many_clients(d, progs):
@@ -183,6 +196,7 @@ def main():
         d = Daemon(lupined, tmp, backend)
         try:
             test_programs(d, progs)
+            test_kernels(d, progs)
             test_many_clients(d, progs)
             test_bad_input(d)
             test_noserver(progs)

@@ -14,10 +14,12 @@ each case it checks:
   - the daemon is still alive, and a well-formed HELLO on a new connection
     is taken (handed to a worker, not refused).
 
-While daemon/worker_stub.c stands in for the worker, a handed-over
-connection simply closes; the probe accepts that and checks the log for the
-worker's fate instead. With a real worker it also checks that a second
-client of a live session is refused as busy.
+The probe asks only that the supervisor hands the HELLO on: whatever the
+worker then does (serve it, refuse it for want of a driver, or, with a stub
+worker, just close the connection), the log must name the session's worker.
+When a worker does serve sessions, the test also checks that a second client
+of a live session is refused as busy, and that SIGTERM shuts a live session's
+worker down cleanly.
 
 Standard library only. Exit 0 on pass, 1 on failure (naming the case).
 """
@@ -131,6 +133,7 @@ class Daemon:
             stdin=subprocess.DEVNULL, stdout=self.logf, stderr=self.logf)
         self.probes = 0
         self.real_worker = False
+        self.worker_refusal_noted = False
 
     def log(self):
         with open(self.log_path, "rb") as f:
@@ -164,7 +167,8 @@ class Daemon:
         return s
 
     def probe(self, case, unix=False):
-        """A well-formed HELLO must be taken: not refused, and a worker gets it."""
+        """A well-formed HELLO must be taken: not refused by the supervisor, and
+        a worker gets it (and may answer it either way)."""
         if not self.alive():
             fail(case, f"daemon died (exit status {self.proc.returncode})")
             return False
@@ -183,9 +187,14 @@ class Daemon:
             frame = read_frame(s, timeout=10)
             if frame is not None and frame["status"] == 0 and frame["flags"] & F_REPLY:
                 self.real_worker = True  # a worker answered HELLO itself
-            elif frame is not None and frame["status"] != 0:
-                fail(case, f"well-formed HELLO was refused: status {frame['status']} {refusal_message(frame)!r}")
-                return False
+            elif frame is not None and not self.worker_refusal_noted:
+                # Some reply is all this test asks for; whether the worker
+                # can serve (a driver, the simulator) is other tests' job.
+                # A refusal by the supervisor itself shows up below as a
+                # "closing connection" line for this peer.
+                self.worker_refusal_noted = True
+                print(f"note {case}: HELLO answered with status {frame['status']} "
+                      f"{refusal_message(frame)!r}", flush=True)
         # The supervisor logs every session's worker: "served by worker" on
         # READY, "worker N for session NAME exited ..." when it ends.
         if not self.wait_log(rf"session {re.escape(name)}\b", timeout=10):
@@ -385,13 +394,24 @@ def run_cases(d, label):
     if d.real_worker:
         test_busy(d, label)
     else:
-        print("skip busy session: no real worker answered HELLO (daemon/worker_stub.c?)", flush=True)
+        print("skip busy session: no worker served a session here", flush=True)
 
 
 def test_sigterm(d, label):
     """SIGTERM with a connection still waiting for HELLO: exit 0, the
     connection closed, the UNIX socket removed, and the port free for a
     successor at once."""
+    live = None
+    if d.real_worker:
+        # A live session too: its worker is told to shut down and says
+        # GOODBYE to its client (or at least closes the connection).
+        live, _ = d.connect()
+        live.sendall(hello_frame(b"live-at-shutdown"))
+        f = read_frame(live, timeout=10)
+        if f is None or f["status"] != 0:
+            fail(f"{label}SIGTERM", f"could not open a live session: {f}")
+            live.close()
+            live = None
     idle, _ = d.connect()
     with idle:
         idle.sendall(hdr(100)[:10])
@@ -410,6 +430,12 @@ def test_sigterm(d, label):
             fail(f"{label}SIGTERM", "the pending connection was not closed with a reason")
         if not wait_closed(idle, timeout=2):
             fail(f"{label}SIGTERM", "the pending connection is still open")
+    if live is not None:
+        with live:
+            if not wait_closed(live, timeout=2):
+                fail(f"{label}SIGTERM", "the live session's connection is still open")
+        if not re.search(r"worker \d+ for session live-at-shutdown exited", d.log()):
+            fail(f"{label}SIGTERM", "the live session's worker did not exit cleanly")
     if os.path.exists(d.unix_path):
         fail(f"{label}SIGTERM", f"{d.unix_path} was not removed")
     # A successor binds the same port right away (systemd restarts do this).

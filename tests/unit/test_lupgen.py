@@ -32,6 +32,14 @@ class SpecTests(unittest.TestCase):
             parse(text)
         self.assertIn(needle, str(cm.exception))
 
+    def test_handles(self):
+        funcs, _, _, _ = parse('256 cuCtxSynchronize async ctx new:stream:s in:uint:f\n'
+                               '257 cuMemAlloc_v2 sync del:event:e in:str:name in:image:img out:int=CUenum:v\n')
+        self.assertEqual([p.dir for p in funcs[0].params], ['new', 'in'])
+        self.assertEqual(funcs[0].args_size(), 12)           # minted id + flags
+        self.assertEqual(funcs[1].outs[0].ctype, 'CUenum')
+        self.assertEqual(funcs[1].args_size(), 8 + 2 + 4096 + 8)
+
     def test_good(self):
         funcs, local, backend, impl = parse('256 cuMemsetD8_v2 async ctx perthread in:devptr:d:range=N in:u8:v in:size_t:N\n')
         self.assertEqual(impl, ['cuMemsetD8_v2', 'cuMemsetD8_v2_ptds'])
@@ -44,7 +52,10 @@ class SpecTests(unittest.TestCase):
         self.bad('256 cuCtxSynchronize maybe\n', 'mode')
         self.bad('256 cuCtxSynchronize sync frobnicate\n', 'unknown flags')
         self.bad('256 cuCtxSynchronize async out:int:x\n', 'async ops cannot have outputs')
-        self.bad('256 cuCtxSynchronize sync in:float:x\n', 'bad parameter')
+        self.bad('256 cuCtxSynchronize sync in:double:x\n', 'bad parameter')
+        self.bad('256 cuCtxSynchronize sync new:int:x\n', 'needs a handle type')
+        self.bad('256 cuCtxSynchronize sync out:str:x\n', 'cannot be an output')
+        self.bad('256 cuCtxSynchronize sync in:size_t=CUfoo:x\n', 'override')
         self.bad('256 cuCtxSynchronize sync in:devptr:p:range=Q\n', 'unknown Q')
         self.bad('256 cuCtxSynchronize sync\nlocal cuCtxSynchronize\n', 'implemented twice')
         self.bad('256 lupThing sync internal\n', 'internal ops')

@@ -448,14 +448,15 @@ static void test_copy_roundtrip(void **state)
         assert_cu(cuMemcpyDtoH_v2(dst, b, n));
         assert_memory_equal(src, dst, n);
 
-        /* Async copies run at once on any valid stream. */
-        assert_cu(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        /* Async copies on a blocking stream, then the legacy stream: the
+         * legacy stream waits for the blocking one. */
+        assert_cu(cuStreamCreate(&s, 0));
         fill_pattern(src, n, 2);
         assert_cu(cuMemcpyHtoDAsync_v2(a, src, n, s));
         assert_cu(cuMemcpyDtoDAsync_v2(b, a, n, CU_STREAM_LEGACY));
         memset(dst, 0, n);
         assert_cu(cuMemcpyDtoHAsync_v2(dst, b, n, CU_STREAM_PER_THREAD));
-        assert_cu(cuStreamSynchronize(s));
+        assert_cu(cuCtxSynchronize());
         assert_cu(cuStreamQuery(s));
         assert_cu(cuStreamQuery(NULL));
         assert_memory_equal(src, dst, n);

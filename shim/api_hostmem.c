@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Host memory and copies whose direction or shape the shim works out.
+ *
+ * "Pinned" memory lives in the client process: the GPU is elsewhere, so
+ * page-locking it would buy nothing. It is still tracked, so pointer queries
+ * and cuMemFreeHost behave as CUDA documents. Memory mapped into the device
+ * address space (cuMemHostGetDevicePointer) cannot exist across a network
+ * and is refused with CUDA_ERROR_NOT_SUPPORTED.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "shim_gen.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+struct host_range {
+        uint64_t base, size;
+        unsigned int flags;
+        bool allocated;         /* by cuMemAllocHost/cuMemHostAlloc (else registered) */
+};
+
+static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
+static struct host_range *ranges;
+static size_t n_ranges, cap_ranges;
+
+static long host_floor(uint64_t p)
+{
+        size_t lo = 0, hi = n_ranges;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (ranges[mid].base <= p)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return (long)lo - 1;
+}
+
+static int host_add(uint64_t base, uint64_t size, unsigned int flags, bool allocated)
+{
+        int rc = 0;
+        pthread_mutex_lock(&hlock);
+        long i = host_floor(base);
+        if ((i >= 0 && base - ranges[i].base < ranges[i].size) ||
+            ((size_t)(i + 1) < n_ranges && ranges[i + 1].base < base + size)) {
+                rc = -EEXIST;
+        } else if (n_ranges == cap_ranges) {
+                size_t ncap = cap_ranges ? cap_ranges * 2 : 32;
+                struct host_range *n = realloc(ranges, ncap * sizeof(*n));
+                if (!n)
+                        rc = -ENOMEM;
+                else {
+                        ranges = n;
+                        cap_ranges = ncap;
+                }
+        }
+        if (rc == 0) {
+                size_t at = (size_t)(i + 1);
+                memmove(&ranges[at + 1], &ranges[at], (n_ranges - at) * sizeof(*ranges));
+                ranges[at] = (struct host_range){ base, size, flags, allocated };
+                n_ranges++;
+        }
+        pthread_mutex_unlock(&hlock);
+        return rc;
+}
+
+static int host_remove(uint64_t base, bool allocated)
+{
+        int rc = -ENOENT;
+        pthread_mutex_lock(&hlock);
+        long i = host_floor(base);
+        if (i >= 0 && ranges[i].base == base && ranges[i].allocated == allocated) {
+                memmove(&ranges[i], &ranges[i + 1], (n_ranges - (size_t)i - 1) * sizeof(*ranges));
+                n_ranges--;
+                rc = 0;
+        }
+        pthread_mutex_unlock(&hlock);
+        return rc;
+}
+
+bool lupc_host_find(uint64_t p, uint64_t *ret_base, uint64_t *ret_size, unsigned int *ret_flags)
+{
+        bool found = false;
+        pthread_mutex_lock(&hlock);
+        long i = host_floor(p);
+        if (i >= 0 && p - ranges[i].base < ranges[i].size) {
+                *ret_base = ranges[i].base;
+                *ret_size = ranges[i].size;
+                *ret_flags = ranges[i].flags;
+                found = true;
+        }
+        pthread_mutex_unlock(&hlock);
+        return found;
+}
+
+EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+        if (!pp || bytesize == 0 ||
+            (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED)))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        void *p = NULL;
+        if (posix_memalign(&p, 4096, bytesize) != 0)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        if (host_add((uint64_t)(uintptr_t)p, bytesize, Flags, true) < 0) {
+                free(p);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        *pp = p;
+        return CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+        return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
+{
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (host_remove((uint64_t)(uintptr_t)p, true) < 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        free(p);
+        return CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+        if (!p || bytesize == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        int rc = host_add((uint64_t)(uintptr_t)p, bytesize, Flags, false);
+        if (rc == -EEXIST)
+                return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+        return rc < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuMemHostUnregister(void *p)
+{
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        return host_remove((uint64_t)(uintptr_t)p, false) < 0 ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+        uint64_t base, size;
+        if (!pFlags)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!lupc_host_find((uint64_t)(uintptr_t)p, &base, &size, pFlags))
+                return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+        if (!pdptr || Flags != 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_ERROR_NOT_SUPPORTED; /* the device cannot reach this machine's memory */
+}
+
+EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                           unsigned int ElementSizeBytes)
+{
+        if (!dptr || !pPitch || !WidthInBytes || !Height ||
+            (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+                return CUDA_ERROR_INVALID_VALUE;
+        const size_t align = 512; /* CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT on current GPUs */
+        size_t pitch = (WidthInBytes + align - 1) / align * align, bytes;
+        if (__builtin_mul_overflow(pitch, Height, &bytes))
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = cuMemAlloc_v2(dptr, bytes);
+        if (r == CUDA_SUCCESS)
+                *pPitch = pitch;
+        return r;
+}
+
+/* ---- copies whose direction comes from the pointers */
+
+static bool is_device(uint64_t p)
+{
+        struct lupc_alloc_info a;
+        return lupc_shadow_find(p, &a);
+}
+
+/* One contiguous copy in the direction the pointers say. sync: return only
+ * when the data is in place (device->host) or handed over (host->device). */
+static CUresult copy_1d(uint64_t dst, uint64_t src, size_t n, CUstream s, bool sync)
+{
+        if (n == 0)
+                return CUDA_SUCCESS;
+        bool dd = is_device(dst), sd = is_device(src);
+        if (dd && sd)
+                return sync ? cuMemcpyDtoD_v2(dst, src, n) : cuMemcpyDtoDAsync_v2(dst, src, n, s);
+        if (dd)
+                return sync ? cuMemcpyHtoD_v2(dst, (const void *)(uintptr_t)src, n)
+                            : cuMemcpyHtoDAsync_v2(dst, (const void *)(uintptr_t)src, n, s);
+        if (sd)
+                return sync ? cuMemcpyDtoH_v2((void *)(uintptr_t)dst, src, n)
+                            : cuMemcpyDtoHAsync_v2((void *)(uintptr_t)dst, src, n, s);
+        if (!dst || !src)
+                return CUDA_ERROR_INVALID_VALUE;
+        memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+        return CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        return copy_1d(dst, src, ByteCount, NULL, true);
+}
+
+EXPORT CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
+EXPORT CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+        return cuMemcpy(dst, src, ByteCount);
+}
+
+EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        return copy_1d(dst, src, ByteCount, hStream, false);
+}
+
+EXPORT CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream);
+EXPORT CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+        return cuMemcpyAsync(dst, src, ByteCount, hStream ? hStream : CU_STREAM_PER_THREAD);
+}
+
+/* ---- 2D and 3D copies: one 1D copy per row, or one for the whole block
+ * when both sides are contiguous. Device->host rows go asynchronously and a
+ * synchronous copy waits for them all at the end. */
+
+struct side {
+        CUmemorytype type;
+        uint64_t base;          /* host or device address of (0, 0, 0) */
+        size_t pitch, height;   /* bytes per row, rows per slice */
+        size_t x, y, z;
+};
+
+static CUresult side_base(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array, uint64_t *ret)
+{
+        switch (type) {
+        case CU_MEMORYTYPE_HOST:
+                *ret = (uint64_t)(uintptr_t)host;
+                return CUDA_SUCCESS;
+        case CU_MEMORYTYPE_DEVICE:
+        case CU_MEMORYTYPE_UNIFIED:
+                *ret = dev;
+                return CUDA_SUCCESS;
+        case CU_MEMORYTYPE_ARRAY:
+                (void)array;
+                return CUDA_ERROR_NOT_SUPPORTED; /* CUDA arrays are not forwarded yet */
+        default:
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+}
+
+static CUresult copy_3d(const struct side *s, const struct side *d, size_t width, size_t height, size_t depth,
+                        CUstream st, bool sync)
+{
+        CUresult r = CUDA_SUCCESS;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!width || !height || !depth)
+                return CUDA_SUCCESS;
+        if ((height > 1 && (s->pitch < width || d->pitch < width)) ||
+            (depth > 1 && (s->height < height || d->height < height)))
+                return CUDA_ERROR_INVALID_VALUE;
+        bool dev_to_host = is_device(s->base + s->x) && !is_device(d->base + d->x);
+        bool rows_async = dev_to_host || !sync;
+        for (size_t z = 0; z < depth && r == CUDA_SUCCESS; z++) {
+                uint64_t so = s->base + ((s->z + z) * s->height + s->y) * s->pitch + s->x;
+                uint64_t dof = d->base + ((d->z + z) * d->height + d->y) * d->pitch + d->x;
+                if (s->pitch == width && d->pitch == width) {
+                        r = copy_1d(dof, so, width * height, st, !rows_async);
+                        continue;
+                }
+                for (size_t y = 0; y < height && r == CUDA_SUCCESS; y++)
+                        r = copy_1d(dof + y * d->pitch, so + y * s->pitch, width, st, !rows_async);
+        }
+        if (r == CUDA_SUCCESS && sync && rows_async)
+                r = cuStreamSynchronize(st);
+        return r;
+}
+
+static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream st, bool sync)
+{
+        struct side s = { .pitch = p->srcPitch, .height = p->Height, .x = p->srcXInBytes, .y = p->srcY };
+        struct side d = { .pitch = p->dstPitch, .height = p->Height, .x = p->dstXInBytes, .y = p->dstY };
+        CUresult r;
+        if ((r = side_base(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, &s.base)) != CUDA_SUCCESS ||
+            (r = side_base(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, &d.base)) != CUDA_SUCCESS)
+                return r;
+        if (!s.pitch)
+                s.pitch = p->WidthInBytes;
+        if (!d.pitch)
+                d.pitch = p->WidthInBytes;
+        return copy_3d(&s, &d, p->WidthInBytes, p->Height, 1, st, sync);
+}
+
+static CUresult copy_3d_desc(const CUDA_MEMCPY3D *p, CUstream st, bool sync)
+{
+        struct side s = { .pitch = p->srcPitch, .height = p->srcHeight, .x = p->srcXInBytes, .y = p->srcY, .z = p->srcZ };
+        struct side d = { .pitch = p->dstPitch, .height = p->dstHeight, .x = p->dstXInBytes, .y = p->dstY, .z = p->dstZ };
+        CUresult r;
+        if (!p || p->srcLOD || p->dstLOD)
+                return CUDA_ERROR_INVALID_VALUE;
+        if ((r = side_base(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, &s.base)) != CUDA_SUCCESS ||
+            (r = side_base(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, &d.base)) != CUDA_SUCCESS)
+                return r;
+        if (!s.pitch)
+                s.pitch = p->WidthInBytes;
+        if (!d.pitch)
+                d.pitch = p->WidthInBytes;
+        if (!s.height)
+                s.height = p->Height;
+        if (!d.height)
+                d.height = p->Height;
+        return copy_3d(&s, &d, p->WidthInBytes, p->Height, p->Depth, st, sync);
+}
+
+#define COPY2D(name, sync_, per_thread)                                                                          \
+        EXPORT CUresult CUDAAPI name(const CUDA_MEMCPY2D *pCopy)                                                 \
+        {                                                                                                         \
+                return pCopy ? copy_2d(pCopy, (per_thread) ? CU_STREAM_PER_THREAD : NULL, sync_)                \
+                             : CUDA_ERROR_INVALID_VALUE;                                                          \
+        }
+#define COPY2D_ASYNC(name, per_thread)                                                                           \
+        EXPORT CUresult CUDAAPI name(const CUDA_MEMCPY2D *pCopy, CUstream hStream)                               \
+        {                                                                                                         \
+                CUstream st_ = (per_thread) && !hStream ? CU_STREAM_PER_THREAD : hStream;                        \
+                return pCopy ? copy_2d(pCopy, st_, false) : CUDA_ERROR_INVALID_VALUE;                            \
+        }
+
+EXPORT CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy);
+EXPORT CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy);
+EXPORT CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream);
+COPY2D(cuMemcpy2D_v2, true, 0)
+COPY2D(cuMemcpy2D_v2_ptds, true, 1)
+COPY2D(cuMemcpy2DUnaligned_v2, true, 0)
+COPY2D(cuMemcpy2DUnaligned_v2_ptds, true, 1)
+COPY2D_ASYNC(cuMemcpy2DAsync_v2, 0)
+COPY2D_ASYNC(cuMemcpy2DAsync_v2_ptsz, 1)
+
+EXPORT CUresult CUDAAPI cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
+{
+        return pCopy ? copy_3d_desc(pCopy, NULL, true) : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy);
+EXPORT CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
+{
+        return pCopy ? copy_3d_desc(pCopy, CU_STREAM_PER_THREAD, true) : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+        return pCopy ? copy_3d_desc(pCopy, hStream, false) : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream);
+EXPORT CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+        return pCopy ? copy_3d_desc(pCopy, hStream ? hStream : CU_STREAM_PER_THREAD, false)
+                     : CUDA_ERROR_INVALID_VALUE;
+}

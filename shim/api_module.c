@@ -1,0 +1,341 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Module and library loading variants, names, globals and the cached
+ * function/kernel queries. The images themselves travel as blobs
+ * (lupc_upload_image); JIT options are not forwarded.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "funcs.h"
+#include "log.h"
+#include "shim_gen.h"
+#include "u64map.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#undef cuModuleGetGlobal
+#undef cuLibraryGetGlobal
+
+/* JIT options carry host pointers (log buffers) and tuning knobs; the
+ * worker loads with defaults. Empty logs are written so callers that print
+ * them see an empty string rather than garbage. */
+static void answer_jit_options(unsigned int n, CUjit_option *options, void **values)
+{
+        if (!options || !values)
+                return;
+        for (unsigned int i = 0; i < n; i++) {
+                switch (options[i]) {
+                case CU_JIT_INFO_LOG_BUFFER:
+                case CU_JIT_ERROR_LOG_BUFFER:
+                        if (values[i])
+                                *(char *)values[i] = 0;
+                        break;
+                case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+                case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+                        values[i] = (void *)(uintptr_t)0;
+                        break;
+                default:
+                        break;
+                }
+        }
+}
+
+EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                           CUjit_option *options, void **optionValues)
+{
+        if (numOptions && (!options || !optionValues))
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = cuModuleLoadData(module, image);
+        if (r == CUDA_SUCCESS)
+                answer_jit_options(numOptions, options, optionValues);
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+        return cuModuleLoadData(module, fatCubin);
+}
+
+/* Reads a whole file (a cubin, PTX or fatbin) for the load-from-file calls. */
+static CUresult read_file(const char *path, uint8_t **ret)
+{
+        struct stat st;
+        if (!path)
+                return CUDA_ERROR_INVALID_VALUE;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return CUDA_ERROR_FILE_NOT_FOUND;
+        if (fstat(fd, &st) < 0 || st.st_size <= 0 || (uint64_t)st.st_size > LUP_MAX_BLOB) {
+                close(fd);
+                return CUDA_ERROR_INVALID_IMAGE;
+        }
+        /* one extra NUL so PTX text is terminated */
+        uint8_t *buf = calloc(1, (size_t)st.st_size + 1);
+        if (!buf) {
+                close(fd);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        size_t got = 0;
+        while (got < (size_t)st.st_size) {
+                ssize_t k = read(fd, buf + got, (size_t)st.st_size - got);
+                if (k <= 0) {
+                        if (k < 0 && errno == EINTR)
+                                continue;
+                        break;
+                }
+                got += (size_t)k;
+        }
+        close(fd);
+        if (got != (size_t)st.st_size) {
+                free(buf);
+                return CUDA_ERROR_FILE_NOT_FOUND;
+        }
+        *ret = buf;
+        return CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname)
+{
+        uint8_t *img;
+        if (!module)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = read_file(fname, &img);
+        if (r != CUDA_SUCCESS)
+                return r;
+        r = cuModuleLoadData(module, img);
+        free(img);
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                          void **jitOptionsValues, unsigned int numJitOptions,
+                                          CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                          unsigned int numLibraryOptions)
+{
+        if (!library || !code || (numJitOptions && (!jitOptions || !jitOptionsValues)) ||
+            (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (lupc_ctx_current() == 0) {
+                /* libraries are context-independent; the worker loads into the
+                 * primary context of device 0 when none is current */
+                CUcontext c;
+                CUresult r = cuDevicePrimaryCtxRetain(&c, 0);
+                if (r != CUDA_SUCCESS)
+                        return r;
+                lupc_ctx_set_current((uint64_t)(uintptr_t)c);
+        }
+        CUresult r = lupc_send_lupLibraryLoad(library, code);
+        if (r == CUDA_SUCCESS)
+                answer_jit_options(numJitOptions, jitOptions, jitOptionsValues);
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+                                              void **jitOptionsValues, unsigned int numJitOptions,
+                                              CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                              unsigned int numLibraryOptions)
+{
+        uint8_t *img;
+        if (!library)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = read_file(fileName, &img);
+        if (r != CUDA_SUCCESS)
+                return r;
+        r = cuLibraryLoadData(library, img, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
+                              libraryOptionValues, numLibraryOptions);
+        free(img);
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+        CUresult r = lupc_send_cuModuleGetFunction(hfunc, hmod, name);
+        if (r == CUDA_SUCCESS)
+                lupc_func_set_name((uint64_t)(uintptr_t)*hfunc, name);
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+        CUresult r = lupc_send_cuLibraryGetKernel(pKernel, library, name);
+        if (r == CUDA_SUCCESS)
+                lupc_func_set_name((uint64_t)(uintptr_t)*pKernel, name);
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuFuncGetName(const char **name, CUfunction hfunc)
+{
+        if (!name || !hfunc)
+                return CUDA_ERROR_INVALID_VALUE;
+        *name = lupc_func_name((uint64_t)(uintptr_t)hfunc);
+        return *name ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+EXPORT CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel hfunc)
+{
+        return cuFuncGetName(name, (CUfunction)hfunc);
+}
+
+/* Module globals live where the driver put them, outside the arena: the
+ * shadow learns them so copies to and from them are checked like any other. */
+static CUresult note_global(CUresult r, CUdeviceptr *dptr, size_t *bytes)
+{
+        if (r == CUDA_SUCCESS) {
+                struct lupc_alloc_info a;
+                if (!lupc_shadow_find(*dptr, &a))
+                        lupc_shadow_add(*dptr, *bytes, lupc_ctx_current(), 0);
+        }
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+        CUdeviceptr p = 0;
+        size_t n = 0;
+        CUresult r = note_global(lupc_send_cuModuleGetGlobal_v2(&p, &n, hmod, name), &p, &n);
+        if (r == CUDA_SUCCESS) {
+                if (dptr)
+                        *dptr = p;
+                if (bytes)
+                        *bytes = n;
+        }
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
+        CUdeviceptr p = 0;
+        size_t n = 0;
+        CUresult r = note_global(lupc_send_cuLibraryGetGlobal(&p, &n, library, name), &p, &n);
+        if (r == CUDA_SUCCESS) {
+                if (dptr)
+                        *dptr = p;
+                if (bytes)
+                        *bytes = n;
+        }
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
+{
+        if (!pi || !hfunc)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        return lupc_func_attr((uint64_t)(uintptr_t)hfunc, (int)attrib, pi);
+}
+
+EXPORT CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+        CUresult r = lupc_send_cuFuncSetAttribute(hfunc, attrib, value);
+        if (r == CUDA_SUCCESS)
+                lupc_func_invalidate((uint64_t)(uintptr_t)hfunc);
+        return r;
+}
+
+/* ---- kernels: function per context, attributes per device */
+
+struct kernel_cache {
+        uint64_t fn_ctx[8], fn_id[8];
+        int n_fn;
+        int32_t attr[LUP_MAX_DEVICES][CU_FUNC_ATTRIBUTE_MAX];
+        uint8_t have[LUP_MAX_DEVICES][CU_FUNC_ATTRIBUTE_MAX];
+};
+
+static pthread_mutex_t klock = PTHREAD_MUTEX_INITIALIZER;
+static struct lup_u64map kernels = { .limit = LUP_MAX_HANDLES };
+
+static struct kernel_cache *kernel_locked(uint64_t k)
+{
+        uint64_t v;
+        if (lup_u64map_get(&kernels, k, &v))
+                return (struct kernel_cache *)(uintptr_t)v;
+        struct kernel_cache *kc = calloc(1, sizeof(*kc));
+        if (kc && lup_u64map_put(&kernels, k, (uint64_t)(uintptr_t)kc) < 0) {
+                free(kc);
+                kc = NULL;
+        }
+        return kc;
+}
+
+EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+        uint64_t k = (uint64_t)(uintptr_t)kernel, ctx = lupc_ctx_current();
+        if (!pFunc || !kernel)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&klock);
+        struct kernel_cache *kc = kernel_locked(k);
+        for (int i = 0; kc && i < kc->n_fn; i++) {
+                if (kc->fn_ctx[i] == ctx) {
+                        *pFunc = (CUfunction)(uintptr_t)kc->fn_id[i];
+                        pthread_mutex_unlock(&klock);
+                        return CUDA_SUCCESS;
+                }
+        }
+        pthread_mutex_unlock(&klock);
+        CUresult r = lupc_send_cuKernelGetFunction(pFunc, kernel);
+        if (r != CUDA_SUCCESS)
+                return r;
+        const char *name = lupc_func_name(k);
+        if (name)
+                lupc_func_set_name((uint64_t)(uintptr_t)*pFunc, name);
+        pthread_mutex_lock(&klock);
+        if (kc && kc->n_fn < 8) {
+                kc->fn_ctx[kc->n_fn] = ctx;
+                kc->fn_id[kc->n_fn++] = (uint64_t)(uintptr_t)*pFunc;
+        }
+        pthread_mutex_unlock(&klock);
+        return CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
+{
+        if (!pi || !kernel || (int)attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX || dev < 0 || dev >= (int)LUP_MAX_DEVICES)
+                return CUDA_ERROR_INVALID_VALUE;
+        uint64_t k = (uint64_t)(uintptr_t)kernel;
+        pthread_mutex_lock(&klock);
+        struct kernel_cache *kc = kernel_locked(k);
+        if (kc && kc->have[dev][attrib]) {
+                *pi = kc->attr[dev][attrib];
+                pthread_mutex_unlock(&klock);
+                return CUDA_SUCCESS;
+        }
+        pthread_mutex_unlock(&klock);
+        int v = 0;
+        CUresult r = lupc_send_cuKernelGetAttribute(&v, attrib, kernel, dev);
+        if (r != CUDA_SUCCESS)
+                return r;
+        pthread_mutex_lock(&klock);
+        if (kc) {
+                kc->attr[dev][attrib] = v;
+                kc->have[dev][attrib] = 1;
+        }
+        pthread_mutex_unlock(&klock);
+        *pi = v;
+        return CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
+{
+        CUresult r = lupc_send_cuKernelSetAttribute(attrib, val, kernel, dev);
+        if (r == CUDA_SUCCESS) {
+                /* one attribute can move others (shared memory vs. threads) */
+                pthread_mutex_lock(&klock);
+                struct kernel_cache *kc = kernel_locked((uint64_t)(uintptr_t)kernel);
+                if (kc)
+                        memset(kc->have, 0, sizeof(kc->have));
+                for (int i = 0; kc && i < kc->n_fn; i++)
+                        lupc_func_invalidate(kc->fn_id[i]);
+                pthread_mutex_unlock(&klock);
+        }
+        return r;
+}

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Writes the seed inputs of the fuzz targets into tests/fuzz/corpus/.
+
+    python3 tests/fuzz/make_corpus.py
+
+Standard library only. The outputs are committed; run this again after the
+wire format, the spec (abi/cuda_api.spec) or the fake session in
+fuzz_worker_ops.c changes. Files this script did not write (reproducers
+found by a fuzzer) are left alone.
+
+fuzz_frame input: a 40-byte frame header, then a HELLO payload.
+fuzz_image input: a module image (PTX, fatbin, ELF) as uploaded by a client.
+fuzz_worker_ops input: u16 op index (op id - 256; bit 15 = start with a
+latched error), u64 context id, then the op's arguments as the shim encodes
+them, one seed per op with arguments that pass the checks against the fake
+session of fuzz_worker_ops.c, and some that do not. Reproducers of known, unfixed bugs
+go to corpus/known-bugs/<target>/ (see fuzz_known_bugs.h).
+"""
+import os
+import re
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, '..', '..'))
+SPEC = os.path.join(ROOT, 'abi', 'cuda_api.spec')
+OUT = os.path.join(HERE, 'corpus')
+
+# ---- abi/lupine/wire.h
+LUP_PROTO_MAGIC = 0x4c555031
+LUP_PROTO_VERSION = 1
+LUP_OP_HELLO, LUP_OP_GOODBYE, LUP_OP_PING = 1, 2, 3
+LUP_F_SYNC, LUP_F_REPLY, LUP_F_MORE = 1, 2, 4
+LUP_MAX_PAYLOAD = (1 << 20) + 4096
+LUP_MAX_NAME = 128
+LUP_MAX_LANES = 4096
+LUP_ARENA_BASE = 0x200000000000
+LUP_FIRST_HANDLE_ID = 0x1000000
+
+# ---- the fake session in fuzz_worker_ops.c
+PRIMARY0 = 0x10000             # device 0's primary context, current
+CTX1 = 0x100000                # a context the client created on device 1
+FZ_A = LUP_ARENA_BASE          # 4 KiB, primary 0
+FZ_B = LUP_ARENA_BASE + (2 << 20)  # 3 MiB, primary 0
+FZ_C = LUP_ARENA_BASE + (6 << 20)  # 256 B, CTX1
+FZ_D = LUP_ARENA_BASE + (8 << 20)  # 1 MiB, CTX1
+BIND_CTX1 = 0x4000            # the fake session leaves CTX1 bound instead of PRIMARY0
+LATCHED = 0x8000
+FZ_STREAM = LUP_FIRST_HANDLE_ID        # a live stream
+FZ_EVENT = LUP_FIRST_HANDLE_ID + 16    # a live event
+FRESH_ID = LUP_FIRST_HANDLE_ID + 0x100  # free for a new handle
+UNKNOWN_ID = LUP_FIRST_HANDLE_ID + 0x200  # well-formed, names nothing
+
+
+def hdr(length, op, flags=0, lane=0, status=0, seq=1, ctx=0, reserved=0):
+    return struct.pack('<IHHIIQQQ', length, op, flags, lane, status, seq, ctx, reserved)
+
+
+def hello_payload(name=b'job-1', magic=LUP_PROTO_MAGIC, version=LUP_PROTO_VERSION, cuda=12040,
+                  flags=0, token=bytes(16), last_seq=0):
+    return (struct.pack('<IIII', magic, version, cuda, flags) + struct.pack('<H', len(name)) + name +
+            token + struct.pack('<Q', last_seq))
+
+
+def frame_seeds():
+    def hello_frame(payload, **kw):
+        return hdr(len(payload), LUP_OP_HELLO, LUP_F_SYNC, **kw) + payload
+
+    return {
+        'hello.bin': hello_frame(hello_payload()),
+        'hello-resume.bin': hello_frame(hello_payload(name=b'train.rank_0', token=bytes(range(1, 17)),
+                                                      last_seq=41)),
+        'hello-name-max.bin': hello_frame(hello_payload(name=b'a' * LUP_MAX_NAME)),
+        'hello-name-too-long.bin': hello_frame(hello_payload(name=b'a' * (LUP_MAX_NAME + 1))),
+        'hello-name-bad-char.bin': hello_frame(hello_payload(name=b'a/b')),
+        'hello-name-empty.bin': hello_frame(hello_payload(name=b'')),
+        'hello-bad-magic.bin': hello_frame(hello_payload(magic=0x4c555030)),
+        'hello-bad-version.bin': hello_frame(hello_payload(version=2)),
+        'hello-trailing.bin': hello_frame(hello_payload() + b'\0'),
+        'hello-short.bin': hello_frame(hello_payload()[:-1]),
+        'ping.bin': hdr(0, LUP_OP_PING, LUP_F_SYNC, lane=7, seq=2),
+        'goodbye.bin': hdr(0, LUP_OP_GOODBYE),
+        'reply-more.bin': hdr(16, 0x100, LUP_F_REPLY | LUP_F_MORE, lane=LUP_MAX_LANES - 1, seq=9, ctx=8),
+        'hdr-max-payload.bin': hdr(LUP_MAX_PAYLOAD, 0x110, LUP_F_SYNC),
+        'hdr-too-long.bin': hdr(LUP_MAX_PAYLOAD + 1, 0x110),
+        'hdr-bad-lane.bin': hdr(0, LUP_OP_PING, lane=LUP_MAX_LANES),
+        'hdr-bad-flags.bin': hdr(0, LUP_OP_PING, flags=8),
+        'hdr-reserved.bin': hdr(0, LUP_OP_PING, reserved=1),
+        'hdr-op-zero.bin': hdr(0, 0),
+    }
+
+
+# ---- common/image.h
+
+FATBIN_MAGIC = 0xba55ed50
+FATBINC_MAGIC = 0x466243b1
+
+
+def elf64(sections, phnum=0):
+    """An ELF64 header, then `sections` as (type, offset, size) section headers."""
+    shoff = 64
+    eh = bytearray(64)
+    eh[0:4] = b'\x7fELF'
+    eh[4], eh[5], eh[6] = 2, 1, 1  # ELFCLASS64, little-endian, version
+    struct.pack_into('<HHI', eh, 16, 2, 190, 1)  # ET_EXEC, EM_CUDA
+    struct.pack_into('<QQ', eh, 32, 0, shoff if sections else 0)  # phoff, shoff
+    struct.pack_into('<HHHHHH', eh, 52, 64, 56, phnum, 64, len(sections), 0)
+    body = b''
+    for typ, off, size in sections:
+        body += struct.pack('<IIQQQQIIQQ', 0, typ, 0, 0, off, size, 0, 0, 1, 0)
+    image = bytes(eh) + body
+    end = max([len(image)] + [off + size for typ, off, size in sections if typ != 8])
+    return image + bytes(end - len(image))
+
+
+def image_seeds():
+    ptx = b'//\n// Generated by hand\n//\n\n.version 8.0\n.target sm_90\n.address_size 64\n\0'
+    fatbin_body = bytes(range(48))
+    fatbin = struct.pack('<IHHQ', FATBIN_MAGIC, 1, 16, len(fatbin_body)) + fatbin_body
+    return {
+        'ptx.bin': ptx,
+        'ptx-blank-directive.bin': b'  \t\r\n.version 7.8\n\0trailing',
+        'ptx-block-comment.bin': b'/* x */\n.entry k()\n{\n ret;\n}\n\0',
+        'ptx-no-nul.bin': ptx[:-1],
+        'fatbin.bin': fatbin,
+        'fatbin-trailing.bin': fatbin + b'\0' * 8,
+        'fatbin-short.bin': fatbin[:-1],
+        'fatbin-hsize-small.bin': struct.pack('<IHHQ', FATBIN_MAGIC, 1, 8, 0) + bytes(8),
+        'fatbinc-wrapper.bin': struct.pack('<IIQQ', FATBINC_MAGIC, 1, 0x7f0000001000, 0),
+        'elf-no-sections.bin': elf64([]),
+        'elf-sections.bin': elf64([(0, 0, 0), (1, 200, 40), (8, 4096, 1 << 20), (3, 240, 16)]),
+        'elf-section-past-end.bin': elf64([(1, 200, 40)])[:-1],
+        'elf-bad-shentsize.bin': elf64([(1, 200, 40)])[:58] + b'\x20\x00' + elf64([(1, 200, 40)])[60:],
+        'elf32.bin': b'\x7fELF\x01\x01' + bytes(58),
+    }
+
+
+# ---- abi/cuda_api.spec, as abi/gen/lupgen.py reads it (only what is needed here)
+
+WIRE = {  # type -> struct format of its wire encoding
+    'int': 'i', 'uint': 'I', 'u8': 'B', 'u16': 'H', 'u32': 'I', 'u64': 'Q', 'ull': 'Q',
+    'size_t': 'Q', 'device': 'i', 'devptr': 'Q', 'ctx': 'Q', 'stream': 'Q', 'module': 'Q',
+    'function': 'Q', 'library': 'Q', 'kernel': 'Q', 'event': 'Q', 'image': 'Q', 'float': 'f',
+}
+
+
+def parse_spec():
+    ops = []
+    with open(SPEC) as f:
+        for raw in f:
+            words = raw.split('#', 1)[0].split()
+            if not words or not words[0].isdigit():
+                continue
+            opid, name, mode = int(words[0]), words[1], words[2]
+            params = []
+            for w in words[3:]:
+                parts = w.split(':')
+                if len(parts) < 3:
+                    continue  # a flag
+                d, t, pname = parts[0], parts[1].split('=')[0], parts[2]
+                rng = None
+                for extra in parts[3:]:
+                    m = re.fullmatch(r'range=(\w+)(?:\*(\d+))?', extra)
+                    if m:
+                        rng = (m.group(1), int(m.group(2) or 1))
+                params.append((d, t, pname, rng))
+            ops.append((opid, name, mode, params))
+    return ops
+
+
+def encode_args(params, values):
+    """The payload the shim sends: every in/new/del parameter, in order."""
+    out = b''
+    for d, t, pname, _ in params:
+        if d == 'out':
+            continue
+        v = values[pname]
+        if t == 'str':
+            b = v.encode()
+            out += struct.pack('<H', len(b)) + b
+        else:
+            out += struct.pack('<' + WIRE[t], v)
+    return out
+
+
+def default_value(d, t, pname, params):
+    if t == 'devptr':
+        return FZ_B
+    if t == 'device':
+        return 0
+    if t == 'ctx':
+        return PRIMARY0
+    if d == 'new':
+        return FRESH_ID
+    if t == 'stream':
+        return FZ_STREAM
+    if t == 'event':
+        return FZ_EVENT
+    if t in ('module', 'function', 'library', 'kernel'):
+        return UNKNOWN_ID
+    if t == 'image':
+        return 1  # a blob id; the fake session has uploaded none
+    if t == 'str':
+        return 'kernel'
+    if t == 'float':
+        return 0.0
+    # a count a range refers to: small, so the range fits
+    if any(r and r[0] == pname for _, _, _, r in params):
+        return 64
+    return 0
+
+
+# Per-op overrides: name -> list of (seed suffix, ctx, {param: value}[, sel flags]).
+OVERRIDES = {
+    'cuMemAlloc_v2': [('small', PRIMARY0, {'bytesize': 100}), ('big', CTX1, {'bytesize': 5 << 20}),
+                      ('zero', PRIMARY0, {'bytesize': 0}), ('huge', PRIMARY0, {'bytesize': 1 << 40})],
+    'cuMemFree_v2': [('a', PRIMARY0, {'dptr': FZ_A}), ('d', CTX1, {'dptr': FZ_D}),
+                     ('inner', PRIMARY0, {'dptr': FZ_B + 16}), ('outside', PRIMARY0, {'dptr': 0x1000})],
+    'cuMemsetD8_v2': [('a', PRIMARY0, {'dstDevice': FZ_A, 'uc': 0xab, 'N': 4096}),
+                      ('a-over', PRIMARY0, {'dstDevice': FZ_A, 'uc': 1, 'N': 4097}),
+                      ('c-ctx1', CTX1, {'dstDevice': FZ_C, 'uc': 1, 'N': 256})],
+    'cuMemsetD16_v2': [('b-end', PRIMARY0, {'dstDevice': FZ_B + (3 << 20) - 8, 'us': 7, 'N': 4}),
+                       ('b-over', PRIMARY0, {'dstDevice': FZ_B + (3 << 20) - 8, 'us': 7, 'N': 5})],
+    'cuMemsetD32_v2': [('d', CTX1, {'dstDevice': FZ_D, 'ui': 0xdeadbeef, 'N': 1 << 18}),
+                       ('overflow', PRIMARY0, {'dstDevice': FZ_A, 'ui': 0, 'N': 1 << 62})],
+    'cuMemsetD8Async': [('legacy', PRIMARY0, {'dstDevice': FZ_A, 'uc': 2, 'N': 16, 'hStream': 1})],
+    'cuMemsetD16Async': [('perthread', PRIMARY0, {'dstDevice': FZ_A, 'us': 2, 'N': 16, 'hStream': 2})],
+    'cuMemsetD32Async': [('badstream', PRIMARY0, {'dstDevice': FZ_A, 'ui': 2, 'N': 16, 'hStream': 3})],
+    'cuMemcpyDtoD_v2': [('b-to-d', PRIMARY0, {'dstDevice': FZ_D, 'srcDevice': FZ_B, 'ByteCount': 1 << 20}),
+                        ('c-over', PRIMARY0, {'dstDevice': FZ_C, 'srcDevice': FZ_A, 'ByteCount': 257})],
+    'cuMemcpyDtoDAsync_v2': [('a-to-c', CTX1, {'dstDevice': FZ_C, 'srcDevice': FZ_A, 'ByteCount': 256,
+                                               'hStream': 0})],
+    'cuCtxSynchronize': [('primary', PRIMARY0, {}), ('ctx1', CTX1, {}), ('none', 0, {}),
+                         ('primary1', PRIMARY0 + 0x100, {}), ('ctx1-bound', CTX1, {}, BIND_CTX1),
+                         ('primary-from-ctx1', PRIMARY0, {}, BIND_CTX1)],
+    'cuMemGetInfo_v2': [('primary', PRIMARY0, {}), ('unknown', 0x123456, {})],
+    'lupCtxCreate': [('dev1', 0, {'id': CTX1 + 1, 'flags': 0, 'dev': 1}),
+                     ('dup', 0, {'id': CTX1, 'flags': 0, 'dev': 0}),
+                     ('low-id', 0, {'id': PRIMARY0, 'flags': 0, 'dev': 0}),
+                     ('bad-dev', 0, {'id': CTX1 + 2, 'flags': 0, 'dev': 2})],
+    'lupCtxDestroy': [('ctx1', 0, {'id': CTX1}), ('unknown', 0, {'id': CTX1 + 1}),
+                      ('ctx1-bound', 0, {'id': CTX1}, BIND_CTX1)],
+    'lupPrimaryCtxRetain': [('dev1', 0, {'dev': 1}), ('dev0', 0, {'dev': 0}), ('neg', 0, {'dev': -1})],
+    'lupPrimaryCtxRelease': [('dev0', 0, {'dev': 0}), ('dev1', 0, {'dev': 1}),
+                             ('dev0-ctx1-bound', 0, {'dev': 0}, BIND_CTX1)],
+    'lupPrimaryCtxSetFlags': [('dev0', 0, {'dev': 0, 'flags': 4})],
+    'lupPrimaryCtxReset': [('dev0', 0, {'dev': 0}), ('dev1', 0, {'dev': 1})],
+}
+
+
+def worker_seeds(ops):
+    seeds = {}
+
+    def add(fname, opid, ctx, payload, flags=0):
+        seeds[fname] = struct.pack('<HQ', (opid - 256) | flags, ctx) + payload
+
+    for opid, name, mode, params in ops:
+        base = {p[2]: default_value(p[0], p[1], p[2], params) for p in params}
+        cases = OVERRIDES.get(name, [('ok', PRIMARY0, {})])
+        for suffix, ctx, vals, *flags in cases:
+            v = dict(base)
+            v.update(vals)
+            add(f'{name}-{suffix}.bin', opid, ctx, encode_args(params, v), *flags)
+        v = dict(base)
+        v.update(cases[0][2])
+        args = encode_args(params, v)
+        if mode == 'sync':
+            add(f'{name}-latched.bin', opid, cases[0][1], args, LATCHED)
+        if args:
+            add(f'{name}-short.bin', opid, cases[0][1], args[:-1])
+    return seeds
+
+
+def worker_known_bugs(ops):
+    """Reproducers of bugs not fixed yet (see known_bug() in fuzz_worker_ops.c)."""
+    ids = {name: opid for opid, name, _, _ in ops}
+    seeds = {}
+    if 'lupCtxDestroy' in ids:
+        # PRIMARY0 bound; destroying CTX1 leaves no context current
+        seeds['ctx-binding-destroy-other.bin'] = (struct.pack('<HQ', ids['lupCtxDestroy'] - 256, 0) +
+                                                  struct.pack('<Q', CTX1))
+    if 'lupPrimaryCtxReset' in ids:
+        # CTX1 bound; resetting device 0 makes its primary context current
+        seeds['ctx-binding-reset-other.bin'] = (struct.pack('<HQ', (ids['lupPrimaryCtxReset'] - 256) | BIND_CTX1, 0) +
+                                                struct.pack('<i', 0))
+    return seeds
+
+
+def write_dir(target, seeds):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    for fname, data in sorted(seeds.items()):
+        with open(os.path.join(d, fname), 'wb') as f:
+            f.write(data)
+    print(f'{d}: {len(seeds)} seeds')
+
+
+def main():
+    if len(sys.argv) != 1:
+        sys.exit(__doc__)
+    write_dir('fuzz_frame', frame_seeds())
+    write_dir('fuzz_image', image_seeds())
+    # image-short-ptx: "//" and its NUL, then a byte more
+    write_dir(os.path.join('known-bugs', 'fuzz_image'), {'short-ptx.bin': b'//\0\0'})
+    ops = parse_spec()
+    write_dir('fuzz_worker_ops', worker_seeds(ops))
+    write_dir(os.path.join('known-bugs', 'fuzz_worker_ops'), worker_known_bugs(ops))
+
+
+if __name__ == '__main__':
+    main()
