@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -175,7 +176,7 @@ static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const u
 /* Executes every complete frame in the input buffer. */
 static int process_input(struct lupw_session *s)
 {
-        size_t off = 0;
+        size_t off = s->in_off;
         int rc = 0;
 
         while (s->in_len - off >= LUP_HDR_SIZE && !s->stop) {
@@ -192,8 +193,18 @@ static int process_input(struct lupw_session *s)
                         return rc;
                 off += LUP_HDR_SIZE + h.len;
         }
-        memmove(s->in, s->in + off, s->in_len - off);
-        s->in_len -= off;
+        /* Compact only when the tail cannot take a whole frame: moving a
+         * partial 1 MiB frame after every read would cost as much as the
+         * copy to the device. */
+        if (off == s->in_len) {
+                s->in_off = s->in_len = 0;
+        } else if (s->in_cap - s->in_len < LUP_HDR_SIZE + LUP_MAX_PAYLOAD) {
+                memmove(s->in, s->in + off, s->in_len - off);
+                s->in_len -= off;
+                s->in_off = 0;
+        } else {
+                s->in_off = off;
+        }
         /* send what finished meanwhile, without waiting for the rest */
         if (s->n_pending && (rc = lupw_flush_pending(s, false)) < 0)
                 return rc;
@@ -266,6 +277,8 @@ static int setup_session(struct lupw_session *s, const struct lup_hdr *req)
                 free(s->staging);
                 s->staging = pin;
                 s->staging_pinned = true;
+                if (be->cuMemAllocHost_v2(&pin, LUP_BULK_CHUNK) == CUDA_SUCCESS)
+                        s->staging2 = pin;
         }
 
         uint64_t want = LUP_ARENA_BASE + (uint64_t)s->slot * LUP_ARENA_SIZE;
@@ -363,12 +376,58 @@ static void send_ready(struct lupw_session *s, int status)
 
 /* ---- the loop */
 
+static uint64_t mono_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Non-blocking reads for up to s->spin_ns. Returns bytes read, 0 on EOF,
+ * -EAGAIN when nothing came. */
+static ssize_t spin_recv(struct lupw_session *s)
+{
+        uint64_t deadline = mono_ns() + s->spin_ns;
+        do {
+                ssize_t k = recv(s->fd, s->in + s->in_len, s->in_cap - s->in_len, MSG_DONTWAIT);
+                if (k >= 0)
+                        return k;
+                if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                        return -EAGAIN; /* let the ring report the error */
+        } while (mono_ns() < deadline);
+        return -EAGAIN;
+}
+
 static int serve(struct lupw_session *s)
 {
         bool recv_armed = false, ctl_armed = false;
 
+        int spins_in_a_row = 0;
+
         while (!s->stop) {
                 struct io_uring_sqe *sqe;
+                /* A client in a call/return loop sends again within
+                 * microseconds: poll briefly before sleeping in the ring,
+                 * which saves a wake-up per call. Every so often go through
+                 * the ring anyway, so control messages are seen. */
+                if (!recv_armed && s->spin_ns && spins_in_a_row < 64) {
+                        ssize_t k = spin_recv(s);
+                        if (k > 0) {
+                                spins_in_a_row++;
+                                s->in_len += (size_t)k;
+                                if (process_input(s) < 0) {
+                                        lup_warn("session %s: closing connection: %s (op at seq %llu)", s->name,
+                                                 s->why ? s->why : "write failed", (unsigned long long)s->last_seq);
+                                        s->stop = true;
+                                }
+                                continue;
+                        }
+                        if (k == 0) {
+                                lup_info("session %s: client disconnected", s->name);
+                                break;
+                        }
+                }
+                spins_in_a_row = 0;
                 if (!recv_armed) {
                         sqe = io_uring_get_sqe(&s->ring);
                         io_uring_prep_recv(sqe, s->fd, s->in + s->in_len, s->in_cap - s->in_len, 0);
@@ -439,9 +498,14 @@ int worker_main(const struct lupd_config *cfg)
         s->cfg = cfg;
         s->ctl_fd = cfg->ctl_fd;
         s->fd = -1;
-        s->in_cap = LUP_HDR_SIZE + LUP_MAX_PAYLOAD + 64 * 1024;
+        s->in_cap = 8u << 20; /* several frames: see process_input's compaction */
         s->out_cap = OUT_CAP;
         s->in = malloc(s->in_cap);
+        /* LUPINE_SPIN_US: how long a worker polls for the next frame before
+         * sleeping (default 50; 0 turns polling off) */
+        const char *spin = getenv("LUPINE_SPIN_US");
+        long spin_us = spin && *spin ? strtol(spin, NULL, 10) : 50;
+        s->spin_ns = spin_us > 0 && spin_us < 100000 ? (uint64_t)spin_us * 1000 : 0;
         s->out = malloc(s->out_cap);
         s->staging = malloc(LUP_BULK_CHUNK);
         if (!s->in || !s->out || !s->staging)
@@ -472,6 +536,8 @@ out_release:
                 s->be.fn.cuMemFreeHost(s->in);
         if (s->staging_pinned)
                 s->be.fn.cuMemFreeHost(s->staging);
+        if (s->staging2)
+                s->be.fn.cuMemFreeHost(s->staging2);
         if (s->in_pinned)
                 s->in = NULL;
         if (s->staging_pinned)

@@ -86,32 +86,82 @@ static int send_data(struct lupw_session *s, uint64_t token, uint64_t off, const
         return 0;
 }
 
-/* Copies device memory to the client through the bounce buffer, as reply
- * chunks of request h (token == 0) or as DATA frames for token. */
-static int copy_out_sync(struct lupw_session *s, const struct lup_hdr *h, uint64_t token, uint64_t src, uint64_t n)
+static int send_out(struct lupw_session *s, const struct lup_hdr *h, uint64_t token, uint64_t off, uint64_t n,
+                    const uint8_t *data, size_t k)
 {
-        for (uint64_t off = 0; off < n;) {
-                size_t k = n - off < LUP_BULK_CHUNK ? (size_t)(n - off) : LUP_BULK_CHUNK;
-                CUresult res = s->be.fn.cuMemcpyDtoH_v2(s->staging, src + off, k);
-                if (res != CUDA_SUCCESS) {
-                        if (token) {
-                                lupw_latch(s, res, "cuMemcpyDtoHAsync");
-                                return send_data(s, token, off, NULL, 0, res);
-                        }
-                        return lupw_reply(s, h, 0, res, NULL, 0);
+        if (token)
+                return send_data(s, token, off, data, k, CUDA_SUCCESS);
+        struct lup_hdr rh = { .len = (uint32_t)k, .op = h->op, .flags = LUP_F_REPLY | (off + k < n ? LUP_F_MORE : 0),
+                              .lane = h->lane, .seq = h->seq, .ctx = s->last_seq };
+        return send_chunk(s, &rh, data, k);
+}
+
+static int fail_out(struct lupw_session *s, const struct lup_hdr *h, uint64_t token, uint64_t off, CUresult res)
+{
+        if (token) {
+                lupw_latch(s, res, "cuMemcpyDtoHAsync");
+                return send_data(s, token, off, NULL, 0, res);
+        }
+        return lupw_reply(s, h, 0, res, NULL, 0);
+}
+
+/* Copies device memory to the client, as reply chunks of request h
+ * (token == 0) or as DATA frames for token. With two pinned bounce buffers
+ * the next chunk crosses PCIe while the current one crosses the network. */
+static int copy_out_sync(struct lupw_session *s, const struct lup_hdr *h, uint64_t token, uint64_t src, uint64_t n,
+                         CUstream st)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        bool pipelined = s->staging2 && n > LUP_BULK_CHUNK;
+        for (int i = 0; pipelined && i < 2; i++)
+                if (!s->chunk_done[i] && be->cuEventCreate(&s->chunk_done[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+                        pipelined = false;
+        if (!pipelined) {
+                /* a synchronous copy orders only with the legacy stream: wait
+                 * for the request's own stream first */
+                CUresult res = st ? be->cuStreamSynchronize(st) : CUDA_SUCCESS;
+                if (res != CUDA_SUCCESS)
+                        return fail_out(s, h, token, 0, res);
+                for (uint64_t off = 0; off < n;) {
+                        size_t k = n - off < LUP_BULK_CHUNK ? (size_t)(n - off) : LUP_BULK_CHUNK;
+                        res = be->cuMemcpyDtoH_v2(s->staging, src + off, k);
+                        if (res != CUDA_SUCCESS)
+                                return fail_out(s, h, token, off, res);
+                        int rc = send_out(s, h, token, off, n, s->staging, k);
+                        if (rc < 0)
+                                return rc;
+                        off += k;
                 }
-                int rc;
-                if (token) {
-                        rc = send_data(s, token, off, s->staging, k, CUDA_SUCCESS);
-                } else {
-                        struct lup_hdr rh = { .len = (uint32_t)k, .op = h->op,
-                                              .flags = LUP_F_REPLY | (off + k < n ? LUP_F_MORE : 0),
-                                              .lane = h->lane, .seq = h->seq, .ctx = s->last_seq };
-                        rc = send_chunk(s, &rh, s->staging, k);
+                return 0;
+        }
+        uint8_t *buf[2] = { s->staging, s->staging2 };
+        uint64_t chunks = (n + LUP_BULK_CHUNK - 1) / LUP_BULK_CHUNK;
+        CUresult res = CUDA_SUCCESS;
+        for (uint64_t i = 0; i <= chunks && res == CUDA_SUCCESS; i++) {
+                /* queue chunk i, then send chunk i - 1 while it copies */
+                if (i < chunks) {
+                        uint64_t off = i * LUP_BULK_CHUNK;
+                        size_t k = n - off < LUP_BULK_CHUNK ? (size_t)(n - off) : LUP_BULK_CHUNK;
+                        res = be->cuMemcpyDtoHAsync_v2(buf[i % 2], src + off, k, st);
+                        if (res == CUDA_SUCCESS)
+                                res = be->cuEventRecord(s->chunk_done[i % 2], st);
+                        if (res != CUDA_SUCCESS)
+                                break;
                 }
-                if (rc < 0)
-                        return rc;
-                off += k;
+                if (i > 0) {
+                        uint64_t off = (i - 1) * LUP_BULK_CHUNK;
+                        size_t k = n - off < LUP_BULK_CHUNK ? (size_t)(n - off) : LUP_BULK_CHUNK;
+                        res = be->cuEventSynchronize(s->chunk_done[(i - 1) % 2]);
+                        if (res != CUDA_SUCCESS)
+                                break;
+                        int rc = send_out(s, h, token, off, n, buf[(i - 1) % 2], k);
+                        if (rc < 0)
+                                return rc;
+                }
+        }
+        if (res != CUDA_SUCCESS) {
+                be->cuStreamSynchronize(st); /* nothing may still write into the bounce buffers */
+                return fail_out(s, h, token, 0, res);
         }
         return 0;
 }
@@ -142,12 +192,10 @@ int lupw_op_dtoh(struct lupw_session *s, const struct lup_hdr *h, const uint8_t 
                 res = lupw_check_range(s, src, n, 1);
         if (res == CUDA_SUCCESS)
                 res = lupw_stream(s, stream, &st);
-        /* a copy on a stream sees the stream's earlier work */
-        if (res == CUDA_SUCCESS && st)
-                res = s->be.fn.cuStreamSynchronize(st);
         if (res != CUDA_SUCCESS)
                 return lupw_reply(s, h, 0, res, NULL, 0);
-        return copy_out_sync(s, h, 0, src, n);
+        /* the chunks are queued on the request's stream, after its earlier work */
+        return copy_out_sync(s, h, 0, src, n, st);
 }
 
 static struct lupw_pending_dtoh *pending_at(struct lupw_session *s, unsigned i)
@@ -237,7 +285,7 @@ int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const ui
                         return send_data(s, token, 0, NULL, 0, res);
                 }
                 int rc = lupw_flush_pending(s, true);
-                return rc < 0 ? rc : copy_out_sync(s, NULL, token, src, n);
+                return rc < 0 ? rc : copy_out_sync(s, NULL, token, src, n, st);
         }
         size_t off;
         int rc = ring_take(s, (size_t)n, &off);
@@ -263,6 +311,9 @@ int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const ui
 
 void lupw_copy_free(struct lupw_session *s)
 {
+        for (int i = 0; i < 2; i++)
+                if (s->chunk_done[i])
+                        s->be.fn.cuEventDestroy_v2(s->chunk_done[i]);
         for (unsigned i = 0; i < LUPW_MAX_PENDING; i++)
                 if (s->pending[i].done)
                         s->be.fn.cuEventDestroy_v2(s->pending[i].done);

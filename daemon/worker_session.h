@@ -83,7 +83,10 @@ struct lupw_session {
         const char *why;                        /* reason for closing the connection */
 
         uint8_t *in;
-        size_t in_len, in_cap;
+        size_t in_off, in_len, in_cap;          /* unprocessed bytes are [in_off, in_len) */
+        uint64_t spin_ns;                       /* busy-poll budget before sleeping */
+        uint8_t *staging2;                      /* second bounce buffer: copy one chunk while sending another */
+        CUevent chunk_done[2];
         uint8_t *out;
         size_t out_len, out_cap;
         uint8_t *staging;                       /* device->host bounce buffer */

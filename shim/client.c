@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -200,13 +202,46 @@ static int read_data_frame(const struct lup_hdr *h, const char **why)
         return 0;
 }
 
+static uint64_t spin_ns = 50000; /* LUPINE_SPIN_US, read at init */
+
+static uint64_t mono_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads a frame header, polling for a short while first: a reply usually
+ * comes within tens of microseconds, and sleeping costs a wake-up. */
+static int read_header(uint8_t *hb)
+{
+        size_t got = 0;
+        if (spin_ns) {
+                uint64_t deadline = mono_ns() + spin_ns;
+                while (got < LUP_HDR_SIZE) {
+                        ssize_t k = recv(conn.fd, hb + got, LUP_HDR_SIZE - got, MSG_DONTWAIT);
+                        if (k > 0) {
+                                got += (size_t)k;
+                                continue;
+                        }
+                        if (k == 0)
+                                return -ECONNRESET;
+                        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                                return -errno;
+                        if (mono_ns() >= deadline)
+                                break;
+                }
+        }
+        return got == LUP_HDR_SIZE ? 0 : lup_read_full(conn.fd, hb + got, LUP_HDR_SIZE - got);
+}
+
 /* Reads one frame with the reader role held (recv_lock NOT held).
  * Returns 0 or -errno; on protocol errors sets *why. */
 static int read_one_frame(const char **why)
 {
         uint8_t hb[LUP_HDR_SIZE];
         struct lup_hdr h;
-        int rc = lup_read_full(conn.fd, hb, sizeof(hb));
+        int rc = read_header(hb);
         if (rc < 0) {
                 *why = rc == -ECONNRESET ? "server closed the connection" : strerror(-rc);
                 return rc;
@@ -578,6 +613,11 @@ static void do_init(void)
 
         lup_log_setup("lupine", LUP_LOG_INFO);
         lup_trace_setup_from_env();
+        const char *spin = getenv("LUPINE_SPIN_US");
+        if (spin && *spin) {
+                long us = strtol(spin, NULL, 10);
+                spin_ns = us > 0 && us < 100000 ? (uint64_t)us * 1000 : 0;
+        }
 
         int fd = connect_any(tried, sizeof(tried));
         if (fd < 0) {

@@ -102,8 +102,8 @@ def test_programs(d, progs):
 KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'kernels')
 
 
-def test_kernels(d, progs):
-    r = run_prog(progs, 'e2e_kernels', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
+def test_kernels(d, progs, launches):
+    r = run_prog(progs, 'e2e_kernels', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS, str(launches)])
     check('kernels, streams, events, callbacks, copies (e2e_kernels)',
           r.returncode == 0 and 'e2e_kernels: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])
     print(r.stdout.strip())
@@ -196,7 +196,7 @@ def main():
         d = Daemon(lupined, tmp, backend)
         try:
             test_programs(d, progs)
-            test_kernels(d, progs)
+            test_kernels(d, progs, 100000 if backend == 'cuda' else 10000)
             test_many_clients(d, progs)
             test_bad_input(d)
             test_noserver(progs)

@@ -52,10 +52,17 @@ real_dir=$(dirname "$(ldconfig -p | awk '/libcuda.so.1 /{print $NF; exit}')")
 export -n LUPINE_SERVER 2>/dev/null || true
 step "baseline e2e_basic on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_basic"
 step "baseline e2e_threads on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_threads"
+step "baseline e2e_kernels on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_kernels" tests/kernels 100000
+step "baseline e2e_sticky on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_sticky" tests/kernels
 
 # Everything through lupine on the H200.
 step "e2e scenarios through lupined --backend cuda" \
         python3 tests/e2e/run_e2e.py "$BUILD/daemon/lupined" "$BUILD/tests" "$BUILD/shim" --backend cuda
+
+if [ -z "${LUPINE_GPU_NO_BENCH:-}" ]; then
+        echo "=== benchmarks (local driver vs lupine, same job)" | tee -a "$LOG"
+        tests/bench/run.sh "$BUILD" ${LUPINE_GPU_QUICK_BENCH:+quick} 2>&1 | tee -a "$LOG" || echo "benchmarks failed (see $LOG)"
+fi
 
 if [ "$fail" -eq 0 ]; then
         echo "lupine gpu: PASS $pass/$((pass + fail)) on $gpu"

@@ -384,7 +384,8 @@ static void test_bad_launches(CUmodule m)
         size_t wrong = 4;
         char buf[64] = { 0 };
         void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &wrong, CU_LAUNCH_PARAM_END };
-        EXPECT_ERR(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, NULL, extra), CUDA_ERROR_INVALID_VALUE);
+        if (through_lupine) /* driver 580 accepts a short buffer and then faults the context */
+                EXPECT_ERR(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, NULL, extra), CUDA_ERROR_INVALID_VALUE);
         if (through_lupine) /* the real driver reads the missing array and crashes */
                 EXPECT_ERR(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
         CK(cuCtxSynchronize()); /* none of those left an error behind */
@@ -401,7 +402,9 @@ static void test_bad_launches(CUmodule m)
         /* a fatbin whose header cuts its first entry short */
         memset(fat + 8, 0, 8);
         fat[8] = 64;
-        EXPECT_ERR(cuModuleLoadData(&bad, fat), CUDA_ERROR_INVALID_IMAGE);
+        CUresult lr = cuModuleLoadData(&bad, fat);
+        /* the driver says INVALID_PTX when the damaged fatbin holds PTX */
+        EXPECT(lr == CUDA_ERROR_INVALID_IMAGE || lr == CUDA_ERROR_INVALID_PTX);
         free(fat);
         printf("  bad launch configurations and images refused\n");
 }
