@@ -140,6 +140,8 @@ static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const u
                 return -EBADMSG;
         }
         s->last_seq = h->seq;
+        if (s->htod_pending && h->op != LUP_OP_MEMCPY_HTOD)
+                lupw_htod_wait(s);
         /* Asynchronous device->host data always reaches the client before
          * the answer to any synchronous call that follows it. */
         if ((h->flags & LUP_F_SYNC) && s->n_pending) {
@@ -196,9 +198,10 @@ static int process_input(struct lupw_session *s)
         /* Compact only when the tail cannot take a whole frame: moving a
          * partial 1 MiB frame after every read would cost as much as the
          * copy to the device. */
-        if (off == s->in_len) {
+        if (off == s->in_len && !s->htod_pending) {
                 s->in_off = s->in_len = 0;
         } else if (s->in_cap - s->in_len < LUP_HDR_SIZE + LUP_MAX_PAYLOAD) {
+                lupw_htod_wait(s); /* copies may still read what is moved over */
                 memmove(s->in, s->in + off, s->in_len - off);
                 s->in_len -= off;
                 s->in_off = 0;

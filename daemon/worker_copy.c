@@ -42,10 +42,26 @@ int lupw_op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t 
                 res = lupw_check_range(s, dst, n, 1);
         if (res == CUDA_SUCCESS)
                 res = lupw_stream(s, stream, &st);
-        /* The bytes sit in the receive buffer, which the next read reuses:
-         * the copy must be complete before this returns. */
-        if (res == CUDA_SUCCESS)
+        if (res == CUDA_SUCCESS && s->in_pinned && !(h->flags & LUP_F_SYNC) &&
+            (s->htod_done || s->be.fn.cuEventCreate(&s->htod_done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)) {
+                /* From the pinned receive buffer the copy runs while the next
+                 * chunk arrives. The worker waits for it before it executes
+                 * anything but another chunk, and before that part of the
+                 * buffer is reused (lupw_htod_wait), so every later call sees
+                 * the data, as after a synchronous copy. */
+                if (s->htod_pending && st != s->htod_stream)
+                        lupw_htod_wait(s);
+                res = s->be.fn.cuMemcpyHtoDAsync_v2(dst, p + r.off, n, st);
+                if (res == CUDA_SUCCESS)
+                        res = s->be.fn.cuEventRecord(s->htod_done, st);
+                if (res == CUDA_SUCCESS) {
+                        s->htod_pending = true;
+                        s->htod_stream = st;
+                }
+        } else if (res == CUDA_SUCCESS) {
+                /* the bytes sit in the receive buffer, which the next read reuses */
                 res = s->be.fn.cuMemcpyHtoD_v2(dst, p + r.off, n);
+        }
         if (h->flags & LUP_F_SYNC)
                 return lupw_reply(s, h, 0, res, NULL, 0);
         lupw_latch(s, res, "cuMemcpyHtoD");
@@ -84,6 +100,14 @@ static int send_data(struct lupw_session *s, uint64_t token, uint64_t off, const
                 return -EPIPE;
         }
         return 0;
+}
+
+void lupw_htod_wait(struct lupw_session *s)
+{
+        if (!s->htod_pending)
+                return;
+        s->htod_pending = false;
+        lupw_latch(s, s->be.fn.cuEventSynchronize(s->htod_done), "cuMemcpyHtoD");
 }
 
 static int send_out(struct lupw_session *s, const struct lup_hdr *h, uint64_t token, uint64_t off, uint64_t n,
@@ -311,6 +335,9 @@ int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const ui
 
 void lupw_copy_free(struct lupw_session *s)
 {
+        lupw_htod_wait(s);
+        if (s->htod_done)
+                s->be.fn.cuEventDestroy_v2(s->htod_done);
         for (int i = 0; i < 2; i++)
                 if (s->chunk_done[i])
                         s->be.fn.cuEventDestroy_v2(s->chunk_done[i]);

@@ -87,6 +87,9 @@ struct lupw_session {
         uint64_t spin_ns;                       /* busy-poll budget before sleeping */
         uint8_t *staging2;                      /* second bounce buffer: copy one chunk while sending another */
         CUevent chunk_done[2];
+        CUevent htod_done;                      /* host->device chunks copied from `in` */
+        bool htod_pending;
+        CUstream htod_stream;
         uint8_t *out;
         size_t out_len, out_cap;
         uint8_t *staging;                       /* device->host bounce buffer */
@@ -115,6 +118,8 @@ int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const ui
  * (before any reply that is a synchronisation point). */
 int lupw_flush_pending(struct lupw_session *s, bool wait);
 void lupw_copy_free(struct lupw_session *s);
+/* Waits for host->device copies still reading the receive buffer. */
+void lupw_htod_wait(struct lupw_session *s);
 
 /* worker.c */
 int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags, CUresult status,
