@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -93,6 +94,27 @@ int lup_connect(const struct lup_endpoint *ep)
         return fd;
 }
 
+/* A socket file left by an earlier run is removed; one that still answers
+ * (another live daemon) or anything that is not a socket is left alone and
+ * reported (-EADDRINUSE / -EEXIST). */
+static int remove_stale_socket(const struct lup_endpoint *ep)
+{
+        const struct sockaddr_un *un = (const struct sockaddr_un *)&ep->addr;
+        struct stat st;
+        if (lstat(un->sun_path, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISSOCK(st.st_mode))
+                return -EEXIST;
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (probe < 0)
+                return -errno;
+        int live = connect(probe, (const struct sockaddr *)&ep->addr, ep->addrlen) == 0;
+        close(probe);
+        if (live)
+                return -EADDRINUSE;
+        return unlink(un->sun_path) < 0 && errno != ENOENT ? -errno : 0;
+}
+
 int lup_listen(const struct lup_endpoint *ep, int backlog)
 {
         int one = 1;
@@ -100,8 +122,11 @@ int lup_listen(const struct lup_endpoint *ep, int backlog)
         if (fd < 0)
                 return -errno;
         if (ep->family == AF_UNIX) {
-                const struct sockaddr_un *un = (const struct sockaddr_un *)&ep->addr;
-                (void)unlink(un->sun_path); /* a stale socket from an earlier run */
+                int rc = remove_stale_socket(ep);
+                if (rc < 0) {
+                        close(fd);
+                        return rc;
+                }
         } else {
                 (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         }

@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -151,6 +152,7 @@ static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const u
         }
         switch (h->op) {
         case LUP_OP_GOODBYE:
+                lup_info("session %s: client said goodbye after %llu calls", s->name, (unsigned long long)s->last_seq);
                 s->stop = true;
                 return 0;
         case LUP_OP_PING:
@@ -308,12 +310,18 @@ static int setup_session(struct lupw_session *s, const struct lup_hdr *req)
         if (!buf)
                 return refuse(s, req, CUDA_ERROR_OUT_OF_MEMORY, "out of memory in the worker");
         struct lup_wr w = lup_wr_init(buf, cap);
-        uint8_t token[LUP_TOKEN_SIZE] = { 0 };
+        /* The resume token: only its holder may take the session over later
+         * (reconnect and restore are built on it). */
+        if (getrandom(s->token, sizeof(s->token), 0) != (ssize_t)sizeof(s->token)) {
+                free(buf);
+                return refuse(s, req, CUDA_ERROR_OPERATING_SYSTEM, "no randomness for the session token");
+        }
+        const uint8_t *token = s->token;
         lup_wr_u32(&w, LUP_PROTO_MAGIC);
         lup_wr_u32(&w, LUP_PROTO_VERSION);
         lup_wr_u32(&w, (uint32_t)drv);
         lup_wr_u32(&w, (uint32_t)s->be.kind);
-        lup_wr_bytes(&w, token, sizeof(token));
+        lup_wr_bytes(&w, token, LUP_TOKEN_SIZE);
         lup_wr_u64(&w, want);
         lup_wr_u64(&w, LUP_ARENA_SIZE);
         lup_wr_u64(&w, s->last_seq);

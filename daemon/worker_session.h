@@ -52,6 +52,7 @@ struct lupw_session {
         int ctl_fd;
         int fd;                                 /* the client connection */
         char name[LUP_MAX_NAME + 1];
+        uint8_t token[LUP_TOKEN_SIZE];          /* the session's resume token */
         uint32_t slot;
         int n_devices;
 

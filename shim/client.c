@@ -55,6 +55,7 @@ struct lupc_conn {
         bool dead;
         uint32_t driver_version;
         int backend;
+        uint8_t token[LUP_TOKEN_SIZE];  /* proves the session is ours on resume */
 };
 
 static struct lupc_conn conn = {
@@ -507,6 +508,7 @@ static int decode_hello_reply(const uint8_t *p, size_t n, uint64_t *ret_base, ui
         lup_rd_u32(&r, &drv);
         lup_rd_u32(&r, &backend);
         lup_rd_copy(&r, token, sizeof(token));
+        memcpy(conn.token, token, sizeof(token));
         lup_rd_u64(&r, &base);
         lup_rd_u64(&r, &size);
         lup_rd_u64(&r, &last);
@@ -699,4 +701,18 @@ CUresult lupc_init(void)
         pthread_once(&init_once, do_init);
         atomic_store_explicit(&init_done, true, memory_order_release);
         return init_result;
+}
+
+/* An orderly goodbye when the process exits, so the worker ends the session
+ * at once instead of treating the closed socket as a network failure. Never
+ * blocks: if another thread holds the send lock, the socket simply closes. */
+__attribute__((destructor)) static void say_goodbye(void)
+{
+        if (conn.fd < 0 || conn.dead || pthread_mutex_trylock(&conn.send_lock) != 0)
+                return;
+        uint8_t hb[LUP_HDR_SIZE];
+        struct lup_hdr h = { .op = LUP_OP_GOODBYE, .seq = conn.next_seq++ };
+        lup_hdr_encode(hb, &h);
+        (void)send(conn.fd, hb, sizeof(hb), MSG_NOSIGNAL | MSG_DONTWAIT);
+        pthread_mutex_unlock(&conn.send_lock);
 }

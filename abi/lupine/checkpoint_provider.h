@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lupine checkpoint-provider ABI, version 1.
+ *
+ * A provider decides WHERE checkpoint bytes go (a directory, an object
+ * store, ...); lupined decides WHAT the state is. A provider is a shared
+ * library exporting
+ *
+ *     const struct lupine_checkpoint_provider *lupine_checkpoint_provider_v1(void);
+ *
+ * and is loaded from --checkpoint-provider PATH or LUPINE_CHECKPOINT_LIBRARY.
+ * The daemon checks abi_version and struct_size before using any callback;
+ * a newer daemon accepts an older, smaller struct and never calls past its
+ * end.
+ *
+ * Model. A checkpoint is identified by (session, epoch). A save streams
+ * named objects in pieces and then commits atomically: after commit, a load
+ * of that (session, epoch) sees every object in full; before commit (or
+ * after abort, or after a crash at any point) the previous committed epoch
+ * of the session is untouched and stays loadable. Loads, listings and
+ * deletes work on committed checkpoints only.
+ *
+ * Threading. The daemon calls a provider instance from one thread at a
+ * time. Different sessions may use different instances (open is per
+ * process; workers are separate processes).
+ *
+ * Errors. Every callback returns 0 or a negative errno value (-EIO, -ENOSPC,
+ * -ENOENT, ...), and may describe the failure in the instance's error
+ * buffer (lupine_checkpoint_provider.last_error). Callbacks never exit or
+ * abort the process.
+ *
+ * Names. Session names are 1..128 bytes of [A-Za-z0-9._-]. Object names are
+ * 1..255 bytes of [A-Za-z0-9._-/] without "..", chosen by the daemon (for
+ * example "manifest", "mem/000001"). Providers may rely on both rules.
+ */
+#ifndef LUPINE_CHECKPOINT_PROVIDER_H
+#define LUPINE_CHECKPOINT_PROVIDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LUPINE_CHECKPOINT_ABI_VERSION 1u
+#define LUPINE_CHECKPOINT_SYMBOL "lupine_checkpoint_provider_v1"
+
+struct lupine_ckpt_instance;    /* opaque, the provider's */
+struct lupine_ckpt_save;        /* one save in progress */
+struct lupine_ckpt_load;        /* one committed checkpoint opened for reading */
+
+struct lupine_ckpt_info {
+        char session[129];
+        uint64_t epoch;
+        uint64_t bytes;         /* total object bytes, if the provider knows (else 0) */
+        int64_t committed_unix; /* seconds since the epoch, if known (else 0) */
+};
+
+struct lupine_checkpoint_provider {
+        uint32_t abi_version;   /* LUPINE_CHECKPOINT_ABI_VERSION */
+        uint32_t struct_size;   /* sizeof(struct lupine_checkpoint_provider) */
+        const char *name;       /* "dir", "s3", ... for logs */
+
+        /* config: provider-specific, e.g. a directory path or a URL; NULL
+         * means the provider's default (LUPINE_CHECKPOINT_CONFIG if set). */
+        int (*open)(const char *config, struct lupine_ckpt_instance **ret);
+        void (*close)(struct lupine_ckpt_instance *inst);
+        /* Last failure described in words, or "" (valid until the next call). */
+        const char *(*last_error)(struct lupine_ckpt_instance *inst);
+
+        /* ---- saving */
+        int (*save_begin)(struct lupine_ckpt_instance *inst, const char *session, uint64_t epoch,
+                          struct lupine_ckpt_save **ret);
+        /* Appends to object `name` (created on first write). Objects of one
+         * save may be written interleaved. */
+        int (*save_write)(struct lupine_ckpt_save *save, const char *name, const void *data, size_t len);
+        /* Makes the save durable and visible atomically, replacing older
+         * epochs of the session only after it is durable. Frees `save`. */
+        int (*save_commit)(struct lupine_ckpt_save *save);
+        /* Discards the save; nothing of it stays visible. Frees `save`. */
+        void (*save_abort)(struct lupine_ckpt_save *save);
+
+        /* ---- loading */
+        /* Opens the newest committed epoch of `session` (epoch == 0) or that
+         * exact epoch. -ENOENT if there is none. */
+        int (*load_begin)(struct lupine_ckpt_instance *inst, const char *session, uint64_t epoch,
+                          struct lupine_ckpt_load **ret, uint64_t *ret_epoch);
+        /* Size of object `name`, -ENOENT if absent. */
+        int (*load_size)(struct lupine_ckpt_load *load, const char *name, uint64_t *ret_size);
+        /* Reads up to len bytes of `name` at `offset`; returns the byte count
+         * (0 at the end) or -errno. */
+        int64_t (*load_read)(struct lupine_ckpt_load *load, const char *name, uint64_t offset, void *buf,
+                             size_t len);
+        void (*load_end)(struct lupine_ckpt_load *load);
+
+        /* ---- listing and deleting committed checkpoints */
+        /* Calls fn once per session with its newest committed checkpoint.
+         * fn returning non-zero stops the listing (that value is returned). */
+        int (*list)(struct lupine_ckpt_instance *inst,
+                    int (*fn)(const struct lupine_ckpt_info *info, void *userdata), void *userdata);
+        /* Deletes every committed epoch of `session`; -ENOENT if none. */
+        int (*remove)(struct lupine_ckpt_instance *inst, const char *session);
+};
+
+typedef const struct lupine_checkpoint_provider *(*lupine_checkpoint_provider_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
