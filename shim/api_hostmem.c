@@ -14,87 +14,46 @@
 #include <string.h>
 
 #include "client.h"
+#include "rangemap.h"
 #include "shim_gen.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
-struct host_range {
-        uint64_t base, size;
-        unsigned int flags;
-        bool allocated;         /* by cuMemAllocHost/cuMemHostAlloc (else registered) */
-};
-
+/* payload a = cuMemHostAlloc flags, b = 1 if allocated here (else registered) */
 static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
-static struct host_range *ranges;
-static size_t n_ranges, cap_ranges;
-
-static long host_floor(uint64_t p)
-{
-        size_t lo = 0, hi = n_ranges;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (ranges[mid].base <= p)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        return (long)lo - 1;
-}
+static struct lup_rangemap host_ranges;
 
 static int host_add(uint64_t base, uint64_t size, unsigned int flags, bool allocated)
 {
-        int rc = 0;
+        struct lup_range r = { .base = base, .size = size, .a = flags, .b = allocated };
         pthread_mutex_lock(&hlock);
-        long i = host_floor(base);
-        if ((i >= 0 && base - ranges[i].base < ranges[i].size) ||
-            ((size_t)(i + 1) < n_ranges && ranges[i + 1].base < base + size)) {
-                rc = -EEXIST;
-        } else if (n_ranges == cap_ranges) {
-                size_t ncap = cap_ranges ? cap_ranges * 2 : 32;
-                struct host_range *n = realloc(ranges, ncap * sizeof(*n));
-                if (!n)
-                        rc = -ENOMEM;
-                else {
-                        ranges = n;
-                        cap_ranges = ncap;
-                }
-        }
-        if (rc == 0) {
-                size_t at = (size_t)(i + 1);
-                memmove(&ranges[at + 1], &ranges[at], (n_ranges - at) * sizeof(*ranges));
-                ranges[at] = (struct host_range){ base, size, flags, allocated };
-                n_ranges++;
-        }
+        int rc = lup_rangemap_add(&host_ranges, &r);
         pthread_mutex_unlock(&hlock);
         return rc;
 }
 
 static int host_remove(uint64_t base, bool allocated)
 {
+        struct lup_range r;
         int rc = -ENOENT;
         pthread_mutex_lock(&hlock);
-        long i = host_floor(base);
-        if (i >= 0 && ranges[i].base == base && ranges[i].allocated == allocated) {
-                memmove(&ranges[i], &ranges[i + 1], (n_ranges - (size_t)i - 1) * sizeof(*ranges));
-                n_ranges--;
-                rc = 0;
-        }
+        if (lup_rangemap_find(&host_ranges, base, &r) && r.base == base && r.b == (uint64_t)allocated)
+                rc = lup_rangemap_remove(&host_ranges, base, NULL);
         pthread_mutex_unlock(&hlock);
         return rc;
 }
 
 bool lupc_host_find(uint64_t p, uint64_t *ret_base, uint64_t *ret_size, unsigned int *ret_flags)
 {
-        bool found = false;
+        struct lup_range r;
         pthread_mutex_lock(&hlock);
-        long i = host_floor(p);
-        if (i >= 0 && p - ranges[i].base < ranges[i].size) {
-                *ret_base = ranges[i].base;
-                *ret_size = ranges[i].size;
-                *ret_flags = ranges[i].flags;
-                found = true;
-        }
+        bool found = lup_rangemap_find(&host_ranges, p, &r);
         pthread_mutex_unlock(&hlock);
+        if (found) {
+                *ret_base = r.base;
+                *ret_size = r.size;
+                *ret_flags = (unsigned int)r.a;
+        }
         return found;
 }
 

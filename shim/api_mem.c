@@ -64,34 +64,33 @@ EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psiz
         return CUDA_SUCCESS;
 }
 
-static CUresult htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
+/* What every host<->device copy checks first. *ret_done: nothing to copy. */
+static CUresult copy_checks(const void *host, CUdeviceptr dev, size_t n, bool *ret_done)
 {
-        CUresult r;
-
+        *ret_done = true;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (n == 0)
                 return CUDA_SUCCESS;
-        if (!src)
+        if (!host)
                 return CUDA_ERROR_INVALID_VALUE;
-        if ((r = lupc_check_range(dst, n, 1)) != CUDA_SUCCESS)
-                return r;
-        return lupc_copy_htod(dst, src, n, stream);
+        CUresult r = lupc_check_range(dev, n, 1);
+        *ret_done = r != CUDA_SUCCESS;
+        return r;
+}
+
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
+{
+        bool done;
+        CUresult r = copy_checks(src, dst, n, &done);
+        return done ? r : lupc_copy_htod(dst, src, n, stream);
 }
 
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream)
 {
-        CUresult r;
-
-        if (!lupc_initialized())
-                return CUDA_ERROR_NOT_INITIALIZED;
-        if (n == 0)
-                return CUDA_SUCCESS;
-        if (!dst)
-                return CUDA_ERROR_INVALID_VALUE;
-        if ((r = lupc_check_range(src, n, 1)) != CUDA_SUCCESS)
-                return r;
-        return lupc_copy_dtoh(dst, src, n, stream);
+        bool done;
+        CUresult r = copy_checks(dst, src, n, &done);
+        return done ? r : lupc_copy_dtoh(dst, src, n, stream);
 }
 
 EXPORT CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
@@ -142,15 +141,9 @@ EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr src
 
 static CUresult dtoh_async(void *dst, CUdeviceptr src, size_t n, uint64_t stream)
 {
-        CUresult r;
-
-        if (!lupc_initialized())
-                return CUDA_ERROR_NOT_INITIALIZED;
-        if (n == 0)
-                return CUDA_SUCCESS;
-        if (!dst)
-                return CUDA_ERROR_INVALID_VALUE;
-        if ((r = lupc_check_range(src, n, 1)) != CUDA_SUCCESS)
+        bool done;
+        CUresult r = copy_checks(dst, src, n, &done);
+        if (done)
                 return r;
         /* CUDA returns from an async copy into pageable memory only once the
          * copy is done; only page-locked destinations are truly asynchronous */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "rangemap.h"
 
 static struct lupc_device *devices;
 static int n_devices;
@@ -45,73 +46,44 @@ bool lupc_in_arena(uint64_t p)
         return p >= arena_base && p - arena_base < arena_size;
 }
 
-/* ---- allocations: a sorted array, looked up by binary search */
+/* ---- allocations: payload a = owning context, b = device */
 
 static pthread_rwlock_t alloc_lock = PTHREAD_RWLOCK_INITIALIZER;
-static struct lupc_alloc_info *allocs;
-static size_t n_allocs, cap_allocs;
+static struct lup_rangemap allocs;
 
-/* index of the last allocation with base <= p, or -1 */
-static long alloc_floor(uint64_t p)
+static struct lupc_alloc_info info_of(const struct lup_range *r)
 {
-        size_t lo = 0, hi = n_allocs;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (allocs[mid].base <= p)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        return (long)lo - 1;
+        return (struct lupc_alloc_info){ .base = r->base, .size = r->size, .ctx = r->a, .device = (int)r->b };
 }
 
 int lupc_shadow_add(uint64_t base, uint64_t size, uint64_t ctx, int device)
 {
+        struct lup_range r = { .base = base, .size = size, .a = ctx, .b = (uint64_t)device };
         pthread_rwlock_wrlock(&alloc_lock);
-        if (n_allocs == cap_allocs) {
-                size_t ncap = cap_allocs ? cap_allocs * 2 : 64;
-                struct lupc_alloc_info *n = realloc(allocs, ncap * sizeof(*n));
-                if (!n) {
-                        pthread_rwlock_unlock(&alloc_lock);
-                        return -ENOMEM;
-                }
-                allocs = n;
-                cap_allocs = ncap;
-        }
-        size_t at = (size_t)(alloc_floor(base) + 1);
-        memmove(&allocs[at + 1], &allocs[at], (n_allocs - at) * sizeof(*allocs));
-        allocs[at] = (struct lupc_alloc_info){ .base = base, .size = size, .ctx = ctx, .device = device };
-        n_allocs++;
+        int rc = lup_rangemap_add(&allocs, &r);
         pthread_rwlock_unlock(&alloc_lock);
-        return 0;
+        return rc;
 }
 
 int lupc_shadow_remove(uint64_t base, struct lupc_alloc_info *ret)
 {
-        int rc = -ENOENT;
+        struct lup_range r;
         pthread_rwlock_wrlock(&alloc_lock);
-        long i = alloc_floor(base);
-        if (i >= 0 && allocs[i].base == base) {
-                if (ret)
-                        *ret = allocs[i];
-                memmove(&allocs[i], &allocs[i + 1], (n_allocs - (size_t)i - 1) * sizeof(*allocs));
-                n_allocs--;
-                rc = 0;
-        }
+        int rc = lup_rangemap_remove(&allocs, base, &r);
         pthread_rwlock_unlock(&alloc_lock);
+        if (rc == 0 && ret)
+                *ret = info_of(&r);
         return rc;
 }
 
 bool lupc_shadow_find(uint64_t p, struct lupc_alloc_info *ret)
 {
-        bool found = false;
+        struct lup_range r;
         pthread_rwlock_rdlock(&alloc_lock);
-        long i = alloc_floor(p);
-        if (i >= 0 && p - allocs[i].base < allocs[i].size) {
-                *ret = allocs[i];
-                found = true;
-        }
+        bool found = lup_rangemap_find(&allocs, p, &r);
         pthread_rwlock_unlock(&alloc_lock);
+        if (found)
+                *ret = info_of(&r);
         return found;
 }
 
@@ -300,13 +272,14 @@ uint64_t lupc_stream_id(CUstream s, int per_thread_variant)
         return (uint64_t)(uintptr_t)s;
 }
 
+static bool not_of_ctx(const struct lup_range *r, void *ud)
+{
+        return r->a != *(const uint64_t *)ud;
+}
+
 void lupc_shadow_drop_ctx(uint64_t ctx)
 {
         pthread_rwlock_wrlock(&alloc_lock);
-        size_t j = 0;
-        for (size_t i = 0; i < n_allocs; i++)
-                if (allocs[i].ctx != ctx)
-                        allocs[j++] = allocs[i];
-        n_allocs = j;
+        lup_rangemap_filter(&allocs, not_of_ctx, &ctx);
         pthread_rwlock_unlock(&alloc_lock);
 }

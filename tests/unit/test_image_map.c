@@ -12,6 +12,7 @@
 
 #include "buf.h"
 #include "image.h"
+#include "rangemap.h"
 #include "u64map.h"
 
 static uint8_t *slurp(const char *name, size_t *ret)
@@ -136,6 +137,31 @@ static void map_churn_does_not_grow(void **state)
         lup_u64map_free(&m);
 }
 
+static void rangemap_rules(void **state)
+{
+        struct lup_rangemap m = { 0 };
+        struct lup_range r;
+        assert_int_equal(lup_rangemap_add(&m, &(struct lup_range){ .base = 1000, .size = 100, .a = 1 }), 0);
+        assert_int_equal(lup_rangemap_add(&m, &(struct lup_range){ .base = 2000, .size = 100, .a = 2 }), 0);
+        /* overlaps on either side, zero size, wrap-around */
+        assert_int_equal(lup_rangemap_add(&m, &(struct lup_range){ .base = 1099, .size = 10 }), -EEXIST);
+        assert_int_equal(lup_rangemap_add(&m, &(struct lup_range){ .base = 1950, .size = 51 }), -EEXIST);
+        assert_int_equal(lup_rangemap_add(&m, &(struct lup_range){ .base = 1100, .size = 0 }), -EINVAL);
+        assert_int_equal(lup_rangemap_add(&m, &(struct lup_range){ .base = UINT64_MAX - 1, .size = 4 }), -EINVAL);
+        assert_int_equal(lup_rangemap_add(&m, &(struct lup_range){ .base = 1100, .size = 900, .a = 3 }), 0);
+        assert_true(lup_rangemap_find(&m, 1999, &r));
+        assert_int_equal(r.a, 3);
+        assert_true(lup_rangemap_find(&m, 2099, &r));
+        assert_int_equal(r.a, 2);
+        assert_false(lup_rangemap_find(&m, 2100, &r));
+        assert_false(lup_rangemap_find(&m, 999, &r));
+        assert_int_equal(lup_rangemap_remove(&m, 1050, NULL), -ENOENT); /* only at a range's start */
+        assert_int_equal(lup_rangemap_remove(&m, 1000, &r), 0);
+        assert_int_equal(r.size, 100);
+        assert_false(lup_rangemap_find(&m, 1000, &r));
+        lup_rangemap_free(&m);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -144,6 +170,7 @@ int main(void)
                 cmocka_unit_test(garbage_and_lies),
                 cmocka_unit_test(map_basics),
                 cmocka_unit_test(map_churn_does_not_grow),
+                cmocka_unit_test(rangemap_rules),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
