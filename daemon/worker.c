@@ -564,7 +564,7 @@ out_free:
         free(s->out);
         free(s->staging);
         lupw_handles_free(s);
-        free(s->globals);
+        lup_rangemap_free(&s->globals);
         free(s);
         return status;
 }

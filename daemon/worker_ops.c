@@ -24,36 +24,27 @@ void lupw_set_why(struct lupw_session *s, const char *why)
 
 /* ---- checks used by the generated decoders */
 
-/* The module global (real driver address, outside the arena) holding p. */
-static const struct arena_range *find_global(const struct lupw_session *s, uint64_t p)
+/* Module globals the client asked for: real driver addresses outside the
+ * arena that the client may copy to and from. */
+static bool find_global(const struct lupw_session *s, uint64_t p, struct lup_range *ret)
 {
-        for (size_t i = 0; i < s->n_globals; i++)
-                if (p - s->globals[i].addr < s->globals[i].size)
-                        return &s->globals[i];
-        return NULL;
+        return lup_rangemap_find(&s->globals, p, ret);
 }
 
 static CUresult add_global(struct lupw_session *s, uint64_t addr, uint64_t size)
 {
-        if (find_global(s, addr))
+        struct lup_range r = { .base = addr, .size = size };
+        if (find_global(s, addr, NULL))
                 return CUDA_SUCCESS;
-        if (s->n_globals == s->cap_globals) {
-                size_t ncap = s->cap_globals ? s->cap_globals * 2 : 16;
-                if (ncap > LUP_MAX_HANDLES)
-                        return CUDA_ERROR_OUT_OF_MEMORY;
-                struct arena_range *n = realloc(s->globals, ncap * sizeof(*n));
-                if (!n)
-                        return CUDA_ERROR_OUT_OF_MEMORY;
-                s->globals = n;
-                s->cap_globals = ncap;
-        }
-        s->globals[s->n_globals++] = (struct arena_range){ addr, size };
-        return CUDA_SUCCESS;
+        if (s->globals.n >= LUP_MAX_HANDLES)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        int rc = lup_rangemap_add(&s->globals, &r);
+        return rc == 0 || rc == -EEXIST ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 int lupw_check_devptr(struct lupw_session *s, uint64_t p)
 {
-        if (find_global(s, p))
+        if (find_global(s, p, NULL))
                 return 0;
         /* The shim checks every pointer against its own shadow first, so a
          * pointer outside the arena can only come from a broken or hostile
@@ -75,8 +66,8 @@ CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, ui
         const struct arena_alloc *a = arena_find(&s->arena, p);
         if (a)
                 return n > a->size - (p - a->addr) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
-        const struct arena_range *g = find_global(s, p);
-        if (!g || n > g->size - (p - g->addr))
+        struct lup_range g;
+        if (!find_global(s, p, &g) || n > g.size - (p - g.base))
                 return CUDA_ERROR_INVALID_VALUE;
         return CUDA_SUCCESS;
 }

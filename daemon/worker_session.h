@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "config.h"
 #include "lupine/wire.h"
+#include "rangemap.h"
 #include "u64map.h"
 
 /* one entry of the handle table */
@@ -71,8 +72,7 @@ struct lupw_session {
         struct lup_u64map handles;              /* id -> struct lupw_handle_ent * */
         struct lup_u64map blobs;                /* id -> upload in progress */
         uint64_t blob_bytes;
-        struct arena_range *globals;            /* module globals the client asked for */
-        size_t n_globals, cap_globals;
+        struct lup_rangemap globals;            /* module globals the client asked for */
 
         uint8_t *dring;                         /* pinned staging ring for async DtoH */
         size_t dring_size, dring_head, dring_tail;

@@ -149,11 +149,9 @@ static void check_device_range(CUdeviceptr p, size_t bytes)
         const struct arena_alloc *a = arena_find(&drv.s->arena, p);
         if (a && bytes <= a->size - (p - a->addr))
                 return;
-        for (size_t i = 0; i < drv.s->n_globals; i++) {
-                const struct arena_range *g = &drv.s->globals[i];
-                if (p - g->addr < g->size && bytes <= g->size - (p - g->addr))
-                        return;
-        }
+        struct lup_range g;
+        if (lup_rangemap_find(&drv.s->globals, p, &g) && bytes <= g.size - (p - g.base))
+                return;
         fail("device access outside a live allocation");
 }
 
@@ -711,7 +709,7 @@ static void session_teardown(struct lupw_session *s)
         lupw_copy_free(s);
         lupw_release_all(s);
         lupw_handles_free(s);
-        free(s->globals);
+        lup_rangemap_free(&s->globals);
         assert(drv.n_ctx_live == 0);
         for (int d = 0; d < FZ_DEVICES; d++)
                 assert(drv.primary_refs[d] == 0);
