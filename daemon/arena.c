@@ -299,3 +299,108 @@ size_t arena_free_owner(struct arena *a, uint64_t owner)
         }
         return n;
 }
+
+/* Takes exactly [addr, addr + size) out of the free list. */
+static int va_take_exact(struct arena *a, uint64_t addr, uint64_t size)
+{
+        for (size_t i = 0; i < a->n_free; i++) {
+                struct arena_range *r = &a->free_va[i];
+                if (addr < r->addr || addr - r->addr > r->size || size > r->size - (addr - r->addr))
+                        continue;
+                uint64_t head = addr - r->addr, tail = r->size - head - size;
+                if (head && tail) {
+                        if (grow((void **)&a->free_va, &a->cap_free, a->n_free + 1, sizeof(*a->free_va)) < 0)
+                                return -ENOMEM;
+                        r = &a->free_va[i];
+                        memmove(r + 2, r + 1, (a->n_free - i - 1) * sizeof(*r));
+                        r[1] = (struct arena_range){ addr + size, tail };
+                        r->size = head;
+                        a->n_free++;
+                } else if (head) {
+                        r->size = head;
+                } else if (tail) {
+                        r->addr = addr + size;
+                        r->size = tail;
+                } else {
+                        memmove(r, r + 1, (a->n_free - i - 1) * sizeof(*r));
+                        a->n_free--;
+                }
+                return 0;
+        }
+        return -EINVAL; /* not free: overlapping or outside the arena */
+}
+
+int arena_import_slab(struct arena *a, uint64_t addr, uint32_t block, int device)
+{
+        if (block < ARENA_SMALL_MIN || block > ARENA_SMALL_MAX || (block & (block - 1)) || addr % a->granule)
+                return -EINVAL;
+        if (grow((void **)&a->slabs, &a->cap_slabs, a->n_slabs + 1, sizeof(*a->slabs)) < 0)
+                return -ENOMEM;
+        struct arena_slab *sl = calloc(1, sizeof(*sl));
+        if (!sl)
+                return -ENOMEM;
+        int rc = va_take_exact(a, addr, a->granule);
+        if (rc < 0) {
+                free(sl);
+                return rc;
+        }
+        rc = a->ops->map(a->ud, addr, a->granule, device);
+        if (rc != 0) {
+                va_give(a, addr, a->granule);
+                free(sl);
+                return rc;
+        }
+        a->mapped_bytes += a->granule;
+        sl->addr = addr;
+        sl->block = block;
+        sl->nblocks = (uint32_t)(a->granule / block);
+        sl->device = device;
+        a->slabs[a->n_slabs++] = sl;
+        return 0;
+}
+
+int arena_import_alloc(struct arena *a, uint64_t addr, uint64_t size, uint64_t chunk, int device, uint64_t owner)
+{
+        struct arena_alloc rec = { .addr = addr, .size = size, .chunk = chunk, .device = device, .owner = owner };
+        if (size == 0 || a->n_allocs >= LUP_MAX_ALLOCS || arena_find(a, addr))
+                return -EINVAL;
+        if (chunk) {
+                if (chunk % a->granule || size > chunk)
+                        return -EINVAL;
+                int rc = va_take_exact(a, addr, chunk);
+                if (rc < 0)
+                        return rc;
+                rc = a->ops->map(a->ud, addr, chunk, device);
+                if (rc != 0) {
+                        va_give(a, addr, chunk);
+                        return rc;
+                }
+                a->mapped_bytes += chunk;
+        } else {
+                struct arena_slab *sl = NULL;
+                for (size_t i = 0; i < a->n_slabs && !sl; i++)
+                        if (addr - a->slabs[i]->addr < a->granule)
+                                sl = a->slabs[i];
+                if (!sl || (addr - sl->addr) % sl->block || size > sl->block)
+                        return -EINVAL;
+                uint64_t idx = (addr - sl->addr) / sl->block;
+                if (sl->bits[idx / 64] & (1ull << (idx % 64)))
+                        return -EINVAL;
+                sl->bits[idx / 64] |= 1ull << (idx % 64);
+                sl->used++;
+                rec.slab = sl;
+        }
+        return record(a, &rec);
+}
+
+size_t arena_slab_count(const struct arena *a)
+{
+        return a->n_slabs;
+}
+
+void arena_slab_info(const struct arena *a, size_t i, uint64_t *ret_addr, uint32_t *ret_block, int *ret_device)
+{
+        *ret_addr = a->slabs[i]->addr;
+        *ret_block = a->slabs[i]->block;
+        *ret_device = a->slabs[i]->device;
+}

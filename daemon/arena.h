@@ -71,4 +71,14 @@ int arena_free(struct arena *a, uint64_t addr);
 const struct arena_alloc *arena_find(const struct arena *a, uint64_t p);
 bool arena_contains(const struct arena *a, uint64_t p);
 
+/* ---- restoring an arena from a checkpoint: the same layout again */
+/* A slab of `block`-byte blocks at addr (mapped through ops->map). */
+int arena_import_slab(struct arena *a, uint64_t addr, uint32_t block, int device);
+/* An allocation at addr: its own chunk when chunk != 0, else a block of the
+ * slab that holds addr (imported first). 0, -ENOMEM, -EINVAL or a CUresult. */
+int arena_import_alloc(struct arena *a, uint64_t addr, uint64_t size, uint64_t chunk, int device, uint64_t owner);
+/* What a checkpoint must record to rebuild this arena. */
+size_t arena_slab_count(const struct arena *a);
+void arena_slab_info(const struct arena *a, size_t i, uint64_t *ret_addr, uint32_t *ret_block, int *ret_device);
+
 #endif

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "lupine/wire.h"
 #include "net.h"
 
 #define LUPD_MAX_LISTEN 16
@@ -24,9 +25,16 @@ struct lupd_config {
         bool insecure;                  /* --insecure: unauthenticated non-loopback access */
         int hello_timeout_ms;           /* hidden --hello-timeout-ms; LUPD_HELLO_TIMEOUT_MS */
         bool no_multishot_accept;       /* hidden --no-multishot-accept: test the fallback */
+        /* sessions and checkpoints (issue 4) */
+        char checkpoint_dir[4096];      /* --checkpoint-dir: the built-in directory provider */
+        char checkpoint_provider[4096]; /* --checkpoint-provider / LUPINE_CHECKPOINT_LIBRARY */
+        char checkpoint_config[4096];   /* --checkpoint-config: passed to the provider's open() */
+        int drain_timeout_s;            /* --drain-timeout (default 60) */
+        int session_ttl_s;              /* --session-ttl (default 3600) */
         /* worker mode only */
         bool worker;
         int ctl_fd;
+        char restore[LUP_MAX_NAME + 1]; /* --restore=SESSION */
 };
 
 #endif

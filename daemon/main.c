@@ -4,7 +4,9 @@
  * the supervisor (the default) or a per-session worker (--worker, which
  * only the supervisor passes).
  *
- * Exit status: 0 clean shutdown, 1 runtime failure, 2 bad arguments.
+ * Exit status: 0 clean shutdown (or a drain that checkpointed every
+ * session), 1 runtime failure (or a drain that lost a session), 2 bad
+ * arguments.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "frame.h"
 #include "log.h"
 #include "net.h"
 #include "supervisor.h"
@@ -36,6 +39,12 @@ enum {
         OPT_CTL_FD,
         OPT_HELLO_TIMEOUT,
         OPT_NO_MULTISHOT,
+        OPT_CHECKPOINT_DIR,
+        OPT_CHECKPOINT_PROVIDER,
+        OPT_CHECKPOINT_CONFIG,
+        OPT_DRAIN_TIMEOUT,
+        OPT_SESSION_TTL,
+        OPT_RESTORE,
 };
 
 static const struct option long_options[] = {
@@ -44,6 +53,12 @@ static const struct option long_options[] = {
         { "max-sessions", required_argument, NULL, 'm' },
         { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
         { "insecure", no_argument, NULL, OPT_INSECURE },
+        { "checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR },
+        { "checkpoint-provider", required_argument, NULL, OPT_CHECKPOINT_PROVIDER },
+        { "checkpoint-config", required_argument, NULL, OPT_CHECKPOINT_CONFIG },
+        { "drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT },
+        { "session-ttl", required_argument, NULL, OPT_SESSION_TTL },
+        { "restore", required_argument, NULL, OPT_RESTORE },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { "worker", no_argument, NULL, OPT_WORKER },
@@ -80,26 +95,64 @@ static void print_usage(FILE *f)
 "  -h, --help              Show this help and exit.\n"
 "  -V, --version           Show the version and exit.\n"
 "\n"
+"Sessions that survive restarts (give a checkpoint provider to turn them on):\n"
+"      --checkpoint-dir DIR\n"
+"                          Checkpoint sessions into DIR with the built-in\n"
+"                          directory provider (created if missing; a shared\n"
+"                          filesystem lets sessions move between hosts). Short\n"
+"                          for --checkpoint-config DIR without a provider.\n"
+"      --checkpoint-provider PATH\n"
+"                          Checkpoint sessions through the provider library\n"
+"                          PATH (docs/providers.md). Default:\n"
+"                          $LUPINE_CHECKPOINT_LIBRARY.\n"
+"      --checkpoint-config STRING\n"
+"                          Passed to the provider when it opens: for the\n"
+"                          directory provider, the directory.\n"
+"      --drain-timeout SECONDS\n"
+"                          How long a session's worker gets to checkpoint it\n"
+"                          when draining, and to restore it at start, before it\n"
+"                          is killed, 1..%d (default %d). A session whose\n"
+"                          checkpoint does not finish in time is lost.\n"
+"      --session-ttl SECONDS\n"
+"                          How long a session without its client (disconnected,\n"
+"                          or restored and not yet resumed) is kept before it\n"
+"                          ends, 1..%d (30 days; default %d).\n"
+"\n"
 "Internal options (the supervisor passes them to the workers it starts;\n"
 "not for use by hand):\n"
 "      --worker            Run as a per-session worker process.\n"
 "      --ctl-fd=N          The worker's control socket (required with --worker).\n"
+"      --restore=SESSION   Restore SESSION from its newest checkpoint and wait\n"
+"                          for its client (needs a checkpoint provider).\n"
 "\n"
 "Environment:\n"
+"  LUPINE_CHECKPOINT_LIBRARY  The checkpoint provider library, when neither\n"
+"                   --checkpoint-provider nor --checkpoint-dir is given.\n"
+"  LUPINE_CHECKPOINT_CONFIG   The provider's configuration when\n"
+"                   --checkpoint-config is not given.\n"
 "  LUPINE_TRACE     RPC tracing: 0 (off), 1 or 2 (detail level, to stderr), or\n"
 "                   a file path (level 1, appended to that file).\n"
 "  NOTIFY_SOCKET    Set by systemd for Type=notify services: lupined sends\n"
-"                   READY=1 once it listens and STOPPING=1 when it shuts down.\n"
+"                   READY=1 once it serves (after restoring sessions),\n"
+"                   STOPPING=1 when it shuts down or drains, and\n"
+"                   EXTEND_TIMEOUT_USEC while it restores or drains.\n"
 "  JOURNAL_STREAM   Set by systemd when stderr is connected to the journal.\n"
 "                   Logs go to stderr either way for now.\n"
 "\n"
-"Signals: SIGTERM or SIGINT shut down (workers get %d s to finish, then\n"
-"SIGKILL); SIGHUP is reserved for reload (not implemented yet).\n"
+"Signals: SIGTERM or SIGINT stop the daemon. With a checkpoint provider they\n"
+"drain it: no new sessions are admitted (new clients wait in the listen\n"
+"backlog), every session is checkpointed and its client told to reconnect,\n"
+"then lupined exits; the next start restores the sessions. A second signal\n"
+"does not cut a drain short; --drain-timeout does. Without a provider,\n"
+"workers say goodbye to their clients and get %d s to exit before SIGKILL.\n"
+"SIGHUP is reserved for reload (not implemented yet).\n"
 "\n"
-"Exit status: 0 after a clean shutdown, 1 on a runtime error, 2 on bad\n"
-"arguments.\n",
+"Exit status: 0 after a clean shutdown or a drain that checkpointed every\n"
+"session; 1 on a runtime error or when a drain lost a session (the log names\n"
+"it: \"session NAME LOST: ...\"); 2 on bad arguments.\n",
                 LUPD_MAX_LISTEN, LUPD_DEFAULT_PORT, LUPD_MAX_SESSIONS, LUPD_MAX_SESSIONS,
-                LUPD_SHUTDOWN_GRACE_MS / 1000);
+                LUPD_DRAIN_TIMEOUT_MAX_S, LUPD_DRAIN_TIMEOUT_DEFAULT_S, LUPD_SESSION_TTL_MAX_S,
+                LUPD_SESSION_TTL_DEFAULT_S, LUPD_SHUTDOWN_GRACE_MS / 1000);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -146,6 +199,83 @@ static int parse_log_level(const char *s, int *ret)
                 }
         }
         return -EINVAL;
+}
+
+/* A string option into a fixed buffer: neither empty nor cut short. */
+static int copy_arg(char *dst, size_t cap, const char *value, const char *what)
+{
+        size_t n = strlen(value);
+
+        if (n == 0)
+                return usage_error("%s: must not be empty", what);
+        if (n >= cap)
+                return usage_error("%s: too long (at most %zu bytes)", what, cap - 1);
+        memcpy(dst, value, n + 1);
+        return 0;
+}
+
+/* Relative checkpoint directories are taken from the directory lupined was
+ * started in, once, so that every worker and every log line agrees on them. */
+static int make_absolute(char *path, size_t cap, const char *what)
+{
+        char cwd[4096];
+        size_t n, m;
+
+        if (path[0] == '/')
+                return 0;
+        if (!getcwd(cwd, sizeof(cwd)))
+                return usage_error("%s %s: cannot resolve a relative path: %s", what, path, strerror(errno));
+        n = strlen(cwd);
+        m = strlen(path);
+        if (n + 1 + m >= cap)
+                return usage_error("%s %s: too long once made absolute", what, path);
+        memmove(path + n + 1, path, m + 1);
+        memcpy(path, cwd, n);
+        path[n] = '/';
+        return 0;
+}
+
+/* The checkpoint options, after all are parsed: exclusions, the
+ * environment default, and what --checkpoint-config alone means. */
+static int check_checkpoint_args(struct lupd_config *cfg)
+{
+        const char *env = getenv("LUPINE_CHECKPOINT_LIBRARY");
+        const char *provider_what = "--checkpoint-provider";
+        int r;
+
+        if (cfg->checkpoint_dir[0] && cfg->checkpoint_provider[0])
+                return usage_error("--checkpoint-dir and --checkpoint-provider exclude each other (--checkpoint-dir "
+                                   "DIR means the built-in directory provider)");
+        if (cfg->checkpoint_dir[0] && cfg->checkpoint_config[0])
+                return usage_error("--checkpoint-dir and --checkpoint-config exclude each other (--checkpoint-dir "
+                                   "DIR is short for --checkpoint-config DIR with the directory provider)");
+        if (!cfg->checkpoint_dir[0] && !cfg->checkpoint_provider[0] && env && env[0]) {
+                r = copy_arg(cfg->checkpoint_provider, sizeof(cfg->checkpoint_provider), env,
+                             "LUPINE_CHECKPOINT_LIBRARY");
+                if (r < 0)
+                        return r;
+                provider_what = "LUPINE_CHECKPOINT_LIBRARY";
+        }
+        /* No provider library: the built-in directory provider, whose
+         * configuration is the directory. */
+        if (cfg->checkpoint_config[0] && !cfg->checkpoint_provider[0]) {
+                memcpy(cfg->checkpoint_dir, cfg->checkpoint_config, sizeof(cfg->checkpoint_dir));
+                cfg->checkpoint_config[0] = 0;
+        }
+        if (cfg->checkpoint_dir[0]) {
+                r = make_absolute(cfg->checkpoint_dir, sizeof(cfg->checkpoint_dir), "--checkpoint-dir");
+                if (r < 0)
+                        return r;
+        }
+        /* A bare name is looked up like any dlopen() name; a path must be
+         * there now, rather than fail at the first drain. */
+        if (strchr(cfg->checkpoint_provider, '/') && access(cfg->checkpoint_provider, R_OK) < 0)
+                return usage_error("%s %s: %s", provider_what, cfg->checkpoint_provider, strerror(errno));
+        if (cfg->restore[0] && !cfg->worker)
+                return usage_error("--restore is only meaningful with --worker");
+        if (cfg->restore[0] && !cfg->checkpoint_dir[0] && !cfg->checkpoint_provider[0])
+                return usage_error("--restore=%s needs a checkpoint provider", cfg->restore);
+        return 0;
 }
 
 static int add_listen(struct lupd_config *cfg, const char *s)
@@ -214,6 +344,40 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                 case OPT_NO_MULTISHOT:
                         cfg->no_multishot_accept = true;
                         break;
+                case OPT_CHECKPOINT_DIR:
+                        r = copy_arg(cfg->checkpoint_dir, sizeof(cfg->checkpoint_dir), optarg, "--checkpoint-dir");
+                        if (r < 0)
+                                return r;
+                        break;
+                case OPT_CHECKPOINT_PROVIDER:
+                        r = copy_arg(cfg->checkpoint_provider, sizeof(cfg->checkpoint_provider), optarg,
+                                     "--checkpoint-provider");
+                        if (r < 0)
+                                return r;
+                        break;
+                case OPT_CHECKPOINT_CONFIG:
+                        r = copy_arg(cfg->checkpoint_config, sizeof(cfg->checkpoint_config), optarg,
+                                     "--checkpoint-config");
+                        if (r < 0)
+                                return r;
+                        break;
+                case OPT_DRAIN_TIMEOUT:
+                        if (parse_int(optarg, 1, LUPD_DRAIN_TIMEOUT_MAX_S, &cfg->drain_timeout_s) < 0)
+                                return usage_error("--drain-timeout %s: expected a number of seconds from 1 to %d",
+                                                   optarg, LUPD_DRAIN_TIMEOUT_MAX_S);
+                        break;
+                case OPT_SESSION_TTL:
+                        if (parse_int(optarg, 1, LUPD_SESSION_TTL_MAX_S, &cfg->session_ttl_s) < 0)
+                                return usage_error("--session-ttl %s: expected a number of seconds from 1 to %d "
+                                                   "(30 days)",
+                                                   optarg, LUPD_SESSION_TTL_MAX_S);
+                        break;
+                case OPT_RESTORE:
+                        if (!lup_session_name_valid(optarg, strlen(optarg)))
+                                return usage_error("--restore=%s: not a session name (1 to %u of A-Z a-z 0-9 . _ -)",
+                                                   optarg, LUP_MAX_NAME);
+                        memcpy(cfg->restore, optarg, strlen(optarg) + 1);
+                        break;
                 case 'h':
                         print_usage(stdout);
                         return 1;
@@ -234,6 +398,9 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                 return usage_error("--ctl-fd is only meaningful with --worker");
         if (cfg->worker && fcntl(cfg->ctl_fd, F_GETFD) < 0)
                 return usage_error("--ctl-fd=%d: not an open file descriptor", cfg->ctl_fd);
+        r = check_checkpoint_args(cfg);
+        if (r < 0)
+                return r;
         if (!cfg->worker && cfg->n_listen == 0) {
                 char def[32];
                 snprintf(def, sizeof(def), "0.0.0.0:%d", LUPD_DEFAULT_PORT);
@@ -279,6 +446,8 @@ int main(int argc, char **argv)
                 .log_level = LUP_LOG_INFO,
                 .max_sessions = LUPD_MAX_SESSIONS,
                 .hello_timeout_ms = LUPD_HELLO_TIMEOUT_MS,
+                .drain_timeout_s = LUPD_DRAIN_TIMEOUT_DEFAULT_S,
+                .session_ttl_s = LUPD_SESSION_TTL_DEFAULT_S,
                 .ctl_fd = -1,
         };
         int r;

@@ -3,17 +3,26 @@
  * The supervisor's session table: session name -> worker process, and the
  * arena slot each session owns.
  *
- * The slot index is the arena slot (LUP_ARENA_BASE + slot * LUP_ARENA_SIZE),
- * so the table has exactly LUP_ARENA_SLOTS entries and a session's index
- * never changes while it lives. Slots are handed out lowest first so that a
- * restarted daemon with the same session mix tends to give the same
- * addresses again.
+ * An entry's index (what the ring's user_data names) is not its arena slot:
+ * a worker restoring a checkpoint learns its slot from the checkpoint and
+ * reports it only with READY, so an entry may exist before its slot is
+ * known (slot -1). New sessions get the lowest free arena slot at once, so
+ * that a restarted daemon with the same session mix tends to give the same
+ * addresses again. The table has LUP_ARENA_SLOTS entries, at least
+ * max_sessions.
  *
- * A slot goes FREE -> LIVE (claimed; the worker is being started or runs)
- * -> DRAINING (the worker was reaped, but an I/O operation that names the
- * slot is still in flight in the ring) -> FREE. Only LIVE sessions own their
- * name; a DRAINING slot still counts against the session limit until the
- * ring has let go of it.
+ * An entry goes FREE -> LIVE (claimed; the worker is being started or runs)
+ * -> RETIRED (the worker was reaped, but its control socket is still being
+ * read to the end or an I/O operation that names the entry is still in
+ * flight in the ring) -> FREE. LIVE entries own their name and arena slot,
+ * except in phase FAILED (the worker reported that it cannot serve and is
+ * on its way out: its name and slot are free again at once). A RETIRED
+ * entry still counts against the session limit until the ring has let go
+ * of it.
+ *
+ * While LIVE, the phase says what the session is doing (for routing HELLOs,
+ * STATUS= lines and logs); drain progress is kept apart from it because a
+ * worker may be told to drain in any phase.
  *
  * This is plain data with no I/O; the supervisor owns the fds and the ring.
  */
@@ -30,50 +39,91 @@
 enum lupd_session_state {
         LUPD_SESSION_FREE = 0,
         LUPD_SESSION_LIVE,
-        LUPD_SESSION_DRAINING,
+        LUPD_SESSION_RETIRED,
 };
 
+enum lupd_session_phase {
+        LUPD_PHASE_STARTING = 0, /* worker started for a new client; no READY yet */
+        LUPD_PHASE_RESTORING,    /* worker restoring a checkpoint; no READY yet */
+        LUPD_PHASE_SERVING,      /* a client is attached */
+        LUPD_PHASE_DETACHED,     /* the client went away; the worker waits (TTL) */
+        LUPD_PHASE_WAITING,      /* restored, waiting for its client (TTL) */
+        LUPD_PHASE_FAILED,       /* READY with an error, or given up on: exiting */
+};
+
+/* Resume requests (ATTACH) in flight to one worker at once; a client
+ * hammering a session beyond that is told it is busy. */
+#define LUPD_MAX_ATTACH_PENDING 4
 /* The worker's control messages are tiny; anything bigger is a protocol
  * violation, detected with MSG_TRUNC. */
 #define LUPD_CTL_RECV_BUF 64u
 
 struct lupd_session {
         enum lupd_session_state state;
+        enum lupd_session_phase phase;
         char name[LUP_MAX_NAME + 1];
+        int slot;                       /* arena slot, or -1 while unknown (restoring) */
         pid_t pid;                      /* 0 until the worker is forked */
         int ctl_fd;                     /* supervisor end of the control pair, or -1 */
         bool ctl_busy;                  /* a recv on ctl_fd is in flight in the ring */
-        bool ctl_eof;                   /* the worker closed its end */
-        bool ready;                     /* LUPD_CTL_READY arrived */
-        bool shutdown_sent;
+        bool ctl_eof;                   /* the worker closed its end, or we stopped listening */
+        bool ready;                     /* LUPD_CTL_READY arrived (with any status) */
+        bool restore;                   /* started with --restore */
+        bool shutdown_sent;             /* LUPD_CTL_SHUTDOWN */
+        bool drain_sent;                /* LUPD_CTL_DRAIN */
+        bool drain_done;                /* LUPD_CTL_DRAINED arrived, or the verdict is in */
+        bool was_pristine;              /* at DRAIN: restored and never touched since */
+        bool reaped;                    /* waitpid() returned it: pid means nothing now */
+        int wait_status;                /* from waitpid(), once reaped */
+        int attach_pending;             /* ATTACHes sent, ATTACHED not yet back */
+        char attach_peer[LUPD_MAX_ATTACH_PENDING][96]; /* FIFO, for the log */
         uint8_t ctl_buf[LUPD_CTL_RECV_BUF];
 };
 
 struct lupd_registry {
         struct lupd_session s[LUP_ARENA_SLOTS];
         int max_sessions;               /* 1..LUPD_MAX_SESSIONS */
-        int n_used;                     /* slots not FREE */
+        int n_used;                     /* entries not FREE */
 };
 
-/* Sets every slot FREE (ctl_fd = -1) and the session limit. */
+/* Sets every entry FREE (ctl_fd = -1, slot = -1) and the session limit. */
 void lupd_registry_init(struct lupd_registry *reg, int max_sessions);
 
-/* Claims the lowest free slot for a new session called `name` (a valid
- * session name, NUL-terminated). Returns the slot index, -EBUSY if a LIVE
- * session already has that name, or -ENOSPC if max_sessions slots are in
- * use. The claimed slot is LIVE with pid 0 and ctl_fd -1. */
+/* Claims an entry for a new session called `name` (a valid session name,
+ * NUL-terminated) together with the lowest free arena slot. Returns the
+ * entry index, -EINVAL for a bad name, -EBUSY if a session of that name is
+ * registered, or -ENOSPC if max_sessions entries are in use. The entry is
+ * LIVE, phase STARTING, pid 0, ctl_fd -1. */
 int lupd_registry_claim(struct lupd_registry *reg, const char *name);
 
-/* The LIVE slot whose worker is `pid`, or -ESRCH. */
+/* The same for a session being restored: no arena slot yet (slot -1),
+ * phase RESTORING, restore set. */
+int lupd_registry_claim_restore(struct lupd_registry *reg, const char *name);
+
+/* Gives entry idx (restoring) the arena slot its checkpoint names. Returns
+ * 0, -ERANGE if slot is not an arena slot, or -EADDRINUSE if another
+ * registered session holds it (*ret_holder is then that entry). */
+int lupd_registry_set_slot(struct lupd_registry *reg, int idx, int slot, int *ret_holder);
+
+/* The registered (LIVE, not FAILED) entry called `name`, or -ENOENT. */
+int lupd_registry_find_name(const struct lupd_registry *reg, const char *name);
+
+/* The LIVE entry whose worker is `pid`, or -ESRCH. */
 int lupd_registry_find_pid(const struct lupd_registry *reg, pid_t pid);
 
-/* LIVE -> DRAINING: the name becomes free at once, the slot does not. */
-void lupd_registry_retire(struct lupd_registry *reg, int slot);
+/* LIVE -> RETIRED: the name and slot become free at once, the entry does not. */
+void lupd_registry_retire(struct lupd_registry *reg, int idx);
 
 /* Any state -> FREE. The caller has closed ctl_fd. */
-void lupd_registry_release(struct lupd_registry *reg, int slot);
+void lupd_registry_release(struct lupd_registry *reg, int idx);
 
-/* Number of LIVE sessions (workers not yet reaped). */
+/* Number of LIVE entries (workers not yet reaped). */
 int lupd_registry_live(const struct lupd_registry *reg);
+
+/* Number of LIVE entries in `phase`. */
+int lupd_registry_count_phase(const struct lupd_registry *reg, enum lupd_session_phase phase);
+
+/* A word for the phase, for logs and STATUS= lines. */
+const char *lupd_phase_name(enum lupd_session_phase phase);
 
 #endif

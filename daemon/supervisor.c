@@ -3,12 +3,17 @@
  * lupined supervisor: the event loop and what hangs directly off it.
  *
  * One io_uring serves everything the supervisor waits for:
- *   - the listening sockets (multishot accept; on kernels before 5.19 a
- *     one-shot accept re-armed after every connection);
+ *   - the listening sockets (supervisor_listen.c);
  *   - pending connections, until their HELLO is judged (supervisor_conn.c);
- *   - the workers' control sockets (supervisor_worker.c, daemon/ctl.h);
+ *   - the workers' control sockets (supervisor_ctl.c, daemon/ctl.h);
  *   - signals, through a signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP);
  *   - one tick timer, armed only while something has a deadline.
+ *
+ * Life cycle: listen (binding early, so the port is ours), restore the
+ * checkpointed sessions if a provider is configured (supervisor_restore.c;
+ * clients wait in the backlog meanwhile), then arm accepts and tell systemd
+ * READY=1. SIGINT/SIGTERM end it: with a provider by draining
+ * (supervisor_drain.c), without one by telling each worker to SHUTDOWN.
  *
  * What a hostile peer can make us hold: LUPD_MAX_PENDING connections of at
  * most LUP_HDR_SIZE + LUPD_HELLO_MAX_PAYLOAD bytes, each for at most
@@ -51,7 +56,7 @@
 #define CONN_LOG_BURST 1000u
 #define CONN_LOG_WINDOW_MS 10000u
 
-static void begin_shutdown(struct sup *s, const char *why);
+static void begin_stop(struct sup *s, const char *why);
 
 uint64_t sup_now_ms(void)
 {
@@ -104,144 +109,52 @@ bool sup_conn_log_allow(struct sup *s)
         return false;
 }
 
-static bool endpoint_is_local(const struct lup_endpoint *ep)
-{
-        if (ep->family == AF_UNIX)
-                return true;
-        if (ep->family == AF_INET) {
-                const struct sockaddr_in *in = (const struct sockaddr_in *)&ep->addr;
-                return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-        }
-        if (ep->family == AF_INET6) {
-                const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ep->addr;
-                return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ||
-                       (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127);
-        }
-        return false;
-}
-
-/* ---- listeners ----------------------------------------------------------- */
-
-static void listener_arm(struct sup *s, int li)
-{
-        struct listener *l = &s->listeners[li];
-        struct io_uring_sqe *sqe;
-
-        if (l->fd < 0 || l->armed || s->stopping)
-                return;
-        sqe = sup_sqe(s);
-        if (!sqe) {
-                l->paused = true; /* the tick tries again */
-                return;
-        }
-        /* No peer address buffer: one multishot op would share it between
-         * all its completions. getpeername() gives it per connection. */
-        if (s->multishot)
-                io_uring_prep_multishot_accept(sqe, l->fd, NULL, NULL, SOCK_CLOEXEC);
-        else
-                io_uring_prep_accept(sqe, l->fd, NULL, NULL, SOCK_CLOEXEC);
-        io_uring_sqe_set_data64(sqe, ud_make(EV_ACCEPT, (uint32_t)li));
-        l->armed = true;
-        l->armed_multishot = s->multishot;
-        l->paused = false;
-}
-
-static void on_accept(struct sup *s, int li, int res, uint32_t cqe_flags)
-{
-        struct listener *l = &s->listeners[li];
-
-        if (!(cqe_flags & IORING_CQE_F_MORE))
-                l->armed = false;
-        if (res >= 0) {
-                if (l->fd < 0)
-                        close(res); /* raced with shutdown */
-                else
-                        sup_conn_new(s, l, res);
-        } else if (l->fd < 0 || res == -ECANCELED) {
-                return;
-        } else if (res == -EINVAL && l->armed_multishot) {
-                /* Kernels before 5.19 reject the multishot flag. */
-                if (s->multishot)
-                        lup_info("multishot accept is not available; using one-shot accept");
-                s->multishot = false;
-        } else if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS || res == -ENOMEM) {
-                if (sup_conn_log_allow(s))
-                        lup_warn("cannot accept on %s: %s; trying again shortly", l->ep->text, strerror(-res));
-                l->paused = !l->armed;
-                return;
-        } else if (res == -ECONNABORTED || res == -EAGAIN || res == -EINTR || res == -EPROTO ||
-                   res == -EPERM || res == -ENETDOWN || res == -EHOSTUNREACH || res == -ENETUNREACH) {
-                lup_debug("accept on %s: %s", l->ep->text, strerror(-res));
-        } else {
-                lup_err("accept on %s failed: %s; trying again shortly", l->ep->text, strerror(-res));
-                l->paused = !l->armed;
-                return;
-        }
-        if (!l->armed)
-                listener_arm(s, li);
-}
-
-static int listeners_open(struct sup *s)
+void sup_serving_begin(struct sup *s)
 {
         const struct lupd_config *cfg = s->cfg;
 
-        for (int i = 0; i < cfg->n_listen; i++) {
-                const struct lup_endpoint *ep = &cfg->listen[i];
-                struct listener *l = &s->listeners[i];
-                int fd = lup_listen(ep, SOMAXCONN);
-
-                if (fd < 0) {
-                        lup_err("cannot listen on %s: %s", ep->text, strerror(-fd));
-                        return fd;
-                }
-                /* Blocking on purpose: older kernels complete an io_uring
-                 * accept on an O_NONBLOCK socket with -EAGAIN at once
-                 * instead of waiting, which would spin the loop. Nothing
-                 * else ever accepts on it, so nothing can block on it. */
-                int fl = fcntl(fd, F_GETFL);
-                if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
-                        int e = -errno;
-                        lup_err("cannot listen on %s: fcntl: %s", ep->text, strerror(-e));
-                        close(fd);
-                        return e;
-                }
-                l->fd = fd;
-                l->ep = ep;
-                s->n_listeners = i + 1;
-                lup_info("listening on %s", ep->text);
-                if (!endpoint_is_local(ep)) {
-                        if (cfg->insecure)
-                                lup_warn("INSECURE: clients on %s are not authenticated (--insecure)", ep->text);
-                        else
-                                lup_warn("%s is reachable from the network and authentication is not "
-                                         "implemented yet: anyone who reaches it can use this host's GPUs",
-                                         ep->text);
-                }
-        }
-        return 0;
+        if (s->serving || s->restoring || s->stopping)
+                return;
+        s->serving = true;
+        for (int i = 0; i < s->n_listeners; i++)
+                sup_listener_arm(s, i);
+        if (s->checkpoints)
+                lup_info("lupined %s ready: backend %s, at most %d sessions, checkpoints via %s%s, drain "
+                         "timeout %d s, session TTL %d s",
+                         LUPINE_VERSION, lupd_backend_name(cfg->backend), s->reg.max_sessions,
+                         cfg->checkpoint_dir[0] ? "directory " : "provider ",
+                         cfg->checkpoint_dir[0] ? cfg->checkpoint_dir : cfg->checkpoint_provider,
+                         cfg->drain_timeout_s, cfg->session_ttl_s);
+        else
+                lup_info("lupined %s ready: backend %s, at most %d sessions", LUPINE_VERSION,
+                         lupd_backend_name(cfg->backend), s->reg.max_sessions);
+        sd_notify(0, "READY=1");
+        sup_status_update(s);
 }
 
-/* Stops accepting and removes UNIX socket paths. shutdown() takes a TCP
- * socket out of LISTEN at once, so a restarted daemon can bind the port
- * again even while the ring still holds a reference to the socket; the
- * accept in flight then completes and sup_done() waits for that. */
-static void listeners_close(struct sup *s)
+void sup_status_update(struct sup *s)
 {
-        for (int i = 0; i < s->n_listeners; i++) {
-                struct listener *l = &s->listeners[i];
+        const struct lupd_registry *reg = &s->reg;
 
-                if (l->fd < 0)
-                        continue;
-                if (l->armed) {
-                        (void)shutdown(l->fd, SHUT_RDWR);
-                        sup_cancel_op(s, ud_make(EV_ACCEPT, (uint32_t)i), l->fd);
-                }
-                l->fd = safe_close(l->fd);
-                if (l->ep->family == AF_UNIX) {
-                        const struct sockaddr_un *un = (const struct sockaddr_un *)&l->ep->addr;
-                        if (unlink(un->sun_path) < 0 && errno != ENOENT)
-                                lup_warn("cannot remove %s: %m", un->sun_path);
-                }
+        if (s->stop == SUP_DRAIN) {
+                int left = 0;
+                for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
+                        left += reg->s[i].state != LUPD_SESSION_FREE && reg->s[i].drain_sent &&
+                                !reg->s[i].drain_done;
+                sd_notifyf(0, "STATUS=draining %d sessions (%d checkpointed, %d lost)", left, s->n_checkpointed,
+                           s->n_lost);
+        } else if (s->stopping) {
+                sd_notifyf(0, "STATUS=shutting down, %d worker(s) left", lupd_registry_live(reg));
+        } else if (s->restoring) {
+                int left = 0;
+                for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
+                        left += reg->s[i].state != LUPD_SESSION_FREE && reg->s[i].restore && !reg->s[i].ready;
+                sd_notifyf(0, "STATUS=restoring %d sessions", left);
+        } else {
+                int live = lupd_registry_live(reg) - lupd_registry_count_phase(reg, LUPD_PHASE_FAILED);
+                sd_notifyf(0, "STATUS=serving %d sessions (%d detached, %d restored and waiting for their client)",
+                           live, lupd_registry_count_phase(reg, LUPD_PHASE_DETACHED),
+                           lupd_registry_count_phase(reg, LUPD_PHASE_WAITING));
         }
 }
 
@@ -303,10 +216,10 @@ static void on_signal(struct sup *s, int res)
                         sup_reap_workers(s);
                         break;
                 case SIGINT:
-                        begin_shutdown(s, "SIGINT");
+                        begin_stop(s, "SIGINT");
                         break;
                 case SIGTERM:
-                        begin_shutdown(s, "SIGTERM");
+                        begin_stop(s, "SIGTERM");
                         break;
                 case SIGHUP:
                         lup_info("SIGHUP: reload not implemented yet");
@@ -320,7 +233,7 @@ static void on_signal(struct sup *s, int res)
 static void tick_arm(struct sup *s)
 {
         struct io_uring_sqe *sqe;
-        bool need = s->n_conns > 0 || s->stopping;
+        bool need = s->n_conns > 0 || s->stopping || s->restoring;
 
         for (int i = 0; i < s->n_listeners && !need; i++)
                 need = s->listeners[i].paused;
@@ -348,34 +261,36 @@ static void on_tick(struct sup *s)
         }
         for (int i = 0; i < s->n_listeners; i++)
                 if (s->listeners[i].paused && !s->listeners[i].armed)
-                        listener_arm(s, i);
+                        sup_listener_arm(s, i);
         if (!s->sig_busy)
                 sig_arm(s);
+        if (s->restoring)
+                sup_restore_tick(s, now);
         if (!s->stopping)
                 return;
 
         /* Shutdown: a lost SIGCHLD must not keep us waiting forever. */
         sup_reap_workers(s);
-        if (!s->killed && now >= s->stop_deadline) {
+        if (s->stop == SUP_DRAIN) {
+                sup_drain_tick(s, now);
+        } else if (!s->killed && now >= s->stop_deadline) {
                 sup_workers_kill(s);
                 s->killed = true;
                 s->kill_deadline = now + LUPD_KILL_GRACE_MS;
         }
 }
 
+/* Without a checkpoint provider: every worker says GOODBYE and exits. */
 static void begin_shutdown(struct sup *s, const char *why)
 {
         int n;
 
-        if (s->stopping) {
-                lup_info("%s: already shutting down", why);
-                return;
-        }
         s->stopping = true;
+        s->stop = SUP_SHUTDOWN;
         lup_info("%s: shutting down", why);
         sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
 
-        listeners_close(s);
+        sup_listeners_close(s);
         for (int i = 0; i < LUPD_MAX_PENDING; i++)
                 if (s->conns[i].fd >= 0 && !s->conns[i].closing)
                         sup_conn_close(s, i, 0, "server shutting down");
@@ -384,6 +299,28 @@ static void begin_shutdown(struct sup *s, const char *why)
         if (n)
                 lup_info("waiting up to %d s for %d worker(s) to finish", LUPD_SHUTDOWN_GRACE_MS / 1000, n);
         s->stop_deadline = sup_now_ms() + LUPD_SHUTDOWN_GRACE_MS;
+}
+
+static void begin_stop(struct sup *s, const char *why)
+{
+        if (s->stop == SUP_DRAIN) {
+                int left = 0;
+                for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
+                        left += s->reg.s[i].state != LUPD_SESSION_FREE && s->reg.s[i].drain_sent &&
+                                !s->reg.s[i].drain_done;
+                /* Abandoning checkpoints half-way would lose sessions for
+                 * an impatient keystroke; the drain deadline bounds this. */
+                lup_info("%s: already draining (%d session(s) still checkpointing); carrying on", why, left);
+                return;
+        }
+        if (s->stopping) {
+                lup_info("%s: already shutting down", why);
+                return;
+        }
+        if (s->checkpoints)
+                sup_drain_begin(s, why);
+        else
+                begin_shutdown(s, why);
 }
 
 /* ---- the loop ----------------------------------------------------------- */
@@ -429,7 +366,7 @@ static int ring_setup(struct sup *s)
         }
         /* The probe has no entry for IORING_ACCEPT_MULTISHOT. It came in
          * 5.19 together with IORING_OP_SOCKET, so take that as the hint;
-         * on_accept() still falls back if the kernel says -EINVAL. */
+         * sup_on_accept() still falls back if the kernel says -EINVAL. */
         s->multishot = !s->cfg->no_multishot_accept && io_uring_opcode_supported(probe, IORING_OP_SOCKET);
         io_uring_free_probe(probe);
         if (r < 0)
@@ -449,7 +386,7 @@ static void dispatch(struct sup *s, uint64_t ud, int res, uint32_t flags)
         switch (ud_kind(ud)) {
         case EV_ACCEPT:
                 if (idx < (uint32_t)s->n_listeners)
-                        on_accept(s, (int)idx, res, flags);
+                        sup_on_accept(s, (int)idx, res, flags);
                 return;
         case EV_CONN_RECV:
                 if (idx < LUPD_MAX_PENDING)
@@ -523,7 +460,7 @@ static int sup_run(struct sup *s)
 
 static void sup_teardown(struct sup *s)
 {
-        listeners_close(s);
+        sup_listeners_close(s);
         for (int i = 0; i < LUPD_MAX_PENDING; i++) {
                 s->conns[i].fd = safe_close(s->conns[i].fd);
                 free(s->conns[i].payload);
@@ -545,6 +482,7 @@ int supervisor_main(struct lupd_config *cfg)
         }
         s->cfg = cfg;
         s->sigfd = -1;
+        s->checkpoints = lupd_have_checkpoints(cfg);
         for (int i = 0; i < LUPD_MAX_PENDING; i++)
                 s->conns[i].fd = -1;
         for (int i = 0; i < LUPD_MAX_LISTEN; i++)
@@ -566,26 +504,40 @@ int supervisor_main(struct lupd_config *cfg)
         r = ring_setup(s);
         if (r < 0)
                 goto out_close_sigfd;
-        r = listeners_open(s);
+        r = sup_listeners_open(s);
         if (r < 0)
                 goto out_close_ring;
 
-        for (int i = 0; i < s->n_listeners; i++)
-                listener_arm(s, i);
         sig_arm(s);
+        if (s->checkpoints) {
+                r = sup_restore_start(s);
+                if (r < 0)
+                        goto out_kill_workers;
+        }
+        sup_serving_begin(s); /* at once, unless restore workers are still to report */
         r = io_uring_submit(&s->ring);
         if (r < 0) {
                 lup_err("io_uring_submit failed: %s", strerror(-r));
-                goto out_close_ring;
+                goto out_kill_workers;
         }
-        lup_info("lupined %s ready: backend %s, at most %d sessions", LUPINE_VERSION,
-                 lupd_backend_name(cfg->backend), s->reg.max_sessions);
-        sd_notifyf(0, "READY=1\nSTATUS=Serving on %d endpoint(s)", s->n_listeners);
 
         status = sup_run(s);
+        if (status == 0 && s->stop == SUP_DRAIN) {
+                lup_info("drain finished: %d of %d session(s) checkpointed, %d lost, %d ended by themselves, "
+                         "%d kept their previous checkpoint",
+                         s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept);
+                status = s->n_lost ? 1 : 0;
+                if (status)
+                        lup_err("lupined stopped; %d session(s) were lost", s->n_lost);
+        }
         if (status == 0)
                 lup_info("lupined stopped");
+        goto out_close_ring;
 
+out_kill_workers:
+        /* Restore workers started before the failure must not outlive us. */
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
+                sup_worker_kill(s, i);
 out_close_ring:
         sup_teardown(s);
         io_uring_queue_exit(&s->ring);

@@ -28,16 +28,43 @@
  * before exiting anyway (a worker stuck in uninterruptible sleep). */
 #define LUPD_KILL_GRACE_MS 5000
 
+/* --drain-timeout: how long workers get to checkpoint (and, at start, to
+ * restore) before SIGKILL. */
+#define LUPD_DRAIN_TIMEOUT_DEFAULT_S 60
+#define LUPD_DRAIN_TIMEOUT_MAX_S 86400
+/* --session-ttl: how long a session without a client is kept. */
+#define LUPD_SESSION_TTL_DEFAULT_S 3600
+#define LUPD_SESSION_TTL_MAX_S (30 * 86400)
+/* While draining or restoring, systemd hears EXTEND_TIMEOUT_USEC of
+ * LUPD_EXTEND_USEC every LUPD_EXTEND_INTERVAL_MS, so TimeoutStopSec= and
+ * TimeoutStartSec= need not guess how long checkpoints take; the drain
+ * deadline is what bounds it. */
+#define LUPD_EXTEND_INTERVAL_MS 5000
+#define LUPD_EXTEND_USEC 10000000ull
+/* Committed sessions the supervisor takes from a provider's listing; more
+ * are logged and left alone. */
+#define LUPD_RESTORE_LIST_MAX 4096
+
 /*
  * Runs the supervisor until SIGINT or SIGTERM. cfg->listen[0..n_listen) and
  * cfg->self_exe must be set; cfg->hello_timeout_ms <= 0 means
- * LUPD_HELLO_TIMEOUT_MS.
+ * LUPD_HELLO_TIMEOUT_MS. With a checkpoint provider configured
+ * (lupd_have_checkpoints), it first restores the committed sessions, and
+ * SIGINT/SIGTERM drain (checkpoint) every session instead of ending it.
  *
- * Returns the process exit status: 0 after a clean shutdown, 1 when the
- * daemon cannot start (no usable io_uring, a listener that cannot bind) or
+ * Returns the process exit status: 0 after a clean shutdown or a drain in
+ * which every session was checkpointed; 1 when a session was lost in the
+ * drain, when the daemon cannot start (no usable io_uring, a listener that
+ * cannot bind, a checkpoint provider that cannot be loaded or listed) or
  * its event loop fails. It logs the reason itself.
  */
 int supervisor_main(struct lupd_config *cfg);
+
+/* Whether sessions are checkpointed on drain and restored at start. */
+static inline bool lupd_have_checkpoints(const struct lupd_config *cfg)
+{
+        return cfg->checkpoint_dir[0] != 0 || cfg->checkpoint_provider[0] != 0;
+}
 
 /* Names as they appear on the command line, shared by the parser in main.c
  * and the worker command line the supervisor builds. */

@@ -185,36 +185,82 @@ void sup_conn_new(struct sup *s, const struct listener *l, int fd)
                 sup_conn_close(s, idx, 0, "submission queue full");
 }
 
-/* The first frame is complete: validate the HELLO, then refuse it or start
- * the session. */
+static bool token_is_zero(const uint8_t token[static LUP_TOKEN_SIZE])
+{
+        uint8_t any = 0;
+
+        for (unsigned i = 0; i < LUP_TOKEN_SIZE; i++)
+                any |= token[i];
+        return any == 0;
+}
+
+/*
+ * The first frame is complete: validate the HELLO, then route it.
+ *
+ *   name registered, token zero      refused "session NAME is busy": a zero
+ *                                    token asks for a new session, and
+ *                                    this name is taken;
+ *   name registered, token non-zero  LUPD_CTL_ATTACH to its worker, which
+ *                                    checks the token and answers the
+ *                                    client itself (refused "busy" while
+ *                                    the worker has not reported READY or
+ *                                    has too many resumes in flight);
+ *   name unknown, token non-zero     refused with CUDA_ERROR_DEVICE_UNAVAILABLE
+ *                                    "session NAME no longer exists", so the
+ *                                    client stops retrying;
+ *   name unknown, token zero         a new session.
+ */
 static void conn_hello(struct sup *s, int idx)
 {
         struct conn *c = &s->conns[idx];
         struct lup_hello hello;
         const char *why = NULL;
-        int r, slot;
+        int r, entry;
 
         r = lup_hello_decode(c->payload, c->hdr.len, &hello, &why);
         if (r < 0) {
                 sup_conn_close(s, idx, CUDA_ERROR_INVALID_VALUE, "%s", why ? why : "malformed HELLO");
                 return;
         }
-        /* Busy is checked before full, so that a client retrying a session
-         * that is still alive always hears why. */
-        slot = lupd_registry_claim(&s->reg, hello.name);
-        if (slot == -EBUSY) {
+        entry = lupd_registry_find_name(&s->reg, hello.name);
+        if (entry >= 0) {
+                const struct lupd_session *se = &s->reg.s[entry];
+                if (token_is_zero(hello.token) || !se->ready) {
+                        sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "session %s is busy", hello.name);
+                        return;
+                }
+                r = sup_session_attach(s, entry, c->fd, &c->hdr, c->payload, c->peer);
+                if (r == -EBUSY) {
+                        sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE,
+                                       "session %s is busy (resumes already in progress)", hello.name);
+                        return;
+                }
+                if (r < 0) {
+                        sup_conn_close(s, idx, CUDA_ERROR_OPERATING_SYSTEM,
+                                       "cannot hand the connection to session %s: %s", hello.name, strerror(-r));
+                        return;
+                }
+                conn_drop(s, idx); /* the worker holds the connection now */
+                return;
+        }
+        if (!token_is_zero(hello.token)) {
+                sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "session %s no longer exists", hello.name);
+                return;
+        }
+        entry = lupd_registry_claim(&s->reg, hello.name);
+        if (entry == -EBUSY) {
                 sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "session %s is busy", hello.name);
                 return;
         }
-        if (slot == -ENOSPC) {
+        if (entry == -ENOSPC) {
                 sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "server full");
                 return;
         }
-        if (slot < 0) {
+        if (entry < 0) {
                 sup_conn_close(s, idx, CUDA_ERROR_INVALID_VALUE, "invalid session name");
                 return;
         }
-        r = sup_session_start(s, slot, c->fd, &c->hdr, c->payload, c->peer);
+        r = sup_session_start(s, entry, c->fd, &c->hdr, c->payload, c->peer);
         if (r < 0) {
                 sup_conn_close(s, idx, CUDA_ERROR_OPERATING_SYSTEM, "cannot start a worker for session %s: %s",
                                hello.name, strerror(-r));

@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Supervisor internals shared by its three files:
- *   supervisor.c         the loop, the ring, listeners, signals, shutdown;
- *   supervisor_conn.c    pending connections: reading and judging HELLO;
- *   supervisor_worker.c  starting, watching and reaping workers.
+ * Supervisor internals shared by its files:
+ *   supervisor.c          the loop, the ring, signals, shutdown;
+ *   supervisor_listen.c   listening sockets and accepts;
+ *   supervisor_conn.c     pending connections: reading and judging HELLO;
+ *   supervisor_worker.c   starting, killing and reaping workers;
+ *   supervisor_ctl.c      the control channel: ATTACH out, READY, ATTACHED,
+ *                         DETACHED and DRAINED in (daemon/ctl.h);
+ *   supervisor_drain.c    drain on SIGTERM: DRAIN, deadlines, verdicts;
+ *   supervisor_restore.c  restore at start: provider listing, restore workers.
  * Nothing outside daemon/supervisor*.c includes this.
  */
 #ifndef LUPD_SUPERVISOR_INT_H
@@ -31,8 +36,8 @@
  *
  *   kind   enum ev_kind: which handler gets the completion.
  *   index  listener index (EV_ACCEPT), pending-connection slot
- *          (EV_CONN_RECV) or session/arena slot (EV_CTL_RECV); zero for
- *          the singletons.
+ *          (EV_CONN_RECV) or session registry entry (EV_CTL_RECV; not
+ *          the arena slot); zero for the singletons.
  *
  * An index is not reused while an operation naming it is in flight
  * (listener->armed, conn->recv_busy, session->ctl_busy), so a completion
@@ -89,6 +94,13 @@ struct log_limit {
         unsigned suppressed;
 };
 
+/* Why the supervisor is stopping, if it is. */
+enum sup_stop {
+        SUP_RUNNING = 0,
+        SUP_SHUTDOWN,   /* no checkpoint provider: SHUTDOWN, workers just exit */
+        SUP_DRAIN,      /* checkpoint every session, then exit */
+};
+
 struct sup {
         struct io_uring ring;
         struct lupd_config *cfg;
@@ -103,11 +115,26 @@ struct sup {
         struct __kernel_timespec tick_ts;
         unsigned tick_ms;
         bool tick_busy;
-        bool stopping;
+        bool stopping;          /* stop != SUP_RUNNING */
+        enum sup_stop stop;
         bool killed;            /* stragglers got SIGKILL */
         uint64_t stop_deadline; /* SIGKILL the workers left at this time */
         uint64_t kill_deadline; /* give up waiting for them at this time */
         struct log_limit conn_log;
+        /* sessions that outlive the process (a checkpoint provider is set) */
+        bool checkpoints;       /* lupd_have_checkpoints(cfg) */
+        bool restoring;         /* restore workers have not all reported */
+        bool serving;           /* accepts were armed and READY=1 sent */
+        uint64_t restore_deadline;
+        uint64_t next_extend;   /* next EXTEND_TIMEOUT_USEC to systemd */
+        int n_restore_listed;   /* committed sessions the provider listed */
+        int n_restore_started;  /* restore workers started */
+        int n_restored;         /* ... that reported READY 0 */
+        int n_drain;            /* sessions told to drain */
+        int n_checkpointed;     /* ... that reported DRAINED 0 */
+        int n_lost;             /* ... whose state is gone */
+        int n_kept;             /* ... that failed, but their older checkpoint stands */
+        int n_ended;            /* ... that ended by themselves meanwhile */
 };
 
 static inline int safe_close(int fd)
@@ -130,6 +157,27 @@ struct io_uring_sqe *sup_sqe(struct sup *s);
 void sup_cancel_op(struct sup *s, uint64_t ud, int fd);
 /* Whether one more connection-related log line fits the rate limit. */
 bool sup_conn_log_allow(struct sup *s);
+/* Arms the listeners and tells systemd READY=1: the daemon serves. Called
+ * once restores are done (at once when there are none); a no-op while
+ * restoring, once stopping, or the second time. */
+void sup_serving_begin(struct sup *s);
+/* Sends systemd a STATUS= line describing the sessions now. */
+void sup_status_update(struct sup *s);
+
+/* ---- supervisor_listen.c */
+
+/* Binds every cfg->listen endpoint; -errno (logged) if one cannot be. */
+int sup_listeners_open(struct sup *s);
+/* Arms an accept on listener li, unless one is armed, the daemon does not
+ * serve yet (restoring) or any more (stopping), or the listener is closed. */
+void sup_listener_arm(struct sup *s, int li);
+/* Completion of an accept on listener li. */
+void sup_on_accept(struct sup *s, int li, int res, uint32_t cqe_flags);
+/* Stops arming accepts and cancels those in flight, keeping the listening
+ * sockets open so new clients wait in the backlog. */
+void sup_listeners_pause(struct sup *s);
+/* Stops accepting, closes the sockets and removes UNIX socket paths. */
+void sup_listeners_close(struct sup *s);
 
 /* ---- supervisor_conn.c */
 
@@ -145,19 +193,76 @@ void sup_conn_close(struct sup *s, int idx, uint32_t refuse_status, const char *
 
 /* ---- supervisor_worker.c */
 
-/* Starts the worker for the freshly claimed registry slot and hands it the
- * connection with its HELLO (header hdr, payload of hdr->len bytes).
- * Returns 0 (the slot is LIVE until the reaper frees it) or -errno (the
- * slot is released and no worker was started). */
-int sup_session_start(struct sup *s, int slot, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
+/* Starts the worker for the freshly claimed registry entry idx and hands
+ * it the connection with its HELLO (header hdr, payload of hdr->len
+ * bytes). Returns 0 (the entry is LIVE until the reaper frees it) or
+ * -errno (the entry is released and no worker was started). */
+int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
                       const char *peer);
-/* Completion of the recv on the control socket of session slot. */
-void sup_ctl_on_recv(struct sup *s, int slot, int res);
-/* waitpid() every worker that has exited, log how, free its session. */
+/* Starts a `--restore=NAME` worker for the freshly claimed restore entry
+ * idx (no client). Returns 0 or -errno (entry released). */
+int sup_session_restore(struct sup *s, int idx);
+/* waitpid() every worker that has exited, log how, and retire its entry;
+ * the entry is freed by sup_ctl_finish() once its control socket is read
+ * to the end. */
 void sup_reap_workers(struct sup *s);
 /* LUPD_CTL_SHUTDOWN to every live worker; returns how many were told. */
 int sup_workers_shutdown(struct sup *s);
 /* SIGKILL every live worker, saying which. */
 void sup_workers_kill(struct sup *s);
+/* SIGKILL one worker, unless it was reaped already (its pid may be
+ * someone else's by now). */
+void sup_worker_kill(struct sup *s, int idx);
+/* A bare u32 control message (SHUTDOWN, DRAIN) to worker idx, without
+ * blocking. Returns 0 or -errno. */
+int sup_worker_send(struct sup *s, int idx, uint32_t type);
+/* "exited with status 3", "killed by signal 9" for a wait status. */
+void sup_describe_wait(int st, char *out, size_t cap);
+
+/* ---- supervisor_ctl.c */
+
+/* Starts (or continues) reading worker idx's control socket. */
+void sup_ctl_arm(struct sup *s, int idx);
+/* Completion of the recv on the control socket of entry idx. */
+void sup_ctl_on_recv(struct sup *s, int idx, int res);
+/* The worker of entry idx was reaped: read what is left on its control
+ * socket (unless a recv is still in flight; its completion comes back
+ * here), settle its accounts, and free the entry. */
+void sup_ctl_finish(struct sup *s, int idx);
+/* Hands a client's connection, asking to resume registered session idx,
+ * to its worker (LUPD_CTL_ATTACH). Returns 0, -EBUSY when
+ * LUPD_MAX_ATTACH_PENDING resumes are in flight already, or -errno. */
+int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
+                       const char *peer);
+
+/* ---- supervisor_drain.c */
+
+/* SIGTERM/SIGINT with a provider: stop admitting, DRAIN every worker. */
+void sup_drain_begin(struct sup *s, const char *why);
+/* The tick while draining: EXTEND_TIMEOUT_USEC, the drain deadline. */
+void sup_drain_tick(struct sup *s, uint64_t now);
+/* Worker idx reported LUPD_CTL_DRAINED with status. */
+void sup_drain_on_drained(struct sup *s, int idx, int32_t status);
+/* Worker idx, told to drain, is gone without DRAINED (wait_status from
+ * waitpid): its session ended by itself (exit 0) or is lost. */
+void sup_drain_on_gone(struct sup *s, int idx, int wait_status);
+/* Every EXTEND_INTERVAL, tell systemd to wait a little longer. */
+void sup_notify_extend(struct sup *s, uint64_t now);
+
+/* ---- supervisor_restore.c */
+
+/* Loads the provider, lists committed sessions and starts a restore
+ * worker for each (up to max_sessions). Returns 0 (s->restoring tells
+ * whether any worker is still to report) or -errno after logging why the
+ * daemon cannot start. */
+int sup_restore_start(struct sup *s);
+/* Restore worker idx reported READY (status, slot). */
+void sup_restore_on_ready(struct sup *s, int idx, int32_t status, uint32_t slot);
+/* Restore worker idx is gone without READY. */
+void sup_restore_on_gone(struct sup *s, int idx, const char *why);
+/* The tick while restoring: EXTEND_TIMEOUT_USEC and the restore deadline. */
+void sup_restore_tick(struct sup *s, uint64_t now);
+/* Begins serving once no restore worker is left to report. */
+void sup_restore_progress(struct sup *s);
 
 #endif

@@ -51,7 +51,7 @@ int lupw_op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t 
                  * the data, as after a synchronous copy. */
                 if (s->htod_pending && st != s->htod_stream)
                         lupw_htod_wait(s);
-                res = s->be.fn.cuMemcpyHtoDAsync_v2(dst, p + r.off, n, st);
+                res = s->be.fn.cuMemcpyHtoDAsync_v2(lupw_xlate(s, dst), p + r.off, n, st);
                 if (res == CUDA_SUCCESS)
                         res = s->be.fn.cuEventRecord(s->htod_done, st);
                 if (res == CUDA_SUCCESS) {
@@ -60,7 +60,7 @@ int lupw_op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t 
                 }
         } else if (res == CUDA_SUCCESS) {
                 /* the bytes sit in the receive buffer, which the next read reuses */
-                res = s->be.fn.cuMemcpyHtoD_v2(dst, p + r.off, n);
+                res = s->be.fn.cuMemcpyHtoD_v2(lupw_xlate(s, dst), p + r.off, n);
         }
         if (h->flags & LUP_F_SYNC)
                 return lupw_reply(s, h, 0, res, NULL, 0);
@@ -219,7 +219,7 @@ int lupw_op_dtoh(struct lupw_session *s, const struct lup_hdr *h, const uint8_t 
         if (res != CUDA_SUCCESS)
                 return lupw_reply(s, h, 0, res, NULL, 0);
         /* the chunks are queued on the request's stream, after its earlier work */
-        return copy_out_sync(s, h, 0, src, n, st);
+        return copy_out_sync(s, h, 0, lupw_xlate(s, src), n, st);
 }
 
 static struct lupw_pending_dtoh *pending_at(struct lupw_session *s, unsigned i)
@@ -309,7 +309,7 @@ int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const ui
                         return send_data(s, token, 0, NULL, 0, res);
                 }
                 int rc = lupw_flush_pending(s, true);
-                return rc < 0 ? rc : copy_out_sync(s, NULL, token, src, n, st);
+                return rc < 0 ? rc : copy_out_sync(s, NULL, token, lupw_xlate(s, src), n, st);
         }
         size_t off;
         int rc = ring_take(s, (size_t)n, &off);
@@ -318,7 +318,8 @@ int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const ui
         struct lupw_pending_dtoh *pd = pending_at(s, s->n_pending);
         if (!pd->done && s->be.fn.cuEventCreate(&pd->done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
                 pd->done = NULL;
-        res = pd->done ? s->be.fn.cuMemcpyDtoHAsync_v2(s->dring + off, src, n, st) : CUDA_ERROR_OUT_OF_MEMORY;
+        res = pd->done ? s->be.fn.cuMemcpyDtoHAsync_v2(s->dring + off, lupw_xlate(s, src), n, st)
+                       : CUDA_ERROR_OUT_OF_MEMORY;
         if (res == CUDA_SUCCESS)
                 res = s->be.fn.cuEventRecord(pd->done, st);
         if (res != CUDA_SUCCESS) {

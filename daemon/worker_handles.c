@@ -24,9 +24,17 @@ void lupw_handles_init(struct lupw_session *s)
         lup_u64map_init(&s->blobs, 64);
 }
 
+void lupw_prov_free(struct lupw_prov *p)
+{
+        free(p->name);
+        free(p->image);
+        memset(p, 0, sizeof(*p));
+}
+
 static void free_handle(uint64_t key, uint64_t val, void *ud)
 {
         struct lupw_handle_ent *e = (struct lupw_handle_ent *)(uintptr_t)val;
+        lupw_prov_free(&e->prov);
         free(e->params);
         free(e);
 }
@@ -40,6 +48,7 @@ static void free_blob(uint64_t key, uint64_t val, void *ud)
 
 void lupw_handles_free(struct lupw_session *s)
 {
+        lupw_prov_free(&s->prov);
         lup_u64map_each(&s->handles, free_handle, NULL);
         lup_u64map_free(&s->handles);
         lup_u64map_each(&s->blobs, free_blob, NULL);
@@ -61,6 +70,7 @@ CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret)
         if (!e)
                 return CUDA_ERROR_INVALID_HANDLE;
         *ret = e->real;
+        s->cur_parent = id; /* creators record what they were made from */
         return CUDA_SUCCESS;
 }
 
@@ -80,10 +90,15 @@ CUresult lupw_handle_put(struct lupw_session *s, int kind, uint64_t id, void *re
                 return CUDA_ERROR_OUT_OF_MEMORY;
         e->kind = kind;
         e->real = real;
+        e->ctx = s->bound_id;
         if (lup_u64map_put(&s->handles, id, (uint64_t)(uintptr_t)e) < 0) {
                 free(e);
+                lupw_prov_free(&s->prov);
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
+        /* the creating handler left how it made the handle in s->prov */
+        e->prov = s->prov;
+        memset(&s->prov, 0, sizeof(s->prov));
         return CUDA_SUCCESS;
 }
 
@@ -152,6 +167,7 @@ int lupw_blob_take(struct lupw_session *s, uint64_t id, const void **ret, size_t
         }
         *ret = b->data;
         *ret_len = (size_t)b->total;
+        s->cur_blob_len = (size_t)b->total;
         return 0;
 }
 

@@ -171,8 +171,16 @@ int lupw_op_launch(struct lupw_session *s, const struct lup_hdr *h, const uint8_
                 static _Alignas(16) uint8_t pbuf[LUP_MAX_PARAM_BYTES + 16];
                 static void *kparams[LUP_MAX_PARAMS];
                 memcpy(pbuf, params, pbytes);
-                for (uint32_t i = 0; i < e->n_params; i++)
+                for (uint32_t i = 0; i < e->n_params; i++) {
                         kparams[i] = pbuf + e->params[2 * i];
+                        /* a pointer to a module global moved by a restore */
+                        if (s->xlate.n && e->params[2 * i + 1] == 8) {
+                                uint64_t v;
+                                memcpy(&v, kparams[i], 8);
+                                v = lupw_xlate(s, v);
+                                memcpy(kparams[i], &v, 8);
+                        }
+                }
                 if (n_attrs || (flags & LUP_LAUNCH_COOPERATIVE)) {
                         CUlaunchConfig cfg = {
                                 .gridDimX = dims[0], .gridDimY = dims[1], .gridDimZ = dims[2],

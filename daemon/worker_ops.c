@@ -31,15 +31,27 @@ static bool find_global(const struct lupw_session *s, uint64_t p, struct lup_ran
         return lup_rangemap_find(&s->globals, p, ret);
 }
 
-static CUresult add_global(struct lupw_session *s, uint64_t addr, uint64_t size)
+/* Payload: a = the module or library it belongs to, b = its name (owned). */
+static CUresult add_global(struct lupw_session *s, uint64_t addr, uint64_t size, const char *name)
 {
-        struct lup_range r = { .base = addr, .size = size };
         if (find_global(s, addr, NULL))
                 return CUDA_SUCCESS;
         if (s->globals.n >= LUP_MAX_HANDLES)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        int rc = lup_rangemap_add(&s->globals, &r);
+        char *n = strdup(name);
+        struct lup_range r = { .base = addr, .size = size, .a = s->cur_parent, .b = (uint64_t)(uintptr_t)n };
+        int rc = n ? lup_rangemap_add(&s->globals, &r) : -ENOMEM;
+        if (rc < 0)
+                free(n);
         return rc == 0 || rc == -EEXIST ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+uint64_t lupw_xlate(const struct lupw_session *s, uint64_t p)
+{
+        struct lup_range r;
+        if (s->xlate.n && lup_rangemap_find(&s->xlate, p, &r))
+                return r.a + (p - r.base);
+        return p;
 }
 
 int lupw_check_devptr(struct lupw_session *s, uint64_t p)
@@ -308,7 +320,7 @@ CUresult lupw_lupCtxCreate(struct lupw_session *s, uint64_t id, unsigned int fla
                 return r;
         /* cuCtxCreate makes the new context current; keep binding explicit */
         s->be.fn.cuCtxSetCurrent(prev);
-        s->ctxs[s->n_ctxs++] = (struct lupw_ctx_slot){ .id = id, .real = real, .device = dev };
+        s->ctxs[s->n_ctxs++] = (struct lupw_ctx_slot){ .id = id, .real = real, .device = dev, .flags = flags };
         return CUDA_SUCCESS;
 }
 
@@ -402,17 +414,92 @@ CUresult lupw_cuModuleGetGlobal_v2(struct lupw_session *s, CUdeviceptr *dptr, si
 {
         CUresult r = s->be.fn.cuModuleGetGlobal_v2(dptr, bytes, hmod, name);
         /* the client may now copy to and from it: accept it as a device range */
-        return r == CUDA_SUCCESS ? add_global(s, *dptr, *bytes) : r;
+        return r == CUDA_SUCCESS ? add_global(s, *dptr, *bytes, name) : r;
 }
 
 CUresult lupw_cuLibraryGetGlobal(struct lupw_session *s, CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
                                  const char *name)
 {
         CUresult r = s->be.fn.cuLibraryGetGlobal(dptr, bytes, library, name);
-        return r == CUDA_SUCCESS ? add_global(s, *dptr, *bytes) : r;
+        return r == CUDA_SUCCESS ? add_global(s, *dptr, *bytes, name) : r;
+}
+
+
+/* ---- creators that remember how they created, for checkpoints */
+
+static CUresult prov_image(struct lupw_session *s, CUresult r, const void *image, size_t n)
+{
+        lupw_prov_free(&s->prov);
+        if (r != CUDA_SUCCESS)
+                return r;
+        s->prov.image = malloc(n ? n : 1);
+        if (!s->prov.image)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        memcpy(s->prov.image, image, n);
+        s->prov.image_len = n;
+        return CUDA_SUCCESS;
+}
+
+static CUresult prov_named(struct lupw_session *s, CUresult r, uint64_t parent, const char *name)
+{
+        lupw_prov_free(&s->prov);
+        if (r != CUDA_SUCCESS)
+                return r;
+        s->prov.parent = parent;
+        if (name && !(s->prov.name = strdup(name)))
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_cuModuleLoadData(struct lupw_session *s, CUmodule *module, const void *image)
+{
+        return prov_image(s, s->be.fn.cuModuleLoadData(module, image), image, s->cur_blob_len);
 }
 
 CUresult lupw_lupLibraryLoad(struct lupw_session *s, CUlibrary *library, const void *code)
 {
-        return s->be.fn.cuLibraryLoadData(library, code, NULL, NULL, 0, NULL, NULL, 0);
+        return prov_image(s, s->be.fn.cuLibraryLoadData(library, code, NULL, NULL, 0, NULL, NULL, 0), code,
+                          s->cur_blob_len);
+}
+
+CUresult lupw_cuModuleGetFunction(struct lupw_session *s, CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+        return prov_named(s, s->be.fn.cuModuleGetFunction(hfunc, hmod, name), s->cur_parent, name);
+}
+
+CUresult lupw_cuLibraryGetKernel(struct lupw_session *s, CUkernel *pKernel, CUlibrary library, const char *name)
+{
+        return prov_named(s, s->be.fn.cuLibraryGetKernel(pKernel, library, name), s->cur_parent, name);
+}
+
+CUresult lupw_cuLibraryGetModule(struct lupw_session *s, CUmodule *pMod, CUlibrary library)
+{
+        return prov_named(s, s->be.fn.cuLibraryGetModule(pMod, library), s->cur_parent, NULL);
+}
+
+CUresult lupw_cuKernelGetFunction(struct lupw_session *s, CUfunction *pFunc, CUkernel kernel)
+{
+        return prov_named(s, s->be.fn.cuKernelGetFunction(pFunc, kernel), s->cur_parent, NULL);
+}
+
+CUresult lupw_cuStreamCreate(struct lupw_session *s, CUstream *phStream, unsigned int Flags)
+{
+        CUresult r = prov_named(s, s->be.fn.cuStreamCreate(phStream, Flags), 0, NULL);
+        s->prov.flags = Flags;
+        return r;
+}
+
+CUresult lupw_cuStreamCreateWithPriority(struct lupw_session *s, CUstream *phStream, unsigned int flags, int priority)
+{
+        CUresult r = prov_named(s, s->be.fn.cuStreamCreateWithPriority(phStream, flags, priority), 0, NULL);
+        s->prov.flags = flags;
+        s->prov.priority = priority;
+        return r;
+}
+
+CUresult lupw_cuEventCreate(struct lupw_session *s, CUevent *phEvent, unsigned int Flags)
+{
+        CUresult r = prov_named(s, s->be.fn.cuEventCreate(phEvent, Flags), 0, NULL);
+        s->prov.flags = Flags;
+        return r;
 }

@@ -10,14 +10,28 @@
 #include "arena.h"
 #include "backend.h"
 #include "config.h"
+#include "lupine/checkpoint_provider.h"
+#include "frame.h"
 #include "lupine/wire.h"
 #include "rangemap.h"
 #include "u64map.h"
+
+/* How a handle was made, so a restore can make it again. */
+struct lupw_prov {
+        uint64_t parent;                /* module/library/kernel it came from, or 0 */
+        char *name;                     /* function, kernel name */
+        uint8_t *image;                 /* module or library image */
+        size_t image_len;
+        uint32_t flags;                 /* stream/event flags */
+        int32_t priority;               /* stream priority */
+};
 
 /* one entry of the handle table */
 struct lupw_handle_ent {
         int kind;                       /* LUPW_H_* */
         void *real;                     /* the driver's handle */
+        uint64_t ctx;                   /* the context id it was made in */
+        struct lupw_prov prov;
         /* functions: parameter layout, fetched from the driver on first launch */
         bool have_params;
         uint32_t n_params;
@@ -39,6 +53,7 @@ struct lupw_ctx_slot {
         uint64_t id;            /* the client's id */
         CUcontext real;
         int device;
+        unsigned int flags;
 };
 
 struct lupw_chunk {
@@ -70,9 +85,13 @@ struct lupw_session {
         int bound_device;
 
         struct lup_u64map handles;              /* id -> struct lupw_handle_ent * */
+        struct lupw_prov prov;                  /* provenance for the next lupw_handle_put */
+        uint64_t cur_parent;                    /* the handle the current call named last */
+        size_t cur_blob_len;                    /* the image the current call uploaded */
         struct lup_u64map blobs;                /* id -> upload in progress */
         uint64_t blob_bytes;
-        struct lup_rangemap globals;            /* module globals the client asked for */
+        struct lup_rangemap globals;            /* module globals the client asked for (client addresses) */
+        struct lup_rangemap xlate;              /* after a restore: old global address -> new (a) */
 
         uint8_t *dring;                         /* pinned staging ring for async DtoH */
         size_t dring_size, dring_head, dring_tail;
@@ -99,6 +118,17 @@ struct lupw_session {
         struct io_uring ring;
         bool ring_ok;
         bool stop;
+        int exit_status;
+        uint64_t conn_gen;                      /* bumped whenever the connection is replaced */
+        bool recv_armed, ctl_armed, ttl_armed;
+        struct __kernel_timespec ttl;
+        uint64_t detached_since;
+        /* checkpoints (worker_ckpt.c) */
+        const struct lupine_checkpoint_provider *prov_ops;
+        struct lupine_ckpt_instance *prov_inst;
+        void *prov_dl;
+        uint64_t epoch;                         /* of the last committed checkpoint */
+        bool drained;
 };
 
 /* worker_handles.c */
@@ -106,6 +136,7 @@ void lupw_handles_init(struct lupw_session *s);
 void lupw_handles_free(struct lupw_session *s);
 struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64_t id);
 int lupw_op_blob(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+void lupw_prov_free(struct lupw_prov *p);
 
 /* worker_launch.c */
 int lupw_op_launch(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
@@ -122,7 +153,38 @@ void lupw_copy_free(struct lupw_session *s);
 /* Waits for host->device copies still reading the receive buffer. */
 void lupw_htod_wait(struct lupw_session *s);
 
+/* worker_ops.c: a module global's address as the client knows it -> where
+ * it is now (they differ after a restore reloaded the module) */
+uint64_t lupw_xlate(const struct lupw_session *s, uint64_t p);
+
+/* worker_ckpt.c */
+/* Synchronises every context of the session. */
+CUresult lupw_sync_all(struct lupw_session *s);
+/* Saves the session through the configured provider: 0 or -errno (logged). */
+int lupw_checkpoint(struct lupw_session *s);
+/* Rebuilds the session from its newest committed checkpoint. */
+int lupw_restore(struct lupw_session *s, const char *name);
+/* Deletes the session's checkpoints (it ended or expired). */
+void lupw_forget_checkpoint(struct lupw_session *s);
+void lupw_ckpt_close(struct lupw_session *s);
+/* Loads and opens the configured provider once; -ENOTSUP when none is. */
+int lupw_ckpt_open(struct lupw_session *s);
+
+/* worker_hello.c */
+int lupw_refuse(struct lupw_session *s, const struct lup_hdr *req, CUresult status, const char *msg);
+/* Loads the driver, retains device 0's primary context, pins buffers.
+ * NULL on success, else a reason (and *ret_status the CUresult to report). */
+const char *lupw_open_device(struct lupw_session *s, CUresult *ret_status);
+int lupw_reserve_arena(struct lupw_session *s, uint32_t slot, char *err, size_t errlen);
+int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req);
+int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req);
+int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t *ret_slot, struct lup_hdr *ret_req,
+                      struct lup_hello *ret_hello, const char **ret_why);
+void lupw_set_blocking(int fd);
+void lupw_ctl_send(struct lupw_session *s, uint32_t type, int32_t status, uint32_t slot, bool with_slot);
+
 /* worker.c */
+int lupw_process_input(struct lupw_session *s);
 int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags, CUresult status,
                const void *payload, size_t len);
 int lupw_flush_out(struct lupw_session *s);

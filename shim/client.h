@@ -66,6 +66,19 @@ CUresult lupc_protocol_error(const char *what);
 uint32_t lupc_driver_version(void);
 int lupc_backend_kind(void);
 
+/* The connection as the reconnect machinery sees it (for tests and
+ * diagnostics). state: 0 up, 1 reconnecting, 2 session lost. */
+struct lupc_conn_stats {
+        int state;
+        uint64_t sent;           /* the last sequence number sent */
+        uint64_t acked;          /* the server executed every call up to here */
+        size_t replay_bytes;     /* frame bytes kept for resending */
+        size_t replay_frames;
+        size_t replay_max;       /* the bound (LUPINE_REPLAY_MAX_MB); 0 when no copies are kept */
+        unsigned resumes;        /* successful reconnects */
+};
+void lupc_conn_stats(struct lupc_conn_stats *ret);
+
 /* ---- shadow state (shadow.c) */
 
 int lupc_device_count(void);

@@ -21,28 +21,31 @@
 
 #include "sim_copy.h"
 
+/* Adds the distance from the first of n steps of stride to the last
+ * (nothing for n <= 1) to *span; false on overflow. */
+static bool add_steps(size_t *span, size_t n, size_t stride)
+{
+        size_t t;
+
+        if (n <= 1)
+                return true;
+        if (stride && n - 1 > SIZE_MAX / stride)
+                return false;
+        t = (n - 1) * stride;
+        if (t > SIZE_MAX - *span)
+                return false;
+        *span += t;
+        return true;
+}
+
 /* Bytes from the first to one past the last byte of one end of a box;
  * 0 on overflow (boxes are never empty here). */
 static size_t end_span(const struct sim_box_end *e, const struct sim_copy *c)
 {
-        size_t s = c->width, t;
+        size_t s = c->width;
 
-        if (c->height > 1) {
-                if (e->pitch && c->height - 1 > SIZE_MAX / e->pitch)
-                        return 0;
-                t = (c->height - 1) * e->pitch;
-                if (t > SIZE_MAX - s)
-                        return 0;
-                s += t;
-        }
-        if (c->depth > 1) {
-                if (e->slice && c->depth - 1 > SIZE_MAX / e->slice)
-                        return 0;
-                t = (c->depth - 1) * e->slice;
-                if (t > SIZE_MAX - s)
-                        return 0;
-                s += t;
-        }
+        if (!add_steps(&s, c->height, e->pitch) || !add_steps(&s, c->depth, e->slice))
+                return 0;
         return s;
 }
 
@@ -122,7 +125,6 @@ static CUresult async_submit(CUstream stream, void *arg, bool empty,
 {
         struct sim_driver *drv = sim_driver_get();
         struct sim_queue *q = NULL;
-        struct sim_op *op;
         CUresult r;
 
         if (!drv) {
@@ -141,12 +143,7 @@ static CUresult async_submit(CUstream stream, void *arg, bool empty,
                 free(arg);
                 return r;
         }
-        op = sim_op_new(exec, arg, true);
-        if (!op) {
-                sim_queue_put(drv, q);
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        return sim_queue_submit(drv, q, op);
+        return sim_queue_submit_exec(drv, q, exec, arg, true);
 }
 
 /* Whether one end is pageable host memory: host memory that is neither
@@ -172,7 +169,6 @@ static CUresult async_copy(const struct sim_copy *c, CUstream stream)
         struct sim_driver *drv = sim_driver_get();
         struct sim_queue *q = NULL;
         struct sim_copy *arg;
-        struct sim_op *op;
         bool pageable;
         CUresult r;
 
@@ -203,12 +199,12 @@ static CUresult async_copy(const struct sim_copy *c, CUstream stream)
                 return r;
         }
         arg = malloc(sizeof(*arg));
-        op = arg ? (*arg = *c, sim_op_new(copy_exec, arg, true)) : NULL;
-        if (!op) {
+        if (!arg) {
                 sim_queue_put(drv, q);
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        return sim_queue_submit(drv, q, op);
+        *arg = *c;
+        return sim_queue_submit_exec(drv, q, copy_exec, arg, true);
 }
 
 CUresult sim_copy_submit(const struct sim_copy *c, bool async, CUstream stream)

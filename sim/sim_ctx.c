@@ -18,6 +18,20 @@
 /* What cuCtxGetApiVersion reports for contexts of the v2 API. */
 #define SIM_CTX_API_VERSION 3020
 
+/* cuCtxGetLimit before any cuCtxSetLimit: an H100's defaults. */
+static const size_t limit_defaults[CU_LIMIT_MAX] = {
+        [CU_LIMIT_STACK_SIZE] = 1024,
+        [CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20,
+        [CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20,
+        [CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2,
+        [CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048,
+        [CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 32,
+        [CU_LIMIT_PERSISTING_L2_CACHE_SIZE] = 0,
+        [CU_LIMIT_SHMEM_SIZE] = 0,
+        [CU_LIMIT_CIG_ENABLED] = 0,
+        [CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED] = 0,
+};
+
 static _Thread_local struct {
         CUcontext h[SIM_MAX_CTX_STACK];
         unsigned depth;
@@ -56,15 +70,11 @@ struct sim_ctx *sim_ctx_lookup(struct sim_driver *drv, CUcontext h)
         return sim_svec_get(&drv->contexts, id);
 }
 
-CUresult sim_ctx_current(struct sim_driver *drv, struct sim_ctx **ret_ctx, CUcontext *ret_handle)
+CUresult sim_ctx_status(struct sim_driver *drv, CUcontext h, struct sim_ctx **ret_ctx)
 {
-        CUcontext h = stack_top();
-        struct sim_ctx *c;
+        struct sim_ctx *c = sim_ctx_lookup(drv, h);
         CUresult sticky;
 
-        if (!h)
-                return CUDA_ERROR_INVALID_CONTEXT;
-        c = sim_ctx_lookup(drv, h);
         if (!c)
                 return CUDA_ERROR_CONTEXT_IS_DESTROYED;
         sticky = (CUresult)atomic_load(&c->sticky);
@@ -72,9 +82,20 @@ CUresult sim_ctx_current(struct sim_driver *drv, struct sim_ctx **ret_ctx, CUcon
                 return sticky;
         if (ret_ctx)
                 *ret_ctx = c;
-        if (ret_handle)
-                *ret_handle = h;
         return CUDA_SUCCESS;
+}
+
+CUresult sim_ctx_current(struct sim_driver *drv, struct sim_ctx **ret_ctx, CUcontext *ret_handle)
+{
+        CUcontext h = stack_top();
+        CUresult r;
+
+        if (!h)
+                return CUDA_ERROR_INVALID_CONTEXT;
+        r = sim_ctx_status(drv, h, ret_ctx);
+        if (r == CUDA_SUCCESS && ret_handle)
+                *ret_handle = h;
+        return r;
 }
 
 static bool ctx_flags_valid(unsigned flags)
@@ -138,8 +159,7 @@ SIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice de
         c->flags = flags;
 
         sim_wrlock(drv);
-        c->id = sim_next_id(drv);
-        r = sim_svec_insert(&drv->contexts, c->id, c);
+        r = sim_handle_register(drv, &drv->contexts, c, &c->id);
         sim_unlock(drv);
         if (r < 0) {
                 free(c);
@@ -260,7 +280,17 @@ SIM_API CUresult cuCtxGetCurrent(CUcontext *pctx)
         return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuCtxGetDevice(CUdevice *device)
+/* What the cuCtxGet* calls report of the current context. */
+struct ctx_settings {
+        CUdevice dev;
+        unsigned flags;
+        int cache_config;
+        size_t limits[CU_LIMIT_MAX];
+};
+
+/* A copy of the current context's settings (untouched on failure), read
+ * under the lock shared so that the getters need not take it. */
+static CUresult current_settings(struct ctx_settings *ret)
 {
         struct sim_driver *drv = sim_driver_get();
         struct sim_ctx *c;
@@ -268,13 +298,28 @@ SIM_API CUresult cuCtxGetDevice(CUdevice *device)
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (!device)
-                return CUDA_ERROR_INVALID_VALUE;
         sim_rdlock(drv);
         r = sim_ctx_current(drv, &c, NULL);
-        if (r == CUDA_SUCCESS)
-                *device = c->dev;
+        if (r == CUDA_SUCCESS) {
+                ret->dev = c->dev;
+                ret->flags = c->flags;
+                ret->cache_config = c->cache_config;
+                memcpy(ret->limits, c->limits_set ? c->limits : limit_defaults, sizeof(ret->limits));
+        }
         sim_unlock(drv);
+        return r;
+}
+
+SIM_API CUresult cuCtxGetDevice(CUdevice *device)
+{
+        struct ctx_settings s;
+        CUresult r;
+
+        if (!device)
+                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        r = current_settings(&s);
+        if (r == CUDA_SUCCESS)
+                *device = s.dev;
         return r;
 }
 
@@ -302,19 +347,14 @@ SIM_API CUresult cuCtxSynchronize(void)
 
 SIM_API CUresult cuCtxGetFlags(unsigned int *flags)
 {
-        struct sim_driver *drv = sim_driver_get();
-        struct sim_ctx *c;
+        struct ctx_settings s;
         CUresult r;
 
-        if (!drv)
-                return CUDA_ERROR_NOT_INITIALIZED;
         if (!flags)
-                return CUDA_ERROR_INVALID_VALUE;
-        sim_rdlock(drv);
-        r = sim_ctx_current(drv, &c, NULL);
+                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        r = current_settings(&s);
         if (r == CUDA_SUCCESS)
-                *flags = c->flags;
-        sim_unlock(drv);
+                *flags = s.flags;
         return r;
 }
 
@@ -471,20 +511,6 @@ SIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 
 /* ---- limits and cache configuration ---- */
 
-/* An H100's defaults. */
-static const size_t limit_defaults[CU_LIMIT_MAX] = {
-        [CU_LIMIT_STACK_SIZE] = 1024,
-        [CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20,
-        [CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20,
-        [CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2,
-        [CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048,
-        [CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 32,
-        [CU_LIMIT_PERSISTING_L2_CACHE_SIZE] = 0,
-        [CU_LIMIT_SHMEM_SIZE] = 0,
-        [CU_LIMIT_CIG_ENABLED] = 0,
-        [CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED] = 0,
-};
-
 #define SIM_MAX_PERSISTING_L2 34603008  /* the device attribute */
 
 SIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
@@ -529,19 +555,14 @@ SIM_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 
 SIM_API CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
-        struct sim_driver *drv = sim_driver_get();
-        struct sim_ctx *c;
+        struct ctx_settings s;
         CUresult r;
 
-        if (!drv)
-                return CUDA_ERROR_NOT_INITIALIZED;
         if (!pvalue || (unsigned)limit >= CU_LIMIT_MAX)
-                return CUDA_ERROR_INVALID_VALUE;
-        sim_rdlock(drv);
-        r = sim_ctx_current(drv, &c, NULL);
+                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        r = current_settings(&s);
         if (r == CUDA_SUCCESS)
-                *pvalue = c->limits_set ? c->limits[limit] : limit_defaults[limit];
-        sim_unlock(drv);
+                *pvalue = s.limits[limit];
         return r;
 }
 
@@ -565,18 +586,13 @@ SIM_API CUresult cuCtxSetCacheConfig(CUfunc_cache config)
 
 SIM_API CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
 {
-        struct sim_driver *drv = sim_driver_get();
-        struct sim_ctx *c;
+        struct ctx_settings s;
         CUresult r;
 
-        if (!drv)
-                return CUDA_ERROR_NOT_INITIALIZED;
         if (!pconfig)
-                return CUDA_ERROR_INVALID_VALUE;
-        sim_rdlock(drv);
-        r = sim_ctx_current(drv, &c, NULL);
+                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+        r = current_settings(&s);
         if (r == CUDA_SUCCESS)
-                *pconfig = (CUfunc_cache)c->cache_config;
-        sim_unlock(drv);
+                *pconfig = (CUfunc_cache)s.cache_config;
         return r;
 }

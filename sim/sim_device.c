@@ -249,15 +249,12 @@ SIM_API CUresult cuDeviceGetCount(int *count)
 
 SIM_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
-        struct sim_driver *drv = sim_driver_get();
+        struct sim_device *d;
+        CUresult r = enter_device(ordinal, device, &d);
 
-        if (!drv)
-                return CUDA_ERROR_NOT_INITIALIZED;
-        if (!device)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (!sim_device_at(drv, ordinal))
-                return CUDA_ERROR_INVALID_DEVICE;
-        *device = ordinal;
+        if (r != CUDA_SUCCESS)
+                return r;
+        *device = d->ordinal;
         return CUDA_SUCCESS;
 }
 

@@ -153,6 +153,33 @@ uint64_t sim_next_id(struct sim_driver *drv)
         return id;
 }
 
+int sim_handle_register(struct sim_driver *drv, struct sim_svec *table, void *obj, uint64_t *ret_id)
+{
+        uint64_t id = sim_next_id(drv);
+        int r = sim_svec_insert(table, id, obj);
+
+        if (r < 0)
+                return r;
+        *ret_id = id;
+        return 0;
+}
+
+void *sim_handle_get(const struct sim_svec *table, uint64_t handle, uint64_t tag)
+{
+        uint64_t id = sim_handle_id(handle, tag);
+
+        return id ? sim_svec_get(table, id) : NULL;
+}
+
+void *sim_handle_take(struct sim_svec *table, uint64_t handle, uint64_t tag)
+{
+        void *obj = sim_handle_get(table, handle, tag);
+
+        if (obj)
+                (void)sim_svec_remove(table, sim_handle_id(handle, tag));
+        return obj;
+}
+
 struct sim_device *sim_device_at(struct sim_driver *drv, CUdevice dev)
 {
         if (dev < 0 || dev >= drv->device_count)

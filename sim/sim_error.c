@@ -128,24 +128,25 @@ static const struct error_text *error_find(CUresult code)
         return NULL;
 }
 
-SIM_API CUresult cuGetErrorName(CUresult error, const char **pStr)
+/* Both getters: *ret is the name or the text of code, NULL (and the
+ * answer CUDA_ERROR_INVALID_VALUE) for a code the table does not know. */
+static CUresult error_describe(CUresult code, bool text, const char **ret)
 {
         const struct error_text *e;
 
-        if (!pStr)
+        if (!ret)
                 return CUDA_ERROR_INVALID_VALUE;
-        e = error_find(error);
-        *pStr = e ? e->name : NULL;
+        e = error_find(code);
+        *ret = !e ? NULL : text ? e->text : e->name;
         return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_API CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+        return error_describe(error, false, pStr);
 }
 
 SIM_API CUresult cuGetErrorString(CUresult error, const char **pStr)
 {
-        const struct error_text *e;
-
-        if (!pStr)
-                return CUDA_ERROR_INVALID_VALUE;
-        e = error_find(error);
-        *pStr = e ? e->text : NULL;
-        return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        return error_describe(error, true, pStr);
 }

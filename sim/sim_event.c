@@ -20,9 +20,7 @@ static CUevent event_handle(const struct sim_event *e)
 
 static struct sim_event *event_lookup(struct sim_driver *drv, CUevent h)
 {
-        uint64_t id = sim_handle_id((uint64_t)(uintptr_t)h, SIM_TAG_EVENT);
-
-        return id ? sim_svec_get(&drv->events, id) : NULL;
+        return sim_handle_get(&drv->events, (uint64_t)(uintptr_t)h, SIM_TAG_EVENT);
 }
 
 void sim_event_put_locked(struct sim_event *e)
@@ -83,8 +81,7 @@ SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
         if (r != CUDA_SUCCESS)
                 goto out_free;
         e->ctx = ctx;
-        e->id = sim_next_id(drv);
-        if (sim_svec_insert(&drv->events, e->id, e) < 0) {
+        if (sim_handle_register(drv, &drv->events, e, &e->id) < 0) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;
                 goto out_free;
         }
@@ -106,11 +103,9 @@ SIM_API CUresult cuEventDestroy_v2(CUevent hEvent)
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
         sim_wrlock(drv);
-        e = event_lookup(drv, hEvent);
-        if (e) {
-                (void)sim_svec_remove(&drv->events, e->id);
+        e = sim_handle_take(&drv->events, (uint64_t)(uintptr_t)hEvent, SIM_TAG_EVENT);
+        if (e)
                 event_put(drv, e);
-        }
         sim_unlock(drv);
         return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }

@@ -23,24 +23,16 @@ static bool is_host_range(const struct sim_range *r)
 SIM_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
         struct sim_driver *drv = sim_driver_get();
-        struct sim_range *r;
-        struct sim_ctx *c;
-        CUcontext h;
+        uintptr_t start;
         CUresult res;
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!pp || bytesize == 0 || (Flags & ~(unsigned)HOSTALLOC_FLAGS))
                 return CUDA_ERROR_INVALID_VALUE;
-        sim_wrlock(drv);
-        res = sim_ctx_current(drv, &c, &h);
+        res = sim_mem_alloc_current(drv, SIM_RANGE_HOST_ALLOC, bytesize, Flags, &start);
         if (res == CUDA_SUCCESS)
-                res = sim_range_create(drv, SIM_RANGE_HOST_ALLOC, h, c->dev, bytesize, &r);
-        if (res == CUDA_SUCCESS) {
-                r->host_flags = Flags;
-                *pp = (void *)r->start;
-        }
-        sim_unlock(drv);
+                *pp = (void *)start;
         return res;
 }
 
@@ -52,22 +44,10 @@ SIM_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 SIM_API CUresult cuMemFreeHost(void *p)
 {
         struct sim_driver *drv = sim_driver_get();
-        struct sim_range *r;
-        CUresult res;
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
-        sim_wrlock(drv);
-        res = sim_ctx_current(drv, NULL, NULL);
-        if (res == CUDA_SUCCESS) {
-                r = sim_svec_get(&drv->ranges, (uintptr_t)p);
-                if (r && r->kind == SIM_RANGE_HOST_ALLOC)
-                        sim_range_destroy(drv, r);
-                else
-                        res = CUDA_ERROR_INVALID_VALUE;
-        }
-        sim_unlock(drv);
-        return res;
+        return sim_mem_free_current(drv, (uintptr_t)p, SIM_RANGE_HOST_ALLOC, CUDA_ERROR_INVALID_VALUE);
 }
 
 SIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
@@ -78,7 +58,6 @@ SIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fla
         struct sim_ctx *c;
         CUcontext h;
         CUresult res;
-        long i;
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
@@ -96,14 +75,9 @@ SIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fla
                 goto out_free;
         /* Not memory the sim already knows: device memory, pinned memory,
          * or part of a registered range. */
-        i = sim_svec_find_le(&drv->ranges, start + bytesize - 1);
-        if (i >= 0) {
-                struct sim_range *o = drv->ranges.items[i].obj;
-
-                if (o->start + o->size > start) {
-                        res = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-                        goto out_free;
-                }
+        if (sim_range_overlaps(drv, start, bytesize)) {
+                res = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+                goto out_free;
         }
         res = sim_check_host_range(drv, p, bytesize, SIM_NEED_READ);
         if (res != CUDA_SUCCESS)
@@ -142,24 +116,13 @@ SIM_API CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 SIM_API CUresult cuMemHostUnregister(void *p)
 {
         struct sim_driver *drv = sim_driver_get();
-        struct sim_range *r;
-        CUresult res;
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!p)
                 return CUDA_ERROR_INVALID_VALUE;
-        sim_wrlock(drv);
-        res = sim_ctx_current(drv, NULL, NULL);
-        if (res == CUDA_SUCCESS) {
-                r = sim_svec_get(&drv->ranges, (uintptr_t)p);
-                if (r && r->kind == SIM_RANGE_HOST_REGISTERED)
-                        sim_range_destroy(drv, r);
-                else
-                        res = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-        }
-        sim_unlock(drv);
-        return res;
+        return sim_mem_free_current(drv, (uintptr_t)p, SIM_RANGE_HOST_REGISTERED,
+                                    CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
 }
 
 /* Mapped host memory has one address on both sides. */

@@ -226,6 +226,19 @@ static inline uint64_t sim_handle_id(uint64_t handle, uint64_t tag)
         return (handle & SIM_TAG_MASK) == tag ? (handle & SIM_ID_MASK) : 0;
 }
 
+/* ---- handle tables (sim_driver.c) ----
+ * A table maps ids to objects; the handle a caller holds is tag|id. Lock
+ * held, exclusive for register and take. */
+
+/* Enters obj in table under a new id, written to *ret_id on success.
+ * -ENOSPC past the table's limit, -ENOMEM; *ret_id untouched then. */
+int sim_handle_register(struct sim_driver *drv, struct sim_svec *table, void *obj, uint64_t *ret_id);
+/* The object behind handle, or NULL when handle does not carry tag or
+ * names nothing in table. */
+void *sim_handle_get(const struct sim_svec *table, uint64_t handle, uint64_t tag);
+/* The same, and removes it from table: the handle is dead from now on. */
+void *sim_handle_take(struct sim_svec *table, uint64_t handle, uint64_t tag);
+
 /* ---- sim_ctx.c ---- */
 /* The live context behind a handle: a created context or an active
  * primary one. NULL when the handle is unknown, destroyed or inactive. */
@@ -234,6 +247,11 @@ struct sim_ctx *sim_ctx_lookup(struct sim_driver *drv, CUcontext h);
  * CUDA_ERROR_INVALID_CONTEXT when there is none, CUDA_ERROR_CONTEXT_IS_DESTROYED
  * when it was destroyed on another thread. Lock held (shared is enough). */
 CUresult sim_ctx_current(struct sim_driver *drv, struct sim_ctx **ret_ctx, CUcontext *ret_handle);
+/* Whether work may run in context h: CUDA_ERROR_CONTEXT_IS_DESTROYED when
+ * h is no live context, else its sticky error; CUDA_SUCCESS (and the
+ * context in *ret_ctx, when given) if it has none. Lock held (shared is
+ * enough). */
+CUresult sim_ctx_status(struct sim_driver *drv, CUcontext h, struct sim_ctx **ret_ctx);
 CUcontext sim_ctx_handle(const struct sim_ctx *c);
 
 /* ---- sim_mem.c ---- */
@@ -247,8 +265,12 @@ CUresult sim_check_device_range(struct sim_driver *drv, CUdeviceptr ptr, size_t 
  * reservation that is not mapped accessibly: that would fault here. */
 CUresult sim_check_host_range(struct sim_driver *drv, const void *p, size_t size,
                               enum sim_access_need need);
-/* The range containing addr, or NULL. */
-struct sim_range *sim_range_find(struct sim_driver *drv, uintptr_t addr);
+/* The range containing addr, or NULL (also for an address past
+ * UINTPTR_MAX). */
+struct sim_range *sim_range_find(struct sim_driver *drv, CUdeviceptr addr);
+/* Whether any range has a byte in [start, start+size). size > 0, and the
+ * span does not wrap. */
+bool sim_range_overlaps(struct sim_driver *drv, uintptr_t start, size_t size);
 /* Frees every cuMemAlloc block owned by ctx (context destroy/reset). */
 void sim_mem_free_ctx_allocs(struct sim_driver *drv, CUcontext ctx);
 
@@ -260,6 +282,17 @@ CUresult sim_range_create(struct sim_driver *drv, enum sim_range_kind kind, CUco
 /* Unregisters and frees one range made by sim_range_create. Lock held
  * exclusive. */
 void sim_range_destroy(struct sim_driver *drv, struct sim_range *r);
+
+/* What cuMemAlloc and cuMemHostAlloc share: a new range of kind (ALLOC or
+ * HOST_ALLOC) of size bytes with host_flags, owned by the current context
+ * and on its device; its address in *ret_start. Takes the lock. */
+CUresult sim_mem_alloc_current(struct sim_driver *drv, enum sim_range_kind kind, size_t size,
+                               unsigned host_flags, uintptr_t *ret_start);
+/* What cuMemFree, cuMemFreeHost and cuMemHostUnregister share: with a
+ * current context, frees the range of kind that starts exactly at addr;
+ * not_found when there is none. Takes the lock. */
+CUresult sim_mem_free_current(struct sim_driver *drv, CUdeviceptr addr, enum sim_range_kind kind,
+                              CUresult not_found);
 
 /* ---- sim_queue.c: the stream engine ---- */
 
@@ -337,13 +370,17 @@ CUresult sim_queue_get(struct sim_driver *drv, CUstream h, CUcontext ctx, struct
 /* A new stream queue with one (the owner's) reference. q_mu not held. */
 struct sim_queue *sim_queue_create(struct sim_driver *drv, CUcontext ctx, unsigned flags, int priority);
 /* Destroys q from its owner's side: no more submissions; what is queued
- * still runs. Drops the owner's reference. q_mu held. */
-void sim_queue_stop_locked(struct sim_driver *drv, struct sim_queue *q);
+ * still runs. Drops the owner's reference. q_mu not held. */
+void sim_queue_stop(struct sim_driver *drv, struct sim_queue *q);
 void sim_queue_stop_ctx_legacy(struct sim_driver *drv, CUcontext ctx);
 void sim_queue_put(struct sim_driver *drv, struct sim_queue *q);
 /* Appends op (taking it and the queue reference); waits for room past
  * SIM_MAX_QUEUE_OPS. No lock held. */
 CUresult sim_queue_submit(struct sim_driver *drv, struct sim_queue *q, struct sim_op *op);
+/* The same for a new op that runs exec(arg) (see sim_op_new); when that
+ * op cannot be had, arg is freed and the queue reference dropped. */
+CUresult sim_queue_submit_exec(struct sim_driver *drv, struct sim_queue *q,
+                               CUresult (*exec)(struct sim_driver *, void *), void *arg, bool needs_lock);
 /* Waits until q has run everything submitted; for a legacy queue, also
  * every blocking stream of its context. No lock held. */
 void sim_queue_wait_idle(struct sim_driver *drv, struct sim_queue *q);

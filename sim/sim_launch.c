@@ -151,7 +151,6 @@ static CUresult launch(CUfunction hfunc, const struct launch_config *cfg, void *
         struct sim_queue *q = NULL;
         struct launch_op *l = NULL;
         struct sim_func *f;
-        struct sim_op *op;
         CUcontext h;
         CUresult r;
 
@@ -202,12 +201,7 @@ out_unlock:
                 free(l);
                 return r;
         }
-        op = sim_op_new(launch_exec, l, l->twin->touches_memory);
-        if (!op) {
-                sim_queue_put(drv, q);
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        return sim_queue_submit(drv, q, op);
+        return sim_queue_submit_exec(drv, q, launch_exec, l, l->twin->touches_memory);
 }
 
 SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,

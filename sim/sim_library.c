@@ -19,9 +19,7 @@ static CUlibrary library_handle(const struct sim_library *l)
 
 static struct sim_library *library_lookup(struct sim_driver *drv, CUlibrary h)
 {
-        uint64_t id = sim_handle_id((uint64_t)(uintptr_t)h, SIM_TAG_LIBRARY);
-
-        return id ? sim_svec_get(&drv->libraries, id) : NULL;
+        return sim_handle_get(&drv->libraries, (uint64_t)(uintptr_t)h, SIM_TAG_LIBRARY);
 }
 
 static CUresult library_options(unsigned numJit, CUjit_option *jit, void **jitValues,
@@ -41,7 +39,11 @@ static CUresult library_options(unsigned numJit, CUjit_option *jit, void **jitVa
         return CUDA_SUCCESS;
 }
 
-static CUresult library_load(CUlibrary *library, const void *code, const char *path)
+/* What cuLibraryLoadData and cuLibraryLoadFromFile share: the image is
+ * code, or the file at path, whichever is not NULL. */
+static CUresult library_load(CUlibrary *library, const void *code, const char *path,
+                             unsigned numJit, CUjit_option *jit, void **jitValues,
+                             unsigned numLib, CUlibraryOption *lib, void **libValues)
 {
         struct sim_driver *drv = sim_driver_get();
         struct sim_ptx_module *ptx;
@@ -51,6 +53,13 @@ static CUresult library_load(CUlibrary *library, const void *code, const char *p
         CUresult r;
         int dev = 0;
 
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!library || (!code && !path))
+                return CUDA_ERROR_INVALID_VALUE;
+        r = library_options(numJit, jit, jitValues, numLib, lib, libValues);
+        if (r != CUDA_SUCCESS)
+                return r;
         r = path ? sim_module_parse_file(path, &ptx) : sim_module_parse(code, 0, false, &ptx);
         if (r != CUDA_SUCCESS)
                 return r;
@@ -66,8 +75,7 @@ static CUresult library_load(CUlibrary *library, const void *code, const char *p
         if (r != CUDA_SUCCESS)
                 goto out_free;
         l->mod = m;
-        l->id = sim_next_id(drv);
-        if (sim_svec_insert(&drv->libraries, l->id, l) < 0) {
+        if (sim_handle_register(drv, &drv->libraries, l, &l->id) < 0) {
                 sim_module_destroy(drv, m);
                 r = CUDA_ERROR_OUT_OF_MEMORY;
                 goto out_free;
@@ -87,15 +95,8 @@ SIM_API CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_o
                                    CUlibraryOption *libraryOptions, void **libraryOptionValues,
                                    unsigned int numLibraryOptions)
 {
-        CUresult r;
-
-        if (!sim_driver_get())
-                return CUDA_ERROR_NOT_INITIALIZED;
-        if (!library || !code)
-                return CUDA_ERROR_INVALID_VALUE;
-        r = library_options(numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions,
-                            libraryOptions, libraryOptionValues);
-        return r != CUDA_SUCCESS ? r : library_load(library, code, NULL);
+        return library_load(library, code, NULL, numJitOptions, jitOptions, jitOptionsValues,
+                            numLibraryOptions, libraryOptions, libraryOptionValues);
 }
 
 SIM_API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
@@ -103,15 +104,8 @@ SIM_API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
                                        CUlibraryOption *libraryOptions, void **libraryOptionValues,
                                        unsigned int numLibraryOptions)
 {
-        CUresult r;
-
-        if (!sim_driver_get())
-                return CUDA_ERROR_NOT_INITIALIZED;
-        if (!library || !fileName)
-                return CUDA_ERROR_INVALID_VALUE;
-        r = library_options(numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions,
-                            libraryOptions, libraryOptionValues);
-        return r != CUDA_SUCCESS ? r : library_load(library, NULL, fileName);
+        return library_load(library, NULL, fileName, numJitOptions, jitOptions, jitOptionsValues,
+                            numLibraryOptions, libraryOptions, libraryOptionValues);
 }
 
 SIM_API CUresult cuLibraryUnload(CUlibrary library)
@@ -122,11 +116,9 @@ SIM_API CUresult cuLibraryUnload(CUlibrary library)
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
         sim_wrlock(drv);
-        l = library_lookup(drv, library);
-        if (l) {
-                (void)sim_svec_remove(&drv->libraries, l->id);
+        l = sim_handle_take(&drv->libraries, (uint64_t)(uintptr_t)library, SIM_TAG_LIBRARY);
+        if (l)
                 sim_module_destroy(drv, l->mod);
-        }
         sim_unlock(drv);
         free(l);
         return l ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;

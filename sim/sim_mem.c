@@ -22,25 +22,38 @@ static size_t page_size(void)
         return p > 0 ? (size_t)p : 4096;
 }
 
-struct sim_range *sim_range_find(struct sim_driver *drv, uintptr_t addr)
+struct sim_range *sim_range_find(struct sim_driver *drv, CUdeviceptr addr)
 {
-        long i = sim_svec_find_le(&drv->ranges, addr);
         struct sim_range *r;
+        long i;
 
+        if (addr > UINTPTR_MAX)
+                return NULL;
+        i = sim_svec_find_le(&drv->ranges, (uintptr_t)addr);
         if (i < 0)
                 return NULL;
         r = drv->ranges.items[i].obj;
-        return addr - r->start < r->size ? r : NULL;
+        return (uintptr_t)addr - r->start < r->size ? r : NULL;
+}
+
+bool sim_range_overlaps(struct sim_driver *drv, uintptr_t start, size_t size)
+{
+        /* The last range that starts before the span ends is the only one
+         * that can reach into it: ranges do not overlap each other. */
+        long i = sim_svec_find_le(&drv->ranges, start + size - 1);
+        const struct sim_range *r;
+
+        if (i < 0)
+                return false;
+        r = drv->ranges.items[i].obj;
+        return r->start + r->size > start;
 }
 
 CUresult sim_check_device_range(struct sim_driver *drv, CUdeviceptr ptr, size_t size,
                                 enum sim_access_need need)
 {
-        struct sim_range *r;
+        struct sim_range *r = sim_range_find(drv, ptr);
 
-        if (ptr > UINTPTR_MAX)
-                return CUDA_ERROR_INVALID_VALUE;
-        r = sim_range_find(drv, (uintptr_t)ptr);
         if (!r || size > r->size - ((uintptr_t)ptr - r->start))
                 return CUDA_ERROR_INVALID_VALUE;
         if ((need & SIM_NEED_READ) && !(r->access & CU_MEM_ACCESS_FLAGS_PROT_READ))
@@ -165,25 +178,58 @@ out_unmap:
         return res;
 }
 
+CUresult sim_mem_alloc_current(struct sim_driver *drv, enum sim_range_kind kind, size_t size,
+                               unsigned host_flags, uintptr_t *ret_start)
+{
+        struct sim_range *r;
+        struct sim_ctx *c;
+        CUcontext h;
+        CUresult res;
+
+        sim_wrlock(drv);
+        res = sim_ctx_current(drv, &c, &h);
+        if (res == CUDA_SUCCESS)
+                res = sim_range_create(drv, kind, h, c->dev, size, &r);
+        if (res == CUDA_SUCCESS) {
+                r->host_flags = host_flags;
+                *ret_start = r->start;
+        }
+        sim_unlock(drv);
+        return res;
+}
+
+CUresult sim_mem_free_current(struct sim_driver *drv, CUdeviceptr addr, enum sim_range_kind kind,
+                              CUresult not_found)
+{
+        struct sim_range *r;
+        CUresult res;
+
+        sim_wrlock(drv);
+        res = sim_ctx_current(drv, NULL, NULL);
+        if (res == CUDA_SUCCESS) {
+                r = addr <= UINTPTR_MAX ? sim_svec_get(&drv->ranges, addr) : NULL;
+                if (r && r->kind == kind)
+                        sim_range_destroy(drv, r);
+                else
+                        res = not_found;
+        }
+        sim_unlock(drv);
+        return res;
+}
+
 SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
         struct sim_driver *drv = sim_driver_get();
-        struct sim_range *r;
-        struct sim_ctx *ctx;
-        CUcontext h;
+        uintptr_t start;
         CUresult res;
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!dptr || bytesize == 0)
                 return CUDA_ERROR_INVALID_VALUE;
-        sim_wrlock(drv);
-        res = sim_ctx_current(drv, &ctx, &h);
+        res = sim_mem_alloc_current(drv, SIM_RANGE_ALLOC, bytesize, 0, &start);
         if (res == CUDA_SUCCESS)
-                res = sim_range_create(drv, SIM_RANGE_ALLOC, h, ctx->dev, bytesize, &r);
-        sim_unlock(drv);
-        if (res == CUDA_SUCCESS)
-                *dptr = (CUdeviceptr)r->start;
+                *dptr = (CUdeviceptr)start;
         return res;
 }
 
@@ -214,26 +260,12 @@ SIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
 SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
         struct sim_driver *drv = sim_driver_get();
-        struct sim_range *r;
-        CUresult res;
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
-        sim_wrlock(drv);
-        res = sim_ctx_current(drv, NULL, NULL);
-        if (res != CUDA_SUCCESS)
-                goto out_unlock;
         /* Only the exact base of a live cuMemAlloc block; a VMM mapping is
          * unmapped with cuMemUnmap. */
-        r = dptr <= UINTPTR_MAX ? sim_svec_get(&drv->ranges, dptr) : NULL;
-        if (!r || r->kind != SIM_RANGE_ALLOC) {
-                res = CUDA_ERROR_INVALID_VALUE;
-                goto out_unlock;
-        }
-        sim_range_destroy(drv, r);
-out_unlock:
-        sim_unlock(drv);
-        return res;
+        return sim_mem_free_current(drv, dptr, SIM_RANGE_ALLOC, CUDA_ERROR_INVALID_VALUE);
 }
 
 SIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -267,7 +299,7 @@ SIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
         sim_rdlock(drv);
-        r = dptr <= UINTPTR_MAX ? sim_range_find(drv, (uintptr_t)dptr) : NULL;
+        r = sim_range_find(drv, dptr);
         if (!r) {
                 res = CUDA_ERROR_NOT_FOUND;
         } else {
@@ -299,7 +331,7 @@ SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute
         if (!data)
                 return CUDA_ERROR_INVALID_VALUE;
         sim_rdlock(drv);
-        r = ptr <= UINTPTR_MAX ? sim_range_find(drv, (uintptr_t)ptr) : NULL;
+        r = sim_range_find(drv, ptr);
         if (!r) {
                 res = CUDA_ERROR_INVALID_VALUE;
                 goto out_unlock;

@@ -43,9 +43,7 @@ CUkernel sim_kernel_handle(const struct sim_func *f)
 
 struct sim_module *sim_module_lookup(struct sim_driver *drv, CUmodule h)
 {
-        uint64_t id = sim_handle_id((uint64_t)(uintptr_t)h, SIM_TAG_MODULE);
-
-        return id ? sim_svec_get(&drv->modules, id) : NULL;
+        return sim_handle_get(&drv->modules, (uint64_t)(uintptr_t)h, SIM_TAG_MODULE);
 }
 
 struct sim_func *sim_func_lookup(struct sim_driver *drv, CUfunction h)
@@ -59,8 +57,7 @@ struct sim_func *sim_func_lookup(struct sim_driver *drv, CUfunction h)
 
 struct sim_func *sim_kernel_lookup(struct sim_driver *drv, CUkernel h)
 {
-        uint64_t id = sim_handle_id((uint64_t)(uintptr_t)h, SIM_TAG_KERNEL);
-        struct sim_func *f = id ? sim_svec_get(&drv->functions, id) : NULL;
+        struct sim_func *f = sim_handle_get(&drv->functions, (uint64_t)(uintptr_t)h, SIM_TAG_KERNEL);
 
         return f && f->mod->lib ? f : NULL;
 }
@@ -226,9 +223,9 @@ CUresult sim_module_create(struct sim_driver *drv, struct sim_ptx_module *ptx, C
                         memcpy((void *)m->globals[i]->start, g->init, g->init_len);
         }
 
-        m->id = sim_next_id(drv);
-        if (sim_svec_insert(&drv->modules, m->id, m) < 0) {
-                m->id = 0;
+        /* Ids stay 0 until registered: that tells sim_module_destroy
+         * what to unregister. */
+        if (sim_handle_register(drv, &drv->modules, m, &m->id) < 0) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;
                 goto out_destroy;
         }
@@ -242,9 +239,7 @@ CUresult sim_module_create(struct sim_driver *drv, struct sim_ptx_module *ptx, C
                 if (f->max_dyn_smem < 0)
                         f->max_dyn_smem = 0;
                 f->carveout = -1;
-                f->id = sim_next_id(drv);
-                if (sim_svec_insert(&drv->functions, f->id, f) < 0) {
-                        f->id = 0;
+                if (sim_handle_register(drv, &drv->functions, f, &f->id) < 0) {
                         r = CUDA_ERROR_OUT_OF_MEMORY;
                         goto out_destroy;
                 }

@@ -92,12 +92,10 @@ static void now(struct timespec *ts)
  * failure becomes the context's sticky error. */
 static void run_exec(struct sim_driver *drv, struct sim_queue *q, struct sim_op *op)
 {
-        struct sim_ctx *c;
         CUresult r;
 
         sim_rdlock(drv);
-        c = sim_ctx_lookup(drv, q->ctx);
-        if (!c || atomic_load(&c->sticky) != CUDA_SUCCESS) {
+        if (sim_ctx_status(drv, q->ctx, NULL) != CUDA_SUCCESS) {
                 sim_unlock(drv);
                 return;
         }
@@ -119,13 +117,10 @@ static void run_exec(struct sim_driver *drv, struct sim_queue *q, struct sim_op 
 
 static void run_callback(struct sim_driver *drv, struct sim_queue *q, struct sim_op *op)
 {
-        CUresult status = CUDA_ERROR_CONTEXT_IS_DESTROYED;
-        struct sim_ctx *c;
+        CUresult status;
 
         sim_rdlock(drv);
-        c = sim_ctx_lookup(drv, q->ctx);
-        if (c)
-                status = (CUresult)atomic_load(&c->sticky);
+        status = sim_ctx_status(drv, q->ctx, NULL);
         sim_unlock(drv);
         op->callback(op->stream_handle, status, op->user_data);
 }
@@ -378,6 +373,18 @@ out_drop:
         return r;
 }
 
+CUresult sim_queue_submit_exec(struct sim_driver *drv, struct sim_queue *q,
+                               CUresult (*exec)(struct sim_driver *, void *), void *arg, bool needs_lock)
+{
+        struct sim_op *op = sim_op_new(exec, arg, needs_lock);
+
+        if (!op) {
+                sim_queue_put(drv, q);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return sim_queue_submit(drv, q, op);
+}
+
 /* Whether q has pending work, starting its thread if it has none. */
 static bool busy_kick_locked(struct sim_driver *drv, struct sim_queue *q)
 {
@@ -444,11 +451,19 @@ void sim_ctx_wait_all(struct sim_driver *drv, CUcontext ctx)
         pthread_mutex_unlock(&drv->q_mu);
 }
 
-void sim_queue_stop_locked(struct sim_driver *drv, struct sim_queue *q)
+/* q_mu held. */
+static void queue_stop_locked(struct sim_driver *drv, struct sim_queue *q)
 {
         q->stop = true;
         pthread_cond_signal(&q->work);
         queue_put_locked(drv, q);       /* the owner's reference */
+}
+
+void sim_queue_stop(struct sim_driver *drv, struct sim_queue *q)
+{
+        pthread_mutex_lock(&drv->q_mu);
+        queue_stop_locked(drv, q);
+        pthread_mutex_unlock(&drv->q_mu);
 }
 
 void sim_queue_stop_ctx_legacy(struct sim_driver *drv, CUcontext ctx)
@@ -457,7 +472,7 @@ void sim_queue_stop_ctx_legacy(struct sim_driver *drv, CUcontext ctx)
 
         pthread_mutex_lock(&drv->q_mu);
         while ((q = legacy_of_locked(drv, ctx)) != NULL)
-                sim_queue_stop_locked(drv, q);
+                queue_stop_locked(drv, q);
         pthread_mutex_unlock(&drv->q_mu);
 }
 

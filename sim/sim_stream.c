@@ -22,15 +22,12 @@ static CUstream stream_handle(const struct sim_queue *q)
 
 struct sim_queue *sim_stream_lookup(struct sim_driver *drv, CUstream h)
 {
-        uint64_t id = sim_handle_id((uint64_t)(uintptr_t)h, SIM_TAG_STREAM);
-
-        return id ? sim_svec_get(&drv->streams, id) : NULL;
+        return sim_handle_get(&drv->streams, (uint64_t)(uintptr_t)h, SIM_TAG_STREAM);
 }
 
 CUresult sim_stream_enter(struct sim_driver *drv, CUstream h, CUcontext *ret_ctx, struct sim_queue **ret_q)
 {
         struct sim_queue *s;
-        struct sim_ctx *c;
         CUcontext ctx;
         CUresult r;
 
@@ -43,10 +40,7 @@ CUresult sim_stream_enter(struct sim_driver *drv, CUstream h, CUcontext *ret_ctx
                 if (!s)
                         return CUDA_ERROR_INVALID_HANDLE;
                 ctx = s->ctx;
-                c = sim_ctx_lookup(drv, ctx);
-                if (!c)
-                        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-                r = (CUresult)atomic_load(&c->sticky);
+                r = sim_ctx_status(drv, ctx, NULL);
                 if (r != CUDA_SUCCESS)
                         return r;
         }
@@ -68,9 +62,7 @@ void sim_stream_destroy_ctx_streams(struct sim_driver *drv, CUcontext ctx)
                 if (q->ctx != ctx)
                         continue;
                 sim_svec_remove_at(&drv->streams, i);
-                pthread_mutex_lock(&drv->q_mu);
-                sim_queue_stop_locked(drv, q);
-                pthread_mutex_unlock(&drv->q_mu);
+                sim_queue_stop(drv, q);
         }
         sim_queue_stop_ctx_legacy(drv, ctx);
 }
@@ -101,11 +93,8 @@ SIM_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int fla
                 r = CUDA_ERROR_OUT_OF_MEMORY;
                 goto out_unlock;
         }
-        q->id = sim_next_id(drv);
-        if (sim_svec_insert(&drv->streams, q->id, q) < 0) {
-                pthread_mutex_lock(&drv->q_mu);
-                sim_queue_stop_locked(drv, q);
-                pthread_mutex_unlock(&drv->q_mu);
+        if (sim_handle_register(drv, &drv->streams, q, &q->id) < 0) {
+                sim_queue_stop(drv, q);
                 r = CUDA_ERROR_OUT_OF_MEMORY;
                 goto out_unlock;
         }
@@ -129,15 +118,12 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream hStream)
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
         sim_wrlock(drv);
-        q = sim_stream_lookup(drv, hStream);
+        q = sim_handle_take(&drv->streams, (uint64_t)(uintptr_t)hStream, SIM_TAG_STREAM);
         if (!q) {
                 sim_unlock(drv);
                 return CUDA_ERROR_INVALID_HANDLE;
         }
-        (void)sim_svec_remove(&drv->streams, q->id);
-        pthread_mutex_lock(&drv->q_mu);
-        sim_queue_stop_locked(drv, q);
-        pthread_mutex_unlock(&drv->q_mu);
+        sim_queue_stop(drv, q);
         sim_unlock(drv);
         return CUDA_SUCCESS;
 }
@@ -145,12 +131,10 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream hStream)
 /* The sticky error of ctx, after its work has been waited for. */
 static CUresult ctx_status(struct sim_driver *drv, CUcontext ctx)
 {
-        struct sim_ctx *c;
         CUresult r;
 
         sim_rdlock(drv);
-        c = sim_ctx_lookup(drv, ctx);
-        r = c ? (CUresult)atomic_load(&c->sticky) : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+        r = sim_ctx_status(drv, ctx, NULL);
         sim_unlock(drv);
         return r;
 }

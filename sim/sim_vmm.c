@@ -41,8 +41,7 @@ static uint64_t vmm_handle(const struct sim_vmm_alloc *a)
 /* A live handle: one with an outstanding reference. Lock held. */
 static struct sim_vmm_alloc *vmm_lookup(struct sim_driver *drv, CUmemGenericAllocationHandle h)
 {
-        uint64_t id = sim_handle_id(h, SIM_TAG_VMM);
-        struct sim_vmm_alloc *a = id ? sim_svec_get(&drv->vmm_allocs, id) : NULL;
+        struct sim_vmm_alloc *a = sim_handle_get(&drv->vmm_allocs, h, SIM_TAG_VMM);
 
         return a && a->handle_refs > 0 ? a : NULL;
 }
@@ -231,7 +230,6 @@ SIM_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
         struct sim_driver *drv = sim_driver_get();
         struct sim_reservation *res;
-        long i;
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
@@ -243,13 +241,8 @@ SIM_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
                 goto out_invalid;
         /* Still mapped: refuse rather than leak the mappings' references;
          * a test double should flag the missing cuMemUnmap. */
-        i = sim_svec_find_le(&drv->ranges, res->start + res->size - 1);
-        if (i >= 0) {
-                struct sim_range *r = drv->ranges.items[i].obj;
-
-                if (r->start + r->size > res->start)
-                        goto out_invalid;
-        }
+        if (sim_range_overlaps(drv, res->start, res->size))
+                goto out_invalid;
         (void)sim_svec_remove(&drv->reservations, res->start);
         sim_unlock(drv);
         munmap((void *)res->start, res->size);
@@ -303,8 +296,7 @@ static CUresult vmm_alloc_add(struct sim_driver *drv, int fd, size_t size,
         r = sim_mem_charge(&drv->devices[a->dev], size);
         if (r != CUDA_SUCCESS)
                 goto out_free;
-        a->id = sim_next_id(drv);
-        if (sim_svec_insert(&drv->vmm_allocs, a->id, a) < 0) {
+        if (sim_handle_register(drv, &drv->vmm_allocs, a, &a->id) < 0) {
                 sim_mem_refund(&drv->devices[a->dev], size);
                 r = CUDA_ERROR_OUT_OF_MEMORY;
                 goto out_free;
@@ -397,13 +389,8 @@ SIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         if (start - res->start >= res->size || size > res->size - (start - res->start))
                 goto out_free;
         /* Only onto VA that is not mapped yet. */
-        i = sim_svec_find_le(&drv->ranges, start + size - 1);
-        if (i >= 0) {
-                struct sim_range *o = drv->ranges.items[i].obj;
-
-                if (o->start + o->size > start)
-                        goto out_free;
-        }
+        if (sim_range_overlaps(drv, start, size))
+                goto out_free;
         *m = (struct sim_range){
                 .kind = SIM_RANGE_MAPPING,
                 .start = start,
@@ -528,7 +515,7 @@ SIM_API CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *
         if (!sim_device_at(drv, location->id))
                 return CUDA_ERROR_INVALID_DEVICE;
         sim_rdlock(drv);
-        m = ptr <= UINTPTR_MAX ? sim_range_find(drv, (uintptr_t)ptr) : NULL;
+        m = sim_range_find(drv, ptr);
         if (!m || m->kind != SIM_RANGE_MAPPING)
                 r = CUDA_ERROR_INVALID_VALUE;
         else

@@ -445,6 +445,7 @@ def gen_worker(funcs, backend):
              'CUresult lupw_check_image(const void *p, size_t n);\n'
              'const struct lupw_backend *lupw_be(struct lupw_session *s);\n'
              'CUresult lupw_bind_ctx(struct lupw_session *s, uint64_t id);\n'
+             'uint64_t lupw_xlate(const struct lupw_session *s, uint64_t p);\n'
              'void lupw_set_why(struct lupw_session *s, const char *why);\n\n#endif\n')
 
     c = [HEADER, '#include <stddef.h>\n#include <errno.h>\n#include <string.h>\n\n#include "worker_gen.h"\n#include "ops.h"\n\n']
@@ -522,6 +523,11 @@ def gen_worker(funcs, backend):
             target = f'lupw_{fn.name}(s' + ''.join(', ' + a for a in call) + ')'
         else:
             target = f'lupw_be(s)->{fn.name}(' + ', '.join(call) + ')'
+        # checked as the client knows them; used where they are now (a
+        # restore may have moved module globals)
+        for p in fn.ins:
+            if p.type == 'devptr':
+                c.append(f'\ta{idx[p.name]}_ = lupw_xlate(s, a{idx[p.name]}_);\n')
         c.append(f'\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = {target};\n')
         for p in images:
             c.append(f'\tlupw_blob_release(s, a{idx[p.name]}_);\n')

@@ -38,7 +38,7 @@ HDR = struct.Struct("<IHHIIQQQ")  # len, op, flags, lane, status, seq, ctx, rese
 HDR_SIZE = 40
 MAGIC = 0x4C555031
 PROTO_VERSION = 1
-OP_HELLO, OP_PING = 1, 3
+OP_HELLO, OP_GOODBYE, OP_PING = 1, 2, 3
 F_SYNC, F_REPLY, F_MORE = 0x1, 0x2, 0x4
 MAX_PAYLOAD = (1 << 20) + 4096
 MAX_PENDING = 256  # LUPD_MAX_PENDING
@@ -187,6 +187,13 @@ class Daemon:
             frame = read_frame(s, timeout=10)
             if frame is not None and frame["status"] == 0 and frame["flags"] & F_REPLY:
                 self.real_worker = True  # a worker answered HELLO itself
+                # End the session in order: a connection that just closes
+                # leaves a detached session behind for --session-ttl, and
+                # enough probes would fill the server.
+                try:
+                    s.sendall(hdr(0, op=OP_GOODBYE, flags=0, seq=1))
+                except OSError:
+                    pass
             elif frame is not None and not self.worker_refusal_noted:
                 # Some reply is all this test asks for; whether the worker
                 # can serve (a driver, the simulator) is other tests' job.

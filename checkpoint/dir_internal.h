@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The directory provider's internals, shared by provider_dir.c (open,
+ * loads, listing, removal), dir_save.c (the save path), dir_io.c (io_uring
+ * writes and fsyncs) and dir_util.c (names, the COMMITTED marker, tree
+ * walks, fault injection). Nothing here is
+ * public: the daemon sees only provider_dir.h.
+ *
+ * On-disk layout (docs/providers.md has the full story):
+ *
+ *   ROOT/<sdir>/<epoch: 16 lowercase hex digits>/COMMITTED   the marker, written last
+ *   ROOT/<sdir>/<epoch>/<object name>                        one file per object;
+ *                                                           '/' makes subdirectories
+ *   ROOT/<sdir>/.tmp-<epoch>-<pid>-<random>/                 a save in progress, or an
+ *                                                           old epoch being deleted
+ *   ROOT/.tmp-rm-<pid>-<random>/                             a session being removed
+ *
+ * <sdir> is the session name, except that a name beginning with '.' gets a
+ * '%' in front ('%' is never part of a session name, so the mapping is
+ * one-to-one and ".", ".." or ".tmp-x" can never alias our own entries).
+ */
+#ifndef LUP_CKPT_DIR_INTERNAL_H
+#define LUP_CKPT_DIR_INTERNAL_H
+
+#include <liburing.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "lupine/checkpoint_provider.h"
+
+/* ---- limits (each one has a test at its boundary or a reason not to) */
+#define DIR_MAX_OPEN_FILES  64u                 /* object fds held open per save */
+#define DIR_MAX_OBJECTS     262144u             /* objects per save (untested at the bound:
+                                                   262144 files take too long for a unit test) */
+#define DIR_MAX_EPOCHS_SCAN 65536u              /* epoch directories considered per session */
+#define DIR_QD              8u                  /* writes in flight per save_write */
+#define DIR_FSYNC_BATCH     32u                 /* fsyncs in flight at commit */
+#define DIR_RING_ENTRIES    64u                 /* >= DIR_QD and DIR_FSYNC_BATCH */
+#define DIR_CHUNK           (1u << 20)          /* one write SQE covers at most this */
+#define DIR_READ_MAX        (1u << 30)          /* bytes one load_read returns at most */
+#define DIR_LOAD_FDS        8u                  /* object fds cached per load */
+#define DIR_MAX_DEPTH       130                 /* directory nesting walked (255-byte names) */
+#define DIR_TMP_STALE_SEC   600                 /* a .tmp-* untouched this long is garbage */
+#define DIR_MARKER_NAME     "COMMITTED"
+#define DIR_MARKER_MAX      512u
+#define DIR_MARKER_MAGIC    "LUPCKPT1"
+#define DIR_MARKER_VERSION  1u
+#define DIR_ERR_MAX         512u
+#define DIR_SESSION_MAX     128u                /* the header's name rules */
+#define DIR_OBJECT_MAX      255u
+#define DIR_SDIR_MAX        (DIR_SESSION_MAX + 1) /* a '%' in front, see above */
+#define DIR_TMP_PREFIX      ".tmp-"
+#define DIR_EPOCH_HEX       16
+
+/* ---- fault injection (LUPINE_DIR_PROVIDER_FAIL, a test facility) */
+enum dir_fault_point {
+        DIR_FAULT_CREATE,       /* the Nth object file created in a save */
+        DIR_FAULT_WRITE,        /* the Nth object write completion in a save */
+        DIR_FAULT_SHORT,        /* the Nth object write completion is reported short */
+        DIR_FAULT_FSYNC,        /* the Nth fsync (file or directory) of a commit */
+        DIR_FAULT_MARKER,       /* writing the COMMITTED marker */
+        DIR_FAULT_RENAME,       /* renaming the temp dir to its epoch name */
+        DIR_FAULT_CRASH_MARKER, /* "crash" (stop, leave disk as is) before the marker */
+        DIR_FAULT_CRASH_RENAME, /* ... after the marker, before the rename */
+        DIR_FAULT_CRASH_CLEANUP,/* ... after the rename, before old epochs go */
+        DIR_FAULT_NO_URING,     /* pretend io_uring is unavailable: pwrite/fsync */
+        DIR_FAULT_COUNT
+};
+
+struct dir_faults {
+        bool armed[DIR_FAULT_COUNT];
+        uint32_t nth[DIR_FAULT_COUNT];  /* 1-based; 0 = every time */
+        int err[DIR_FAULT_COUNT];       /* positive errno to inject */
+};
+
+/* Per-save counters the Nth-occurrence rules look at. */
+struct dir_fault_counts {
+        uint32_t n[DIR_FAULT_COUNT];
+};
+
+/* ---- the instance, a save, a load */
+struct lupine_ckpt_instance {
+        int root_fd;
+        char *root;             /* for messages */
+        struct io_uring ring;
+        bool have_ring;         /* false: io_uring unavailable, pwrite/fsync instead */
+        bool ring_broken;       /* a submit failed; never touch the ring again */
+        struct dir_faults faults;
+        char err[DIR_ERR_MAX];
+};
+
+struct dir_object {
+        char *name;
+        uint64_t size;          /* bytes written = where the next write goes */
+        int fd;                 /* -1 while closed (over DIR_MAX_OPEN_FILES) */
+        uint64_t last_use;
+        uint32_t next;          /* hash chain, UINT32_MAX ends it */
+};
+
+struct lupine_ckpt_save {
+        struct lupine_ckpt_instance *inst;
+        char session[DIR_SESSION_MAX + 1];
+        uint64_t epoch;
+        int session_fd;
+        int tmp_fd;             /* -1 once the temp dir is gone (after a failure) */
+        char tmp_name[64];
+        struct dir_object *objs;
+        size_t n_objs, cap_objs;
+        uint32_t *buckets;      /* n_buckets heads, a power of two */
+        size_t n_buckets;
+        uint32_t open_idx[DIR_MAX_OPEN_FILES]; /* objects with an fd */
+        size_t n_open;
+        uint64_t tick;
+        char **subdirs;         /* directories we created, to fsync at commit */
+        size_t n_subdirs, cap_subdirs;
+        uint64_t total_bytes;
+        int err;                /* latched: the first failure; the save is dead */
+        bool crashed;           /* a crash-before-* fault stopped the commit */
+        struct dir_fault_counts counts;
+};
+
+struct dir_load_fd {
+        char name[DIR_OBJECT_MAX + 1];
+        int fd;
+        uint64_t size;
+        uint64_t last_use;
+};
+
+struct lupine_ckpt_load {
+        struct lupine_ckpt_instance *inst;
+        int epoch_fd;
+        uint64_t epoch;
+        uint64_t tick;
+        struct dir_load_fd cache[DIR_LOAD_FDS];
+};
+
+struct dir_marker {
+        uint64_t epoch;
+        uint64_t objects;
+        uint64_t bytes;
+        int64_t committed_unix;
+        char session[DIR_SESSION_MAX + 1];
+};
+
+/* ---- dir_util.c */
+
+void dir_clear_error(struct lupine_ckpt_instance *inst);
+/* openat(O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC): the fd or -errno. */
+int dir_open_dir_at(int dfd, const char *name);
+/* fsync(2) of a directory outside a save's io_uring: 0 or -errno. */
+int dir_fsync_plain(int fd);
+int64_t dir_now_unix(void);
+
+/* Sets inst->err to "fmt...: strerror(-err)" (err < 0) or just fmt (err >= 0
+ * is not an error and is not expected here) and returns err. */
+int dir_fail(struct lupine_ckpt_instance *inst, int err, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* Session names: 1..128 bytes of [A-Za-z0-9._-]. Writes the directory name
+ * (see the layout above) into sdir[DIR_SDIR_MAX + 1]. -EINVAL otherwise. */
+int dir_session_to_sdir(const char *session, char sdir[static DIR_SDIR_MAX + 1]);
+/* The inverse, for listing: false if `sdir` is not a session directory. */
+bool dir_sdir_to_session(const char *sdir, char session[static DIR_SESSION_MAX + 1]);
+
+/* Object names: 1..255 bytes of [A-Za-z0-9._-/], no "..", no leading,
+ * trailing or doubled '/', no "." component, not "COMMITTED". */
+bool dir_object_name_valid(const char *name);
+
+/* "%016" PRIx64 into out[17]; parse accepts exactly 16 lowercase hex digits
+ * and a non-zero value. */
+void dir_epoch_name(uint64_t epoch, char out[static DIR_EPOCH_HEX + 1]);
+bool dir_epoch_parse(const char *name, uint64_t *ret);
+
+/* ".tmp-<tag>-<pid>-<random hex>" into out; -ENAMETOOLONG if cap is short. */
+int dir_tmp_name(char *out, size_t cap, const char *tag);
+
+uint32_t dir_crc32c(uint32_t crc, const void *p, size_t n);
+
+/* Encodes the marker into buf (at most DIR_MARKER_MAX); returns its length
+ * or -ENOBUFS. */
+int dir_marker_encode(const struct dir_marker *m, uint8_t *buf, size_t cap);
+/* Decodes and checks magic, version, checksum and trailing bytes; -EBADMSG
+ * if anything is off. *ret is untouched on failure. */
+int dir_marker_decode(const uint8_t *buf, size_t len, struct dir_marker *ret);
+
+/* Reads and decodes ROOT/.../<epoch>/COMMITTED, then checks that it names
+ * this session and epoch and that the tree holds exactly the objects and
+ * bytes it claims. 0 if the epoch is complete, else -ENOENT/-EBADMSG/-errno. */
+int dir_epoch_verify(int epoch_fd, const char *session, uint64_t epoch, struct dir_marker *ret);
+
+/* Deletes `name` under parent_fd and everything below it. Missing entries
+ * are not errors (another process may be deleting the same tree). */
+int dir_rmtree_at(int parent_fd, const char *name);
+
+/* Newest modification time of the tree at parent_fd/name (the directory
+ * itself and everything below). */
+int dir_tree_newest_mtime(int parent_fd, const char *name, int64_t *ret);
+
+/* mkdir -p with mode 0700 for missing components. */
+int dir_mkdir_p(const char *path);
+
+/* Parses LUPINE_DIR_PROVIDER_FAIL: comma-separated rules, see
+ * docs/providers.md. NULL or "" arms nothing. -EINVAL on a bad rule. */
+int dir_faults_parse(const char *spec, struct dir_faults *ret);
+/* Counts one occurrence of `point` and returns the positive errno to
+ * inject, or 0. */
+int dir_fault_hit(const struct dir_faults *f, struct dir_fault_counts *c, enum dir_fault_point point);
+
+/* ---- provider_dir.c */
+
+/* The newest epoch of the session whose marker and tree check out;
+ * -ENOENT if none. ret_marker and ret_fd (that epoch's directory) are
+ * optional. */
+int dir_newest_committed(int session_fd, const char *session, uint64_t *ret_epoch, struct dir_marker *ret_marker,
+                         int *ret_fd);
+
+/* ---- dir_save.c: the save callbacks */
+
+int dir_save_begin(struct lupine_ckpt_instance *inst, const char *session, uint64_t epoch,
+                   struct lupine_ckpt_save **ret);
+int dir_save_write(struct lupine_ckpt_save *save, const char *name, const void *data, size_t len);
+int dir_save_commit(struct lupine_ckpt_save *save);
+void dir_save_abort(struct lupine_ckpt_save *save);
+
+/* ---- dir_io.c */
+
+/* Writes all of data at `offset` of fd: up to DIR_QD writes of DIR_CHUNK in
+ * flight through io_uring, resubmitting short writes; returns only once the
+ * kernel is done with `data`, so the caller's buffer is never copied and
+ * never used after return. Object-write faults apply when `object` is set. */
+int dir_io_write(struct lupine_ckpt_save *save, int fd, const void *data, size_t len, uint64_t offset,
+                 bool object);
+/* fsyncs n fds (n <= DIR_FSYNC_BATCH) in parallel; returns the first error
+ * and, through ret_failed, which fd it came from. */
+int dir_io_fsync(struct lupine_ckpt_save *save, const int *fds, size_t n, size_t *ret_failed);
+
+/* NULL-tolerant close: fd = safe_close(fd). Errors from close() carry no
+ * news here: every file that matters was fsynced first. */
+static inline int safe_close(int fd)
+{
+        if (fd >= 0)
+                close(fd);
+        return -1;
+}
+
+#endif

@@ -1,0 +1,473 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The built-in directory provider: the callbacks of
+ * abi/lupine/checkpoint_provider.h over a directory tree (layout in
+ * dir_internal.h, the why in docs/providers.md). This file: open and
+ * close (with the reaping of leftovers), loads, listing, removal, and the
+ * table; the save path is dir_save.c.
+ *
+ * Loads accept an epoch only if its marker's checksum, session, epoch,
+ * object count and byte total all match the tree, so an epoch that a crash
+ * interrupted is never taken for a checkpoint.
+ *
+ * Below the root, all paths are relative to directory fds (openat and
+ * friends), so no path is ever built from strings longer than one name;
+ * every fd is O_CLOEXEC.
+ */
+#include "provider_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dir_internal.h"
+
+/* ---- finding committed epochs */
+
+static int cmp_desc(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The newest epoch of the session whose marker and tree check out.
+ * -ENOENT if none. ret_fd (optional) gets that epoch's directory. */
+int dir_newest_committed(int session_fd, const char *session, uint64_t *ret_epoch, struct dir_marker *ret_marker,
+                            int *ret_fd)
+{
+        uint64_t *epochs = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        DIR *d;
+        int fd, r = -ENOENT;
+
+        fd = openat(session_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        while ((de = readdir(d))) {
+                uint64_t e;
+                if (!dir_epoch_parse(de->d_name, &e))
+                        continue;
+                if (n == cap) {
+                        size_t ncap = cap ? cap * 2 : 16;
+                        uint64_t *ne;
+                        if (ncap > DIR_MAX_EPOCHS_SCAN) {
+                                r = -E2BIG;
+                                goto out;
+                        }
+                        ne = realloc(epochs, ncap * sizeof(*ne));
+                        if (!ne) {
+                                r = -ENOMEM;
+                                goto out;
+                        }
+                        epochs = ne;
+                        cap = ncap;
+                }
+                epochs[n++] = e;
+        }
+        if (n > 1)
+                qsort(epochs, n, sizeof(*epochs), cmp_desc);
+        r = -ENOENT;
+        for (size_t i = 0; i < n; i++) {
+                char name[DIR_EPOCH_HEX + 1];
+                struct dir_marker m;
+                int efd;
+                dir_epoch_name(epochs[i], name);
+                efd = dir_open_dir_at(session_fd, name);
+                if (efd < 0)
+                        continue;
+                if (dir_epoch_verify(efd, session, epochs[i], &m) == 0) {
+                        *ret_epoch = epochs[i];
+                        if (ret_marker)
+                                *ret_marker = m;
+                        if (ret_fd)
+                                *ret_fd = efd;
+                        else
+                                close(efd);
+                        r = 0;
+                        break;
+                }
+                close(efd);
+        }
+out:
+        closedir(d);
+        free(epochs);
+        return r;
+}
+
+/* ---- open, close, cleanup of leftovers */
+
+static void reap_if_stale(int parent_fd, const char *name, int64_t now)
+{
+        int64_t newest;
+
+        if (dir_tree_newest_mtime(parent_fd, name, &newest) < 0)
+                return;
+        if (now - newest > DIR_TMP_STALE_SEC)
+                (void)dir_rmtree_at(parent_fd, name);
+}
+
+static void reap_tmp_in(int dfd, int64_t now)
+{
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct dirent *de;
+        DIR *d;
+
+        if (fd < 0)
+                return;
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return;
+        }
+        while ((de = readdir(d)))
+                if (strncmp(de->d_name, DIR_TMP_PREFIX, strlen(DIR_TMP_PREFIX)) == 0)
+                        reap_if_stale(dirfd(d), de->d_name, now);
+        closedir(d);
+}
+
+/* Best effort: leftovers of crashed saves and interrupted deletes. The rule
+ * is age only (nothing below the temp dir modified for DIR_TMP_STALE_SEC),
+ * because the pid in the name means nothing on a filesystem shared between
+ * hosts: a live save elsewhere must not lose its files. */
+static void reap_leftovers(struct lupine_ckpt_instance *inst)
+{
+        int64_t now = dir_now_unix();
+        int fd = openat(inst->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct dirent *de;
+        DIR *d;
+
+        if (fd < 0)
+                return;
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return;
+        }
+        while ((de = readdir(d))) {
+                char session[DIR_SESSION_MAX + 1];
+                if (strncmp(de->d_name, DIR_TMP_PREFIX, strlen(DIR_TMP_PREFIX)) == 0) {
+                        reap_if_stale(dirfd(d), de->d_name, now);
+                } else if (dir_sdir_to_session(de->d_name, session)) {
+                        int sfd = dir_open_dir_at(dirfd(d), de->d_name);
+                        if (sfd >= 0) {
+                                reap_tmp_in(sfd, now);
+                                close(sfd);
+                        }
+                }
+        }
+        closedir(d);
+}
+
+static void dir_close(struct lupine_ckpt_instance *inst)
+{
+        if (!inst)
+                return;
+        if (inst->have_ring)
+                io_uring_queue_exit(&inst->ring);
+        inst->root_fd = safe_close(inst->root_fd);
+        free(inst->root);
+        free(inst);
+}
+
+static int dir_open(const char *config, struct lupine_ckpt_instance **ret)
+{
+        struct lupine_ckpt_instance *inst;
+        const char *root = config;
+        struct dir_faults faults;
+        int r;
+
+        if (!ret)
+                return -EINVAL;
+        if (!root || !*root)
+                root = getenv("LUPINE_CHECKPOINT_CONFIG");
+        if (!root || !*root)
+                root = LUPINE_DIR_DEFAULT_ROOT;
+        /* A bad fault spec is a broken test, not something to ignore. */
+        r = dir_faults_parse(getenv(LUPINE_DIR_PROVIDER_FAIL_ENV), &faults);
+        if (r < 0)
+                return r;
+        r = dir_mkdir_p(root);
+        if (r < 0)
+                return r;
+        inst = calloc(1, sizeof(*inst));
+        if (!inst)
+                return -ENOMEM;
+        inst->faults = faults;
+        inst->root = strdup(root);
+        inst->root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (!inst->root || inst->root_fd < 0) {
+                r = inst->root ? -errno : -ENOMEM;
+                dir_close(inst);
+                return r;
+        }
+        /* io_uring can be missing (old kernel) or blocked (seccomp,
+         * io_uring_disabled): the same ordering works with pwrite/fsync. */
+        if (!faults.armed[DIR_FAULT_NO_URING])
+                inst->have_ring = io_uring_queue_init(DIR_RING_ENTRIES, &inst->ring, 0) == 0;
+        reap_leftovers(inst);
+        *ret = inst;
+        return 0;
+}
+
+static const char *dir_last_error(struct lupine_ckpt_instance *inst)
+{
+        return inst ? inst->err : "";
+}
+
+/* ---- loading */
+
+static int dir_load_begin(struct lupine_ckpt_instance *inst, const char *session, uint64_t epoch,
+                          struct lupine_ckpt_load **ret, uint64_t *ret_epoch)
+{
+        char sdir[DIR_SDIR_MAX + 1];
+        struct lupine_ckpt_load *load;
+        struct dir_marker m;
+        int sfd, efd = -1, r;
+
+        dir_clear_error(inst);
+        if (!ret)
+                return -EINVAL;
+        if (dir_session_to_sdir(session, sdir) < 0)
+                return dir_fail(inst, -EINVAL, "invalid session name");
+        sfd = dir_open_dir_at(inst->root_fd, sdir);
+        if (sfd < 0)
+                return dir_fail(inst, sfd == -ENOTDIR ? -ENOENT : sfd, "no checkpoint of session %s", session);
+        if (epoch == 0) {
+                r = dir_newest_committed(sfd, session, &epoch, &m, &efd);
+                if (r < 0)
+                        r = dir_fail(inst, r, "no committed checkpoint of session %s", session);
+        } else {
+                char ename[DIR_EPOCH_HEX + 1];
+                dir_epoch_name(epoch, ename);
+                efd = dir_open_dir_at(sfd, ename);
+                r = efd < 0 ? (efd == -ENOTDIR ? -ENOENT : efd) : dir_epoch_verify(efd, session, epoch, &m);
+                if (r < 0)
+                        r = dir_fail(inst, r, "session %s epoch %" PRIu64 " %s", session, epoch,
+                                     r == -ENOENT ? "is not committed" : "does not check out");
+        }
+        close(sfd);
+        if (r < 0) {
+                safe_close(efd);
+                return r;
+        }
+        load = calloc(1, sizeof(*load));
+        if (!load) {
+                close(efd);
+                return dir_fail(inst, -ENOMEM, "load_begin");
+        }
+        load->inst = inst;
+        load->epoch_fd = efd;
+        load->epoch = epoch;
+        for (size_t i = 0; i < DIR_LOAD_FDS; i++)
+                load->cache[i].fd = -1;
+        *ret = load;
+        if (ret_epoch)
+                *ret_epoch = epoch;
+        return 0;
+}
+
+/* The object's cached fd, opening it (and evicting the least recently
+ * used) on a miss. */
+static int load_object(struct lupine_ckpt_load *load, const char *name, struct dir_load_fd **ret)
+{
+        struct dir_load_fd *c, *victim = &load->cache[0];
+        struct stat st;
+        int fd;
+
+        if (!dir_object_name_valid(name))
+                return dir_fail(load->inst, -EINVAL, "invalid object name");
+        for (size_t i = 0; i < DIR_LOAD_FDS; i++) {
+                c = &load->cache[i];
+                if (c->fd >= 0 && strcmp(c->name, name) == 0) {
+                        c->last_use = ++load->tick;
+                        *ret = c;
+                        return 0;
+                }
+                if (c->fd < 0 || (victim->fd >= 0 && c->last_use < victim->last_use))
+                        victim = c;
+        }
+        fd = openat(load->epoch_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                int r = errno == ENOTDIR || errno == ELOOP ? -ENOENT : -errno;
+                return dir_fail(load->inst, r, "object %s", name);
+        }
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                close(fd);
+                return dir_fail(load->inst, -ENOENT, "object %s is not a file", name);
+        }
+        victim->fd = safe_close(victim->fd);
+        snprintf(victim->name, sizeof(victim->name), "%s", name);
+        victim->fd = fd;
+        victim->size = (uint64_t)st.st_size;
+        victim->last_use = ++load->tick;
+        *ret = victim;
+        return 0;
+}
+
+static int dir_load_size(struct lupine_ckpt_load *load, const char *name, uint64_t *ret_size)
+{
+        struct dir_load_fd *c;
+        int r;
+
+        if (!load || !ret_size)
+                return -EINVAL;
+        dir_clear_error(load->inst);
+        r = load_object(load, name, &c);
+        if (r < 0)
+                return r;
+        *ret_size = c->size;
+        return 0;
+}
+
+static int64_t dir_load_read(struct lupine_ckpt_load *load, const char *name, uint64_t offset, void *buf, size_t len)
+{
+        struct dir_load_fd *c;
+        size_t got = 0;
+        int r;
+
+        if (!load)
+                return -EINVAL;
+        dir_clear_error(load->inst);
+        if (len && !buf)
+                return dir_fail(load->inst, -EINVAL, "load_read: NULL buffer");
+        r = load_object(load, name, &c);
+        if (r < 0)
+                return r;
+        if (offset >= c->size || len == 0)
+                return 0;
+        if (len > DIR_READ_MAX)
+                len = DIR_READ_MAX;
+        if (len > c->size - offset)
+                len = (size_t)(c->size - offset);
+        while (got < len) {
+                ssize_t n = pread(c->fd, (uint8_t *)buf + got, len - got, (off_t)(offset + got));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return dir_fail(load->inst, -errno, "reading object %s at %" PRIu64, name, offset + got);
+                if (n == 0)
+                        break; /* shorter than when we opened it: tampering; report what is there */
+                got += (size_t)n;
+        }
+        return (int64_t)got;
+}
+
+static void dir_load_end(struct lupine_ckpt_load *load)
+{
+        if (!load)
+                return;
+        for (size_t i = 0; i < DIR_LOAD_FDS; i++)
+                load->cache[i].fd = safe_close(load->cache[i].fd);
+        load->epoch_fd = safe_close(load->epoch_fd);
+        free(load);
+}
+
+/* ---- listing and removing */
+
+static int dir_list(struct lupine_ckpt_instance *inst, int (*fn)(const struct lupine_ckpt_info *info, void *userdata),
+                    void *userdata)
+{
+        struct dirent *de;
+        DIR *d;
+        int fd, r = 0;
+
+        dir_clear_error(inst);
+        if (!fn)
+                return -EINVAL;
+        fd = openat(inst->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return dir_fail(inst, -errno, "opening %s", inst->root);
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return dir_fail(inst, -ENOMEM, "listing %s", inst->root);
+        }
+        while (r == 0 && (de = readdir(d))) {
+                struct lupine_ckpt_info info = { 0 };
+                struct dir_marker m = { 0 };
+                uint64_t epoch = 0;
+                int sfd;
+                if (!dir_sdir_to_session(de->d_name, info.session))
+                        continue;
+                sfd = dir_open_dir_at(dirfd(d), de->d_name);
+                if (sfd < 0)
+                        continue; /* removed meanwhile, or not a directory */
+                int nr = dir_newest_committed(sfd, info.session, &epoch, &m, NULL);
+                close(sfd);
+                if (nr < 0)
+                        continue; /* no committed epoch (yet): not listed */
+                info.epoch = epoch;
+                info.bytes = m.bytes;
+                info.committed_unix = m.committed_unix;
+                r = fn(&info, userdata);
+        }
+        closedir(d);
+        return r;
+}
+
+static int dir_remove(struct lupine_ckpt_instance *inst, const char *session)
+{
+        char sdir[DIR_SDIR_MAX + 1], tmp[64];
+        uint64_t epoch;
+        int sfd, r;
+
+        dir_clear_error(inst);
+        if (dir_session_to_sdir(session, sdir) < 0)
+                return dir_fail(inst, -EINVAL, "invalid session name");
+        sfd = dir_open_dir_at(inst->root_fd, sdir);
+        if (sfd < 0)
+                return dir_fail(inst, sfd == -ENOTDIR ? -ENOENT : sfd, "no checkpoint of session %s", session);
+        r = dir_newest_committed(sfd, session, &epoch, NULL, NULL);
+        close(sfd);
+        if (r < 0)
+                return dir_fail(inst, r, "no committed checkpoint of session %s", session);
+        /* Out of sight in one atomic step, then deleted at leisure. */
+        r = dir_tmp_name(tmp, sizeof(tmp), "rm");
+        if (r < 0)
+                return dir_fail(inst, r, "remove");
+        if (renameat(inst->root_fd, sdir, inst->root_fd, tmp) < 0)
+                return dir_fail(inst, -errno, "renaming %s/%s out of the way", inst->root, sdir);
+        r = dir_fsync_plain(inst->root_fd);
+        if (r < 0)
+                return dir_fail(inst, r, "fsync of %s after removing session %s", inst->root, session);
+        (void)dir_rmtree_at(inst->root_fd, tmp); /* what is left, a later open reaps */
+        return 0;
+}
+
+static const struct lupine_checkpoint_provider dir_provider = {
+        .abi_version = LUPINE_CHECKPOINT_ABI_VERSION,
+        .struct_size = sizeof(struct lupine_checkpoint_provider),
+        .name = "dir",
+        .open = dir_open,
+        .close = dir_close,
+        .last_error = dir_last_error,
+        .save_begin = dir_save_begin,
+        .save_write = dir_save_write,
+        .save_commit = dir_save_commit,
+        .save_abort = dir_save_abort,
+        .load_begin = dir_load_begin,
+        .load_size = dir_load_size,
+        .load_read = dir_load_read,
+        .load_end = dir_load_end,
+        .list = dir_list,
+        .remove = dir_remove,
+};
+
+const struct lupine_checkpoint_provider *lupine_dir_provider(void)
+{
+        return &dir_provider;
+}

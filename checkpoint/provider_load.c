@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Loading a checkpoint provider library and checking its table before the
+ * daemon calls anything in it (provider_load.h).
+ */
+#include "provider_load.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "provider_dir.h"
+
+/* The version-1 table ends with `remove`; a newer provider's table may be
+ * longer, and this daemon never looks past that end. */
+#define V1_SIZE (offsetof(struct lupine_checkpoint_provider, remove) + sizeof(((struct lupine_checkpoint_provider *)0)->remove))
+
+static int fail(char *err, size_t errlen, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (err && errlen) {
+                va_start(ap, fmt);
+                vsnprintf(err, errlen, fmt, ap);
+                va_end(ap);
+        }
+        return r;
+}
+
+/* The first NULL callback of a table at least V1_SIZE long, or NULL. */
+static const char *missing_callback(const struct lupine_checkpoint_provider *p)
+{
+#define CB(f) { p->f != NULL, #f }
+        const struct {
+                bool set;
+                const char *name;
+        } cbs[] = {
+                CB(open),        CB(close),      CB(last_error), CB(save_begin), CB(save_write),
+                CB(save_commit), CB(save_abort), CB(load_begin), CB(load_size),  CB(load_read),
+                CB(load_end),    CB(list),       CB(remove),
+        };
+#undef CB
+        for (size_t i = 0; i < sizeof(cbs) / sizeof(cbs[0]); i++)
+                if (!cbs[i].set)
+                        return cbs[i].name;
+        return NULL;
+}
+
+int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoint_provider **ret,
+                         void **ret_dlhandle, char *err, size_t errlen)
+{
+        const struct lupine_checkpoint_provider *p;
+        lupine_checkpoint_provider_fn entry;
+        void *h, *sym;
+        int r;
+
+        if (err && errlen)
+                err[0] = '\0';
+        if (!ret || !ret_dlhandle)
+                return fail(err, errlen, -EINVAL, "lupine_provider_load: NULL output");
+        if (!path_or_null) {
+                *ret = lupine_dir_provider();
+                *ret_dlhandle = NULL;
+                return 0;
+        }
+        h = dlopen(path_or_null, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+                const char *why = dlerror();
+                return fail(err, errlen, -ELIBACC, "checkpoint provider %s: cannot load: %s", path_or_null,
+                            why ? why : "unknown dlopen error");
+        }
+        (void)dlerror();
+        sym = dlsym(h, LUPINE_CHECKPOINT_SYMBOL);
+        if (!sym) {
+                r = fail(err, errlen, -ELIBBAD, "checkpoint provider %s does not export %s()", path_or_null,
+                         LUPINE_CHECKPOINT_SYMBOL);
+                goto out_close;
+        }
+        /* POSIX: a dlsym() result converts to a function pointer. */
+        *(void **)&entry = sym;
+        p = entry();
+        if (!p) {
+                r = fail(err, errlen, -ELIBBAD, "checkpoint provider %s: %s() returned NULL", path_or_null,
+                         LUPINE_CHECKPOINT_SYMBOL);
+                goto out_close;
+        }
+        if (p->abi_version != LUPINE_CHECKPOINT_ABI_VERSION) {
+                r = fail(err, errlen, -ELIBBAD, "checkpoint provider %s speaks ABI version %u; this lupined speaks %u",
+                         path_or_null, p->abi_version, LUPINE_CHECKPOINT_ABI_VERSION);
+                goto out_close;
+        }
+        if (p->struct_size < V1_SIZE) {
+                r = fail(err, errlen, -ELIBBAD,
+                         "checkpoint provider %s: struct_size %u is smaller than version 1's %zu bytes", path_or_null,
+                         p->struct_size, (size_t)V1_SIZE);
+                goto out_close;
+        }
+        if (!p->name) {
+                r = fail(err, errlen, -ELIBBAD, "checkpoint provider %s: name is NULL", path_or_null);
+                goto out_close;
+        }
+        const char *missing = missing_callback(p);
+        if (missing) {
+                r = fail(err, errlen, -ELIBBAD, "checkpoint provider %s (%s): callback %s is NULL", path_or_null,
+                         p->name, missing);
+                goto out_close;
+        }
+        *ret = p;
+        *ret_dlhandle = h;
+        return 0;
+out_close:
+        dlclose(h);
+        return r;
+}
+
+void lupine_provider_unload(void *dlhandle)
+{
+        if (dlhandle)
+                dlclose(dlhandle);
+}

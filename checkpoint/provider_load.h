@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Finding a checkpoint provider: the built-in directory provider, or a
+ * shared library that exports LUPINE_CHECKPOINT_SYMBOL.
+ */
+#ifndef LUP_CKPT_PROVIDER_LOAD_H
+#define LUP_CKPT_PROVIDER_LOAD_H
+
+#include <stddef.h>
+
+#include "lupine/checkpoint_provider.h"
+
+/*
+ * path_or_null NULL: *ret = the built-in directory provider and
+ * *ret_dlhandle = NULL.
+ *
+ * Otherwise dlopen()s the library (RTLD_NOW | RTLD_LOCAL), calls its
+ * LUPINE_CHECKPOINT_SYMBOL and checks the table before anyone uses it:
+ * abi_version == LUPINE_CHECKPOINT_ABI_VERSION, struct_size at least the
+ * version-1 size, `name` and every callback non-NULL. The table must stay
+ * valid until lupine_provider_unload(*ret_dlhandle).
+ *
+ * Returns 0, or -ELIBACC (cannot load), -ELIBBAD (no entry point, or a
+ * table this daemon must not use), -EINVAL (bad arguments); err (errlen
+ * bytes, may be 0) says what went wrong in one line, "" on success. The
+ * outputs are untouched on failure, and nothing stays loaded.
+ */
+int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoint_provider **ret,
+                         void **ret_dlhandle, char *err, size_t errlen);
+
+/* dlclose()s what lupine_provider_load returned; NULL is fine. Call it
+ * only after the provider's instances are closed. */
+void lupine_provider_unload(void *dlhandle);
+
+#endif

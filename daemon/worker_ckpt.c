@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Checkpoint and restore of one session, through the configured provider.
+ *
+ * A checkpoint is a set of objects: "mem/<addr>" (each arena chunk's
+ * contents), "img/<id>" (module and library images), "glob/<addr>" (module
+ * globals' contents) and, written last, "manifest": everything needed to
+ * rebuild the session — identity and token, arena slot and layout, contexts,
+ * handles and how each was made, globals, the last executed sequence number
+ * — with a 64-bit content hash for every 1 MiB piece of memory and for every
+ * object, and one over the manifest itself. A restore trusts none of it:
+ * the manifest is decoded with the bounded reader and every hash is checked.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "log.h"
+#include "provider_load.h"
+#include "worker_session.h"
+
+#define MANIFEST_MAGIC   0x3154504b4350555ull /* "UPCKPT1" */
+#define MANIFEST_VERSION 1u
+#define MANIFEST_MAX     (256u << 20)
+#define PIECE            LUP_BULK_CHUNK
+
+/* ---- the provider */
+
+int lupw_ckpt_open(struct lupw_session *s)
+{
+        const struct lupd_config *cfg = s->cfg;
+        char err[256];
+        if (s->prov_inst)
+                return 0;
+        const char *path = cfg->checkpoint_provider[0] ? cfg->checkpoint_provider : getenv("LUPINE_CHECKPOINT_LIBRARY");
+        if (path && !*path)
+                path = NULL;
+        const char *config = cfg->checkpoint_config[0] ? cfg->checkpoint_config
+                             : cfg->checkpoint_dir[0] ? cfg->checkpoint_dir : NULL;
+        if (!path && !config)
+                return -ENOTSUP; /* no checkpoints configured */
+        int rc = lupine_provider_load(path, &s->prov_ops, &s->prov_dl, err, sizeof(err));
+        if (rc < 0) {
+                lup_err("session %s: checkpoint provider: %s", s->name, err);
+                return rc;
+        }
+        rc = s->prov_ops->open(config, &s->prov_inst);
+        if (rc < 0) {
+                lup_err("session %s: checkpoint provider %s cannot open '%s': %s", s->name, s->prov_ops->name,
+                        config ? config : "(default)", strerror(-rc));
+                lupine_provider_unload(s->prov_dl);
+                s->prov_dl = NULL;
+                s->prov_ops = NULL;
+                return rc;
+        }
+        return 0;
+}
+
+void lupw_ckpt_close(struct lupw_session *s)
+{
+        if (s->prov_inst)
+                s->prov_ops->close(s->prov_inst);
+        s->prov_inst = NULL;
+        lupine_provider_unload(s->prov_dl);
+        s->prov_dl = NULL;
+        s->prov_ops = NULL;
+}
+
+void lupw_forget_checkpoint(struct lupw_session *s)
+{
+        if (lupw_ckpt_open(s) < 0)
+                return;
+        int rc = s->prov_ops->remove(s->prov_inst, s->name);
+        if (rc < 0 && rc != -ENOENT)
+                lup_warn("session %s: cannot delete its checkpoint: %s", s->name, s->prov_ops->last_error(s->prov_inst));
+}
+
+CUresult lupw_sync_all(struct lupw_session *s)
+{
+        CUresult first = CUDA_SUCCESS;
+        for (int d = 0; d < s->n_devices; d++) {
+                if (!s->primary[d])
+                        continue;
+                CUresult r = s->be.fn.cuCtxSetCurrent(s->primary[d]);
+                if (r == CUDA_SUCCESS)
+                        r = s->be.fn.cuCtxSynchronize();
+                if (first == CUDA_SUCCESS)
+                        first = r;
+        }
+        for (int i = 0; i < s->n_ctxs; i++) {
+                CUresult r = s->be.fn.cuCtxSetCurrent(s->ctxs[i].real);
+                if (r == CUDA_SUCCESS)
+                        r = s->be.fn.cuCtxSynchronize();
+                if (first == CUDA_SUCCESS)
+                        first = r;
+        }
+        s->bound_id = 0; /* the next call binds again */
+        return first;
+}
+
+/* ---- saving */
+
+struct saver {
+        struct lupw_session *s;
+        struct lupine_ckpt_save *save;
+        int rc;
+};
+
+static int put(struct saver *sv, const char *name, const void *p, size_t n)
+{
+        if (sv->rc == 0)
+                sv->rc = sv->s->prov_ops->save_write(sv->save, name, p, n);
+        return sv->rc;
+}
+
+/* The chunk's contents in 1 MiB pieces through the pinned bounce buffer;
+ * writes each piece's hash into w. */
+static int save_chunk(struct saver *sv, const struct lupw_chunk *c, struct lup_wr *w)
+{
+        struct lupw_session *s = sv->s;
+        char name[64];
+        snprintf(name, sizeof(name), "mem/%016" PRIx64, c->addr);
+        lup_wr_u64(w, c->addr);
+        lup_wr_u64(w, c->size);
+        lup_wr_u32(w, (uint32_t)((c->size + PIECE - 1) / PIECE));
+        for (uint64_t off = 0; off < c->size && sv->rc == 0; off += PIECE) {
+                size_t k = c->size - off < PIECE ? (size_t)(c->size - off) : PIECE;
+                CUresult r = s->be.fn.cuMemcpyDtoH_v2(s->staging, c->addr + off, k);
+                if (r != CUDA_SUCCESS) {
+                        lup_err("session %s: checkpoint: reading device memory at 0x%" PRIx64 " failed (CUresult %d)",
+                                s->name, c->addr + off, (int)r);
+                        sv->rc = -EIO;
+                        break;
+                }
+                lup_wr_u64(w, lup_hash64(s->staging, k, 0));
+                put(sv, name, s->staging, k);
+        }
+        return sv->rc;
+}
+
+struct handle_list {
+        uint64_t *ids;
+        size_t n, cap;
+};
+
+static void collect(uint64_t key, uint64_t val, void *ud)
+{
+        struct handle_list *l = ud;
+        if (l->n < l->cap)
+                l->ids[l->n++] = key;
+}
+
+static size_t manifest_bound(struct lupw_session *s)
+{
+        size_t b = 4096 + (size_t)s->n_ctxs * 32 + arena_slab_count(&s->arena) * 24 + s->arena.n_allocs * 48;
+        for (size_t i = 0; i < s->n_chunks; i++)
+                b += 32 + (s->chunks[i].size / PIECE + 1) * 8;
+        b += s->handles.used * (64 + LUP_MAX_STR);
+        b += s->globals.n * (64 + LUP_MAX_STR);
+        return b;
+}
+
+int lupw_checkpoint(struct lupw_session *s)
+{
+        int rc = lupw_ckpt_open(s);
+        if (rc < 0)
+                return rc;
+        uint64_t epoch = s->epoch + 1;
+        struct saver sv = { .s = s };
+        rc = s->prov_ops->save_begin(s->prov_inst, s->name, epoch, &sv.save);
+        if (rc < 0) {
+                lup_err("session %s: checkpoint: %s", s->name, s->prov_ops->last_error(s->prov_inst));
+                return rc;
+        }
+        size_t cap = manifest_bound(s);
+        uint8_t *man = malloc(cap);
+        struct handle_list hl = { .cap = s->handles.used };
+        hl.ids = calloc(hl.cap ? hl.cap : 1, sizeof(*hl.ids));
+        if (!man || !hl.ids) {
+                sv.rc = -ENOMEM;
+                goto out;
+        }
+        struct lup_wr w = lup_wr_init(man, cap);
+        lup_wr_u64(&w, MANIFEST_MAGIC);
+        lup_wr_u32(&w, MANIFEST_VERSION);
+        lup_wr_str16(&w, s->name, strlen(s->name));
+        lup_wr_bytes(&w, s->token, LUP_TOKEN_SIZE);
+        lup_wr_u64(&w, epoch);
+        lup_wr_u32(&w, s->slot);
+        lup_wr_u64(&w, s->last_seq);
+        lup_wr_u32(&w, (uint32_t)s->latched);
+        lup_wr_u32(&w, (uint32_t)s->n_devices);
+        uint32_t primaries = 0;
+        for (int d = 0; d < s->n_devices; d++)
+                if (s->client_primary[d])
+                        primaries |= 1u << d;
+        lup_wr_u32(&w, primaries);
+        lup_wr_u32(&w, (uint32_t)s->n_ctxs);
+        for (int i = 0; i < s->n_ctxs; i++) {
+                lup_wr_u64(&w, s->ctxs[i].id);
+                lup_wr_i32(&w, s->ctxs[i].device);
+                lup_wr_u32(&w, s->ctxs[i].flags);
+        }
+        /* the arena's layout: slabs first, then every allocation */
+        size_t ns = arena_slab_count(&s->arena);
+        lup_wr_u32(&w, (uint32_t)ns);
+        for (size_t i = 0; i < ns; i++) {
+                uint64_t addr;
+                uint32_t block;
+                int dev;
+                arena_slab_info(&s->arena, i, &addr, &block, &dev);
+                lup_wr_u64(&w, addr);
+                lup_wr_u32(&w, block);
+                lup_wr_i32(&w, dev);
+        }
+        lup_wr_u32(&w, (uint32_t)s->arena.n_allocs);
+        for (size_t i = 0; i < s->arena.n_allocs; i++) {
+                const struct arena_alloc *a = &s->arena.allocs[i];
+                lup_wr_u64(&w, a->addr);
+                lup_wr_u64(&w, a->size);
+                lup_wr_u64(&w, a->chunk);
+                lup_wr_i32(&w, a->device);
+                lup_wr_u64(&w, a->owner);
+        }
+        /* memory contents */
+        lup_wr_u32(&w, (uint32_t)s->n_chunks);
+        for (size_t i = 0; i < s->n_chunks && sv.rc == 0; i++)
+                save_chunk(&sv, &s->chunks[i], &w);
+        /* handles and how each was made */
+        lup_u64map_each(&s->handles, collect, &hl);
+        lup_wr_u32(&w, (uint32_t)hl.n);
+        for (size_t i = 0; i < hl.n && sv.rc == 0; i++) {
+                uint64_t v;
+                lup_u64map_get(&s->handles, hl.ids[i], &v);
+                const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)v;
+                lup_wr_u64(&w, hl.ids[i]);
+                lup_wr_u8(&w, (uint8_t)e->kind);
+                lup_wr_u64(&w, e->ctx);
+                lup_wr_u64(&w, e->prov.parent);
+                const char *nm = e->prov.name ? e->prov.name : "";
+                lup_wr_str16(&w, nm, strlen(nm));
+                lup_wr_u32(&w, e->prov.flags);
+                lup_wr_i32(&w, e->prov.priority);
+                lup_wr_u64(&w, e->prov.image_len);
+                if (e->prov.image_len) {
+                        char name[64];
+                        snprintf(name, sizeof(name), "img/%016" PRIx64, hl.ids[i]);
+                        lup_wr_u64(&w, lup_hash64(e->prov.image, e->prov.image_len, 0));
+                        put(&sv, name, e->prov.image, e->prov.image_len);
+                }
+        }
+        /* module globals the client knows, with their contents */
+        lup_wr_u32(&w, (uint32_t)s->globals.n);
+        for (size_t i = 0; i < s->globals.n && sv.rc == 0; i++) {
+                const struct lup_range *g = &s->globals.r[i];
+                const char *nm = (const char *)(uintptr_t)g->b;
+                lup_wr_u64(&w, g->base);
+                lup_wr_u64(&w, g->size);
+                lup_wr_u64(&w, g->a);
+                lup_wr_str16(&w, nm, strlen(nm));
+                uint8_t *tmp = malloc(g->size ? g->size : 1);
+                CUresult r = tmp ? s->be.fn.cuMemcpyDtoH_v2(tmp, lupw_xlate(s, g->base), g->size) : CUDA_ERROR_OUT_OF_MEMORY;
+                if (r != CUDA_SUCCESS) {
+                        free(tmp);
+                        sv.rc = -EIO;
+                        break;
+                }
+                char name[64];
+                snprintf(name, sizeof(name), "glob/%016" PRIx64, g->base);
+                lup_wr_u64(&w, lup_hash64(tmp, g->size, 0));
+                put(&sv, name, tmp, g->size);
+                free(tmp);
+        }
+        if (w.err && sv.rc == 0)
+                sv.rc = -ENOBUFS;
+        if (sv.rc == 0) {
+                uint64_t h = lup_hash64(man, w.len, MANIFEST_MAGIC);
+                lup_wr_u64(&w, h);
+                put(&sv, "manifest", man, w.len);
+        }
+out:
+        free(man);
+        free(hl.ids);
+        if (sv.rc == 0) {
+                rc = s->prov_ops->save_commit(sv.save);
+                if (rc == 0) {
+                        s->epoch = epoch;
+                        s->drained = true;
+                        return 0;
+                }
+                lup_err("session %s: checkpoint commit failed: %s", s->name, s->prov_ops->last_error(s->prov_inst));
+                return rc;
+        }
+        lup_err("session %s: checkpoint failed: %s (%s)", s->name, strerror(-sv.rc),
+                s->prov_ops->last_error(s->prov_inst));
+        s->prov_ops->save_abort(sv.save);
+        return sv.rc;
+}

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Sessions that survive restarts, on the simulated GPU.
+
+usage: test_restart.py LUPINED PROGS_DIR SHIM_DIR KERNELS_DIR [RESTARTS]
+
+A client runs a long verified workload (e2e_restart) while the daemon is
+stopped with SIGTERM at random moments and started again with the same
+checkpoint directory. The client must finish with exactly the expected data
+(its counter proves no call was lost or ran twice). Then the fault cases: a
+corrupt checkpoint is refused while the daemon serves others, a worker
+killed with SIGKILL makes its client fail fast and cleanly, a wrong resume
+token is refused.
+"""
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lupwire as W  # noqa: E402
+
+FAILED = []
+
+
+def check(name, cond, detail=''):
+    print(f'{"ok  " if cond else "FAIL"} {name}' + (f': {detail}' if detail and not cond else ''), flush=True)
+    if not cond:
+        FAILED.append(name)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Daemon:
+    def __init__(self, lupined, ckdir, port, log_path, extra_env=None):
+        env = dict(os.environ)
+        env.pop('LD_LIBRARY_PATH', None)
+        env.update(extra_env or {})
+        self.log_path = log_path
+        self.log = open(log_path, 'a')
+        self.proc = subprocess.Popen([lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}',
+                                      '--checkpoint-dir', ckdir, '--session-ttl', '120', '--drain-timeout', '30'],
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                socket.create_connection(('127.0.0.1', port), timeout=1).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        raise RuntimeError('lupined did not start:\n' + self.text()[-3000:])
+
+    def text(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return 'killed'
+
+
+def client_env(shim, port, name):
+    env = dict(os.environ)
+    env['LUPINE_SERVER'] = f'127.0.0.1:{port}'
+    env['LUPINE_SESSION'] = name
+    env['LUPINE_RECONNECT_TIMEOUT'] = '120'
+    env['LD_LIBRARY_PATH'] = shim + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
+    return env
+
+
+def restart_loop(lupined, progs, shim, kernels, tmp, restarts):
+    ckdir = os.path.join(tmp, 'ckpt')
+    port = free_port()
+    log = os.path.join(tmp, 'lupined.log')
+    d = Daemon(lupined, ckdir, port, log)
+    client = subprocess.Popen([os.path.join(progs, 'e2e_restart'), kernels, str(40 * restarts + 60), '15'],
+                              env=client_env(shim, port, 'restart-job'), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    rng = random.Random(20261129)
+    clean = 0
+    for i in range(restarts):
+        time.sleep(rng.uniform(0.3, 1.2))
+        if client.poll() is not None:
+            break
+        rc = d.stop()
+        clean += rc == 0
+        d = Daemon(lupined, ckdir, port, log)
+    out, err = client.communicate(timeout=600)
+    d.stop()
+    text = d.text()
+    check(f'{restarts} SIGTERM restarts: every drain exited 0', clean == restarts, f'{clean}/{restarts}')
+    check('every restart checkpointed and restored the session',
+          text.count('restored checkpoint epoch') >= restarts, text[-3000:])
+    check('the client finished with exactly the expected data',
+          client.returncode == 0 and 'counter exact' in out, out[-1500:] + err[-3000:])
+    return ckdir, port
+
+
+def fault_cases(lupined, progs, shim, kernels, tmp):
+    ckdir = os.path.join(tmp, 'ckpt2')
+    port = free_port()
+    log = os.path.join(tmp, 'lupined2.log')
+    d = Daemon(lupined, ckdir, port, log)
+    # two sessions, checkpointed by a drain
+    procs = [subprocess.Popen([os.path.join(progs, 'e2e_restart'), kernels, '100000', '20'],
+                              env=client_env(shim, port, name), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for name in ('victim', 'bystander')]
+    time.sleep(1.5)
+    check('drain with two sessions exits 0', d.stop() == 0)
+    # damage one session's manifest
+    damaged = False
+    for root, _, files in os.walk(os.path.join(ckdir, 'victim')):
+        for f in files:
+            if f == 'manifest':
+                p = os.path.join(root, f)
+                with open(p, 'r+b') as fh:
+                    fh.seek(40)
+                    b = fh.read(1)
+                    fh.seek(40)
+                    fh.write(bytes([b[0] ^ 0xff]))
+                damaged = True
+    check('found the manifest to damage', damaged)
+    d = Daemon(lupined, ckdir, port, log)
+    time.sleep(2)
+    text = d.text()
+    check('a corrupt checkpoint is refused with a clear message', 'victim cannot be restored' in text, text[-2000:])
+    check('the other session is restored', 'session bystander: restored' in text or 'bystander: restored' in text)
+    # a wrong resume token is refused
+    s = W.connect(('127.0.0.1', port))
+    pl = W.hello_payload('bystander')
+    pl = pl[:-24] + bytes([0x5a] * 16) + pl[-8:]
+    s.sendall(W.frame(W.OP_HELLO, pl, flags=W.F_SYNC))
+    h, p = W.read_frame(s)
+    s.close()
+    check('a wrong resume token is refused', h['status'] != 0, str(h))
+    # kill -9 the bystander's worker: its client fails fast with one clear line
+    victim = procs[0]
+    byst = procs[1]
+    out, err = victim.communicate(timeout=120)
+    check('the client of the corrupt session fails cleanly', victim.returncode != 0 and 'lost the session' in err,
+          err[-1500:])
+    workers = subprocess.run(['pgrep', '-P', str(d.proc.pid)], capture_output=True, text=True).stdout.split()
+    t0 = time.time()
+    for w in workers:
+        os.kill(int(w), signal.SIGKILL)
+    out, err = byst.communicate(timeout=60)
+    check('SIGKILL of a worker: its client fails within 5 s', byst.returncode != 0 and time.time() - t0 < 5,
+          f'{time.time() - t0:.1f} s; ' + err[-1500:])
+    check('the daemon survives its worker being killed', d.proc.poll() is None)
+    d.stop()
+
+
+def main():
+    if len(sys.argv) < 5:
+        print(__doc__)
+        return 2
+    lupined, progs, shim, kernels = sys.argv[1:5]
+    restarts = int(sys.argv[5]) if len(sys.argv) > 5 else 10
+    shim = os.path.abspath(shim)
+    with tempfile.TemporaryDirectory(prefix='lupine-restart-') as tmp:
+        try:
+            restart_loop(lupined, progs, shim, kernels, tmp, restarts)
+            fault_cases(lupined, progs, shim, kernels, tmp)
+        except Exception as e:  # a harness failure is a test failure, with the logs
+            check('harness', False, repr(e))
+        if FAILED:
+            for f in ('lupined.log', 'lupined2.log'):
+                p = os.path.join(tmp, f)
+                if os.path.exists(p):
+                    print(f'---- {f} (tail) ----')
+                    with open(p) as fh:
+                        print(fh.read()[-5000:])
+    print(f'restart: {"FAILED: " + ", ".join(FAILED) if FAILED else "all passed"}')
+    return 1 if FAILED else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The provider loader, and the example provider (tests/providers/) passing
+ * the conformance suite through it.
+ *
+ * argv: EXAMPLE.so BAD-abi.so BAD-size.so BAD-null.so BAD-nullname.so
+ *       BAD-nosym.so BAD-nulltable.so   (tests/providers/meson.build)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "provider_dir.h"
+#include "provider_load.h"
+#include "provider_suite.h"
+
+enum { ARG_EXAMPLE = 1, ARG_ABI, ARG_SIZE, ARG_NULL, ARG_NULLNAME, ARG_NOSYM, ARG_NULLTABLE, ARG_COUNT };
+static char **args;
+
+static void loader_builtin(void **state)
+{
+        const struct lupine_checkpoint_provider *p = NULL;
+        void *h = (void *)1;
+        char err[256] = "junk";
+
+        assert_int_equal(lupine_provider_load(NULL, &p, &h, err, sizeof(err)), 0);
+        assert_ptr_equal(p, lupine_dir_provider());
+        assert_null(h);
+        assert_string_equal(err, "");
+        assert_string_equal(p->name, "dir");
+        lupine_provider_unload(h);
+        /* NULL outputs are refused, a NULL error buffer is fine */
+        assert_int_equal(lupine_provider_load(NULL, NULL, &h, NULL, 0), -EINVAL);
+}
+
+static void loader_example(void **state)
+{
+        const struct lupine_checkpoint_provider *p = NULL;
+        void *h = NULL;
+        char err[256];
+
+        assert_int_equal(lupine_provider_load(args[ARG_EXAMPLE], &p, &h, err, sizeof(err)), 0);
+        assert_non_null(h);
+        assert_int_equal(p->abi_version, LUPINE_CHECKPOINT_ABI_VERSION);
+        assert_string_equal(p->name, "example-memory");
+        lupine_provider_unload(h);
+}
+
+static void expect_refused(int arg, int want, const char *words)
+{
+        const struct lupine_checkpoint_provider *p = (void *)1;
+        void *h = (void *)2;
+        char err[512] = "";
+
+        assert_int_equal(lupine_provider_load(args[arg], &p, &h, err, sizeof(err)), want);
+        if (!strstr(err, words))
+                fail_msg("refusal of %s says \"%s\", expected \"%s\" in it", args[arg], err, words);
+        assert_ptr_equal(p, (void *)1); /* outputs untouched */
+        assert_ptr_equal(h, (void *)2);
+}
+
+static void loader_refuses_bad_tables(void **state)
+{
+        expect_refused(ARG_ABI, -ELIBBAD, "ABI version 2");
+        expect_refused(ARG_SIZE, -ELIBBAD, "struct_size 16");
+        expect_refused(ARG_NULL, -ELIBBAD, "callback remove is NULL");
+        expect_refused(ARG_NULLNAME, -ELIBBAD, "name is NULL");
+        expect_refused(ARG_NOSYM, -ELIBBAD, "does not export " LUPINE_CHECKPOINT_SYMBOL);
+        expect_refused(ARG_NULLTABLE, -ELIBBAD, "returned NULL");
+}
+
+static void loader_refuses_missing_library(void **state)
+{
+        const struct lupine_checkpoint_provider *p = NULL;
+        void *h = NULL;
+        char err[512] = "";
+        char tiny[8];
+
+        assert_int_equal(lupine_provider_load("/nonexistent/libnothing.so", &p, &h, err, sizeof(err)), -ELIBACC);
+        assert_non_null(strstr(err, "cannot load"));
+        assert_null(p);
+        /* a short error buffer is truncated, not overrun */
+        assert_int_equal(lupine_provider_load("/nonexistent/libnothing.so", &p, &h, tiny, sizeof(tiny)), -ELIBACC);
+        assert_int_equal(strlen(tiny), sizeof(tiny) - 1);
+        /* not a shared library at all */
+        assert_int_equal(lupine_provider_load("/etc/hostname", &p, &h, err, sizeof(err)), -ELIBACC);
+}
+
+int main(int argc, char **argv)
+{
+        static struct suite_env env;
+        struct CMUnitTest tests[32] = {
+                cmocka_unit_test(loader_builtin),
+                cmocka_unit_test(loader_example),
+                cmocka_unit_test(loader_refuses_bad_tables),
+                cmocka_unit_test(loader_refuses_missing_library),
+        };
+        size_t n = 4;
+        void *h = NULL;
+        char err[512];
+        int r;
+
+        if (argc != ARG_COUNT) {
+                fprintf(stderr, "usage: %s EXAMPLE.so BAD-abi BAD-size BAD-null BAD-nullname BAD-nosym BAD-nulltable\n",
+                        argv[0]);
+                return 2;
+        }
+        args = argv;
+        if (lupine_provider_load(args[ARG_EXAMPLE], &env.p, &h, err, sizeof(err)) < 0) {
+                fprintf(stderr, "%s\n", err);
+                return 1;
+        }
+        env.needs_dir = false;
+        n += suite_add_tests(tests + n, sizeof(tests) / sizeof(tests[0]) - n, &env);
+        r = _cmocka_run_group_tests("provider-example", tests, n, NULL, NULL);
+        lupine_provider_unload(h);
+        return r;
+}
