@@ -25,7 +25,7 @@
  *     < 0: -errno; the worker then exits.
  *   LUPD_CTL_ATTACHED (worker -> supervisor): u32 type, i32 status
  *     (0 resumed, -EPERM wrong token, other -errno).
- *   LUPD_CTL_DETACHED (worker -> supervisor): u32 type
+ *   LUPD_CTL_DETACHED (worker -> supervisor): u32 type, i32 status (0)
  *     The client connection was lost without a GOODBYE. The worker keeps the
  *     session for --session-ttl seconds, waiting for an ATTACH.
  *   LUPD_CTL_SHUTDOWN (supervisor -> worker): u32 type

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hash.h"
 #include "log.h"
@@ -163,8 +164,16 @@ static size_t manifest_bound(struct lupw_session *s)
         return b;
 }
 
+static double now_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 int lupw_checkpoint(struct lupw_session *s)
 {
+        double t0 = now_s();
         int rc = lupw_ckpt_open(s);
         if (rc < 0)
                 return rc;
@@ -287,6 +296,13 @@ out:
         if (sv.rc == 0) {
                 rc = s->prov_ops->save_commit(sv.save);
                 if (rc == 0) {
+                        double dt = now_s() - t0;
+                        uint64_t bytes = 0;
+                        for (size_t i = 0; i < s->n_chunks; i++)
+                                bytes += s->chunks[i].size;
+                        lup_info("session %s: checkpoint epoch %llu: %.2f GiB of device memory in %.3f s (%.2f GB/s) through %s",
+                                 s->name, (unsigned long long)epoch, bytes / 1073741824.0, dt,
+                                 dt > 0 ? bytes / dt / 1e9 : 0.0, s->prov_ops->name);
                         s->epoch = epoch;
                         s->drained = true;
                         return 0;

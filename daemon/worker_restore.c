@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hash.h"
 #include "log.h"
@@ -422,7 +423,10 @@ int lupw_restore(struct lupw_session *s, const char *name)
         CUresult st;
         int rc;
 
+        struct timespec t0, t1, t2;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         const char *why = lupw_open_device(s, &st);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
         if (why) {
                 lup_err("session %s cannot be restored: %s", name, why);
                 return -ENODEV;
@@ -447,7 +451,14 @@ int lupw_restore(struct lupw_session *s, const char *name)
                 lup_err("session %s cannot be restored from checkpoint epoch %" PRIu64 ": %s", name, epoch, r.why);
                 return rc;
         }
-        lup_info("session %s: restored checkpoint epoch %" PRIu64 " (%zu allocations, %zu handles)", name, epoch,
-                 s->arena.n_allocs, s->handles.used);
+        clock_gettime(CLOCK_MONOTONIC, &t2);
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < s->n_chunks; i++)
+                bytes += s->chunks[i].size;
+        double init = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+        double load = (t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9;
+        lup_info("session %s: restored checkpoint epoch %" PRIu64 " (%zu allocations, %zu handles): driver start %.3f s, "
+                 "%.2f GiB in %.3f s (%.2f GB/s)", name, epoch, s->arena.n_allocs, s->handles.used, init,
+                 bytes / 1073741824.0, load, load > 0 ? bytes / load / 1e9 : 0.0);
         return 0;
 }

@@ -1256,6 +1256,21 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
         return RESUMED;
 }
 
+/* Answers the server sent before the connection failed may still be queued
+ * on it: a write can fail, or the server say GOODBYE, before the reader has
+ * seen everything. Reads them, so that no answer that arrived is lost. The
+ * socket was shut down when it was declared lost, so this stops at the end of
+ * what is queued. */
+static void drain_lost_connection(void)
+{
+        const char *why;
+        int n = 0;
+        while (conn.fd >= 0 && read_one_frame(&why) == 0)
+                n++;
+        if (n)
+                lup_debug("read %d frames that were still queued on the lost connection", n);
+}
+
 /* The reconnect loop, run by exactly one thread (it holds the reader role,
  * no lock): attempt i waits uniform(0, min(10 s, 100 ms x 2^i)) (full
  * jitter), then tries every endpoint in order, until the session is resumed,
@@ -1272,6 +1287,7 @@ static void reconnect(void)
         pthread_mutex_unlock(&conn.recv_lock);
         if (conn_state() != CONN_RECONNECTING)
                 return;
+        drain_lost_connection();
         ra.deadline_ns = t0 + (uint64_t)conn.reconnect_s * 1000000000ull;
         for (unsigned attempt = 0;; attempt++) {
                 uint64_t cap_ms = attempt >= 7 ? LUPC_BACKOFF_CAP_MS : (uint64_t)LUPC_BACKOFF_FIRST_MS << attempt;
@@ -1291,6 +1307,7 @@ static void reconnect(void)
                                  (unsigned long long)ra.executed, (double)(mono_ns() - t0) / 1e9, ra.resent);
                         return;
                 }
+                lup_debug("reconnect attempt %u failed: %s", attempt + 1, ra.last_error);
         }
         session_lost("could not reconnect to lupined within %u s (last error: %s)", conn.reconnect_s, ra.last_error);
 }

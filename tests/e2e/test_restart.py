@@ -49,7 +49,8 @@ class Daemon:
         env.update(extra_env or {})
         self.log_path = log_path
         self.log = open(log_path, 'a')
-        self.proc = subprocess.Popen([lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}',
+        backend = os.environ.get('LUPINE_TEST_BACKEND', 'sim')
+        self.proc = subprocess.Popen([lupined, '--backend', backend, '--listen', f'127.0.0.1:{port}',
                                       '--checkpoint-dir', ckdir, '--session-ttl', '120', '--drain-timeout', '30'],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 20

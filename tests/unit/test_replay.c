@@ -732,6 +732,8 @@ static void client_start(void)
 {
         lup_log_set_sink(log_sink, NULL);
         assert_int_equal(lupc_init(), CUDA_SUCCESS);
+        if (getenv("TEST_REPLAY_VERBOSE"))
+                lup_log_setup("lupine", LUP_LOG_DEBUG);
 }
 
 /* ---- the client's calls */
