@@ -1120,6 +1120,21 @@ static int resend_one(uint64_t seq, const uint8_t *p, size_t n, void *userdata)
         return 0;
 }
 
+/* Answers the server sent before the connection failed may still be queued
+ * on it: a write can fail, or the server say GOODBYE, before the reader has
+ * seen everything. Reads them, so that no answer that arrived is lost. The
+ * socket was shut down when it was declared lost, so this stops at the end of
+ * what is queued. */
+static void drain_lost_connection(void)
+{
+        const char *why;
+        int n = 0;
+        while (conn.fd >= 0 && read_one_frame(&why) == 0)
+                n++;
+        if (n)
+                lup_debug("read %d frames that were still queued on the lost connection", n);
+}
+
 /* The server resumed the session on fd, having executed up to n. Installs
  * fd, settles the calls whose answers died with the old connection, and
  * resends every frame after n, holding the send lock so that no new frame
@@ -1167,8 +1182,11 @@ static int resume_on(int fd, uint64_t n, struct resume_attempt *ra)
                 pthread_mutex_unlock(&conn.recv_lock);
         }
         pthread_mutex_unlock(&conn.send_lock);
-        if (rc < 0)
+        if (rc < 0) {
+                /* answers to resent calls may have come before it failed */
                 shutdown(fd, SHUT_RDWR);
+                drain_lost_connection();
+        }
         return rc < 0 ? rc : 0;
 }
 
@@ -1254,21 +1272,6 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
                 return rc;
         ra->executed = n;
         return RESUMED;
-}
-
-/* Answers the server sent before the connection failed may still be queued
- * on it: a write can fail, or the server say GOODBYE, before the reader has
- * seen everything. Reads them, so that no answer that arrived is lost. The
- * socket was shut down when it was declared lost, so this stops at the end of
- * what is queued. */
-static void drain_lost_connection(void)
-{
-        const char *why;
-        int n = 0;
-        while (conn.fd >= 0 && read_one_frame(&why) == 0)
-                n++;
-        if (n)
-                lup_debug("read %d frames that were still queued on the lost connection", n);
 }
 
 /* The reconnect loop, run by exactly one thread (it holds the reader role,

@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A TCP proxy that cuts connections on purpose, and the e2e-resume test.
+
+usage:
+  fault_proxy.py proxy --listen HOST:PORT --target HOST:PORT
+                       [--schedule SPEC] [--mode drain|hard]
+                       [--control FILE] [--status FILE]
+  fault_proxy.py e2e LUPINED E2E_RESUME SHIM_DIR KERNELS_DIR [ROUNDS]
+
+proxy: forwards every connection made to --listen to --target and cuts
+connections on command:
+  --schedule SPEC  one rule per accepted connection, in order, comma
+                   separated: 'b:K' cuts it once K bytes went client->server,
+                   't:S' once it is S seconds old, '-' never; 'RULE*N'
+                   repeats a rule. Connections past the list are not cut.
+  --mode           hard: both sockets are reset at once (in-flight bytes are
+                   lost both ways, as when a cable is pulled); drain (the
+                   default): client->server stops at the cut point and the
+                   server sees EOF, while what the server still sends reaches
+                   the client until the server closes (a one-way failure:
+                   nothing the server executed goes unanswered).
+  --control FILE   cut every open connection as soon as FILE appears (it is
+                   then removed). SIGUSR1 does the same.
+  --status FILE    after each cut, rewritten with JSON {"cuts": N, ...}.
+Prints "listening on HOST:PORT" once ready (PORT 0 picks a free one).
+
+e2e: starts `lupined --backend sim`, runs e2e_resume straight against it for
+the expected checksum, then again through this proxy while it cuts the
+connection many times (drain mode: the program must finish with exactly the
+same result and no error), then with hard cuts (the program may fail only if
+the client said which answer was lost with the connection). Exits 77 (skip)
+if the daemon refuses to resume sessions at all.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+# ---------------------------------------------------------------------------
+# the proxy
+
+def parse_schedule(spec):
+    rules = []
+    for item in filter(None, (spec or '').split(',')):
+        rule, _, times = item.partition('*')
+        n = int(times) if times else 1
+        if rule == '-':
+            r = None
+        elif rule.startswith('b:'):
+            r = ('bytes', int(rule[2:]))
+        elif rule.startswith('t:'):
+            r = ('time', float(rule[2:]))
+        else:
+            raise ValueError(f'bad schedule rule {item!r}')
+        rules += [r] * n
+    return rules
+
+
+def parse_hostport(s):
+    host, _, port = s.rpartition(':')
+    return host or '127.0.0.1', int(port)
+
+
+class Link:
+    """One proxied connection: client socket c, upstream socket u. Each
+    direction has a pump thread; a direction that ends (EOF) is passed on as
+    a half-close (FIN after every byte already forwarded), and the sockets
+    close when both directions have ended, so no byte in flight is dropped
+    except by a hard cut."""
+
+    def __init__(self, proxy, idx, c, u, rule):
+        self.proxy, self.idx, self.c, self.u, self.rule = proxy, idx, c, u, rule
+        self.c2s = 0
+        self.lock = threading.Lock()
+        self.cut_done = False
+        self.closed = False
+        self.discard = False          # drain mode, after the cut: client bytes go nowhere
+        self.ended = 0                # directions that have ended
+
+    def start(self):
+        threading.Thread(target=self.pump_c2s, daemon=True).start()
+        threading.Thread(target=self.pump_s2c, daemon=True).start()
+        if self.rule and self.rule[0] == 'time':
+            t = threading.Timer(self.rule[1], self.cut, args=(f'after {self.rule[1]} s',))
+            t.daemon = True
+            t.start()
+
+    def pump_c2s(self):
+        limit = self.rule[1] if self.rule and self.rule[0] == 'bytes' else None
+        try:
+            while True:
+                data = self.c.recv(65536)
+                if not data:
+                    break
+                if self.discard:
+                    continue
+                if limit is not None and self.c2s + len(data) >= limit:
+                    keep = limit - self.c2s
+                    self.u.sendall(data[:keep])
+                    self.c2s += keep
+                    self.cut(f'after {self.c2s} bytes client->server')
+                    continue
+                self.u.sendall(data)
+                self.c2s += len(data)
+        except OSError:
+            pass
+        self.half_close(self.u)
+
+    def pump_s2c(self):
+        try:
+            while True:
+                data = self.u.recv(65536)
+                if not data:
+                    break
+                self.c.sendall(data)
+        except OSError:
+            pass
+        self.half_close(self.c)
+
+    def half_close(self, s):
+        try:
+            s.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        with self.lock:
+            self.ended += 1
+            both = self.ended == 2
+        if both:
+            self.close_all(hard=False)
+
+    def cut(self, why):
+        with self.lock:
+            if self.cut_done or self.closed:
+                return
+            self.cut_done = True
+        self.proxy.note_cut(self, why)
+        if self.proxy.mode == 'hard':
+            self.close_all(hard=True)
+            return
+        # drain: the server sees EOF here and nothing the client sends from
+        # now on; what the server still sends reaches the client
+        self.discard = True
+        try:
+            self.u.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        t = threading.Timer(15, self.close_all, args=(True,))  # a peer that never closes
+        t.daemon = True
+        t.start()
+
+    def close_all(self, hard):
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+        for s in (self.c, self.u):
+            try:
+                if hard:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            try:
+                s.close()
+            except OSError:
+                pass
+        self.proxy.forget(self)
+
+
+class Proxy:
+    def __init__(self, listen, target, schedule=None, mode='drain', control=None, status=None, log=None):
+        self.target, self.mode, self.control, self.status = target, mode, control, status
+        self.rules = list(schedule or [])
+        self.log = log or (lambda msg: print(f'fault_proxy: {msg}', file=sys.stderr, flush=True))
+        self.lock = threading.Lock()
+        self.links = set()
+        self.accepted = 0
+        self.cuts = 0
+        self.cut_log = []
+        self.stopping = False
+        self.ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(listen)
+        self.ls.listen(64)
+        self.addr = self.ls.getsockname()
+
+    def start(self):
+        threading.Thread(target=self.accept_loop, daemon=True).start()
+        if self.control:
+            threading.Thread(target=self.control_loop, daemon=True).start()
+        return self
+
+    def accept_loop(self):
+        while not self.stopping:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(self.target, timeout=5)
+                u.settimeout(None)
+            except OSError as e:
+                self.log(f'connection {self.accepted}: cannot reach {self.target}: {e}')
+                c.close()
+                self.accepted += 1
+                continue
+            for s in (c, u):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self.lock:
+                idx = self.accepted
+                self.accepted += 1
+                rule = self.rules[idx] if idx < len(self.rules) else None
+                link = Link(self, idx, c, u, rule)
+                self.links.add(link)
+            link.start()
+
+    def control_loop(self):
+        while not self.stopping:
+            if os.path.exists(self.control):
+                try:
+                    os.unlink(self.control)
+                except OSError:
+                    pass
+                self.cut_all('control file')
+            time.sleep(0.05)
+
+    def cut_all(self, why):
+        with self.lock:
+            links = list(self.links)
+        for link in links:
+            link.cut(why)
+
+    def note_cut(self, link, why):
+        with self.lock:
+            self.cuts += 1
+            self.cut_log.append((link.idx, why))
+            n = self.cuts
+        self.log(f'cut connection {link.idx} ({self.mode}) {why}')
+        if self.status:
+            tmp = self.status + '.tmp'
+            with open(tmp, 'w') as f:
+                json.dump({'cuts': n, 'accepted': self.accepted, 'log': self.cut_log}, f)
+            os.replace(tmp, self.status)
+
+    def forget(self, link):
+        with self.lock:
+            self.links.discard(link)
+
+    def stop(self):
+        self.stopping = True
+        try:
+            self.ls.close()
+        except OSError:
+            pass
+        with self.lock:
+            links = list(self.links)
+        for link in links:
+            link.close_all(hard=True)
+
+
+def proxy_main(argv):
+    ap = argparse.ArgumentParser(prog='fault_proxy.py proxy')
+    ap.add_argument('--listen', required=True)
+    ap.add_argument('--target', required=True)
+    ap.add_argument('--schedule', default='')
+    ap.add_argument('--mode', choices=('drain', 'hard'), default='drain')
+    ap.add_argument('--control')
+    ap.add_argument('--status')
+    a = ap.parse_args(argv)
+    p = Proxy(parse_hostport(a.listen), parse_hostport(a.target), parse_schedule(a.schedule), a.mode,
+              a.control, a.status).start()
+    signal.signal(signal.SIGUSR1, lambda *_: p.cut_all('SIGUSR1'))
+    print(f'listening on {p.addr[0]}:{p.addr[1]}', flush=True)
+    try:
+        while True:
+            signal.pause()
+    except KeyboardInterrupt:
+        pass
+    p.stop()
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# the e2e-resume test
+
+FAILED = []
+
+
+def check(name, cond, detail=''):
+    print(f'{"ok  " if cond else "FAIL"} {name}' + (f': {detail}' if detail and not cond else ''), flush=True)
+    if not cond:
+        FAILED.append(name)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def start_daemon(lupined, tmp, port):
+    env = dict(os.environ)
+    env.pop('LD_LIBRARY_PATH', None)
+    log_path = os.path.join(tmp, 'lupined.log')
+    log = open(log_path, 'w+')
+    backend = os.environ.get('LUPINE_TEST_BACKEND', 'sim')
+    proc = subprocess.Popen([lupined, '--backend', backend, '--listen', f'127.0.0.1:{port}',
+                             '--session-ttl', '120', '--log-level', 'debug'],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            socket.create_connection(('127.0.0.1', port), timeout=1).close()
+            return proc, log_path
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+    with open(log_path) as f:
+        raise RuntimeError('lupined did not start:\n' + f.read()[-3000:])
+
+
+def client_env(shim, port, session, timeout_s=60):
+    env = dict(os.environ)
+    env['LUPINE_SERVER'] = f'127.0.0.1:{port}'
+    env['LUPINE_SESSION'] = session
+    env['LUPINE_RECONNECT_TIMEOUT'] = str(timeout_s)
+    env['LD_LIBRARY_PATH'] = shim + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
+    return env
+
+
+RESULT = re.compile(r'e2e_resume: OK threads=(\d+) rounds=(\d+) launches=(\d+) bytes=(\d+) checksum=([0-9a-f]+)')
+NOT_SUPPORTED = ('wrong resume token', 'no longer exists', 'is busy')
+
+
+def run_client(prog, kernels, rounds, threads, env, timeout=400):
+    r = subprocess.run([prog, kernels, str(rounds), str(threads)], env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    m = RESULT.search(r.stdout)
+    return r, (m.groups() if m else None)
+
+
+def resume_unsupported(r):
+    """The daemon refused to resume at all: the server side is missing."""
+    lost = [l for l in r.stderr.splitlines() if 'lost the session' in l]
+    return r.returncode != 0 and 'resumed session' not in r.stderr and \
+        any(any(p in l for p in NOT_SUPPORTED) for l in lost), lost
+
+
+def e2e_main(argv):
+    if len(argv) < 4:
+        print(__doc__)
+        return 2
+    lupined, prog, shim, kernels = argv[:4]
+    rounds = int(argv[4]) if len(argv) > 4 else 200
+    threads = 3
+    shim = os.path.abspath(shim)
+    rng = random.Random(20260301)
+    with tempfile.TemporaryDirectory(prefix='lupine-resume-') as tmp:
+        port = free_port()
+        daemon, log_path = start_daemon(lupined, tmp, port)
+        proxies = []
+        try:
+            # the expected result: no proxy, no cuts
+            t0 = time.time()
+            base, want = run_client(prog, kernels, rounds, threads, client_env(shim, port, 'resume-base'))
+            check('baseline run without cuts', base.returncode == 0 and want is not None,
+                  base.stdout[-1000:] + base.stderr[-2000:])
+            if not want:
+                return 1
+            print(f'  baseline: {base.stdout.strip()} ({time.time() - t0:.1f} s)')
+
+            # drain cuts: a byte count or a time for each of the first 16
+            # connections (the resume HELLOs are connections too)
+            sched = []
+            for i in range(16):
+                sched.append(('bytes', rng.randint(40_000, 30_000_000)) if i % 3 != 2 else
+                             ('time', rng.uniform(0.2, 1.5)))
+            p = Proxy(('127.0.0.1', 0), ('127.0.0.1', port), sched, 'drain').start()
+            proxies.append(p)
+            t0 = time.time()
+            r, got = run_client(prog, kernels, rounds, threads, client_env(shim, p.addr[1], 'resume-drain'))
+            unsupported, lost = resume_unsupported(r)
+            if unsupported:
+                print(f'SKIP: lupined does not resume sessions yet ({lost[0] if lost else "?"}); '
+                      'the client reconnected and was refused', flush=True)
+                return 77
+            resumed = r.stderr.count('resumed session resume-drain')
+            print(f'  through {p.cuts} drain cuts: {r.stdout.strip()} ({time.time() - t0:.1f} s, {resumed} resumes, '
+                  f'{p.accepted} connections)')
+            check('drain cuts: the program finished without an error', r.returncode == 0 and got is not None,
+                  r.stdout[-1000:] + r.stderr[-3000:])
+            check('drain cuts: exactly the baseline result (counts and checksum)', got == want, f'{got} != {want}')
+            check('drain cuts: the connection was cut at least 8 times', p.cuts >= 8, f'{p.cuts} cuts')
+            # a cut during a resume belongs to the loss being resumed
+            check('drain cuts: one "reconnecting" and one "resumed" line per loss',
+                  8 <= resumed <= p.cuts and r.stderr.count('reconnecting for up to 60 s') == resumed,
+                  f'{resumed} resumes for {p.cuts} cuts:\n' + r.stderr[-3000:])
+            check('drain cuts: no answer was lost', 'was lost with the connection' not in r.stderr, r.stderr[-3000:])
+
+            # hard cuts: in-flight answers can be lost; the program may then
+            # fail, but only with the client having said which answer it was
+            sched = [('bytes', rng.randint(100_000, 30_000_000)) for _ in range(8)]
+            p = Proxy(('127.0.0.1', 0), ('127.0.0.1', port), sched, 'hard').start()
+            proxies.append(p)
+            r, got = run_client(prog, kernels, rounds, threads, client_env(shim, p.addr[1], 'resume-hard'))
+            said = 'was lost with the connection' in r.stderr
+            print(f'  through {p.cuts} hard cuts: rc={r.returncode} '
+                  f'{"(an answer was lost, and said so)" if said else r.stdout.strip()}')
+            check('hard cuts: exact result, or a failure the client explained',
+                  (r.returncode == 0 and got == want) or (r.returncode != 0 and said),
+                  r.stdout[-1000:] + r.stderr[-3000:])
+            check('hard cuts: the session was never lost', 'lost the session' not in r.stderr, r.stderr[-2000:])
+            check('the daemon is still running', daemon.poll() is None)
+        finally:
+            for p in proxies:
+                p.stop()
+            daemon.terminate()
+            try:
+                daemon.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+            if FAILED:
+                with open(log_path) as f:
+                    print('---- lupined log (tail) ----\n' + f.read()[-6000:])
+    print(f'e2e-resume: {"FAILED: " + ", ".join(FAILED) if FAILED else "all passed"}')
+    return 1 if FAILED else 0
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in ('proxy', 'e2e'):
+        print(__doc__)
+        return 2
+    return proxy_main(sys.argv[2:]) if sys.argv[1] == 'proxy' else e2e_main(sys.argv[2:])
+
+
+if __name__ == '__main__':
+    sys.exit(main())
