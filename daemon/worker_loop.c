@@ -153,6 +153,7 @@ static void attach(struct lupw_session *s, const uint8_t *msg, size_t n, int fd)
 static void drain(struct lupw_session *s)
 {
         lup_info("session %s: draining at seq %llu", s->name, (unsigned long long)s->last_seq);
+        s->draining = true; /* whatever happens now, older checkpoints stay */
         lupw_htod_wait(s);
         int rc = lupw_flush_pending(s, true);
         CUresult r = lupw_sync_all(s);
@@ -381,7 +382,7 @@ int worker_main(const struct lupd_config *cfg)
         }
         if (serve(s) < 0)
                 s->exit_status = 1;
-        else if (!s->drained)
+        else if (!s->draining)
                 lupw_forget_checkpoint(s); /* the session ended: an old checkpoint must not come back */
 
 out_release:

@@ -128,7 +128,8 @@ struct lupw_session {
         struct lupine_ckpt_instance *prov_inst;
         void *prov_dl;
         uint64_t epoch;                         /* of the last committed checkpoint */
-        bool drained;
+        bool drained;                           /* a checkpoint was committed */
+        bool draining;                          /* a drain began: never delete checkpoints now */
 };
 
 /* worker_handles.c */

@@ -63,6 +63,7 @@
 #define LUPC_BACKOFF_CAP_MS 10000u
 #define LUPC_HANDSHAKE_TIMEOUT_MS 10000      /* a reconnect HELLO must be answered within this */
 #define LUPC_RESEND_STALL_MS 60000           /* a resend that moves no byte for this long fails */
+#define LUPC_ACK_INTERVAL (4u << 20)         /* ask for an acknowledgement every this many bytes sent */
 
 /* One thread waiting for a reply. */
 struct lupc_waiter {
@@ -112,6 +113,10 @@ struct lupc_conn {
         uint64_t arena_base, arena_size;
         unsigned reconnect_s;           /* LUPINE_RECONNECT_TIMEOUT; 0: never reconnect */
         unsigned resumes;               /* under send_lock */
+        size_t since_ack_req;           /* bytes sent since the last ack request; under send_lock */
+        size_t ack_interval;            /* LUPC_ACK_INTERVAL, or less for a small bound */
+        struct lupc_waiter ack_req;     /* that request's PING: a waiter nobody sleeps on */
+        bool ack_req_pending;           /* under recv_lock */
 };
 
 static struct lupc_conn conn = {
@@ -464,10 +469,39 @@ static int read_one_frame(const char **why)
         if (!(h.flags & LUP_F_MORE) || h.status != 0) {
                 w->status = (CUresult)h.status;
                 w->done = true;
+                if (w == &conn.ack_req) {
+                        /* an ack request: it did its work in note_ack() */
+                        unlink_waiter_locked(w);
+                        conn.ack_req_pending = false;
+                }
                 pthread_cond_broadcast(&conn.recv_cond);
         }
         pthread_mutex_unlock(&conn.recv_lock);
         return 0;
+}
+
+/* Reads the frames that have already arrived, without waiting for more, if
+ * no other thread holds the reader role. */
+static void harvest_replies(void)
+{
+        pthread_mutex_lock(&conn.recv_lock);
+        if (conn.reader_busy || conn_state() != CONN_UP) {
+                pthread_mutex_unlock(&conn.recv_lock);
+                return;
+        }
+        conn.reader_busy = true;
+        uint64_t gen = conn.gen;
+        pthread_mutex_unlock(&conn.recv_lock);
+        const char *why = NULL;
+        uint8_t b;
+        int rc = 0;
+        while (recv(conn.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1 && (rc = read_one_frame(&why)) == 0)
+                ;
+        pthread_mutex_lock(&conn.recv_lock);
+        if (rc < 0)
+                conn_lost_locked(gen, rc, why ? why : "read error");
+        release_reader_locked();
+        pthread_mutex_unlock(&conn.recv_lock);
 }
 
 /* Waits until w is done, taking the reader role whenever it is free (and
@@ -527,15 +561,53 @@ static CUresult await_ack(void)
         return conn_state() == CONN_DEAD ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_SUCCESS;
 }
 
+/* Keeps the replay buffer small without ever waiting. Every ack_interval
+ * bytes (LUPC_ACK_INTERVAL, or a quarter of the bound if that is less) a
+ * synchronous PING goes out that nobody sleeps on; its reply acknowledges
+ * everything sent before it. Server frames are only read when some thread
+ * reads, so at the next interval, if that PING is still unanswered here, the
+ * sender reads whatever has arrived (harvest_replies()). A stream of
+ * asynchronous copies, which would otherwise fill the buffer to its bound,
+ * keeps it at a few intervals, and the copy into it stays in the cache.
+ * Costs a 40-byte frame and one recv() per interval. send_lock held, the
+ * connection up. Returns true when the caller should harvest. */
+static bool request_ack_locked(uint64_t gen)
+{
+        pthread_mutex_lock(&conn.recv_lock);
+        bool pending = conn.ack_req_pending;
+        pthread_mutex_unlock(&conn.recv_lock);
+        if (pending)
+                return true;
+        uint8_t hb[LUP_HDR_SIZE];
+        struct iovec iov = { hb, sizeof(hb) };
+        struct lup_hdr h = { .op = LUP_OP_PING, .flags = LUP_F_SYNC, .lane = my_lane(),
+                             .seq = atomic_load_explicit(&conn.next_seq, memory_order_relaxed) };
+        lup_hdr_encode(hb, &h);
+        if (replay_append(&conn.replay, h.seq, &iov, 1) < 0)
+                return false;
+        atomic_store_explicit(&conn.next_seq, h.seq + 1, memory_order_relaxed);
+        pthread_mutex_lock(&conn.recv_lock);
+        conn.ack_req = (struct lupc_waiter){ .seq = h.seq, .op = LUP_OP_PING, .next = conn.waiters };
+        conn.waiters = &conn.ack_req;
+        conn.ack_req_pending = true;
+        pthread_mutex_unlock(&conn.recv_lock);
+        int rc = lup_writev_full(conn.fd, &iov, 1);
+        if (rc < 0) {
+                pthread_mutex_lock(&conn.recv_lock);
+                conn_lost_locked(gen, rc, io_why(rc));
+                pthread_mutex_unlock(&conn.recv_lock);
+        }
+        return false;
+}
+
 /* Writes one frame (header + up to two payload pieces) under the send lock,
  * after copying it into the replay buffer. A registered waiter (and the
  * landing of an async copy with token `landing`, if not 0) gets the frame's
- * seq before the frame leaves. While the
- * connection is down it waits; a write that fails starts the reconnect, and
- * the frame is resent from the replay buffer. Returns CUDA_SUCCESS, or
- * CUDA_ERROR_DEVICE_UNAVAILABLE / _OUT_OF_MEMORY before anything was sent;
- * once a waiter is registered the result is always CUDA_SUCCESS and the
- * call's outcome is the waiter's. */
+ * seq before the frame leaves. While the connection is down it waits; a
+ * write that fails starts the reconnect, and the frame goes again from the
+ * replay buffer. Returns CUDA_SUCCESS, or CUDA_ERROR_DEVICE_UNAVAILABLE /
+ * _OUT_OF_MEMORY before anything was sent; once a waiter is registered the
+ * result is CUDA_SUCCESS and the call's outcome is the waiter's. */
 static CUresult send_frame(uint16_t op, uint16_t flags, uint64_t ctx, const void *a, size_t alen,
                            const void *b, size_t blen, struct lupc_waiter *w, uint64_t landing)
 {
@@ -591,7 +663,17 @@ static CUresult send_frame(uint16_t op, uint16_t flags, uint64_t ctx, const void
                 pthread_mutex_unlock(&conn.recv_lock);
         }
         rc = lup_writev_full(conn.fd, iov, iovcnt);
+        bool harvest = false;
+        if (rc == 0 && conn.replay_on) {
+                conn.since_ack_req += LUP_HDR_SIZE + alen + blen;
+                if (conn.since_ack_req >= conn.ack_interval) {
+                        conn.since_ack_req = 0;
+                        harvest = request_ack_locked(gen);
+                }
+        }
         pthread_mutex_unlock(&conn.send_lock);
+        if (harvest)
+                harvest_replies();
         if (lup_trace_level() >= 2)
                 lup_tracef("send %s seq=%llu lane=%u len=%u%s", op_name(op), (unsigned long long)h.seq, h.lane, h.len,
                            rc < 0 ? " (write failed)" : "");
@@ -970,6 +1052,7 @@ static void read_config(void)
         /* Without reconnecting nothing is ever resent: keep no copies. */
         if (conn.reconnect_s)
                 conn.replay_on = replay_init(&conn.replay, (size_t)mb << 20, 0) == 0;
+        conn.ack_interval = ((size_t)mb << 20) / 4 < LUPC_ACK_INTERVAL ? ((size_t)mb << 20) / 4 : LUPC_ACK_INTERVAL;
 }
 
 static void do_init(void)
@@ -1151,8 +1234,16 @@ static int resume_on(int fd, uint64_t n, struct resume_attempt *ra)
                 atomic_store_explicit(&conn.acked, n, memory_order_relaxed);
         /* Executed, but the answer was lost with the connection (never after
          * a GOODBYE: the server sends every answer before it). */
+        if (conn.ack_req_pending && conn.ack_req.seq <= n) {
+                unlink_waiter_locked(&conn.ack_req); /* executed; what it asked for is known now */
+                conn.ack_req_pending = false;
+        }
         for (struct lupc_waiter *w = conn.waiters; w; w = w->next) {
-                if (!w->done && w->seq <= n) {
+                if (!w->done && w->seq <= n && w->op == LUP_OP_PING) {
+                        /* a PING has no result: being executed was its answer */
+                        w->status = CUDA_SUCCESS;
+                        w->done = true;
+                } else if (!w->done && w->seq <= n) {
                         lup_err("the answer to %s (call seq %llu) was lost with the connection; the call fails with CUDA_ERROR_DEVICE_UNAVAILABLE",
                                 op_name(w->op), (unsigned long long)w->seq);
                         w->status = CUDA_ERROR_DEVICE_UNAVAILABLE;

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* A record is this header, then the frame bytes, padded to 8. */
 struct replay_rec {
@@ -45,11 +47,19 @@ int replay_init(struct replay *r, size_t max_bytes, size_t chunk_size)
         return 0;
 }
 
+/* Chunks are mapped, not malloc'ed: a chunk is reused for as long as the
+ * buffer lives (the memory is touched once, not once per use) and spare
+ * chunks can be offered back to the kernel without unmapping them. */
+static void unmap_chunk(struct replay_chunk *c)
+{
+        munmap(c, sizeof(*c) + c->cap);
+}
+
 static void free_list(struct replay_chunk *c)
 {
         while (c) {
                 struct replay_chunk *next = c->next;
-                free(c);
+                unmap_chunk(c);
                 c = next;
         }
 }
@@ -70,17 +80,25 @@ bool replay_fits(const struct replay *r, size_t n)
         return r->count == 0 || (n <= r->max_bytes && r->bytes <= r->max_bytes - n);
 }
 
-/* An emptied chunk goes back to the spare list if it is an ordinary one and
- * the list is short; otherwise it is freed. */
+/* An emptied ordinary chunk goes to the spare list, to be filled again
+ * without page faults; beyond REPLAY_HOT_SPARE spares its pages are marked
+ * MADV_FREE, so the kernel may take them back under memory pressure (if it
+ * has not, reusing them costs nothing). An oversized chunk is unmapped. */
 static void release_chunk(struct replay *r, struct replay_chunk *c)
 {
-        if (c->cap == r->chunk_size && r->n_spare < REPLAY_MAX_SPARE) {
-                c->next = r->spare;
-                r->spare = c;
-                r->n_spare++;
+        if (c->cap != r->chunk_size) {
+                unmap_chunk(c);
                 return;
         }
-        free(c);
+        if (r->n_spare >= REPLAY_HOT_SPARE) {
+                long page = sysconf(_SC_PAGESIZE);
+                size_t skip = page > 0 ? (size_t)page : 4096; /* the first page holds the chunk header */
+                if (sizeof(*c) + c->cap > skip)
+                        (void)madvise((uint8_t *)c + skip, sizeof(*c) + c->cap - skip, MADV_FREE);
+        }
+        c->next = r->spare;
+        r->spare = c;
+        r->n_spare++;
 }
 
 static struct replay_chunk *get_chunk(struct replay *r, size_t need)
@@ -92,9 +110,10 @@ static struct replay_chunk *get_chunk(struct replay *r, size_t need)
                 r->n_spare--;
         } else {
                 size_t cap = need <= r->chunk_size ? r->chunk_size : need;
-                c = malloc(sizeof(*c) + cap);
-                if (!c)
+                void *p = mmap(NULL, sizeof(*c) + cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+                if (p == MAP_FAILED)
                         return NULL;
+                c = p;
                 c->cap = cap;
         }
         c->next = NULL;
@@ -175,6 +194,14 @@ uint64_t replay_first_seq(const struct replay *r)
         if (r->count == 0)
                 return 0;
         return rec_at(r->head, r->head->rd).seq;
+}
+
+unsigned replay_chunks(const struct replay *r)
+{
+        unsigned n = r->n_spare;
+        for (const struct replay_chunk *c = r->head; c; c = c->next)
+                n++;
+        return n;
 }
 
 int replay_for_each_after(const struct replay *r, uint64_t n, replay_fn fn, void *userdata)

@@ -8,10 +8,13 @@
  * ever sent twice. That is the client half of exactly-once.
  *
  * Storage: records (seq, length, bytes) packed back to back in chunks of a
- * fixed size; the oldest chunk is released once every record in it is
- * acknowledged and kept (up to a few) for reuse, so a steady stream of
- * frames costs one memcpy each and no allocation. A record never spans
- * chunks; a frame larger than the chunk size gets a chunk of its own.
+ * fixed size, mapped as the buffer grows and kept until replay_free(): the
+ * oldest chunk goes to a spare list once every record in it is acknowledged
+ * and is filled again later, so a frame costs one memcpy and, once the
+ * buffer has reached its working size, no allocation and no page fault.
+ * Spares beyond a few are marked MADV_FREE (the kernel may reclaim them
+ * under memory pressure). A record never spans chunks; a frame larger than
+ * the chunk size gets a chunk of its own, unmapped once acknowledged.
  *
  * Bound: replay_bytes() counts frame bytes held. The buffer itself never
  * refuses a frame for size; its owner asks replay_fits() first and, when
@@ -33,7 +36,7 @@
 
 #define REPLAY_DEFAULT_MAX_MB 256u
 #define REPLAY_DEFAULT_CHUNK (8u << 20)
-#define REPLAY_MAX_SPARE 2u /* emptied chunks kept for reuse */
+#define REPLAY_HOT_SPARE 2u /* spare chunks kept as they are; more are MADV_FREE'd */
 
 struct replay_chunk;
 
@@ -81,5 +84,7 @@ int replay_for_each_after(const struct replay *r, uint64_t n, replay_fn fn, void
 static inline size_t replay_bytes(const struct replay *r) { return r->bytes; }
 static inline size_t replay_count(const struct replay *r) { return r->count; }
 uint64_t replay_first_seq(const struct replay *r);
+/* Chunks mapped, in use or spare (memory held: about this x chunk_size). */
+unsigned replay_chunks(const struct replay *r);
 
 #endif

@@ -43,7 +43,7 @@ def free_port():
 
 
 class Daemon:
-    def __init__(self, lupined, ckdir, port, log_path, extra_env=None):
+    def __init__(self, lupined, ckdir, port, log_path, extra_env=None):  # noqa: D107
         env = dict(os.environ)
         env.pop('LD_LIBRARY_PATH', None)
         env.update(extra_env or {})
@@ -169,6 +169,36 @@ def fault_cases(lupined, progs, shim, kernels, tmp):
     d.stop()
 
 
+def disk_full(lupined, progs, shim, kernels, tmp):
+    """A checkpoint that fails (the disk is full) is reported, and the
+    previous committed checkpoint stays intact and restorable; the client,
+    whose calls the lost checkpoint had, is told its session is lost."""
+    ckdir = os.path.join(tmp, 'ckpt3')
+    port = free_port()
+    log = os.path.join(tmp, 'lupined3.log')
+    d = Daemon(lupined, ckdir, port, log)
+    c = subprocess.Popen([os.path.join(progs, 'e2e_restart'), kernels, '100000', '20'],
+                         env=client_env(shim, port, 'diskfull'), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    time.sleep(1.0)
+    check('first drain (epoch 1) succeeds', d.stop() == 0)
+    d = Daemon(lupined, ckdir, port, log, {'LUPINE_DIR_PROVIDER_FAIL': 'write:2:ENOSPC'})
+    time.sleep(1.5)  # the client resumes and runs more calls
+    rc = d.stop()
+    text = d.text()
+    check('a checkpoint that hits a full disk fails loudly', rc == 1 and 'LOST' in text and 'No space left' in text,
+          f'rc={rc} ' + text[-1500:])
+    d = Daemon(lupined, ckdir, port, log)
+    time.sleep(1.5)
+    text = d.text()
+    check('the previous checkpoint is intact and restores', text.count('diskfull: restored checkpoint epoch 1') >= 2,
+          text[-1500:])
+    out, err = c.communicate(timeout=120)
+    check('the client learns that its newer state is lost', c.returncode != 0 and 'lost the session' in err,
+          err[-1500:])
+    d.stop()
+
+
 def main():
     if len(sys.argv) < 5:
         print(__doc__)
@@ -180,10 +210,11 @@ def main():
         try:
             restart_loop(lupined, progs, shim, kernels, tmp, restarts)
             fault_cases(lupined, progs, shim, kernels, tmp)
+            disk_full(lupined, progs, shim, kernels, tmp)
         except Exception as e:  # a harness failure is a test failure, with the logs
             check('harness', False, repr(e))
         if FAILED:
-            for f in ('lupined.log', 'lupined2.log'):
+            for f in ('lupined.log', 'lupined2.log', 'lupined3.log'):
                 p = os.path.join(tmp, f)
                 if os.path.exists(p):
                     print(f'---- {f} (tail) ----')
