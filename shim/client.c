@@ -583,7 +583,7 @@ static bool request_ack_locked(uint64_t gen)
         struct lup_hdr h = { .op = LUP_OP_PING, .flags = LUP_F_SYNC, .lane = my_lane(),
                              .seq = atomic_load_explicit(&conn.next_seq, memory_order_relaxed) };
         lup_hdr_encode(hb, &h);
-        if (replay_append(&conn.replay, h.seq, &iov, 1) < 0)
+        if (replay_append(&conn.replay, h.seq, &iov, 1, NULL) < 0)
                 return false;
         atomic_store_explicit(&conn.next_seq, h.seq + 1, memory_order_relaxed);
         pthread_mutex_lock(&conn.recv_lock);
@@ -642,10 +642,17 @@ static CUresult send_frame(uint16_t op, uint16_t flags, uint64_t ctx, const void
         /* send_lock held, the connection up */
         h.seq = atomic_load_explicit(&conn.next_seq, memory_order_relaxed);
         lup_hdr_encode(hb, &h);
-        if (conn.replay_on && replay_append(&conn.replay, h.seq, iov, iovcnt) < 0) {
-                pthread_mutex_unlock(&conn.send_lock);
-                lup_err("out of memory for the replay buffer (%zu bytes held)", replay_bytes(&conn.replay));
-                return CUDA_ERROR_OUT_OF_MEMORY;
+        if (conn.replay_on) {
+                const uint8_t *copy;
+                if (replay_append(&conn.replay, h.seq, iov, iovcnt, &copy) < 0) {
+                        pthread_mutex_unlock(&conn.send_lock);
+                        lup_err("out of memory for the replay buffer (%zu bytes held)", replay_bytes(&conn.replay));
+                        return CUDA_ERROR_OUT_OF_MEMORY;
+                }
+                /* write the copy, still in the cache, not the caller's
+                 * buffers: the copy is then the only extra pass over them */
+                iov[0] = (struct iovec){ (void *)copy, LUP_HDR_SIZE + alen + blen };
+                iovcnt = 1;
         }
         atomic_store_explicit(&conn.next_seq, h.seq + 1, memory_order_relaxed);
         uint64_t gen = conn.gen;

@@ -121,7 +121,7 @@ static struct replay_chunk *get_chunk(struct replay *r, size_t need)
         return c;
 }
 
-int replay_append(struct replay *r, uint64_t seq, const struct iovec *iov, int iovcnt)
+int replay_append(struct replay *r, uint64_t seq, const struct iovec *iov, int iovcnt, const uint8_t **ret_frame)
 {
         size_t len = 0;
         for (int i = 0; i < iovcnt; i++)
@@ -156,6 +156,8 @@ int replay_append(struct replay *r, uint64_t seq, const struct iovec *iov, int i
                         memcpy(p, iov[i].iov_base, iov[i].iov_len);
                 p += iov[i].iov_len;
         }
+        if (ret_frame)
+                *ret_frame = c->data + c->wr + REC_HDR;
         c->wr += need;
         r->bytes += len;
         r->count++;

@@ -66,8 +66,11 @@ bool replay_fits(const struct replay *r, size_t n);
 /* Copies the frame gathered from iov[0..iovcnt) and remembers it under seq.
  * seq must be greater than every seq appended before (-EINVAL otherwise, and
  * for an empty frame or one of 4 GiB or more); -ENOMEM if no chunk could be
- * allocated. Does not look at the bound (see replay_fits()). */
-int replay_append(struct replay *r, uint64_t seq, const struct iovec *iov, int iovcnt);
+ * allocated. Does not look at the bound (see replay_fits()). If ret_frame is
+ * not NULL it gets the stored copy (contiguous), valid until the frame is
+ * acknowledged: the shim writes the frame from there, where it is still in
+ * the cache, rather than from the caller's buffers. */
+int replay_append(struct replay *r, uint64_t seq, const struct iovec *iov, int iovcnt, const uint8_t **ret_frame);
 
 /* The server executed everything up to n: drops every frame with seq <= n.
  * Returns how many frames were dropped. */

@@ -383,12 +383,12 @@ def e2e_main(argv):
                 return 1
             print(f'  baseline: {base.stdout.strip()} ({time.time() - t0:.1f} s)')
 
-            # drain cuts: a byte count or a time for each of the first 16
+            # drain cuts: a byte count or a time for each of the first 12
             # connections (the resume HELLOs are connections too)
             sched = []
-            for i in range(16):
-                sched.append(('bytes', rng.randint(40_000, 30_000_000)) if i % 3 != 2 else
-                             ('time', rng.uniform(0.2, 1.5)))
+            for i in range(12):
+                sched.append(('bytes', rng.randint(40_000, 8_000_000)) if i % 3 != 2 else
+                             ('time', rng.uniform(0.05, 0.4)))
             p = Proxy(('127.0.0.1', 0), ('127.0.0.1', port), sched, 'drain').start()
             proxies.append(p)
             t0 = time.time()
@@ -413,7 +413,7 @@ def e2e_main(argv):
 
             # hard cuts: in-flight answers can be lost; the program may then
             # fail, but only with the client having said which answer it was
-            sched = [('bytes', rng.randint(100_000, 30_000_000)) for _ in range(8)]
+            sched = [('bytes', rng.randint(100_000, 8_000_000)) for _ in range(8)]
             p = Proxy(('127.0.0.1', 0), ('127.0.0.1', port), sched, 'hard').start()
             proxies.append(p)
             r, got = run_client(prog, kernels, rounds, threads, client_env(shim, p.addr[1], 'resume-hard'))

@@ -62,7 +62,12 @@ static int append_frame(struct replay *r, uint64_t seq, size_t len)
         /* split in three pieces, as the shim does (header, args, data) */
         size_t a = len / 3, b = len / 2;
         struct iovec iov[3] = { { p, a }, { p + a, b - a }, { p + b, len - b } };
-        int rc = replay_append(r, seq, iov, 3);
+        const uint8_t *stored = NULL;
+        int rc = replay_append(r, seq, iov, 3, &stored);
+        if (rc == 0) {
+                assert_non_null(stored);
+                assert_memory_equal(stored, p, len);
+        }
         free(p);
         return rc;
 }
@@ -117,17 +122,17 @@ static void test_bad_appends(void **state)
         uint8_t b[8] = { 0 };
         struct iovec iov = { b, sizeof(b) }, empty = { b, 0 };
         replay_init(&r, 1 << 20, 0);
-        assert_int_equal(replay_append(&r, 0, &iov, 1), -EINVAL); /* seq 0 is HELLO: never kept */
-        assert_int_equal(replay_append(&r, 5, &empty, 1), -EINVAL);
-        assert_int_equal(replay_append(&r, 5, &iov, 1), 0);
-        assert_int_equal(replay_append(&r, 5, &iov, 1), -EINVAL); /* the same seq twice */
-        assert_int_equal(replay_append(&r, 4, &iov, 1), -EINVAL); /* going back */
+        assert_int_equal(replay_append(&r, 0, &iov, 1, NULL), -EINVAL); /* seq 0 is HELLO: never kept */
+        assert_int_equal(replay_append(&r, 5, &empty, 1, NULL), -EINVAL);
+        assert_int_equal(replay_append(&r, 5, &iov, 1, NULL), 0);
+        assert_int_equal(replay_append(&r, 5, &iov, 1, NULL), -EINVAL); /* the same seq twice */
+        assert_int_equal(replay_append(&r, 4, &iov, 1, NULL), -EINVAL); /* going back */
         assert_int_equal(replay_count(&r), 1);
         assert_int_equal(replay_bytes(&r), 8);
         /* after an ack the numbering still only goes up */
         replay_ack(&r, 5);
-        assert_int_equal(replay_append(&r, 5, &iov, 1), -EINVAL);
-        assert_int_equal(replay_append(&r, 6, &iov, 1), 0);
+        assert_int_equal(replay_append(&r, 5, &iov, 1, NULL), -EINVAL);
+        assert_int_equal(replay_append(&r, 6, &iov, 1, NULL), 0);
         replay_free(&r);
 }
 
