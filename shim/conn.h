@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shim's connection, shared by client.c (frames on a live connection,
+ * HELLO, init) and reconnect.c (getting the session back after a loss).
+ * Internal to the shim; client.c's header comment describes the states,
+ * the locks and exactly-once.
+ */
+#ifndef LUPC_CONN_H
+#define LUPC_CONN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "frame.h"
+#include "net.h"
+#include "replay.h"
+
+#define LUPC_DEFAULT_SERVER "127.0.0.1:14833"
+#define LUPC_MAX_ENDPOINTS 8
+#define LUPC_DEFAULT_RECONNECT_S 900u
+#define LUPC_MAX_RECONNECT_S (30u * 24u * 3600u)
+#define LUPC_MIN_REPLAY_MB 2u                 /* above one maximal frame */
+#define LUPC_MAX_REPLAY_MB (64u * 1024u)
+#define LUPC_BACKOFF_FIRST_MS 100u
+#define LUPC_BACKOFF_CAP_MS 10000u
+#define LUPC_HANDSHAKE_TIMEOUT_MS 10000      /* a reconnect HELLO must be answered within this */
+#define LUPC_RESEND_STALL_MS 60000           /* a resend that moves no byte for this long fails */
+#define LUPC_ACK_INTERVAL (4u << 20)         /* ask for an acknowledgement every this many bytes sent */
+
+/* One thread waiting for a reply. */
+struct lupc_waiter {
+        uint64_t seq;
+        uint16_t op;
+        uint8_t *rep;
+        size_t cap;
+        size_t len;
+        CUresult status;
+        bool done;
+        struct lupc_waiter *next;
+};
+
+/* A destination for asynchronous device->host data (DATA frames). */
+struct lupc_landing {
+        uint64_t token;
+        uint64_t seq;                   /* its DTOH_ASYNC frame; 0 until sent (set under send_lock) */
+        uint8_t *dst;
+        uint64_t size;
+        uint64_t received;
+        struct lupc_landing *next;
+};
+
+enum conn_state { CONN_UP = 0, CONN_RECONNECTING = 1, CONN_DEAD = 2 };
+
+struct lupc_conn {
+        int fd;                         /* written under both locks */
+        uint64_t gen;                   /* bumped with every new fd; under both locks */
+        pthread_mutex_t send_lock;
+        _Atomic uint64_t next_seq;      /* written under send_lock */
+        struct replay replay;           /* under send_lock */
+        bool replay_on;                 /* set at init: reconnecting is enabled */
+        pthread_mutex_t recv_lock;      /* waiters, landings, reader role, state */
+        pthread_cond_t recv_cond;
+        struct lupc_waiter *waiters;
+        struct lupc_landing *landings;  /* async DtoH copies in flight */
+        bool reader_busy;               /* the reader role (also held by lupc_reconnect()) */
+        atomic_int state;               /* enum conn_state */
+        _Atomic uint64_t acked;         /* the server executed everything up to here */
+        uint64_t lost_at_ns;            /* under recv_lock */
+        char lost_why[160];             /* under recv_lock */
+        char goodbye_why[96];           /* written by the reader role only */
+        uint32_t driver_version;
+        int backend;
+        uint8_t token[LUP_TOKEN_SIZE];  /* proves the session is ours on resume */
+        char name[LUP_MAX_NAME + 1];
+        uint64_t arena_base, arena_size;
+        unsigned reconnect_s;           /* LUPINE_RECONNECT_TIMEOUT; 0: never reconnect */
+        unsigned resumes;               /* under send_lock */
+        size_t since_ack_req;           /* bytes sent since the last ack request; under send_lock */
+        size_t ack_interval;            /* LUPC_ACK_INTERVAL, or less for a small bound */
+        struct lupc_waiter ack_req;     /* that request's PING: a waiter nobody sleeps on */
+        bool ack_req_pending;           /* under recv_lock */
+};
+
+extern struct lupc_conn conn;
+
+struct hello_reply {
+        uint32_t status;                /* 0: accepted; else refused with msg */
+        char msg[256];
+        uint32_t driver_version;
+        uint32_t backend;
+        uint8_t token[LUP_TOKEN_SIZE];
+        uint64_t arena_base, arena_size;
+        uint64_t last_executed;
+        struct lupc_device *devs;       /* ndev of them; the caller installs or frees them */
+        uint32_t ndev;
+};
+
+typedef int (*endpoint_fn)(const struct lup_endpoint *ep, void *userdata);
+
+void lupc_conn_die_locked(const char *fmt, ...);
+enum conn_state lupc_conn_state(void);
+void lupc_drop_landing_locked(struct lupc_landing *l);
+int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t tried_cap);
+int lupc_hello_exchange(int fd, uint64_t last_seen, struct hello_reply *ret);
+uint64_t lupc_mono_ns(void);
+const char *lupc_op_name(unsigned op);
+int lupc_read_one_frame(const char **why);
+void lupc_reconnect(void);
+void lupc_set_io_timeout(int fd, int ms);
+void lupc_unlink_waiter_locked(struct lupc_waiter *me);
+
+uint32_t lupc_my_lane(void);
+extern uint64_t lupc_spin_ns;
+
+#endif

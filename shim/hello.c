@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Starting the connection: configuration from the environment, the endpoint
+ * list, the HELLO exchange and the device snapshot it brings, the session
+ * name, and the one-time initialisation behind cuInit.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "conn.h"
+#include "image.h"
+#include "log.h"
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static CUresult init_result = CUDA_ERROR_NOT_INITIALIZED;
+static atomic_bool init_done;
+
+bool lupc_initialized(void)
+{
+        return atomic_load_explicit(&init_done, memory_order_acquire) && init_result == CUDA_SUCCESS;
+}
+
+/* ---- HELLO and the device snapshot */
+
+/* What a HELLO got back. */
+
+
+/* Decodes an accepting HELLO reply (the same at init and on resume). */
+static int decode_hello_reply(const uint8_t *p, size_t n, struct hello_reply *ret)
+{
+        struct lup_rd r = lup_rd_init(p, n);
+        uint32_t magic, proto, drv, backend, ndev;
+        uint8_t token[LUP_TOKEN_SIZE];
+        uint64_t base, size, last;
+
+        lup_rd_u32(&r, &magic);
+        lup_rd_u32(&r, &proto);
+        lup_rd_u32(&r, &drv);
+        lup_rd_u32(&r, &backend);
+        lup_rd_copy(&r, token, sizeof(token));
+        lup_rd_u64(&r, &base);
+        lup_rd_u64(&r, &size);
+        lup_rd_u64(&r, &last);
+        lup_rd_u32(&r, &ndev);
+        if (r.err || magic != LUP_PROTO_MAGIC || proto != LUP_PROTO_VERSION || ndev > LUP_MAX_DEVICES)
+                return -EBADMSG;
+        if (base < LUP_ARENA_BASE || size != LUP_ARENA_SIZE || (base - LUP_ARENA_BASE) % LUP_ARENA_SIZE ||
+            (base - LUP_ARENA_BASE) / LUP_ARENA_SIZE >= LUP_ARENA_SLOTS)
+                return -EBADMSG;
+
+        struct lupc_device *devs = calloc(ndev ? ndev : 1, sizeof(*devs));
+        if (!devs)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < ndev; i++) {
+                const char *name;
+                size_t name_len;
+                lup_rd_str16(&r, LUP_MAX_DEV_NAME, &name, &name_len);
+                lup_rd_copy(&r, devs[i].uuid.bytes, 16);
+                lup_rd_u64(&r, &devs[i].total_mem);
+                lup_rd_u32(&r, &devs[i].n_attr);
+                if (r.err || devs[i].n_attr > LUP_MAX_ATTRS) {
+                        free(devs);
+                        return -EBADMSG;
+                }
+                for (uint32_t a = 0; a < devs[i].n_attr; a++) {
+                        lup_rd_i32(&r, &devs[i].attr[a]);
+                        lup_rd_u32(&r, &devs[i].attr_res[a]);
+                }
+                if (r.err) {
+                        free(devs);
+                        return -EBADMSG;
+                }
+                /* A real remote GPU is marked as such; the simulated one already says "(sim)". */
+                snprintf(devs[i].name, sizeof(devs[i].name), "%.*s%s", (int)name_len, name,
+                         backend == LUP_BACKEND_CUDA ? " (lupine)" : "");
+        }
+        if (lup_rd_finish(&r) < 0) {
+                free(devs);
+                return -EBADMSG;
+        }
+        ret->driver_version = drv;
+        ret->backend = backend;
+        memcpy(ret->token, token, sizeof(token));
+        ret->arena_base = base;
+        ret->arena_size = size;
+        ret->last_executed = last;
+        ret->devs = devs;
+        ret->ndev = ndev;
+        return 0;
+}
+
+/* Bounds every blocking read and write on fd (0: no bound). */
+void lupc_set_io_timeout(int fd, int ms)
+{
+        struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/* Says HELLO (seq 0, never replayed: it is not a call) as session conn.name
+ * with conn.token and reads the answer. Returns 0 when an answer came
+ * (ret->status says whether it accepted), -EPROTO for a malformed one, or
+ * another -errno when the connection failed first (-EAGAIN: timed out). */
+int lupc_hello_exchange(int fd, uint64_t last_seen, struct hello_reply *ret)
+{
+        uint8_t buf[LUP_HDR_SIZE + 512];
+        struct lup_hello hello = { .proto_version = LUP_PROTO_VERSION, .cuda_version = CUDA_VERSION,
+                                   .last_seq_seen = last_seen };
+        size_t hlen;
+
+        memcpy(hello.name, conn.name, sizeof(hello.name));
+        memcpy(hello.token, conn.token, sizeof(hello.token));
+        if (lup_hello_encode(buf + LUP_HDR_SIZE, sizeof(buf) - LUP_HDR_SIZE, &hello, &hlen) < 0)
+                return -EINVAL;
+        struct lup_hdr h = { .len = (uint32_t)hlen, .op = LUP_OP_HELLO, .flags = LUP_F_SYNC, .lane = lupc_my_lane() };
+        lup_hdr_encode(buf, &h);
+        int rc = lup_write_full(fd, buf, LUP_HDR_SIZE + hlen);
+        if (rc < 0)
+                return rc;
+
+        uint8_t hb[LUP_HDR_SIZE];
+        struct lup_hdr rh;
+        const char *why;
+        rc = lup_read_full(fd, hb, sizeof(hb));
+        if (rc < 0)
+                return rc;
+        if (lup_hdr_decode(hb, &rh, &why) < 0 || rh.op != LUP_OP_HELLO || !(rh.flags & LUP_F_REPLY))
+                return -ECONNRESET;
+        uint8_t *rep = malloc(rh.len ? rh.len : 1);
+        if (!rep)
+                return -ENOMEM;
+        rc = lup_read_full(fd, rep, rh.len);
+        if (rc == 0 && rh.status != 0) {
+                struct lup_rd r = lup_rd_init(rep, rh.len);
+                const char *msg = "";
+                size_t ml = 0;
+                lup_rd_str16(&r, 1024, &msg, &ml);
+                ret->status = rh.status;
+                snprintf(ret->msg, sizeof(ret->msg), "%.*s", (int)ml, msg ? msg : "");
+        } else if (rc == 0) {
+                ret->status = 0;
+                rc = decode_hello_reply(rep, rh.len, ret) < 0 ? -EPROTO : 0;
+        }
+        free(rep);
+        return rc;
+}
+
+static void make_session_name(char *out, size_t cap)
+{
+        const char *env = getenv("LUPINE_SESSION");
+        if (env && *env) {
+                if (lup_session_name_valid(env, strlen(env))) {
+                        snprintf(out, cap, "%s", env);
+                        return;
+                }
+                lup_warn("LUPINE_SESSION=%s is not a valid session name ([A-Za-z0-9._-], at most %u bytes); using a random one",
+                         env, LUP_MAX_NAME);
+        }
+        uint8_t rnd[8] = { 0 };
+        FILE *f = fopen("/dev/urandom", "re");
+        if (f) {
+                if (fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd))
+                        memset(rnd, 0, sizeof(rnd));
+                fclose(f);
+        }
+        snprintf(out, cap, "anon-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2],
+                 rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+}
+
+/* Calls fn for each endpoint of LUPINE_SERVER, in order, until one returns
+ * >= 0, and returns that; otherwise the last failure. *tried lists what was
+ * tried, for messages. */
+
+int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t tried_cap)
+{
+        const char *env = getenv("LUPINE_SERVER");
+        char list[1024];
+        int rc = -ENOENT;
+
+        snprintf(list, sizeof(list), "%s", env && *env ? env : LUPC_DEFAULT_SERVER);
+        tried[0] = 0;
+        char *save = NULL;
+        int n = 0;
+        for (char *tok = strtok_r(list, ",", &save); tok && n < LUPC_MAX_ENDPOINTS; tok = strtok_r(NULL, ",", &save), n++) {
+                struct lup_endpoint ep;
+                size_t used = strlen(tried);
+                snprintf(tried + used, tried_cap - used, "%s%s", used ? ", " : "", tok);
+                int prc = lup_endpoint_parse(tok, &ep);
+                if (prc < 0) {
+                        lup_warn("LUPINE_SERVER: cannot parse endpoint '%s'", tok);
+                        continue;
+                }
+                rc = fn(&ep, userdata);
+                if (rc >= 0)
+                        return rc;
+        }
+        return rc;
+}
+
+static int connect_endpoint(const struct lup_endpoint *ep, void *userdata)
+{
+        return lup_connect(ep);
+}
+
+/* A whole number from the environment, def when unset or invalid. */
+static unsigned env_uint(const char *name, unsigned def, unsigned max)
+{
+        const char *v = getenv(name);
+        if (!v || !*v)
+                return def;
+        char *end;
+        errno = 0;
+        unsigned long x = strtoul(v, &end, 10);
+        if (errno || *end || v[0] == '-' || x > max) {
+                lup_warn("%s=%s is not a whole number from 0 to %u; using %u", name, v, max, def);
+                return def;
+        }
+        return (unsigned)x;
+}
+
+static void read_config(void)
+{
+        const char *spin = getenv("LUPINE_SPIN_US");
+        if (spin && *spin) {
+                long us = strtol(spin, NULL, 10);
+                lupc_spin_ns = us > 0 && us < 100000 ? (uint64_t)us * 1000 : 0;
+        }
+        conn.reconnect_s = env_uint("LUPINE_RECONNECT_TIMEOUT", LUPC_DEFAULT_RECONNECT_S, LUPC_MAX_RECONNECT_S);
+        unsigned mb = env_uint("LUPINE_REPLAY_MAX_MB", REPLAY_DEFAULT_MAX_MB, LUPC_MAX_REPLAY_MB);
+        if (mb < LUPC_MIN_REPLAY_MB) {
+                lup_warn("LUPINE_REPLAY_MAX_MB=%u is below the smallest useful bound; using %u", mb, LUPC_MIN_REPLAY_MB);
+                mb = LUPC_MIN_REPLAY_MB;
+        }
+        /* Without reconnecting nothing is ever resent: keep no copies. */
+        if (conn.reconnect_s)
+                conn.replay_on = replay_init(&conn.replay, (size_t)mb << 20, 0) == 0;
+        conn.ack_interval = ((size_t)mb << 20) / 4 < LUPC_ACK_INTERVAL ? ((size_t)mb << 20) / 4 : LUPC_ACK_INTERVAL;
+}
+
+static void do_init(void)
+{
+        char tried[1100];
+        struct hello_reply rep = { 0 };
+
+        lup_log_setup("lupine", LUP_LOG_INFO);
+        lup_trace_setup_from_env();
+        read_config();
+
+        int fd = lupc_for_each_endpoint(connect_endpoint, NULL, tried, sizeof(tried));
+        if (fd < 0) {
+                lup_err("cannot reach lupined at %s: %s", tried, strerror(-fd));
+                init_result = CUDA_ERROR_NO_DEVICE;
+                return;
+        }
+        make_session_name(conn.name, sizeof(conn.name));
+        int rc = lupc_hello_exchange(fd, 0, &rep);
+        if (rc == -EPROTO) {
+                lup_err("lupined at %s sent a malformed HELLO reply (protocol version mismatch?)", tried);
+                goto out_close;
+        }
+        if (rc < 0) {
+                lup_err("lupined at %s closed the connection during the handshake", tried);
+                goto out_close;
+        }
+        if (rep.status != 0) {
+                lup_err("lupined at %s refused the session: %s", tried, rep.msg);
+                close(fd);
+                init_result = rep.status == CUDA_ERROR_DEVICE_UNAVAILABLE ? CUDA_ERROR_NO_DEVICE : (CUresult)rep.status;
+                return;
+        }
+
+        /* Reserve the session's arena here too, so no host pointer can alias a
+         * device pointer. The address is fixed; anything else is refused. */
+        uint64_t base = rep.arena_base, size = rep.arena_size;
+        void *p = mmap((void *)(uintptr_t)base, size, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == MAP_FAILED || p != (void *)(uintptr_t)base) {
+                if (p != MAP_FAILED)
+                        munmap(p, size);
+                lup_err("cannot reserve the device address range 0x%llx-0x%llx in this process (%s); refusing to run with moved pointers",
+                        (unsigned long long)base, (unsigned long long)(base + size), strerror(errno));
+                free(rep.devs);
+                close(fd);
+                init_result = CUDA_ERROR_OPERATING_SYSTEM;
+                return;
+        }
+        memcpy(conn.token, rep.token, sizeof(conn.token));
+        conn.driver_version = rep.driver_version;
+        conn.backend = (int)rep.backend;
+        conn.arena_base = base;
+        conn.arena_size = size;
+        lupc_set_devices(rep.devs, (int)rep.ndev);
+        lupc_set_arena(base, size);
+        conn.fd = fd;
+        init_result = CUDA_SUCCESS;
+        lup_debug("connected to %s as session %s", tried, conn.name);
+        return;
+
+out_close:
+        close(fd);
+        init_result = CUDA_ERROR_NO_DEVICE;
+}
+
+CUresult lupc_init(void)
+{
+        pthread_once(&init_once, do_init);
+        atomic_store_explicit(&init_done, true, memory_order_release);
+        return init_result;
+}
+

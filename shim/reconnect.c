@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Getting the session back after the connection is lost: backoff with full
+ * jitter, a resuming HELLO with the session's token, and the resend of every
+ * frame the server did not execute (see client.c's header comment).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "conn.h"
+#include "log.h"
+
+/* ---- reconnecting */
+
+enum { RESUMED = 0, SESSION_LOST = 1 };
+
+struct resume_attempt {
+        uint64_t deadline_ns;
+        uint64_t executed;              /* N, once resumed */
+        size_t resent;
+        char last_error[400];
+};
+
+uint64_t rng_state; /* touched only by the thread running lupc_reconnect() */
+
+static uint64_t random_below(uint64_t n)
+{
+        if (!rng_state) {
+                if (getrandom(&rng_state, sizeof(rng_state), GRND_NONBLOCK) != (ssize_t)sizeof(rng_state))
+                        rng_state = lupc_mono_ns() ^ ((uint64_t)getpid() << 32);
+                rng_state |= 1;
+        }
+        rng_state ^= rng_state >> 12;
+        rng_state ^= rng_state << 25;
+        rng_state ^= rng_state >> 27;
+        return n ? (rng_state * 0x2545F4914F6CDD1Dull) % n : 0;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+        struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull) };
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+/* Writes one replay frame again. The socket is written without blocking:
+ * while it is full, frames from the server are read (it may be answering
+ * resent calls, and would stop reading if nobody read its answers). */
+static int resend_one(uint64_t seq, const uint8_t *p, size_t n, void *userdata)
+{
+        struct resume_attempt *ra = userdata;
+        while (n) {
+                ssize_t k = send(conn.fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (k > 0) {
+                        p += k;
+                        n -= (size_t)k;
+                        continue;
+                }
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                        int e = errno;
+                        snprintf(ra->last_error, sizeof(ra->last_error), "resending call seq %llu: %s",
+                                 (unsigned long long)seq, strerror(e));
+                        return -e;
+                }
+                struct pollfd pfd = { .fd = conn.fd, .events = POLLIN | POLLOUT };
+                int pr = poll(&pfd, 1, LUPC_RESEND_STALL_MS);
+                if (pr < 0 && errno == EINTR)
+                        continue;
+                if (pr <= 0) {
+                        snprintf(ra->last_error, sizeof(ra->last_error), "resending call seq %llu: %s",
+                                 (unsigned long long)seq, pr == 0 ? "the server stopped reading" : strerror(errno));
+                        return pr == 0 ? -ETIMEDOUT : -errno;
+                }
+                if (pfd.revents & POLLIN) {
+                        const char *why = NULL;
+                        int rc = lupc_read_one_frame(&why);
+                        if (rc < 0) {
+                                snprintf(ra->last_error, sizeof(ra->last_error), "while resending: %s",
+                                         why ? why : "read error");
+                                return rc;
+                        }
+                }
+        }
+        ra->resent++;
+        return 0;
+}
+
+/* Answers the server sent before the connection failed may still be queued
+ * on it: a write can fail, or the server say GOODBYE, before the reader has
+ * seen everything. Reads them, so that no answer that arrived is lost. The
+ * socket was shut down when it was declared lost, so this stops at the end of
+ * what is queued. */
+static void drain_lost_connection(void)
+{
+        const char *why;
+        int n = 0;
+        while (conn.fd >= 0 && lupc_read_one_frame(&why) == 0)
+                n++;
+        if (n)
+                lup_debug("read %d frames that were still queued on the lost connection", n);
+}
+
+/* The server resumed the session on fd, having executed up to n. Installs
+ * fd, settles the calls whose answers died with the old connection, and
+ * resends every frame after n, holding the send lock so that no new frame
+ * can come between them. Returns 0 with the connection up, or -errno (the
+ * connection stays down; the next attempt replaces fd). */
+static int resume_on(int fd, uint64_t n, struct resume_attempt *ra)
+{
+        pthread_mutex_lock(&conn.send_lock);
+        pthread_mutex_lock(&conn.recv_lock);
+        int old = conn.fd;
+        conn.fd = fd;
+        conn.gen++;
+        if (n > atomic_load_explicit(&conn.acked, memory_order_relaxed))
+                atomic_store_explicit(&conn.acked, n, memory_order_relaxed);
+        /* Executed, but the answer was lost with the connection (never after
+         * a GOODBYE: the server sends every answer before it). */
+        if (conn.ack_req_pending && conn.ack_req.seq <= n) {
+                lupc_unlink_waiter_locked(&conn.ack_req); /* executed; what it asked for is known now */
+                conn.ack_req_pending = false;
+        }
+        for (struct lupc_waiter *w = conn.waiters; w; w = w->next) {
+                if (!w->done && w->seq <= n && w->op == LUP_OP_PING) {
+                        /* a PING has no result: being executed was its answer */
+                        w->status = CUDA_SUCCESS;
+                        w->done = true;
+                } else if (!w->done && w->seq <= n) {
+                        lup_err("the answer to %s (call seq %llu) was lost with the connection; the call fails with CUDA_ERROR_DEVICE_UNAVAILABLE",
+                                lupc_op_name(w->op), (unsigned long long)w->seq);
+                        w->status = CUDA_ERROR_DEVICE_UNAVAILABLE;
+                        w->done = true;
+                }
+        }
+        for (struct lupc_landing *l = conn.landings, *next; l; l = next) {
+                next = l->next;
+                if (l->seq && l->seq <= n) {
+                        lup_err("the data of an asynchronous device-to-host copy (call seq %llu, %llu of %llu bytes arrived) was lost with the connection",
+                                (unsigned long long)l->seq, (unsigned long long)l->received, (unsigned long long)l->size);
+                        lupc_drop_landing_locked(l);
+                }
+        }
+        pthread_cond_broadcast(&conn.recv_cond);
+        pthread_mutex_unlock(&conn.recv_lock);
+        if (old >= 0 && old != fd)
+                close(old);
+
+        replay_ack(&conn.replay, n);
+        int rc = replay_for_each_after(&conn.replay, n, resend_one, ra);
+        if (rc >= 0) {
+                conn.resumes++;
+                pthread_mutex_lock(&conn.recv_lock);
+                atomic_store_explicit(&conn.state, CONN_UP, memory_order_release);
+                pthread_cond_broadcast(&conn.recv_cond);
+                pthread_mutex_unlock(&conn.recv_lock);
+        }
+        pthread_mutex_unlock(&conn.send_lock);
+        if (rc < 0) {
+                /* answers to resent calls may have come before it failed */
+                shutdown(fd, SHUT_RDWR);
+                drain_lost_connection();
+        }
+        return rc < 0 ? rc : 0;
+}
+
+static void session_lost(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void session_lost(const char *fmt, ...)
+{
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        pthread_mutex_lock(&conn.recv_lock);
+        lupc_conn_die_locked("lost the session %s: %s", conn.name, msg);
+        pthread_mutex_unlock(&conn.recv_lock);
+        /* nothing is ever resent now */
+        pthread_mutex_lock(&conn.send_lock);
+        replay_free(&conn.replay);
+        pthread_mutex_unlock(&conn.send_lock);
+}
+
+/* One endpoint, one try: connect, HELLO with the session's token, check that
+ * this is our session as we left it, resume. RESUMED, SESSION_LOST (said so
+ * in the log), or -errno to go on trying. */
+static int try_resume(const struct lup_endpoint *ep, void *userdata)
+{
+        struct resume_attempt *ra = userdata;
+        struct hello_reply rep = { 0 };
+        int fd = lup_connect(ep);
+        if (fd < 0) {
+                snprintf(ra->last_error, sizeof(ra->last_error), "%s: %s", ep->text, strerror(-fd));
+                return fd;
+        }
+        lupc_set_io_timeout(fd, LUPC_HANDSHAKE_TIMEOUT_MS);
+        int rc = lupc_hello_exchange(fd, atomic_load_explicit(&conn.acked, memory_order_relaxed), &rep);
+        if (rc < 0) {
+                snprintf(ra->last_error, sizeof(ra->last_error), "%s: %s", ep->text,
+                         rc == -EAGAIN ? "no answer to HELLO" :
+                         rc == -EPROTO ? "malformed HELLO reply" : "connection closed during the handshake");
+                close(fd);
+                return rc;
+        }
+        if (rep.status != 0) {
+                snprintf(ra->last_error, sizeof(ra->last_error), "%s refused: %.200s", ep->text, rep.msg);
+                close(fd);
+                if (rep.status == CUDA_ERROR_DEVICE_UNAVAILABLE && strstr(rep.msg, "no longer exists")) {
+                        session_lost("lupined at %s says: %s", ep->text, rep.msg);
+                        return SESSION_LOST;
+                }
+                return -ECONNREFUSED;
+        }
+        free(rep.devs); /* the device snapshot stays the one taken at init */
+
+        uint64_t n = rep.last_executed, acked = atomic_load_explicit(&conn.acked, memory_order_relaxed);
+        uint64_t sent = atomic_load_explicit(&conn.next_seq, memory_order_relaxed) - 1;
+        char bad[256] = "";
+        if (memcmp(rep.token, conn.token, sizeof(conn.token)) != 0)
+                snprintf(bad, sizeof(bad), "session %s no longer exists there (the server started a new one)", conn.name);
+        else if (rep.arena_base != conn.arena_base || rep.arena_size != conn.arena_size)
+                snprintf(bad, sizeof(bad),
+                         "the server restored the session at another address (0x%llx instead of 0x%llx); refusing to continue with moved pointers",
+                         (unsigned long long)rep.arena_base, (unsigned long long)conn.arena_base);
+        else if (n < acked || n > sent)
+                snprintf(bad, sizeof(bad), "the server says it executed up to seq %llu, but it had confirmed %llu and %llu were sent",
+                         (unsigned long long)n, (unsigned long long)acked, (unsigned long long)sent);
+        if (bad[0]) {
+                /* that server-side session is of no use: end it at once */
+                uint8_t hb[LUP_HDR_SIZE];
+                struct lup_hdr bye = { .op = LUP_OP_GOODBYE, .seq = n + 1 };
+                lup_hdr_encode(hb, &bye);
+                (void)send(fd, hb, sizeof(hb), MSG_NOSIGNAL | MSG_DONTWAIT);
+                close(fd);
+                session_lost("lupined at %s: %s", ep->text, bad);
+                return SESSION_LOST;
+        }
+        lupc_set_io_timeout(fd, 0);
+        ra->resent = 0;
+        rc = resume_on(fd, n, ra);
+        if (rc == -EBADMSG) {
+                session_lost("lupined at %s broke the protocol while resuming (%s)", ep->text, ra->last_error);
+                return SESSION_LOST;
+        }
+        if (rc < 0)
+                return rc;
+        ra->executed = n;
+        return RESUMED;
+}
+
+/* The reconnect loop, run by exactly one thread (it holds the reader role,
+ * no lock): attempt i waits uniform(0, min(10 s, 100 ms x 2^i)) (full
+ * jitter), then tries every endpoint in order, until the session is resumed,
+ * refused for good, or LUPINE_RECONNECT_TIMEOUT has passed since the
+ * connection was lost. */
+void lupc_reconnect(void)
+{
+        struct resume_attempt ra = { 0 };
+        char tried[1100];
+
+        pthread_mutex_lock(&conn.recv_lock);
+        uint64_t t0 = conn.lost_at_ns;
+        snprintf(ra.last_error, sizeof(ra.last_error), "%s", conn.lost_why);
+        pthread_mutex_unlock(&conn.recv_lock);
+        if (lupc_conn_state() != CONN_RECONNECTING)
+                return;
+        drain_lost_connection();
+        ra.deadline_ns = t0 + (uint64_t)conn.reconnect_s * 1000000000ull;
+        for (unsigned attempt = 0;; attempt++) {
+                uint64_t cap_ms = attempt >= 7 ? LUPC_BACKOFF_CAP_MS : (uint64_t)LUPC_BACKOFF_FIRST_MS << attempt;
+                if (cap_ms > LUPC_BACKOFF_CAP_MS)
+                        cap_ms = LUPC_BACKOFF_CAP_MS;
+                uint64_t wait = random_below(cap_ms * 1000000ull + 1), now = lupc_mono_ns();
+                if (now >= ra.deadline_ns)
+                        break;
+                sleep_ns(wait < ra.deadline_ns - now ? wait : ra.deadline_ns - now);
+                if (lupc_mono_ns() >= ra.deadline_ns)
+                        break;
+                int rc = lupc_for_each_endpoint(try_resume, &ra, tried, sizeof(tried));
+                if (rc == SESSION_LOST)
+                        return;
+                if (rc == RESUMED) {
+                        lup_info("resumed session %s at seq %llu after %.1f s, resent %zu calls", conn.name,
+                                 (unsigned long long)ra.executed, (double)(lupc_mono_ns() - t0) / 1e9, ra.resent);
+                        return;
+                }
+                lup_debug("reconnect attempt %u failed: %s", attempt + 1, ra.last_error);
+        }
+        session_lost("could not reconnect to lupined within %u s (last error: %s)", conn.reconnect_s, ra.last_error);
+}
+
+/* An orderly goodbye when the process exits, so the worker ends the session
+ * at once instead of treating the closed socket as a network failure. Never
+ * blocks: if another thread holds the send lock, or the connection is being
+ * re-established, the socket simply closes. */
+__attribute__((destructor)) static void say_goodbye(void)
+{
+        if (lupc_conn_state() != CONN_UP || pthread_mutex_trylock(&conn.send_lock) != 0)
+                return;
+        if (conn.fd >= 0 && lupc_conn_state() == CONN_UP) {
+                uint8_t hb[LUP_HDR_SIZE];
+                struct lup_hdr h = { .op = LUP_OP_GOODBYE,
+                                     .seq = atomic_fetch_add_explicit(&conn.next_seq, 1, memory_order_relaxed) };
+                lup_hdr_encode(hb, &h);
+                (void)send(conn.fd, hb, sizeof(hb), MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+        pthread_mutex_unlock(&conn.send_lock);
+}
+
