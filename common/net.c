@@ -2,7 +2,9 @@
 #include "net.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -81,14 +83,38 @@ void lup_tune_tcp(int fd)
 
 int lup_connect(const struct lup_endpoint *ep)
 {
-        int fd = socket(ep->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        /* non-blocking, so an address that swallows SYNs costs at most
+         * LUP_CONNECT_TIMEOUT_MS instead of the kernel's two minutes */
+        int fd = socket(ep->family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return -errno;
         if (connect(fd, (const struct sockaddr *)&ep->addr, ep->addrlen) < 0) {
                 int e = -errno;
-                close(fd);
-                return e;
+                if (e == -EINPROGRESS) {
+                        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+                        int err = 0;
+                        socklen_t len = sizeof(err);
+                        int n;
+                        do
+                                n = poll(&pfd, 1, LUP_CONNECT_TIMEOUT_MS);
+                        while (n < 0 && errno == EINTR);
+                        if (n == 0)
+                                e = -ETIMEDOUT;
+                        else if (n < 0)
+                                e = -errno;
+                        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                                e = -errno;
+                        else
+                                e = -err;
+                }
+                if (e < 0) {
+                        close(fd);
+                        return e;
+                }
         }
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+                fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
         if (ep->family != AF_UNIX)
                 lup_tune_tcp(fd);
         return fd;

@@ -21,6 +21,8 @@ struct lup_endpoint {
 /* "HOST:PORT", "[V6]:PORT", "unix:/path". Numeric hosts or names (getaddrinfo). */
 int lup_endpoint_parse(const char *s, struct lup_endpoint *ret);
 
+#define LUP_CONNECT_TIMEOUT_MS 5000
+/* A blocking socket connected to ep, within LUP_CONNECT_TIMEOUT_MS. */
 int lup_connect(const struct lup_endpoint *ep);
 int lup_listen(const struct lup_endpoint *ep, int backlog);
 /* TCP_NODELAY plus keepalive (60 s idle, 15 s interval, 3 probes). */
