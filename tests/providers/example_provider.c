@@ -36,7 +36,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-#define MAX_SAVE_BYTES (1ull << 30) /* per save; more fails with -ENOSPC */
+#define MAX_SAVE_BYTES (1ull << 30) /* per save by default; more fails with -ENOSPC */
 
 struct object {
         char *name;
@@ -58,6 +58,7 @@ struct checkpoint {
 
 struct lupine_ckpt_instance {
         struct checkpoint *committed; /* the newest epoch of each session */
+        unsigned long long max_save;  /* bytes one save may hold */
         char err[256];
 };
 
@@ -135,11 +136,22 @@ static struct object *find_object(struct checkpoint *c, const char *name)
 
 static int ex_open(const char *config, struct lupine_ckpt_instance **ret)
 {
-        /* config is unused: memory needs no address */
+        /* memory needs no address; config may give the per-save limit in
+         * MiB (the benchmarks use that to hold large sessions) */
         struct lupine_ckpt_instance *inst = calloc(1, sizeof(*inst));
+        char *end;
 
         if (!inst)
                 return -ENOMEM;
+        inst->max_save = MAX_SAVE_BYTES;
+        if (config && *config) {
+                unsigned long long mib = strtoull(config, &end, 10);
+                if (*end || mib == 0 || mib > (1ull << 24)) {
+                        free(inst);
+                        return -EINVAL;
+                }
+                inst->max_save = mib << 20;
+        }
         *ret = inst;
         return 0;
 }
@@ -198,8 +210,8 @@ static int ex_save_write(struct lupine_ckpt_save *save, const char *name, const 
         inst->err[0] = '\0';
         if (!valid_object(name) || (len && !data))
                 return fail(inst, -EINVAL, "invalid object name or NULL data");
-        if (len > MAX_SAVE_BYTES - c->bytes)
-                return fail(inst, -ENOSPC, "a save holds at most %llu bytes", (unsigned long long)MAX_SAVE_BYTES);
+        if (len > inst->max_save - c->bytes)
+                return fail(inst, -ENOSPC, "a save holds at most %llu bytes", (unsigned long long)inst->max_save);
         o = find_object(c, name);
         if (!o) {
                 o = calloc(1, sizeof(*o));
