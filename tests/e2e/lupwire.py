@@ -70,3 +70,26 @@ def wait_closed(sock, timeout=10):
         return True
     except socket.timeout:
         return False
+
+
+# ---- shared by the e2e drivers
+
+class Checks:
+    """Named pass/fail lines, collected: one per test driver."""
+
+    def __init__(self):
+        self.failed = []
+
+    def __call__(self, name, cond, detail=''):
+        print(f'{"ok  " if cond else "FAIL"} {name}' + (f': {detail}' if detail and not cond else ''), flush=True)
+        if not cond:
+            self.failed.append(name)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

@@ -17,12 +17,7 @@ import lupwire as W  # noqa: E402
 FAILED = []
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+free_port = W.free_port
 
 
 class Daemon:

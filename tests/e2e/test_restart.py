@@ -25,21 +25,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lupwire as W  # noqa: E402
 
-FAILED = []
-
-
-def check(name, cond, detail=''):
-    print(f'{"ok  " if cond else "FAIL"} {name}' + (f': {detail}' if detail and not cond else ''), flush=True)
-    if not cond:
-        FAILED.append(name)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+check = W.Checks()
+FAILED = check.failed
+free_port = W.free_port
 
 
 class Daemon:
