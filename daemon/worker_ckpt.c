@@ -161,6 +161,7 @@ static size_t manifest_bound(struct lupw_session *s)
                 b += 32 + (s->chunks[i].size / PIECE + 1) * 8;
         b += s->handles.used * (64 + LUP_MAX_STR);
         b += s->globals.n * (64 + LUP_MAX_STR);
+        b += s->n_settings * 32;
         return b;
 }
 
@@ -282,6 +283,16 @@ int lupw_checkpoint(struct lupw_session *s)
                 lup_wr_u64(&w, lup_hash64(tmp, g->size, 0));
                 put(&sv, name, tmp, g->size);
                 free(tmp);
+        }
+        /* settings the client made (limits, cache configs, attributes) */
+        lup_wr_u32(&w, (uint32_t)s->n_settings);
+        for (size_t i = 0; i < s->n_settings; i++) {
+                const struct lupw_setting *t = &s->settings[i];
+                lup_wr_u64(&w, t->holder);
+                lup_wr_u32(&w, t->kind);
+                lup_wr_u32(&w, t->key);
+                lup_wr_i32(&w, t->device);
+                lup_wr_u64(&w, (uint64_t)t->value);
         }
         if (w.err && sv.rc == 0)
                 sv.rc = -ENOBUFS;

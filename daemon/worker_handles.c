@@ -49,6 +49,9 @@ static void free_blob(uint64_t key, uint64_t val, void *ud)
 void lupw_handles_free(struct lupw_session *s)
 {
         lupw_prov_free(&s->prov);
+        free(s->settings);
+        s->settings = NULL;
+        s->n_settings = s->cap_settings = 0;
         lup_u64map_each(&s->handles, free_handle, NULL);
         lup_u64map_free(&s->handles);
         lup_u64map_each(&s->blobs, free_blob, NULL);

@@ -503,3 +503,69 @@ CUresult lupw_cuEventCreate(struct lupw_session *s, CUevent *phEvent, unsigned i
         s->prov.flags = Flags;
         return r;
 }
+
+/* ---- settings a restore must make again */
+
+void lupw_remember(struct lupw_session *s, uint64_t holder, uint32_t kind, uint32_t key, int32_t device, int64_t value)
+{
+        for (size_t i = 0; i < s->n_settings; i++) {
+                struct lupw_setting *t = &s->settings[i];
+                if (t->holder == holder && t->kind == kind && t->key == key && t->device == device) {
+                        t->value = value;
+                        return;
+                }
+        }
+        if (s->n_settings == s->cap_settings) {
+                size_t ncap = s->cap_settings ? s->cap_settings * 2 : 16;
+                struct lupw_setting *n = ncap <= LUPW_MAX_SETTINGS ? realloc(s->settings, ncap * sizeof(*n)) : NULL;
+                if (!n) {
+                        lup_warn("session %s: too many settings to remember; a restore will not repeat this one",
+                                 s->name);
+                        return;
+                }
+                s->settings = n;
+                s->cap_settings = ncap;
+        }
+        s->settings[s->n_settings++] = (struct lupw_setting){ holder, kind, key, device, value };
+}
+
+CUresult lupw_cuCtxSetLimit(struct lupw_session *s, CUlimit limit, size_t value)
+{
+        CUresult r = s->be.fn.cuCtxSetLimit(limit, value);
+        if (r == CUDA_SUCCESS)
+                lupw_remember(s, s->bound_id, LUPW_SET_CTX_LIMIT, (uint32_t)limit, 0, (int64_t)value);
+        return r;
+}
+
+CUresult lupw_cuCtxSetCacheConfig(struct lupw_session *s, CUfunc_cache config)
+{
+        CUresult r = s->be.fn.cuCtxSetCacheConfig(config);
+        if (r == CUDA_SUCCESS)
+                lupw_remember(s, s->bound_id, LUPW_SET_CTX_CACHE, 0, 0, (int64_t)config);
+        return r;
+}
+
+CUresult lupw_cuFuncSetAttribute(struct lupw_session *s, CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+        CUresult r = s->be.fn.cuFuncSetAttribute(hfunc, attrib, value);
+        if (r == CUDA_SUCCESS)
+                lupw_remember(s, s->cur_parent, LUPW_SET_FUNC_ATTR, (uint32_t)attrib, 0, value);
+        return r;
+}
+
+CUresult lupw_cuFuncSetCacheConfig(struct lupw_session *s, CUfunction hfunc, CUfunc_cache config)
+{
+        CUresult r = s->be.fn.cuFuncSetCacheConfig(hfunc, config);
+        if (r == CUDA_SUCCESS)
+                lupw_remember(s, s->cur_parent, LUPW_SET_FUNC_CACHE, 0, 0, (int64_t)config);
+        return r;
+}
+
+CUresult lupw_cuKernelSetAttribute(struct lupw_session *s, CUfunction_attribute attrib, int val, CUkernel kernel,
+                                   CUdevice dev)
+{
+        CUresult r = s->be.fn.cuKernelSetAttribute(attrib, val, kernel, dev);
+        if (r == CUDA_SUCCESS)
+                lupw_remember(s, s->cur_parent, LUPW_SET_KERNEL_ATTR, (uint32_t)attrib, dev, val);
+        return r;
+}

@@ -271,6 +271,57 @@ static int restore_global(struct restorer *r, struct lup_rd *rd)
         return 0;
 }
 
+/* A limit, cache configuration or attribute, made again on the restored
+ * context or handle (and remembered again for the next checkpoint). */
+static int restore_setting(struct restorer *r, struct lup_rd *rd)
+{
+        struct lupw_session *s = r->s;
+        const struct lupw_backend *be = &s->be.fn;
+        uint64_t holder, v;
+        uint32_t kind, key;
+        int32_t dev;
+        void *h;
+        CUresult cr = CUDA_ERROR_INVALID_VALUE;
+        lup_rd_u64(rd, &holder);
+        lup_rd_u32(rd, &kind);
+        lup_rd_u32(rd, &key);
+        lup_rd_i32(rd, &dev);
+        lup_rd_u64(rd, &v);
+        if (rd->err)
+                return fail(r, -EBADMSG, "malformed setting record");
+        int64_t value = (int64_t)v;
+        switch (kind) {
+        case LUPW_SET_CTX_LIMIT:
+        case LUPW_SET_CTX_CACHE:
+                if ((cr = lupw_bind_ctx(s, holder)) != CUDA_SUCCESS)
+                        break;
+                cr = kind == LUPW_SET_CTX_LIMIT ? be->cuCtxSetLimit((CUlimit)key, (size_t)value)
+                                                : be->cuCtxSetCacheConfig((CUfunc_cache)value);
+                break;
+        case LUPW_SET_FUNC_ATTR:
+        case LUPW_SET_FUNC_CACHE:
+                if ((cr = lupw_handle(s, LUPW_H_FUNCTION, holder, &h)) != CUDA_SUCCESS)
+                        break;
+                cr = kind == LUPW_SET_FUNC_ATTR ? be->cuFuncSetAttribute(h, (CUfunction_attribute)key, (int)value)
+                                                : be->cuFuncSetCacheConfig(h, (CUfunc_cache)value);
+                break;
+        case LUPW_SET_KERNEL_ATTR:
+                if (dev < 0 || dev >= s->n_devices)
+                        break;
+                if ((cr = lupw_handle(s, LUPW_H_KERNEL, holder, &h)) != CUDA_SUCCESS)
+                        break;
+                cr = be->cuKernelSetAttribute((CUfunction_attribute)key, (int)value, h, dev);
+                break;
+        default:
+                break;
+        }
+        if (cr != CUDA_SUCCESS)
+                return fail(r, -EIO, "re-applying setting %u/%u of %" PRIx64 " failed (CUresult %d)", kind, key, holder,
+                            (int)cr);
+        lupw_remember(s, holder, kind, key, dev, value);
+        return 0;
+}
+
 static int restore_manifest(struct restorer *r, const uint8_t *man, size_t len)
 {
         struct lupw_session *s = r->s;
@@ -402,6 +453,15 @@ static int restore_manifest(struct restorer *r, const uint8_t *man, size_t len)
                 return fail(r, -EBADMSG, "malformed global list");
         for (uint32_t i = 0; i < nglob; i++) {
                 int rc = restore_global(r, &rd);
+                if (rc < 0)
+                        return rc;
+        }
+        uint32_t nset;
+        lup_rd_u32(&rd, &nset);
+        if (rd.err || nset > LUPW_MAX_SETTINGS)
+                return fail(r, -EBADMSG, "malformed settings list");
+        for (uint32_t i = 0; i < nset; i++) {
+                int rc = restore_setting(r, &rd);
                 if (rc < 0)
                         return rc;
         }

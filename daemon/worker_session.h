@@ -39,6 +39,22 @@ struct lupw_handle_ent {
         uint32_t *params;               /* n_params x (offset, size) */
 };
 
+/* A setting the client made that a restore must make again. */
+enum lupw_setting_kind {
+        LUPW_SET_CTX_LIMIT = 1,         /* holder: context id; key: CUlimit */
+        LUPW_SET_CTX_CACHE = 2,         /* holder: context id */
+        LUPW_SET_FUNC_ATTR = 3,         /* holder: function id; key: CUfunction_attribute */
+        LUPW_SET_FUNC_CACHE = 4,        /* holder: function id */
+        LUPW_SET_KERNEL_ATTR = 5,       /* holder: kernel id; key: attribute; device */
+};
+struct lupw_setting {
+        uint64_t holder;
+        uint32_t kind, key;
+        int32_t device;
+        int64_t value;
+};
+#define LUPW_MAX_SETTINGS 65536
+
 /* an async device->host copy waiting to be sent (worker_copy.c) */
 struct lupw_pending_dtoh {
         uint64_t token;
@@ -86,6 +102,8 @@ struct lupw_session {
 
         struct lup_u64map handles;              /* id -> struct lupw_handle_ent * */
         struct lupw_prov prov;                  /* provenance for the next lupw_handle_put */
+        struct lupw_setting *settings;          /* what a restore must set again */
+        size_t n_settings, cap_settings;
         uint64_t cur_parent;                    /* the handle the current call named last */
         size_t cur_blob_len;                    /* the image the current call uploaded */
         struct lup_u64map blobs;                /* id -> upload in progress */
@@ -157,6 +175,9 @@ void lupw_htod_wait(struct lupw_session *s);
 /* worker_ops.c: a module global's address as the client knows it -> where
  * it is now (they differ after a restore reloaded the module) */
 uint64_t lupw_xlate(const struct lupw_session *s, uint64_t p);
+
+/* worker_ops.c: remembers a setting (replacing an older value of it) */
+void lupw_remember(struct lupw_session *s, uint64_t holder, uint32_t kind, uint32_t key, int32_t device, int64_t value);
 
 /* worker_ckpt.c */
 /* Synchronises every context of the session. */

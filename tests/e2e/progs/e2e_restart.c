@@ -9,7 +9,9 @@
  * its module) to a counter; another kernel fills a buffer on a stream; the
  * results come back and are checked against a model on the host; some
  * buffers are freed and new ones allocated. The counter proves exactly-once
- * execution: a launch lost or run twice leaves it off by 3.
+ * execution: a launch lost or run twice leaves it off by 3. Settings made
+ * once at the start (a context limit, and a function attribute every fill
+ * launch depends on: 100 KiB of dynamic shared memory) must survive too.
  *
  * usage: e2e_restart KERNELS_DIR ROUNDS [MS_BETWEEN_ROUNDS]
  */
@@ -57,6 +59,9 @@ int main(int argc, char **argv)
         unsigned bias = 3;
         CK(cuMemcpyHtoD(g, &bias, sizeof(bias)));
         CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+        const int smem = 100 * 1024; /* above the 48 KiB default: needs the attribute */
+        CK(cuFuncSetAttribute(fill, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
+        CK(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 4u << 20));
         CK(cuMemAlloc(&counter, 4));
         CK(cuMemsetD32(counter, 0, 1));
 
@@ -80,7 +85,7 @@ int main(int argc, char **argv)
                 CUdeviceptr fd;
                 CK(cuMemAlloc(&fd, (size_t)n * 4));
                 void *pf[] = { &fd, &v, &n };
-                CK(cuLaunchKernel(fill, 16, 1, 1, 256, 1, 1, 0, st, pf, NULL));
+                CK(cuLaunchKernel(fill, 16, 1, 1, 256, 1, 1, (unsigned)smem, st, pf, NULL));
                 CK(cuStreamSynchronize(st));
                 CK(cuMemcpyDtoH(fb, fd, (size_t)n * 4));
                 for (int i = 0; i < n; i++)
@@ -102,6 +107,9 @@ int main(int argc, char **argv)
                 struct timespec ts = { 0, (long)pause_ms * 1000000L };
                 nanosleep(&ts, NULL);
         }
+        size_t fifo = 0;
+        CK(cuCtxGetLimit(&fifo, CU_LIMIT_PRINTF_FIFO_SIZE));
+        EXPECT(fifo >= (4u << 20));
         /* every surviving buffer still holds what was written last */
         for (int k = 0; k < LIVE; k++)
                 if (bufs[k])
