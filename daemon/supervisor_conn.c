@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Pending connections: from accept until the first frame (HELLO) is read
- * and judged. A connection either leaves for a worker or is closed with one
- * log line saying why (and, when its frame header was valid, a HELLO
+ * Pending connections: from accept until the first frame is read and
+ * judged. That frame is a HELLO (the connection then leaves for a worker)
+ * or, on a UNIX-socket listener from root or the daemon's own user, an
+ * ADMIN request (answered by supervisor_admin.c). Anything else is closed
+ * with one log line saying why (and, when its frame header was valid, a
  * refusal the client can show its user).
  *
  * Each connection is read in two steps through the ring: the 40-byte
@@ -89,7 +91,7 @@ static void conn_send_refusal(const struct conn *c, uint32_t status, const char 
         uint8_t frame[LUP_HDR_SIZE + 2 + 256];
         struct lup_wr w = lup_wr_init(frame + LUP_HDR_SIZE, sizeof(frame) - LUP_HDR_SIZE);
         struct lup_hdr h = {
-                .op = LUP_OP_HELLO,
+                .op = c->hdr.op == LUP_OP_ADMIN ? LUP_OP_ADMIN : LUP_OP_HELLO,
                 .flags = LUP_F_REPLY,
                 .lane = c->hdr.lane,
                 .status = status,
@@ -177,6 +179,7 @@ void sup_conn_new(struct sup *s, const struct listener *l, int fd)
         c->fd = fd;
         c->deadline = sup_now_ms() + (uint64_t)s->cfg->hello_timeout_ms;
         memcpy(c->peer, peer, sizeof(peer));
+        c->unix_listener = l->ep->family == AF_UNIX;
         s->n_conns++;
         if (l->ep->family != AF_UNIX)
                 lup_tune_tcp(fd);
@@ -282,7 +285,9 @@ static int conn_check_header(struct sup *s, int idx)
                 return -EBADMSG;
         }
         c->have_hdr = true;
-        if (c->hdr.op != LUP_OP_HELLO) {
+        if (c->hdr.op == LUP_OP_ADMIN && sup_admin_check_header(s, idx) < 0)
+                return -EBADMSG;
+        if (c->hdr.op != LUP_OP_HELLO && c->hdr.op != LUP_OP_ADMIN) {
                 sup_conn_close(s, idx, CUDA_ERROR_INVALID_VALUE, "first frame is not HELLO (op %u)",
                                (unsigned)c->hdr.op);
                 return -EBADMSG;
@@ -340,7 +345,10 @@ void sup_conn_on_recv(struct sup *s, int idx, int res)
         }
         if (c->got < c->hdr.len)
                 goto rearm;
-        conn_hello(s, idx);
+        if (c->hdr.op == LUP_OP_ADMIN)
+                sup_admin_run(s, idx);
+        else
+                conn_hello(s, idx);
         return;
 
 rearm:

@@ -4,6 +4,7 @@
  *   supervisor.c          the loop, the ring, signals, shutdown;
  *   supervisor_listen.c   listening sockets and accepts;
  *   supervisor_conn.c     pending connections: reading and judging HELLO;
+ *   supervisor_admin.c    ADMIN requests (lupinectl) instead of HELLO;
  *   supervisor_worker.c   starting, killing and reaping workers;
  *   supervisor_ctl.c      the control channel: ATTACH out, READY, ATTACHED,
  *                         DETACHED and DRAINED in (daemon/ctl.h);
@@ -80,6 +81,7 @@ struct conn {
         bool recv_busy;         /* a recv into this slot is in flight */
         bool closing;           /* dropped; fd is closed when that recv completes */
         bool have_hdr;          /* hdr is decoded; now reading the payload */
+        bool unix_listener;     /* accepted on a UNIX socket (ADMIN is allowed there) */
         uint64_t deadline;      /* CLOCK_MONOTONIC ms by which HELLO must be complete */
         size_t got;             /* bytes of the current part (header, then payload) */
         struct lup_hdr hdr;
@@ -190,6 +192,16 @@ void sup_conn_on_recv(struct sup *s, int idx, int res);
  * and the header was valid, and drops the connection. */
 void sup_conn_close(struct sup *s, int idx, uint32_t refuse_status, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
+
+/* ---- supervisor_admin.c */
+
+/* The header of first frame of pending connection idx is ADMIN: returns 0
+ * if this peer may send it and the header is well-formed, else closes the
+ * connection (logged, refused) and returns -errno. */
+int sup_admin_check_header(struct sup *s, int idx);
+/* The ADMIN payload of connection idx is complete: validates it, answers
+ * and closes the connection (and begins a drain when asked to). */
+void sup_admin_run(struct sup *s, int idx);
 
 /* ---- supervisor_worker.c */
 

@@ -42,6 +42,8 @@ enum lup_ctl_op {
         LUP_OP_HELLO       = 1,  /* first frame of every connection */
         LUP_OP_GOODBYE     = 2,  /* orderly close, or server going away */
         LUP_OP_PING        = 3,  /* heartbeat; sync */
+        LUP_OP_ADMIN       = 4,  /* operator request, first frame instead of HELLO;
+                                  * UNIX sockets only; see "ADMIN" below */
         LUP_OP_MEMCPY_HTOD = 16, /* u64 dst, u64 stream, bytes...   (one chunk) */
         LUP_OP_MEMCPY_DTOH = 17, /* u64 src, u64 size, u64 stream -> bytes (chunked reply) */
         LUP_OP_LAUNCH      = 18, /* see "LAUNCH payload" below; async */
@@ -107,6 +109,16 @@ enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
  *   u32 n_params, n_params x (u32 offset, u32 size),
  *   u32 n_attrs, n_attrs x (i32 value, u32 CUresult)  (CUfunction_attribute 0..n-1)
  */
+/*
+ * ADMIN request (sync, seq 0, the first and only frame of its connection):
+ *   u16 command (LUP_ADMIN_*)
+ * ADMIN reply (LUP_F_REPLY; status 0 or an errno value such as EPERM):
+ *   u16 text_len, text (UTF-8): STATUS: a JSON object; otherwise a message.
+ * The server then closes the connection.
+ */
+enum lup_admin_cmd { LUP_ADMIN_STATUS = 1, LUP_ADMIN_DRAIN = 2 };
+#define LUP_ADMIN_MAX_TEXT 65535u /* what a u16 prefix can carry */
+
 #define LUP_LAUNCH_COOPERATIVE 1u
 #define LUP_MAX_PARAMS 4096u
 #define LUP_MAX_ATTRS 256u

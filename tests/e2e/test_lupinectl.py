@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""e2e: lupinectl and the supervisor's ADMIN requests.
+
+Usage: test_lupinectl.py PATH/TO/lupined PATH/TO/lupinectl
+
+Checks: --help and usage errors (exit 2); a clear error for a missing
+socket (exit 1); `status` with zero sessions and with one, as text and as
+JSON; `drain` refused without a checkpoint provider (nothing happens);
+`drain` with --checkpoint-dir: the daemon checkpoints the session and exits
+0; ADMIN over TCP refused; malformed ADMIN frames refused without hurting
+the daemon.
+
+Standard library only. Exit 0 on pass, 1 on failure (naming the case).
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lupwire as w  # noqa: E402
+
+OP_ADMIN = 4
+EPERM, EINVAL = 1, 22
+
+check = w.Checks()
+
+
+class Daemon:
+    def __init__(self, exe, tmp, label, args):
+        self.sock = os.path.join(tmp, f"{label}.sock")
+        self.port = w.free_port()
+        self.log_path = os.path.join(tmp, f"{label}.log")
+        self.logf = open(self.log_path, "wb")
+        env = dict(os.environ)
+        env.pop("LUPINE_CHECKPOINT_LIBRARY", None)
+        env.pop("NOTIFY_SOCKET", None)
+        self.proc = subprocess.Popen(
+            [exe, "--backend", "sim", "--listen", f"unix:{self.sock}", "--listen", f"127.0.0.1:{self.port}"] + args,
+            stdin=subprocess.DEVNULL, stdout=self.logf, stderr=self.logf, env=env)
+
+    def log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def wait_log(self, pattern, timeout=15.0):
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if rx.search(self.log()):
+                return True
+            time.sleep(0.05)
+        return rx.search(self.log()) is not None
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+
+
+def ctl(exe, *args, env_socket=None):
+    env = dict(os.environ)
+    env.pop("LUPINE_ADMIN_SOCKET", None)
+    if env_socket is not None:
+        env["LUPINE_ADMIN_SOCKET"] = env_socket
+    return subprocess.run([exe] + list(args), capture_output=True, text=True, timeout=60, env=env)
+
+
+def raw_admin(addr, data):
+    """Sends raw bytes as the first frame; returns (reply header or None, text)."""
+    s = w.connect(addr)
+    try:
+        s.sendall(data)
+        try:
+            h, p = w.read_frame(s)
+        except (ConnectionError, OSError):
+            return None, ""
+        text = p[2:2 + struct.unpack_from("<H", p)[0]].decode() if len(p) >= 2 else ""
+        return h, text
+    finally:
+        s.close()
+
+
+def test_usage(ctlexe, tmp):
+    r = ctl(ctlexe, "--help")
+    check("--help exits 0", r.returncode == 0 and "Usage: lupinectl" in r.stdout, r.stdout + r.stderr)
+    r = ctl(ctlexe)
+    check("no command is exit 2", r.returncode == 2 and "no command" in r.stderr, r.stderr)
+    r = ctl(ctlexe, "frobnicate")
+    check("unknown command is exit 2", r.returncode == 2 and "unknown command" in r.stderr, r.stderr)
+    r = ctl(ctlexe, "--bogus", "status")
+    check("unknown option is exit 2", r.returncode == 2, r.stderr)
+    missing = os.path.join(tmp, "nothing.sock")
+    r = ctl(ctlexe, "--socket", missing, "status")
+    check("missing socket is exit 1 with a clear error", r.returncode == 1 and
+          f"cannot connect to {missing}: No such file or directory" in r.stderr, r.stderr)
+    r = ctl(ctlexe, "status", env_socket=missing)
+    check("LUPINE_ADMIN_SOCKET is used", r.returncode == 1 and missing in r.stderr, r.stderr)
+
+
+def test_status_and_refusals(exe, ctlexe, tmp):
+    d = Daemon(exe, tmp, "plain", [])
+    try:
+        ready = d.wait_log(r"lupined \S+ ready")
+        check("daemon starts", ready, d.log())
+        if not ready:
+            return
+        r = ctl(ctlexe, "--socket", d.sock, "status")
+        check("status with no sessions", r.returncode == 0 and "backend sim, not draining, 0 session(s)" in r.stdout,
+              r.stdout + r.stderr)
+
+        cs, _, _ = w.handshake(d.sock, "job1")
+        # The worker answers HELLO before its READY reaches the supervisor:
+        # the session shows "starting" for a moment.
+        deadline = time.monotonic() + 10
+        while True:
+            r = ctl(ctlexe, "status", env_socket=d.sock)
+            if " serving " in r.stdout or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        check("status with one session", r.returncode == 0 and "1 session(s)" in r.stdout and
+              re.search(r"^job1 +slot 0 +serving +pid \d+$", r.stdout, re.M) is not None, r.stdout + r.stderr)
+        r = ctl(ctlexe, "--socket", d.sock, "--json", "status")
+        try:
+            js = json.loads(r.stdout)
+        except ValueError:
+            js = None
+        check("status --json parses", r.returncode == 0 and js is not None, r.stdout + r.stderr)
+        if js:
+            check("status --json content", js["backend"] == "sim" and js["draining"] is False and
+                  js["count"] == 1 and js["sessions"][0]["name"] == "job1" and
+                  js["sessions"][0]["state"] == "serving" and js["sessions"][0]["pid"] > 0, r.stdout)
+
+        r = ctl(ctlexe, "--socket", d.sock, "drain")
+        check("drain without a provider is refused", r.returncode == 1 and
+              "no checkpoint provider" in r.stderr, r.stdout + r.stderr)
+        time.sleep(0.2)
+        check("... and the daemon keeps serving", d.alive() and
+              ctl(ctlexe, "--socket", d.sock, "status").returncode == 0)
+
+        req = w.frame(OP_ADMIN, struct.pack("<H", 1), flags=w.F_SYNC)
+        h, text = raw_admin(("127.0.0.1", d.port), req)
+        check("ADMIN over TCP is refused", h is not None and h["op"] == OP_ADMIN and h["status"] == EPERM and
+              "UNIX" in text, f"{h} {text!r}")
+        check("... with a logged reason", d.wait_log(r"closing connection from 127\.0\.0\.1:\d+: ADMIN is accepted only"
+                                                     r" on UNIX-socket listeners", 5), d.log())
+
+        bad = {
+            "empty payload": w.frame(OP_ADMIN, b"", flags=w.F_SYNC),
+            "short payload": w.frame(OP_ADMIN, b"\x01", flags=w.F_SYNC),
+            "long payload": w.frame(OP_ADMIN, b"\x01\x00\x00", flags=w.F_SYNC),
+            "unknown command": w.frame(OP_ADMIN, b"\x09\x00", flags=w.F_SYNC),
+            "command zero": w.frame(OP_ADMIN, b"\x00\x00", flags=w.F_SYNC),
+            "not sync": w.frame(OP_ADMIN, b"\x01\x00", flags=0),
+            "reply flag": w.frame(OP_ADMIN, b"\x01\x00", flags=w.F_SYNC | w.F_REPLY),
+            "huge length": w.frame(OP_ADMIN, b"", flags=w.F_SYNC, length=1 << 20),
+        }
+        for name, data in bad.items():
+            h, text = raw_admin(d.sock, data)
+            check(f"garbage ADMIN ({name}) is refused", h is not None and h["op"] == OP_ADMIN and
+                  h["status"] == EINVAL and text, f"{h} {text!r}")
+        # a truncated frame, then the peer goes away
+        s = w.connect(d.sock)
+        s.sendall(w.frame(OP_ADMIN, b"\x01\x00", flags=w.F_SYNC)[:41])
+        s.close()
+        time.sleep(0.2)
+        r = ctl(ctlexe, "--socket", d.sock, "status")
+        check("the daemon survives garbage ADMIN frames", d.alive() and r.returncode == 0 and
+              "1 session(s)" in r.stdout, r.stdout + r.stderr)
+
+        cs.sendall(w.frame(w.OP_GOODBYE, seq=1))
+        w.wait_closed(cs, 10)
+        cs.close()
+    finally:
+        d.close()
+
+
+def test_drain(exe, ctlexe, tmp):
+    ck = os.path.join(tmp, "ck")
+    os.mkdir(ck)
+    d = Daemon(exe, tmp, "ckpt", ["--checkpoint-dir", ck])
+    try:
+        ready = d.wait_log(r"lupined \S+ ready")
+        check("daemon with --checkpoint-dir starts", ready, d.log())
+        if not ready:
+            return
+        cs, _, _ = w.handshake(d.sock, "job2")
+        r = ctl(ctlexe, "--socket", d.sock, "drain")
+        check("drain is accepted", r.returncode == 0 and "draining: checkpointing 1 session(s)" in r.stdout,
+              r.stdout + r.stderr)
+        try:
+            rc = d.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check("the daemon exits 0 after the drain", rc == 0, f"rc {rc}\n{d.log()}")
+        check("the log says the session was checkpointed", "session job2 checkpointed" in d.log(), d.log())
+        check("the log names the ADMIN request", "ADMIN DRAIN from" in d.log(), d.log())
+        cs.close()
+    finally:
+        d.close()
+
+
+def main():
+    if len(sys.argv) != 3:
+        print("usage: test_lupinectl.py LUPINED LUPINECTL", file=sys.stderr)
+        return 2
+    exe, ctlexe = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    tmp = tempfile.mkdtemp(prefix="lupinectl-")
+    try:
+        test_usage(ctlexe, tmp)
+        test_status_and_refusals(exe, ctlexe, tmp)
+        test_drain(exe, ctlexe, tmp)
+    finally:
+        if check.failed:
+            print(f"logs kept in {tmp}", flush=True)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if check.failed:
+        print("FAILED: " + ", ".join(check.failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
