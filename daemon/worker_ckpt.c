@@ -117,28 +117,81 @@ static int put(struct saver *sv, const char *name, const void *p, size_t n)
         return sv->rc;
 }
 
-/* The chunk's contents in 1 MiB pieces through the pinned bounce buffer;
- * writes each piece's hash into w. */
+/* Two pinned bounce buffers, each with its own stream and event: piece i+1
+ * crosses PCIe while piece i is hashed and handed to the provider. The
+ * same pair serves restores (worker_restore.c). */
+int lupw_ckpt_pipeline(struct lupw_session *s)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        if (!s->staging2)
+                return -ENOTSUP; /* no second pinned buffer: one piece at a time */
+        for (int i = 0; i < 2; i++) {
+                if (!s->ckpt_stream[i] && be->cuStreamCreate(&s->ckpt_stream[i], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+                        return -EIO;
+                if (!s->chunk_done[i] && be->cuEventCreate(&s->chunk_done[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+                        return -EIO;
+        }
+        return 0;
+}
+
+static int read_failed(struct saver *sv, uint64_t addr, CUresult r)
+{
+        lup_err("session %s: checkpoint: reading device memory at 0x%" PRIx64 " failed (CUresult %d)", sv->s->name,
+                addr, (int)r);
+        sv->rc = -EIO;
+        return sv->rc;
+}
+
+/* The chunk's contents in 1 MiB pieces; writes each piece's hash into w. */
 static int save_chunk(struct saver *sv, const struct lupw_chunk *c, struct lup_wr *w)
 {
         struct lupw_session *s = sv->s;
+        const struct lupw_backend *be = &s->be.fn;
+        uint64_t pieces = (c->size + PIECE - 1) / PIECE;
         char name[64];
         snprintf(name, sizeof(name), "mem/%016" PRIx64, c->addr);
         lup_wr_u64(w, c->addr);
         lup_wr_u64(w, c->size);
-        lup_wr_u32(w, (uint32_t)((c->size + PIECE - 1) / PIECE));
-        for (uint64_t off = 0; off < c->size && sv->rc == 0; off += PIECE) {
-                size_t k = c->size - off < PIECE ? (size_t)(c->size - off) : PIECE;
-                CUresult r = s->be.fn.cuMemcpyDtoH_v2(s->staging, c->addr + off, k);
-                if (r != CUDA_SUCCESS) {
-                        lup_err("session %s: checkpoint: reading device memory at 0x%" PRIx64 " failed (CUresult %d)",
-                                s->name, c->addr + off, (int)r);
-                        sv->rc = -EIO;
-                        break;
+        lup_wr_u32(w, (uint32_t)pieces);
+        if (lupw_ckpt_pipeline(s) < 0) {
+                for (uint64_t off = 0; off < c->size && sv->rc == 0; off += PIECE) {
+                        size_t k = c->size - off < PIECE ? (size_t)(c->size - off) : PIECE;
+                        CUresult r = be->cuMemcpyDtoH_v2(s->staging, c->addr + off, k);
+                        if (r != CUDA_SUCCESS)
+                                return read_failed(sv, c->addr + off, r);
+                        lup_wr_u64(w, lup_hash64(s->staging, k, 0));
+                        put(sv, name, s->staging, k);
                 }
-                lup_wr_u64(w, lup_hash64(s->staging, k, 0));
-                put(sv, name, s->staging, k);
+                return sv->rc;
         }
+        uint8_t *buf[2] = { s->staging, s->staging2 };
+        for (uint64_t i = 0; i <= pieces && sv->rc == 0; i++) {
+                if (i < pieces) { /* queue piece i */
+                        uint64_t off = i * PIECE;
+                        size_t k = c->size - off < PIECE ? (size_t)(c->size - off) : PIECE;
+                        CUresult r = be->cuMemcpyDtoHAsync_v2(buf[i % 2], c->addr + off, k, s->ckpt_stream[i % 2]);
+                        if (r == CUDA_SUCCESS)
+                                r = be->cuEventRecord(s->chunk_done[i % 2], s->ckpt_stream[i % 2]);
+                        if (r != CUDA_SUCCESS) {
+                                read_failed(sv, c->addr + off, r);
+                                break;
+                        }
+                }
+                if (i > 0) { /* while it copies, hash and store piece i - 1 */
+                        uint64_t off = (i - 1) * PIECE;
+                        size_t k = c->size - off < PIECE ? (size_t)(c->size - off) : PIECE;
+                        CUresult r = be->cuEventSynchronize(s->chunk_done[(i - 1) % 2]);
+                        if (r != CUDA_SUCCESS) {
+                                read_failed(sv, c->addr + off, r);
+                                break;
+                        }
+                        lup_wr_u64(w, lup_hash64(buf[(i - 1) % 2], k, 0));
+                        put(sv, name, buf[(i - 1) % 2], k);
+                }
+        }
+        if (sv->rc != 0) /* nothing may still write into the bounce buffers */
+                for (int j = 0; j < 2; j++)
+                        be->cuStreamSynchronize(s->ckpt_stream[j]);
         return sv->rc;
 }
 

@@ -336,6 +336,9 @@ int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const ui
 
 void lupw_copy_free(struct lupw_session *s)
 {
+        for (int i = 0; i < 2; i++)
+                if (s->ckpt_stream[i])
+                        s->be.fn.cuStreamDestroy_v2(s->ckpt_stream[i]);
         lupw_htod_wait(s);
         if (s->htod_done)
                 s->be.fn.cuEventDestroy_v2(s->htod_done);

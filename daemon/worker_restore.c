@@ -90,24 +90,45 @@ static int restore_chunk(struct restorer *r, struct lup_rd *rd)
         uint64_t total;
         if (s->prov_ops->load_size(r->ld, name, &total) < 0 || total != size)
                 return fail(r, -EBADMSG, "object %s is missing or has the wrong size", name);
-        for (uint32_t i = 0; i < pieces; i++) {
+        /* With two pinned buffers, piece i is read and checked while piece
+         * i - 1 crosses PCIe on its own stream. */
+        const struct lupw_backend *be = &s->be.fn;
+        bool pipelined = lupw_ckpt_pipeline(s) == 0;
+        uint8_t *buf[2] = { s->staging, pipelined ? s->staging2 : s->staging };
+        int rc = 0;
+        for (uint32_t i = 0; i < pieces && rc == 0; i++) {
                 uint64_t off = (uint64_t)i * PIECE, want_hash;
                 size_t k = size - off < PIECE ? (size_t)(size - off) : PIECE;
-                lup_rd_u64(rd, &want_hash);
-                for (size_t got = 0; got < k;) {
-                        int64_t n = s->prov_ops->load_read(r->ld, name, off + got, s->staging + got, k - got);
-                        if (n <= 0)
-                                return fail(r, -EIO, "reading %s failed", name);
-                        got += (size_t)n;
+                uint8_t *b = buf[i % 2];
+                if (pipelined && i >= 2 && be->cuEventSynchronize(s->chunk_done[i % 2]) != CUDA_SUCCESS) {
+                        rc = fail(r, -EIO, "writing device memory at 0x%" PRIx64 " failed", addr + off - 2 * PIECE);
+                        break;
                 }
-                if (rd->err || lup_hash64(s->staging, k, 0) != want_hash)
-                        return fail(r, -EBADMSG, "memory at 0x%" PRIx64 " does not match its checksum", addr + off);
-                CUresult cr = s->be.fn.cuMemcpyHtoD_v2(addr + off, s->staging, k);
+                lup_rd_u64(rd, &want_hash);
+                for (size_t got = 0; got < k && rc == 0;) {
+                        int64_t n = s->prov_ops->load_read(r->ld, name, off + got, b + got, k - got);
+                        if (n <= 0)
+                                rc = fail(r, -EIO, "reading %s failed", name);
+                        else
+                                got += (size_t)n;
+                }
+                if (rc == 0 && (rd->err || lup_hash64(b, k, 0) != want_hash))
+                        rc = fail(r, -EBADMSG, "memory at 0x%" PRIx64 " does not match its checksum", addr + off);
+                if (rc != 0)
+                        break;
+                CUresult cr = pipelined ? be->cuMemcpyHtoDAsync_v2(addr + off, b, k, s->ckpt_stream[i % 2])
+                                        : be->cuMemcpyHtoD_v2(addr + off, b, k);
+                if (cr == CUDA_SUCCESS && pipelined)
+                        cr = be->cuEventRecord(s->chunk_done[i % 2], s->ckpt_stream[i % 2]);
                 if (cr != CUDA_SUCCESS)
-                        return fail(r, -EIO, "writing device memory at 0x%" PRIx64 " failed (CUresult %d)", addr + off,
-                                    (int)cr);
+                        rc = fail(r, -EIO, "writing device memory at 0x%" PRIx64 " failed (CUresult %d)", addr + off,
+                                  (int)cr);
         }
-        return 0;
+        if (pipelined) /* the buffers are reused, and the data must be in place */
+                for (int j = 0; j < 2; j++)
+                        if (be->cuStreamSynchronize(s->ckpt_stream[j]) != CUDA_SUCCESS && rc == 0)
+                                rc = fail(r, -EIO, "writing device memory in chunk 0x%" PRIx64 " failed", addr);
+        return rc;
 }
 
 struct saved_handle {
