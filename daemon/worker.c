@@ -13,13 +13,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -30,9 +27,6 @@
 #include "ops.h"
 #include "worker_session.h"
 
-#define OUT_CAP (256u * 1024u)
-#define UD_RECV 1
-#define UD_CTL 2
 
 /* ---- replies */
 

@@ -18,15 +18,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "ckpt_format.h"
 #include "hash.h"
 #include "log.h"
 #include "provider_load.h"
 #include "worker_session.h"
 
-#define MANIFEST_MAGIC   0x3154504b4350555ull /* "UPCKPT1" */
-#define MANIFEST_VERSION 1u
-#define MANIFEST_MAX     (256u << 20)
-#define PIECE            LUP_BULK_CHUNK
 
 /* ---- the provider */
 

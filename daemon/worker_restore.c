@@ -14,14 +14,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "ckpt_format.h"
 #include "hash.h"
 #include "log.h"
 #include "worker_session.h"
 
-#define MANIFEST_MAGIC   0x3154504b4350555ull
-#define MANIFEST_VERSION 1u
-#define MANIFEST_MAX     (256u << 20)
-#define PIECE            LUP_BULK_CHUNK
 
 struct restorer {
         struct lupw_session *s;
