@@ -114,17 +114,9 @@ static struct lupw_ctx_slot *find_ctx(struct lupw_session *s, uint64_t id)
         return NULL;
 }
 
-/* primary context ids follow the shim's numbering (0x10000 + dev * 0x100) */
-static int primary_dev(uint64_t id)
-{
-        if (id < 0x10000 || id >= 0x10000 + LUP_MAX_DEVICES * 0x100ull || (id - 0x10000) % 0x100)
-                return -1;
-        return (int)((id - 0x10000) / 0x100);
-}
-
 static CUresult resolve_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret, int *ret_dev)
 {
-        int dev = primary_dev(id);
+        int dev = lup_primary_ctx_device(id);
         if (dev >= 0) {
                 if (dev >= s->n_devices || !s->client_primary[dev])
                         return CUDA_ERROR_INVALID_CONTEXT;
@@ -310,7 +302,7 @@ CUresult lupw_lupCtxCreate(struct lupw_session *s, uint64_t id, unsigned int fla
 {
         CUcontext real, prev = NULL;
 
-        if (id < 0x100000 || find_ctx(s, id))
+        if (id < LUP_FIRST_CTX_ID || find_ctx(s, id))
                 return CUDA_ERROR_INVALID_VALUE;
         if (s->n_ctxs >= (int)LUP_MAX_CONTEXTS)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -358,7 +350,7 @@ CUresult lupw_lupPrimaryCtxRelease(struct lupw_session *s, CUdevice dev)
          * arena's mappings live in it); the client's release only ends the
          * client's right to use the context. */
         s->client_primary[dev] = false;
-        if (s->bound_id == 0x10000 + (uint64_t)dev * 0x100)
+        if (s->bound_id == LUP_PRIMARY_CTX_ID(dev))
                 s->bound_id = 0;
         return CUDA_SUCCESS;
 }
@@ -370,7 +362,7 @@ CUresult lupw_lupPrimaryCtxSetFlags(struct lupw_session *s, CUdevice dev, unsign
 
 CUresult lupw_lupPrimaryCtxReset(struct lupw_session *s, CUdevice dev)
 {
-        uint64_t id = 0x10000 + (uint64_t)dev * 0x100;
+        uint64_t id = LUP_PRIMARY_CTX_ID(dev);
         /* A real reset would also tear down the worker's own state; instead
          * free what the client allocated in it and reset the flags. */
         if (s->primary[dev]) {

@@ -44,7 +44,7 @@ EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
                         return r;
                 }
         }
-        *pctx = (CUcontext)(uintptr_t)LUPC_PRIMARY_CTX_ID(dev);
+        *pctx = (CUcontext)(uintptr_t)LUP_PRIMARY_CTX_ID(dev);
         return CUDA_SUCCESS;
 }
 
@@ -105,7 +105,7 @@ EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
         r = lupc_send_lupPrimaryCtxReset(dev);
         if (r == CUDA_SUCCESS) {
                 lupc_primary_reset(dev);
-                lupc_shadow_drop_ctx(LUPC_PRIMARY_CTX_ID(dev));
+                lupc_shadow_drop_ctx(LUP_PRIMARY_CTX_ID(dev));
         }
         return r;
 }

@@ -107,8 +107,6 @@ void lupc_shadow_drop_ctx(uint64_t ctx);
 bool lupc_host_find(uint64_t p, uint64_t *ret_base, uint64_t *ret_size, unsigned int *ret_flags);
 
 /* contexts: ids are minted here; primary context ids are fixed per device */
-#define LUPC_PRIMARY_CTX_ID(dev) (0x10000ull + (uint64_t)(dev) * 0x100ull)
-#define LUPC_FIRST_CTX_ID 0x100000ull
 struct lupc_ctx_info {
         uint64_t id;
         int device;

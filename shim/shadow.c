@@ -117,7 +117,7 @@ static __thread int ctx_depth;
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lupc_ctx_info ctxs[LUP_MAX_CONTEXTS];
 static int n_ctxs;
-static uint64_t next_ctx_id = LUPC_FIRST_CTX_ID;
+static uint64_t next_ctx_id = LUP_FIRST_CTX_ID;
 
 struct primary_state {
         int retains;
@@ -158,9 +158,8 @@ uint64_t lupc_ctx_pop(void)
 
 bool lupc_ctx_lookup(uint64_t id, struct lupc_ctx_info *ret)
 {
-        if (id >= LUPC_PRIMARY_CTX_ID(0) && id < LUPC_PRIMARY_CTX_ID(LUP_MAX_DEVICES) &&
-            (id - LUPC_PRIMARY_CTX_ID(0)) % 0x100 == 0) {
-                int dev = (int)((id - LUPC_PRIMARY_CTX_ID(0)) / 0x100);
+        int dev = lup_primary_ctx_device(id);
+        if (dev >= 0) {
                 if (dev >= n_devices)
                         return false;
                 pthread_mutex_lock(&ctx_lock);
@@ -191,7 +190,7 @@ uint64_t lupc_ctx_mint(int device, unsigned flags)
         pthread_mutex_lock(&ctx_lock);
         if (n_ctxs < (int)LUP_MAX_CONTEXTS) {
                 id = next_ctx_id;
-                next_ctx_id += 0x100;
+                next_ctx_id += LUP_CTX_ID_STEP;
                 ctxs[n_ctxs++] = (struct lupc_ctx_info){ .id = id, .device = device, .flags = flags };
         }
         pthread_mutex_unlock(&ctx_lock);
@@ -201,7 +200,7 @@ uint64_t lupc_ctx_mint(int device, unsigned flags)
 bool lupc_ctx_was_minted(uint64_t id)
 {
         pthread_mutex_lock(&ctx_lock);
-        bool minted = id >= LUPC_FIRST_CTX_ID && id < next_ctx_id && (id - LUPC_FIRST_CTX_ID) % 0x100 == 0;
+        bool minted = id >= LUP_FIRST_CTX_ID && id < next_ctx_id && (id - LUP_FIRST_CTX_ID) % LUP_CTX_ID_STEP == 0;
         pthread_mutex_unlock(&ctx_lock);
         return minted;
 }

@@ -75,6 +75,20 @@ enum lup_ctl_op {
 #define LUP_MAX_ASYNC_DTOH   (16ull << 20)      /* larger async DtoH copies run synchronously */
 #define LUP_FIRST_HANDLE_ID  0x1000000ull       /* client-minted handle ids start here, step 16 */
 
+/* Context ids. A device's primary context has a fixed id; contexts the
+ * client creates get ids it mints from LUP_FIRST_CTX_ID, step LUP_CTX_ID_STEP. */
+#define LUP_CTX_ID_STEP      0x100ull
+#define LUP_PRIMARY_CTX_ID(dev) (0x10000ull + (uint64_t)(dev) * LUP_CTX_ID_STEP)
+#define LUP_FIRST_CTX_ID     0x100000ull
+/* The device whose primary context id is `id`, or -1. */
+static inline int lup_primary_ctx_device(uint64_t id)
+{
+        if (id < LUP_PRIMARY_CTX_ID(0) || id >= LUP_PRIMARY_CTX_ID(LUP_MAX_DEVICES) ||
+            (id - LUP_PRIMARY_CTX_ID(0)) % LUP_CTX_ID_STEP)
+                return -1;
+        return (int)((id - LUP_PRIMARY_CTX_ID(0)) / LUP_CTX_ID_STEP);
+}
+
 /* The VA arena: session slot n owns [LUP_ARENA_BASE + n*LUP_ARENA_SIZE, +LUP_ARENA_SIZE). */
 #define LUP_ARENA_BASE       0x200000000000ull
 #define LUP_ARENA_SIZE       (1ull << 40)
