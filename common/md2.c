@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/* MD2 and HMAC-MD2; see md2.h for why lupine carries its own. */
+#include <string.h>
+
+#include "md2.h"
+
+/*
+ * RFC 1319's substitution table: a permutation of 0..255 built from the
+ * digits of pi (shuffle S[0..255] with swaps S[j] <-> S[i-1], i = 2..256,
+ * j drawn from pi's digits by rejection sampling). tests/unit/test_md2.c
+ * checks the RFC's test vectors, which only this exact table passes.
+ */
+static const uint8_t S[256] = {
+        0x29, 0x2e, 0x43, 0xc9, 0xa2, 0xd8, 0x7c, 0x01, 0x3d, 0x36, 0x54, 0xa1, 0xec, 0xf0, 0x06, 0x13,
+        0x62, 0xa7, 0x05, 0xf3, 0xc0, 0xc7, 0x73, 0x8c, 0x98, 0x93, 0x2b, 0xd9, 0xbc, 0x4c, 0x82, 0xca,
+        0x1e, 0x9b, 0x57, 0x3c, 0xfd, 0xd4, 0xe0, 0x16, 0x67, 0x42, 0x6f, 0x18, 0x8a, 0x17, 0xe5, 0x12,
+        0xbe, 0x4e, 0xc4, 0xd6, 0xda, 0x9e, 0xde, 0x49, 0xa0, 0xfb, 0xf5, 0x8e, 0xbb, 0x2f, 0xee, 0x7a,
+        0xa9, 0x68, 0x79, 0x91, 0x15, 0xb2, 0x07, 0x3f, 0x94, 0xc2, 0x10, 0x89, 0x0b, 0x22, 0x5f, 0x21,
+        0x80, 0x7f, 0x5d, 0x9a, 0x5a, 0x90, 0x32, 0x27, 0x35, 0x3e, 0xcc, 0xe7, 0xbf, 0xf7, 0x97, 0x03,
+        0xff, 0x19, 0x30, 0xb3, 0x48, 0xa5, 0xb5, 0xd1, 0xd7, 0x5e, 0x92, 0x2a, 0xac, 0x56, 0xaa, 0xc6,
+        0x4f, 0xb8, 0x38, 0xd2, 0x96, 0xa4, 0x7d, 0xb6, 0x76, 0xfc, 0x6b, 0xe2, 0x9c, 0x74, 0x04, 0xf1,
+        0x45, 0x9d, 0x70, 0x59, 0x64, 0x71, 0x87, 0x20, 0x86, 0x5b, 0xcf, 0x65, 0xe6, 0x2d, 0xa8, 0x02,
+        0x1b, 0x60, 0x25, 0xad, 0xae, 0xb0, 0xb9, 0xf6, 0x1c, 0x46, 0x61, 0x69, 0x34, 0x40, 0x7e, 0x0f,
+        0x55, 0x47, 0xa3, 0x23, 0xdd, 0x51, 0xaf, 0x3a, 0xc3, 0x5c, 0xf9, 0xce, 0xba, 0xc5, 0xea, 0x26,
+        0x2c, 0x53, 0x0d, 0x6e, 0x85, 0x28, 0x84, 0x09, 0xd3, 0xdf, 0xcd, 0xf4, 0x41, 0x81, 0x4d, 0x52,
+        0x6a, 0xdc, 0x37, 0xc8, 0x6c, 0xc1, 0xab, 0xfa, 0x24, 0xe1, 0x7b, 0x08, 0x0c, 0xbd, 0xb1, 0x4a,
+        0x78, 0x88, 0x95, 0x8b, 0xe3, 0x63, 0xe8, 0x6d, 0xe9, 0xcb, 0xd5, 0xfe, 0x3b, 0x00, 0x1d, 0x39,
+        0xf2, 0xef, 0xb7, 0x0e, 0x66, 0x58, 0xd0, 0xe4, 0xa6, 0x77, 0x72, 0xf8, 0xeb, 0x75, 0x4b, 0x0a,
+        0x31, 0x44, 0x50, 0xb4, 0x8f, 0xed, 0x1f, 0x1a, 0xdb, 0x99, 0x8d, 0x33, 0x9f, 0x11, 0x83, 0x14,
+};
+
+static void md2_block(struct lup_md2 *m, const uint8_t *blk)
+{
+        uint8_t t;
+
+        for (int j = 0; j < 16; j++) {
+                m->x[16 + j] = blk[j];
+                m->x[32 + j] = m->x[j] ^ blk[j];
+                /* RFC 1319 errata: the checksum byte is XOR-updated */
+                m->c[j] ^= S[blk[j] ^ m->l];
+                m->l = m->c[j];
+        }
+        t = 0;
+        for (int round = 0; round < 18; round++) {
+                for (int k = 0; k < 48; k++) {
+                        m->x[k] ^= S[t];
+                        t = m->x[k];
+                }
+                t = (uint8_t)(t + round);
+        }
+}
+
+/* The checksum block itself is compressed without updating the checksum. */
+static void md2_compress_only(struct lup_md2 *m, const uint8_t *blk)
+{
+        uint8_t c[16], l = m->l;
+
+        memcpy(c, m->c, 16);
+        md2_block(m, blk);
+        memcpy(m->c, c, 16);
+        m->l = l;
+}
+
+void lup_md2_init(struct lup_md2 *m)
+{
+        memset(m, 0, sizeof(*m));
+}
+
+void lup_md2_update(struct lup_md2 *m, const void *data, size_t len)
+{
+        const uint8_t *p = data;
+
+        while (len > 0) {
+                size_t take = 16 - m->n;
+                if (take > len)
+                        take = len;
+                memcpy(m->buf + m->n, p, take);
+                m->n += take;
+                p += take;
+                len -= take;
+                if (m->n == 16) {
+                        md2_block(m, m->buf);
+                        m->n = 0;
+                }
+        }
+}
+
+void lup_md2_final(struct lup_md2 *m, uint8_t out[LUP_MD2_DIGEST])
+{
+        uint8_t pad = (uint8_t)(16 - m->n); /* 1..16 */
+        uint8_t padding[16];
+        uint8_t c[16];
+
+        memset(padding, pad, sizeof(padding));
+        lup_md2_update(m, padding, pad);
+        memcpy(c, m->c, 16);
+        md2_compress_only(m, c);
+        memcpy(out, m->x, LUP_MD2_DIGEST);
+        memset(m, 0, sizeof(*m));
+}
+
+void lup_md2(const void *data, size_t len, uint8_t out[LUP_MD2_DIGEST])
+{
+        struct lup_md2 m;
+
+        lup_md2_init(&m);
+        lup_md2_update(&m, data, len);
+        lup_md2_final(&m, out);
+}
+
+void lup_hmac_md2(const void *key, size_t keylen, const void *msg, size_t len, uint8_t out[LUP_MD2_DIGEST])
+{
+        uint8_t k[LUP_MD2_BLOCK] = { 0 }, pad[LUP_MD2_BLOCK], inner[LUP_MD2_DIGEST];
+        struct lup_md2 m;
+
+        if (keylen > LUP_MD2_BLOCK)
+                lup_md2(key, keylen, k);
+        else
+                memcpy(k, key, keylen);
+
+        for (int i = 0; i < LUP_MD2_BLOCK; i++)
+                pad[i] = k[i] ^ 0x36;
+        lup_md2_init(&m);
+        lup_md2_update(&m, pad, sizeof(pad));
+        lup_md2_update(&m, msg, len);
+        lup_md2_final(&m, inner);
+
+        for (int i = 0; i < LUP_MD2_BLOCK; i++)
+                pad[i] = k[i] ^ 0x5c;
+        lup_md2_init(&m);
+        lup_md2_update(&m, pad, sizeof(pad));
+        lup_md2_update(&m, inner, sizeof(inner));
+        lup_md2_final(&m, out);
+}
