@@ -18,6 +18,7 @@ enum lupd_backend_choice { LUPD_BACKEND_AUTO = 0, LUPD_BACKEND_CUDA, LUPD_BACKEN
 struct lupd_config {
         struct lup_endpoint listen[LUPD_MAX_LISTEN];
         int n_listen;
+        bool listen_explicit;           /* --listen was given (not just the default) */
         enum lupd_backend_choice backend;
         int log_level;                  /* LUP_LOG_* */
         int max_sessions;

@@ -134,8 +134,18 @@ static void print_usage(FILE *f)
 "                   a file path (level 1, appended to that file).\n"
 "  NOTIFY_SOCKET    Set by systemd for Type=notify services: lupined sends\n"
 "                   READY=1 once it serves (after restoring sessions),\n"
-"                   STOPPING=1 when it shuts down or drains, and\n"
-"                   EXTEND_TIMEOUT_USEC while it restores or drains.\n"
+"                   STATUS= lines, STOPPING=1 when it shuts down or drains,\n"
+"                   and EXTEND_TIMEOUT_USEC while it restores or drains.\n"
+"  WATCHDOG_USEC, WATCHDOG_PID\n"
+"                   Set by systemd for WatchdogSec=: lupined sends\n"
+"                   WATCHDOG=1 from its event loop every half interval.\n"
+"  LISTEN_FDS, LISTEN_FDNAMES, LISTEN_PID\n"
+"                   Set by systemd's socket activation (lupined.socket), its\n"
+"                   fd store, or lupined re-executing itself. Inherited\n"
+"                   listening sockets are served instead of the --listen\n"
+"                   endpoints, which are then ignored. Other inherited fds\n"
+"                   that restore does not claim are closed (and removed\n"
+"                   from systemd's fd store) once restore is done.\n"
 "  JOURNAL_STREAM   Set by systemd when stderr is connected to the journal.\n"
 "                   Logs go to stderr either way for now.\n"
 "\n"
@@ -306,6 +316,7 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                         r = add_listen(cfg, optarg);
                         if (r < 0)
                                 return r;
+                        cfg->listen_explicit = true;
                         break;
                 case 'b':
                         if (strcmp(optarg, "auto") == 0)

@@ -9,7 +9,9 @@
  *   - signals, through a signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP);
  *   - one tick timer, armed only while something has a deadline.
  *
- * Life cycle: listen (binding early, so the port is ours), restore the
+ * Life cycle: take the fds inherited through LISTEN_FDS (sd_fds.c), listen
+ * (adopting systemd's sockets, or binding early, so the port is ours),
+ * restore the
  * checkpointed sessions if a provider is configured (supervisor_restore.c;
  * clients wait in the backlog meanwhile), then arm accepts and tell systemd
  * READY=1. SIGINT/SIGTERM end it: with a provider by draining
@@ -42,6 +44,7 @@
 
 #include "log.h"
 #include "net.h"
+#include "sd_fds.h"
 #include "supervisor_int.h"
 
 /* The ring holds at most one op per pending connection, listener and
@@ -158,6 +161,43 @@ void sup_status_update(struct sup *s)
         }
 }
 
+/* ---- the systemd watchdog ----------------------------------------------- */
+
+/* WatchdogSec= (WATCHDOG_USEC, for our pid): WATCHDOG=1 at half that
+ * interval from the tick, which then runs all the time and at least twice
+ * per ping period, so pings are at most 3/4 of WatchdogSec= apart. If the
+ * loop stalls, the pings stop and systemd acts. */
+static void watchdog_setup(struct sup *s)
+{
+        uint64_t usec = 0;
+        int r = sd_watchdog_enabled(0, &usec);
+
+        if (r < 0) {
+                lup_warn("WATCHDOG_USEC or WATCHDOG_PID is not valid (%s); not sending watchdog pings",
+                         strerror(-r));
+                return;
+        }
+        if (r == 0 || usec == 0)
+                return;
+        s->watchdog_ms = usec / 2000u;
+        if (s->watchdog_ms == 0)
+                s->watchdog_ms = 1;
+        if (s->tick_ms > s->watchdog_ms / 2)
+                s->tick_ms = s->watchdog_ms / 2 ? (unsigned)(s->watchdog_ms / 2) : 1u;
+        lup_info("systemd watchdog: %llu ms; sending WATCHDOG=1 every %llu ms", (unsigned long long)(usec / 1000u),
+                 (unsigned long long)s->watchdog_ms);
+        sd_notify(0, "WATCHDOG=1");
+        s->next_watchdog = sup_now_ms() + s->watchdog_ms;
+}
+
+static void watchdog_ping(struct sup *s, uint64_t now)
+{
+        if (!s->watchdog_ms || now < s->next_watchdog)
+                return;
+        sd_notify(0, "WATCHDOG=1");
+        s->next_watchdog = now + s->watchdog_ms;
+}
+
 /* ---- signals, timer, shutdown ------------------------------------------ */
 
 static int signals_setup(struct sup *s)
@@ -233,7 +273,7 @@ static void on_signal(struct sup *s, int res)
 static void tick_arm(struct sup *s)
 {
         struct io_uring_sqe *sqe;
-        bool need = s->n_conns > 0 || s->stopping || s->restoring;
+        bool need = s->n_conns > 0 || s->stopping || s->restoring || s->watchdog_ms;
 
         for (int i = 0; i < s->n_listeners && !need; i++)
                 need = s->listeners[i].paused;
@@ -254,6 +294,7 @@ static void on_tick(struct sup *s)
         uint64_t now = sup_now_ms();
 
         s->tick_busy = false;
+        watchdog_ping(s, now);
         for (int i = 0; i < LUPD_MAX_PENDING; i++) {
                 struct conn *c = &s->conns[i];
                 if (c->fd >= 0 && !c->closing && now >= c->deadline)
@@ -498,6 +539,11 @@ int supervisor_main(struct lupd_config *cfg)
         if (s->tick_ms > 500)
                 s->tick_ms = 500;
 
+        /* First, before anything else can take an fd number. */
+        r = lupd_sd_fds_collect();
+        if (r < 0)
+                goto out_free;
+        watchdog_setup(s);
         r = signals_setup(s);
         if (r < 0)
                 goto out_free;
@@ -514,6 +560,11 @@ int supervisor_main(struct lupd_config *cfg)
                 if (r < 0)
                         goto out_kill_workers;
         }
+        /* Nothing is restoring (no provider, or nothing to restore): no
+         * inherited fd will be claimed. Otherwise supervisor_restore.c
+         * releases them once the restore workers have all reported. */
+        if (!s->restoring)
+                lupd_sd_fds_release_unclaimed();
         sup_serving_begin(s); /* at once, unless restore workers are still to report */
         r = io_uring_submit(&s->ring);
         if (r < 0) {

@@ -9,7 +9,8 @@
  *   supervisor_ctl.c      the control channel: ATTACH out, READY, ATTACHED,
  *                         DETACHED and DRAINED in (daemon/ctl.h);
  *   supervisor_drain.c    drain on SIGTERM: DRAIN, deadlines, verdicts;
- *   supervisor_restore.c  restore at start: provider listing, restore workers.
+ *   supervisor_restore.c  restore at start: provider listing, restore workers;
+ *   sd_fds.c              fds inherited through LISTEN_FDS (sd_fds.h).
  * Nothing outside daemon/supervisor*.c includes this.
  */
 #ifndef LUPD_SUPERVISOR_INT_H
@@ -71,6 +72,14 @@ static inline uint32_t ud_index(uint64_t ud)
 struct listener {
         int fd;                 /* -1 once closed */
         const struct lup_endpoint *ep;
+        /* Inherited (socket activation, re-exec): ep points at inh_ep,
+         * built from getsockname(). Such a socket is shut down and its
+         * path removed at exit only if owned, i.e. it is one of our
+         * --listen endpoints (a re-exec passed it on); systemd's sockets
+         * belong to systemd. */
+        bool inherited;
+        bool owned;             /* ours to shut down and unlink at exit */
+        struct lup_endpoint inh_ep;
         bool armed;             /* an accept is in flight */
         bool armed_multishot;   /* ... and it is a multishot one */
         bool paused;            /* accept failed for want of resources; the tick re-arms */
@@ -129,6 +138,8 @@ struct sup {
         bool serving;           /* accepts were armed and READY=1 sent */
         uint64_t restore_deadline;
         uint64_t next_extend;   /* next EXTEND_TIMEOUT_USEC to systemd */
+        uint64_t watchdog_ms;   /* WATCHDOG=1 this often (half of WatchdogSec=); 0: off */
+        uint64_t next_watchdog; /* the next WATCHDOG=1 is due then */
         int n_restore_listed;   /* committed sessions the provider listed */
         int n_restore_started;  /* restore workers started */
         int n_restored;         /* ... that reported READY 0 */
@@ -168,7 +179,9 @@ void sup_status_update(struct sup *s);
 
 /* ---- supervisor_listen.c */
 
-/* Binds every cfg->listen endpoint; -errno (logged) if one cannot be. */
+/* Adopts the inherited listening sockets (lupd_sd_listen_*: socket
+ * activation or a re-exec), ignoring cfg->listen then; otherwise binds
+ * every cfg->listen endpoint. -errno (logged) if one cannot be. */
 int sup_listeners_open(struct sup *s);
 /* Arms an accept on listener li, unless one is armed, the daemon does not
  * serve yet (restoring) or any more (stopping), or the listener is closed. */

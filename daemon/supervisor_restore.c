@@ -29,6 +29,7 @@
 #include "frame.h"
 #include "log.h"
 #include "provider_load.h"
+#include "sd_fds.h"
 #include "supervisor_int.h"
 
 struct restore_item {
@@ -253,6 +254,7 @@ void sup_restore_progress(struct sup *s)
         }
         s->restoring = false;
         lup_info("restore finished: %d of %d session(s) restored", s->n_restored, s->n_restore_listed);
+        lupd_sd_fds_release_unclaimed();
         sup_serving_begin(s);
 }
 
