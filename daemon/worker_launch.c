@@ -12,8 +12,31 @@
 #include "log.h"
 #include "worker_session.h"
 
+/*
+ * A launchable handle: a function, or a library kernel. The CUDA runtime
+ * launches a CUkernel as if it were a CUfunction (the driver allows it), so
+ * a kernel id is resolved to its function in the bound context. The
+ * parameter layout is cached on whichever entry was named; it does not
+ * depend on the context.
+ */
+static CUresult launchable(struct lupw_session *s, uint64_t id, struct lupw_handle_ent **ret_e, CUfunction *ret_fn)
+{
+        struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_FUNCTION, id);
+
+        if (e) {
+                *ret_e = e;
+                *ret_fn = (CUfunction)e->real;
+                return CUDA_SUCCESS;
+        }
+        e = lupw_handle_ent(s, LUPW_H_KERNEL, id);
+        if (!e)
+                return CUDA_ERROR_INVALID_HANDLE;
+        *ret_e = e;
+        return s->be.fn.cuKernelGetFunction(ret_fn, (CUkernel)e->real);
+}
+
 /* Fetches and caches the parameter layout of a function. */
-static CUresult param_layout(struct lupw_session *s, struct lupw_handle_ent *e)
+static CUresult param_layout(struct lupw_session *s, struct lupw_handle_ent *e, CUfunction fn)
 {
         uint32_t cap = 16, n = 0, bytes = 0;
         uint32_t *params;
@@ -25,7 +48,7 @@ static CUresult param_layout(struct lupw_session *s, struct lupw_handle_ent *e)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         for (;;) {
                 size_t off = 0, size = 0;
-                if (s->be.fn.cuFuncGetParamInfo((CUfunction)e->real, n, &off, &size) != CUDA_SUCCESS)
+                if (s->be.fn.cuFuncGetParamInfo(fn, n, &off, &size) != CUDA_SUCCESS)
                         break; /* past the last parameter */
                 if (n == LUP_MAX_PARAMS || off + size > LUP_MAX_PARAM_BYTES) {
                         free(params);
@@ -65,11 +88,12 @@ int lupw_op_func_info(struct lupw_session *s, const struct lup_hdr *h, const uin
         CUresult st = lupw_take_latched(s);
         if (st == CUDA_SUCCESS)
                 st = lupw_bind_ctx(s, h->ctx);
-        struct lupw_handle_ent *e = st == CUDA_SUCCESS ? lupw_handle_ent(s, LUPW_H_FUNCTION, id) : NULL;
-        if (st == CUDA_SUCCESS && !e)
-                st = CUDA_ERROR_INVALID_HANDLE;
+        struct lupw_handle_ent *e = NULL;
+        CUfunction fn = NULL;
         if (st == CUDA_SUCCESS)
-                st = param_layout(s, e);
+                st = launchable(s, id, &e, &fn);
+        if (st == CUDA_SUCCESS)
+                st = param_layout(s, e, fn);
         if (st != CUDA_SUCCESS)
                 return lupw_reply(s, h, 0, st, NULL, 0);
 
@@ -86,7 +110,7 @@ int lupw_op_func_info(struct lupw_session *s, const struct lup_hdr *h, const uin
         lup_wr_u32(&w, CU_FUNC_ATTRIBUTE_MAX);
         for (int a = 0; a < CU_FUNC_ATTRIBUTE_MAX; a++) {
                 int v = 0;
-                CUresult r2 = s->be.fn.cuFuncGetAttribute(&v, (CUfunction_attribute)a, (CUfunction)e->real);
+                CUresult r2 = s->be.fn.cuFuncGetAttribute(&v, (CUfunction_attribute)a, fn);
                 lup_wr_i32(&w, r2 == CUDA_SUCCESS ? v : 0);
                 lup_wr_u32(&w, (uint32_t)r2);
         }
@@ -153,11 +177,12 @@ int lupw_op_launch(struct lupw_session *s, const struct lup_hdr *h, const uint8_
                         st = CUDA_ERROR_NOT_SUPPORTED;
         if (st == CUDA_SUCCESS)
                 st = lupw_bind_ctx(s, h->ctx);
-        struct lupw_handle_ent *e = st == CUDA_SUCCESS ? lupw_handle_ent(s, LUPW_H_FUNCTION, fid) : NULL;
-        if (st == CUDA_SUCCESS && !e)
-                st = CUDA_ERROR_INVALID_HANDLE;
+        struct lupw_handle_ent *e = NULL;
+        CUfunction fn = NULL;
         if (st == CUDA_SUCCESS)
-                st = param_layout(s, e);
+                st = launchable(s, fid, &e, &fn);
+        if (st == CUDA_SUCCESS)
+                st = param_layout(s, e, fn);
         CUstream cs = NULL;
         if (st == CUDA_SUCCESS)
                 st = lupw_stream(s, stream, &cs);
@@ -192,9 +217,9 @@ int lupw_op_launch(struct lupw_session *s, const struct lup_hdr *h, const uint8_
                                 attrs[n_attrs].value.cooperative = 1;
                                 cfg.numAttrs++;
                         }
-                        st = s->be.fn.cuLaunchKernelEx(&cfg, (CUfunction)e->real, kparams, NULL);
+                        st = s->be.fn.cuLaunchKernelEx(&cfg, fn, kparams, NULL);
                 } else {
-                        st = s->be.fn.cuLaunchKernel((CUfunction)e->real, dims[0], dims[1], dims[2], dims[3], dims[4],
+                        st = s->be.fn.cuLaunchKernel(fn, dims[0], dims[1], dims[2], dims[3], dims[4],
                                                      dims[5], shmem, cs, kparams, NULL);
                 }
         }

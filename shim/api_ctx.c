@@ -7,6 +7,7 @@
 #include <errno.h>
 
 #include "client.h"
+#include "ctx_local.h"
 #include "shim_gen.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -106,6 +107,7 @@ EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
         if (r == CUDA_SUCCESS) {
                 lupc_primary_reset(dev);
                 lupc_shadow_drop_ctx(LUP_PRIMARY_CTX_ID(dev));
+                lupc_ctx_local_gone(LUP_PRIMARY_CTX_ID(dev));
         }
         return r;
 }
@@ -165,18 +167,18 @@ EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
         if (r == CUDA_SUCCESS) {
                 lupc_ctx_forget(id);
                 lupc_shadow_drop_ctx(id);
+                lupc_ctx_local_gone(id);
         }
         return r;
 }
 
 EXPORT CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 {
-        struct lupc_ctx_info info;
         uint64_t id = (uint64_t)(uintptr_t)ctx;
 
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (id && !lupc_ctx_lookup(id, &info))
+        if (id && !lupc_ctx_known(id))
                 return CUDA_ERROR_INVALID_CONTEXT;
         lupc_ctx_set_current(id);
         return CUDA_SUCCESS;
@@ -239,6 +241,29 @@ EXPORT CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
         return CUDA_SUCCESS;
 }
 
+/* CUDA 13: the device of any context; NULL means the current one */
+EXPORT CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+        struct lupc_ctx_info info;
+        uint64_t id = (uint64_t)(uintptr_t)ctx;
+
+        if (!device)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!id)
+                return cuCtxGetDevice(device);
+        int dev = lup_primary_ctx_device(id);
+        if (dev >= 0 && lupc_ctx_known(id)) {
+                *device = dev;
+                return CUDA_SUCCESS;
+        }
+        if (!lupc_ctx_lookup(id, &info))
+                return CUDA_ERROR_INVALID_CONTEXT;
+        *device = info.device;
+        return CUDA_SUCCESS;
+}
+
 EXPORT CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
 {
         struct lupc_ctx_info info;
@@ -265,4 +290,18 @@ EXPORT CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
                 return CUDA_ERROR_INVALID_CONTEXT;
         *version = 3020; /* what the driver reports for every context since CUDA 3.2 */
         return CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+        uint64_t uid;
+
+        if (!ctxId)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        CUresult r = lupc_ctx_uid((uint64_t)(uintptr_t)ctx, &uid);
+        if (r == CUDA_SUCCESS)
+                *ctxId = uid;
+        return r;
 }

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Error names and strings, cuGetProcAddress, cuGetExportTable. All local. */
-#include <stdatomic.h>
+/* Error names and strings, cuGetProcAddress. All local (cuGetExportTable: export_tables.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,22 +149,4 @@ EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cud
 EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
         return proc_address(symbol, pfn, cudaVersion, flags, NULL);
-}
-
-/* The hidden tables the CUDA runtime asks for come with the runtime work
- * (issue 6). Until then every id is unknown, answered as the driver answers
- * an unknown id, and logged once per process. */
-EXPORT CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
-{
-        static atomic_int once;
-
-        if (!ppExportTable || !pExportTableId)
-                return CUDA_ERROR_INVALID_VALUE;
-        *ppExportTable = NULL;
-        if (!atomic_exchange(&once, 1)) {
-                const unsigned char *b = (const unsigned char *)pExportTableId->bytes;
-                lup_warn("cuGetExportTable: table %02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x is not provided yet",
-                         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-        }
-        return CUDA_ERROR_INVALID_VALUE;
 }

@@ -118,6 +118,10 @@ void lupc_ctx_set_current(uint64_t id);    /* replaces the top of this thread's 
 int lupc_ctx_push(uint64_t id);            /* -ENOSPC past the stack limit */
 uint64_t lupc_ctx_pop(void);
 bool lupc_ctx_lookup(uint64_t id, struct lupc_ctx_info *ret);
+/* A handle that names a context: a live created one, or the primary context
+ * of a device whether or not it is retained (the runtime makes a primary
+ * context current before it retains it). */
+bool lupc_ctx_known(uint64_t id);
 uint64_t lupc_ctx_mint(int device, unsigned flags);
 void lupc_ctx_forget(uint64_t id);
 /* True for any id this process ever minted, live or destroyed. */

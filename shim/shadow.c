@@ -184,6 +184,16 @@ bool lupc_ctx_lookup(uint64_t id, struct lupc_ctx_info *ret)
         return found;
 }
 
+bool lupc_ctx_known(uint64_t id)
+{
+        struct lupc_ctx_info info;
+        int dev = lup_primary_ctx_device(id);
+
+        if (dev >= 0)
+                return dev < n_devices;
+        return lupc_ctx_lookup(id, &info);
+}
+
 uint64_t lupc_ctx_mint(int device, unsigned flags)
 {
         uint64_t id = 0;

@@ -54,6 +54,7 @@ step "baseline e2e_basic on the real driver" env LD_LIBRARY_PATH="$real_dir" "$B
 step "baseline e2e_threads on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_threads"
 step "baseline e2e_kernels on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_kernels" tests/kernels 100000
 step "baseline e2e_sticky on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_sticky" tests/kernels
+step "baseline e2e_export_tables on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_export_tables" tests/kernels
 
 # Everything through lupine on the H200.
 step "e2e scenarios through lupined --backend cuda" \
