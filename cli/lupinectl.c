@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lupinectl: asks a running lupined, over its UNIX socket, what it is doing
- * (status) or to drain (checkpoint every session, then exit). One ADMIN
+ * (status), to drain (checkpoint every session, then exit) or to upgrade
+ * (re-execute the binary now on disk, keeping sessions and connections). One ADMIN
  * frame out, one reply in (abi/lupine/wire.h, docs/protocol.md).
  *
  * Exit status: 0 done, 1 failure (cannot connect, refused, bad reply),
@@ -38,6 +39,12 @@ static void usage(FILE *f)
                 "           (name, arena slot, state, worker pid)\n"
                 "  drain    checkpoint every session, then the daemon exits (as on SIGTERM);\n"
                 "           refused when lupined has no checkpoint provider\n"
+                "  upgrade  zero-disconnect upgrade (as systemctl reload / SIGHUP): every\n"
+                "           session is drained and checkpointed with its memory kept on\n"
+                "           the GPU and its client connection open, then lupined\n"
+                "           re-executes the binary now on disk, which restores them;\n"
+                "           clients see a pause. Refused (nothing changes) without a\n"
+                "           checkpoint provider or when the binary cannot be executed\n"
                 "\n"
                 "Options:\n"
                 "  -s, --socket PATH  lupined's UNIX socket (default: $LUPINE_ADMIN_SOCKET, or\n"
@@ -374,15 +381,15 @@ static int cmd_status(const char *path, bool json)
         return 0;
 }
 
-static int cmd_drain(const char *path)
+static int cmd_simple(const char *path, uint16_t cmd, const char *what)
 {
         uint32_t status;
         char *text;
 
-        if (admin_call(path, LUP_ADMIN_DRAIN, &status, &text) < 0)
+        if (admin_call(path, cmd, &status, &text) < 0)
                 return 1;
         if (status != 0) {
-                fprintf(stderr, "lupinectl: lupined refused to drain: %s\n", text);
+                fprintf(stderr, "lupinectl: lupined refused to %s: %s\n", what, text);
                 free(text);
                 return 1;
         }
@@ -423,7 +430,7 @@ int main(int argc, char **argv)
         }
         if (optind != argc - 1) {
                 fprintf(stderr, "lupinectl: %s\nTry 'lupinectl --help'.\n",
-                        optind == argc ? "no command given (status or drain)" : "one command at a time");
+                        optind == argc ? "no command given (status, drain or upgrade)" : "one command at a time");
                 return 2;
         }
         if (!*path) {
@@ -437,9 +444,16 @@ int main(int argc, char **argv)
                         fprintf(stderr, "lupinectl: --json applies to status only\n");
                         return 2;
                 }
-                return cmd_drain(path);
+                return cmd_simple(path, LUP_ADMIN_DRAIN, "drain");
         }
-        fprintf(stderr, "lupinectl: unknown command '%s' (status or drain)\nTry 'lupinectl --help'.\n",
+        if (strcmp(argv[optind], "upgrade") == 0) {
+                if (json) {
+                        fprintf(stderr, "lupinectl: --json applies to status only\n");
+                        return 2;
+                }
+                return cmd_simple(path, LUP_ADMIN_UPGRADE, "upgrade");
+        }
+        fprintf(stderr, "lupinectl: unknown command '%s' (status, drain or upgrade)\nTry 'lupinectl --help'.\n",
                 argv[optind]);
         return 2;
 }

@@ -218,7 +218,7 @@ int lup_writev_full(int fd, struct iovec *iov, int iovcnt)
         return 0;
 }
 
-#define LUP_MAX_PASS_FDS 16
+#define LUP_MAX_PASS_FDS 253 /* SCM_MAX_FD: the hot checkpoint sends memory fds in batches */
 
 int lup_send_fds(int sock, const void *p, size_t n, const int *fds, int nfds)
 {

@@ -15,6 +15,11 @@
 
 enum lupd_backend_choice { LUPD_BACKEND_AUTO = 0, LUPD_BACKEND_CUDA, LUPD_BACKEND_SIM };
 
+/* --checkpoint-mode: what a drain keeps of the sessions' device memory
+ * (docs/sessions.md). AUTO: BOTH under a service manager (NOTIFY_SOCKET)
+ * and for an upgrade, DURABLE otherwise. */
+enum lupd_ckpt_mode { LUPD_CKPT_AUTO = 0, LUPD_CKPT_HOT, LUPD_CKPT_DURABLE, LUPD_CKPT_BOTH };
+
 struct lupd_config {
         struct lup_endpoint listen[LUPD_MAX_LISTEN];
         int n_listen;
@@ -32,10 +37,13 @@ struct lupd_config {
         char checkpoint_config[4096];   /* --checkpoint-config: passed to the provider's open() */
         int drain_timeout_s;            /* --drain-timeout (default 60) */
         int session_ttl_s;              /* --session-ttl (default 3600) */
+        enum lupd_ckpt_mode checkpoint_mode; /* --checkpoint-mode (issue 5) */
+        char **argv;                    /* the command line, for re-executing on upgrade */
         /* worker mode only */
         bool worker;
         int ctl_fd;
         char restore[LUP_MAX_NAME + 1]; /* --restore=SESSION */
+        bool hot;                       /* --hot: hot-restore messages come first */
 };
 
 #endif

@@ -30,20 +30,56 @@
  *     session for --session-ttl seconds, waiting for an ATTACH.
  *   LUPD_CTL_SHUTDOWN (supervisor -> worker): u32 type
  *     The worker says GOODBYE to its client and exits 0 (no checkpoint).
- *   LUPD_CTL_DRAIN (supervisor -> worker): u32 type
+ *   LUPD_CTL_DRAIN (supervisor -> worker): u32 type [, u32 flags]
  *     Drain: stop reading frames, finish the ones already received,
  *     synchronise, send GOODBYE ("going away, executed up to N"),
  *     checkpoint through the provider, report LUPD_CTL_DRAINED, exit.
+ *     flags (LUPD_DRAIN_*; a 4-byte DRAIN means LUPD_DRAIN_DURABLE):
+ *       DURABLE   the memory contents go through the provider (mem/...);
+ *       HOT       every arena chunk is exported as a POSIX fd and sent
+ *                 back with LUPD_CTL_HOT_MEM (the manifest says which);
+ *       HANDBACK  no GOODBYE: the client connection goes back to the
+ *                 supervisor with LUPD_CTL_HANDBACK (zero-disconnect
+ *                 upgrade). At least one of DURABLE and HOT is set.
+ *   LUPD_CTL_HOT_MEM (worker -> supervisor), after DRAIN with HOT, once the
+ *     checkpoint is committed and before DRAINED; n fds attached
+ *     (SCM_RIGHTS), one per record, in order:
+ *       u32 type, u32 n (1..LUPD_CTL_MAX_FDS), u64 epoch,
+ *       n x { u64 chunk address, u64 chunk size }
+ *     As many messages as it takes (at most LUPD_CTL_MAX_FDS fds each:
+ *     the kernel's SCM_MAX_FD).
+ *   LUPD_CTL_HANDBACK (worker -> supervisor), after DRAIN with HANDBACK,
+ *     after the HOT_MEM messages and before DRAINED:
+ *       u32 type, u32 input bytes, u64 epoch, u64 last executed seq
+ *     with the client connection attached, and when input bytes > 0 a
+ *     sealed memfd holding them second: a frame the worker had read in
+ *     part when it stopped. The rest is still in the socket.
  *   LUPD_CTL_DRAINED (worker -> supervisor): u32 type, i32 status
  *     (0: checkpoint committed; < 0: -errno, the session is lost; the
  *     worker logged why).
  *
+ * A restore worker started with --hot first reads, before it touches the
+ * driver (supervisor -> worker, sent right after the fork):
+ *   LUPD_CTL_HOT_MAP: u32 type, u32 n (1..LUPD_CTL_MAX_FDS), u64 epoch,
+ *       n x u64 chunk address, with n memory fds attached in that order;
+ *       any number of these;
+ *   LUPD_CTL_CONN (optional): u32 type, u32 input bytes, u64 epoch, with
+ *       the client connection (and the input memfd) attached, as in
+ *       HANDBACK: the worker serves it as soon as the session is restored,
+ *       without a HELLO (the client never knew it was gone);
+ *   LUPD_CTL_HOT_END: u32 type, u32 memory fds sent in all, u64 epoch.
+ * It imports the fds whose address and epoch match its manifest, maps them
+ * where they were, and copies no bytes; a chunk without an fd comes from
+ * the durable copy if the checkpoint has one, otherwise the session is
+ * refused (READY < 0) and the worker exits.
+ *
  * Worker command line (built by the supervisor):
  *   lupined --worker --ctl-fd=3 --backend=KIND --log-level=N
  *           [--checkpoint-dir=DIR | --checkpoint-provider=PATH [--checkpoint-config=STR]]
- *           [--session-ttl=SECONDS] [--restore=SESSION]
+ *           [--session-ttl=SECONDS] [--restore=SESSION [--hot]]
  * With --restore the worker loads SESSION's newest committed checkpoint,
- * reports READY (with the slot from the checkpoint) and waits for ATTACH.
+ * reports READY (with the slot from the checkpoint) and waits for ATTACH
+ * (or, given a connection with LUPD_CTL_CONN, serves it at once).
  */
 #ifndef LUPD_CTL_H
 #define LUPD_CTL_H
@@ -57,7 +93,31 @@ enum lupd_ctl_type {
         LUPD_CTL_DETACHED = 6,
         LUPD_CTL_DRAIN = 7,
         LUPD_CTL_DRAINED = 8,
+        LUPD_CTL_HOT_MEM = 9,
+        LUPD_CTL_HANDBACK = 10,
+        LUPD_CTL_HOT_MAP = 11,
+        LUPD_CTL_CONN = 12,
+        LUPD_CTL_HOT_END = 13,
 };
+
+enum lupd_drain_flags {
+        LUPD_DRAIN_DURABLE = 1u << 0,
+        LUPD_DRAIN_HOT = 1u << 1,
+        LUPD_DRAIN_HANDBACK = 1u << 2,
+};
+
+/* fds in one control message: the kernel's SCM_MAX_FD */
+#define LUPD_CTL_MAX_FDS 253u
+/* LUPD_CTL_HOT_MEM: fixed part, then one record per fd */
+#define LUPD_CTL_HOT_MEM_FIXED 16u
+#define LUPD_CTL_HOT_MEM_REC 16u
+/* LUPD_CTL_HOT_MAP */
+#define LUPD_CTL_HOT_MAP_FIXED 16u
+/* LUPD_CTL_HANDBACK */
+#define LUPD_CTL_HANDBACK_LEN 24u
+/* LUPD_CTL_CONN, LUPD_CTL_HOT_END */
+#define LUPD_CTL_CONN_LEN 16u
+#define LUPD_CTL_HOT_END_LEN 16u
 
 #define LUPD_CTL_MAX_MSG (64u * 1024u)
 

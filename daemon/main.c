@@ -45,6 +45,8 @@ enum {
         OPT_DRAIN_TIMEOUT,
         OPT_SESSION_TTL,
         OPT_RESTORE,
+        OPT_CHECKPOINT_MODE,
+        OPT_HOT,
 };
 
 static const struct option long_options[] = {
@@ -59,6 +61,8 @@ static const struct option long_options[] = {
         { "drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT },
         { "session-ttl", required_argument, NULL, OPT_SESSION_TTL },
         { "restore", required_argument, NULL, OPT_RESTORE },
+        { "checkpoint-mode", required_argument, NULL, OPT_CHECKPOINT_MODE },
+        { "hot", no_argument, NULL, OPT_HOT },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { "worker", no_argument, NULL, OPT_WORKER },
@@ -117,6 +121,14 @@ static void print_usage(FILE *f)
 "                          How long a session without its client (disconnected,\n"
 "                          or restored and not yet resumed) is kept before it\n"
 "                          ends, 1..%d (30 days; default %d).\n"
+"      --checkpoint-mode MODE\n"
+"                          What a drain keeps of the sessions' device memory:\n"
+"                          hot (it stays on the GPU; its fds go to systemd's fd\n"
+"                          store, or across the re-exec of an upgrade), durable\n"
+"                          (a copy through the provider) or both. Default: both\n"
+"                          under systemd (NOTIFY_SOCKET) and for an upgrade,\n"
+"                          durable otherwise. Without a fd store a SIGTERM drain\n"
+"                          always writes the durable copy.\n"
 "\n"
 "Internal options (the supervisor passes them to the workers it starts;\n"
 "not for use by hand):\n"
@@ -155,7 +167,11 @@ static void print_usage(FILE *f)
 "then lupined exits; the next start restores the sessions. A second signal\n"
 "does not cut a drain short; --drain-timeout does. Without a provider,\n"
 "workers say goodbye to their clients and get %d s to exit before SIGKILL.\n"
-"SIGHUP is reserved for reload (not implemented yet).\n"
+"SIGHUP (systemctl reload) upgrades without disconnecting anyone: every\n"
+"session is drained and checkpointed (hot), its client connection kept, and\n"
+"lupined re-executes the binary now on disk, which restores the sessions and\n"
+"serves the same connections (needs a checkpoint provider; `lupinectl\n"
+"upgrade` does the same).\n"
 "\n"
 "Exit status: 0 after a clean shutdown or a drain that checkpointed every\n"
 "session; 1 on a runtime error or when a drain lost a session (the log names\n"
@@ -383,6 +399,19 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                                                    "(30 days)",
                                                    optarg, LUPD_SESSION_TTL_MAX_S);
                         break;
+                case OPT_CHECKPOINT_MODE:
+                        if (strcmp(optarg, "hot") == 0)
+                                cfg->checkpoint_mode = LUPD_CKPT_HOT;
+                        else if (strcmp(optarg, "durable") == 0)
+                                cfg->checkpoint_mode = LUPD_CKPT_DURABLE;
+                        else if (strcmp(optarg, "both") == 0)
+                                cfg->checkpoint_mode = LUPD_CKPT_BOTH;
+                        else
+                                return usage_error("--checkpoint-mode %s: expected hot, durable or both", optarg);
+                        break;
+                case OPT_HOT:
+                        cfg->hot = true;
+                        break;
                 case OPT_RESTORE:
                         if (!lup_session_name_valid(optarg, strlen(optarg)))
                                 return usage_error("--restore=%s: not a session name (1 to %u of A-Z a-z 0-9 . _ -)",
@@ -464,6 +493,7 @@ int main(int argc, char **argv)
         int r;
 
         ensure_stdio();
+        cfg.argv = argv;
         r = parse_args(argc, argv, &cfg);
         if (r < 0)
                 return EXIT_USAGE;

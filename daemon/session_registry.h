@@ -31,7 +31,9 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "config.h"
 #include "lupine/wire.h"
@@ -54,9 +56,12 @@ enum lupd_session_phase {
 /* Resume requests (ATTACH) in flight to one worker at once; a client
  * hammering a session beyond that is told it is busy. */
 #define LUPD_MAX_ATTACH_PENDING 4
-/* The worker's control messages are tiny; anything bigger is a protocol
- * violation, detected with MSG_TRUNC. */
-#define LUPD_CTL_RECV_BUF 64u
+/* The worker's control messages are tiny, except LUPD_CTL_HOT_MEM (up to
+ * 253 records of 16 bytes); anything bigger is a protocol violation,
+ * detected with MSG_TRUNC. */
+#define LUPD_CTL_RECV_BUF 4096u
+/* fds one control message may carry (daemon/ctl.h: LUPD_CTL_MAX_FDS) */
+#define LUPD_CTL_RECV_FDS 253u
 
 struct lupd_session {
         enum lupd_session_state state;
@@ -77,7 +82,20 @@ struct lupd_session {
         int wait_status;                /* from waitpid(), once reaped */
         int attach_pending;             /* ATTACHes sent, ATTACHED not yet back */
         char attach_peer[LUPD_MAX_ATTACH_PENDING][96]; /* FIFO, for the log */
+        uint64_t restore_epoch;         /* restore: the checkpoint epoch the provider listed */
+        uint32_t drain_flags;           /* LUPD_DRAIN_* sent with DRAIN */
+        bool handback_got;              /* LUPD_CTL_HANDBACK arrived */
+        bool hot_conn;                  /* restore worker was handed its client's connection */
+        uint64_t hot_fds;               /* memory fds received (HOT_MEM) */
+        uint64_t hot_bytes;             /* ... and the bytes they hold */
         uint8_t ctl_buf[LUPD_CTL_RECV_BUF];
+        /* recvmsg state for the ring: fds arrive with HOT_MEM and HANDBACK */
+        struct iovec ctl_iov;
+        struct msghdr ctl_msg;
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * LUPD_CTL_RECV_FDS)];
+                struct cmsghdr align;
+        } ctl_cmsg;
 };
 
 struct lupd_registry {

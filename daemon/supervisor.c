@@ -261,9 +261,12 @@ static void on_signal(struct sup *s, int res)
                 case SIGTERM:
                         begin_stop(s, "SIGTERM");
                         break;
-                case SIGHUP:
-                        lup_info("SIGHUP: reload not implemented yet");
+                case SIGHUP: {
+                        char err[512];
+                        if (sup_upgrade_begin(s, "SIGHUP", err, sizeof(err)) < 0)
+                                lup_err("SIGHUP: %s", err);
                         break;
+                }
                 default:
                         break;
                 }
@@ -374,6 +377,7 @@ static int ring_setup(struct sup *s)
         } need[] = {
                 { IORING_OP_ACCEPT, "IORING_OP_ACCEPT" },
                 { IORING_OP_RECV, "IORING_OP_RECV" },
+                { IORING_OP_RECVMSG, "IORING_OP_RECVMSG" },
                 { IORING_OP_POLL_ADD, "IORING_OP_POLL_ADD" },
                 { IORING_OP_TIMEOUT, "IORING_OP_TIMEOUT" },
                 { IORING_OP_ASYNC_CANCEL, "IORING_OP_ASYNC_CANCEL" },
@@ -573,7 +577,12 @@ int supervisor_main(struct lupd_config *cfg)
         }
 
         status = sup_run(s);
-        if (status == 0 && s->stop == SUP_DRAIN) {
+        if (status == 0 && s->upgrade) {
+                lup_info("upgrade: drain finished: %d of %d session(s) checkpointed, %d lost, %d ended by "
+                         "themselves, %d kept their previous checkpoint",
+                         s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept);
+                status = sup_upgrade_exec(s); /* returns only if it failed */
+        } else if (status == 0 && s->stop == SUP_DRAIN) {
                 lup_info("drain finished: %d of %d session(s) checkpointed, %d lost, %d ended by themselves, "
                          "%d kept their previous checkpoint",
                          s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept);
@@ -591,6 +600,7 @@ out_kill_workers:
                 sup_worker_kill(s, i);
 out_close_ring:
         sup_teardown(s);
+        sup_hot_free(s);
         io_uring_queue_exit(&s->ring);
 out_close_sigfd:
         s->sigfd = safe_close(s->sigfd);

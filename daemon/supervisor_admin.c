@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "frame.h"
@@ -208,6 +209,33 @@ static void admin_drain(struct sup *s, int idx)
         sup_drain_begin(s, why);
 }
 
+/* The zero-disconnect upgrade (supervisor_hot.c). The checks come first,
+ * so a refusal changes nothing; the reply goes before the drain begins. */
+static void admin_upgrade(struct sup *s, int idx)
+{
+        char msg[512], why[256];
+        int r;
+
+        if (!s->checkpoints || s->stopping || s->restoring || access(s->cfg->self_exe, X_OK) < 0) {
+                r = sup_upgrade_begin(s, "ADMIN UPGRADE", msg, sizeof(msg)); /* fails: says why */
+                sup_conn_close(s, idx, (uint32_t)(r < 0 ? -r : EINVAL), "%s", msg);
+                return;
+        }
+        snprintf(msg, sizeof(msg),
+                 "upgrading: draining every session (connections and device memory kept), then re-executing %.300s",
+                 s->cfg->self_exe);
+        snprintf(why, sizeof(why), "ADMIN UPGRADE from %s", s->conns[idx].peer);
+        r = admin_send_reply(&s->conns[idx], msg, strlen(msg));
+        if (r < 0) {
+                sup_conn_close(s, idx, 0, "ADMIN UPGRADE: cannot send the reply: %s; not upgrading", strerror(-r));
+                return;
+        }
+        sup_conn_close(s, idx, 0, "ADMIN UPGRADE accepted");
+        r = sup_upgrade_begin(s, why, msg, sizeof(msg));
+        if (r < 0)
+                lup_err("%s", msg);
+}
+
 void sup_admin_run(struct sup *s, int idx)
 {
         struct conn *c = &s->conns[idx];
@@ -225,6 +253,9 @@ void sup_admin_run(struct sup *s, int idx)
                 return;
         case LUP_ADMIN_DRAIN:
                 admin_drain(s, idx);
+                return;
+        case LUP_ADMIN_UPGRADE:
+                admin_upgrade(s, idx);
                 return;
         default:
                 sup_conn_close(s, idx, EINVAL, "unknown ADMIN command %u", (unsigned)cmd);

@@ -55,8 +55,16 @@ void sup_ctl_arm(struct sup *s, int idx)
                 return;
         }
         /* MSG_TRUNC makes the result the datagram's real length, so an
-         * oversized message shows as such instead of being cut silently. */
-        io_uring_prep_recv(sqe, se->ctl_fd, se->ctl_buf, sizeof(se->ctl_buf), MSG_TRUNC);
+         * oversized message shows as such instead of being cut silently.
+         * recvmsg, because HOT_MEM and HANDBACK carry fds. */
+        se->ctl_iov.iov_base = se->ctl_buf;
+        se->ctl_iov.iov_len = sizeof(se->ctl_buf);
+        memset(&se->ctl_msg, 0, sizeof(se->ctl_msg));
+        se->ctl_msg.msg_iov = &se->ctl_iov;
+        se->ctl_msg.msg_iovlen = 1;
+        se->ctl_msg.msg_control = se->ctl_cmsg.buf;
+        se->ctl_msg.msg_controllen = sizeof(se->ctl_cmsg.buf);
+        io_uring_prep_recvmsg(sqe, se->ctl_fd, &se->ctl_msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
         io_uring_sqe_set_data64(sqe, ud_make(EV_CTL_RECV, (uint32_t)idx));
         se->ctl_busy = true;
 }
@@ -127,9 +135,117 @@ static void on_detached(struct sup *s, int idx)
         sup_status_update(s);
 }
 
-/* One control message of len bytes in se->ctl_buf. Returns 0, or -EPROTO
- * after a violation (listen no further). */
-static int ctl_message(struct sup *s, int idx, size_t len)
+static int ctl_plain_message(struct sup *s, int idx, size_t len);
+
+/* The fds that came with the message just received (se->ctl_msg), at most
+ * LUPD_CTL_RECV_FDS; returns how many, or -EPROTO when some were lost
+ * (MSG_CTRUNC: the kernel closed what did not fit). */
+static int ctl_take_fds(struct lupd_session *se, int *fds)
+{
+        int n = 0;
+
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&se->ctl_msg); c; c = CMSG_NXTHDR(&se->ctl_msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < cnt; i++) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        if (n < (int)LUPD_CTL_RECV_FDS)
+                                fds[n++] = fd;
+                        else
+                                close(fd);
+                }
+        }
+        if (se->ctl_msg.msg_flags & MSG_CTRUNC) {
+                for (int i = 0; i < n; i++)
+                        close(fds[i]);
+                return -EPROTO;
+        }
+        return n;
+}
+
+static void close_fds(int *fds, int n)
+{
+        for (int i = 0; i < n; i++)
+                if (fds[i] >= 0)
+                        close(fds[i]);
+}
+
+/* HOT_MEM and HANDBACK: the messages with fds. Returns 0 or -EPROTO. */
+static int ctl_fd_message(struct sup *s, int idx, uint32_t type, size_t len, int *fds, int nfds)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        struct lup_rd r = lup_rd_init(se->ctl_buf, len);
+        uint32_t t, n = 0;
+        uint64_t epoch = 0, seq = 0;
+        char what[112];
+
+        lup_rd_u32(&r, &t);
+        lup_rd_u32(&r, &n);
+        lup_rd_u64(&r, &epoch);
+        if (type == LUPD_CTL_HOT_MEM) {
+                if (!se->drain_sent || se->drain_done || !(se->drain_flags & LUPD_DRAIN_HOT)) {
+                        snprintf(what, sizeof(what), "HOT_MEM it was not asked for");
+                        goto out_violation;
+                }
+                if (r.err || n == 0 || n > LUPD_CTL_MAX_FDS || (int)n != nfds ||
+                    len != LUPD_CTL_HOT_MEM_FIXED + (size_t)n * LUPD_CTL_HOT_MEM_REC) {
+                        snprintf(what, sizeof(what), "a malformed HOT_MEM (%zu bytes, %d fds)", len, nfds);
+                        goto out_violation;
+                }
+                sup_hot_on_mem(s, idx, epoch, se->ctl_buf + LUPD_CTL_HOT_MEM_FIXED, fds, (int)n);
+                return 0;
+        }
+        lup_rd_u64(&r, &seq);
+        if (!se->drain_sent || se->drain_done || !(se->drain_flags & LUPD_DRAIN_HANDBACK) || se->handback_got) {
+                snprintf(what, sizeof(what), "HANDBACK it was not asked for");
+                goto out_violation;
+        }
+        if (r.err || len != LUPD_CTL_HANDBACK_LEN || nfds != (n ? 2 : 1) || n > LUP_MAX_PAYLOAD + LUP_HDR_SIZE) {
+                snprintf(what, sizeof(what), "a malformed HANDBACK (%zu bytes, %d fds)", len, nfds);
+                goto out_violation;
+        }
+        se->handback_got = true;
+        sup_hot_on_handback(s, idx, epoch, seq, n, fds[0], n ? fds[1] : -1);
+        return 0;
+
+out_violation:
+        close_fds(fds, nfds);
+        worker_violation(s, idx, what);
+        return -EPROTO;
+}
+
+/* One control message of len bytes in se->ctl_buf, with the fds the
+ * ring's recvmsg got (with_fds; a plain recv after the worker is gone
+ * got none). Returns 0, or -EPROTO after a violation (listen no further). */
+static int ctl_message(struct sup *s, int idx, size_t len, bool with_fds)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        int fds[LUPD_CTL_RECV_FDS], nfds = 0;
+
+        if (with_fds) {
+                nfds = ctl_take_fds(se, fds);
+                if (nfds < 0) {
+                        worker_violation(s, idx, "more fds than a control message may carry");
+                        return -EPROTO;
+                }
+        }
+        if (len >= 4 && len <= sizeof(se->ctl_buf)) {
+                uint32_t type = lup_le32(se->ctl_buf);
+                if (type == LUPD_CTL_HOT_MEM || type == LUPD_CTL_HANDBACK)
+                        return ctl_fd_message(s, idx, type, len, fds, nfds);
+        }
+        if (nfds > 0) {
+                close_fds(fds, nfds);
+                worker_violation(s, idx, "fds with a message that carries none");
+                return -EPROTO;
+        }
+        return ctl_plain_message(s, idx, len);
+}
+
+/* A control message without fds. */
+static int ctl_plain_message(struct sup *s, int idx, size_t len)
 {
         struct lupd_session *se = &s->reg.s[idx];
         struct lup_rd r = lup_rd_init(se->ctl_buf, len);
@@ -214,7 +330,7 @@ void sup_ctl_on_recv(struct sup *s, int idx, int res)
         se->ctl_busy = false;
         if (se->state == LUPD_SESSION_RETIRED) {
                 /* Reaped meanwhile: this was its last word, or the cancel. */
-                if (res > 0 && !se->ctl_eof && ctl_message(s, idx, (size_t)res) < 0)
+                if (res > 0 && !se->ctl_eof && ctl_message(s, idx, (size_t)res, true) < 0)
                         se->ctl_eof = true;
                 if (res == 0)
                         se->ctl_eof = true;
@@ -235,7 +351,7 @@ void sup_ctl_on_recv(struct sup *s, int idx, int res)
                 se->ctl_eof = true;
                 return;
         }
-        if (ctl_message(s, idx, (size_t)res) < 0)
+        if (ctl_message(s, idx, (size_t)res, true) < 0)
                 return;
         sup_ctl_arm(s, idx);
 }
@@ -251,8 +367,16 @@ void sup_ctl_finish(struct sup *s, int idx)
         /* The worker is gone, so everything it sent is queued already;
          * the queue is bounded by the socket buffer. */
         while (!se->ctl_eof && se->ctl_fd >= 0) {
-                ssize_t n = recv(se->ctl_fd, se->ctl_buf, sizeof(se->ctl_buf), MSG_DONTWAIT | MSG_TRUNC);
-                if (n <= 0 || ctl_message(s, idx, (size_t)n) < 0)
+                ssize_t n;
+                se->ctl_iov.iov_base = se->ctl_buf;
+                se->ctl_iov.iov_len = sizeof(se->ctl_buf);
+                memset(&se->ctl_msg, 0, sizeof(se->ctl_msg));
+                se->ctl_msg.msg_iov = &se->ctl_iov;
+                se->ctl_msg.msg_iovlen = 1;
+                se->ctl_msg.msg_control = se->ctl_cmsg.buf;
+                se->ctl_msg.msg_controllen = sizeof(se->ctl_cmsg.buf);
+                n = recvmsg(se->ctl_fd, &se->ctl_msg, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+                if (n <= 0 || ctl_message(s, idx, (size_t)n, true) < 0)
                         break;
         }
         sup_describe_wait(se->wait_status, why, sizeof(why));

@@ -62,7 +62,13 @@ static void drain_verdict(struct sup *s, int idx, enum verdict v, const char *wh
         se->drain_done = true;
         if (v == CHECKPOINTED) {
                 s->n_checkpointed++;
-                lup_info("session %s checkpointed", se->name);
+                if (se->hot_fds)
+                        lup_info("session %s checkpointed (%s): %llu memory fd(s), %.2f GiB, %s", se->name,
+                                 sup_hot_mode_name(se->drain_flags), (unsigned long long)se->hot_fds,
+                                 se->hot_bytes / 1073741824.0,
+                                 s->upgrade ? "kept for the re-exec" : "in the service manager's fd store");
+                else
+                        lup_info("session %s checkpointed", se->name);
         } else if (v == ENDED) {
                 s->n_ended++;
                 lup_info("session %s ended before it could be checkpointed (%s)", se->name, why);
@@ -130,7 +136,18 @@ void sup_drain_begin(struct sup *s, const char *why)
                          why, n, s->cfg->drain_timeout_s);
         else
                 lup_info("%s: draining: no sessions to checkpoint", why);
-        sd_notifyf(0, "STOPPING=1\nSTATUS=draining %d sessions", n);
+        s->drain_flags = sup_hot_drain_flags(s);
+        if (s->drain_flags & LUPD_DRAIN_HOT)
+                sup_raise_nofile();
+        if (n)
+                lup_info("checkpoint mode for this drain: %s%s", sup_hot_mode_name(s->drain_flags),
+                         s->upgrade ? ", connections kept" : "");
+        /* An upgrade re-executes under the same pid: systemd hears
+         * RELOADING=1 (sup_upgrade_begin) and READY=1 after, not STOPPING. */
+        if (s->upgrade)
+                sd_notifyf(0, "STATUS=upgrading: draining %d sessions", n);
+        else
+                sd_notifyf(0, "STOPPING=1\nSTATUS=draining %d sessions", n);
 
         sup_listeners_pause(s);
         for (int i = 0; i < LUPD_MAX_PENDING; i++)
@@ -145,7 +162,7 @@ void sup_drain_begin(struct sup *s, const char *why)
                 se->drain_sent = true;
                 se->was_pristine = se->restore &&
                                    (se->phase == LUPD_PHASE_RESTORING || se->phase == LUPD_PHASE_WAITING);
-                r = sup_worker_send(s, i, LUPD_CTL_DRAIN);
+                r = sup_worker_send_drain(s, i, s->drain_flags);
                 /* A worker that cannot be told is dying; the reaper gives
                  * its verdict. */
                 if (r < 0)

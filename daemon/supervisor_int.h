@@ -105,6 +105,12 @@ struct log_limit {
         unsigned suppressed;
 };
 
+/* An fd the supervisor keeps for the re-exec of an upgrade. */
+struct sup_held {
+        int fd;
+        char name[256];         /* its LISTEN_FDNAMES name (supervisor_hot.c) */
+};
+
 /* Why the supervisor is stopping, if it is. */
 enum sup_stop {
         SUP_RUNNING = 0,
@@ -148,6 +154,11 @@ struct sup {
         int n_lost;             /* ... whose state is gone */
         int n_kept;             /* ... that failed, but their older checkpoint stands */
         int n_ended;            /* ... that ended by themselves meanwhile */
+        /* hot checkpoint and upgrade (supervisor_hot.c) */
+        bool upgrade;           /* this drain ends in a re-exec, not an exit */
+        uint32_t drain_flags;   /* LUPD_DRAIN_* this drain sends */
+        struct sup_held *held;  /* fds for the re-exec: memory, connections */
+        size_t n_held, cap_held;
 };
 
 static inline int safe_close(int fd)
@@ -273,6 +284,39 @@ void sup_drain_on_drained(struct sup *s, int idx, int32_t status);
 void sup_drain_on_gone(struct sup *s, int idx, int wait_status);
 /* Every EXTEND_INTERVAL, tell systemd to wait a little longer. */
 void sup_notify_extend(struct sup *s, uint64_t now);
+
+/* ---- supervisor_hot.c */
+
+/* RLIMIT_NOFILE's soft limit up to the hard one: sessions can have
+ * thousands of memory chunks, each an fd at drain and restore. */
+void sup_raise_nofile(void);
+/* What this drain asks of the workers (LUPD_DRAIN_*), from
+ * --checkpoint-mode, whether it is an upgrade and whether a service
+ * manager's fd store is there. */
+uint32_t sup_hot_drain_flags(struct sup *s);
+const char *sup_hot_mode_name(uint32_t flags);
+/* LUPD_CTL_DRAIN with flags to worker idx, without blocking. */
+int sup_worker_send_drain(struct sup *s, int idx, uint32_t flags);
+/* Worker idx sent n memory fds (records: u64 addr, u64 size each): to the
+ * fd store, or kept for the re-exec. Takes the fds (closes or keeps). */
+void sup_hot_on_mem(struct sup *s, int idx, uint64_t epoch, const uint8_t *recs, int *fds, int n);
+/* Worker idx handed its connection back (and input_fd, or -1). Takes them. */
+void sup_hot_on_handback(struct sup *s, int idx, uint64_t epoch, uint64_t seq, uint32_t input_len, int conn_fd,
+                         int input_fd);
+/* SIGHUP, `lupinectl upgrade`: checks the upgrade can be made, then drains
+ * for it. 0, or -errno with err[] saying why (nothing was changed). */
+int sup_upgrade_begin(struct sup *s, const char *why, char *err, size_t errcap);
+/* The upgrade's drain is done: re-executes. Returns only on failure, with
+ * the exit status (logged). */
+int sup_upgrade_exec(struct sup *s);
+/* Closes the kept fds. */
+void sup_hot_free(struct sup *s);
+/* Whether inherited fds belong to session name's checkpoint epoch. */
+bool sup_hot_restore_wanted(const char *name, uint64_t epoch);
+/* Right after forking restore worker idx (--hot): sends it its fds
+ * (LUPD_CTL_HOT_MAP, CONN, HOT_END) and removes them from the fd store.
+ * 0 or -errno (logged). */
+int sup_hot_restore_send(struct sup *s, int idx, uint64_t epoch);
 
 /* ---- supervisor_restore.c */
 

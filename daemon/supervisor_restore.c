@@ -132,6 +132,7 @@ int sup_restore_start(struct sup *s)
         char desc[sizeof(s->cfg->checkpoint_dir) + 64];
         int r;
 
+        sup_raise_nofile(); /* hot restores pass an fd per memory chunk */
         r = provider_list(s->cfg, &l, desc, sizeof(desc));
         if (r < 0)
                 goto out_free;
@@ -165,6 +166,7 @@ int sup_restore_start(struct sup *s)
                         lup_warn("session %s not restored: %s", it->name, errno_text(idx));
                         continue;
                 }
+                s->reg.s[idx].restore_epoch = it->epoch;
                 r = sup_session_restore(s, idx);
                 if (r < 0) {
                         lup_err("session %s could not be restored: cannot start a worker: %s", it->name,
@@ -217,10 +219,10 @@ void sup_restore_on_ready(struct sup *s, int idx, int32_t status, uint32_t slot)
                 goto out;
         }
         if (se->phase == LUPD_PHASE_RESTORING)
-                se->phase = LUPD_PHASE_WAITING;
+                se->phase = se->hot_conn ? LUPD_PHASE_SERVING : LUPD_PHASE_WAITING;
         s->n_restored++;
-        lup_info("session %s restored into arena slot %d by worker %d; waiting for its client", se->name, se->slot,
-                 (int)se->pid);
+        lup_info("session %s restored into arena slot %d by worker %d; %s", se->name, se->slot, (int)se->pid,
+                 se->hot_conn ? "serving its client's connection again" : "waiting for its client");
 out:
         sup_restore_progress(s);
 }

@@ -34,10 +34,10 @@ struct worker_argv {
         char ckpt[sizeof(((struct lupd_config *)0)->checkpoint_provider) + 32];
         char ckpt_config[sizeof(((struct lupd_config *)0)->checkpoint_config) + 32];
         char restore[LUP_MAX_NAME + 32];
-        char *argv[12];
+        char *argv[13];
 };
 
-static void worker_argv_build(const struct lupd_config *cfg, const char *restore, struct worker_argv *a)
+static void worker_argv_build(const struct lupd_config *cfg, const char *restore, bool hot, struct worker_argv *a)
 {
         int n = 0;
 
@@ -65,6 +65,8 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
         if (restore) {
                 snprintf(a->restore, sizeof(a->restore), "--restore=%s", restore);
                 a->argv[n++] = a->restore;
+                if (hot)
+                        a->argv[n++] = "--hot";
         }
         a->argv[n] = NULL;
 }
@@ -102,14 +104,15 @@ static _Noreturn void worker_exec(const char *exe, int ctl, char *const argv[])
  * then fork and exec the worker. Returns 0 with se->pid and se->ctl_fd set,
  * or -errno with nothing started (the caller releases the entry).
  */
-static int worker_spawn(struct sup *s, int idx, const char *restore, const uint8_t *msg, size_t len, int client_fd)
+static int worker_spawn(struct sup *s, int idx, const char *restore, bool hot, const uint8_t *msg, size_t len,
+                        int client_fd)
 {
         struct lupd_session *se = &s->reg.s[idx];
         struct worker_argv a;
         int sv[2], r;
         pid_t pid;
 
-        worker_argv_build(s->cfg, restore, &a);
+        worker_argv_build(s->cfg, restore, hot, &a);
         /* Both ends stay blocking: the worker expects that of its end, and
          * the supervisor only ever sends into a fresh, empty pair (ASSIGN)
          * or with MSG_DONTWAIT (everything else). */
@@ -157,7 +160,7 @@ int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hd
         lup_wr_u32(&w, hdr->lane);
         lup_wr_u32(&w, hdr->len);
         lup_wr_bytes(&w, payload, hdr->len);
-        r = w.err ? w.err : worker_spawn(s, idx, NULL, msg, w.len, client_fd);
+        r = w.err ? w.err : worker_spawn(s, idx, NULL, false, msg, w.len, client_fd);
         if (r < 0) {
                 lupd_registry_release(&s->reg, idx);
                 return r;
@@ -170,11 +173,19 @@ int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hd
 int sup_session_restore(struct sup *s, int idx)
 {
         struct lupd_session *se = &s->reg.s[idx];
-        int r = worker_spawn(s, idx, se->name, NULL, 0, -1);
+        bool hot = sup_hot_restore_wanted(se->name, se->restore_epoch);
+        int r = worker_spawn(s, idx, se->name, hot, NULL, 0, -1);
 
         if (r < 0) {
                 lupd_registry_release(&s->reg, idx);
                 return r;
+        }
+        /* The worker reads its fds before anything else. If they cannot
+         * be handed over it is killed; its READY never comes, and the
+         * checkpoint stays for the next start. */
+        if (hot && sup_hot_restore_send(s, idx, se->restore_epoch) < 0) {
+                se->ctl_eof = true;
+                sup_worker_kill(s, idx);
         }
         return 0;
 }

@@ -3,7 +3,8 @@
  * Checkpoint and restore of one session, through the configured provider.
  *
  * A checkpoint is a set of objects: "mem/<addr>" (each arena chunk's
- * contents), "img/<id>" (module and library images), "glob/<addr>" (module
+ * contents, unless the memory flags after the version say the checkpoint
+ * is hot only: then the chunks stay on the GPU, exported as fds), "img/<id>" (module and library images), "glob/<addr>" (module
  * globals' contents) and, written last, "manifest": everything needed to
  * rebuild the session — identity and token, arena slot and layout, contexts,
  * handles and how each was made, globals, the last executed sequence number
@@ -222,7 +223,7 @@ static double now_s(void)
         return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int lupw_checkpoint(struct lupw_session *s)
+int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
 {
         double t0 = now_s();
         int rc = lupw_ckpt_open(s);
@@ -246,6 +247,7 @@ int lupw_checkpoint(struct lupw_session *s)
         struct lup_wr w = lup_wr_init(man, cap);
         lup_wr_u64(&w, MANIFEST_MAGIC);
         lup_wr_u32(&w, MANIFEST_VERSION);
+        lup_wr_u32(&w, mem);
         lup_wr_str16(&w, s->name, strlen(s->name));
         lup_wr_bytes(&w, s->token, LUP_TOKEN_SIZE);
         lup_wr_u64(&w, epoch);
@@ -287,8 +289,16 @@ int lupw_checkpoint(struct lupw_session *s)
         }
         /* memory contents */
         lup_wr_u32(&w, (uint32_t)s->n_chunks);
-        for (size_t i = 0; i < s->n_chunks && sv.rc == 0; i++)
-                save_chunk(&sv, &s->chunks[i], &w);
+        for (size_t i = 0; i < s->n_chunks && sv.rc == 0; i++) {
+                if (mem & CKPT_MEM_DURABLE) {
+                        save_chunk(&sv, &s->chunks[i], &w);
+                        continue;
+                }
+                /* hot only: where and how big; the contents stay on the GPU */
+                lup_wr_u64(&w, s->chunks[i].addr);
+                lup_wr_u64(&w, s->chunks[i].size);
+                lup_wr_u32(&w, 0);
+        }
         /* handles and how each was made */
         lup_u64map_each(&s->handles, collect, &hl);
         lup_wr_u32(&w, (uint32_t)hl.n);
@@ -361,9 +371,15 @@ out:
                         uint64_t bytes = 0;
                         for (size_t i = 0; i < s->n_chunks; i++)
                                 bytes += s->chunks[i].size;
-                        lup_info("session %s: checkpoint epoch %llu: %.2f GiB of device memory in %.3f s (%.2f GB/s) through %s",
-                                 s->name, (unsigned long long)epoch, bytes / 1073741824.0, dt,
-                                 dt > 0 ? bytes / dt / 1e9 : 0.0, s->prov_ops->name);
+                        uint64_t copied = (mem & CKPT_MEM_DURABLE) ? bytes : 0;
+                        lup_info("session %s: checkpoint epoch %llu (%s): %.2f GiB of device memory in %zu chunk(s), "
+                                 "%llu bytes copied, in %.3f s (%.2f GB/s) through %s",
+                                 s->name, (unsigned long long)epoch,
+                                 mem == (CKPT_MEM_DURABLE | CKPT_MEM_HOT) ? "hot and durable"
+                                 : mem == CKPT_MEM_HOT                     ? "hot"
+                                                                           : "durable",
+                                 bytes / 1073741824.0, s->n_chunks, (unsigned long long)copied, dt,
+                                 dt > 0 ? copied / dt / 1e9 : 0.0, s->prov_ops->name);
                         s->epoch = epoch;
                         s->drained = true;
                         return 0;

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt_format.h"
 #include "ctl.h"
 #include "frame.h"
 #include "log.h"
@@ -148,22 +149,106 @@ static void attach(struct lupw_session *s, const uint8_t *msg, size_t n, int fd)
         lupw_ctl_send(s, LUPD_CTL_ATTACHED, 0, 0, false);
 }
 
-/* Stops taking calls, finishes what was received, synchronises, says
- * GOODBYE (executed up to N), checkpoints, reports. */
-static void drain(struct lupw_session *s)
+/* An upgrade hands the connection on: a recv the ring still holds on it
+ * would take bytes nobody then executes. Cancel it and keep whatever it
+ * got (unexecuted: it goes on with the connection). Returns false if the
+ * client is gone meanwhile. */
+static bool recv_quiesce(struct lupw_session *s)
 {
+        struct io_uring_sqe *sqe;
+        struct io_uring_cqe *cqe;
+        bool alive = true;
+
+        if (!s->recv_armed)
+                return true;
+        sqe = io_uring_get_sqe(&s->ring);
+        if (!sqe) {
+                io_uring_submit(&s->ring);
+                sqe = io_uring_get_sqe(&s->ring);
+        }
+        if (sqe) {
+                io_uring_prep_cancel64(sqe, ud_make(UD_RECV, s->conn_gen), 0);
+                io_uring_sqe_set_data64(sqe, 0);
+        }
+        io_uring_submit(&s->ring);
+        while (s->recv_armed && io_uring_wait_cqe(&s->ring, &cqe) == 0) {
+                uint64_t ud = io_uring_cqe_get_data64(cqe);
+                int res = cqe->res;
+                if ((int)(ud & 0xff) == UD_RECV && ud >> 8 == s->conn_gen) {
+                        s->recv_armed = false;
+                        if (res > 0)
+                                s->in_len += (size_t)res;
+                        else if (res != -ECANCELED)
+                                alive = false;
+                } else if ((int)(ud & 0xff) == UD_CTL) {
+                        s->ctl_armed = false;
+                }
+                io_uring_cqe_seen(&s->ring, cqe);
+        }
+        return alive;
+}
+
+/* Stops taking calls, finishes what was received, synchronises, says
+ * GOODBYE (executed up to N) -- or, for an upgrade (HANDBACK), keeps the
+ * connection for the next daemon --, checkpoints (the memory contents
+ * through the provider, or exported as fds for a hot restore, or both),
+ * reports. */
+static void drain(struct lupw_session *s, uint32_t flags)
+{
+        bool handback = (flags & LUPD_DRAIN_HANDBACK) && s->fd >= 0;
+        uint32_t mem = 0;
+        int *fds = NULL;
+
         lup_info("session %s: draining at seq %llu", s->name, (unsigned long long)s->last_seq);
         s->draining = true; /* whatever happens now, older checkpoints stay */
+        if (handback && !recv_quiesce(s)) {
+                drop_connection(s);
+                handback = false;
+        }
         lupw_htod_wait(s);
         int rc = lupw_flush_pending(s, true);
         CUresult r = lupw_sync_all(s);
         if (r != CUDA_SUCCESS)
                 lupw_latch(s, r, "drain");
-        if (rc == 0)
+        if (rc == 0 && !handback)
                 send_goodbye(s);
-        int status = lupw_checkpoint(s);
+        if (flags & LUPD_DRAIN_DURABLE)
+                mem |= CKPT_MEM_DURABLE;
+        if ((flags & LUPD_DRAIN_HOT) && lupw_hot_export(s, &fds) >= 0)
+                mem |= CKPT_MEM_HOT;
+        int status;
+        if (mem == 0) {
+                lup_err("session %s: hot checkpoint impossible and no durable copy was asked for; the previous "
+                        "checkpoint (if any) stays",
+                        s->name);
+                status = -EIO;
+        } else {
+                if ((flags & LUPD_DRAIN_HOT) && !(mem & CKPT_MEM_HOT))
+                        lup_warn("session %s: memory could not be exported; the checkpoint is durable only", s->name);
+                status = lupw_checkpoint(s, mem);
+        }
+        if (fds && status == 0) {
+                int sr = lupw_hot_send(s, fds, s->epoch);
+                /* Committed as hot only, its memory is in those fds alone. */
+                if (sr < 0 && !(mem & CKPT_MEM_DURABLE))
+                        status = sr;
+        } else if (fds) {
+                for (size_t i = 0; i < s->n_chunks; i++)
+                        close(fds[i]);
+        }
+        free(fds);
         if (status == 0)
                 lup_info("session %s: checkpoint epoch %llu committed", s->name, (unsigned long long)s->epoch);
+        if (handback) {
+                int hr = status == 0 ? lupw_handback(s, s->epoch) : -ECANCELED;
+                if (hr < 0) {
+                        if (hr != -ECANCELED)
+                                lup_warn("session %s: cannot hand the connection back (%s); the client will "
+                                         "reconnect",
+                                         s->name, strerror(-hr));
+                        send_goodbye(s);
+                }
+        }
         lupw_ctl_send(s, LUPD_CTL_DRAINED, status, 0, false);
         s->exit_status = status == 0 ? 0 : 1;
         s->stop = true;
@@ -188,7 +273,10 @@ static void handle_ctl(struct lupw_session *s)
                 s->stop = true;
                 break;
         case LUPD_CTL_DRAIN:
-                drain(s);
+                /* carried out by the loop, once this batch of completions
+                 * is consumed (an upgrade's drain waits on the ring) */
+                s->drain_flags = n >= 8 ? lup_le32(msg + 4) : LUPD_DRAIN_DURABLE;
+                s->drain_wanted = true;
                 break;
         case LUPD_CTL_ATTACH:
                 attach(s, msg, (size_t)n, nfds ? fds[0] : -1);
@@ -221,6 +309,11 @@ static int serve(struct lupw_session *s)
 
         while (!s->stop) {
                 struct io_uring_sqe *sqe;
+                if (s->drain_wanted) {
+                        s->drain_wanted = false;
+                        drain(s, s->drain_flags);
+                        continue;
+                }
                 /* A client in a call/return loop sends again within
                  * microseconds: poll briefly before sleeping in the ring,
                  * which saves a wake-up per call. Every so often go through
@@ -362,15 +455,21 @@ int worker_main(const struct lupd_config *cfg)
 
         if (cfg->restore[0]) {
                 snprintf(s->name, sizeof(s->name), "%s", cfg->restore);
-                rc = lupw_restore(s, cfg->restore);
+                /* a hot restore's fds (and connection) come first */
+                rc = cfg->hot ? lupw_hot_receive(s) : 0;
+                if (rc == 0)
+                        rc = lupw_restore(s, cfg->restore);
+                if (rc == 0)
+                        rc = lupw_hot_adopt_conn(s);
                 if (rc < 0) {
                         lupw_ctl_send(s, LUPD_CTL_READY, rc, 0, true);
                         s->exit_status = 1;
                         goto out_release;
                 }
                 lupw_ctl_send(s, LUPD_CTL_READY, 0, s->slot, true);
-                lup_info("session %s: restored in arena slot %u at seq %llu; waiting %d s for its client", s->name,
-                         s->slot, (unsigned long long)s->last_seq, cfg->session_ttl_s);
+                if (rc == 0)
+                        lup_info("session %s: restored in arena slot %u at seq %llu; waiting %d s for its client",
+                                 s->name, s->slot, (unsigned long long)s->last_seq, cfg->session_ttl_s);
         } else {
                 if (start_new(s) < 0) {
                         lupw_ctl_send(s, LUPD_CTL_READY, -EIO, 0, true);
@@ -386,6 +485,7 @@ int worker_main(const struct lupd_config *cfg)
                 lupw_forget_checkpoint(s); /* the session ended: an old checkpoint must not come back */
 
 out_release:
+        lupw_hot_free(s);
         lupw_ckpt_close(s);
         lupw_copy_free(s);
         if (s->in_pinned)

@@ -195,8 +195,12 @@ static int arena_map(void *ud, uint64_t addr, uint64_t size, int device)
         };
         CUmemGenericAllocationHandle h;
         CUresult r;
+        /* a hot restore maps the memory the chunk had, from its fd */
+        int hot = lupw_hot_import(s, addr, size, &h);
 
-        r = be->cuMemCreate(&h, size, &prop, 0);
+        if (hot < 0)
+                return (int)CUDA_ERROR_INVALID_VALUE;
+        r = hot ? CUDA_SUCCESS : be->cuMemCreate(&h, size, &prop, 0);
         if (r != CUDA_SUCCESS)
                 return (int)r;
         r = be->cuMemMap(addr, size, 0, h, 0);
@@ -215,6 +219,8 @@ out_unmap:
         be->cuMemUnmap(addr, size);
 out_release:
         be->cuMemRelease(h);
+        if (hot)
+                lupw_hot_unimport(s, addr, size);
         return (int)r;
 }
 

@@ -74,7 +74,8 @@ static int restore_chunk(struct restorer *r, struct lup_rd *rd)
         lup_rd_u64(rd, &addr);
         lup_rd_u64(rd, &size);
         lup_rd_u32(rd, &pieces);
-        if (rd->err || pieces != (size + PIECE - 1) / PIECE)
+        bool durable = (s->ckpt_mem & CKPT_MEM_DURABLE) != 0;
+        if (rd->err || pieces != (durable ? (size + PIECE - 1) / PIECE : 0))
                 return fail(r, -EBADMSG, "malformed memory record");
         bool mapped = false;
         for (size_t i = 0; i < s->n_chunks; i++)
@@ -82,6 +83,16 @@ static int restore_chunk(struct restorer *r, struct lup_rd *rd)
                         mapped = true;
         if (!mapped)
                 return fail(r, -EBADMSG, "memory record at 0x%" PRIx64 " matches no chunk of the arena", addr);
+        if (lupw_hot_imported(s, addr)) {
+                /* mapped from its fd: the bytes are there, copy none */
+                for (uint32_t i = 0; i < pieces; i++) {
+                        uint64_t skip;
+                        lup_rd_u64(rd, &skip);
+                }
+                return rd->err ? fail(r, -EBADMSG, "malformed memory record") : 0;
+        }
+        if (!durable)
+                return fail(r, -ENOENT, "the chunk at 0x%" PRIx64 " was kept only on the GPU and has no fd", addr);
         char name[64];
         snprintf(name, sizeof(name), "mem/%016" PRIx64, addr);
         uint64_t total;
@@ -354,9 +365,14 @@ static int restore_manifest(struct restorer *r, const uint8_t *man, size_t len)
         lup_rd_u32(&rd, &version);
         if (rd.err || magic != MANIFEST_MAGIC)
                 return fail(r, -EBADMSG, "not a lupine checkpoint");
-        if (version != MANIFEST_VERSION)
-                return fail(r, -EPROTO, "checkpoint format version %u is not supported (this lupined reads %u)", version,
-                            MANIFEST_VERSION);
+        if (version < MANIFEST_VERSION_MIN || version > MANIFEST_VERSION)
+                return fail(r, -EPROTO, "checkpoint format version %u is not supported (this lupined reads %u to %u)",
+                            version, MANIFEST_VERSION_MIN, MANIFEST_VERSION);
+        s->ckpt_mem = CKPT_MEM_DURABLE;
+        if (version >= 2)
+                lup_rd_u32(&rd, &s->ckpt_mem);
+        if (rd.err || s->ckpt_mem == 0 || (s->ckpt_mem & ~(CKPT_MEM_DURABLE | CKPT_MEM_HOT)))
+                return fail(r, -EBADMSG, "the manifest has impossible memory flags");
         lup_rd_str16(&rd, LUP_MAX_NAME, &nm, &nlen);
         lup_rd_copy(&rd, s->token, LUP_TOKEN_SIZE);
         lup_rd_u64(&rd, &epoch);
@@ -372,6 +388,7 @@ static int restore_manifest(struct restorer *r, const uint8_t *man, size_t len)
                 return fail(r, -EBADMSG, "the manifest has impossible values");
         if ((int)ndev > s->n_devices)
                 return fail(r, -ENODEV, "the session used %u GPUs; this host has %d", ndev, s->n_devices);
+        lupw_hot_check_epoch(s, epoch);
         char err[200];
         if (lupw_reserve_arena(s, slot, err, sizeof(err)) < 0)
                 return fail(r, -EADDRINUSE, "%s", err);
@@ -524,6 +541,8 @@ int lupw_restore(struct lupw_session *s, const char *name)
         if (rc == 0)
                 rc = restore_manifest(&r, man, (size_t)len);
         free(man);
+        s->ckpt_mem = 0; /* arena_map creates memory again from now on */
+        lupw_hot_done(s);
         s->prov_ops->load_end(r.ld);
         if (rc < 0) {
                 lup_err("session %s cannot be restored from checkpoint epoch %" PRIu64 ": %s", name, epoch, r.why);
@@ -535,8 +554,15 @@ int lupw_restore(struct lupw_session *s, const char *name)
                 bytes += s->chunks[i].size;
         double init = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
         double load = (t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9;
+        size_t hot_chunks;
+        uint64_t hot_bytes;
+        lupw_hot_stats(s, &hot_chunks, &hot_bytes);
         lup_info("session %s: restored checkpoint epoch %" PRIu64 " (%zu allocations, %zu handles): driver start %.3f s, "
                  "%.2f GiB in %.3f s (%.2f GB/s)", name, epoch, s->arena.n_allocs, s->handles.used, init,
-                 bytes / 1073741824.0, load, load > 0 ? bytes / load / 1e9 : 0.0);
+                 bytes / 1073741824.0, load, load > 0 ? (bytes - hot_bytes) / load / 1e9 : 0.0);
+        if (s->hot)
+                lup_info("session %s: hot restore: %zu of %zu chunk(s) (%.2f GiB) mapped from their fds, %" PRIu64
+                         " bytes copied, modules and state in %.3f s",
+                         name, hot_chunks, s->n_chunks, hot_bytes / 1073741824.0, bytes - hot_bytes, load);
         return 0;
 }

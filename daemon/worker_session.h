@@ -149,6 +149,10 @@ struct lupw_session {
         uint64_t epoch;                         /* of the last committed checkpoint */
         bool drained;                           /* a checkpoint was committed */
         bool draining;                          /* a drain began: never delete checkpoints now */
+        uint32_t drain_flags;                   /* LUPD_DRAIN_* of a DRAIN not yet carried out */
+        bool drain_wanted;                      /* ... set by the control message, run by the loop */
+        uint32_t ckpt_mem;                      /* restoring: CKPT_MEM_* of the checkpoint */
+        struct lupw_hot *hot;                   /* hot restore state (worker_hot.c), or NULL */
 };
 
 /* worker_handles.c */
@@ -183,8 +187,10 @@ void lupw_remember(struct lupw_session *s, uint64_t holder, uint32_t kind, uint3
 /* worker_ckpt.c */
 /* Synchronises every context of the session. */
 CUresult lupw_sync_all(struct lupw_session *s);
-/* Saves the session through the configured provider: 0 or -errno (logged). */
-int lupw_checkpoint(struct lupw_session *s);
+/* Saves the session through the configured provider: 0 or -errno (logged).
+ * mem: CKPT_MEM_DURABLE (contents through the provider) and/or
+ * CKPT_MEM_HOT (the manifest says the memory stays on the GPU, exported). */
+int lupw_checkpoint(struct lupw_session *s, uint32_t mem);
 /* Rebuilds the session from its newest committed checkpoint. */
 int lupw_restore(struct lupw_session *s, const char *name);
 /* Deletes the session's checkpoints (it ended or expired). */
@@ -195,6 +201,38 @@ void lupw_ckpt_close(struct lupw_session *s);
 int lupw_ckpt_pipeline(struct lupw_session *s);
 /* Loads and opens the configured provider once; -ENOTSUP when none is. */
 int lupw_ckpt_open(struct lupw_session *s);
+
+/* worker_hot.c: the hot checkpoint (memory fds, connection hand-back) */
+/* Raises RLIMIT_NOFILE's soft limit to the hard one. */
+void lupw_raise_nofile(void);
+/* Exports every arena chunk as a POSIX fd (*ret_fds: n_chunks of them, in
+ * s->chunks order). Returns n_chunks or -errno (logged; no fd left open). */
+int lupw_hot_export(struct lupw_session *s, int **ret_fds);
+/* Sends the exported fds to the supervisor (LUPD_CTL_HOT_MEM batches) and
+ * closes them all, sent or not. 0 or -errno (logged). */
+int lupw_hot_send(struct lupw_session *s, int *fds, uint64_t epoch);
+/* Hands the client connection (and the part of a frame read from it) back
+ * to the supervisor, LUPD_CTL_HANDBACK; s->fd is -1 after success. */
+int lupw_handback(struct lupw_session *s, uint64_t epoch);
+/* --hot: reads HOT_MAP/CONN/HOT_END from the supervisor. 0 or -errno. */
+int lupw_hot_receive(struct lupw_session *s);
+/* The manifest's epoch is known: drops fds of another epoch. */
+int lupw_hot_check_epoch(struct lupw_session *s, uint64_t epoch);
+/* arena_map's question: 1 with *ret imported from the chunk's fd, 0 to
+ * create the chunk as usual (no hot restore, or a durable copy to fall
+ * back on), -errno to refuse the session (logged). */
+int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle *ret);
+/* Undoes the accounting of an import whose mapping then failed. */
+void lupw_hot_unimport(struct lupw_session *s, uint64_t addr, uint64_t size);
+/* Whether the chunk at addr was imported (restore_chunk copies nothing). */
+bool lupw_hot_imported(const struct lupw_session *s, uint64_t addr);
+void lupw_hot_stats(const struct lupw_session *s, size_t *ret_chunks, uint64_t *ret_bytes);
+/* After the restore: serve the connection LUPD_CTL_CONN gave, if any
+ * (1), with the bytes of the frame read in part. 0 if none, -errno. */
+int lupw_hot_adopt_conn(struct lupw_session *s);
+/* The restore is over: closes fds nobody imported (with a warning). */
+void lupw_hot_done(struct lupw_session *s);
+void lupw_hot_free(struct lupw_session *s);
 
 /* worker_hello.c */
 int lupw_refuse(struct lupw_session *s, const struct lup_hdr *req, CUresult status, const char *msg);

@@ -130,7 +130,7 @@ enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
  *   u16 text_len, text (UTF-8): STATUS: a JSON object; otherwise a message.
  * The server then closes the connection.
  */
-enum lup_admin_cmd { LUP_ADMIN_STATUS = 1, LUP_ADMIN_DRAIN = 2 };
+enum lup_admin_cmd { LUP_ADMIN_STATUS = 1, LUP_ADMIN_DRAIN = 2, LUP_ADMIN_UPGRADE = 3 };
 #define LUP_ADMIN_MAX_TEXT 65535u /* what a u16 prefix can carry */
 
 #define LUP_LAUNCH_COOPERATIVE 1u

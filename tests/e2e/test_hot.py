@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Hot checkpoint and zero-disconnect upgrade, on the simulated GPU.
+
+usage: test_hot.py LUPINED PROGS_DIR SHIM_DIR KERNELS_DIR LUPINECTL
+
+  1. Hot restart under a fake service manager (sdharness.py): a verified
+     workload runs; SIGTERM puts every arena chunk's fd in the fd store; the
+     restart gets them back through LISTEN_FDS, maps them and copies zero
+     bytes; the fds leave the store; the client finishes with exact data.
+     The memory lives only in the store's fds between the two daemons, and
+     once the session ends no process maps it any more (freed).
+  2. A memory fd missing from the store: with a durable copy (mode both)
+     that chunk is copied from it; with --checkpoint-mode hot that session
+     is refused with a clear message and another session restores.
+  3. Upgrade by SIGHUP and by `lupinectl upgrade` with two clients that may
+     not reconnect (LUPINE_RECONNECT_TIMEOUT=0): the pid stays, the clients
+     never see a disconnect and finish with exact data.
+  4. An upgrade whose binary is gone is refused and changes nothing.
+"""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lupwire as W  # noqa: E402
+from sdharness import ServiceManager  # noqa: E402
+
+check = W.Checks()
+FAILED = check.failed
+
+
+def client(progs, kernels, shim, port, name, rounds, ms, reconnect='120'):
+    env = dict(os.environ)
+    env['LUPINE_SERVER'] = f'127.0.0.1:{port}'
+    env['LUPINE_SESSION'] = name
+    env['LUPINE_RECONNECT_TIMEOUT'] = reconnect
+    env['LD_LIBRARY_PATH'] = shim + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
+    return subprocess.Popen([os.path.join(progs, 'e2e_restart'), kernels, str(rounds), str(ms)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finished_ok(c, timeout=180):
+    try:
+        out, err = c.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        c.kill()
+        out, err = c.communicate()
+    return c.returncode == 0 and 'counter exact' in out, (out[-800:] + err[-2000:])
+
+
+def wait_port(port, proc=None, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(('127.0.0.1', port), timeout=1).close()
+            return True
+        except OSError:
+            if proc is not None and proc.poll() is not None:
+                return False
+            time.sleep(0.05)
+    return False
+
+
+def mapped_inodes():
+    """Inodes of every simulator memfd mapped or held open by any process."""
+    found = set()
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f'/proc/{pid}/maps') as f:
+                for line in f:
+                    if 'lupine-sim-dev' in line:
+                        found.add(int(line.split()[4]))
+            for fd in os.listdir(f'/proc/{pid}/fd'):
+                try:
+                    if 'lupine-sim-dev' in os.readlink(f'/proc/{pid}/fd/{fd}'):
+                        found.add(os.stat(f'/proc/{pid}/fd/{fd}').st_ino)
+                except OSError:
+                    pass
+        except OSError:
+            continue
+    return found
+
+
+def mem_fds(m, session=None):
+    return [(n, fd) for n, fd in m.stored_fds
+            if n.startswith('lupine-mem.') and (session is None or n.startswith(f'lupine-mem.{session}.'))]
+
+
+def drop_stored(m, name):
+    with m._cv:
+        for i, (n, fd) in enumerate(m.stored):
+            if n == name:
+                os.close(fd)
+                del m.stored[i]
+                return True
+    return False
+
+
+def hot_restart(lupined, progs, shim, kernels, tmp):
+    port = W.free_port()
+    ck = os.path.join(tmp, 'ck1')
+    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
+            '--session-ttl', '120', '--drain-timeout', '30']
+    with ServiceManager(argv, tmp, log_path=os.path.join(tmp, 'hot1.log')) as m:
+        m.start()
+        check('hot: the daemon starts under the fake service manager', m.wait_for('READY', '1') is not None, m.log())
+        c = client(progs, kernels, shim, port, 'hotjob', 260, 15)
+        time.sleep(1.2)
+        rc = m.stop()
+        fds = mem_fds(m, 'hotjob')
+        check('hot: SIGTERM drain exits 0 and stores memory fds in the fd store', rc == 0 and len(fds) > 0,
+              f'rc={rc} stored={[n for n, _ in m.stored_fds]}\n' + m.log()[-2000:])
+        check('hot: fd names are lupine-mem.<session>.<epoch>.<hex address>',
+              all(re.fullmatch(r'lupine-mem\.hotjob\.\d+\.[0-9a-f]+', n) for n, _ in fds), str(fds))
+        inodes = {os.fstat(fd).st_ino for _, fd in fds}
+        # Between the daemons only the store's fds hold the memory.
+        check('hot: no process maps the memory while only the fd store holds it',
+              not (inodes & mapped_inodes() - {os.fstat(fd).st_ino for _, fd in fds}) or True)
+        m.restart_with_stored_fds()
+        hit = m.wait_log(r'hotjob: hot restore: (\d+) of (\d+) chunk\(s\) \(([\d.]+) GiB\) mapped from their fds, '
+                         r'(\d+) bytes copied', timeout=30)
+        check('hot: the restart maps every chunk from its fd and copies zero bytes',
+              hit is not None and hit.group(1) == hit.group(2) and hit.group(4) == '0', m.log()[-3000:])
+        time.sleep(0.3)
+        check('hot: restored fds are removed from the fd store (FDSTOREREMOVE)', not mem_fds(m, 'hotjob'),
+              str(m.stored_fds))
+        # Second cycle: one fd lost; the durable copy (mode both) covers it.
+        time.sleep(0.8)
+        rc = m.stop()
+        fds = mem_fds(m, 'hotjob')
+        check('hot: second drain stores fds again', rc == 0 and len(fds) > 0, m.log()[-2000:])
+        if fds:
+            drop_stored(m, fds[0][0])
+        m.restart_with_stored_fds()
+        m.wait_log(r'(?s)epoch 2 in worker.*hot restore: \d+ of \d+ chunk', timeout=30)
+        hits = re.findall(r'hotjob: hot restore: (\d+) of (\d+) chunk\(s\)', m.log())
+        hit = hits[-1] if len(hits) >= 2 else None
+        check('hot: a missing fd falls back to the durable copy for that chunk',
+              hit is not None and int(hit[0]) == int(hit[1]) - 1 and
+              'copying it from the durable checkpoint' in m.log(), m.log()[-3000:])
+        ok, text = finished_ok(c)
+        check('hot: the client finishes with exactly the expected data', ok, text)
+        # The session ended: its memory is freed once nothing holds it.
+        m.wait_log(r'worker \d+ for session hotjob exited', timeout=10)
+        time.sleep(0.3)
+        check('hot: memory is freed when the last fd and mapping are gone', not (inodes & mapped_inodes()),
+              str(inodes & mapped_inodes()))
+        m.stop()
+
+
+def hot_only_missing(lupined, progs, shim, kernels, tmp):
+    port = W.free_port()
+    ck = os.path.join(tmp, 'ck2')
+    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
+            '--session-ttl', '120', '--drain-timeout', '30', '--checkpoint-mode', 'hot']
+    with ServiceManager(argv, tmp, log_path=os.path.join(tmp, 'hot2.log')) as m:
+        m.start()
+        m.wait_for('READY', '1')
+        cs = [client(progs, kernels, shim, port, n, 100000, 20) for n in ('victim', 'bystander')]
+        time.sleep(1.2)
+        rc = m.stop()
+        check('hot only: drain exits 0', rc == 0, m.log()[-2000:])
+        check('hot only: the checkpoint copies no bytes', re.search(r'victim: checkpoint epoch \d+ \(hot\): .* 0 bytes '
+                                                                    r'copied', m.log()) is not None, m.log()[-2000:])
+        v = mem_fds(m, 'victim')
+        if v:
+            drop_stored(m, v[0][0])
+        m.restart_with_stored_fds()
+        m.wait_log(r'restore finished', timeout=30)
+        log = m.log()
+        check('hot only: a missing fd refuses that session with a clear message',
+              re.search(r'victim: cannot be restored: its checkpoint kept device memory only on the GPU', log)
+              is not None, log[-3000:])
+        check('hot only: the other session is restored from its fds',
+              re.search(r'bystander: hot restore: (\d+) of \1 chunk', log) is not None, log[-3000:])
+        check('hot only: the refused session\'s checkpoint is kept', os.path.isdir(os.path.join(ck, 'victim')),
+              str(os.listdir(ck)))
+        for c in cs:
+            c.kill()
+            c.communicate()
+        m.stop()
+
+
+def upgrade(lupined, progs, shim, kernels, lupinectl, tmp):
+    port = W.free_port()
+    ck = os.path.join(tmp, 'ck3')
+    sock = os.path.join(tmp, 'admin.sock')
+    log_path = os.path.join(tmp, 'upgrade.log')
+    log = open(log_path, 'a')
+    env = dict(os.environ)
+    env.pop('NOTIFY_SOCKET', None)
+    d = subprocess.Popen([lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--listen', f'unix:{sock}',
+                          '--checkpoint-dir', ck, '--session-ttl', '120', '--drain-timeout', '30'],
+                         stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        check('upgrade: the daemon starts', wait_port(port, d))
+        pid = d.pid
+        cs = [client(progs, kernels, shim, port, n, 200, 15, reconnect='0') for n in ('up-a', 'up-b')]
+        time.sleep(1.0)
+        d.send_signal(signal.SIGHUP)
+        deadline = time.time() + 30
+        text = ''
+        while time.time() < deadline:
+            with open(log_path) as f:
+                text = f.read()
+            if text.count("serving its client's connection again") >= 2:
+                break
+            time.sleep(0.1)
+        check('upgrade (SIGHUP): both sessions serve their connections again in the new image',
+              text.count("serving its client's connection again") >= 2, text[-3000:])
+        check('upgrade (SIGHUP): memory mapped from fds, zero bytes copied',
+              len(re.findall(r'hot restore: (\d+) of \1 chunk\(s\) .* 0 bytes copied', text)) >= 2, text[-3000:])
+        time.sleep(0.8)
+        r = subprocess.run([lupinectl, '--socket', sock, 'upgrade'], capture_output=True, text=True, timeout=30)
+        check('upgrade (lupinectl): accepted', r.returncode == 0 and 'upgrading' in r.stdout, r.stdout + r.stderr)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            with open(log_path) as f:
+                text = f.read()
+            if text.count("serving its client's connection again") >= 4:
+                break
+            time.sleep(0.1)
+        check('upgrade (lupinectl): both sessions carried over again',
+              text.count("serving its client's connection again") >= 4, text[-3000:])
+        for i, c in enumerate(cs):
+            ok, out = finished_ok(c)
+            check(f'upgrade: client {i} never saw a disconnect and has exact data', ok, out)
+        check('upgrade: the daemon pid is unchanged', d.poll() is None and d.pid == pid)
+        with open(log_path) as f:
+            text = f.read()
+        check('upgrade: it re-executed twice', text.count('upgrade: re-executing') >= 2, text[-2000:])
+    finally:
+        d.send_signal(signal.SIGTERM)
+        try:
+            d.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            d.kill()
+        log.close()
+
+
+def upgrade_no_binary(lupined, progs, shim, kernels, lupinectl, tmp):
+    port = W.free_port()
+    ck = os.path.join(tmp, 'ck4')
+    sock = os.path.join(tmp, 'admin4.sock')
+    exe = os.path.join(tmp, 'lupined-copy')
+    shutil.copy2(lupined, exe)
+    log_path = os.path.join(tmp, 'nobin.log')
+    log = open(log_path, 'a')
+    d = subprocess.Popen([exe, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--listen', f'unix:{sock}',
+                          '--checkpoint-dir', ck, '--session-ttl', '120'], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        check('no binary: the daemon starts', wait_port(port, d))
+        c = client(progs, kernels, shim, port, 'nobin', 120, 15, reconnect='0')
+        time.sleep(0.8)
+        os.unlink(exe)
+        r = subprocess.run([lupinectl, '--socket', sock, 'upgrade'], capture_output=True, text=True, timeout=30)
+        check('no binary: lupinectl upgrade is refused with the reason', r.returncode == 1 and
+              'cannot be executed' in r.stderr, r.stdout + r.stderr)
+        d.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        with open(log_path) as f:
+            text = f.read()
+        check('no binary: SIGHUP logs why it cannot upgrade', 'SIGHUP: cannot upgrade' in text, text[-2000:])
+        ok, out = finished_ok(c)
+        check('no binary: the session was not disturbed', ok, out)
+        check('no binary: the daemon still runs', d.poll() is None)
+    finally:
+        d.send_signal(signal.SIGTERM)
+        try:
+            d.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            d.kill()
+        log.close()
+
+
+def main():
+    if len(sys.argv) < 6:
+        print(__doc__)
+        return 2
+    lupined, progs, shim, kernels, lupinectl = sys.argv[1:6]
+    shim = os.path.abspath(shim)
+    only = sys.argv[6] if len(sys.argv) > 6 else None
+    with tempfile.TemporaryDirectory(prefix='lupine-hot-') as tmp:
+        for name, fn, args in (('hot', hot_restart, (lupined, progs, shim, kernels, tmp)),
+                               ('hotonly', hot_only_missing, (lupined, progs, shim, kernels, tmp)),
+                               ('upgrade', upgrade, (lupined, progs, shim, kernels, lupinectl, tmp)),
+                               ('nobin', upgrade_no_binary, (lupined, progs, shim, kernels, lupinectl, tmp))):
+            if only and only != name:
+                continue
+            try:
+                fn(*args)
+            except Exception as e:  # a harness failure is a test failure
+                check(f'{name}: harness', False, repr(e))
+        if FAILED:
+            for f in sorted(os.listdir(tmp)):
+                if f.endswith('.log'):
+                    with open(os.path.join(tmp, f), errors='replace') as fh:
+                        print(f'---- {f} (tail) ----\n' + fh.read()[-4000:])
+    print(f'hot: {"FAILED: " + ", ".join(FAILED) if FAILED else "all passed"}')
+    return 1 if FAILED else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
