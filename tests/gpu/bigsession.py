@@ -74,7 +74,7 @@ def main():
             d.wait(timeout=900)
             log.close()
             text = open(logp).read()
-            ck = re.search(r'checkpoint epoch 1: ([\d.]+) GiB of device memory in ([\d.]+) s \(([\d.]+) GB/s\)', text)
+            ck = re.search(r'checkpoint epoch 1 \(durable\): ([\d.]+) GiB of device memory in .*?in ([\d.]+) s \(([\d.]+) GB/s\)', text)
             rs = re.search(r'restored checkpoint epoch 1 .*?driver start ([\d.]+) s, ([\d.]+) GiB in ([\d.]+) s \(([\d.]+) GB/s\)', text)
             good = rc == 0 and c.returncode == 0 and f'verified {gib} GiB' in out and ck and rs
             ok = ok and bool(good)
