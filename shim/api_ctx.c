@@ -305,3 +305,22 @@ EXPORT CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
                 *ctxId = uid;
         return r;
 }
+
+/* CUDA 13: synchronise a given context (NULL: the current one). */
+EXPORT CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+{
+        uint64_t id = (uint64_t)(uintptr_t)ctx;
+
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!id || id == lupc_ctx_current())
+                return cuCtxSynchronize();
+        if (!lupc_ctx_known(id))
+                return CUDA_ERROR_INVALID_CONTEXT;
+        CUresult r = cuCtxPushCurrent_v2(ctx);
+        if (r != CUDA_SUCCESS)
+                return r;
+        r = cuCtxSynchronize();
+        cuCtxPopCurrent_v2(NULL);
+        return r;
+}

@@ -234,3 +234,55 @@ EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute at
         }
         return CUDA_SUCCESS;
 }
+
+/* Bytes each attribute's value takes, for the defaults below. */
+static size_t attr_size(CUpointer_attribute a)
+{
+        switch (a) {
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+                return sizeof(unsigned int);
+        case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        case CU_POINTER_ATTRIBUTE_MAPPED:
+        case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+        case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+                return 1;
+        case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
+                return sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS);
+        default:
+                return 8; /* pointers, handles, sizes, 64-bit ids */
+        }
+}
+
+/*
+ * Unlike the single query, this one succeeds for any pointer: what does not
+ * apply (a host pointer's context, a device pointer's host address) reads
+ * as zero, and the device ordinal of a pointer lupine does not know is -2,
+ * as the driver reports for plain host memory.
+ */
+EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
+                                               CUdeviceptr ptr)
+{
+        struct lupc_alloc_info a;
+        uint64_t hbase, hsize;
+        unsigned int hflags;
+
+        if (!numAttributes || !attributes || !data)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        bool known = lupc_shadow_find(ptr, &a) || lupc_host_find(ptr, &hbase, &hsize, &hflags);
+        for (unsigned int i = 0; i < numAttributes; i++) {
+                if (!data[i])
+                        return CUDA_ERROR_INVALID_VALUE;
+                if (cuPointerGetAttribute(data[i], attributes[i], ptr) == CUDA_SUCCESS)
+                        continue;
+                memset(data[i], 0, attr_size(attributes[i]));
+                if (attributes[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL && !known)
+                        *(int *)data[i] = -2;
+        }
+        return CUDA_SUCCESS;
+}
