@@ -7,14 +7,15 @@
  *   - pending connections, until their HELLO is judged (supervisor_conn.c);
  *   - the workers' control sockets (supervisor_ctl.c, daemon/ctl.h);
  *   - signals, through a signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP);
- *   - one tick timer, armed only while something has a deadline.
+ *   - one tick timer, armed only while something has a deadline or the
+ *     systemd watchdog is on (WATCHDOG=1 is sent from it).
  *
  * Life cycle: take the fds inherited through LISTEN_FDS (sd_fds.c), listen
  * (adopting systemd's sockets, or binding early, so the port is ours),
- * restore the
- * checkpointed sessions if a provider is configured (supervisor_restore.c;
- * clients wait in the backlog meanwhile), then arm accepts and tell systemd
- * READY=1. SIGINT/SIGTERM end it: with a provider by draining
+ * restore the checkpointed sessions if a provider is configured
+ * (supervisor_restore.c; clients wait in the backlog meanwhile), release
+ * the inherited fds restore did not claim, then arm accepts and tell
+ * systemd READY=1. SIGINT/SIGTERM end it: with a provider by draining
  * (supervisor_drain.c), without one by telling each worker to SHUTDOWN.
  *
  * What a hostile peer can make us hold: LUPD_MAX_PENDING connections of at
