@@ -42,6 +42,10 @@ EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
+        /* Freeing 0 does nothing: the runtime's cudaFree(0), which cuBLAS
+         * uses to make sure a context exists, comes down as cuMemFree(0). */
+        if (dptr == 0)
+                return CUDA_SUCCESS;
         /* Only the start of a live allocation can be freed; anything else is
          * refused here, before it reaches the network. */
         if (lupc_shadow_remove(dptr, NULL) < 0)

@@ -56,13 +56,16 @@ CUresult lupc_cls_put(CUcontext ctx, void *key, void *value, lupc_cls_dtor dtor)
         if (r != CUDA_SUCCESS)
                 return r;
         pthread_mutex_lock(&lock);
-        struct cls_entry *e = find(id, key);
-        if (!e && n_entries < CLS_MAX)
-                e = &entries[n_entries++];
-        if (e)
-                *e = (struct cls_entry){ .ctx = id, .key = key, .value = value, .dtor = dtor };
+        /* driver 580 refuses a key the context already holds */
+        if (find(id, key)) {
+                r = CUDA_ERROR_INVALID_HANDLE;
+        } else if (n_entries == CLS_MAX) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+                entries[n_entries++] = (struct cls_entry){ .ctx = id, .key = key, .value = value, .dtor = dtor };
+        }
         pthread_mutex_unlock(&lock);
-        return e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+        return r;
 }
 
 CUresult lupc_cls_delete(CUcontext ctx, void *key)

@@ -263,8 +263,11 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
-        /* Only the exact base of a live cuMemAlloc block; a VMM mapping is
-         * unmapped with cuMemUnmap. */
+        /* Freeing 0 does nothing, as cudaFree(0) relies on (the runtime
+         * passes it down). Otherwise only the exact base of a live
+         * cuMemAlloc block; a VMM mapping is unmapped with cuMemUnmap. */
+        if (dptr == 0)
+                return CUDA_SUCCESS;
         return sim_mem_free_current(drv, dptr, SIM_RANGE_ALLOC, CUDA_ERROR_INVALID_VALUE);
 }
 

@@ -12,7 +12,8 @@ import numpy as np
 def close(name, got, want, tol=1e-5):
     got = cp.asnumpy(got) if isinstance(got, cp.ndarray) else got
     if not np.allclose(got, want, rtol=tol, atol=tol):
-        print(f'cupy_check: {name} differs from numpy', file=sys.stderr)
+        print(f'cupy_check: {name} differs from numpy: got {np.ravel(got)[:4]}, want {np.ravel(want)[:4]}',
+              file=sys.stderr)
         sys.exit(1)
     print(name, 'ok')
 

@@ -134,9 +134,10 @@ static void check_cls(CUcontext primary)
         v = NULL;
         CK(get(&v, primary, &key_a));
         EXPECT(v == (void *)0x1234);
-        CK(put(primary, &key_a, (void *)0x5678, cls_dtor)); /* replaces */
+        /* a key already there is refused and keeps its value */
+        EXPECT_ERR(put(primary, &key_a, (void *)0x5678, cls_dtor), CUDA_ERROR_INVALID_HANDLE);
         CK(get(&v, NULL, &key_a));
-        EXPECT(v == (void *)0x5678);
+        EXPECT(v == (void *)0x1234);
         /* a missing key: INVALID_HANDLE, output untouched */
         v = (void *)0x99;
         EXPECT_ERR(get(&v, NULL, &key_b), CUDA_ERROR_INVALID_HANDLE);
@@ -264,6 +265,8 @@ int main(int argc, char **argv)
         check_small_tables(primary);
         check_cls(primary);
         check_wrapper_load();
+        /* the runtime's cudaFree(0) arrives as cuMemFree(0): a no-op */
+        EXPECT_ERR(cuMemFree(0), CUDA_SUCCESS);
 
         /* a destructor registered on the primary context runs when it is reset */
         static int key_c;
