@@ -95,7 +95,15 @@ def upgrade_under_load(build, tmp):
     out, err = c.communicate(timeout=300)
     alive = d.poll() is None and d.pid == pid
     d.send_signal(signal.SIGTERM)
-    d.wait(timeout=120)
+    try:
+        d.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        d.kill()
+        d.wait()
+        log.close()
+        print('upgrade under a kernel loop: lupined did not stop within 120 s of SIGTERM; its log ends:\n' +
+              open(logp).read()[-4000:], '\nclient:', out[-1500:], err[-1500:])
+        return False
     log.close()
     text = open(logp).read()
     n = text.count('upgrade: re-executing')

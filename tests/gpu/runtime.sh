@@ -7,15 +7,14 @@
 #   tests/gpu/runtime.sh BUILD_DIR RT_DIR [GPT_STEPS]
 #
 # RT_DIR holds the nvcc-built programs (rt_init_static, rt_init_shared,
-# rt_full_static, rt_full_shared; see tests/gpu/rt/build.sh). Logs go to
-# $OUT (or /tmp). Prints one "ok"/"FAIL" line per check and a summary line.
+# rt_full_static, rt_full_shared; see tests/gpu/rt/build.sh). The logs end
+# up in $OUT/runtime-logs.tgz (or /tmp). Prints one "ok"/"FAIL" line per check and a summary line.
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${1:?usage: runtime.sh BUILD_DIR RT_DIR [GPT_STEPS]}
 RT=${2:?usage: runtime.sh BUILD_DIR RT_DIR [GPT_STEPS]}
 STEPS=${3:-120}
-OUTDIR=${OUT:-/tmp}/runtime
-mkdir -p "$OUTDIR"
+OUTDIR=$(mktemp -d /tmp/lupine-runtime.XXXXXX)
 pass=0
 fail=0
 failed=()
@@ -67,7 +66,7 @@ compare() {
                     <(sed 's/ (lupine)//' "$OUTDIR/$name.remote.out" | grep -v 'ms/step') >"$OUTDIR/$name.diff"; then
                 bad "$name: output through lupine differs from local" "$OUTDIR/$name.diff"
         else
-                ok "$name ($(printf '%.1f' "$(echo "$t1 - $t0" | bc)") s through lupine)"
+                ok "$name ($(python3 -c "print(f'{$t1 - $t0:.1f}')") s through lupine)"
         fi
 }
 
@@ -89,12 +88,14 @@ if python3 -c 'import torch' 2>/dev/null; then
         compare gpt_train python3 tests/gpu/gpt_train.py "$STEPS"
         l=$(grep -o '[0-9.]* ms/step' "$OUTDIR/gpt_train.local.out" | cut -d' ' -f1)
         r=$(grep -o '[0-9.]* ms/step' "$OUTDIR/gpt_train.remote.out" | cut -d' ' -f1)
-        [ -n "$l" ] && [ -n "$r" ] && echo "gpt_train: local $l ms/step, lupine $r ms/step, ratio $(echo "scale=3; $r / $l" | bc)x"
+        [ -n "$l" ] && [ -n "$r" ] && echo "gpt_train: local $l ms/step, lupine $r ms/step, ratio $(python3 -c "print(f'{$r / $l:.3f}')")x"
         grep -h "weights" "$OUTDIR"/gpt_train.*.out
 fi
 
 kill -TERM $dpid 2>/dev/null
 wait $dpid 2>/dev/null
+# every log in one file, for $OUT on the GPU machine
+tar czf "${OUT:-/tmp}/runtime-logs.tgz" -C "$OUTDIR" . && echo "logs: ${OUT:-/tmp}/runtime-logs.tgz"
 if [ "$fail" -eq 0 ]; then
         echo "lupine runtime: PASS $pass/$((pass + fail))"
 else
