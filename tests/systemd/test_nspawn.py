@@ -46,7 +46,7 @@ check() {
 }
 client() {
         env LD_LIBRARY_PATH=/opt/lupine/shim LUPINE_SERVER=$1 LUPINE_SESSION=$2 LUPINE_RECONNECT_TIMEOUT=0 \
-                /opt/lupine/tests/e2e_basic
+                timeout 120 /opt/lupine/tests/e2e_basic
 }
 prop() { systemctl show -p "$1" --value lupined.service; }
 
