@@ -72,9 +72,15 @@ void lup_trace_setup_from_env(void)
 
         if (!v || !*v || strcmp(v, "0") == 0)
                 return;
-        if (strcmp(v, "1") == 0 || strcmp(v, "2") == 0) {
-                lup_trace_lvl = v[0] - '0';
-                return;
+        /* "1".."3": a level, to stderr; "N:PATH": level N to PATH; "PATH": level 1 to PATH */
+        int level = 1;
+        if (v[0] >= '1' && v[0] <= '3' && (v[1] == '\0' || v[1] == ':')) {
+                level = v[0] - '0';
+                if (v[1] == '\0') {
+                        lup_trace_lvl = level;
+                        return;
+                }
+                v += 2;
         }
         int fd = open(v, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0) {
@@ -84,7 +90,7 @@ void lup_trace_setup_from_env(void)
                 if (!trace_file)
                         close(fd);
         }
-        lup_trace_lvl = 1;
+        lup_trace_lvl = level;
 }
 
 void lup_tracef(const char *fmt, ...)

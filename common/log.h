@@ -4,7 +4,8 @@
  * start-up by the program (the daemon may route it to journald). Messages
  * are single lines; the sink adds the prefix and the newline.
  *
- * Tracing (LUPINE_TRACE=0|1|2|path) is separate: lup_trace_level() tells
+ * Tracing (LUPINE_TRACE=0|1|2|3|PATH|N:PATH; 3 adds every driver call made
+ * through cuGetProcAddress, with its result) is separate: lup_trace_level() tells
  * callers whether to format a trace line at all, so a disabled trace costs
  * one load and a branch on the hot path.
  */

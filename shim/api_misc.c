@@ -76,20 +76,41 @@ EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
         return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-static void *find_symbol(const char *name)
+static void *find_in(const struct lupc_sym *tab, size_t n, const char *name)
 {
-        size_t lo = 0, hi = lupc_n_symbols;
+        size_t lo = 0, hi = n;
         while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
-                int c = strcmp(lupc_symbols[mid].name, name);
+                int c = strcmp(tab[mid].name, name);
                 if (c == 0)
-                        return lupc_symbols[mid].fn;
+                        return tab[mid].fn;
                 if (c < 0)
                         lo = mid + 1;
                 else
                         hi = mid;
         }
         return NULL;
+}
+
+static void *find_symbol(const char *name)
+{
+        void *fn;
+
+        /* LUPINE_TRACE=3 traces every call made through the addresses the
+         * runtime and the libraries get here (nearly all of theirs) */
+        if (lup_trace_level() >= 3 && (fn = find_in(lupc_trace_symbols, lupc_n_trace_symbols, name)))
+                return fn;
+        return find_in(lupc_symbols, lupc_n_symbols, name);
+}
+
+void lupc_trace_result(const char *name, CUresult r);
+void lupc_trace_result(const char *name, CUresult r)
+{
+        const char *err = NULL;
+
+        if (r != CUDA_SUCCESS)
+                cuGetErrorName(r, &err);
+        lup_tracef("call %s -> %s", name, r == CUDA_SUCCESS ? "ok" : err ? err : "?");
 }
 
 /*

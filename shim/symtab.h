@@ -18,4 +18,8 @@ struct lupc_symver {
 };
 extern const struct lupc_symver lupc_symvers[];
 extern const size_t lupc_n_symvers;
+/* LUPINE_TRACE=3: wrappers that log each call and its result, sorted by
+ * name (generated shim_trace.c); cuGetProcAddress hands them out instead */
+extern const struct lupc_sym lupc_trace_symbols[];
+extern const size_t lupc_n_trace_symbols;
 #endif

@@ -385,6 +385,71 @@ def gen_symtab(symbols, typedefs):
     return ''.join(o)
 
 
+def parse_prototypes(path):
+    """'PFN_cuX_vN[_ptds|_ptsz]' -> (parameter text, [argument names]) from cudaTypedefs.h."""
+    with open(path) as f:
+        text = f.read()
+    # the old ABIs' typedefs are only there for the driver's own build
+    text = re.sub(r'#if defined\(__CUDA_API_VERSION_INTERNAL\).*?#endif', '', text, flags=re.S)
+    out = {}
+    rx = re.compile(r'typedef\s+CUresult\s+\(CUDAAPI\s+\*(PFN_cu\w+)\)\s*\(([^;]*)\)\s*;', re.S)
+    for m in rx.finditer(text):
+        params = ' '.join(m.group(2).split())
+        parts, depth, cur = [], 0, ''
+        for ch in params:
+            if ch == ',' and depth == 0:
+                parts.append(cur.strip())
+                cur = ''
+                continue
+            depth += ch == '('
+            depth -= ch == ')'
+            cur += ch
+        if cur.strip():
+            parts.append(cur.strip())
+        if parts == ['void'] or not parts:
+            out[m.group(1)] = ('void', [])
+            continue
+        names = []
+        for p in parts:
+            fm = re.search(r'\(\s*(?:\w+\s+)?\*\s*(\w+)\s*\)', p)
+            nm = fm.group(1) if fm else re.search(r'(\w+)\s*(?:\[[^\]]*\]\s*)*$', p).group(1)
+            names.append(nm)
+        if len(set(names)) != len(names):
+            continue
+        out[m.group(1)] = (params, names)
+    return out
+
+
+def gen_trace(symbols, typedefs, protos):
+    """shim_trace.c: for LUPINE_TRACE=3, a wrapper per versioned symbol that
+    cuGetProcAddress hands out instead, logging every call and its result."""
+    o = [HEADER, '/* Tracing wrappers for cuGetProcAddress (LUPINE_TRACE=3): each calls the\n'
+         ' * shim\'s own function and logs the call with its CUresult. */\n'
+         '#include <cudaTypedefs.h>\n\n#include "symtab.h"\n\n'
+         'void lupc_trace_result(const char *name, CUresult r);\n\n']
+    rows = []
+    for base, v, sym, pt in version_table(symbols, typedefs):
+        for target, pfn in ((sym, f'PFN_{base}_v{v}'), (pt, None)):
+            if not target:
+                continue
+            if pfn is None:
+                pfn = f'PFN_{base}_v{v}' + target[len(sym):]
+            if pfn not in protos or target in [r[0] for r in rows]:
+                continue
+            rows.append((target, pfn))
+    for target, pfn in rows:
+        params, names = protos[pfn]
+        o.append(f'extern char lupc_tt_{target}[] __asm__("{target}");\n'
+                 f'static CUresult tr_{target}({params})\n{{\n'
+                 f'\tCUresult r = (({pfn})(void *)lupc_tt_{target})({", ".join(names)});\n'
+                 f'\tlupc_trace_result("{target}", r);\n\treturn r;\n}}\n\n')
+    o.append('const struct lupc_sym lupc_trace_symbols[] = {\n')
+    for target, _ in sorted(rows):
+        o.append(f'\t{{ "{target}", (void *)tr_{target} }},\n')
+    o.append('};\nconst size_t lupc_n_trace_symbols = sizeof(lupc_trace_symbols) / sizeof(lupc_trace_symbols[0]);\n')
+    return ''.join(o)
+
+
 def gen_version_script(symbols):
     # lupine_shim_version marks the library as the shim (lupined refuses to load it)
     body = ''.join(f'\t\t{s};\n' for s in list(symbols) + ['lupine_shim_version'])
@@ -595,6 +660,7 @@ def main(argv):
         return 1
     try:
         typedefs = parse_typedefs(typedefs_h)
+        protos = parse_prototypes(typedefs_h)
         errors_c = gen_errors(os.path.join(os.path.dirname(typedefs_h), 'cuda.h'))
     except (OSError, SpecError) as e:
         print(f'lupgen: {e}', file=sys.stderr)
@@ -612,6 +678,7 @@ def main(argv):
         'worker_gen.h': worker_h,
         'worker_gen.c': worker_c,
         'shim_errors.c': errors_c,
+        'shim_trace.c': gen_trace(symbols, typedefs, protos),
     }
     for name, text in outputs.items():
         write_if_changed(os.path.join(outdir, name), text)
