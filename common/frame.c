@@ -76,6 +76,10 @@ int lup_hello_encode(uint8_t *out, size_t cap, const struct lup_hello *h, size_t
         lup_wr_str16(&w, h->name, n);
         lup_wr_bytes(&w, h->token, LUP_TOKEN_SIZE);
         lup_wr_u64(&w, h->last_seq_seen);
+        if (h->flags & LUP_HELLO_HEARTBEAT)
+                lup_wr_u32(&w, h->heartbeat_ms);
+        if (h->flags & LUP_HELLO_RESEND)
+                lup_wr_u64(&w, h->rx_bytes);
         if (w.err)
                 return w.err;
         *ret_len = w.len;
@@ -97,8 +101,17 @@ int lup_hello_decode(const uint8_t *p, size_t n, struct lup_hello *ret, const ch
         lup_rd_str16(&r, LUP_MAX_NAME, &name, &name_len);
         lup_rd_copy(&r, h.token, LUP_TOKEN_SIZE);
         lup_rd_u64(&r, &h.last_seq_seen);
-        if (lup_rd_finish(&r) < 0) {
+        if (h.flags & LUP_HELLO_HEARTBEAT)
+                lup_rd_u32(&r, &h.heartbeat_ms);
+        if (h.flags & LUP_HELLO_RESEND)
+                lup_rd_u64(&r, &h.rx_bytes);
+        if (lup_rd_finish(&r) < 0 || (h.flags & ~LUP_HELLO_KNOWN)) {
                 *ret_why = "malformed HELLO";
+                return -EBADMSG;
+        }
+        if ((h.flags & LUP_HELLO_HEARTBEAT) &&
+            (h.heartbeat_ms < LUP_MIN_HEARTBEAT_MS || h.heartbeat_ms > LUP_MAX_HEARTBEAT_MS)) {
+                *ret_why = "HELLO heartbeat interval out of range";
                 return -EBADMSG;
         }
         if (magic != LUP_PROTO_MAGIC) {

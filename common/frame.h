@@ -25,6 +25,8 @@ struct lup_hello {
         char name[LUP_MAX_NAME + 1];
         uint8_t token[LUP_TOKEN_SIZE];
         uint64_t last_seq_seen;
+        uint32_t heartbeat_ms;          /* with LUP_HELLO_HEARTBEAT */
+        uint64_t rx_bytes;              /* with LUP_HELLO_RESEND */
 };
 
 /* Session names: 1..LUP_MAX_NAME bytes of [A-Za-z0-9._-]. */

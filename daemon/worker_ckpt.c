@@ -356,6 +356,11 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
         }
         if (w.err && sv.rc == 0)
                 sv.rc = -ENOBUFS;
+        /* events' recorded state and the unacknowledged answers (worker_handles.c, worker.c) */
+        if (sv.rc == 0)
+                sv.rc = lupw_events_save(s, sv.save);
+        if (sv.rc == 0)
+                sv.rc = lupw_tx_save(s, sv.save);
         if (sv.rc == 0) {
                 uint64_t h = lup_hash64(man, w.len, MANIFEST_MAGIC);
                 lup_wr_u64(&w, h);

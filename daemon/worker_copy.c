@@ -72,15 +72,12 @@ int lupw_op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t 
 static int send_chunk(struct lupw_session *s, const struct lup_hdr *rh, const void *data, size_t n)
 {
         uint8_t hb[LUP_HDR_SIZE];
-        if (lupw_flush_out(s) < 0)
-                return -EPIPE;
+        int rc = lupw_flush_out(s);
+        if (rc < 0)
+                return rc;
         lup_hdr_encode(hb, rh);
         struct iovec iov[2] = { { hb, sizeof(hb) }, { (void *)data, n } };
-        if (lup_writev_full(s->fd, iov, n ? 2 : 1) < 0) {
-                lupw_set_why(s, "client stopped reading");
-                return -EPIPE;
-        }
-        return 0;
+        return lupw_send(s, iov, n ? 2 : 1, true); /* logged for a resend even if it fails */
 }
 
 static int send_data(struct lupw_session *s, uint64_t token, uint64_t off, const void *data, size_t n, CUresult status)
@@ -91,15 +88,11 @@ static int send_data(struct lupw_session *s, uint64_t token, uint64_t off, const
         struct lup_hdr rh = { .len = (uint32_t)(16 + n), .op = LUP_OP_DATA, .status = (uint32_t)status,
                               .ctx = s->last_seq };
         uint8_t hb[LUP_HDR_SIZE];
-        if (lupw_flush_out(s) < 0)
-                return -EPIPE;
+        int rc = lupw_flush_out(s);
         lup_hdr_encode(hb, &rh);
         struct iovec iov[3] = { { hb, sizeof(hb) }, { buf, sizeof(buf) }, { (void *)data, n } };
-        if (lup_writev_full(s->fd, iov, n ? 3 : 2) < 0) {
-                lupw_set_why(s, "client stopped reading");
-                return -EPIPE;
-        }
-        return 0;
+        int wrc = lupw_send(s, iov, n ? 3 : 2, true); /* logged for a resend even if it fails */
+        return rc < 0 ? rc : wrc;
 }
 
 void lupw_htod_wait(struct lupw_session *s)

@@ -6,9 +6,12 @@
  * nothing (any more) is answered with CUDA's own error.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "image.h"
 #include "log.h"
 #include "worker_session.h"
@@ -74,6 +77,10 @@ CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret)
                 return CUDA_ERROR_INVALID_HANDLE;
         *ret = e->real;
         s->cur_parent = id; /* creators record what they were made from */
+        if (kind == LUPW_H_EVENT) { /* the event calls' own bookkeeping */
+                s->cur_event[0] = s->cur_event[1];
+                s->cur_event[1] = e;
+        }
         return CUDA_SUCCESS;
 }
 
@@ -192,4 +199,210 @@ CUresult lupw_check_image(const void *p, size_t n)
         if (lup_image_measure(p, n, &kind, &start, &size) < 0 || size != n || start != p)
                 return CUDA_ERROR_INVALID_IMAGE;
         return CUDA_SUCCESS;
+}
+
+/* ---- events: recorded state across a checkpoint
+ *
+ * A checkpoint is taken after every stream was synchronised, so an event
+ * that was ever recorded is complete then. It is saved as recorded (object
+ * "events"), and the restore records it again on its context's NULL stream
+ * and waits for it: it queries and synchronises as complete, and a stream
+ * can wait on it; an event never recorded stays unrecorded.
+ *
+ * Elapsed times: for timing events, the time of each record is saved
+ * relative to one reference event of the same context (cuEventElapsedTime
+ * measured before the checkpoint). Between two events restored that way,
+ * cuEventElapsedTime answers the saved difference (exact to float
+ * precision). Between a restored event and one recorded after the restore
+ * the driver's answer counts from the restore: the time the session was
+ * down is not included.
+ */
+
+CUresult lupw_cuEventRecord(struct lupw_session *s, CUevent hEvent, CUstream hStream)
+{
+        struct lupw_handle_ent *e = s->cur_event[1];
+        CUresult r = s->be.fn.cuEventRecord(hEvent, hStream);
+        if (r == CUDA_SUCCESS && e && e->real == (void *)hEvent) {
+                e->recorded = true;
+                e->have_when = false;
+        }
+        return r;
+}
+
+CUresult lupw_cuEventRecordWithFlags(struct lupw_session *s, CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+        struct lupw_handle_ent *e = s->cur_event[1];
+        CUresult r = s->be.fn.cuEventRecordWithFlags(hEvent, hStream, flags);
+        if (r == CUDA_SUCCESS && e && e->real == (void *)hEvent) {
+                e->recorded = true;
+                e->have_when = false;
+        }
+        return r;
+}
+
+CUresult lupw_cuEventElapsedTime_v2(struct lupw_session *s, float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+        const struct lupw_handle_ent *a = s->cur_event[0], *b = s->cur_event[1];
+        if (a && b && a->real == (void *)hStart && b->real == (void *)hEnd && a->have_when && b->have_when &&
+            a->ctx == b->ctx) {
+                *pMilliseconds = (float)(b->when_ms - a->when_ms);
+                return CUDA_SUCCESS;
+        }
+        return s->be.fn.cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
+}
+
+#define EVENTS_MAGIC 0x31545645505550ull /* "PUPEVT1" */
+#define EVENTS_VERSION 1u
+#define EVENT_REC 17u                    /* u64 id, u8 have_when, u64 when (double bits) */
+
+struct ev_list {
+        struct lupw_handle_ent **e;
+        uint64_t *id;
+        size_t n, cap;
+};
+
+static void collect_recorded(uint64_t key, uint64_t val, void *ud)
+{
+        struct ev_list *l = ud;
+        struct lupw_handle_ent *e = (struct lupw_handle_ent *)(uintptr_t)val;
+        if (e->kind == LUPW_H_EVENT && e->recorded && l->n < l->cap) {
+                l->e[l->n] = e;
+                l->id[l->n++] = key;
+        }
+}
+
+/* The time of every recorded timing event of context ctx, relative to
+ * the first one's. Events still carrying a restored time keep it when
+ * every recorded event of the context does. */
+static void measure_ctx(struct lupw_session *s, struct ev_list *l, uint64_t ctx, bool *done)
+{
+        bool all_restored = true;
+        for (size_t i = 0; i < l->n; i++)
+                if (l->e[i]->ctx == ctx && !l->e[i]->have_when && !(l->e[i]->prov.flags & CU_EVENT_DISABLE_TIMING))
+                        all_restored = false;
+        struct lupw_handle_ent *ref = NULL;
+        for (size_t i = 0; i < l->n; i++) {
+                struct lupw_handle_ent *e = l->e[i];
+                if (e->ctx != ctx)
+                        continue;
+                done[i] = true;
+                if (all_restored || (e->prov.flags & CU_EVENT_DISABLE_TIMING))
+                        continue;
+                float ms = 0;
+                if (!ref) {
+                        ref = e;
+                        e->when_ms = 0;
+                        e->have_when = true;
+                } else if (lupw_bind_ctx(s, ctx) == CUDA_SUCCESS &&
+                           s->be.fn.cuEventElapsedTime_v2(&ms, ref->real, e->real) == CUDA_SUCCESS) {
+                        e->when_ms = ms;
+                        e->have_when = true;
+                } else {
+                        e->have_when = false;
+                }
+        }
+        if (ref && lupw_bind_ctx(s, ctx) != CUDA_SUCCESS)
+                ref->have_when = false;
+}
+
+int lupw_events_save(struct lupw_session *s, struct lupine_ckpt_save *save)
+{
+        struct ev_list l = { .cap = s->handles.used };
+        l.e = calloc(l.cap ? l.cap : 1, sizeof(*l.e));
+        l.id = calloc(l.cap ? l.cap : 1, sizeof(*l.id));
+        bool *done = calloc(l.cap ? l.cap : 1, sizeof(*done));
+        size_t cap = 24 + l.cap * EVENT_REC;
+        uint8_t *obj = malloc(cap);
+        int rc = -ENOMEM;
+        if (!l.e || !l.id || !done || !obj)
+                goto out;
+        lup_u64map_each(&s->handles, collect_recorded, &l);
+        for (size_t i = 0; i < l.n; i++)
+                if (!done[i])
+                        measure_ctx(s, &l, l.e[i]->ctx, done);
+        struct lup_wr w = lup_wr_init(obj, cap);
+        lup_wr_u64(&w, EVENTS_MAGIC);
+        lup_wr_u32(&w, EVENTS_VERSION);
+        lup_wr_u32(&w, (uint32_t)l.n);
+        for (size_t i = 0; i < l.n; i++) {
+                uint64_t bits;
+                memcpy(&bits, &l.e[i]->when_ms, sizeof(bits));
+                lup_wr_u64(&w, l.id[i]);
+                lup_wr_u8(&w, l.e[i]->have_when);
+                lup_wr_u64(&w, bits);
+        }
+        lup_wr_u64(&w, lup_hash64(obj, w.len, EVENTS_MAGIC));
+        rc = w.err ? -ENOBUFS : s->prov_ops->save_write(save, "events", obj, w.len);
+out:
+        free(l.e);
+        free(l.id);
+        free(done);
+        free(obj);
+        return rc;
+}
+
+int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why, size_t whylen)
+{
+        const struct lupine_checkpoint_provider *p = s->prov_ops;
+        uint64_t size;
+        if (p->load_size(ld, "events", &size) < 0)
+                return 0; /* an older checkpoint: events restore unrecorded */
+        if (size < 24 || size > 24 + (uint64_t)LUP_MAX_HANDLES * EVENT_REC) {
+                snprintf(why, whylen, "object events has an impossible size");
+                return -EBADMSG;
+        }
+        uint8_t *obj = malloc(size);
+        if (!obj)
+                return -ENOMEM;
+        for (uint64_t off = 0; off < size;) {
+                int64_t k = p->load_read(ld, "events", off, obj + off, size - off);
+                if (k <= 0) {
+                        free(obj);
+                        snprintf(why, whylen, "reading events failed");
+                        return k < 0 ? (int)k : -EIO;
+                }
+                off += (uint64_t)k;
+        }
+        int rc = 0;
+        struct lup_rd r = lup_rd_init(obj, size - 8);
+        uint64_t magic;
+        uint32_t version, n;
+        lup_rd_u64(&r, &magic);
+        lup_rd_u32(&r, &version);
+        lup_rd_u32(&r, &n);
+        if (r.err || magic != EVENTS_MAGIC || version != EVENTS_VERSION || (uint64_t)n * EVENT_REC != size - 24 ||
+            lup_hash64(obj, size - 8, EVENTS_MAGIC) != lup_le64(obj + size - 8)) {
+                snprintf(why, whylen, "object events is damaged");
+                rc = -EBADMSG;
+        }
+        for (uint32_t i = 0; i < n && rc == 0; i++) {
+                uint64_t id, bits;
+                uint8_t have;
+                lup_rd_u64(&r, &id);
+                lup_rd_u8(&r, &have);
+                lup_rd_u64(&r, &bits);
+                struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_EVENT, id);
+                if (r.err || !e || have > 1) {
+                        snprintf(why, whylen, "events names %" PRIx64 ", which is no restored event", id);
+                        rc = -EBADMSG;
+                        break;
+                }
+                e->recorded = true;
+                e->have_when = have;
+                memcpy(&e->when_ms, &bits, sizeof(bits));
+                /* recorded and complete, as before the checkpoint */
+                CUresult cr = lupw_bind_ctx(s, e->ctx);
+                if (cr == CUDA_SUCCESS)
+                        cr = s->be.fn.cuEventRecord(e->real, NULL);
+                if (cr == CUDA_SUCCESS)
+                        cr = s->be.fn.cuEventSynchronize(e->real);
+                if (cr != CUDA_SUCCESS) {
+                        snprintf(why, whylen, "recording event %" PRIx64 " again failed (CUresult %d)", id, (int)cr);
+                        rc = -EIO;
+                }
+        }
+        free(obj);
+        s->be.fn.cuCtxSetCurrent(NULL);
+        s->bound_id = 0;
+        return rc;
 }

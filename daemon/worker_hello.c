@@ -19,14 +19,20 @@
 #include "net.h"
 #include "worker_session.h"
 
-int lupw_refuse(struct lupw_session *s, const struct lup_hdr *req, CUresult status, const char *msg)
+int lupw_refuse_on(struct lupw_session *s, int fd, const struct lup_hdr *req, CUresult status, const char *msg)
 {
         uint8_t buf[512];
         struct lup_wr w = lup_wr_init(buf, sizeof(buf));
         lup_wr_str16(&w, msg, strnlen(msg, 400));
         lup_err("session %s refused: %s", s->name[0] ? s->name : "?", msg);
-        lupw_reply(s, req, 0, status, buf, w.len);
-        return lupw_flush_out(s);
+        struct lup_hdr h = { .len = (uint32_t)w.len, .op = req->op, .flags = LUP_F_REPLY, .lane = req->lane,
+                             .status = (uint32_t)status, .seq = req->seq, .ctx = s->last_seq };
+        return lupw_send_ctl(s, fd, &h, buf, w.len);
+}
+
+int lupw_refuse(struct lupw_session *s, const struct lup_hdr *req, CUresult status, const char *msg)
+{
+        return lupw_refuse_on(s, s->fd, req, status, msg);
 }
 
 static void write_device(struct lupw_session *s, struct lup_wr *w, int dev)
@@ -113,7 +119,7 @@ int lupw_reserve_arena(struct lupw_session *s, uint32_t slot, char *err, size_t 
         return 0;
 }
 
-int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req)
+int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello)
 {
         int drv = 0;
         s->be.fn.cuDriverGetVersion(&drv);
@@ -121,6 +127,11 @@ int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req)
         uint8_t *buf = malloc(cap);
         if (!buf)
                 return lupw_refuse(s, req, CUDA_ERROR_OUT_OF_MEMORY, "out of memory in the worker");
+        /* answers written before this connection go first: the HELLO
+         * reply says where the reply stream stands */
+        lupw_flush_out(s);
+        uint64_t from, end;
+        lupw_tx_hello(s, hello, &from, &end);
         struct lup_wr w = lup_wr_init(buf, cap);
         lup_wr_u32(&w, LUP_PROTO_MAGIC);
         lup_wr_u32(&w, LUP_PROTO_VERSION);
@@ -133,16 +144,28 @@ int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req)
         lup_wr_u32(&w, (uint32_t)s->n_devices);
         for (int d = 0; d < s->n_devices; d++)
                 write_device(s, &w, d);
+        if (hello->flags & LUP_HELLO_RESEND) {
+                lup_wr_u64(&w, from);
+                lup_wr_u64(&w, end);
+        }
         int rc;
-        if (w.err)
+        if (w.err) {
                 rc = lupw_refuse(s, req, CUDA_ERROR_UNKNOWN, "device snapshot too large");
-        else
-                rc = lupw_reply(s, req, 0, CUDA_SUCCESS, buf, w.len);
+        } else {
+                struct lup_hdr h = { .len = (uint32_t)w.len, .op = req->op, .flags = LUP_F_REPLY, .lane = req->lane,
+                                     .seq = req->seq, .ctx = s->last_seq };
+                rc = lupw_send_ctl(s, s->fd, &h, buf, w.len);
+                /* then what the client missed, before anything new */
+                if (rc == 0 && from < end)
+                        rc = lupw_tx_resend(s, from);
+                if (rc == 0 && (hello->flags & LUP_HELLO_RESEND))
+                        rc = lupw_tx_ack(s, from);
+        }
         free(buf);
-        return rc < 0 ? rc : lupw_flush_out(s);
+        return rc;
 }
 
-int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req)
+int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello)
 {
         CUresult st;
         char err[200];
@@ -154,7 +177,7 @@ int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req)
         /* The resume token: only its holder may take the session over later. */
         if (getrandom(s->token, sizeof(s->token), 0) != (ssize_t)sizeof(s->token))
                 return lupw_refuse(s, req, CUDA_ERROR_OPERATING_SYSTEM, "no randomness for the session token");
-        return lupw_send_hello_reply(s, req);
+        return lupw_send_hello_reply(s, req, hello);
 }
 
 int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t *ret_slot, struct lup_hdr *ret_req,

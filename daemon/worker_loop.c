@@ -60,12 +60,10 @@ static ssize_t spin_recv(struct lupw_session *s)
 static void send_goodbye(struct lupw_session *s)
 {
         struct lup_hdr bye = { .op = LUP_OP_GOODBYE, .ctx = s->last_seq };
-        uint8_t hb[LUP_HDR_SIZE];
         if (s->fd < 0)
                 return;
         lupw_flush_out(s);
-        lup_hdr_encode(hb, &bye);
-        (void)lup_write_full(s->fd, hb, sizeof(hb));
+        (void)lupw_send_ctl(s, s->fd, &bye, NULL, 0);
 }
 
 /* Forgets the current connection: whatever it had not finished sending was
@@ -74,12 +72,13 @@ static void send_goodbye(struct lupw_session *s)
 static void drop_connection(struct lupw_session *s)
 {
         lupw_htod_wait(s);
-        lupw_flush_pending(s, true); /* to a dead socket, or discarded below */
-        if (s->fd >= 0) {
-                shutdown(s->fd, SHUT_RDWR); /* completes any read still queued on it */
-                close(s->fd);
+        lupw_flush_out(s);           /* answers go to the reply log, for a resend */
+        lupw_flush_pending(s, true); /* likewise */
+        int old = lupw_tx_set_fd(s, -1);
+        if (old >= 0) {
+                shutdown(old, SHUT_RDWR); /* completes any read still queued on it */
+                close(old);
         }
-        s->fd = -1;
         s->conn_gen++;
         s->recv_armed = false;
         s->in_off = s->in_len = 0;
@@ -125,23 +124,19 @@ static void attach(struct lupw_session *s, const uint8_t *msg, size_t n, int fd)
         lupw_set_blocking(fd);
         if (strcmp(hello.name, s->name) != 0 || !token_equal(hello.token, s->token)) {
                 /* answer that client alone; the session stays as it was */
-                lupw_flush_out(s);
-                int keep = s->fd;
-                s->fd = fd;
-                lupw_refuse(s, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, "wrong resume token for this session");
-                s->fd = keep;
+                lupw_refuse_on(s, fd, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, "wrong resume token for this session");
                 close(fd);
                 lupw_ctl_send(s, LUPD_CTL_ATTACHED, -EPERM, 0, false);
                 return;
         }
         bool was_connected = s->fd >= 0;
         drop_connection(s);
-        s->fd = fd;
+        lupw_tx_set_fd(s, fd);
         s->detached_since = 0;
         lup_info("session %s: client %s at seq %llu (it had seen up to %llu)", s->name,
                  was_connected ? "took over the session" : "resumed", (unsigned long long)s->last_seq,
                  (unsigned long long)hello.last_seq_seen);
-        if (lupw_send_hello_reply(s, &req) < 0) {
+        if (lupw_send_hello_reply(s, &req, &hello) < 0) {
                 detach(s, "vanished during the resume");
                 lupw_ctl_send(s, LUPD_CTL_ATTACHED, -EPIPE, 0, false);
                 return;
@@ -307,6 +302,9 @@ static int serve(struct lupw_session *s)
 {
         int spins_in_a_row = 0;
 
+        lupw_tx_busy(s, true);
+        lupw_tx_start(s);
+
         while (!s->stop) {
                 struct io_uring_sqe *sqe;
                 if (s->drain_wanted) {
@@ -352,7 +350,9 @@ static int serve(struct lupw_session *s)
                         s->ttl_armed = true;
                 }
                 struct io_uring_cqe *cqe;
+                lupw_tx_busy(s, false); /* idle: no heartbeats needed */
                 int rc = io_uring_submit_and_wait(&s->ring, 1);
+                lupw_tx_busy(s, true);
                 if (rc < 0 && rc != -EINTR) {
                         lup_err("session %s: io_uring wait failed: %s", s->name, strerror(-rc));
                         return rc;
@@ -411,11 +411,10 @@ static int start_new(struct lupw_session *s)
                         close(fds[i]);
                 return -EBADMSG;
         }
-        s->fd = fds[0];
+        lupw_tx_set_fd(s, fds[0]);
         s->slot = slot;
         snprintf(s->name, sizeof(s->name), "%s", hello.name);
-        lupw_set_blocking(s->fd);
-        int rc = lupw_setup_session(s, &req);
+        int rc = lupw_setup_session(s, &req, &hello);
         if (rc < 0 || !s->arena_reserved)
                 return -EIO;
         return 0;
@@ -437,6 +436,7 @@ int worker_main(const struct lupd_config *cfg)
         s->in = malloc(s->in_cap);
         s->out = malloc(s->out_cap);
         s->staging = malloc(LUP_BULK_CHUNK);
+        lupw_tx_init(s);
         /* LUPINE_SPIN_US: how long a worker polls for the next frame before
          * sleeping (default 50; 0 turns polling off) */
         const char *spin = getenv("LUPINE_SPIN_US");
@@ -502,6 +502,7 @@ out_release:
         backend_close(&s->be);
 out_free:;
         int status = s->exit_status;
+        lupw_tx_free(s);
         if (s->ring_ok)
                 io_uring_queue_exit(&s->ring);
         if (s->fd >= 0)

@@ -540,6 +540,10 @@ int lupw_restore(struct lupw_session *s, const char *name)
         rc = read_object(&r, "manifest", 0, MANIFEST_MAX, &man, &len);
         if (rc == 0)
                 rc = restore_manifest(&r, man, (size_t)len);
+        if (rc == 0)
+                rc = lupw_events_load(s, r.ld, r.why, sizeof(r.why));
+        if (rc == 0)
+                rc = lupw_tx_load(s, r.ld, r.why, sizeof(r.why));
         free(man);
         s->ckpt_mem = 0; /* arena_map creates memory again from now on */
         lupw_hot_done(s);

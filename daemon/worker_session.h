@@ -15,6 +15,7 @@
 #include "lupine/wire.h"
 #include "rangemap.h"
 #include "u64map.h"
+#include "worker_tx.h"
 
 /* How a handle was made, so a restore can make it again. */
 struct lupw_prov {
@@ -37,6 +38,11 @@ struct lupw_handle_ent {
         uint32_t n_params;
         uint32_t param_bytes;
         uint32_t *params;               /* n_params x (offset, size) */
+        /* events: recorded (ever), and after a restore the time of the
+         * record as measured before the checkpoint (worker_handles.c) */
+        bool recorded;
+        bool have_when;
+        double when_ms;                 /* relative to a reference event of the same context */
 };
 
 /* A setting the client made that a restore must make again. */
@@ -149,6 +155,8 @@ struct lupw_session {
         uint64_t epoch;                         /* of the last committed checkpoint */
         bool drained;                           /* a checkpoint was committed */
         bool draining;                          /* a drain began: never delete checkpoints now */
+        struct lupw_tx tx;                      /* the write side: reply log, heartbeats (worker.c) */
+        struct lupw_handle_ent *cur_event[2];   /* the events the current call named, in order */
         uint32_t drain_flags;                   /* LUPD_DRAIN_* of a DRAIN not yet carried out */
         bool drain_wanted;                      /* ... set by the control message, run by the loop */
         uint32_t ckpt_mem;                      /* restoring: CKPT_MEM_* of the checkpoint */
@@ -161,6 +169,10 @@ void lupw_handles_free(struct lupw_session *s);
 struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64_t id);
 int lupw_op_blob(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
 void lupw_prov_free(struct lupw_prov *p);
+/* Events' recorded state in a checkpoint (object "events"): 0 or -errno;
+ * loading after the handles were re-created records them again. */
+int lupw_events_save(struct lupw_session *s, struct lupine_ckpt_save *save);
+int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why, size_t whylen);
 
 /* worker_launch.c */
 int lupw_op_launch(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
@@ -236,12 +248,16 @@ void lupw_hot_free(struct lupw_session *s);
 
 /* worker_hello.c */
 int lupw_refuse(struct lupw_session *s, const struct lup_hdr *req, CUresult status, const char *msg);
+/* The same, on connection fd (a client that is not the session's). */
+int lupw_refuse_on(struct lupw_session *s, int fd, const struct lup_hdr *req, CUresult status, const char *msg);
 /* Loads the driver, retains device 0's primary context, pins buffers.
  * NULL on success, else a reason (and *ret_status the CUresult to report). */
 const char *lupw_open_device(struct lupw_session *s, CUresult *ret_status);
 int lupw_reserve_arena(struct lupw_session *s, uint32_t slot, char *err, size_t errlen);
-int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req);
-int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req);
+/* The HELLO reply (outside the reply stream), then the stream bytes the
+ * client missed (see worker_tx.h). */
+int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello);
+int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello);
 int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t *ret_slot, struct lup_hdr *ret_req,
                       struct lup_hello *ret_hello, const char **ret_why);
 void lupw_set_blocking(int fd);

@@ -267,6 +267,9 @@ static void note_ack(uint64_t ack)
         }
 }
 
+static int conn_read_full(void *p, size_t n);
+static const char *io_why(int rc);
+
 /* Asynchronous device->host data: straight into the caller's buffer. The
  * landing's destination is copied under the lock and progress is recorded
  * under it again, so a landing dropped meanwhile is never touched. */
@@ -277,9 +280,9 @@ static int read_data_frame(const struct lup_hdr *h, const char **why)
                 *why = "short DATA frame";
                 return -EBADMSG;
         }
-        int rc = lup_read_full(conn.fd, b, sizeof(b));
+        int rc = conn_read_full(b, sizeof(b));
         if (rc < 0) {
-                *why = "server closed the connection";
+                *why = io_why(rc);
                 return rc;
         }
         uint64_t token = lup_le64(b), off = lup_le64(b + 8), n = h->len - sizeof(b);
@@ -292,9 +295,9 @@ static int read_data_frame(const struct lup_hdr *h, const char **why)
                 *why = "DATA frame for an unknown copy or past its end";
                 return -EBADMSG;
         }
-        rc = lup_read_full(conn.fd, dst + off, n);
+        rc = conn_read_full(dst + off, n);
         if (rc < 0) {
-                *why = "server closed the connection";
+                *why = io_why(rc);
                 return rc;
         }
         pthread_mutex_lock(&conn.recv_lock);
@@ -312,6 +315,50 @@ static int read_data_frame(const struct lup_hdr *h, const char **why)
 
 uint64_t lupc_spin_ns = 50000; /* LUPINE_SPIN_US, read at init */
 
+static void heartbeat_ping(void);
+
+/* Silence on the connection while this thread needs it (reading an answer,
+ * or blocked sending): after hb_ms a PING asks the server for a sign of
+ * life (it answers, or sends ALIVE while a call keeps it busy); after
+ * hb_timeout_ms the connection counts as lost. -ETIMEDOUT then. */
+static int heartbeat_check(bool may_ping)
+{
+        if (!conn.hb_ms)
+                return 0;
+        uint64_t now = lupc_mono_ns(), quiet = now - atomic_load_explicit(&conn.last_rx_ns, memory_order_relaxed);
+        if (quiet >= (uint64_t)conn.hb_timeout_ms * 1000000ull)
+                return -ETIMEDOUT;
+        if (may_ping && quiet >= (uint64_t)conn.hb_ms * 1000000ull)
+                heartbeat_ping();
+        return 0;
+}
+
+/* Reads exactly n bytes (the socket's receive timeout is hb_ms, so a
+ * silent server is noticed). 0 or -errno. */
+static int conn_read_full(void *p, size_t n)
+{
+        uint8_t *b = p;
+        while (n) {
+                ssize_t k = read(conn.fd, b, n);
+                if (k > 0) {
+                        atomic_store_explicit(&conn.last_rx_ns, lupc_mono_ns(), memory_order_relaxed);
+                        b += k;
+                        n -= (size_t)k;
+                        continue;
+                }
+                if (k == 0)
+                        return -ECONNRESET;
+                if (errno == EINTR)
+                        continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK)
+                        return -errno;
+                int rc = heartbeat_check(true);
+                if (rc < 0)
+                        return rc;
+        }
+        return 0;
+}
+
 /* Reads a frame header, polling for a short while first: a reply usually
  * comes within tens of microseconds, and sleeping costs a wake-up. */
 static int read_header(uint8_t *hb)
@@ -322,6 +369,7 @@ static int read_header(uint8_t *hb)
                 while (got < LUP_HDR_SIZE) {
                         ssize_t k = recv(conn.fd, hb + got, LUP_HDR_SIZE - got, MSG_DONTWAIT);
                         if (k > 0) {
+                                atomic_store_explicit(&conn.last_rx_ns, lupc_mono_ns(), memory_order_relaxed);
                                 got += (size_t)k;
                                 continue;
                         }
@@ -333,11 +381,16 @@ static int read_header(uint8_t *hb)
                                 break;
                 }
         }
-        return got == LUP_HDR_SIZE ? 0 : lup_read_full(conn.fd, hb + got, LUP_HDR_SIZE - got);
+        return got == LUP_HDR_SIZE ? 0 : conn_read_full(hb + got, LUP_HDR_SIZE - got);
 }
 
 static const char *io_why(int rc)
 {
+        static char quiet[96];
+        if (rc == -ETIMEDOUT && conn.hb_ms) {
+                snprintf(quiet, sizeof(quiet), "no sign of life from lupined for %u ms (heartbeat)", conn.hb_timeout_ms);
+                return quiet;
+        }
         return rc == -ECONNRESET || rc == -EPIPE ? "server closed the connection" : strerror(-rc);
 }
 
@@ -367,8 +420,20 @@ int lupc_read_one_frame(const char **why)
                 *why = conn.goodbye_why;
                 return -ECONNRESET;
         }
-        if (h.op == LUP_OP_DATA)
-                return read_data_frame(&h, why);
+        if (h.op == LUP_OP_ALIVE) {
+                /* the server is busy with a long call: a sign of life only */
+                if (h.len != 0 || h.flags != 0) {
+                        *why = "malformed ALIVE frame";
+                        return -EBADMSG;
+                }
+                return 0;
+        }
+        if (h.op == LUP_OP_DATA) {
+                rc = read_data_frame(&h, why);
+                if (rc == 0)
+                        atomic_fetch_add_explicit(&conn.rx_bytes, LUP_HDR_SIZE + h.len, memory_order_relaxed);
+                return rc;
+        }
         if (!(h.flags & LUP_F_REPLY)) {
                 *why = "unexpected request frame from server";
                 return -EBADMSG;
@@ -386,11 +451,12 @@ int lupc_read_one_frame(const char **why)
                 *why = "reply larger than the caller's buffer";
                 return -EBADMSG;
         }
-        rc = lup_read_full(conn.fd, w->rep + w->len, h.len);
+        rc = conn_read_full(w->rep + w->len, h.len);
         if (rc < 0) {
                 *why = io_why(rc);
                 return rc;
         }
+        atomic_fetch_add_explicit(&conn.rx_bytes, LUP_HDR_SIZE + h.len, memory_order_relaxed);
         pthread_mutex_lock(&conn.recv_lock);
         w->len += h.len;
         if (!(h.flags & LUP_F_MORE) || h.status != 0) {
@@ -480,12 +546,63 @@ static CUresult send_frame(uint16_t op, uint16_t flags, uint64_t ctx, const void
 static CUresult await_ack(void)
 {
         struct lupc_waiter w = { 0 };
-        CUresult r = send_frame(LUP_OP_PING, LUP_F_SYNC, 0, NULL, 0, NULL, 0, &w, 0);
+        uint8_t rx[8];
+        lup_put64(rx, atomic_load_explicit(&conn.rx_bytes, memory_order_relaxed));
+        CUresult r = send_frame(LUP_OP_PING, LUP_F_SYNC, 0, rx, sizeof(rx), NULL, 0, &w, 0);
         if (r != CUDA_SUCCESS)
                 return r;
         wait_reply(&w);
         /* a PING whose reply was lost in a reconnect was still executed */
         return lupc_conn_state() == CONN_DEAD ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_SUCCESS;
+}
+
+/* Writes whole frames, send_lock held. The socket's send timeout is hb_ms:
+ * while it stays full, whatever the server sent meanwhile is read (if no
+ * other thread reads), and with neither progress nor a sign of life for
+ * hb_timeout_ms the connection counts as lost (-ETIMEDOUT). */
+static int conn_writev(struct iovec *iov, int iovcnt)
+{
+        uint64_t progress = lupc_mono_ns();
+        while (iovcnt > 0) {
+                struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
+                ssize_t k = sendmsg(conn.fd, &mh, MSG_NOSIGNAL);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                        harvest_replies();
+                        uint64_t limit = (uint64_t)conn.hb_timeout_ms * 1000000ull;
+                        if (conn.hb_ms && lupc_mono_ns() - progress >= limit && heartbeat_check(false) < 0)
+                                return -ETIMEDOUT;
+                        continue;
+                }
+                if (k < 0)
+                        return -errno;
+                progress = lupc_mono_ns();
+                size_t done = (size_t)k;
+                while (iovcnt > 0 && done >= iov->iov_len) {
+                        done -= iov->iov_len;
+                        iov++;
+                        iovcnt--;
+                }
+                if (iovcnt > 0) {
+                        iov->iov_base = (uint8_t *)iov->iov_base + done;
+                        iov->iov_len -= done;
+                }
+        }
+        return 0;
+}
+
+static bool request_ack_locked(uint64_t gen);
+
+/* A heartbeat: the ack request PING (one at a time), unless a sender holds
+ * the connection, which then watches it itself. Called by the reader. */
+static void heartbeat_ping(void)
+{
+        if (pthread_mutex_trylock(&conn.send_lock) != 0)
+                return;
+        if (lupc_conn_state() == CONN_UP && conn.replay_on)
+                (void)request_ack_locked(conn.gen);
+        pthread_mutex_unlock(&conn.send_lock);
 }
 
 /* Keeps the replay buffer small without ever waiting. Every ack_interval
@@ -505,11 +622,14 @@ static bool request_ack_locked(uint64_t gen)
         pthread_mutex_unlock(&conn.recv_lock);
         if (pending)
                 return true;
-        uint8_t hb[LUP_HDR_SIZE];
+        uint8_t hb[LUP_HDR_SIZE + 8];
         struct iovec iov = { hb, sizeof(hb) };
-        struct lup_hdr h = { .op = LUP_OP_PING, .flags = LUP_F_SYNC, .lane = lupc_my_lane(),
+        struct lup_hdr h = { .len = 8, .op = LUP_OP_PING, .flags = LUP_F_SYNC, .lane = lupc_my_lane(),
                              .seq = atomic_load_explicit(&conn.next_seq, memory_order_relaxed) };
         lup_hdr_encode(hb, &h);
+        /* what of the reply stream arrived: the server may forget it */
+        conn.rx_reported = atomic_load_explicit(&conn.rx_bytes, memory_order_relaxed);
+        lup_put64(hb + LUP_HDR_SIZE, conn.rx_reported);
         if (replay_append(&conn.replay, h.seq, &iov, 1, NULL) < 0)
                 return false;
         atomic_store_explicit(&conn.next_seq, h.seq + 1, memory_order_relaxed);
@@ -518,7 +638,7 @@ static bool request_ack_locked(uint64_t gen)
         conn.waiters = &conn.ack_req;
         conn.ack_req_pending = true;
         pthread_mutex_unlock(&conn.recv_lock);
-        int rc = lup_writev_full(conn.fd, &iov, 1);
+        int rc = conn_writev(&iov, 1);
         if (rc < 0) {
                 pthread_mutex_lock(&conn.recv_lock);
                 conn_lost_locked(gen, rc, io_why(rc));
@@ -596,11 +716,12 @@ static CUresult send_frame(uint16_t op, uint16_t flags, uint64_t ctx, const void
                         l->seq = h.seq;
                 pthread_mutex_unlock(&conn.recv_lock);
         }
-        rc = lup_writev_full(conn.fd, iov, iovcnt);
+        rc = conn_writev(iov, iovcnt);
         bool harvest = false;
         if (rc == 0 && conn.replay_on) {
                 conn.since_ack_req += LUP_HDR_SIZE + alen + blen;
-                if (conn.since_ack_req >= conn.ack_interval) {
+                if (conn.since_ack_req >= conn.ack_interval ||
+                    atomic_load_explicit(&conn.rx_bytes, memory_order_relaxed) - conn.rx_reported >= conn.ack_interval) {
                         conn.since_ack_req = 0;
                         harvest = request_ack_locked(gen);
                 }

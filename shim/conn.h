@@ -29,6 +29,8 @@
 #define LUPC_HANDSHAKE_TIMEOUT_MS 10000      /* a reconnect HELLO must be answered within this */
 #define LUPC_RESEND_STALL_MS 60000           /* a resend that moves no byte for this long fails */
 #define LUPC_ACK_INTERVAL (4u << 20)         /* ask for an acknowledgement every this many bytes sent */
+#define LUPC_DEFAULT_HEARTBEAT_MS 5000u      /* LUPINE_HEARTBEAT_MS: silence before a PING */
+#define LUPC_DEFAULT_HEARTBEAT_TIMEOUT_MS 30000u /* LUPINE_HEARTBEAT_TIMEOUT_MS: silence before giving up on the connection */
 
 /* One thread waiting for a reply. */
 struct lupc_waiter {
@@ -82,6 +84,15 @@ struct lupc_conn {
         size_t ack_interval;            /* LUPC_ACK_INTERVAL, or less for a small bound */
         struct lupc_waiter ack_req;     /* that request's PING: a waiter nobody sleeps on */
         bool ack_req_pending;           /* under recv_lock */
+        /* heartbeats: while a thread waits for an answer (or cannot send)
+         * and nothing arrives for hb_ms, a PING goes out; after
+         * hb_timeout_ms of silence the connection counts as lost */
+        unsigned hb_ms, hb_timeout_ms;  /* 0: off (TCP keepalive only) */
+        _Atomic uint64_t last_rx_ns;    /* when a byte last arrived */
+        /* the reply stream (wire.h): bytes of REPLY and DATA frames received
+         * whole, over the session's life; written by the reader role */
+        _Atomic uint64_t rx_bytes;
+        uint64_t rx_reported;           /* the count the last ack PING carried; under send_lock */
 };
 
 extern struct lupc_conn conn;
@@ -96,6 +107,7 @@ struct hello_reply {
         uint64_t last_executed;
         struct lupc_device *devs;       /* ndev of them; the caller installs or frees them */
         uint32_t ndev;
+        uint64_t resend_from, tx_end;   /* with LUP_HELLO_RESEND: stream bytes resent next */
 };
 
 typedef int (*endpoint_fn)(const struct lup_endpoint *ep, void *userdata);

@@ -36,7 +36,7 @@ bool lupc_initialized(void)
 
 
 /* Decodes an accepting HELLO reply (the same at init and on resume). */
-static int decode_hello_reply(const uint8_t *p, size_t n, struct hello_reply *ret)
+static int decode_hello_reply(const uint8_t *p, size_t n, bool resend, struct hello_reply *ret)
 {
         struct lup_rd r = lup_rd_init(p, n);
         uint32_t magic, proto, drv, backend, ndev;
@@ -84,10 +84,17 @@ static int decode_hello_reply(const uint8_t *p, size_t n, struct hello_reply *re
                 snprintf(devs[i].name, sizeof(devs[i].name), "%.*s%s", (int)name_len, name,
                          backend == LUP_BACKEND_CUDA ? " (lupine)" : "");
         }
-        if (lup_rd_finish(&r) < 0) {
+        uint64_t from = 0, end = 0;
+        if (resend) {
+                lup_rd_u64(&r, &from);
+                lup_rd_u64(&r, &end);
+        }
+        if (lup_rd_finish(&r) < 0 || from > end) {
                 free(devs);
                 return -EBADMSG;
         }
+        ret->resend_from = from;
+        ret->tx_end = end;
         ret->driver_version = drv;
         ret->backend = backend;
         memcpy(ret->token, token, sizeof(token));
@@ -116,6 +123,15 @@ int lupc_hello_exchange(int fd, uint64_t last_seen, struct hello_reply *ret)
         uint8_t buf[LUP_HDR_SIZE + 512];
         struct lup_hello hello = { .proto_version = LUP_PROTO_VERSION, .cuda_version = CUDA_VERSION,
                                    .last_seq_seen = last_seen };
+        /* heartbeats, and the count of the reply stream for resends */
+        if (conn.hb_ms) {
+                hello.flags |= LUP_HELLO_HEARTBEAT;
+                hello.heartbeat_ms = conn.hb_ms;
+        }
+        if (conn.replay_on) {
+                hello.flags |= LUP_HELLO_RESEND;
+                hello.rx_bytes = atomic_load_explicit(&conn.rx_bytes, memory_order_relaxed);
+        }
         size_t hlen;
 
         memcpy(hello.name, conn.name, sizeof(hello.name));
@@ -149,7 +165,7 @@ int lupc_hello_exchange(int fd, uint64_t last_seen, struct hello_reply *ret)
                 snprintf(ret->msg, sizeof(ret->msg), "%.*s", (int)ml, msg ? msg : "");
         } else if (rc == 0) {
                 ret->status = 0;
-                rc = decode_hello_reply(rep, rh.len, ret) < 0 ? -EPROTO : 0;
+                rc = decode_hello_reply(rep, rh.len, (hello.flags & LUP_HELLO_RESEND) != 0, ret) < 0 ? -EPROTO : 0;
         }
         free(rep);
         return rc;
@@ -244,6 +260,15 @@ static void read_config(void)
         /* Without reconnecting nothing is ever resent: keep no copies. */
         if (conn.reconnect_s)
                 conn.replay_on = replay_init(&conn.replay, (size_t)mb << 20, 0) == 0;
+        conn.hb_ms = env_uint("LUPINE_HEARTBEAT_MS", LUPC_DEFAULT_HEARTBEAT_MS, LUP_MAX_HEARTBEAT_MS);
+        if (conn.hb_ms && conn.hb_ms < LUP_MIN_HEARTBEAT_MS)
+                conn.hb_ms = LUP_MIN_HEARTBEAT_MS;
+        conn.hb_timeout_ms = env_uint("LUPINE_HEARTBEAT_TIMEOUT_MS", LUPC_DEFAULT_HEARTBEAT_TIMEOUT_MS, UINT32_MAX / 2);
+        if (conn.hb_ms && conn.hb_timeout_ms < 2 * conn.hb_ms) {
+                lup_warn("LUPINE_HEARTBEAT_TIMEOUT_MS=%u is less than twice LUPINE_HEARTBEAT_MS=%u; using %u",
+                         conn.hb_timeout_ms, conn.hb_ms, 2 * conn.hb_ms);
+                conn.hb_timeout_ms = 2 * conn.hb_ms;
+        }
         conn.ack_interval = ((size_t)mb << 20) / 4 < LUPC_ACK_INTERVAL ? ((size_t)mb << 20) / 4 : LUPC_ACK_INTERVAL;
 }
 
@@ -301,6 +326,8 @@ static void do_init(void)
         conn.arena_size = size;
         lupc_set_devices(rep.devs, (int)rep.ndev);
         lupc_set_arena(base, size);
+        lupc_set_io_timeout(fd, (int)conn.hb_ms); /* reads and writes notice silence (client.c) */
+        atomic_store_explicit(&conn.last_rx_ns, lupc_mono_ns(), memory_order_relaxed);
         conn.fd = fd;
         init_result = CUDA_SUCCESS;
         lup_debug("connected to %s as session %s", tried, conn.name);

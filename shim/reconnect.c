@@ -116,7 +116,7 @@ static void drain_lost_connection(void)
  * resends every frame after n, holding the send lock so that no new frame
  * can come between them. Returns 0 with the connection up, or -errno (the
  * connection stays down; the next attempt replaces fd). */
-static int resume_on(int fd, uint64_t n, struct resume_attempt *ra)
+static int resume_on(int fd, uint64_t n, bool resent, uint64_t tx_end, struct resume_attempt *ra)
 {
         pthread_mutex_lock(&conn.send_lock);
         pthread_mutex_lock(&conn.recv_lock);
@@ -125,13 +125,20 @@ static int resume_on(int fd, uint64_t n, struct resume_attempt *ra)
         conn.gen++;
         if (n > atomic_load_explicit(&conn.acked, memory_order_relaxed))
                 atomic_store_explicit(&conn.acked, n, memory_order_relaxed);
-        /* Executed, but the answer was lost with the connection (never after
-         * a GOODBYE: the server sends every answer before it). */
-        if (conn.ack_req_pending && conn.ack_req.seq <= n) {
+        atomic_store_explicit(&conn.last_rx_ns, lupc_mono_ns(), memory_order_relaxed);
+        /* With resent = true the server sends every answer this connection
+         * lost (its reply log) before anything else: every waiter gets its
+         * real answer, every landing its data. Otherwise those answers are
+         * gone, and the reply stream goes on from tx_end. */
+        if (!resent)
+                atomic_store_explicit(&conn.rx_bytes, tx_end, memory_order_relaxed);
+        if (resent) {
+                /* nothing to settle */
+        } else if (conn.ack_req_pending && conn.ack_req.seq <= n) {
                 lupc_unlink_waiter_locked(&conn.ack_req); /* executed; what it asked for is known now */
                 conn.ack_req_pending = false;
         }
-        for (struct lupc_waiter *w = conn.waiters; w; w = w->next) {
+        for (struct lupc_waiter *w = resent ? NULL : conn.waiters; w; w = w->next) {
                 if (!w->done && w->seq <= n && w->op == LUP_OP_PING) {
                         /* a PING has no result: being executed was its answer */
                         w->status = CUDA_SUCCESS;
@@ -143,7 +150,7 @@ static int resume_on(int fd, uint64_t n, struct resume_attempt *ra)
                         w->done = true;
                 }
         }
-        for (struct lupc_landing *l = conn.landings, *next; l; l = next) {
+        for (struct lupc_landing *l = resent ? NULL : conn.landings, *next; l; l = next) {
                 next = l->next;
                 if (l->seq && l->seq <= n) {
                         lup_err("the data of an asynchronous device-to-host copy (call seq %llu, %llu of %llu bytes arrived) was lost with the connection",
@@ -225,6 +232,7 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
 
         uint64_t n = rep.last_executed, acked = atomic_load_explicit(&conn.acked, memory_order_relaxed);
         uint64_t sent = atomic_load_explicit(&conn.next_seq, memory_order_relaxed) - 1;
+        uint64_t rx = atomic_load_explicit(&conn.rx_bytes, memory_order_relaxed);
         char bad[256] = "";
         if (memcmp(rep.token, conn.token, sizeof(conn.token)) != 0)
                 snprintf(bad, sizeof(bad), "session %s no longer exists there (the server started a new one)", conn.name);
@@ -235,6 +243,9 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
         else if (n < acked || n > sent)
                 snprintf(bad, sizeof(bad), "the server says it executed up to seq %llu, but it had confirmed %llu and %llu were sent",
                          (unsigned long long)n, (unsigned long long)acked, (unsigned long long)sent);
+        else if (conn.replay_on && (rep.tx_end < rx || (rep.resend_from != rx && rep.resend_from != rep.tx_end)))
+                snprintf(bad, sizeof(bad), "the server's answers (%llu bytes sent, resending from %llu) do not match the %llu this client received",
+                         (unsigned long long)rep.tx_end, (unsigned long long)rep.resend_from, (unsigned long long)rx);
         if (bad[0]) {
                 /* that server-side session is of no use: end it at once */
                 uint8_t hb[LUP_HDR_SIZE];
@@ -245,9 +256,13 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
                 session_lost("lupined at %s: %s", ep->text, bad);
                 return SESSION_LOST;
         }
-        lupc_set_io_timeout(fd, 0);
+        lupc_set_io_timeout(fd, (int)conn.hb_ms); /* 0: no bound */
         ra->resent = 0;
-        rc = resume_on(fd, n, ra);
+        bool resent = conn.replay_on && rep.resend_from == rx;
+        if (conn.replay_on && !resent)
+                lup_warn("lupined no longer holds %llu bytes of answers this client did not receive; the calls they answered fail",
+                         (unsigned long long)(rep.tx_end - rx));
+        rc = resume_on(fd, n, resent, rep.tx_end, ra);
         if (rc == -EBADMSG) {
                 session_lost("lupined at %s broke the protocol while resuming (%s)", ep->text, ra->last_error);
                 return SESSION_LOST;

@@ -44,6 +44,8 @@ enum lup_ctl_op {
         LUP_OP_PING        = 3,  /* heartbeat; sync */
         LUP_OP_ADMIN       = 4,  /* operator request, first frame instead of HELLO;
                                   * UNIX sockets only; see "ADMIN" below */
+        LUP_OP_ALIVE       = 5,  /* server -> client only: "busy, alive" while a call
+                                  * runs (see "Heartbeats" below); no payload */
         LUP_OP_MEMCPY_HTOD = 16, /* u64 dst, u64 stream, bytes...   (one chunk) */
         LUP_OP_MEMCPY_DTOH = 17, /* u64 src, u64 size, u64 stream -> bytes (chunked reply) */
         LUP_OP_LAUNCH      = 18, /* see "LAUNCH payload" below; async */
@@ -97,9 +99,12 @@ static inline int lup_primary_ctx_device(uint64_t id)
 
 /*
  * HELLO request payload:
- *   u32 magic, u32 proto_version, u32 cuda_version, u32 flags,
+ *   u32 magic, u32 proto_version, u32 cuda_version, u32 flags (LUP_HELLO_*),
  *   u16 name_len, name bytes (1..LUP_MAX_NAME, [A-Za-z0-9._-]),
- *   token[16] (all zero for a new session), u64 last_seq_seen
+ *   token[16] (all zero for a new session), u64 last_seq_seen,
+ *   then, in this order, only if its flag is set:
+ *     LUP_HELLO_HEARTBEAT: u32 heartbeat_ms (LUP_MIN_HEARTBEAT_MS..LUP_MAX_HEARTBEAT_MS)
+ *     LUP_HELLO_RESEND:    u64 rx_bytes (reply-stream bytes the client received)
  *
  * HELLO reply payload (status = CUresult; 0 = accepted):
  *   u32 magic, u32 proto_version, u32 driver_version, u32 backend (LUP_BACKEND_*),
@@ -107,9 +112,40 @@ static inline int lup_primary_ctx_device(uint64_t id)
  *   u32 device_count, then per device:
  *     u16 name_len, name, uuid[16], u64 total_mem,
  *     u32 n_attr, n_attr x (i32 value, u32 result)   (attribute ids 1..n_attr)
+ *   then, only if the request set LUP_HELLO_RESEND:
+ *     u64 resend_from, u64 tx_end: the server sends the reply-stream bytes
+ *     [resend_from, tx_end) right after this reply. resend_from is the
+ *     client's rx_bytes when the server still holds them, else tx_end
+ *     (nothing is resent; what the client had not received is lost).
  * A refused HELLO carries status != 0 and payload u16 msg_len, msg (UTF-8).
  */
 enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
+
+#define LUP_HELLO_HEARTBEAT 0x1u /* the client wants ALIVE frames while a call runs */
+#define LUP_HELLO_RESEND    0x2u /* the client counts the reply stream; resend what it missed */
+#define LUP_HELLO_KNOWN     (LUP_HELLO_HEARTBEAT | LUP_HELLO_RESEND)
+#define LUP_MIN_HEARTBEAT_MS 20u
+#define LUP_MAX_HEARTBEAT_MS 3600000u
+
+/*
+ * Heartbeats and the reply stream.
+ *
+ * The reply stream is every REPLY and DATA frame the server sends after the
+ * HELLO reply, counted in bytes over the session's life (not per
+ * connection); ALIVE and GOODBYE frames are not part of it. The server keeps
+ * the newest part of it (bounded) until the client acknowledges it, so that
+ * answers lost with a connection are sent again on resume.
+ *
+ * PING payload: empty, or u64 rx_bytes: the reply-stream bytes the client
+ * had received when it sent the PING (at most what the server has sent);
+ * the server may forget everything before it.
+ *
+ * ALIVE (server -> client, no payload, seq = the call being executed, ctx =
+ * the last call finished): sent only to a client whose HELLO asked for
+ * heartbeats, every heartbeat_ms / 2 while one call keeps the server busy
+ * and nothing else was sent, so a client can tell a long call from a dead
+ * connection.
+ */
 
 /*
  * LAUNCH payload:

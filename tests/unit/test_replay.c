@@ -401,6 +401,8 @@ static struct fake {
         unsigned cuts, goodbyes, refusals, handshake_cuts, resumes, client_goodbyes, pings;
         unsigned errors;
         char first_error[256];
+        uint64_t tx;            /* reply-stream bytes written (it keeps no log: nothing is resent) */
+        bool resend;            /* the client's HELLO asked for the stream count */
 } fk;
 
 static void fake_error(const char *fmt, ...)
@@ -451,6 +453,8 @@ static int fake_reply(int fd, const struct lup_hdr *req, uint16_t op, uint32_t s
         struct lup_hdr h = { .len = (uint32_t)n, .op = op, .flags = LUP_F_REPLY, .lane = req ? req->lane : 0,
                              .status = status, .seq = req ? req->seq : 0, .ctx = fk.last_seq };
         lup_hdr_encode(hb, &h);
+        if (op != LUP_OP_HELLO)
+                fk.tx += sizeof(hb) + n;
         if (send_all(fd, hb, sizeof(hb)) < 0)
                 return -1;
         return n ? send_all(fd, p, n) : 0;
@@ -477,6 +481,10 @@ static void fake_hello_reply(int fd, const struct lup_hdr *req, const uint8_t *t
         lup_wr_u64(&w, LUP_ARENA_SIZE);
         lup_wr_u64(&w, last);
         lup_wr_u32(&w, 0); /* no devices */
+        if (fk.resend) { /* resends nothing: whatever the client missed is lost */
+                lup_wr_u64(&w, fk.tx);
+                lup_wr_u64(&w, fk.tx);
+        }
         uint64_t keep = fk.last_seq;
         fk.last_seq = last;
         fake_reply(fd, req, LUP_OP_HELLO, 0, b, w.len);
@@ -556,6 +564,7 @@ static int fake_execute(int fd, const struct lup_hdr *h, const uint8_t *p)
                 if (fk.lose_next_reply) {
                         fk.lose_next_reply = false;
                         fk.lost_seq = h->seq;
+                        fk.tx += LUP_HDR_SIZE + 8; /* "sent", as far as it knows: it cannot resend it */
                         cut(fd, false);
                         return 1;
                 }
@@ -583,6 +592,7 @@ static void fake_serve(int fd)
                 free(p);
                 return;
         }
+        fk.resend = (hello.flags & LUP_HELLO_RESEND) != 0;
         free(p);
         static const uint8_t zero[LUP_TOKEN_SIZE];
         if (!fk.have_session) {
