@@ -4,7 +4,7 @@
 
 usage:
   fault_proxy.py proxy --listen HOST:PORT --target HOST:PORT
-                       [--schedule SPEC] [--mode drain|hard]
+                       [--schedule SPEC] [--mode drain|hard|blackhole]
                        [--control FILE] [--status FILE]
   fault_proxy.py e2e LUPINED E2E_RESUME SHIM_DIR KERNELS_DIR [ROUNDS]
 
@@ -19,7 +19,10 @@ connections on command:
                    default): client->server stops at the cut point and the
                    server sees EOF, while what the server still sends reaches
                    the client until the server closes (a one-way failure:
-                   nothing the server executed goes unanswered).
+                   nothing the server executed goes unanswered);
+                   blackhole: nothing moves either way from the cut on and
+                   both connections stay open (a wedged peer, a half-open
+                   connection through a NAT): only heartbeats can tell.
   --control FILE   cut every open connection as soon as FILE appears (it is
                    then removed). SIGUSR1 does the same.
   --status FILE    after each cut, rewritten with JSON {"cuts": N, ...}.
@@ -27,10 +30,12 @@ Prints "listening on HOST:PORT" once ready (PORT 0 picks a free one).
 
 e2e: starts `lupined --backend sim`, runs e2e_resume straight against it for
 the expected checksum, then again through this proxy while it cuts the
-connection many times (drain mode: the program must finish with exactly the
-same result and no error), then with hard cuts (the program may fail only if
-the client said which answer was lost with the connection). Exits 77 (skip)
-if the daemon refuses to resume sessions at all.
+connection many times: drain cuts, then hard cuts (answers in flight die
+with the connection; the server's reply log sends them again on resume),
+then black holes (only heartbeats notice them). Every time the program must
+finish with exactly the same result, no answer lost. Then a call that runs
+longer than the heartbeat deadline must not be taken for a dead server.
+Exits 77 (skip) if the daemon refuses to resume sessions at all.
 """
 import argparse
 import json
@@ -126,6 +131,8 @@ class Link:
                 data = self.u.recv(65536)
                 if not data:
                     break
+                if self.discard and self.proxy.mode == 'blackhole':
+                    continue
                 self.c.sendall(data)
         except OSError:
             pass
@@ -150,6 +157,14 @@ class Link:
         self.proxy.note_cut(self, why)
         if self.proxy.mode == 'hard':
             self.close_all(hard=True)
+            return
+        if self.proxy.mode == 'blackhole':
+            # nothing moves any more, and nobody is told: the pumps drop
+            # what they read; closed only when the peers give up, or late
+            self.discard = True
+            t = threading.Timer(120, self.close_all, args=(True,))
+            t.daemon = True
+            t.start()
             return
         # drain: the server sees EOF here and nothing the client sends from
         # now on; what the server still sends reaches the client
@@ -277,7 +292,7 @@ def proxy_main(argv):
     ap.add_argument('--listen', required=True)
     ap.add_argument('--target', required=True)
     ap.add_argument('--schedule', default='')
-    ap.add_argument('--mode', choices=('drain', 'hard'), default='drain')
+    ap.add_argument('--mode', choices=('drain', 'hard', 'blackhole'), default='drain')
     ap.add_argument('--control')
     ap.add_argument('--status')
     a = ap.parse_args(argv)
@@ -302,9 +317,10 @@ FAILED = check.failed
 free_port = W.free_port
 
 
-def start_daemon(lupined, tmp, port):
+def start_daemon(lupined, tmp, port, extra_env=None):
     env = dict(os.environ)
     env.pop('LD_LIBRARY_PATH', None)
+    env.update(extra_env or {})
     log_path = os.path.join(tmp, 'lupined.log')
     log = open(log_path, 'w+')
     backend = os.environ.get('LUPINE_TEST_BACKEND', 'sim')
@@ -324,8 +340,9 @@ def start_daemon(lupined, tmp, port):
         raise RuntimeError('lupined did not start:\n' + f.read()[-3000:])
 
 
-def client_env(shim, port, session, timeout_s=60):
+def client_env(shim, port, session, timeout_s=60, extra=None):
     env = dict(os.environ)
+    env.update(extra or {})
     env['LUPINE_SERVER'] = f'127.0.0.1:{port}'
     env['LUPINE_SESSION'] = session
     env['LUPINE_RECONNECT_TIMEOUT'] = str(timeout_s)
@@ -342,6 +359,35 @@ def run_client(prog, kernels, rounds, threads, env, timeout=400):
                        timeout=timeout)
     m = RESULT.search(r.stdout)
     return r, (m.groups() if m else None)
+
+
+LONGCALL = r'''
+import ctypes, sys
+cu = ctypes.CDLL('libcuda.so.1')
+def ck(r, what):
+    if r != 0:
+        print(f'{what} failed: {r}'); sys.exit(1)
+ck(cu.cuInit(0), 'cuInit')
+ctx, mod, fn = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+ck(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0), 'retain')
+ck(cu.cuCtxSetCurrent(ctx), 'set current')
+ck(cu.cuModuleLoad(ctypes.byref(mod), (sys.argv[1] + '/kernels.ptx').encode()), 'cuModuleLoad')
+ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, b'spin_ns'), 'get function')
+ns = ctypes.c_ulonglong(int(float(sys.argv[2]) * 1e9))
+params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(ns), ctypes.c_void_p))
+ck(cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, None, params, None), 'launch')
+ck(cu.cuCtxSynchronize(), 'cuCtxSynchronize')
+print('LONGCALL OK')
+'''
+
+
+def long_call(shim, port, kernels, hb, seconds=3):
+    """One kernel that runs `seconds` under a heartbeat deadline of a third
+    of that: the worker's ALIVE frames must keep the client waiting."""
+    env = client_env(shim, port, 'longcall', extra=dict(hb, LUPINE_HEARTBEAT_MS='200',
+                                                         LUPINE_HEARTBEAT_TIMEOUT_MS='1000'))
+    return subprocess.run([sys.executable, '-c', LONGCALL, kernels, str(seconds)], env=env, capture_output=True,
+                          text=True, timeout=120)
 
 
 def resume_unsupported(r):
@@ -363,6 +409,11 @@ def e2e_main(argv):
     with tempfile.TemporaryDirectory(prefix='lupine-resume-') as tmp:
         port = free_port()
         daemon, log_path = start_daemon(lupined, tmp, port)
+        # a second daemon detaches a client whose writes stall for 2 s (a
+        # black-holed connection), so the resume is not held up for a minute
+        hb_port = free_port()
+        os.makedirs(os.path.join(tmp, 'hb'))
+        hb_daemon, _ = start_daemon(lupined, os.path.join(tmp, 'hb'), hb_port, {'LUPINE_CLIENT_TIMEOUT_MS': '2000'})
         proxies = []
         try:
             # the expected result: no proxy, no cuts
@@ -402,23 +453,54 @@ def e2e_main(argv):
                   f'{resumed} resumes for {p.cuts} cuts:\n' + r.stderr[-3000:])
             check('drain cuts: no answer was lost', 'was lost with the connection' not in r.stderr, r.stderr[-3000:])
 
-            # hard cuts: in-flight answers can be lost; the program may then
-            # fail, but only with the client having said which answer it was
+            # hard cuts: answers in flight die with the connection; the
+            # worker's reply log sends them again, so nothing may fail
             sched = [('bytes', rng.randint(100_000, 8_000_000)) for _ in range(8)]
             p = Proxy(('127.0.0.1', 0), ('127.0.0.1', port), sched, 'hard').start()
             proxies.append(p)
             r, got = run_client(prog, kernels, rounds, threads, client_env(shim, p.addr[1], 'resume-hard'))
-            said = 'was lost with the connection' in r.stderr
-            print(f'  through {p.cuts} hard cuts: rc={r.returncode} '
-                  f'{"(an answer was lost, and said so)" if said else r.stdout.strip()}')
-            check('hard cuts: exact result, or a failure the client explained',
-                  (r.returncode == 0 and got == want) or (r.returncode != 0 and said),
+            print(f'  through {p.cuts} hard cuts: rc={r.returncode} {r.stdout.strip()}')
+            check('hard cuts: exactly the baseline result', r.returncode == 0 and got == want,
                   r.stdout[-1000:] + r.stderr[-3000:])
+            check('hard cuts: no answer was lost (the reply log resent them)',
+                  'was lost with the connection' not in r.stderr and 'no longer holds' not in r.stderr,
+                  r.stderr[-3000:])
             check('hard cuts: the session was never lost', 'lost the session' not in r.stderr, r.stderr[-2000:])
+            check('hard cuts: the connection was cut at least 4 times', p.cuts >= 4, f'{p.cuts} cuts')
+
+            # black holes: the connection stays open and silent; heartbeats
+            # must find it, then the resume goes on exactly once
+            hb = {'LUPINE_HEARTBEAT_MS': os.environ.get('LUPINE_TEST_HEARTBEAT_MS', '300'),
+                  'LUPINE_HEARTBEAT_TIMEOUT_MS': os.environ.get('LUPINE_TEST_HEARTBEAT_TIMEOUT_MS', '2000')}
+            sched = [('time', rng.uniform(0.2, 0.8)) for _ in range(3)]
+            p = Proxy(('127.0.0.1', 0), ('127.0.0.1', hb_port), sched, 'blackhole').start()
+            proxies.append(p)
+            t0 = time.time()
+            r, got = run_client(prog, kernels, rounds, threads,
+                                client_env(shim, p.addr[1], 'resume-blackhole', extra=hb))
+            noticed = r.stderr.count('no sign of life from lupined')
+            print(f'  through {p.cuts} black holes: rc={r.returncode} {r.stdout.strip()} '
+                  f'({time.time() - t0:.1f} s, {noticed} noticed by heartbeat)')
+            check('black holes: exactly the baseline result', r.returncode == 0 and got == want,
+                  r.stdout[-1000:] + r.stderr[-3000:])
+            check('black holes: each one noticed by the heartbeat', p.cuts >= 2 and noticed >= p.cuts,
+                  f'{p.cuts} cuts, {noticed} noticed:\n' + r.stderr[-3000:])
+            check('black holes: no answer was lost', 'was lost with the connection' not in r.stderr, r.stderr[-3000:])
+
+            # a call longer than the heartbeat deadline is not a dead server
+            r = long_call(shim, hb_port, kernels, hb)
+            check('a 3 s kernel with a 1 s heartbeat deadline: no reconnect',
+                  r.returncode == 0 and 'LONGCALL OK' in r.stdout and 'reconnecting' not in r.stderr,
+                  r.stdout[-500:] + r.stderr[-2000:])
             check('the daemon is still running', daemon.poll() is None)
         finally:
             for p in proxies:
                 p.stop()
+            hb_daemon.terminate()
+            try:
+                hb_daemon.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                hb_daemon.kill()
             daemon.terminate()
             try:
                 daemon.wait(timeout=30)
