@@ -73,6 +73,18 @@ struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64
 CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret)
 {
         struct lupw_handle_ent *e = lupw_handle_ent(s, kind, id);
+        if (!e && kind == LUPW_H_FUNCTION) {
+                /* The runtime passes a library kernel wherever a function
+                 * goes (occupancy, attributes); the driver accepts it. Use
+                 * the kernel's function in the bound context. */
+                struct lupw_handle_ent *k = lupw_handle_ent(s, LUPW_H_KERNEL, id);
+                CUfunction f;
+                if (!k || s->be.fn.cuKernelGetFunction(&f, (CUkernel)k->real) != CUDA_SUCCESS)
+                        return CUDA_ERROR_INVALID_HANDLE;
+                *ret = f;
+                s->cur_parent = id;
+                return CUDA_SUCCESS;
+        }
         if (!e)
                 return CUDA_ERROR_INVALID_HANDLE;
         *ret = e->real;
