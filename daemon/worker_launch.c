@@ -230,3 +230,37 @@ int lupw_op_launch(struct lupw_session *s, const struct lup_hdr *h, const uint8_
         lupw_latch(s, st, "cuLaunchKernel");
         return 0;
 }
+
+/*
+ * cuOccupancyMaxActiveClusters, with the launch configuration sent flat:
+ * the dimensions, the dynamic shared memory, and the two attributes that
+ * bear on the answer (cluster dimensions, cluster scheduling policy).
+ */
+CUresult lupw_lupOccupancyMaxActiveClusters(struct lupw_session *s, int *numClusters, CUfunction func,
+                                            unsigned int gridX, unsigned int gridY, unsigned int gridZ,
+                                            unsigned int blockX, unsigned int blockY, unsigned int blockZ,
+                                            unsigned int smem, unsigned int clusterX, unsigned int clusterY,
+                                            unsigned int clusterZ, unsigned int policy, CUstream hStream)
+{
+        CUlaunchAttribute attrs[2];
+        unsigned n = 0;
+
+        if (clusterX) {
+                attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+                attrs[n].value.clusterDim.x = clusterX;
+                attrs[n].value.clusterDim.y = clusterY;
+                attrs[n].value.clusterDim.z = clusterZ;
+                n++;
+        }
+        if (policy) {
+                attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+                attrs[n].value.clusterSchedulingPolicyPreference = (CUclusterSchedulingPolicy)policy;
+                n++;
+        }
+        CUlaunchConfig cfg = {
+                .gridDimX = gridX, .gridDimY = gridY, .gridDimZ = gridZ,
+                .blockDimX = blockX, .blockDimY = blockY, .blockDimZ = blockZ,
+                .sharedMemBytes = smem, .hStream = hStream, .attrs = n ? attrs : NULL, .numAttrs = n,
+        };
+        return s->be.fn.cuOccupancyMaxActiveClusters(numClusters, func, &cfg);
+}

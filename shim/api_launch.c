@@ -307,3 +307,30 @@ EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSi
         return max_potential(minGridSize, blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit,
                              flags);
 }
+
+/* Only the cluster shape and scheduling policy change the answer; other
+ * attributes (priority, memory sync domains...) are ignored, as they would
+ * be by the occupancy calculation. */
+EXPORT CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
+{
+        unsigned int cx = 0, cy = 0, cz = 0, policy = 0;
+
+        if (!numClusters || !func || !config)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (config->numAttrs && !config->attrs)
+                return CUDA_ERROR_INVALID_VALUE;
+        for (unsigned int i = 0; i < config->numAttrs; i++) {
+                const CUlaunchAttribute *a = &config->attrs[i];
+                if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+                        cx = a->value.clusterDim.x;
+                        cy = a->value.clusterDim.y;
+                        cz = a->value.clusterDim.z;
+                } else if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE) {
+                        policy = (unsigned int)a->value.clusterSchedulingPolicyPreference;
+                }
+        }
+        return lupc_send_lupOccupancyMaxActiveClusters(numClusters, func, config->gridDimX, config->gridDimY,
+                                                       config->gridDimZ, config->blockDimX, config->blockDimY,
+                                                       config->blockDimZ, config->sharedMemBytes, cx, cy, cz, policy,
+                                                       config->hStream);
+}
