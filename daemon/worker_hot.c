@@ -3,9 +3,20 @@
  * The hot checkpoint, worker side (DESIGN.md, "Two kinds of checkpoint";
  * the control messages are in daemon/ctl.h).
  *
- * At drain: every arena chunk was created exportable (worker_ops.c:
- * arena_map), so each is exported as a POSIX fd and the fds go to the
- * supervisor (LUPD_CTL_HOT_MEM, at most LUPD_CTL_MAX_FDS per message).
+ * At drain: every arena chunk goes to the supervisor as a POSIX fd
+ * (LUPD_CTL_HOT_MEM, at most LUPD_CTL_MAX_FDS per message). Arena memory
+ * comes from exactly two places (worker_ops.c: arena_map), and each has
+ * its own way out:
+ *   - created here by cuMemCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_
+ *     DESCRIPTOR in requestedHandleTypes (new sessions, chunks a restore
+ *     copies from the durable checkpoint): cuMemExportToShareableHandle on
+ *     the handle the worker holds from creation to unmap;
+ *   - imported from an fd by a hot restore: the real driver refuses to
+ *     export such a handle again (CUDA_ERROR_INVALID_VALUE, driver 580 on
+ *     an H200, the second upgrade in a row), so the worker keeps the fd it
+ *     imported and hands out a dup of it, which names the same memory.
+ * No path releases a handle while its chunk stays mapped, so none needs
+ * cuMemRetainAllocationHandle.
  * For an upgrade the client connection goes back too (LUPD_CTL_HANDBACK),
  * with the part of a frame the worker had already read in a sealed memfd.
  *
@@ -80,9 +91,51 @@ static void close_all(int *fds, size_t n)
 
 /* ---- drain */
 
-int lupw_hot_export(struct lupw_session *s, int **ret_fds)
+static const char *origin_name(enum lupw_chunk_origin o)
+{
+        return o == LUPW_CHUNK_IMPORTED ? "imported from a memory fd by a hot restore"
+                                        : "created by cuMemCreate with a POSIX fd handle type";
+}
+
+/* One chunk's fd: a dup of the fd an imported chunk came from, or the
+ * driver's export of a created one. -errno, logged. */
+static int export_chunk(struct lupw_session *s, const struct lupw_chunk *c, int *ret_fd)
 {
         const struct lupw_backend *be = &s->be.fn;
+        const char *ename = NULL;
+        CUresult r;
+        int fd = -1;
+
+        if (c->origin == LUPW_CHUNK_IMPORTED) {
+                fd = c->fd >= 0 ? fcntl(c->fd, F_DUPFD_CLOEXEC, 0) : -1;
+                if (fd < 0) {
+                        int e = c->fd >= 0 ? errno : EBADF;
+                        lup_err("session %s: hot checkpoint: the chunk at 0x%" PRIx64 " (%" PRIu64 " bytes, %s): "
+                                "fcntl(F_DUPFD_CLOEXEC) of the fd it was imported from failed: %s%s",
+                                s->name, c->addr, c->size, origin_name(c->origin), strerror(e),
+                                e == EMFILE ? " (RLIMIT_NOFILE)" : "");
+                        return -e;
+                }
+                *ret_fd = fd;
+                return 0;
+        }
+        r = be->cuMemExportToShareableHandle(&fd, c->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        if (r == CUDA_SUCCESS && fd >= 0) {
+                *ret_fd = fd;
+                return 0;
+        }
+        if (be->cuGetErrorName(r, &ename) != CUDA_SUCCESS)
+                ename = NULL;
+        lup_err("session %s: hot checkpoint: the chunk at 0x%" PRIx64 " (%" PRIu64 " bytes, %s): "
+                "cuMemExportToShareableHandle(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) failed: CUresult %d (%s)%s",
+                s->name, c->addr, c->size, origin_name(c->origin), (int)r, ename ? ename : "?",
+                r == CUDA_SUCCESS ? ", yet gave no fd"
+                : r == CUDA_ERROR_OUT_OF_MEMORY ? ": out of file descriptors? (RLIMIT_NOFILE)" : "");
+        return -EIO;
+}
+
+int lupw_hot_export(struct lupw_session *s, int **ret_fds)
+{
         int *fds;
 
         lupw_raise_nofile();
@@ -90,19 +143,13 @@ int lupw_hot_export(struct lupw_session *s, int **ret_fds)
         if (!fds)
                 return -ENOMEM;
         for (size_t i = 0; i < s->n_chunks; i++) {
-                int fd = -1;
-                CUresult r = be->cuMemExportToShareableHandle(&fd, s->chunks[i].handle,
-                                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-                if (r != CUDA_SUCCESS || fd < 0) {
-                        lup_err("session %s: hot checkpoint: exporting the chunk at 0x%" PRIx64 " (%" PRIu64
-                                " bytes) failed (CUresult %d)%s",
-                                s->name, s->chunks[i].addr, s->chunks[i].size, (int)r,
-                                r == CUDA_ERROR_OUT_OF_MEMORY ? ": out of file descriptors? (RLIMIT_NOFILE)" : "");
+                int rc = export_chunk(s, &s->chunks[i], &fds[i]);
+
+                if (rc < 0) {
                         close_all(fds, i);
                         free(fds);
-                        return -EIO;
+                        return rc;
                 }
-                fds[i] = fd;
         }
         *ret_fds = fds;
         return (int)s->n_chunks;
@@ -347,7 +394,8 @@ int lupw_hot_check_epoch(struct lupw_session *s, uint64_t epoch)
         return 0;
 }
 
-int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle *ret)
+int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle *ret,
+                    int *ret_fd)
 {
         struct lupw_hot *h = s->hot;
         struct lupw_hot_ent *e = NULL;
@@ -385,13 +433,17 @@ int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemG
         }
         r = s->be.fn.cuMemImportFromShareableHandle(ret, (void *)(uintptr_t)e->fd,
                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-        e->fd = safe_close_fd(e->fd); /* the handle holds the memory now */
         if (r != CUDA_SUCCESS) {
+                e->fd = safe_close_fd(e->fd);
                 lup_err("session %s: hot restore: importing the chunk at 0x%" PRIx64 " failed (CUresult %d)%s",
                         s->name, addr, (int)r,
                         (s->ckpt_mem & CKPT_MEM_DURABLE) ? "; copying it from the durable checkpoint" : "");
                 return (s->ckpt_mem & CKPT_MEM_DURABLE) ? 0 : -EIO;
         }
+        /* The handle holds the memory; the fd goes with the chunk, for the
+         * next hot checkpoint (lupw_hot_export). */
+        *ret_fd = e->fd;
+        e->fd = -1;
         e->imported = true;
         h->imported_bytes += size;
         h->imported_chunks++;

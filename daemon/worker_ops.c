@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "worker_session.h"
@@ -165,7 +166,8 @@ static CUresult retain_primary(struct lupw_session *s, int dev)
 
 /* ---- the arena's physical side */
 
-static int chunk_add(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle h)
+/* Takes fd (an imported chunk's, or -1) on success only. */
+static int chunk_add(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle h, int fd)
 {
         if (s->n_chunks == s->cap_chunks) {
                 size_t ncap = s->cap_chunks ? s->cap_chunks * 2 : 64;
@@ -175,7 +177,13 @@ static int chunk_add(struct lupw_session *s, uint64_t addr, uint64_t size, CUmem
                 s->chunks = n;
                 s->cap_chunks = ncap;
         }
-        s->chunks[s->n_chunks++] = (struct lupw_chunk){ addr, size, h };
+        s->chunks[s->n_chunks++] = (struct lupw_chunk){
+                .addr = addr,
+                .size = size,
+                .handle = h,
+                .origin = fd >= 0 ? LUPW_CHUNK_IMPORTED : LUPW_CHUNK_CREATED,
+                .fd = fd,
+        };
         return 0;
 }
 
@@ -195,8 +203,9 @@ static int arena_map(void *ud, uint64_t addr, uint64_t size, int device)
         };
         CUmemGenericAllocationHandle h;
         CUresult r;
+        int fd = -1;
         /* a hot restore maps the memory the chunk had, from its fd */
-        int hot = lupw_hot_import(s, addr, size, &h);
+        int hot = lupw_hot_import(s, addr, size, &h, &fd);
 
         if (hot < 0)
                 return (int)CUDA_ERROR_INVALID_VALUE;
@@ -209,7 +218,7 @@ static int arena_map(void *ud, uint64_t addr, uint64_t size, int device)
         r = be->cuMemSetAccess(addr, size, &access, 1);
         if (r != CUDA_SUCCESS)
                 goto out_unmap;
-        if (chunk_add(s, addr, size, h) < 0) {
+        if (chunk_add(s, addr, size, h, fd) < 0) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;
                 goto out_unmap;
         }
@@ -219,8 +228,10 @@ out_unmap:
         be->cuMemUnmap(addr, size);
 out_release:
         be->cuMemRelease(h);
-        if (hot)
+        if (hot) {
+                close(fd);
                 lupw_hot_unimport(s, addr, size);
+        }
         return (int)r;
 }
 
@@ -231,6 +242,8 @@ static void arena_unmap(void *ud, uint64_t addr, uint64_t size)
                 if (s->chunks[i].addr == addr) {
                         s->be.fn.cuMemUnmap(addr, size);
                         s->be.fn.cuMemRelease(s->chunks[i].handle);
+                        if (s->chunks[i].fd >= 0)
+                                close(s->chunks[i].fd);
                         s->chunks[i] = s->chunks[--s->n_chunks];
                         return;
                 }

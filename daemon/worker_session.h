@@ -78,10 +78,20 @@ struct lupw_ctx_slot {
         unsigned int flags;
 };
 
+/* How a chunk's memory came to this worker; it decides how a hot
+ * checkpoint exports it (worker_hot.c: lupw_hot_export). */
+enum lupw_chunk_origin {
+        LUPW_CHUNK_CREATED,     /* cuMemCreate, POSIX fd requested: exportable */
+        LUPW_CHUNK_IMPORTED,    /* cuMemImportFromShareableHandle: not exportable
+                                 * again on the real driver; fd is kept instead */
+};
+
 struct lupw_chunk {
         uint64_t addr;
         uint64_t size;
         CUmemGenericAllocationHandle handle;
+        enum lupw_chunk_origin origin;
+        int fd;                 /* IMPORTED: the fd it came from (owned), else -1 */
 };
 
 struct lupw_session {
@@ -218,7 +228,10 @@ int lupw_ckpt_open(struct lupw_session *s);
 /* Raises RLIMIT_NOFILE's soft limit to the hard one. */
 void lupw_raise_nofile(void);
 /* Exports every arena chunk as a POSIX fd (*ret_fds: n_chunks of them, in
- * s->chunks order). Returns n_chunks or -errno (logged; no fd left open). */
+ * s->chunks order): a created chunk through cuMemExportToShareableHandle,
+ * an imported one as a dup of the fd it was imported from. Returns
+ * n_chunks or -errno (logged, naming the call and the chunk's origin; no
+ * fd left open). */
 int lupw_hot_export(struct lupw_session *s, int **ret_fds);
 /* Sends the exported fds to the supervisor (LUPD_CTL_HOT_MEM batches) and
  * closes them all, sent or not. 0 or -errno (logged). */
@@ -230,10 +243,13 @@ int lupw_handback(struct lupw_session *s, uint64_t epoch);
 int lupw_hot_receive(struct lupw_session *s);
 /* The manifest's epoch is known: drops fds of another epoch. */
 int lupw_hot_check_epoch(struct lupw_session *s, uint64_t epoch);
-/* arena_map's question: 1 with *ret imported from the chunk's fd, 0 to
- * create the chunk as usual (no hot restore, or a durable copy to fall
- * back on), -errno to refuse the session (logged). */
-int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle *ret);
+/* arena_map's question: 1 with *ret imported from the chunk's fd and
+ * *ret_fd that fd (the caller owns it: the next hot checkpoint hands out
+ * dups of it, since the driver does not export an imported handle again),
+ * 0 to create the chunk as usual (no hot restore, or a durable copy to
+ * fall back on), -errno to refuse the session (logged). */
+int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle *ret,
+                    int *ret_fd);
 /* Undoes the accounting of an import whose mapping then failed. */
 void lupw_hot_unimport(struct lupw_session *s, uint64_t addr, uint64_t size);
 /* Whether the chunk at addr was imported (restore_chunk copies nothing). */

@@ -145,6 +145,7 @@ struct sim_vmm_alloc {
         size_t size;
         int dev;
         CUmemAllocationProp prop;
+        bool imported;          /* from cuMemImportFromShareableHandle: not exportable */
         unsigned handle_refs;   /* create/import/retain minus release */
         unsigned map_count;
 };

@@ -9,7 +9,12 @@
  *                SIGBUS; charged to its device while it lives
  *   mapping      the memfd mmap()ed MAP_SHARED|MAP_FIXED over part of a
  *                reservation, PROT_NONE until cuMemSetAccess
- *   export       a dup of the memfd; import dups the fd it is given
+ *   export       a dup of the memfd; import dups the fd it is given. As
+ *                on the real driver, only an allocation cuMemCreate made
+ *                with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR requested
+ *                exports (a retained handle is the same allocation); one
+ *                made without it, or imported, answers INVALID_VALUE (the
+ *                importer passes on the fd it has instead)
  *
  * An allocation lives while a handle reference (create, import, retain,
  * minus release) or a mapping holds it. Its bytes live while any fd or
@@ -276,8 +281,8 @@ static int memfd_for(int dev, size_t size)
 
 /* Registers a new allocation around fd (which it takes) and charges its
  * device. On failure fd is closed. */
-static CUresult vmm_alloc_add(struct sim_driver *drv, int fd, size_t size,
-                              const CUmemAllocationProp *prop, CUmemGenericAllocationHandle *ret)
+static CUresult vmm_alloc_add(struct sim_driver *drv, int fd, size_t size, const CUmemAllocationProp *prop,
+                              bool imported, CUmemGenericAllocationHandle *ret)
 {
         struct sim_vmm_alloc *a = calloc(1, sizeof(*a));
         CUresult r;
@@ -290,6 +295,7 @@ static CUresult vmm_alloc_add(struct sim_driver *drv, int fd, size_t size,
         a->size = size;
         a->dev = prop->location.id;
         a->prop = *prop;
+        a->imported = imported;
         a->handle_refs = 1;
 
         sim_wrlock(drv);
@@ -335,7 +341,7 @@ SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         fd = memfd_for(d->ordinal, size);
         if (fd < 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        return vmm_alloc_add(drv, fd, size, prop, handle);
+        return vmm_alloc_add(drv, fd, size, prop, false, handle);
 }
 
 SIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
@@ -545,8 +551,10 @@ SIM_API CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGeneri
         a = vmm_lookup(drv, handle);
         if (!a) {
                 r = CUDA_ERROR_INVALID_VALUE;
-        } else if (!(a->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
-                /* Exportable only if asked for at cuMemCreate. */
+        } else if (!(a->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+                   a->imported) {
+                /* Exportable only if asked for at cuMemCreate, and not
+                 * again by an importer (driver 580: INVALID_VALUE). */
                 r = CUDA_ERROR_INVALID_VALUE;
         } else {
                 fd = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
@@ -620,7 +628,7 @@ SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
         fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        return vmm_alloc_add(drv, fd, (size_t)st.st_size, &prop, handle);
+        return vmm_alloc_add(drv, fd, (size_t)st.st_size, &prop, true, handle);
 }
 
 SIM_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,

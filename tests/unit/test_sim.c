@@ -803,11 +803,20 @@ static void test_vmm_hot_restart(void **state)
         assert_int_equal(total - free_b, size);
         assert_cu(cuMemGetAllocationPropertiesFromHandle(&got, h2));
         assert_int_equal(got.location.id, 0);
+        /* An imported handle is not exported again, as on the real
+         * driver: the importer passes on its fd instead. */
+        assert_int_equal(cuMemExportToShareableHandle(&fd2, h2, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                         CUDA_ERROR_INVALID_VALUE);
         assert_cu(cuMemMap(va, size, 0, h2, 0));
         assert_cu(cuMemSetAccess(va, size, &access, 1));
         memset(dst, 0, size);
         assert_cu(cuMemcpyDtoH_v2(dst, va, size));
         assert_memory_equal(src, dst, size);
+        /* Not through a retained handle either: it is the same allocation. */
+        assert_cu(cuMemRetainAllocationHandle(&hr, (void *)(uintptr_t)va));
+        assert_int_equal(cuMemExportToShareableHandle(&fd2, hr, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                         CUDA_ERROR_INVALID_VALUE);
+        assert_cu(cuMemRelease(hr));
 
         /* Release while mapped: the memory stays until the unmap. */
         assert_cu(cuMemRelease(h2));
