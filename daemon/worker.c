@@ -422,7 +422,8 @@ int lupw_flush_out(struct lupw_session *s)
 int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags, CUresult status,
                const void *payload, size_t len)
 {
-        int rc = 0;
+        /* device printf output flushed by this call goes first */
+        int rc = lupw_output_forward(s);
         struct lup_hdr h = { .len = (uint32_t)len, .op = req->op, .flags = LUP_F_REPLY | flags,
                              .lane = req->lane, .status = (uint32_t)status, .seq = req->seq, .ctx = s->last_seq };
         if (LUP_HDR_SIZE + len > s->out_cap - s->out_len)

@@ -62,6 +62,7 @@ const char *lupw_open_device(struct lupw_session *s, CUresult *ret_status)
 {
         const struct lupw_backend *be = &s->be.fn;
         *ret_status = CUDA_ERROR_NO_DEVICE;
+        lupw_output_init();
         if (backend_open(s->cfg, &s->be) < 0)
                 return "the server has no usable CUDA driver";
         if (be->cuDeviceGetCount(&s->n_devices) != CUDA_SUCCESS || s->n_devices <= 0)

@@ -70,6 +70,48 @@ EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstrea
                             numDependencies_out);
 }
 
+/* The CUDA 11.3 and 10.1 forms, which cuBLAS and older runtimes still ask for. */
+EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                  cuuint64_t *id_out, CUgraph *graph_out,
+                                                  const CUgraphNode **dependencies_out, size_t *numDependencies_out);
+EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                  cuuint64_t *id_out, CUgraph *graph_out,
+                                                  const CUgraphNode **dependencies_out, size_t *numDependencies_out)
+{
+        return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
+                            numDependencies_out);
+}
+
+EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                       cuuint64_t *id_out, CUgraph *graph_out,
+                                                       const CUgraphNode **dependencies_out,
+                                                       size_t *numDependencies_out);
+EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                       cuuint64_t *id_out, CUgraph *graph_out,
+                                                       const CUgraphNode **dependencies_out,
+                                                       size_t *numDependencies_out)
+{
+        return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
+                            numDependencies_out);
+}
+
+#undef cuStreamGetCaptureInfo
+EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                               cuuint64_t *id_out);
+EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                               cuuint64_t *id_out)
+{
+        return capture_info(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
+}
+
+EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                    cuuint64_t *id_out);
+EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                    cuuint64_t *id_out)
+{
+        return capture_info(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
+}
+
 static CUresult stream_ctx(CUstream s, CUcontext *pctx)
 {
         uint64_t id = (uint64_t)(uintptr_t)s, ctx = 0;

@@ -313,6 +313,31 @@ static int read_data_frame(const struct lup_hdr *h, const char **why)
         return 0;
 }
 
+/* Device printf output from the server: onto this process's stdout, where
+ * the program's own output goes, before the call that flushed it returns. */
+static int read_output_frame(const struct lup_hdr *h, const char **why)
+{
+        uint8_t buf[16384];
+        uint32_t left = h->len;
+
+        if (h->flags != 0 || h->status != 0) {
+                *why = "malformed OUTPUT frame";
+                return -EBADMSG;
+        }
+        while (left > 0) {
+                uint32_t n = left < sizeof(buf) ? left : (uint32_t)sizeof(buf);
+                int rc = conn_read_full(buf, n);
+                if (rc < 0) {
+                        *why = io_why(rc);
+                        return rc;
+                }
+                fwrite(buf, 1, n, stdout);
+                left -= n;
+        }
+        fflush(stdout);
+        return 0;
+}
+
 uint64_t lupc_spin_ns = 50000; /* LUPINE_SPIN_US, read at init */
 
 static void heartbeat_ping(void);
@@ -427,6 +452,12 @@ int lupc_read_one_frame(const char **why)
                         return -EBADMSG;
                 }
                 return 0;
+        }
+        if (h.op == LUP_OP_OUTPUT) {
+                rc = read_output_frame(&h, why);
+                if (rc == 0)
+                        atomic_fetch_add_explicit(&conn.rx_bytes, LUP_HDR_SIZE + h.len, memory_order_relaxed);
+                return rc;
         }
         if (h.op == LUP_OP_DATA) {
                 rc = read_data_frame(&h, why);

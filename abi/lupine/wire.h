@@ -54,6 +54,9 @@ enum lup_ctl_op {
         LUP_OP_DTOH_ASYNC  = 21, /* u64 src, u64 size, u64 stream, u64 token; async */
         LUP_OP_DATA        = 22, /* server -> client: u64 token, u64 offset, bytes;
                                   * status != 0 ends the token with that error */
+        LUP_OP_OUTPUT      = 23, /* server -> client: bytes the GPU's printf wrote,
+                                  * sent before the reply of the call that flushed
+                                  * them; the client writes them to its stdout */
         LUP_OP_CTL_MAX     = 255,
 };
 
