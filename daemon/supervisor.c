@@ -348,6 +348,10 @@ static void begin_shutdown(struct sup *s, const char *why)
 
 static void begin_stop(struct sup *s, const char *why)
 {
+        if (s->stop == SUP_DRAIN && s->upgrade && !s->upgrade_stop) {
+                sup_upgrade_cancel(s, why);
+                return;
+        }
         if (s->stop == SUP_DRAIN) {
                 int left = 0;
                 for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
@@ -355,7 +359,8 @@ static void begin_stop(struct sup *s, const char *why)
                                 !s->reg.s[i].drain_done;
                 /* Abandoning checkpoints half-way would lose sessions for
                  * an impatient keystroke; the drain deadline bounds this. */
-                lup_info("%s: already draining (%d session(s) still checkpointing); carrying on", why, left);
+                lup_info("%s: already draining (%d session(s) still checkpointing); carrying on%s", why, left,
+                         s->upgrade ? ", then stopping" : "");
                 return;
         }
         if (s->stopping) {
@@ -578,7 +583,9 @@ int supervisor_main(struct lupd_config *cfg)
         }
 
         status = sup_run(s);
-        if (status == 0 && s->upgrade) {
+        if (status == 0 && s->upgrade && s->upgrade_stop) {
+                status = sup_upgrade_stop(s);
+        } else if (status == 0 && s->upgrade) {
                 lup_info("upgrade: drain finished: %d of %d session(s) checkpointed, %d lost, %d ended by "
                          "themselves, %d kept their previous checkpoint",
                          s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept);

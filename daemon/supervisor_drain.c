@@ -16,6 +16,10 @@
  *      the other sessions, or the host, hostage).
  *   5. Exit 0 when every session was checkpointed, 1 when one was lost.
  *
+ * An upgrade drains the same way and re-executes after. SIGTERM or SIGINT
+ * during its drain is not dropped: the drain finishes and the daemon
+ * stops instead (supervisor_hot.c: sup_upgrade_cancel, sup_upgrade_stop).
+ *
  * Each session gets exactly one verdict line: "session NAME checkpointed",
  * "session NAME LOST: why", or one of two that lose nothing:
  *   - a session restored at start and never touched since whose new
@@ -66,7 +70,9 @@ static void drain_verdict(struct sup *s, int idx, enum verdict v, const char *wh
                         lup_info("session %s checkpointed (%s): %llu memory fd(s), %.2f GiB, %s", se->name,
                                  sup_hot_mode_name(se->drain_flags), (unsigned long long)se->hot_fds,
                                  se->hot_bytes / 1073741824.0,
-                                 s->upgrade ? "kept for the re-exec" : "in the service manager's fd store");
+                                 !s->upgrade        ? "in the service manager's fd store"
+                                 : s->upgrade_stop ? "kept until the drain ends (the upgrade was cancelled)"
+                                                   : "kept for the re-exec");
                 else
                         lup_info("session %s checkpointed", se->name);
         } else if (v == ENDED) {

@@ -33,6 +33,15 @@
  * in mode both (the upgrade's default) the durable copy restores every
  * session at the next start, and their clients reconnect.
  *
+ * SIGTERM or SIGINT during the upgrade's drain cancels the re-exec, not
+ * the drain: workers not done yet are told the flags a stop uses (GOODBYE
+ * instead of the hand-back; the durable copy where there is no fd store),
+ * and once every session has reported the daemon stops as a SIGTERM drain
+ * would: memory fds to the fd store (under a service manager), the kept
+ * connections closed (clients reconnect to the next start), exit 0 unless
+ * a session was lost. Without a store, a session that had already
+ * checkpointed hot only (--checkpoint-mode hot) cannot be kept: LOST.
+ *
  * Restore. For each committed session, the fds named for its newest epoch
  * are taken from the inherited list and sent to its restore worker, which
  * was started with --hot (LUPD_CTL_HOT_MAP, CONN, HOT_END). They are then
@@ -87,12 +96,12 @@ void sup_raise_nofile(void)
 
 /* ---- drain */
 
-uint32_t sup_hot_drain_flags(struct sup *s)
+static uint32_t drain_flags_for(struct sup *s, bool upgrade)
 {
         enum lupd_ckpt_mode m = s->cfg->checkpoint_mode;
         bool store = have_fd_store();
 
-        if (s->upgrade) {
+        if (upgrade) {
                 switch (m) {
                 case LUPD_CKPT_HOT:
                         return LUPD_DRAIN_HANDBACK | LUPD_DRAIN_HOT;
@@ -120,6 +129,11 @@ uint32_t sup_hot_drain_flags(struct sup *s)
                 return LUPD_DRAIN_DURABLE;
         }
         return m == LUPD_CKPT_HOT ? LUPD_DRAIN_HOT : LUPD_DRAIN_HOT | LUPD_DRAIN_DURABLE;
+}
+
+uint32_t sup_hot_drain_flags(struct sup *s)
+{
+        return drain_flags_for(s, s->upgrade);
 }
 
 const char *sup_hot_mode_name(uint32_t flags)
@@ -273,6 +287,7 @@ int sup_upgrade_begin(struct sup *s, const char *why, char *err, size_t errcap)
         }
         sup_raise_nofile();
         s->upgrade = true;
+        s->upgrade_flags = drain_flags_for(s, true);
         clock_gettime(CLOCK_MONOTONIC, &ts);
         sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=upgrading: draining sessions",
                    (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000u);
@@ -412,6 +427,105 @@ int sup_upgrade_exec(struct sup *s)
         free(fds);
         free(names);
         return upgrade_failed(s, s->cfg->self_exe, r);
+}
+
+void sup_upgrade_cancel(struct sup *s, const char *why)
+{
+        uint32_t flags = drain_flags_for(s, false);
+        int left = 0, told = 0;
+
+        s->upgrade_stop = true;
+        s->drain_flags = flags;
+        /* A worker that has not begun its drain takes the newer flags; one
+         * that has finishes with the upgrade's (sup_upgrade_stop sorts
+         * out what that leaves). Either may come back, so what the
+         * worker may send (HOT_MEM, HANDBACK) is what either allows. */
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
+                struct lupd_session *se = &s->reg.s[i];
+                uint32_t before = se->drain_flags;
+
+                if (se->state != LUPD_SESSION_LIVE || !se->drain_sent || se->drain_done)
+                        continue;
+                left++;
+                if (sup_worker_send_drain(s, i, flags) == 0)
+                        told++;
+                se->drain_flags = before | flags;
+        }
+        lup_info("%s during the upgrade: the drain finishes (%d session(s) still checkpointing), then lupined stops "
+                 "instead of re-executing; %d worker(s) not done yet were told to checkpoint as for a stop (%s)",
+                 why, left, told, sup_hot_mode_name(flags));
+        sd_notifyf(0, "STOPPING=1\nSTATUS=stopping: the upgrade was cancelled by %s; %d session(s) still draining",
+                   why, left);
+}
+
+/* "lupine-mem.<session>.<epoch>.<address>" -> the length of "lupine-mem.<session>". */
+static size_t mem_session_prefix(const char *name)
+{
+        const char *a = strrchr(name, '.');
+        const char *e = a;
+
+        while (e && e > name && *--e != '.')
+                ;
+        return e && e > name ? (size_t)(e - name) : strlen(name);
+}
+
+int sup_upgrade_stop(struct sup *s)
+{
+        bool store = have_fd_store();
+        bool durable = (s->upgrade_flags & LUPD_DRAIN_DURABLE) != 0;
+        size_t stored = 0, dropped = 0, conns = 0;
+        int lost = 0;
+
+        for (size_t i = 0; i < s->n_held; i++) {
+                struct sup_held *h = &s->held[i];
+                size_t plen;
+                bool seen = false;
+
+                if (strncmp(h->name, "lupine-mem.", 11) != 0) {
+                        conns += strncmp(h->name, "lupine-conn.", 12) == 0;
+                        h->fd = safe_close(h->fd);
+                        continue;
+                }
+                if (store && fdstore_push(h->name, h->fd) == 0) {
+                        stored++;
+                        h->fd = safe_close(h->fd);
+                        continue;
+                }
+                dropped++;
+                h->fd = safe_close(h->fd);
+                /* Without a store, only a worker that drained with the
+                 * upgrade's flags sent fds (a stop's have no HOT there): its
+                 * memory survives only if those flags wrote a durable copy.
+                 * Every memory fd is dropped then: one verdict per session,
+                 * at its first. */
+                if (store || durable)
+                        continue;
+                plen = mem_session_prefix(h->name);
+                for (size_t j = 0; j < i && !seen; j++)
+                        seen = strncmp(s->held[j].name, h->name, plen) == 0 && s->held[j].name[plen] == '.';
+                if (!seen) {
+                        lost++;
+                        lup_err("session %.*s LOST: its device memory was kept only for the re-exec (--checkpoint-mode "
+                                "hot), and without a service manager's fd store nothing can keep it across a stop",
+                                (int)(plen - 11), h->name + 11);
+                }
+        }
+        s->n_held = 0;
+        s->n_lost += lost;
+        s->n_checkpointed -= lost;
+        if (dropped && (store || durable))
+                lup_err("%zu memory fd(s) could not be stored in the fd store; that memory survives only in the "
+                        "durable copy, if the checkpoint mode wrote one",
+                        dropped);
+        lup_info("drain finished (upgrade cancelled): %d of %d session(s) checkpointed, %d lost, %d ended by "
+                 "themselves, %d kept their previous checkpoint; %zu memory fd(s) put in the fd store, %zu client "
+                 "connection(s) closed (their clients reconnect to the next start); not re-executing",
+                 s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept, stored, conns);
+        if (s->n_lost) {
+                lup_err("lupined stopped; %d session(s) were lost", s->n_lost);
+                return 1;
+        }
+        return 0;
 }
 
 void sup_hot_free(struct sup *s)

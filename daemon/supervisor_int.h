@@ -156,6 +156,8 @@ struct sup {
         int n_ended;            /* ... that ended by themselves meanwhile */
         /* hot checkpoint and upgrade (supervisor_hot.c) */
         bool upgrade;           /* this drain ends in a re-exec, not an exit */
+        bool upgrade_stop;      /* ... unless SIGTERM/SIGINT came meanwhile: then an exit */
+        uint32_t upgrade_flags; /* LUPD_DRAIN_* the upgrade's drain sent first */
         uint32_t drain_flags;   /* LUPD_DRAIN_* this drain sends */
         struct sup_held *held;  /* fds for the re-exec: memory, connections */
         size_t n_held, cap_held;
@@ -309,6 +311,16 @@ int sup_upgrade_begin(struct sup *s, const char *why, char *err, size_t errcap);
 /* The upgrade's drain is done: re-executes. Returns only on failure, with
  * the exit status (logged). */
 int sup_upgrade_exec(struct sup *s);
+/* SIGTERM or SIGINT while the upgrade drains: the drain finishes and the
+ * daemon then stops instead of re-executing. Workers not yet done are
+ * told the flags a stop uses (GOODBYE, no hand-back; the durable copy
+ * where there is no fd store). */
+void sup_upgrade_cancel(struct sup *s, const char *why);
+/* The cancelled upgrade's drain is done: what a stop keeps, it keeps (the
+ * memory fds go to the fd store under a service manager; the connections
+ * close and their clients reconnect to the next start). Returns the exit
+ * status: 0, or 1 when a session was lost. */
+int sup_upgrade_stop(struct sup *s);
 /* Closes the kept fds. */
 void sup_hot_free(struct sup *s);
 /* Whether inherited fds belong to session name's checkpoint epoch. */

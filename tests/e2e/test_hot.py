@@ -17,6 +17,10 @@ usage: test_hot.py LUPINED PROGS_DIR SHIM_DIR KERNELS_DIR LUPINECTL
      not reconnect (LUPINE_RECONNECT_TIMEOUT=0): the pid stays, the clients
      never see a disconnect and finish with exact data.
   4. An upgrade whose binary is gone is refused and changes nothing.
+  5. SIGTERM during an upgrade's drain: the drain finishes, the daemon
+     stops (exit 0) instead of re-executing, keeps what a stop keeps (fd
+     store under the fake service manager, the durable copy without one),
+     and the next start restores the session for its client.
 """
 import os
 import re
@@ -231,11 +235,6 @@ def upgrade(lupined, progs, shim, kernels, lupinectl, tmp):
             time.sleep(0.1)
         check('upgrade (lupinectl): both sessions carried over again',
               text.count("serving its client's connection again") >= 4, text[-3000:])
-        # The second upgrade exports chunks the first one imported: the
-        # driver refuses to export those again, the fds they came from go.
-        check('upgrade (lupinectl): imported memory is handed on, zero bytes copied again',
-              len(re.findall(r'hot restore: (\d+) of \1 chunk\(s\) .* 0 bytes copied', text)) >= 4 and
-              'hot checkpoint: the chunk' not in text, text[-3000:])
         for i, c in enumerate(cs):
             ok, out = finished_ok(c)
             check(f'upgrade: client {i} never saw a disconnect and has exact data', ok, out)
@@ -243,6 +242,11 @@ def upgrade(lupined, progs, shim, kernels, lupinectl, tmp):
         with open(log_path) as f:
             text = f.read()
         check('upgrade: it re-executed twice', text.count('upgrade: re-executing') >= 2, text[-2000:])
+        # The second upgrade hands on chunks the first one imported, which
+        # the driver does not export again: the fds they came from go.
+        check('upgrade: the second upgrade maps imported memory from fds again, zero bytes copied',
+              len(re.findall(r'hot restore: (\d+) of \1 chunk\(s\) .* 0 bytes copied', text)) >= 4 and
+              'hot checkpoint: the chunk' not in text, text[-3000:])
     finally:
         d.send_signal(signal.SIGTERM)
         try:
@@ -287,6 +291,76 @@ def upgrade_no_binary(lupined, progs, shim, kernels, lupinectl, tmp):
         log.close()
 
 
+def upgrade_sigterm(lupined, progs, shim, kernels, tmp):
+    # Under a service manager: the memory fds go to the fd store.
+    port = W.free_port()
+    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir',
+            os.path.join(tmp, 'ck5'), '--session-ttl', '120', '--drain-timeout', '30']
+    with ServiceManager(argv, tmp, log_path=os.path.join(tmp, 'upterm1.log')) as m:
+        m.start()
+        check('upgrade+SIGTERM (fd store): the daemon starts', m.wait_for('READY', '1') is not None, m.log())
+        c = client(progs, kernels, shim, port, 'upterm', 200, 15)
+        time.sleep(1.0)
+        # Both pending at once: the signalfd gives SIGHUP (1) before SIGTERM (15).
+        m.proc.send_signal(signal.SIGHUP)
+        m.proc.send_signal(signal.SIGTERM)
+        rc = m.stop(timeout=60)
+        log = m.log()
+        check('upgrade+SIGTERM (fd store): SIGTERM is not dropped: the drain finishes and lupined exits 0',
+              rc == 0 and 'SIGTERM during the upgrade' in log and 'not re-executing' in log, f'rc={rc}\n' + log[-3000:])
+        check('upgrade+SIGTERM (fd store): it does not re-execute', 'upgrade: re-executing' not in log, log[-2000:])
+        check('upgrade+SIGTERM (fd store): the memory fds are in the fd store', len(mem_fds(m, 'upterm')) > 0,
+              str(m.stored_fds))
+        m.restart_with_stored_fds()
+        hit = m.wait_log(r'upterm: hot restore: (\d+) of \1 chunk\(s\) .* 0 bytes copied', timeout=30)
+        check('upgrade+SIGTERM (fd store): the next start maps the memory from the store', hit is not None,
+              m.log()[-3000:])
+        ok, text = finished_ok(c)
+        check('upgrade+SIGTERM (fd store): the client reconnects and finishes with exact data', ok, text)
+        m.stop()
+
+    # Without one: the durable copy; the next start restores from it.
+    port = W.free_port()
+    log_path = os.path.join(tmp, 'upterm2.log')
+    env = dict(os.environ)
+    env.pop('NOTIFY_SOCKET', None)
+    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir',
+            os.path.join(tmp, 'ck6'), '--session-ttl', '120', '--drain-timeout', '30']
+    with open(log_path, 'a') as log:
+        d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        c = None
+        try:
+            check('upgrade+SIGTERM (no fd store): the daemon starts', wait_port(port, d))
+            c = client(progs, kernels, shim, port, 'upterm2', 200, 15)
+            time.sleep(1.0)
+            d.send_signal(signal.SIGHUP)
+            d.send_signal(signal.SIGTERM)
+            try:
+                rc = d.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                rc = 'still running 60 s after SIGTERM'
+            with open(log_path) as f:
+                text = f.read()
+            check('upgrade+SIGTERM (no fd store): the drain finishes and lupined exits 0 without re-executing',
+                  rc == 0 and 'not re-executing' in text and 'upgrade: re-executing' not in text,
+                  f'rc={rc}\n' + text[-3000:])
+            check('upgrade+SIGTERM (no fd store): the session\'s checkpoint is durable',
+                  re.search(r'upterm2: checkpoint epoch \d+ \((hot and )?durable\)', text) is not None, text[-3000:])
+            d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+            ok, out = finished_ok(c)
+            check('upgrade+SIGTERM (no fd store): the next start restores it; the client finishes exactly', ok, out)
+        finally:
+            if c is not None and c.poll() is None:
+                c.kill()
+                c.communicate()
+            if d.poll() is None:
+                d.send_signal(signal.SIGTERM)
+                try:
+                    d.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    d.kill()
+
+
 def main():
     if len(sys.argv) < 6:
         print(__doc__)
@@ -298,7 +372,8 @@ def main():
         for name, fn, args in (('hot', hot_restart, (lupined, progs, shim, kernels, tmp)),
                                ('hotonly', hot_only_missing, (lupined, progs, shim, kernels, tmp)),
                                ('upgrade', upgrade, (lupined, progs, shim, kernels, lupinectl, tmp)),
-                               ('nobin', upgrade_no_binary, (lupined, progs, shim, kernels, lupinectl, tmp))):
+                               ('nobin', upgrade_no_binary, (lupined, progs, shim, kernels, lupinectl, tmp)),
+                               ('upterm', upgrade_sigterm, (lupined, progs, shim, kernels, tmp))):
             if only and only != name:
                 continue
             try:
