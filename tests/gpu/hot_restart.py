@@ -13,9 +13,12 @@ usage: hot_restart.py BUILD_DIR [GIB]      (GIB: default 64)
    fails it) runs while lupined is upgraded twice by SIGHUP; it must finish
    with exact data and the daemon pid must stay the same.
 Last line: PASS or FAIL. Target: pause <= 1 s for 64 GiB, 0 bytes copied.
+With $OUT set, the daemons' logs (hot.log, up.log) are copied to
+$OUT/hot_restart/ whatever the outcome, to be read after the run.
 """
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,6 +118,19 @@ def upgrade_under_load(build, tmp):
     return good
 
 
+def save_logs(tmp):
+    """Copies the daemons' logs to $OUT/hot_restart/, if $OUT is set."""
+    out = os.environ.get('OUT')
+    if not out:
+        return
+    dest = os.path.join(out, 'hot_restart')
+    os.makedirs(dest, exist_ok=True)
+    for f in sorted(os.listdir(tmp)):
+        if f.endswith('.log'):
+            shutil.copy(os.path.join(tmp, f), os.path.join(dest, f))
+    print(f'daemon logs saved in {dest}')
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -122,8 +138,11 @@ def main():
     build = os.path.abspath(sys.argv[1])
     gib = int(sys.argv[2]) if len(sys.argv) > 2 else 64
     with tempfile.TemporaryDirectory(prefix='lupine-hot-gpu-') as tmp:
-        ok = bool(hot_cycle(build, gib, tmp))
-        ok = upgrade_under_load(build, tmp) and ok
+        try:
+            ok = bool(hot_cycle(build, gib, tmp))
+            ok = upgrade_under_load(build, tmp) and ok
+        finally:
+            save_logs(tmp)
     print('hot_restart:', 'PASS' if ok else 'FAIL')
     return 0 if ok else 1
 
