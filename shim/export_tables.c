@@ -72,6 +72,8 @@ STUB10(relay8, 6)
 STUB10(relay8, 7)
 STUB10(relay8, 8)
 STUB10(relay8, 9)
+STUB10(hopper, )
+STUB10(hopper, 1)
 
 /* ---- table words, as driver 580 (CUDA 13.0) has them */
 
@@ -82,6 +84,7 @@ STUB10(relay8, 9)
 #define CHECKS_WORDS 15
 #define INTEGRITY_WORDS 3
 #define RELAY8_WORDS 93
+#define HOPPER_WORDS 17
 
 static void *cudart_tbl[CUDART_WORDS];
 static void *hooks_tbl[HOOKS_WORDS];
@@ -90,6 +93,7 @@ static void *cls_tbl[CLS_WORDS];
 static void *checks_tbl[CHECKS_WORDS];
 static void *integrity_tbl[INTEGRITY_WORDS];
 static void *relay8_tbl[RELAY8_WORDS];
+static void *hopper_tbl[HOPPER_WORDS];
 
 /* ---- CUDART_INTERFACE (6bd5fb6c...) */
 
@@ -315,6 +319,7 @@ static void fill_tables(void)
         static void *const cudart_stubs[] = { PTR10(cudart, ), PTR10(cudart, 1) };
         static void *const hooks_stubs[] = { PTR10(hooks, ) };
         static void *const checks_stubs[] = { PTR10(checks, ), PTR10(checks, 1) };
+        static void *const hopper_stubs[] = { PTR10(hopper, ), PTR10(hopper, 1) };
         static void *const relay8_stubs[] = {
                 PTR10(relay8, ),  PTR10(relay8, 1), PTR10(relay8, 2), PTR10(relay8, 3), PTR10(relay8, 4),
                 PTR10(relay8, 5), PTR10(relay8, 6), PTR10(relay8, 7), PTR10(relay8, 8), PTR10(relay8, 9),
@@ -360,6 +365,13 @@ static void fill_tables(void)
         relay8_tbl[39] = (void *)relay8_stream_id;
         relay8_tbl[51] = (void *)relay8_stream_handle;
         relay8_tbl[91] = NULL; /* as in driver 580 */
+
+        /* 1734dc26: cuBLASLt's fp16/bf16 GEMMs on Hopper call slots 4 and 13,
+         * whose meaning nobody has published. Refusing the table crashes
+         * cuBLASLt (it does not check); a table whose slots all answer
+         * NOT_SUPPORTED lets it take its other path. */
+        memcpy(hopper_tbl, hopper_stubs, sizeof(hopper_tbl));
+        hopper_tbl[0] = (void *)(uintptr_t)sizeof(hopper_tbl);
 }
 
 /* ---- the lookup */
@@ -385,8 +397,8 @@ static const struct export_table tables[] = {
         { ID(f8, cf, f9, 51, 21, 46, 8b, 4e, b9, e2, fb, 46, 9e, 7c, 0d, d9), "f8cff951 (unknown, CUDA 12.9+)", NULL },
         /* NVML's, not the runtime's */
         { ID(69, a2, 8e, 9f, 24, 49, 8b, 47, b0, 30, c5, da, 33, 0e, a4, e9), "69a28e9f (NVML)", NULL },
-        /* cuBLASLt on Hopper, slots of unknown meaning */
-        { ID(17, 34, dc, 26, 80, 0d, 47, 45, 87, 26, c0, f1, e7, dd, 8b, ca), "1734dc26 (cuBLASLt, unknown)", NULL },
+        /* cuBLASLt on Hopper, slots of unknown meaning: stubs */
+        { ID(17, 34, dc, 26, 80, 0d, 47, 45, 87, 26, c0, f1, e7, dd, 8b, ca), "1734dc26 (cuBLASLt)", hopper_tbl },
 };
 
 #define N_TABLES (sizeof(tables) / sizeof(tables[0]))
