@@ -76,6 +76,13 @@ EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
         return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* The runtime resolves its driver entry points before cuInit: tracing must
+ * be on from the moment the library is loaded. */
+__attribute__((constructor)) static void trace_at_load(void)
+{
+        lup_trace_setup_from_env();
+}
+
 static void *find_in(const struct lupc_sym *tab, size_t n, const char *name)
 {
         size_t lo = 0, hi = n;
