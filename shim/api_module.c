@@ -234,11 +234,17 @@ EXPORT CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib,
         return lupc_func_attr((uint64_t)(uintptr_t)hfunc, (int)attrib, pi);
 }
 
+static void kernel_invalidate(uint64_t k);
+
 EXPORT CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
         CUresult r = lupc_send_cuFuncSetAttribute(hfunc, attrib, value);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS) {
                 lupc_func_invalidate((uint64_t)(uintptr_t)hfunc);
+                /* the runtime passes a library kernel as a function: its
+                 * per-device attribute cache is stale too */
+                kernel_invalidate((uint64_t)(uintptr_t)hfunc);
+        }
         return r;
 }
 
@@ -324,18 +330,26 @@ EXPORT CUresult CUDAAPI cuKernelGetAttribute(int *pi, CUfunction_attribute attri
         return CUDA_SUCCESS;
 }
 
+/* One attribute can move others (shared memory vs. threads): forget every
+ * cached answer about kernel k, its functions, and k used as a function. */
+static void kernel_invalidate(uint64_t k)
+{
+        uint64_t v;
+
+        pthread_mutex_lock(&klock);
+        struct kernel_cache *kc = lup_u64map_get(&kernels, k, &v) ? (struct kernel_cache *)(uintptr_t)v : NULL;
+        if (kc)
+                memset(kc->have, 0, sizeof(kc->have));
+        for (int i = 0; kc && i < kc->n_fn; i++)
+                lupc_func_invalidate(kc->fn_id[i]);
+        pthread_mutex_unlock(&klock);
+        lupc_func_invalidate(k);
+}
+
 EXPORT CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
 {
         CUresult r = lupc_send_cuKernelSetAttribute(attrib, val, kernel, dev);
-        if (r == CUDA_SUCCESS) {
-                /* one attribute can move others (shared memory vs. threads) */
-                pthread_mutex_lock(&klock);
-                struct kernel_cache *kc = kernel_locked((uint64_t)(uintptr_t)kernel);
-                if (kc)
-                        memset(kc->have, 0, sizeof(kc->have));
-                for (int i = 0; kc && i < kc->n_fn; i++)
-                        lupc_func_invalidate(kc->fn_id[i]);
-                pthread_mutex_unlock(&klock);
-        }
+        if (r == CUDA_SUCCESS)
+                kernel_invalidate((uint64_t)(uintptr_t)kernel);
         return r;
 }

@@ -5,6 +5,7 @@
 
 #include "client.h"
 #include "ctx_local.h"
+#include "log.h"
 #include "u64map.h"
 
 /* The runtime keeps a handful of keys per context (one per runtime copy in
@@ -99,6 +100,8 @@ CUresult lupc_cls_get(void **value, CUcontext ctx, void *key)
         if (e)
                 *value = e->value;
         pthread_mutex_unlock(&lock);
+        if (lup_trace_level() >= 3)
+                lup_tracef("export table CLS get ctx %p key %p -> %s", (void *)ctx, key, e ? "found" : "missing");
         return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; /* *value untouched */
 }
 

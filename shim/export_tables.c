@@ -31,10 +31,18 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* LUPINE_TRACE=3 also shows every export-table call with its arguments. */
+#define ETRACE(...)                                                  \
+        do {                                                         \
+                if (lup_trace_level() >= 3)                          \
+                        lup_tracef("export table " __VA_ARGS__);     \
+        } while (0)
+
 /* ---- stubs for slots of unknown meaning */
 
 static CUresult unserved(const char *table, int slot, atomic_int *once)
 {
+        ETRACE("%s slot %d (not implemented)", table, slot);
         if (!atomic_exchange(once, 1))
                 lup_warn("export table %s: slot %d was called but is not implemented; answering CUDA_ERROR_NOT_SUPPORTED",
                          table, slot);
@@ -118,6 +126,7 @@ static CUresult cudart_load_wrapper(CUmodule *out, const struct fatbinc_wrapper 
  * retains it itself through the public API) */
 static CUresult cudart_primary_ctx(CUcontext *out, CUdevice dev)
 {
+        ETRACE("CUDART primary context of device %d", (int)dev);
         if (!out)
                 return CUDA_ERROR_INVALID_VALUE;
         if (!lupc_initialized())
@@ -186,7 +195,25 @@ static CUresult hooks_ctx_id(CUcontext ctx, uint64_t *id)
 {
         if (!id)
                 return CUDA_ERROR_INVALID_VALUE;
-        return lupc_ctx_uid((uint64_t)(uintptr_t)ctx, id);
+        CUresult r = lupc_ctx_uid((uint64_t)(uintptr_t)ctx, id);
+        ETRACE("HOOKS context id of %p -> %d, %llu", (void *)ctx, (int)r, (unsigned long long)*id);
+        return r;
+}
+
+/* ---- TOOLS_TLS (42d85a81...): the calling thread's current context */
+
+static CUresult tls_set_current(CUcontext ctx)
+{
+        CUresult r = cuCtxSetCurrent(ctx);
+        ETRACE("TLS set current %p -> %d", (void *)ctx, (int)r);
+        return r;
+}
+
+static CUresult tls_get_current(CUcontext *out)
+{
+        CUresult r = cuCtxGetCurrent(out);
+        ETRACE("TLS get current -> %d, %p", (int)r, out ? (void *)*out : NULL);
+        return r;
 }
 
 /* ---- CONTEXT_CHECKS (263e8860...) */
@@ -199,6 +226,7 @@ static CUresult checks_ctx_type(CUcontext ctx, uint32_t *type, CUcontext *out)
         uint64_t uid;
 
         (void)out;
+        ETRACE("CHECKS context type of %p", (void *)ctx);
         if (!type)
                 return CUDA_ERROR_INVALID_VALUE;
         if (ctx) {
@@ -272,6 +300,7 @@ static CUresult integrity_answer(uint32_t version, uint64_t unix_seconds, uint64
                 in.integrity_table = (uint64_t)(uintptr_t)integrity_tbl;
                 in.integrity_fn = (uint64_t)(uintptr_t)integrity_answer;
         }
+        ETRACE("INTEGRITY version %u", version);
         if (lupc_integrity_answer(version, unix_seconds, &in, bytes) < 0)
                 return CUDA_ERROR_UNKNOWN;
         memcpy(out, bytes, sizeof(bytes));
@@ -286,10 +315,13 @@ static CUresult relay8_ctx_id(CUcontext ctx, uint64_t *id)
         if (!id)
                 return CUDA_ERROR_INVALID_VALUE;
         if (!ctx) {
+                ETRACE("RELAY8 context id of NULL -> 0");
                 *id = 0;
                 return CUDA_SUCCESS;
         }
-        return lupc_ctx_uid((uint64_t)(uintptr_t)ctx, id);
+        CUresult r = lupc_ctx_uid((uint64_t)(uintptr_t)ctx, id);
+        ETRACE("RELAY8 context id of %p -> %d, %llu", (void *)ctx, (int)r, (unsigned long long)*id);
+        return r;
 }
 
 /* 51: a public stream to the handle slot 39 takes. lupine's streams are
@@ -297,6 +329,7 @@ static CUresult relay8_ctx_id(CUcontext ctx, uint64_t *id)
 static CUresult relay8_stream_handle(CUcontext ctx, CUstream s, CUstream *out, int per_thread)
 {
         (void)ctx;
+        ETRACE("RELAY8 stream handle of %p (per-thread %d)", (void *)s, per_thread);
         if (!out)
                 return CUDA_ERROR_INVALID_VALUE;
         *out = s ? s : (per_thread ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY);
@@ -307,6 +340,7 @@ static CUresult relay8_stream_handle(CUcontext ctx, CUstream s, CUstream *out, i
 static CUresult relay8_stream_id(CUcontext ctx, CUstream s, unsigned long long *id)
 {
         (void)ctx;
+        ETRACE("RELAY8 stream id of %p", (void *)s);
         if (!id)
                 return CUDA_ERROR_INVALID_VALUE;
         return cuStreamGetId(s, id);
@@ -342,8 +376,8 @@ static void fill_tables(void)
         hooks_tbl[6] = (void *)hooks_buf_b;
 
         tls_tbl[0] = (void *)(uintptr_t)sizeof(tls_tbl);
-        tls_tbl[1] = (void *)cuCtxSetCurrent;
-        tls_tbl[2] = (void *)cuCtxGetCurrent;
+        tls_tbl[1] = (void *)tls_set_current;
+        tls_tbl[2] = (void *)tls_get_current;
 
         cls_tbl[0] = (void *)lupc_cls_put;
         cls_tbl[1] = (void *)lupc_cls_delete;
