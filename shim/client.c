@@ -804,6 +804,8 @@ CUresult lupc_call(uint16_t op, unsigned flags, const void *args, size_t argslen
         wait_reply(&w);
         if (ret_replen)
                 *ret_replen = w.len;
+        if (w.status != CUDA_SUCCESS && lup_trace_level() >= 1)
+                lup_tracef("%s -> error %d", lup_op_name(op) ? lup_op_name(op) : "?", (int)w.status);
         return w.status;
 }
 
