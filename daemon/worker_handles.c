@@ -85,8 +85,10 @@ CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret)
                 s->cur_parent = id;
                 return CUDA_SUCCESS;
         }
-        if (!e)
+        if (!e) {
+                lup_debug("session %s: no handle %#llx of kind %d", s->name, (unsigned long long)id, kind);
                 return CUDA_ERROR_INVALID_HANDLE;
+        }
         *ret = e->real;
         s->cur_parent = id; /* creators record what they were made from */
         if (kind == LUPW_H_EVENT) { /* the event calls' own bookkeeping */

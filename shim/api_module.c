@@ -169,6 +169,9 @@ EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library,
         CUresult r = lupc_send_cuLibraryGetKernel(pKernel, library, name);
         if (r == CUDA_SUCCESS)
                 lupc_func_set_name((uint64_t)(uintptr_t)*pKernel, name);
+        else if (lup_trace_level() >= 1)
+                lup_tracef("cuLibraryGetKernel(library %p, \"%.80s\") -> error %d", (void *)library, name ? name : "(null)",
+                           (int)r);
         return r;
 }
 
