@@ -73,6 +73,13 @@ struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64
 CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret)
 {
         struct lupw_handle_ent *e = lupw_handle_ent(s, kind, id);
+        if (!e && kind == LUPW_H_LIBRARY && id == 0) {
+                /* cuBLASLt looks kernels up by name in the NULL library (every
+                 * library of the process): the driver answers that itself,
+                 * and this worker's libraries are this session's only */
+                *ret = NULL;
+                return CUDA_SUCCESS;
+        }
         if (!e && kind == LUPW_H_FUNCTION) {
                 /* The runtime passes a library kernel wherever a function
                  * goes (occupancy, attributes); the driver accepts it. Use
