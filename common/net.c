@@ -188,6 +188,19 @@ int lup_write_full(int fd, const void *p, size_t n)
         return lup_writev_full(fd, &iov, 1);
 }
 
+void lup_iov_advance(struct iovec **iov, int *iovcnt, size_t done)
+{
+        while (*iovcnt > 0 && done >= (*iov)->iov_len) {
+                done -= (*iov)->iov_len;
+                (*iov)++;
+                (*iovcnt)--;
+        }
+        if (*iovcnt > 0) {
+                (*iov)->iov_base = (uint8_t *)(*iov)->iov_base + done;
+                (*iov)->iov_len -= done;
+        }
+}
+
 int lup_writev_full(int fd, struct iovec *iov, int iovcnt)
 {
         while (iovcnt > 0) {
@@ -204,16 +217,7 @@ int lup_writev_full(int fd, struct iovec *iov, int iovcnt)
                         if (k < 0)
                                 return -errno;
                 }
-                size_t done = (size_t)k;
-                while (iovcnt > 0 && done >= iov->iov_len) {
-                        done -= iov->iov_len;
-                        iov++;
-                        iovcnt--;
-                }
-                if (iovcnt > 0) {
-                        iov->iov_base = (uint8_t *)iov->iov_base + done;
-                        iov->iov_len -= done;
-                }
+                lup_iov_advance(&iov, &iovcnt, (size_t)k);
         }
         return 0;
 }

@@ -33,6 +33,8 @@ void lup_tune_tcp(int fd);
 int lup_read_full(int fd, void *p, size_t n);
 int lup_write_full(int fd, const void *p, size_t n);
 int lup_writev_full(int fd, struct iovec *iov, int iovcnt);
+/* Moves the iovec array and its count past `done` bytes just written. */
+void lup_iov_advance(struct iovec **iov, int *iovcnt, size_t done);
 
 /* Sends data with up to 'nfds' descriptors attached (SCM_RIGHTS). */
 int lup_send_fds(int sock, const void *p, size_t n, const int *fds, int nfds);

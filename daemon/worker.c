@@ -30,6 +30,7 @@
 #include "ctl.h"
 #include "frame.h"
 #include "hash.h"
+#include "env.h"
 #include "log.h"
 #include "net.h"
 #include "ops.h"
@@ -45,21 +46,6 @@ static uint64_t tx_now_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static unsigned env_unsigned(const char *name, unsigned def, unsigned max)
-{
-        const char *v = getenv(name);
-        if (!v || !*v)
-                return def;
-        char *end;
-        errno = 0;
-        unsigned long x = strtoul(v, &end, 10);
-        if (errno || *end || v[0] == '-' || x > max) {
-                lup_warn("%s=%s is not a whole number from 0 to %u; using %u", name, v, max, def);
-                return def;
-        }
-        return (unsigned)x;
-}
-
 void lupw_tx_init(struct lupw_session *s)
 {
         struct lupw_tx *t = &s->tx;
@@ -69,8 +55,8 @@ void lupw_tx_init(struct lupw_session *s)
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&t->cond, &ca);
         pthread_condattr_destroy(&ca);
-        t->cap = (size_t)env_unsigned("LUPINE_REPLY_CACHE_MB", LUPW_REPLY_CACHE_MB, LUPW_MAX_REPLY_CACHE_MB) << 20;
-        t->client_timeout_ms = env_unsigned("LUPINE_CLIENT_TIMEOUT_MS", LUPW_CLIENT_TIMEOUT_MS, 24u * 3600u * 1000u);
+        t->cap = (size_t)lup_env_uint("LUPINE_REPLY_CACHE_MB", LUPW_REPLY_CACHE_MB, LUPW_MAX_REPLY_CACHE_MB) << 20;
+        t->client_timeout_ms = lup_env_uint("LUPINE_CLIENT_TIMEOUT_MS", LUPW_CLIENT_TIMEOUT_MS, 24u * 3600u * 1000u);
 }
 
 /* Appends stream bytes to the log, forgetting the oldest beyond its bound. */

@@ -609,16 +609,7 @@ static int conn_writev(struct iovec *iov, int iovcnt)
                 if (k < 0)
                         return -errno;
                 progress = lupc_mono_ns();
-                size_t done = (size_t)k;
-                while (iovcnt > 0 && done >= iov->iov_len) {
-                        done -= iov->iov_len;
-                        iov++;
-                        iovcnt--;
-                }
-                if (iovcnt > 0) {
-                        iov->iov_base = (uint8_t *)iov->iov_base + done;
-                        iov->iov_len -= done;
-                }
+                lup_iov_advance(&iov, &iovcnt, (size_t)k);
         }
         return 0;
 }

@@ -19,6 +19,7 @@
 #include "buf.h"
 #include "conn.h"
 #include "image.h"
+#include "env.h"
 #include "log.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -228,22 +229,6 @@ static int connect_endpoint(const struct lup_endpoint *ep, void *userdata)
         return lup_connect(ep);
 }
 
-/* A whole number from the environment, def when unset or invalid. */
-static unsigned env_uint(const char *name, unsigned def, unsigned max)
-{
-        const char *v = getenv(name);
-        if (!v || !*v)
-                return def;
-        char *end;
-        errno = 0;
-        unsigned long x = strtoul(v, &end, 10);
-        if (errno || *end || v[0] == '-' || x > max) {
-                lup_warn("%s=%s is not a whole number from 0 to %u; using %u", name, v, max, def);
-                return def;
-        }
-        return (unsigned)x;
-}
-
 static void read_config(void)
 {
         const char *spin = getenv("LUPINE_SPIN_US");
@@ -251,8 +236,8 @@ static void read_config(void)
                 long us = strtol(spin, NULL, 10);
                 lupc_spin_ns = us > 0 && us < 100000 ? (uint64_t)us * 1000 : 0;
         }
-        conn.reconnect_s = env_uint("LUPINE_RECONNECT_TIMEOUT", LUPC_DEFAULT_RECONNECT_S, LUPC_MAX_RECONNECT_S);
-        unsigned mb = env_uint("LUPINE_REPLAY_MAX_MB", REPLAY_DEFAULT_MAX_MB, LUPC_MAX_REPLAY_MB);
+        conn.reconnect_s = lup_env_uint("LUPINE_RECONNECT_TIMEOUT", LUPC_DEFAULT_RECONNECT_S, LUPC_MAX_RECONNECT_S);
+        unsigned mb = lup_env_uint("LUPINE_REPLAY_MAX_MB", REPLAY_DEFAULT_MAX_MB, LUPC_MAX_REPLAY_MB);
         if (mb < LUPC_MIN_REPLAY_MB) {
                 lup_warn("LUPINE_REPLAY_MAX_MB=%u is below the smallest useful bound; using %u", mb, LUPC_MIN_REPLAY_MB);
                 mb = LUPC_MIN_REPLAY_MB;
@@ -260,10 +245,10 @@ static void read_config(void)
         /* Without reconnecting nothing is ever resent: keep no copies. */
         if (conn.reconnect_s)
                 conn.replay_on = replay_init(&conn.replay, (size_t)mb << 20, 0) == 0;
-        conn.hb_ms = env_uint("LUPINE_HEARTBEAT_MS", LUPC_DEFAULT_HEARTBEAT_MS, LUP_MAX_HEARTBEAT_MS);
+        conn.hb_ms = lup_env_uint("LUPINE_HEARTBEAT_MS", LUPC_DEFAULT_HEARTBEAT_MS, LUP_MAX_HEARTBEAT_MS);
         if (conn.hb_ms && conn.hb_ms < LUP_MIN_HEARTBEAT_MS)
                 conn.hb_ms = LUP_MIN_HEARTBEAT_MS;
-        conn.hb_timeout_ms = env_uint("LUPINE_HEARTBEAT_TIMEOUT_MS", LUPC_DEFAULT_HEARTBEAT_TIMEOUT_MS, UINT32_MAX / 2);
+        conn.hb_timeout_ms = lup_env_uint("LUPINE_HEARTBEAT_TIMEOUT_MS", LUPC_DEFAULT_HEARTBEAT_TIMEOUT_MS, UINT32_MAX / 2);
         if (conn.hb_ms && conn.hb_timeout_ms < 2 * conn.hb_ms) {
                 lup_warn("LUPINE_HEARTBEAT_TIMEOUT_MS=%u is less than twice LUPINE_HEARTBEAT_MS=%u; using %u",
                          conn.hb_timeout_ms, conn.hb_ms, 2 * conn.hb_ms);
