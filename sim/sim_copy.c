@@ -91,9 +91,11 @@ static CUresult copy_exec(struct sim_driver *drv, void *arg)
         return CUDA_SUCCESS;
 }
 
-/* The current context, after its legacy stream has drained; on success
- * the lock is held shared and the caller must sim_unlock(). */
-static CUresult sync_begin(struct sim_driver **ret_drv, CUcontext *ret_ctx)
+/* The current context, after its legacy stream has drained (and, for a
+ * blocking copy, what its kernels printed was written out: one of the
+ * driver's printf flush points); on success the lock is held shared and
+ * the caller must sim_unlock(). */
+static CUresult sync_begin(struct sim_driver **ret_drv, CUcontext *ret_ctx, bool is_copy)
 {
         struct sim_driver *drv = sim_driver_get();
         CUcontext h;
@@ -107,6 +109,8 @@ static CUresult sync_begin(struct sim_driver **ret_drv, CUcontext *ret_ctx)
         if (r != CUDA_SUCCESS)
                 return r;
         sim_ctx_wait_legacy(drv, h);
+        if (is_copy)
+                sim_printf_flush(drv, h);
         sim_rdlock(drv);
         r = sim_ctx_current(drv, NULL, ret_ctx);        /* the work may have faulted */
         if (r != CUDA_SUCCESS) {
@@ -217,7 +221,7 @@ CUresult sim_copy_submit(const struct sim_copy *c, bool async, CUstream stream)
                 return async_submit(stream, NULL, true, NULL, NULL);
         if (async)
                 return async_copy(c, stream);
-        r = sync_begin(&drv, NULL);
+        r = sync_begin(&drv, NULL, true);
         if (r != CUDA_SUCCESS)
                 return r;
         if (!empty) {
@@ -381,7 +385,7 @@ static CUresult memset_n(CUdeviceptr dst, uint32_t value, size_t width, size_t n
                 *arg = m;
                 return async_submit(stream, arg, n == 0, memset_check, memset_exec);
         }
-        r = sync_begin(&drv, NULL);
+        r = sync_begin(&drv, NULL, false);
         if (r != CUDA_SUCCESS)
                 return r;
         if (dst % width != 0 || n > SIZE_MAX / width)

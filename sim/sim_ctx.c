@@ -118,9 +118,17 @@ void sim_ctx_set_sticky(struct sim_driver *drv, CUcontext h, CUresult err)
                 atomic_compare_exchange_strong(&c->sticky, &expected, (int)err);
 }
 
+size_t sim_ctx_limit(const struct sim_ctx *c, CUlimit limit)
+{
+        return c->limits_set ? c->limits[limit] : limit_defaults[limit];
+}
+
+/* The work finishes, and what it printed is written out: context
+ * destruction is one of the driver's printf flush points. */
 void sim_ctx_quiesce(struct sim_driver *drv, CUcontext ctx)
 {
         sim_ctx_wait_all(drv, ctx);
+        sim_printf_flush(drv, ctx);
 }
 
 /* Frees what a context owns; it stays registered. Lock held exclusive.
@@ -128,6 +136,10 @@ void sim_ctx_quiesce(struct sim_driver *drv, CUcontext ctx)
  * the lock: their threads need it to finish. */
 static void ctx_release_resources(struct sim_driver *drv, CUcontext h)
 {
+        struct sim_ctx *c = sim_ctx_lookup(drv, h);
+
+        if (c)
+                sim_printf_release(drv, c);
         sim_stream_destroy_ctx_streams(drv, h);
         sim_event_destroy_ctx_events(drv, h);
         sim_module_unload_ctx(drv, h);
@@ -323,8 +335,8 @@ SIM_API CUresult cuCtxGetDevice(CUdevice *device)
         return r;
 }
 
-/* Waits for every stream of the current context; a fault in any of that
- * work is then the answer. */
+/* Waits for every stream of the current context and writes out what its
+ * kernels printed; a fault in any of that work is then the answer. */
 SIM_API CUresult cuCtxSynchronize(void)
 {
         struct sim_driver *drv = sim_driver_get();
@@ -339,6 +351,7 @@ SIM_API CUresult cuCtxSynchronize(void)
         if (r != CUDA_SUCCESS)
                 return r;
         sim_ctx_wait_all(drv, h);
+        sim_printf_flush(drv, h);
         sim_rdlock(drv);
         r = sim_ctx_current(drv, NULL, NULL);
         sim_unlock(drv);

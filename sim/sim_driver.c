@@ -101,7 +101,8 @@ static void driver_init(void)
         drv->libraries.max = SIM_MAX_MODULES;
         drv->functions.max = SIM_MAX_FUNCTIONS;
         if (pthread_mutex_init(&drv->q_mu, NULL) != 0 ||
-            pthread_cond_init(&drv->q_progress, NULL) != 0)
+            pthread_cond_init(&drv->q_progress, NULL) != 0 ||
+            pthread_mutex_init(&drv->printf_mu, NULL) != 0)
                 return;
         sim_queue_atfork(drv);
 

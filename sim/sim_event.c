@@ -219,6 +219,7 @@ SIM_API CUresult cuEventSynchronize(CUevent hEvent)
                 pthread_cond_wait(&drv->q_progress, &drv->q_mu);
         sim_event_put_locked(e);
         pthread_mutex_unlock(&drv->q_mu);
+        sim_printf_flush(drv, ctx);
 
         /* The work before it may have faulted. */
         sim_rdlock(drv);

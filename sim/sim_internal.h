@@ -135,6 +135,10 @@ struct sim_ctx {
         size_t limits[CU_LIMIT_MAX];
         bool limits_set;        /* else the defaults apply */
         int cache_config;
+        /* device printf output not yet flushed (sim_printf.c); guarded
+         * by drv->printf_mu */
+        char *printf_buf;
+        size_t printf_len, printf_cap;
 };
 
 /* One physical VMM allocation: a sealed memfd, from cuMemCreate or an
@@ -204,6 +208,10 @@ struct sim_driver {
         pthread_mutex_t q_mu;
         pthread_cond_t q_progress;      /* an op completed or an event fired */
         struct sim_queue *queues;       /* every queue alive, list by next_all */
+
+        /* Every context's printf FIFO (sim_printf.c). Taken after the
+         * rwlock, never with q_mu. */
+        pthread_mutex_t printf_mu;
 };
 
 /* ---- sim_driver.c ---- */
@@ -254,6 +262,21 @@ CUresult sim_ctx_current(struct sim_driver *drv, struct sim_ctx **ret_ctx, CUcon
  * enough). */
 CUresult sim_ctx_status(struct sim_driver *drv, CUcontext h, struct sim_ctx **ret_ctx);
 CUcontext sim_ctx_handle(const struct sim_ctx *c);
+/* The context's value of limit: what cuCtxSetLimit set, else the default.
+ * Lock held (shared is enough). */
+size_t sim_ctx_limit(const struct sim_ctx *c, CUlimit limit);
+
+/* ---- sim_printf.c: device printf ---- */
+/* Appends n bytes of a kernel's printf output to the FIFO of context ctx,
+ * as a kernel writes into the device's buffer. false when they do not fit
+ * in CU_LIMIT_PRINTF_FIFO_SIZE (they are dropped) or ctx is gone. Lock
+ * held (shared is enough). */
+bool sim_printf_append(struct sim_driver *drv, CUcontext ctx, const char *s, size_t n);
+/* Writes what the FIFO of ctx holds to stdout and empties it: what the
+ * driver does at a synchronisation point. Takes the lock shared. */
+void sim_printf_flush(struct sim_driver *drv, CUcontext ctx);
+/* Forgets the FIFO of c unwritten. Lock held. */
+void sim_printf_release(struct sim_driver *drv, struct sim_ctx *c);
 
 /* ---- sim_mem.c ---- */
 /* Range checks used by every copy and set. Lock held. */

@@ -8,7 +8,8 @@
  * parameter bytes are copied at launch time into the PTX layout, then the
  * kernel's twin runs on the stream's thread. A kernel without a twin is
  * CUDA_ERROR_NOT_SUPPORTED at launch, except one named empty*, which runs
- * as a no-op.
+ * as a no-op. The start of a launch is one of the points where the driver
+ * writes out what earlier kernels printed (sim_printf.c).
  *
  * The occupancy answers are an H100's for a kernel of 32 registers:
  * 2048 threads, 32 blocks, 64K registers and 228 KiB of shared memory per
@@ -151,7 +152,7 @@ static CUresult launch(CUfunction hfunc, const struct launch_config *cfg, void *
         struct sim_queue *q = NULL;
         struct launch_op *l = NULL;
         struct sim_func *f;
-        CUcontext h;
+        CUcontext h, run_ctx = NULL;
         CUresult r;
 
         if (!drv)
@@ -194,13 +195,15 @@ static CUresult launch(CUfunction hfunc, const struct launch_config *cfg, void *
                 l->args.global = g ? (CUdeviceptr)g->start : 0;
                 l->args.global_size = g ? g->size : 0;
         }
-        r = sim_stream_enter(drv, cfg->stream, NULL, &q);
+        r = sim_stream_enter(drv, cfg->stream, &run_ctx, &q);
+        l->args.ctx = run_ctx;
 out_unlock:
         sim_unlock(drv);
         if (r != CUDA_SUCCESS) {
                 free(l);
                 return r;
         }
+        sim_printf_flush(drv, run_ctx);
         return sim_queue_submit_exec(drv, q, launch_exec, l, l->twin->touches_memory);
 }
 

@@ -28,6 +28,7 @@ struct sim_twin_args {
         uint32_t offsets[SIM_TWIN_MAX_PARAMS];
         CUdeviceptr global;     /* the module variable the twin reads, if any */
         size_t global_size;
+        CUcontext ctx;          /* the context it runs in (its printf FIFO) */
 };
 
 /* A host implementation of a kernel, found by entry name. It computes the

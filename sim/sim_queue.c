@@ -485,12 +485,14 @@ static void fork_prepare(void)
         /* No stream thread may be inside either lock when the process is
          * copied: the child would inherit them held. */
         sim_wrlock(fork_drv);
+        pthread_mutex_lock(&fork_drv->printf_mu);
         pthread_mutex_lock(&fork_drv->q_mu);
 }
 
 static void fork_parent(void)
 {
         pthread_mutex_unlock(&fork_drv->q_mu);
+        pthread_mutex_unlock(&fork_drv->printf_mu);
         sim_unlock(fork_drv);
 }
 
@@ -503,6 +505,7 @@ static void fork_child(void)
          * submit or wait start new ones for whatever work is queued. */
         pthread_mutex_init(&drv->q_mu, NULL);
         pthread_cond_init(&drv->q_progress, NULL);
+        pthread_mutex_init(&drv->printf_mu, NULL);
         sim_lock_reinit_after_fork(drv);
         for (q = drv->queues; q; q = next) {
                 next = q->next_all;

@@ -165,6 +165,7 @@ SIM_API CUresult cuStreamSynchronize(CUstream hStream)
                 return r;
         sim_queue_wait_idle(drv, q);
         sim_queue_put(drv, q);
+        sim_printf_flush(drv, ctx);
         return ctx_status(drv, ctx);
 }
 

@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -230,6 +231,29 @@ static CUresult twin_struct_param(const struct sim_twin_args *a)
         return CUDA_SUCCESS;
 }
 
+/* Every thread prints one line into the context's printf FIFO, blocks and
+ * threads in order (a GPU may interleave blocks differently); printing
+ * stops when the FIFO is full, as no more would be kept. The output
+ * reaches stdout at the next flush point (sim_printf.c). */
+static CUresult twin_printf_hello(const struct sim_twin_args *a)
+{
+        unsigned long long blocks = (unsigned long long)a->grid[0] * a->grid[1] * a->grid[2];
+        unsigned threads = a->block[0] * a->block[1] * a->block[2];
+        int round = param_int(a, 0);
+        char line[96];
+
+        /* x varies fastest in both linear indices */
+        for (unsigned long long b = 0; b < blocks; b++)
+                for (unsigned t = 0; t < threads; t++) {
+                        int n = snprintf(line, sizeof(line), "device says hello from block %d thread %d round %d\n",
+                                         (int)(b % a->grid[0]), (int)(t % a->block[0]), round);
+
+                        if (!sim_printf_append(a->drv, a->ctx, line, (size_t)n))
+                                return CUDA_SUCCESS;
+                }
+        return CUDA_SUCCESS;
+}
+
 static const struct sim_twin twins[] = {
         { "vec_add_f32", 4, { 8, 8, 8, 4 }, NULL, true, twin_vec_add_f32 },
         { "saxpy_f32", 4, { 4, 8, 8, 4 }, NULL, true, twin_saxpy_f32 },
@@ -240,6 +264,8 @@ static const struct sim_twin twins[] = {
         { "spin_ns", 1, { 8 }, NULL, false, twin_spin_ns },
         { "oob_write_u32", 1, { 8 }, NULL, true, twin_oob_write_u32 },
         { "struct_param", 2, { 32, 8 }, NULL, true, twin_struct_param },
+        /* under the lock: it finds its context's FIFO */
+        { "printf_hello", 1, { 4 }, NULL, true, twin_printf_hello },
 };
 
 /* Any kernel named empty* runs as a no-op, whatever its parameters. */

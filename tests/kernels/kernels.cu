@@ -8,10 +8,12 @@
 // launch shape computes the whole result.
 //
 // Regenerate the committed outputs (nvcc runs without a GPU; the build
-// never needs it):
+// never needs it). With CUDA 13.0 these give the committed bytes exactly:
 //   nvcc -ptx -arch=sm_90 -o tests/kernels/kernels.ptx tests/kernels/kernels.cu
-//   nvcc -fatbin -gencode arch=compute_90,code=compute_90 \
+//   nvcc -fatbin -gencode arch=compute_90,code=compute_90 --compress-mode=none \
 //        -o tests/kernels/kernels.fatbin tests/kernels/kernels.cu
+//   nvcc -fatbin -gencode arch=compute_90,code=compute_90 \
+//        -o tests/kernels/kernels_zstd.fatbin tests/kernels/kernels.cu
 //   nvcc -cubin -arch=sm_90 -o tests/kernels/kernels.cubin tests/kernels/kernels.cu
 
 #define TILE 16
@@ -171,4 +173,13 @@ extern "C" __global__ void struct_param(struct sp s, long long *out)
 {
         if (grid_tid() == 0)
                 *out = (long long)(s.a + s.b + s.c[0] + s.c[1] + s.c[2]);
+}
+
+// Device printf: every thread prints one line. The driver keeps the output
+// in a buffer on the device and writes it to the process's stdout at the
+// next synchronisation point (cuCtxSynchronize, a stream or event
+// synchronisation, a blocking copy), not when the kernel runs.
+extern "C" __global__ void printf_hello(int round)
+{
+        printf("device says hello from block %d thread %d round %d\n", blockIdx.x, threadIdx.x, round);
 }

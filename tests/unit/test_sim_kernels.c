@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -117,6 +119,8 @@ static const struct {
         { "oob_write_u32", 1, { { 0, 8 } }, 0 },
         /* the struct is a .b8 [32] with .align 8 */
         { "struct_param", 2, { { 0, 32 }, { 32, 8 } }, 0 },
+        /* its printf arguments live in .local memory, not .shared */
+        { "printf_hello", 1, { { 0, 4 } }, 0 },
 };
 
 static void test_ptx_layouts(void **state)
@@ -693,7 +697,7 @@ static void test_library(void **state)
         assert_int_equal(cuLibraryLoadData(&lib, ptx_text, NULL, NULL, 1, NULL, NULL, 0), CUDA_ERROR_INVALID_VALUE);
         assert_cu(cuLibraryLoadData(&lib, ptx_text, NULL, NULL, 0, NULL, NULL, 0));
         assert_cu(cuLibraryGetKernelCount(&count, lib));
-        assert_int_equal(count, 10);
+        assert_int_equal(count, 11);
         assert_cu(cuLibraryEnumerateKernels(ks, count, lib));
         assert_cu(cuLibraryGetKernel(&k, lib, "fill_u32"));
         assert_int_equal(cuLibraryGetKernel(&k, lib, "nope"), CUDA_ERROR_NOT_FOUND);
@@ -823,6 +827,143 @@ static void test_sticky_illegal_address(void **state)
         assert_cu(cuCtxSetCurrent(primary));
 }
 
+/* ---- device printf: buffered per context, written at flush points ---- */
+
+static int saved_stdout = -1;
+
+/* fd 1 becomes a memfd until capture_end(). */
+static void capture_begin(void)
+{
+        int fd = memfd_create("printf-capture", MFD_CLOEXEC);
+
+        assert_true(fd >= 0);
+        fflush(stdout);
+        saved_stdout = dup(STDOUT_FILENO);
+        assert_true(saved_stdout >= 0);
+        assert_true(dup2(fd, STDOUT_FILENO) == STDOUT_FILENO);
+        close(fd);
+}
+
+/* What was written to fd 1 since the last call (NUL-terminated, at most
+ * cap - 1 bytes), and the capture starts over. */
+static size_t capture_take(char *buf, size_t cap)
+{
+        off_t end = lseek(STDOUT_FILENO, 0, SEEK_CUR);
+        ssize_t n = pread(STDOUT_FILENO, buf, end < (off_t)cap - 1 ? (size_t)end : cap - 1, 0);
+
+        buf[n > 0 ? n : 0] = '\0';
+        if (ftruncate(STDOUT_FILENO, 0) != 0 || lseek(STDOUT_FILENO, 0, SEEK_SET) != 0)
+                buf[0] = '\0';
+        return n > 0 ? (size_t)n : 0;
+}
+
+static void capture_end(void)
+{
+        dup2(saved_stdout, STDOUT_FILENO);
+        close(saved_stdout);
+        saved_stdout = -1;
+}
+
+/* The lines printf_hello prints for a grid x block launch, in the sim's
+ * order (blocks, then threads, x fastest), as many as fit in cap. */
+static void hello_lines(char *buf, size_t cap, unsigned grid, unsigned block, int round)
+{
+        size_t off = 0;
+
+        buf[0] = '\0';
+        for (unsigned b = 0; b < grid; b++)
+                for (unsigned t = 0; t < block; t++) {
+                        int n = snprintf(buf + off, cap - off, "device says hello from block %u thread %u round %d\n",
+                                         b, t, round);
+
+                        if (n < 0 || (size_t)n >= cap - off) {
+                                buf[off] = '\0';
+                                return;
+                        }
+                        off += (size_t)n;
+                }
+}
+
+static void launch_hello(CUfunction f, unsigned grid, unsigned block, CUstream s, int round)
+{
+        void *args[] = { &round };
+
+        assert_cu(cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, args, NULL));
+}
+
+static void test_printf(void **state)
+{
+        CUcontext primary = *state, ctx;
+        static char got[5][8192], want[5][8192], fifo[8192];
+        CUmodule m = load_kernels();
+        CUfunction f = fn(m, "printf_hello");
+        CUstream s;
+        CUevent ev;
+        CUdeviceptr d = dalloc(4);
+        uint32_t h;
+        size_t limit, nfifo, ndestroy;
+        CUresult q;
+
+        assert_cu(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        assert_cu(cuEventCreate(&ev, 0));
+        capture_begin();
+        /* a finished kernel has printed nothing yet */
+        launch_hello(f, 2, 3, s, 1);
+        while ((q = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY)
+                usleep(1000);
+        capture_take(got[0], sizeof(got[0]));
+        /* each flush point writes what was printed, in launch order */
+        assert_cu(cuStreamSynchronize(s));
+        capture_take(got[1], sizeof(got[1]));
+        launch_hello(f, 1, 2, NULL, 2);
+        launch_hello(f, 2, 1, NULL, 3);
+        assert_cu(cuEventRecord(ev, NULL));
+        assert_cu(cuEventSynchronize(ev));
+        capture_take(got[2], sizeof(got[2]));
+        launch_hello(f, 1, 4, NULL, 4);
+        assert_cu(cuMemcpyDtoH_v2(&h, d, sizeof(h)));
+        capture_take(got[3], sizeof(got[3]));
+        launch_hello(f, 3, 2, s, 5);
+        assert_cu(cuCtxSynchronize());
+        capture_take(got[4], sizeof(got[4]));
+        /* a small FIFO keeps whole lines, the first ones; destroying the
+         * context writes what it holds */
+        assert_cu(cuCtxCreate_v2(&ctx, 0, 0));
+        assert_cu(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 1000));
+        assert_cu(cuCtxGetLimit(&limit, CU_LIMIT_PRINTF_FIFO_SIZE));
+        CUmodule m2 = load_kernels();
+        launch_hello(fn(m2, "printf_hello"), 4, 256, NULL, 6);
+        assert_cu(cuCtxSynchronize());
+        nfifo = capture_take(fifo, sizeof(fifo));
+        launch_hello(fn(m2, "printf_hello"), 1, 1, NULL, 7);
+        assert_cu(cuCtxDestroy_v2(ctx));
+        ndestroy = capture_take(got[0] + strlen(got[0]), sizeof(got[0]) - strlen(got[0]));
+        capture_end();
+        assert_cu(cuCtxSetCurrent(primary));
+
+        assert_int_equal(q, CUDA_SUCCESS);
+        hello_lines(want[1], sizeof(want[1]), 2, 3, 1);
+        hello_lines(want[2], sizeof(want[2]), 1, 2, 2);
+        hello_lines(want[2] + strlen(want[2]), sizeof(want[2]) - strlen(want[2]), 2, 1, 3);
+        hello_lines(want[3], sizeof(want[3]), 1, 4, 4);
+        hello_lines(want[4], sizeof(want[4]), 3, 2, 5);
+        for (int i = 1; i < 5; i++)
+                assert_string_equal(got[i], want[i]);
+        assert_int_equal(limit, 1000);
+        hello_lines(want[0], sizeof(want[0]), 4, 256, 6);
+        assert_true(nfifo > 900 && nfifo <= 1000);
+        assert_memory_equal(fifo, want[0], nfifo);
+        assert_int_equal(fifo[nfifo - 1], '\n');
+        hello_lines(want[0], sizeof(want[0]), 1, 1, 7);
+        assert_int_equal(ndestroy, strlen(want[0]));
+        assert_string_equal(got[0], want[0]);       /* nothing before the first flush */
+
+        assert_cu(cuEventDestroy_v2(ev));
+        assert_cu(cuStreamDestroy_v2(s));
+        assert_cu(cuMemFree_v2(d));
+        assert_cu(cuModuleUnload(m));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -838,6 +979,7 @@ int main(void)
                 cmocka_unit_test(test_library),
                 cmocka_unit_test(test_occupancy),
                 cmocka_unit_test(test_sticky_illegal_address),
+                cmocka_unit_test(test_printf),
         };
         CUmodule m;
 
