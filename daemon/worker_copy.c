@@ -68,11 +68,15 @@ int lupw_op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t 
         return 0;
 }
 
-/* Writes one DATA frame (or a reply chunk) straight to the socket. */
+/* Writes one reply chunk straight to the socket. A blocking copy is one of
+ * the points where the driver writes out device printf output: it goes
+ * ahead of the copy's answer, as lupw_reply() sends it ahead of others. */
 static int send_chunk(struct lupw_session *s, const struct lup_hdr *rh, const void *data, size_t n)
 {
         uint8_t hb[LUP_HDR_SIZE];
-        int rc = lupw_flush_out(s);
+        int rc = lupw_output_forward(s);
+        if (rc == 0)
+                rc = lupw_flush_out(s);
         if (rc < 0)
                 return rc;
         lup_hdr_encode(hb, rh);

@@ -109,6 +109,42 @@ def test_kernels(d, progs, launches):
           r.returncode == 0 and 'e2e_export_tables: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])
 
 
+def printf_order_problems(out, rounds=4, grid=2, block=4, exact=False):
+    """What is wrong with e2e_printf's stdout: each round's host line
+    before, the device lines of that round (all of them; in the sim's order
+    when exact, any order on a GPU), the host line after."""
+    lines = out.splitlines()
+    at = 0
+    for r in range(1, rounds + 1):
+        want_dev = [f'device says hello from block {b} thread {t} round {r}' for b in range(grid) for t in range(block)]
+        seq = lines[at:at + 2 + len(want_dev)]
+        if len(seq) < 2 + len(want_dev):
+            return f'round {r}: output ends early'
+        if seq[0] != f'host: round {r} before':
+            return f'round {r}: expected the host line "before", got {seq[0]!r}'
+        dev = seq[1:-1]
+        if (dev != want_dev) if exact else (sorted(dev) != sorted(want_dev)):
+            return f'round {r}: device lines {dev!r}'
+        if seq[-1] != f'host: round {r} after':
+            return f'round {r}: expected the host line "after", got {seq[-1]!r}'
+        at += len(seq)
+    if lines[at:] != ['e2e_printf: OK']:
+        return f'after the rounds: {lines[at:]!r}'
+    return None
+
+
+def test_printf(d, progs, backend):
+    """Device printf, flushed by a context, stream and event synchronisation
+    and by a blocking copy, lands on the client's stdout between the host
+    lines around it, and not in the daemon's log."""
+    for server in (f'127.0.0.1:{d.port}', f'unix:{d.unix}'):
+        r = run_prog(progs, 'e2e_printf', client_env(server), args=[KERNELS])
+        problem = printf_order_problems(r.stdout, exact=backend == 'sim') if r.returncode == 0 else 'exit status'
+        check(f'device printf on the client\'s stdout, in order (e2e_printf via {server.split(":")[0]})',
+              problem is None, f'{problem}\n{r.stdout[-3000:]}{r.stderr[-2000:]}')
+    check('device printf does not reach the daemon\'s log', 'device says hello' not in d.text())
+
+
 def test_many_clients(d, progs):
     env = client_env(f'127.0.0.1:{d.port}')
     procs = [subprocess.Popen([os.path.join(progs, 'e2e_threads')], env=env, stdout=subprocess.PIPE,
@@ -195,6 +231,7 @@ def main():
         try:
             test_programs(d, progs)
             test_kernels(d, progs, 100000 if backend == 'cuda' else 10000)
+            test_printf(d, progs, backend)
             test_many_clients(d, progs)
             test_bad_input(d)
             test_noserver(progs)

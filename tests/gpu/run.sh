@@ -55,6 +55,10 @@ step "baseline e2e_threads on the real driver" env LD_LIBRARY_PATH="$real_dir" "
 step "baseline e2e_kernels on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_kernels" tests/kernels 100000
 step "baseline e2e_sticky on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_sticky" tests/kernels
 step "baseline e2e_export_tables on the real driver" env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/e2e_export_tables" tests/kernels
+# device printf: the driver itself puts each round's lines between the host lines around it
+step "baseline e2e_printf on the real driver (host and device lines in order)" sh -c \
+        'env LD_LIBRARY_PATH="$1" "$2/tests/e2e_printf" tests/kernels | python3 -c "import sys; sys.path.insert(0, \"tests/e2e\"); import run_e2e; p = run_e2e.printf_order_problems(sys.stdin.read()); print(p or \"in order\"); sys.exit(1 if p else 0)"' \
+        sh "$real_dir" "$BUILD"
 
 # Everything through lupine on the H200.
 step "e2e scenarios through lupined --backend cuda" \
