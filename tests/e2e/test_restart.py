@@ -7,7 +7,9 @@ usage: test_restart.py LUPINED PROGS_DIR SHIM_DIR KERNELS_DIR [RESTARTS]
 A client runs a long verified workload (e2e_restart) while the daemon is
 stopped with SIGTERM at random moments and started again with the same
 checkpoint directory. The client must finish with exactly the expected data
-(its counter proves no call was lost or ran twice). Then the fault cases: a
+(its counter proves no call was lost or ran twice). Then events across a
+restart (e2e_events_restore: recorded events complete, a never-recorded one
+as before, elapsed times as measured before), and the fault cases: a
 corrupt checkpoint is refused while the daemon serves others, a worker
 killed with SIGKILL makes its client fail fast and cleanly, a wrong resume
 token is refused.
@@ -20,6 +22,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -101,6 +104,48 @@ def restart_loop(lupined, progs, shim, kernels, tmp, restarts):
     check('the client finished with exactly the expected data',
           client.returncode == 0 and 'counter exact' in out, out[-1500:] + err[-3000:])
     return ckdir, port
+
+
+def read_line(f, timeout):
+    """One line from a pipe, or None after timeout seconds."""
+    got = []
+    t = threading.Thread(target=lambda: got.append(f.readline()), daemon=True)
+    t.start()
+    t.join(timeout)
+    return got[0] if got else None
+
+
+def events_across_restore(lupined, progs, shim, kernels, tmp):
+    """A session records events, sits idle while the daemon is restarted
+    with the same checkpoint directory, then checks them (the checks are in
+    e2e_events_restore.c; its output is kept for the log)."""
+    ckdir = os.path.join(tmp, 'ckpt4')
+    port = free_port()
+    log = os.path.join(tmp, 'lupined4.log')
+    d = Daemon(lupined, ckdir, port, log)
+    c = subprocess.Popen([os.path.join(progs, 'e2e_events_restore'), kernels], env=client_env(shim, port, 'events'),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = read_line(c.stdout, 60)
+        check('events: recorded and timed before the restart', line is not None and line.startswith('recorded:'),
+              repr(line))
+        print(f'  {line.strip() if line else line}')
+        check('events: the drain exits 0', d.stop() == 0)
+        d = Daemon(lupined, ckdir, port, log)
+        c.stdin.write('go\n')
+        c.stdin.flush()
+        out, err = c.communicate(timeout=120)
+    finally:
+        if c.poll() is None:
+            c.kill()
+            c.communicate()
+        d.stop()
+    text = d.text()
+    check('events: the session was checkpointed and restored', 'events: restored checkpoint epoch' in text,
+          text[-2000:])
+    print('  ' + '\n  '.join(out.strip().splitlines()))
+    check('events: recorded ones complete, the never-recorded one as before, elapsed times as measured before',
+          c.returncode == 0 and 'e2e_events_restore: OK' in out, out[-1500:] + err[-3000:])
 
 
 def fault_cases(lupined, progs, shim, kernels, tmp):
@@ -197,12 +242,13 @@ def main():
     with tempfile.TemporaryDirectory(prefix='lupine-restart-') as tmp:
         try:
             restart_loop(lupined, progs, shim, kernels, tmp, restarts)
+            events_across_restore(lupined, progs, shim, kernels, tmp)
             fault_cases(lupined, progs, shim, kernels, tmp)
             disk_full(lupined, progs, shim, kernels, tmp)
         except Exception as e:  # a harness failure is a test failure, with the logs
             check('harness', False, repr(e))
         if FAILED:
-            for f in ('lupined.log', 'lupined2.log', 'lupined3.log'):
+            for f in ('lupined.log', 'lupined4.log', 'lupined2.log', 'lupined3.log'):
                 p = os.path.join(tmp, f)
                 if os.path.exists(p):
                     print(f'---- {f} (tail) ----')
