@@ -531,6 +531,13 @@ static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const u
                 return lupw_op_blob(s, h, p);
         case LUP_OP_DTOH_ASYNC:
                 return lupw_op_dtoh_async(s, h, p);
+        case LUP_OP_ALIVE:
+        case LUP_OP_DATA:
+        case LUP_OP_OUTPUT:
+                lupw_set_why(s, h->op == LUP_OP_ALIVE  ? "client sent ALIVE, a server-only frame" :
+                                h->op == LUP_OP_DATA   ? "client sent DATA, a server-only frame" :
+                                                         "client sent OUTPUT, a server-only frame");
+                return -EBADMSG;
         default:
                 if (h->op >= 256)
                         return op_generated(s, h, p);

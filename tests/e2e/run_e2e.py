@@ -202,6 +202,17 @@ def test_bad_input(d):
     expect_closed(d, 'reply frame from client', W.frame(W.OP_PING, b'', flags=W.F_REPLY, seq=1), 'client sent a reply frame')
     expect_closed(d, 'second HELLO', W.frame(W.OP_HELLO, W.hello_payload('x'), flags=W.F_SYNC, seq=1), 'HELLO after the handshake')
     expect_closed(d, 'sync op without reply lane', W.frame(256, b'', seq=1, ctx=0x10000), 'synchronous op sent without a reply lane')
+    # frames only a server sends: heartbeat, async copy data, device printf output
+    expect_closed(d, 'ALIVE from client', W.frame(5, b'', seq=1), 'client sent ALIVE, a server-only frame')
+    expect_closed(d, 'synchronous ALIVE from client', W.frame(5, b'', flags=W.F_SYNC, seq=1),
+                  'client sent ALIVE, a server-only frame')
+    expect_closed(d, 'DATA from client', W.frame(22, struct.pack('<QQ', 1, 0) + b'xyz', seq=1),
+                  'client sent DATA, a server-only frame')
+    expect_closed(d, 'OUTPUT from client', W.frame(23, b'device says hello\n', seq=1),
+                  'client sent OUTPUT, a server-only frame')
+    expect_closed(d, 'OUTPUT from client after a call',
+                  W.frame(W.OP_PING, flags=W.F_SYNC, seq=1) + W.frame(23, b'x' * 5000, flags=W.F_SYNC, seq=2),
+                  'client sent OUTPUT, a server-only frame')
 
     # a handle that names nothing is answered with CUDA's own error, and the session goes on
     s, _, base = W.handshake(('127.0.0.1', d.port), 'bad-handle')

@@ -39,6 +39,7 @@ HDR_SIZE = 40
 MAGIC = 0x4C555031
 PROTO_VERSION = 1
 OP_HELLO, OP_GOODBYE, OP_PING = 1, 2, 3
+OP_ALIVE, OP_OUTPUT = 5, 23  # server -> client only
 F_SYNC, F_REPLY, F_MORE = 0x1, 0x2, 0x4
 MAX_PAYLOAD = (1 << 20) + 4096
 MAX_PENDING = 256  # LUPD_MAX_PENDING
@@ -364,6 +365,13 @@ def run_cases(d, label):
          r"first frame is not HELLO \(op 3\)", CUDA_ERROR_INVALID_VALUE),
         ("first frame is a driver call", lambda s: s.sendall(hdr(0, op=300)),
          r"first frame is not HELLO \(op 300\)", CUDA_ERROR_INVALID_VALUE),
+        # frames only a server sends
+        ("first frame is ALIVE", lambda s: s.sendall(hdr(0, op=OP_ALIVE, flags=0)),
+         r"first frame is not HELLO \(op 5\)", CUDA_ERROR_INVALID_VALUE),
+        ("first frame is OUTPUT", lambda s: s.sendall(hdr(6, op=OP_OUTPUT, flags=0) + b"hello\n"),
+         r"first frame is not HELLO \(op 23\)", CUDA_ERROR_INVALID_VALUE),
+        ("first frame is OUTPUT, sync, before a HELLO", lambda s: s.sendall(hdr(2, op=OP_OUTPUT) + b"x\n" + hello_frame(b"o")),
+         r"first frame is not HELLO \(op 23\)", CUDA_ERROR_INVALID_VALUE),
         ("HELLO without LUP_F_SYNC", lambda s: s.sendall(hdr(len(good), flags=0) + good),
          r"HELLO must be a synchronous request", CUDA_ERROR_INVALID_VALUE),
         ("HELLO flagged as a reply", lambda s: s.sendall(hdr(len(good), flags=F_SYNC | F_REPLY) + good),

@@ -31,6 +31,7 @@ OUT = os.path.join(HERE, 'corpus')
 LUP_PROTO_MAGIC = 0x4c555031
 LUP_PROTO_VERSION = 1
 LUP_OP_HELLO, LUP_OP_GOODBYE, LUP_OP_PING = 1, 2, 3
+LUP_OP_ALIVE, LUP_OP_DATA, LUP_OP_OUTPUT = 5, 22, 23   # server -> client only
 LUP_F_SYNC, LUP_F_REPLY, LUP_F_MORE = 1, 2, 4
 LUP_MAX_PAYLOAD = (1 << 20) + 4096
 LUP_MAX_NAME = 128
@@ -88,6 +89,12 @@ def frame_seeds():
         'hdr-bad-flags.bin': hdr(0, LUP_OP_PING, flags=8),
         'hdr-reserved.bin': hdr(0, LUP_OP_PING, reserved=1),
         'hdr-op-zero.bin': hdr(0, 0),
+        # server -> client frames, well-formed and as a client might forge them
+        'alive.bin': hdr(0, LUP_OP_ALIVE, seq=5, ctx=4),
+        'alive-with-payload.bin': hdr(8, LUP_OP_ALIVE, LUP_F_SYNC, seq=1) + bytes(8),
+        'output.bin': hdr(18, LUP_OP_OUTPUT, ctx=3) + b'device says hello\n',
+        'output-flags-status.bin': hdr(6, LUP_OP_OUTPUT, LUP_F_REPLY, status=700, seq=1) + b'hello\n',
+        'data.bin': hdr(20, LUP_OP_DATA, ctx=2) + struct.pack('<QQ', 1, 0) + b'abcd',
     }
 
 
