@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -403,6 +404,11 @@ static struct fake {
         char first_error[256];
         uint64_t tx;            /* reply-stream bytes written (it keeps no log: nothing is resent) */
         bool resend;            /* the client's HELLO asked for the stream count */
+        /* device printf output sent ahead of the next echo reply, as an
+         * OUTPUT frame with these flags and status (0 and 0 when well-formed) */
+        const char *output;
+        uint16_t output_flags;
+        uint32_t output_status;
 } fk;
 
 static void fake_error(const char *fmt, ...)
@@ -458,6 +464,19 @@ static int fake_reply(int fd, const struct lup_hdr *req, uint16_t op, uint32_t s
         if (send_all(fd, hb, sizeof(hb)) < 0)
                 return -1;
         return n ? send_all(fd, p, n) : 0;
+}
+
+static int fake_output(int fd)
+{
+        uint8_t hb[LUP_HDR_SIZE];
+        size_t n = strlen(fk.output);
+        struct lup_hdr h = { .len = (uint32_t)n, .op = LUP_OP_OUTPUT, .flags = fk.output_flags,
+                             .status = fk.output_status, .ctx = fk.last_seq };
+        lup_hdr_encode(hb, &h);
+        fk.tx += sizeof(hb) + n;
+        int rc = send_all(fd, hb, sizeof(hb)) < 0 || send_all(fd, fk.output, n) < 0 ? -1 : 0;
+        fk.output = NULL;
+        return rc;
 }
 
 static void fake_refuse(int fd, const struct lup_hdr *req, const char *msg)
@@ -568,6 +587,8 @@ static int fake_execute(int fd, const struct lup_hdr *h, const uint8_t *p)
                         cut(fd, false);
                         return 1;
                 }
+                if (fk.output && fake_output(fd) < 0)
+                        return 1;
                 uint8_t hb[8];
                 lup_put64(hb, hash_bytes(p, h->len));
                 return fake_reply(fd, h, OP_ECHO, 0, hb, 8) < 0;
@@ -1002,6 +1023,81 @@ static void test_disabled(void **state)
         fake_stop();
 }
 
+/* ---- device printf: OUTPUT frames from the server */
+
+static int saved_stdout = -1;
+
+static void capture_begin(void)
+{
+        int fd = memfd_create("replay-stdout", MFD_CLOEXEC);
+        assert_true(fd >= 0);
+        fflush(stdout);
+        saved_stdout = dup(STDOUT_FILENO);
+        assert_true(saved_stdout >= 0 && dup2(fd, STDOUT_FILENO) == STDOUT_FILENO);
+        close(fd);
+}
+
+/* What reached fd 1 since the last call, NUL-terminated. */
+static void capture_take(char *buf, size_t cap)
+{
+        off_t end = lseek(STDOUT_FILENO, 0, SEEK_CUR);
+        ssize_t n = pread(STDOUT_FILENO, buf, end < (off_t)cap - 1 ? (size_t)end : cap - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        if (ftruncate(STDOUT_FILENO, 0) != 0 || lseek(STDOUT_FILENO, 0, SEEK_SET) != 0)
+                buf[0] = '\0';
+}
+
+static void capture_end(void)
+{
+        dup2(saved_stdout, STDOUT_FILENO);
+        close(saved_stdout);
+}
+
+/* A well-formed OUTPUT frame ahead of a reply is on the client's stdout
+ * when the call returns; one with flags or a status set is a protocol
+ * error: nothing of it is printed, the call fails and the session is given
+ * up (a server that breaks the protocol is not resumed). */
+static void output_scenario(uint16_t flags, uint32_t status)
+{
+        char good[128], bad[128];
+        setenv("LUPINE_RECONNECT_TIMEOUT", "60", 1);
+        fake_start(FAKE_RESUME, 0);
+        client_start();
+        capture_begin();
+        fk.output = "device says hello from block 0 thread 0 round 1\n";
+        CUresult r1 = call(0, 0, 64, true);
+        capture_take(good, sizeof(good));
+        fk.output = "forged output\n";
+        fk.output_flags = flags;
+        fk.output_status = status;
+        CUresult r2 = call(0, 1, 64, true);
+        capture_take(bad, sizeof(bad));
+        capture_end();
+
+        assert_int_equal(r1, CUDA_SUCCESS);
+        assert_string_equal(good, "device says hello from block 0 thread 0 round 1\n");
+        assert_int_equal(r2, CUDA_ERROR_DEVICE_UNAVAILABLE);
+        assert_string_equal(bad, "");
+        assert_int_equal(log_count("connection to lupined lost (malformed OUTPUT frame)"), 1);
+        assert_int_equal(log_count("reconnecting"), 0);
+        struct lupc_conn_stats st;
+        lupc_conn_stats(&st);
+        assert_int_equal(st.state, 2);
+        assert_int_equal(call(0, 2, 64, true), CUDA_ERROR_DEVICE_UNAVAILABLE);
+        assert_int_equal(fk.errors, 0);
+        fake_stop();
+}
+
+static void test_output_flags(void **state)
+{
+        output_scenario(LUP_F_REPLY, 0);
+}
+
+static void test_output_status(void **state)
+{
+        output_scenario(0, CUDA_ERROR_LAUNCH_FAILED);
+}
+
 int main(int argc, char **argv)
 {
         const char *which = argc > 1 ? argv[1] : "buffer";
@@ -1011,6 +1107,7 @@ int main(int argc, char **argv)
         } scenarios[] = {
                 { "resume", test_resume },     { "gone", test_gone },         { "newsession", test_newsession },
                 { "arena", test_arena },       { "timeout", test_timeout },   { "disabled", test_disabled },
+                { "output-flags", test_output_flags }, { "output-status", test_output_status },
         };
 
         if (strcmp(which, "buffer") == 0)
@@ -1021,6 +1118,6 @@ int main(int argc, char **argv)
                         return _cmocka_run_group_tests(scenarios[i].name, t, 1, NULL, NULL);
                 }
         }
-        fprintf(stderr, "usage: test_replay [buffer|resume|gone|newsession|arena|timeout|disabled]\n");
+        fprintf(stderr, "usage: test_replay [buffer|resume|gone|newsession|arena|timeout|disabled|output-flags|output-status]\n");
         return 2;
 }
