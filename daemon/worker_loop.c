@@ -205,6 +205,14 @@ static void drain(struct lupw_session *s, uint32_t flags)
         CUresult r = lupw_sync_all(s);
         if (r != CUDA_SUCCESS)
                 lupw_latch(s, r, "drain");
+        /* Device printf output that synchronisation wrote goes out now and
+         * into the reply log, which the checkpoint keeps: this process's
+         * stdout ends with it. */
+        int orc = lupw_output_forward(s);
+        if (orc == 0)
+                orc = lupw_flush_out(s);
+        if (rc == 0)
+                rc = orc;
         if (rc == 0 && !handback)
                 send_goodbye(s);
         if (flags & LUPD_DRAIN_DURABLE)

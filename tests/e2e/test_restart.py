@@ -146,6 +146,11 @@ def events_across_restore(lupined, progs, shim, kernels, tmp):
     print('  ' + '\n  '.join(out.strip().splitlines()))
     check('events: recorded ones complete, the never-recorded one as before, elapsed times as measured before',
           c.returncode == 0 and 'e2e_events_restore: OK' in out, out[-1500:] + err[-3000:])
+    lines = out.splitlines()
+    flushed = lines[:next((i for i, l in enumerate(lines) if l.startswith('restored:')), len(lines))]
+    want = [f'device says hello from block 0 thread {t} round 9' for t in range(2)]
+    check('device printf flushed by the drain reaches the client before its next call returns',
+          sorted(flushed) == want, repr(lines[:6]))
 
 
 def fault_cases(lupined, progs, shim, kernels, tmp):

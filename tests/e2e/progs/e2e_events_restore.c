@@ -16,6 +16,9 @@
  *     down;
  *   - the events work as ever: a stream waits on one, one is recorded
  *     again and timed against a restored one.
+ * It also launches printf_hello (round 9, 2 threads) just before it waits,
+ * and does not synchronise: the drain's synchronisation flushes the
+ * output, which must reach stdout before the "restored" line.
  *
  * usage: e2e_events_restore KERNELS_DIR
  */
@@ -43,7 +46,7 @@ int main(int argc, char **argv)
         char path[4096], line[64];
         CUcontext ctx;
         CUmodule m;
-        CUfunction f;
+        CUfunction f, hello;
         CUstream st;
         CUevent e0, e1, e2, notime, never;
         float ms01, ms12, ms02, ms;
@@ -56,6 +59,7 @@ int main(int argc, char **argv)
         CK(cuCtxSetCurrent(ctx));
         CK(cuModuleLoad(&m, path));
         CK(cuModuleGetFunction(&f, m, "spin_ns"));
+        CK(cuModuleGetFunction(&hello, m, "printf_hello"));
         CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
         CK(cuEventCreate(&e0, 0));
         CK(cuEventCreate(&e1, 0));
@@ -80,6 +84,9 @@ int main(int argc, char **argv)
         printf("recorded: e0-e1 %.6f ms, e1-e2 %.6f ms, e0-e2 %.6f ms; never recorded queries as %d\n", ms01, ms12,
                ms02, (int)never_query);
         fflush(stdout);
+        int round = 9;
+        void *hp[] = { &round };
+        CK(cuLaunchKernel(hello, 1, 1, 1, 2, 1, 1, 0, NULL, hp, NULL));
 
         /* the daemon is stopped and started again meanwhile */
         if (!fgets(line, sizeof(line), stdin))
