@@ -42,6 +42,20 @@ static const char *errno_text(int32_t status)
         return status < 0 && status > -4096 ? strerror(-status) : "unknown error";
 }
 
+/* The receive buffers of a session's control socket, ready for one
+ * datagram and its fds. */
+static void ctl_msg_reset(struct lupd_session *se)
+{
+        se->ctl_iov.iov_base = se->ctl_buf;
+        se->ctl_iov.iov_len = sizeof(se->ctl_buf);
+        memset(&se->ctl_msg, 0, sizeof(se->ctl_msg));
+        se->ctl_msg.msg_iov = &se->ctl_iov;
+        se->ctl_msg.msg_iovlen = 1;
+        se->ctl_msg.msg_control = se->ctl_cmsg.buf;
+        se->ctl_msg.msg_controllen = sizeof(se->ctl_cmsg.buf);
+}
+
+
 void sup_ctl_arm(struct sup *s, int idx)
 {
         struct lupd_session *se = &s->reg.s[idx];
@@ -57,13 +71,7 @@ void sup_ctl_arm(struct sup *s, int idx)
         /* MSG_TRUNC makes the result the datagram's real length, so an
          * oversized message shows as such instead of being cut silently.
          * recvmsg, because HOT_MEM and HANDBACK carry fds. */
-        se->ctl_iov.iov_base = se->ctl_buf;
-        se->ctl_iov.iov_len = sizeof(se->ctl_buf);
-        memset(&se->ctl_msg, 0, sizeof(se->ctl_msg));
-        se->ctl_msg.msg_iov = &se->ctl_iov;
-        se->ctl_msg.msg_iovlen = 1;
-        se->ctl_msg.msg_control = se->ctl_cmsg.buf;
-        se->ctl_msg.msg_controllen = sizeof(se->ctl_cmsg.buf);
+        ctl_msg_reset(se);
         io_uring_prep_recvmsg(sqe, se->ctl_fd, &se->ctl_msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
         io_uring_sqe_set_data64(sqe, ud_make(EV_CTL_RECV, (uint32_t)idx));
         se->ctl_busy = true;
@@ -368,13 +376,7 @@ void sup_ctl_finish(struct sup *s, int idx)
          * the queue is bounded by the socket buffer. */
         while (!se->ctl_eof && se->ctl_fd >= 0) {
                 ssize_t n;
-                se->ctl_iov.iov_base = se->ctl_buf;
-                se->ctl_iov.iov_len = sizeof(se->ctl_buf);
-                memset(&se->ctl_msg, 0, sizeof(se->ctl_msg));
-                se->ctl_msg.msg_iov = &se->ctl_iov;
-                se->ctl_msg.msg_iovlen = 1;
-                se->ctl_msg.msg_control = se->ctl_cmsg.buf;
-                se->ctl_msg.msg_controllen = sizeof(se->ctl_cmsg.buf);
+                ctl_msg_reset(se);
                 n = recvmsg(se->ctl_fd, &se->ctl_msg, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
                 if (n <= 0 || ctl_message(s, idx, (size_t)n, true) < 0)
                         break;
