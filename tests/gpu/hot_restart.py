@@ -60,6 +60,7 @@ def hot_cycle(build, gib, tmp):
         open(go, 'w').close()
         out, err = c.communicate(timeout=900)
         t_first = time.time() - t2  # reconnect + first call + reading GIB back to verify
+        fc = re.search(r'first call ([\d.]+) s', out)
         m.stop(timeout=600)
         log = m.log()
         init = re.findall(r'driver start ([\d.]+) s', log)
@@ -70,6 +71,7 @@ def hot_cycle(build, gib, tmp):
         print(f'{gib} GiB hot restart: client-visible pause {pause:.3f} s = drain {t_drain:.3f} s + restart '
               f'{t_restore:.3f} s (exec+CUDA init {init[-1] if init else "?"} s, module reload/state '
               f'{hot.group(5) if hot else "?"} s); {n_fds} fds; {hot.group(4) if hot else "?"} bytes copied; '
+              f'first call after it (reconnect included) {fc.group(1) if fc else "?"} s; '
               f'reconnect+first call+verify {t_first:.1f} s; data verified: {"yes" if good else "NO"}')
         if not good:
             print(log[-3000:], err[-1500:])
