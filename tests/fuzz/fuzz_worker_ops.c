@@ -512,9 +512,14 @@ static CUresult stub_cuLibraryLoadData(CUlibrary *pl, const void *code, CUjit_op
         return CUDA_SUCCESS;
 }
 
+/* The worker hands the NULL library (id 0) to the driver, which looks a
+ * kernel up in every library of the process for it: this fake has none to
+ * search, and refuses NULL elsewhere, as the driver does. */
 static CUresult stub_cuLibraryUnload(CUlibrary l)
 {
         drv.calls++;
+        if (!l)
+                return CUDA_ERROR_INVALID_HANDLE;
         handle_destroy(l, FK_LIBRARY, "cuLibraryUnload of a library that is not live");
         return CUDA_SUCCESS;
 }
@@ -522,6 +527,8 @@ static CUresult stub_cuLibraryUnload(CUlibrary l)
 static CUresult stub_cuLibraryGetKernel(CUkernel *pk, CUlibrary l, const char *name)
 {
         drv.calls++;
+        if (!l)
+                return CUDA_ERROR_NOT_FOUND;
         check_handle(l, FK_LIBRARY, "cuLibraryGetKernel on a library that is not live");
         void *h = handle_new(FK_KERNEL);
         if (!h)
@@ -533,6 +540,8 @@ static CUresult stub_cuLibraryGetKernel(CUkernel *pk, CUlibrary l, const char *n
 static CUresult stub_cuLibraryGetModule(CUmodule *pm, CUlibrary l)
 {
         drv.calls++;
+        if (!l)
+                return CUDA_ERROR_INVALID_HANDLE;
         check_handle(l, FK_LIBRARY, "cuLibraryGetModule on a library that is not live");
         void *h = handle_new(FK_MODULE);
         if (!h)
