@@ -465,6 +465,10 @@ static const struct lupine_checkpoint_provider dir_provider = {
         .load_end = dir_load_end,
         .list = dir_list,
         .remove = dir_remove,
+        /* version 2: no concurrency claimed; the daemon serialises the
+         * calls (writes go through one io_uring per save) */
+        .caps = 0,
+        .save_write_at = NULL,
 };
 
 const struct lupine_checkpoint_provider *lupine_dir_provider(void)

@@ -17,6 +17,10 @@
 /* The version-1 table ends with `remove`; a newer provider's table may be
  * longer, and this daemon never looks past that end. */
 #define V1_SIZE (offsetof(struct lupine_checkpoint_provider, remove) + sizeof(((struct lupine_checkpoint_provider *)0)->remove))
+/* Version 2 adds caps and save_write_at. */
+#define V2_SIZE                                                                                                        \
+        (offsetof(struct lupine_checkpoint_provider, save_write_at) +                                                  \
+         sizeof(((struct lupine_checkpoint_provider *)0)->save_write_at))
 
 static int fail(char *err, size_t errlen, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
@@ -88,15 +92,23 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
                          LUPINE_CHECKPOINT_SYMBOL);
                 goto out_close;
         }
-        if (p->abi_version != LUPINE_CHECKPOINT_ABI_VERSION) {
-                r = fail(err, errlen, -ELIBBAD, "checkpoint provider %s speaks ABI version %u; this lupined speaks %u",
-                         path_or_null, p->abi_version, LUPINE_CHECKPOINT_ABI_VERSION);
+        if (p->abi_version < LUPINE_CHECKPOINT_ABI_VERSION_MIN || p->abi_version > LUPINE_CHECKPOINT_ABI_VERSION) {
+                r = fail(err, errlen, -ELIBBAD,
+                         "checkpoint provider %s speaks ABI version %u; this lupined speaks %u to %u", path_or_null,
+                         p->abi_version, LUPINE_CHECKPOINT_ABI_VERSION_MIN, LUPINE_CHECKPOINT_ABI_VERSION);
                 goto out_close;
         }
-        if (p->struct_size < V1_SIZE) {
+        size_t need = p->abi_version >= 2 ? V2_SIZE : V1_SIZE;
+        if (p->struct_size < need) {
                 r = fail(err, errlen, -ELIBBAD,
-                         "checkpoint provider %s: struct_size %u is smaller than version 1's %zu bytes", path_or_null,
-                         p->struct_size, (size_t)V1_SIZE);
+                         "checkpoint provider %s: struct_size %u is smaller than version %u's %zu bytes", path_or_null,
+                         p->struct_size, p->abi_version, need);
+                goto out_close;
+        }
+        if (lupine_provider_caps(p) & LUPINE_CKPT_CAP_CONCURRENT_WRITE && !p->save_write_at) {
+                r = fail(err, errlen, -ELIBBAD,
+                         "checkpoint provider %s (%s) claims concurrent writes but has no save_write_at", path_or_null,
+                         p->name ? p->name : "?");
                 goto out_close;
         }
         if (!p->name) {
@@ -115,6 +127,13 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
 out_close:
         dlclose(h);
         return r;
+}
+
+uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p)
+{
+        if (!p || p->abi_version < 2 || p->struct_size < V2_SIZE)
+                return 0;
+        return p->caps & (LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ);
 }
 
 void lupine_provider_unload(void *dlhandle)

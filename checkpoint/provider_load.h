@@ -7,6 +7,7 @@
 #define LUP_CKPT_PROVIDER_LOAD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lupine/checkpoint_provider.h"
 
@@ -16,8 +17,10 @@
  *
  * Otherwise dlopen()s the library (RTLD_NOW | RTLD_LOCAL), calls its
  * LUPINE_CHECKPOINT_SYMBOL and checks the table before anyone uses it:
- * abi_version == LUPINE_CHECKPOINT_ABI_VERSION, struct_size at least the
- * version-1 size, `name` and every callback non-NULL. The table must stay
+ * abi_version between LUPINE_CHECKPOINT_ABI_VERSION_MIN and
+ * LUPINE_CHECKPOINT_ABI_VERSION, struct_size at least that version's size,
+ * `name` and every version-1 callback non-NULL, save_write_at non-NULL if
+ * caps claim concurrent writes. The table must stay
  * valid until lupine_provider_unload(*ret_dlhandle).
  *
  * Returns 0, or -ELIBACC (cannot load), -ELIBBAD (no entry point, or a
@@ -27,6 +30,10 @@
  */
 int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoint_provider **ret,
                          void **ret_dlhandle, char *err, size_t errlen);
+
+/* The LUPINE_CKPT_CAP_* bits this daemon may use: caps of a version-2 (or
+ * newer) table, known bits only; 0 for a version-1 table or NULL. */
+uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p);
 
 /* dlclose()s what lupine_provider_load returned; NULL is fine. Call it
  * only after the provider's instances are closed. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lupine checkpoint-provider ABI, version 1.
+ * lupine checkpoint-provider ABI, version 2 (version 1 still loads).
  *
  * A provider decides WHERE checkpoint bytes go (a directory, an object
  * store, ...); lupined decides WHAT the state is. A provider is a shared
@@ -13,6 +13,16 @@
  * a newer daemon accepts an older, smaller struct and never calls past its
  * end.
  *
+ * Versions. abi_version says which fields the table has; struct_size must
+ * cover them:
+ *   1  everything up to and including `remove`;
+ *   2  adds `caps` and `save_write_at` after `remove` (optional concurrency;
+ *      a version-2 provider that leaves caps 0 behaves as version 1).
+ * This lupined loads versions LUPINE_CHECKPOINT_ABI_VERSION_MIN to
+ * LUPINE_CHECKPOINT_ABI_VERSION. A lupined older than version 2 loads only
+ * abi_version 1; a provider that must also load there stamps 1 and is then
+ * used as a version-1 provider (its version-2 fields are never read).
+ *
  * Model. A checkpoint is identified by (session, epoch). A save streams
  * named objects in pieces and then commits atomically: after commit, a load
  * of that (session, epoch) sees every object in full; before commit (or
@@ -21,8 +31,16 @@
  * deletes work on committed checkpoints only.
  *
  * Threading. The daemon calls a provider instance from one thread at a
- * time. Different sessions may use different instances (open is per
- * process; workers are separate processes).
+ * time (the calls may come from different threads, one after the other),
+ * except where a capability bit in `caps` allows more:
+ *   LUPINE_CKPT_CAP_CONCURRENT_WRITE  save_write_at may run on several
+ *      threads at once for one save (see there);
+ *   LUPINE_CKPT_CAP_CONCURRENT_READ   load_size and load_read may run on
+ *      several threads at once for one load.
+ * No other callback ever overlaps another. Different sessions may use
+ * different instances (open is per process; workers are separate
+ * processes). While calls overlap, last_error describes one of the
+ * failures, and a provider need not clear it on success.
  *
  * Errors. Every callback returns 0 or a negative errno value (-EIO, -ENOSPC,
  * -ENOENT, ...), and may describe the failure in the instance's error
@@ -43,7 +61,12 @@
 extern "C" {
 #endif
 
-#define LUPINE_CHECKPOINT_ABI_VERSION 1u
+#define LUPINE_CHECKPOINT_ABI_VERSION 2u
+#define LUPINE_CHECKPOINT_ABI_VERSION_MIN 1u /* the oldest this header's daemon loads */
+
+/* caps (version 2) */
+#define LUPINE_CKPT_CAP_CONCURRENT_WRITE (1ull << 0)
+#define LUPINE_CKPT_CAP_CONCURRENT_READ  (1ull << 1)
 #define LUPINE_CHECKPOINT_SYMBOL "lupine_checkpoint_provider_v1"
 
 struct lupine_ckpt_instance;    /* opaque, the provider's */
@@ -101,6 +124,20 @@ struct lupine_checkpoint_provider {
                     int (*fn)(const struct lupine_ckpt_info *info, void *userdata), void *userdata);
         /* Deletes every committed epoch of `session`; -ENOENT if none. */
         int (*remove)(struct lupine_ckpt_instance *inst, const char *session);
+
+        /* ---- version 2: read only when abi_version >= 2 */
+        uint64_t caps;          /* LUPINE_CKPT_CAP_*; unknown bits are ignored */
+        /* Writes len bytes of object `name` at `offset` (created on first
+         * write). Required with LUPINE_CKPT_CAP_CONCURRENT_WRITE, else may be
+         * NULL. The daemon then calls it from several threads at once, for
+         * the same or different objects, and promises: the ranges written
+         * to one object never overlap and, by save_commit, cover [0, size)
+         * without holes; an object is written either with save_write or
+         * with save_write_at, never both; no other callback of the save
+         * runs while any save_write_at does. `data` is the caller's only
+         * during the call. After one call fails, the save will be aborted. */
+        int (*save_write_at)(struct lupine_ckpt_save *save, const char *name, uint64_t offset, const void *data,
+                             size_t len);
 };
 
 typedef const struct lupine_checkpoint_provider *(*lupine_checkpoint_provider_fn)(void);

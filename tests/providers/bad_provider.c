@@ -2,14 +2,17 @@
 /*
  * Broken checkpoint providers, one per -DBAD_* flag, that the loader must
  * refuse (tests/unit/test_provider_example.c). Test-only.
- *   BAD_ABI       abi_version 2
+ *   BAD_ABI       abi_version 99 (newer than this daemon speaks)
  *   BAD_SIZE      struct_size smaller than version 1's table
  *   BAD_NULL      a NULL callback (remove)
  *   BAD_NULLNAME  name NULL
  *   BAD_NOSYM     no lupine_checkpoint_provider_v1 at all
  *   BAD_NULLTABLE the entry point returns NULL
+ *   BAD_V1        not broken: an old provider, abi_version 1 and a table
+ *                 that ends at remove, which must still load (caps 0)
  */
 #include <errno.h>
+#include <stddef.h>
 
 #include "lupine/checkpoint_provider.h"
 
@@ -35,12 +38,16 @@ __attribute__((unused)) static int b_remove(struct lupine_ckpt_instance *inst, c
 
 static const struct lupine_checkpoint_provider bad = {
 #ifdef BAD_ABI
-        .abi_version = 2,
+        .abi_version = 99,
+#elif defined(BAD_V1)
+        .abi_version = 1,
 #else
         .abi_version = LUPINE_CHECKPOINT_ABI_VERSION,
 #endif
 #ifdef BAD_SIZE
         .struct_size = 16,
+#elif defined(BAD_V1)
+        .struct_size = offsetof(struct lupine_checkpoint_provider, caps),
 #else
         .struct_size = sizeof(struct lupine_checkpoint_provider),
 #endif

@@ -15,8 +15,12 @@
  *  - a failed or aborted save leaving the older epoch untouched;
  *  - a limit on what a caller can grow, failing with -ENOSPC;
  *  - errors as negative errno values, described through last_error;
- *  - no global state: everything hangs off the instance, which the daemon
- *    uses from one thread at a time, so no locks are needed.
+ *  - no global state: everything hangs off the instance;
+ *  - ABI version 2's capabilities: save_write_at and load_read may run on
+ *    several threads at once. Each write copies into its own extent
+ *    outside any lock and then links it in under the save's lock; a commit
+ *    sorts the extents and checks that they tile each object; a read only
+ *    looks, so it needs no lock at all.
  *
  * It includes nothing of lupine but the public header: a provider builds
  * against abi/lupine/checkpoint_provider.h alone.
@@ -25,6 +29,7 @@
  *        -Wl,--version-script=provider.map -o libexample.so
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -38,10 +43,20 @@
 
 #define MAX_SAVE_BYTES (1ull << 30) /* per save by default; more fails with -ENOSPC */
 
+/* One write's bytes. */
+struct extent {
+        uint64_t off;
+        size_t len;
+        unsigned char *data;
+};
+
+/* An object is the extents written to it; after commit they are sorted by
+ * offset and tile [0, len) exactly. */
 struct object {
         char *name;
-        unsigned char *data;
-        size_t len, cap;
+        struct extent *ext;
+        size_t n_ext, cap_ext;
+        uint64_t len; /* the end of the highest extent */
         struct object *next;
 };
 
@@ -59,12 +74,14 @@ struct checkpoint {
 struct lupine_ckpt_instance {
         struct checkpoint *committed; /* the newest epoch of each session */
         unsigned long long max_save;  /* bytes one save may hold */
+        pthread_mutex_t err_mu;       /* concurrent calls may fail at once */
         char err[256];
 };
 
 struct lupine_ckpt_save {
         struct lupine_ckpt_instance *inst;
         struct checkpoint *ckpt;
+        pthread_mutex_t mu; /* the object list and extent arrays, for save_write_at */
 };
 
 struct lupine_ckpt_load {
@@ -76,9 +93,11 @@ static int fail(struct lupine_ckpt_instance *inst, int err, const char *fmt, ...
 {
         va_list ap;
 
+        pthread_mutex_lock(&inst->err_mu);
         va_start(ap, fmt);
         vsnprintf(inst->err, sizeof(inst->err), fmt, ap);
         va_end(ap);
+        pthread_mutex_unlock(&inst->err_mu);
         return err;
 }
 
@@ -108,8 +127,10 @@ static void checkpoint_unref(struct checkpoint *c)
         while (c->objects) {
                 struct object *o = c->objects;
                 c->objects = o->next;
+                for (size_t i = 0; i < o->n_ext; i++)
+                        free(o->ext[i].data);
+                free(o->ext);
                 free(o->name);
-                free(o->data);
                 free(o);
         }
         free(c);
@@ -143,10 +164,12 @@ static int ex_open(const char *config, struct lupine_ckpt_instance **ret)
 
         if (!inst)
                 return -ENOMEM;
+        pthread_mutex_init(&inst->err_mu, NULL);
         inst->max_save = MAX_SAVE_BYTES;
         if (config && *config) {
                 unsigned long long mib = strtoull(config, &end, 10);
                 if (*end || mib == 0 || mib > (1ull << 24)) {
+                        pthread_mutex_destroy(&inst->err_mu);
                         free(inst);
                         return -EINVAL;
                 }
@@ -165,6 +188,7 @@ static void ex_close(struct lupine_ckpt_instance *inst)
                 inst->committed = c->next;
                 checkpoint_unref(c);
         }
+        pthread_mutex_destroy(&inst->err_mu);
         free(inst);
 }
 
@@ -194,6 +218,7 @@ static int ex_save_begin(struct lupine_ckpt_instance *inst, const char *session,
                 return fail(inst, -ENOMEM, "out of memory");
         }
         save->inst = inst;
+        pthread_mutex_init(&save->mu, NULL);
         snprintf(save->ckpt->session, sizeof(save->ckpt->session), "%s", session);
         save->ckpt->epoch = epoch;
         save->ckpt->refs = 1;
@@ -201,15 +226,15 @@ static int ex_save_begin(struct lupine_ckpt_instance *inst, const char *session,
         return 0;
 }
 
-static int ex_save_write(struct lupine_ckpt_save *save, const char *name, const void *data, size_t len)
+/* Links `len` bytes (already copied into `data`, which it then owns) in
+ * at `off`, or at the object's end when append; called with save->mu. */
+static int add_extent(struct lupine_ckpt_save *save, const char *name, bool append, uint64_t off,
+                      unsigned char *data, size_t len)
 {
         struct lupine_ckpt_instance *inst = save->inst;
         struct checkpoint *c = save->ckpt;
         struct object *o;
 
-        inst->err[0] = '\0';
-        if (!valid_object(name) || (len && !data))
-                return fail(inst, -EINVAL, "invalid object name or NULL data");
         if (len > inst->max_save - c->bytes)
                 return fail(inst, -ENOSPC, "a save holds at most %llu bytes", (unsigned long long)inst->max_save);
         o = find_object(c, name);
@@ -222,21 +247,90 @@ static int ex_save_write(struct lupine_ckpt_save *save, const char *name, const 
                 o->next = c->objects;
                 c->objects = o;
         }
-        if (o->len + len > o->cap) {
-                size_t cap = o->cap ? o->cap : 4096;
-                while (cap < o->len + len)
-                        cap *= 2;
-                unsigned char *n = realloc(o->data, cap);
+        if (append)
+                off = o->len;
+        if (off > UINT64_MAX - len)
+                return fail(inst, -EFBIG, "object %s would pass 2^64 bytes", name);
+        if (len == 0)
+                return 0;
+        if (o->n_ext == o->cap_ext) {
+                size_t cap = o->cap_ext ? o->cap_ext * 2 : 16;
+                struct extent *n = realloc(o->ext, cap * sizeof(*n));
                 if (!n)
                         return fail(inst, -ENOMEM, "out of memory");
-                o->data = n;
-                o->cap = cap;
+                o->ext = n;
+                o->cap_ext = cap;
         }
-        /* The caller's buffer is valid only during this call: copy it. */
-        if (len)
-                memcpy(o->data + o->len, data, len);
-        o->len += len;
+        o->ext[o->n_ext++] = (struct extent){ .off = off, .len = len, .data = data };
+        if (off + len > o->len)
+                o->len = off + len;
         c->bytes += len;
+        return 0;
+}
+
+static int write_common(struct lupine_ckpt_save *save, const char *name, bool append, uint64_t off,
+                        const void *data, size_t len)
+{
+        struct lupine_ckpt_instance *inst = save->inst;
+        unsigned char *copy = NULL;
+        int r;
+
+        if (!valid_object(name) || (len && !data))
+                return fail(inst, -EINVAL, "invalid object name or NULL data");
+        if (len > inst->max_save)
+                return fail(inst, -ENOSPC, "a save holds at most %llu bytes", (unsigned long long)inst->max_save);
+        /* The caller's buffer is valid only during this call: copy it,
+         * outside the lock, so that concurrent writers copy in parallel. */
+        if (len) {
+                copy = malloc(len);
+                if (!copy)
+                        return fail(inst, -ENOMEM, "out of memory");
+                memcpy(copy, data, len);
+        }
+        pthread_mutex_lock(&save->mu);
+        r = add_extent(save, name, append, off, copy, len);
+        pthread_mutex_unlock(&save->mu);
+        if (r < 0)
+                free(copy);
+        return r;
+}
+
+static int ex_save_write(struct lupine_ckpt_save *save, const char *name, const void *data, size_t len)
+{
+        save->inst->err[0] = '\0';
+        return write_common(save, name, true, 0, data, len);
+}
+
+/* Version 2: may run on several threads at once (LUPINE_CKPT_CAP_CONCURRENT_WRITE). */
+static int ex_save_write_at(struct lupine_ckpt_save *save, const char *name, uint64_t offset, const void *data,
+                            size_t len)
+{
+        return write_common(save, name, false, offset, data, len);
+}
+
+static void ex_save_abort(struct lupine_ckpt_save *save);
+
+static int cmp_extent(const void *a, const void *b)
+{
+        const struct extent *x = a, *y = b;
+
+        return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Sorts each object's extents and checks they tile it without holes or
+ * overlaps (the daemon promises that; a provider checks what is cheap). */
+static int seal(struct lupine_ckpt_save *save)
+{
+        for (struct object *o = save->ckpt->objects; o; o = o->next) {
+                uint64_t at = 0;
+                qsort(o->ext, o->n_ext, sizeof(*o->ext), cmp_extent);
+                for (size_t i = 0; i < o->n_ext; i++) {
+                        if (o->ext[i].off != at)
+                                return fail(save->inst, -EINVAL, "object %s has a %s at offset %llu", o->name,
+                                            o->ext[i].off > at ? "hole" : "overlap", (unsigned long long)at);
+                        at += o->ext[i].len;
+                }
+        }
         return 0;
 }
 
@@ -245,8 +339,14 @@ static int ex_save_commit(struct lupine_ckpt_save *save)
         struct lupine_ckpt_instance *inst = save->inst;
         struct checkpoint **pp = find_committed(inst, save->ckpt->session);
         struct checkpoint *old = *pp;
+        int r;
 
         inst->err[0] = '\0';
+        r = seal(save);
+        if (r < 0) {
+                ex_save_abort(save);
+                return r;
+        }
         /* The atomic step: the new epoch takes the old one's place. */
         save->ckpt->next = old ? old->next : inst->committed;
         if (old)
@@ -255,6 +355,7 @@ static int ex_save_commit(struct lupine_ckpt_save *save)
                 inst->committed = save->ckpt;
         /* Only now that the new epoch is in place does the old one go. */
         checkpoint_unref(old);
+        pthread_mutex_destroy(&save->mu);
         free(save);
         return 0;
 }
@@ -262,6 +363,7 @@ static int ex_save_commit(struct lupine_ckpt_save *save)
 static void ex_save_abort(struct lupine_ckpt_save *save)
 {
         checkpoint_unref(save->ckpt);
+        pthread_mutex_destroy(&save->mu);
         free(save);
 }
 
@@ -295,7 +397,7 @@ static int ex_load_size(struct lupine_ckpt_load *load, const char *name, uint64_
 {
         struct object *o;
 
-        load->inst->err[0] = '\0';
+        /* no clearing of err: this may run concurrently (CAP_CONCURRENT_READ) */
         if (!valid_object(name))
                 return fail(load->inst, -EINVAL, "invalid object name");
         o = find_object(load->ckpt, name);
@@ -305,11 +407,12 @@ static int ex_load_size(struct lupine_ckpt_load *load, const char *name, uint64_
         return 0;
 }
 
+/* Reads only: several threads may run it at once (CAP_CONCURRENT_READ). */
 static int64_t ex_load_read(struct lupine_ckpt_load *load, const char *name, uint64_t offset, void *buf, size_t len)
 {
         struct object *o;
+        size_t lo, hi, done = 0;
 
-        load->inst->err[0] = '\0';
         if (!valid_object(name))
                 return fail(load->inst, -EINVAL, "invalid object name");
         o = find_object(load->ckpt, name);
@@ -321,8 +424,24 @@ static int64_t ex_load_read(struct lupine_ckpt_load *load, const char *name, uin
                 len = (size_t)(o->len - offset);
         if (len > INT64_MAX)
                 len = INT64_MAX;
-        memcpy(buf, o->data + offset, len);
-        return (int64_t)len;
+        /* the last extent starting at or before offset */
+        lo = 0;
+        hi = o->n_ext;
+        while (hi - lo > 1) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (o->ext[mid].off <= offset)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        for (size_t i = lo; i < o->n_ext && done < len; i++) {
+                const struct extent *e = &o->ext[i];
+                uint64_t in = offset + done - e->off;
+                size_t k = e->len - in < len - done ? (size_t)(e->len - in) : len - done;
+                memcpy((unsigned char *)buf + done, e->data + in, k);
+                done += k;
+        }
+        return (int64_t)done;
 }
 
 static void ex_load_end(struct lupine_ckpt_load *load)
@@ -385,6 +504,8 @@ static const struct lupine_checkpoint_provider example_provider = {
         .load_end = ex_load_end,
         .list = ex_list,
         .remove = ex_remove,
+        .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ,
+        .save_write_at = ex_save_write_at,
 };
 
 EXPORT const struct lupine_checkpoint_provider *lupine_checkpoint_provider_v1(void)

@@ -4,17 +4,19 @@
  * the conformance suite through it.
  *
  * argv: EXAMPLE.so BAD-abi.so BAD-size.so BAD-null.so BAD-nullname.so
- *       BAD-nosym.so BAD-nulltable.so   (tests/providers/meson.build)
+ *       BAD-nosym.so BAD-nulltable.so V1.so   (tests/providers/meson.build)
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "provider_dir.h"
 #include "provider_load.h"
 #include "provider_suite.h"
 
-enum { ARG_EXAMPLE = 1, ARG_ABI, ARG_SIZE, ARG_NULL, ARG_NULLNAME, ARG_NOSYM, ARG_NULLTABLE, ARG_COUNT };
+enum { ARG_EXAMPLE = 1, ARG_ABI, ARG_SIZE, ARG_NULL, ARG_NULLNAME, ARG_NOSYM, ARG_NULLTABLE, ARG_V1, ARG_COUNT };
 static char **args;
 
 static void loader_builtin(void **state)
@@ -46,6 +48,126 @@ static void loader_example(void **state)
         lupine_provider_unload(h);
 }
 
+/* An ABI version 1 provider (a table that ends at remove) still loads,
+ * and has no version-2 capabilities. */
+static void loader_accepts_v1(void **state)
+{
+        const struct lupine_checkpoint_provider *p = NULL;
+        void *h = NULL;
+        char err[256];
+
+        assert_int_equal(lupine_provider_load(args[ARG_V1], &p, &h, err, sizeof(err)), 0);
+        assert_int_equal(p->abi_version, 1);
+        assert_int_equal(lupine_provider_caps(p), 0);
+        lupine_provider_unload(h);
+}
+
+/* The example provider's version-2 capabilities: UNITS pieces of one
+ * object written by THREADS threads at once with save_write_at, each
+ * thread taking every THREADS-th piece from the end backwards, then read
+ * back by THREADS threads at once. */
+#define UNITS 96
+#define UNIT_LEN 40000
+#define THREADS 4
+
+struct cw {
+        const struct lupine_checkpoint_provider *p;
+        struct lupine_ckpt_save *save;
+        struct lupine_ckpt_load *load;
+        int idx, rc;
+};
+
+static uint8_t cw_byte(size_t at)
+{
+        return (uint8_t)(at * 2654435761u >> 13);
+}
+
+static void *cw_write(void *arg)
+{
+        struct cw *c = arg;
+        uint8_t *b = malloc(UNIT_LEN);
+        for (int u = UNITS - 1 - c->idx; u >= 0 && c->rc == 0 && b; u -= THREADS) {
+                for (size_t i = 0; i < UNIT_LEN; i++)
+                        b[i] = cw_byte((size_t)u * UNIT_LEN + i);
+                c->rc = c->p->save_write_at(c->save, "mem/x", (uint64_t)u * UNIT_LEN, b, UNIT_LEN);
+        }
+        if (!b)
+                c->rc = -ENOMEM;
+        free(b);
+        return NULL;
+}
+
+static void *cw_read(void *arg)
+{
+        struct cw *c = arg;
+        uint8_t *b = malloc(3 * UNIT_LEN);
+        /* reads that straddle extents: 2.5 units from odd offsets */
+        for (size_t off = (size_t)c->idx * 777; off < (size_t)UNITS * UNIT_LEN && c->rc == 0 && b;
+             off += 5 * UNIT_LEN / 2 * THREADS) {
+                int64_t n = c->p->load_read(c->load, "mem/x", off, b, 5 * UNIT_LEN / 2);
+                size_t want = (size_t)UNITS * UNIT_LEN - off < 5 * UNIT_LEN / 2 ? (size_t)UNITS * UNIT_LEN - off
+                                                                                : 5 * UNIT_LEN / 2;
+                if (n != (int64_t)want)
+                        c->rc = -EIO;
+                for (size_t i = 0; i < want && c->rc == 0; i++)
+                        if (b[i] != cw_byte(off + i))
+                                c->rc = -EBADMSG;
+        }
+        if (!b)
+                c->rc = -ENOMEM;
+        free(b);
+        return NULL;
+}
+
+static void example_concurrent(void **state)
+{
+        const struct lupine_checkpoint_provider *p = NULL;
+        struct lupine_ckpt_instance *inst;
+        struct lupine_ckpt_save *save;
+        struct lupine_ckpt_load *load;
+        struct cw c[THREADS];
+        pthread_t t[THREADS];
+        uint64_t epoch, size;
+        void *h = NULL;
+        char err[256];
+
+        assert_int_equal(lupine_provider_load(args[ARG_EXAMPLE], &p, &h, err, sizeof(err)), 0);
+        assert_int_equal(lupine_provider_caps(p), LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ);
+        assert_int_equal(p->open(NULL, &inst), 0);
+        assert_int_equal(p->save_begin(inst, "cw", 1, &save), 0);
+        for (int i = 0; i < THREADS; i++) {
+                c[i] = (struct cw){ .p = p, .save = save, .idx = i };
+                assert_int_equal(pthread_create(&t[i], NULL, cw_write, &c[i]), 0);
+        }
+        for (int i = 0; i < THREADS; i++) {
+                pthread_join(t[i], NULL);
+                assert_int_equal(c[i].rc, 0);
+        }
+        assert_int_equal(p->save_commit(save), 0);
+        assert_int_equal(p->load_begin(inst, "cw", 0, &load, &epoch), 0);
+        assert_int_equal(p->load_size(load, "mem/x", &size), 0);
+        assert_int_equal(size, (uint64_t)UNITS * UNIT_LEN);
+        for (int i = 0; i < THREADS; i++) {
+                c[i] = (struct cw){ .p = p, .load = load, .idx = i };
+                assert_int_equal(pthread_create(&t[i], NULL, cw_read, &c[i]), 0);
+        }
+        for (int i = 0; i < THREADS; i++) {
+                pthread_join(t[i], NULL);
+                assert_int_equal(c[i].rc, 0);
+        }
+        p->load_end(load);
+        /* a hole: the commit refuses, and epoch 1 stays */
+        uint8_t b[16] = { 0 };
+        assert_int_equal(p->save_begin(inst, "cw", 2, &save), 0);
+        assert_int_equal(p->save_write_at(save, "mem/x", 32, b, sizeof(b)), 0);
+        assert_int_equal(p->save_commit(save), -EINVAL);
+        assert_int_equal(p->load_begin(inst, "cw", 0, &load, &epoch), 0);
+        assert_int_equal(epoch, 1);
+        p->load_end(load);
+        p->close(inst);
+        lupine_provider_unload(h);
+}
+
 static void expect_refused(int arg, int want, const char *words)
 {
         const struct lupine_checkpoint_provider *p = (void *)1;
@@ -61,7 +183,7 @@ static void expect_refused(int arg, int want, const char *words)
 
 static void loader_refuses_bad_tables(void **state)
 {
-        expect_refused(ARG_ABI, -ELIBBAD, "ABI version 2");
+        expect_refused(ARG_ABI, -ELIBBAD, "ABI version 99");
         expect_refused(ARG_SIZE, -ELIBBAD, "struct_size 16");
         expect_refused(ARG_NULL, -ELIBBAD, "callback remove is NULL");
         expect_refused(ARG_NULLNAME, -ELIBBAD, "name is NULL");
@@ -94,14 +216,16 @@ int main(int argc, char **argv)
                 cmocka_unit_test(loader_example),
                 cmocka_unit_test(loader_refuses_bad_tables),
                 cmocka_unit_test(loader_refuses_missing_library),
+                cmocka_unit_test(loader_accepts_v1),
+                cmocka_unit_test(example_concurrent),
         };
-        size_t n = 4;
+        size_t n = 6;
         void *h = NULL;
         char err[512];
         int r;
 
         if (argc != ARG_COUNT) {
-                fprintf(stderr, "usage: %s EXAMPLE.so BAD-abi BAD-size BAD-null BAD-nullname BAD-nosym BAD-nulltable\n",
+                fprintf(stderr, "usage: %s EXAMPLE.so BAD-abi BAD-size BAD-null BAD-nullname BAD-nosym BAD-nulltable V1\n",
                         argv[0]);
                 return 2;
         }
