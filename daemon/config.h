@@ -12,6 +12,7 @@
 #define LUPD_DEFAULT_PORT 14833
 #define LUPD_MAX_SESSIONS 64            /* == LUP_ARENA_SLOTS */
 #define LUPD_HELLO_TIMEOUT_MS 10000     /* a connection must send HELLO within this */
+#define LUPD_CKPT_LANES_MAX 64          /* --checkpoint-lanes, LUPINE_CHECKPOINT_LANES */
 
 enum lupd_backend_choice { LUPD_BACKEND_AUTO = 0, LUPD_BACKEND_CUDA, LUPD_BACKEND_SIM };
 
@@ -38,6 +39,7 @@ struct lupd_config {
         int drain_timeout_s;            /* --drain-timeout (default 60) */
         int session_ttl_s;              /* --session-ttl (default 3600) */
         enum lupd_ckpt_mode checkpoint_mode; /* --checkpoint-mode (issue 5) */
+        int checkpoint_lanes;           /* --checkpoint-lanes; 0: LUPINE_CHECKPOINT_LANES or automatic */
         char **argv;                    /* the command line, for re-executing on upgrade */
         /* worker mode only */
         bool worker;

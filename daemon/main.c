@@ -46,6 +46,7 @@ enum {
         OPT_SESSION_TTL,
         OPT_RESTORE,
         OPT_CHECKPOINT_MODE,
+        OPT_CHECKPOINT_LANES,
         OPT_HOT,
 };
 
@@ -62,6 +63,7 @@ static const struct option long_options[] = {
         { "session-ttl", required_argument, NULL, OPT_SESSION_TTL },
         { "restore", required_argument, NULL, OPT_RESTORE },
         { "checkpoint-mode", required_argument, NULL, OPT_CHECKPOINT_MODE },
+        { "checkpoint-lanes", required_argument, NULL, OPT_CHECKPOINT_LANES },
         { "hot", no_argument, NULL, OPT_HOT },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
@@ -129,6 +131,11 @@ static void print_usage(FILE *f)
 "                          under systemd (NOTIFY_SOCKET) and for an upgrade,\n"
 "                          durable otherwise. Without a fd store a SIGTERM drain\n"
 "                          always writes the durable copy.\n"
+"      --checkpoint-lanes N\n"
+"                          Threads that move a session's memory to and from\n"
+"                          the provider at once, each with its own stream and\n"
+"                          pinned buffers, 1..%d. Default: LUPINE_CHECKPOINT_LANES,\n"
+"                          else min(8, online CPUs / 2), at least 1.\n"
 "\n"
 "Internal options (the supervisor passes them to the workers it starts;\n"
 "not for use by hand):\n"
@@ -142,6 +149,8 @@ static void print_usage(FILE *f)
 "                   --checkpoint-provider nor --checkpoint-dir is given.\n"
 "  LUPINE_CHECKPOINT_CONFIG   The provider's configuration when\n"
 "                   --checkpoint-config is not given.\n"
+"  LUPINE_CHECKPOINT_LANES    Checkpoint and restore lanes when\n"
+"                   --checkpoint-lanes is not given.\n"
 "  LUPINE_TRACE     RPC tracing: 0 (off), 1 or 2 (detail level, to stderr), or\n"
 "                   a file path (level 1, appended to that file).\n"
 "  NOTIFY_SOCKET    Set by systemd for Type=notify services: lupined sends\n"
@@ -178,7 +187,7 @@ static void print_usage(FILE *f)
 "it: \"session NAME LOST: ...\"); 2 on bad arguments.\n",
                 LUPD_MAX_LISTEN, LUPD_DEFAULT_PORT, LUPD_MAX_SESSIONS, LUPD_MAX_SESSIONS,
                 LUPD_DRAIN_TIMEOUT_MAX_S, LUPD_DRAIN_TIMEOUT_DEFAULT_S, LUPD_SESSION_TTL_MAX_S,
-                LUPD_SESSION_TTL_DEFAULT_S, LUPD_SHUTDOWN_GRACE_MS / 1000);
+                LUPD_SESSION_TTL_DEFAULT_S, LUPD_CKPT_LANES_MAX, LUPD_SHUTDOWN_GRACE_MS / 1000);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -408,6 +417,11 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                                 cfg->checkpoint_mode = LUPD_CKPT_BOTH;
                         else
                                 return usage_error("--checkpoint-mode %s: expected hot, durable or both", optarg);
+                        break;
+                case OPT_CHECKPOINT_LANES:
+                        if (parse_int(optarg, 1, LUPD_CKPT_LANES_MAX, &cfg->checkpoint_lanes) < 0)
+                                return usage_error("--checkpoint-lanes %s: expected a number from 1 to %d", optarg,
+                                                   LUPD_CKPT_LANES_MAX);
                         break;
                 case OPT_HOT:
                         cfg->hot = true;

@@ -31,10 +31,11 @@ struct worker_argv {
         char backend[32];
         char level[32];
         char ttl[48];
+        char lanes[48];
         char ckpt[sizeof(((struct lupd_config *)0)->checkpoint_provider) + 32];
         char ckpt_config[sizeof(((struct lupd_config *)0)->checkpoint_config) + 32];
         char restore[LUP_MAX_NAME + 32];
-        char *argv[13];
+        char *argv[14];
 };
 
 static void worker_argv_build(const struct lupd_config *cfg, const char *restore, bool hot, struct worker_argv *a)
@@ -62,6 +63,10 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
                 }
         }
         a->argv[n++] = a->ttl;
+        if (cfg->checkpoint_lanes > 0) {
+                snprintf(a->lanes, sizeof(a->lanes), "--checkpoint-lanes=%d", cfg->checkpoint_lanes);
+                a->argv[n++] = a->lanes;
+        }
         if (restore) {
                 snprintf(a->restore, sizeof(a->restore), "--restore=%s", restore);
                 a->argv[n++] = a->restore;

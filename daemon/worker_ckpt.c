@@ -23,6 +23,7 @@
 #include "hash.h"
 #include "log.h"
 #include "provider_load.h"
+#include "worker_lanes.h"
 #include "worker_session.h"
 
 
@@ -115,81 +116,43 @@ static int put(struct saver *sv, const char *name, const void *p, size_t n)
         return sv->rc;
 }
 
-/* Two pinned bounce buffers, each with its own stream and event: piece i+1
- * crosses PCIe while piece i is hashed and handed to the provider. The
- * same pair serves restores (worker_restore.c). */
-int lupw_ckpt_pipeline(struct lupw_session *s)
-{
-        const struct lupw_backend *be = &s->be.fn;
-        if (!s->staging2)
-                return -ENOTSUP; /* no second pinned buffer: one piece at a time */
-        for (int i = 0; i < 2; i++) {
-                if (!s->ckpt_stream[i] && be->cuStreamCreate(&s->ckpt_stream[i], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
-                        return -EIO;
-                if (!s->chunk_done[i] && be->cuEventCreate(&s->chunk_done[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-                        return -EIO;
-        }
-        return 0;
-}
-
-static int read_failed(struct saver *sv, uint64_t addr, CUresult r)
-{
-        lup_err("session %s: checkpoint: reading device memory at 0x%" PRIx64 " failed (CUresult %d)", sv->s->name,
-                addr, (int)r);
-        sv->rc = -EIO;
-        return sv->rc;
-}
-
-/* The chunk's contents in 1 MiB pieces; writes each piece's hash into w. */
-static int save_chunk(struct saver *sv, const struct lupw_chunk *c, struct lup_wr *w)
+/* Every chunk's contents through the lanes (worker_lanes.c), then each
+ * chunk's record: address, size, piece count and one hash per piece. */
+static int save_memory(struct saver *sv, struct lup_wr *w)
 {
         struct lupw_session *s = sv->s;
-        const struct lupw_backend *be = &s->be.fn;
-        uint64_t pieces = (c->size + PIECE - 1) / PIECE;
-        char name[64];
-        snprintf(name, sizeof(name), "mem/%016" PRIx64, c->addr);
-        lup_wr_u64(w, c->addr);
-        lup_wr_u64(w, c->size);
-        lup_wr_u32(w, (uint32_t)pieces);
-        if (lupw_ckpt_pipeline(s) < 0) {
-                for (uint64_t off = 0; off < c->size && sv->rc == 0; off += PIECE) {
-                        size_t k = c->size - off < PIECE ? (size_t)(c->size - off) : PIECE;
-                        CUresult r = be->cuMemcpyDtoH_v2(s->staging, c->addr + off, k);
-                        if (r != CUDA_SUCCESS)
-                                return read_failed(sv, c->addr + off, r);
-                        lup_wr_u64(w, lup_hash64(s->staging, k, 0));
-                        put(sv, name, s->staging, k);
-                }
-                return sv->rc;
+        size_t n = s->n_chunks, total = 0;
+        char why[256] = "";
+        for (size_t i = 0; i < n; i++)
+                total += (s->chunks[i].size + PIECE - 1) / PIECE;
+        struct lupw_mem_span *spans = calloc(n ? n : 1, sizeof(*spans));
+        uint64_t *hashes = calloc(total ? total : 1, sizeof(*hashes));
+        if (!spans || !hashes) {
+                sv->rc = -ENOMEM;
+                goto out;
         }
-        uint8_t *buf[2] = { s->staging, s->staging2 };
-        for (uint64_t i = 0; i <= pieces && sv->rc == 0; i++) {
-                if (i < pieces) { /* queue piece i */
-                        uint64_t off = i * PIECE;
-                        size_t k = c->size - off < PIECE ? (size_t)(c->size - off) : PIECE;
-                        CUresult r = be->cuMemcpyDtoHAsync_v2(buf[i % 2], c->addr + off, k, s->ckpt_stream[i % 2]);
-                        if (r == CUDA_SUCCESS)
-                                r = be->cuEventRecord(s->chunk_done[i % 2], s->ckpt_stream[i % 2]);
-                        if (r != CUDA_SUCCESS) {
-                                read_failed(sv, c->addr + off, r);
-                                break;
-                        }
-                }
-                if (i > 0) { /* while it copies, hash and store piece i - 1 */
-                        uint64_t off = (i - 1) * PIECE;
-                        size_t k = c->size - off < PIECE ? (size_t)(c->size - off) : PIECE;
-                        CUresult r = be->cuEventSynchronize(s->chunk_done[(i - 1) % 2]);
-                        if (r != CUDA_SUCCESS) {
-                                read_failed(sv, c->addr + off, r);
-                                break;
-                        }
-                        lup_wr_u64(w, lup_hash64(buf[(i - 1) % 2], k, 0));
-                        put(sv, name, buf[(i - 1) % 2], k);
-                }
+        for (size_t i = 0, at = 0; i < n; i++) {
+                const struct lupw_chunk *c = &s->chunks[i];
+                spans[i] = (struct lupw_mem_span){ .addr = c->addr, .size = c->size, .hashes = hashes + at };
+                snprintf(spans[i].name, sizeof(spans[i].name), "mem/%016" PRIx64, c->addr);
+                at += (c->size + PIECE - 1) / PIECE;
         }
-        if (sv->rc != 0) /* nothing may still write into the bounce buffers */
-                for (int j = 0; j < 2; j++)
-                        be->cuStreamSynchronize(s->ckpt_stream[j]);
+        sv->rc = lupw_lanes_save(s, sv->save, spans, n, why, sizeof(why));
+        if (sv->rc < 0) {
+                lup_err("session %s: checkpoint: %s", s->name, why);
+                goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+                uint64_t pieces = (spans[i].size + PIECE - 1) / PIECE;
+                lup_wr_u64(w, spans[i].addr);
+                lup_wr_u64(w, spans[i].size);
+                lup_wr_u32(w, (uint32_t)pieces);
+                for (uint64_t p = 0; p < pieces; p++)
+                        lup_wr_u64(w, spans[i].hashes[p]);
+        }
+out:
+        free(spans);
+        free(hashes);
         return sv->rc;
 }
 
@@ -231,6 +194,7 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
                 return rc;
         uint64_t epoch = s->epoch + 1;
         struct saver sv = { .s = s };
+        unsigned lanes = (mem & CKPT_MEM_DURABLE) ? lupw_lanes_wanted(s) : 0;
         rc = s->prov_ops->save_begin(s->prov_inst, s->name, epoch, &sv.save);
         if (rc < 0) {
                 lup_err("session %s: checkpoint: %s", s->name, s->prov_ops->last_error(s->prov_inst));
@@ -289,16 +253,15 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
         }
         /* memory contents */
         lup_wr_u32(&w, (uint32_t)s->n_chunks);
-        for (size_t i = 0; i < s->n_chunks && sv.rc == 0; i++) {
-                if (mem & CKPT_MEM_DURABLE) {
-                        save_chunk(&sv, &s->chunks[i], &w);
-                        continue;
+        if (mem & CKPT_MEM_DURABLE)
+                save_memory(&sv, &w);
+        else
+                for (size_t i = 0; i < s->n_chunks; i++) {
+                        /* hot only: where and how big; the contents stay on the GPU */
+                        lup_wr_u64(&w, s->chunks[i].addr);
+                        lup_wr_u64(&w, s->chunks[i].size);
+                        lup_wr_u32(&w, 0);
                 }
-                /* hot only: where and how big; the contents stay on the GPU */
-                lup_wr_u64(&w, s->chunks[i].addr);
-                lup_wr_u64(&w, s->chunks[i].size);
-                lup_wr_u32(&w, 0);
-        }
         /* handles and how each was made */
         lup_u64map_each(&s->handles, collect, &hl);
         lup_wr_u32(&w, (uint32_t)hl.n);
@@ -378,13 +341,13 @@ out:
                                 bytes += s->chunks[i].size;
                         uint64_t copied = (mem & CKPT_MEM_DURABLE) ? bytes : 0;
                         lup_info("session %s: checkpoint epoch %llu (%s): %.2f GiB of device memory in %zu chunk(s), "
-                                 "%llu bytes copied, in %.3f s (%.2f GB/s) through %s",
+                                 "%llu bytes copied, in %.3f s (%.2f GB/s) through %s, %u lane(s)",
                                  s->name, (unsigned long long)epoch,
                                  mem == (CKPT_MEM_DURABLE | CKPT_MEM_HOT) ? "hot and durable"
                                  : mem == CKPT_MEM_HOT                     ? "hot"
                                                                            : "durable",
                                  bytes / 1073741824.0, s->n_chunks, (unsigned long long)copied, dt,
-                                 dt > 0 ? copied / dt / 1e9 : 0.0, s->prov_ops->name);
+                                 dt > 0 ? copied / dt / 1e9 : 0.0, s->prov_ops->name, lanes);
                         s->epoch = epoch;
                         s->drained = true;
                         return 0;

@@ -16,6 +16,7 @@
 #include "frame.h"
 #include "log.h"
 #include "net.h"
+#include "worker_lanes.h"
 #include "worker_session.h"
 
 #define RING_SIZE (64u << 20)
@@ -333,9 +334,7 @@ int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const ui
 
 void lupw_copy_free(struct lupw_session *s)
 {
-        for (int i = 0; i < 2; i++)
-                if (s->ckpt_stream[i])
-                        s->be.fn.cuStreamDestroy_v2(s->ckpt_stream[i]);
+        lupw_lanes_free(s);
         lupw_htod_wait(s);
         if (s->htod_done)
                 s->be.fn.cuEventDestroy_v2(s->htod_done);

@@ -17,12 +17,15 @@
 #include "ckpt_format.h"
 #include "hash.h"
 #include "log.h"
+#include "worker_lanes.h"
 #include "worker_session.h"
 
 
 struct restorer {
         struct lupw_session *s;
         struct lupine_ckpt_load *ld;
+        struct lupw_mem_span *spans; /* the chunks to copy back, n_chunks at most */
+        size_t n_spans;
         char why[256];
 };
 
@@ -66,6 +69,9 @@ static int read_object(struct restorer *r, const char *name, uint64_t want, uint
         return 0;
 }
 
+/* Checks one memory record and, unless its chunk came back mapped from
+ * its fd, adds it to r->spans with its piece hashes (copied by
+ * restore_memory). */
 static int restore_chunk(struct restorer *r, struct lup_rd *rd)
 {
         struct lupw_session *s = r->s;
@@ -93,50 +99,39 @@ static int restore_chunk(struct restorer *r, struct lup_rd *rd)
         }
         if (!durable)
                 return fail(r, -ENOENT, "the chunk at 0x%" PRIx64 " was kept only on the GPU and has no fd", addr);
-        char name[64];
-        snprintf(name, sizeof(name), "mem/%016" PRIx64, addr);
+        if (r->n_spans >= s->n_chunks)
+                return fail(r, -EBADMSG, "more memory records than chunks");
+        struct lupw_mem_span *sp = &r->spans[r->n_spans];
+        *sp = (struct lupw_mem_span){ .addr = addr, .size = size };
+        snprintf(sp->name, sizeof(sp->name), "mem/%016" PRIx64, addr);
         uint64_t total;
-        if (s->prov_ops->load_size(r->ld, name, &total) < 0 || total != size)
-                return fail(r, -EBADMSG, "object %s is missing or has the wrong size", name);
-        /* With two pinned buffers, piece i is read and checked while piece
-         * i - 1 crosses PCIe on its own stream. */
-        const struct lupw_backend *be = &s->be.fn;
-        bool pipelined = lupw_ckpt_pipeline(s) == 0;
-        uint8_t *buf[2] = { s->staging, pipelined ? s->staging2 : s->staging };
-        int rc = 0;
-        for (uint32_t i = 0; i < pieces && rc == 0; i++) {
-                uint64_t off = (uint64_t)i * PIECE, want_hash;
-                size_t k = size - off < PIECE ? (size_t)(size - off) : PIECE;
-                uint8_t *b = buf[i % 2];
-                if (pipelined && i >= 2 && be->cuEventSynchronize(s->chunk_done[i % 2]) != CUDA_SUCCESS) {
-                        rc = fail(r, -EIO, "writing device memory at 0x%" PRIx64 " failed", addr + off - 2 * PIECE);
-                        break;
-                }
-                lup_rd_u64(rd, &want_hash);
-                for (size_t got = 0; got < k && rc == 0;) {
-                        int64_t n = s->prov_ops->load_read(r->ld, name, off + got, b + got, k - got);
-                        if (n <= 0)
-                                rc = fail(r, -EIO, "reading %s failed", name);
-                        else
-                                got += (size_t)n;
-                }
-                if (rc == 0 && (rd->err || lup_hash64(b, k, 0) != want_hash))
-                        rc = fail(r, -EBADMSG, "memory at 0x%" PRIx64 " does not match its checksum", addr + off);
-                if (rc != 0)
-                        break;
-                CUresult cr = pipelined ? be->cuMemcpyHtoDAsync_v2(addr + off, b, k, s->ckpt_stream[i % 2])
-                                        : be->cuMemcpyHtoD_v2(addr + off, b, k);
-                if (cr == CUDA_SUCCESS && pipelined)
-                        cr = be->cuEventRecord(s->chunk_done[i % 2], s->ckpt_stream[i % 2]);
-                if (cr != CUDA_SUCCESS)
-                        rc = fail(r, -EIO, "writing device memory at 0x%" PRIx64 " failed (CUresult %d)", addr + off,
-                                  (int)cr);
-        }
-        if (pipelined) /* the buffers are reused, and the data must be in place */
-                for (int j = 0; j < 2; j++)
-                        if (be->cuStreamSynchronize(s->ckpt_stream[j]) != CUDA_SUCCESS && rc == 0)
-                                rc = fail(r, -EIO, "writing device memory in chunk 0x%" PRIx64 " failed", addr);
-        return rc;
+        if (s->prov_ops->load_size(r->ld, sp->name, &total) < 0 || total != size)
+                return fail(r, -EBADMSG, "object %s is missing or has the wrong size", sp->name);
+        sp->hashes = malloc((pieces ? pieces : 1) * sizeof(*sp->hashes));
+        if (!sp->hashes)
+                return fail(r, -ENOMEM, "out of memory");
+        r->n_spans++;
+        for (uint32_t i = 0; i < pieces; i++)
+                lup_rd_u64(rd, &sp->hashes[i]);
+        return rd->err ? fail(r, -EBADMSG, "malformed memory record") : 0;
+}
+
+/* The memory the records named, through the lanes (worker_lanes.c): read,
+ * checked against its hashes, copied to the device, lanes in parallel. */
+static int restore_memory(struct restorer *r)
+{
+        char why[256] = "";
+        int rc = lupw_lanes_restore(r->s, r->ld, r->spans, r->n_spans, why, sizeof(why));
+        return rc < 0 ? fail(r, rc, "%s", why) : 0;
+}
+
+static void free_spans(struct restorer *r)
+{
+        for (size_t i = 0; i < r->n_spans; i++)
+                free(r->spans[i].hashes);
+        free(r->spans);
+        r->spans = NULL;
+        r->n_spans = 0;
 }
 
 struct saved_handle {
@@ -440,11 +435,18 @@ static int restore_manifest(struct restorer *r, const uint8_t *man, size_t len)
         lup_rd_u32(&rd, &nchunk);
         if (rd.err || nchunk != s->n_chunks)
                 return fail(r, -EBADMSG, "the memory records do not match the arena");
+        r->spans = calloc(nchunk ? nchunk : 1, sizeof(*r->spans));
+        if (!r->spans)
+                return fail(r, -ENOMEM, "out of memory");
         for (uint32_t i = 0; i < nchunk; i++) {
                 int rc = restore_chunk(r, &rd);
                 if (rc < 0)
                         return rc;
         }
+        int mrc = restore_memory(r);
+        free_spans(r);
+        if (mrc < 0)
+                return mrc;
         lup_rd_u32(&rd, &nhandle);
         if (rd.err || nhandle > LUP_MAX_HANDLES)
                 return fail(r, -EBADMSG, "malformed handle list");
@@ -545,6 +547,7 @@ int lupw_restore(struct lupw_session *s, const char *name)
         if (rc == 0)
                 rc = lupw_tx_load(s, r.ld, r.why, sizeof(r.why));
         free(man);
+        free_spans(&r);
         s->ckpt_mem = 0; /* arena_map creates memory again from now on */
         lupw_hot_done(s);
         s->prov_ops->load_end(r.ld);

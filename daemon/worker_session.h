@@ -141,7 +141,6 @@ struct lupw_session {
         uint64_t spin_ns;                       /* busy-poll budget before sleeping */
         uint8_t *staging2;                      /* second bounce buffer: copy one chunk while sending another */
         CUevent chunk_done[2];
-        CUstream ckpt_stream[2];                /* checkpoint/restore copies, one per bounce buffer */
         CUevent htod_done;                      /* host->device chunks copied from `in` */
         bool htod_pending;
         CUstream htod_stream;
@@ -171,6 +170,7 @@ struct lupw_session {
         bool drain_wanted;                      /* ... set by the control message, run by the loop */
         uint32_t ckpt_mem;                      /* restoring: CKPT_MEM_* of the checkpoint */
         struct lupw_hot *hot;                   /* hot restore state (worker_hot.c), or NULL */
+        struct lupw_lanes *lanes;               /* checkpoint/restore copy lanes (worker_lanes.c), or NULL */
 };
 
 /* worker_handles.c */
@@ -218,9 +218,6 @@ int lupw_restore(struct lupw_session *s, const char *name);
 /* Deletes the session's checkpoints (it ended or expired). */
 void lupw_forget_checkpoint(struct lupw_session *s);
 void lupw_ckpt_close(struct lupw_session *s);
-/* Streams and events for the two-buffer copy pipeline; -ENOTSUP without a
- * second pinned buffer (callers then copy one piece at a time). */
-int lupw_ckpt_pipeline(struct lupw_session *s);
 /* Loads and opens the configured provider once; -ENOTSUP when none is. */
 int lupw_ckpt_open(struct lupw_session *s);
 

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Checkpoint and restore throughput per lane count (--checkpoint-lanes).
+
+For each K: start lupined with K lanes, fill a session of GIB GiB
+(e2e_bigsession), SIGTERM (the drain checkpoints it), start lupined again
+(it restores the session), let the client read back and verify every byte,
+and print the GB/s of the save and of the restore from the worker's own log
+lines (memory only: driver start and modules are not in them).
+
+Providers:
+  dir      the built-in directory provider in --dir (default /dev/shm: RAM,
+           no disk); save and restore are measured.
+  example  the example provider (memory of the worker process, concurrent
+           writes); it cannot restore in another process, so only the save
+           is measured.
+
+On the simulator (--backend sim) "device" copies are CPU memcpy on the
+same cores, so the figures show how the path scales with lanes, not GPU
+figures.
+
+usage: ckpt_bench.py [--build DIR] [--backend sim|cuda] [--gib N]
+                     [--lanes 1,2,4] [--provider dir|example] [--dir PATH]
+"""
+import argparse
+import glob
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SAVE_RE = re.compile(r'checkpoint epoch 1 \(durable\): ([\d.]+) GiB of device memory in .*?in ([\d.]+) s '
+                     r'\(([\d.]+) GB/s\) through (\S+), (\d+) lane')
+RESTORE_RE = re.compile(r'restored checkpoint epoch 1 .*?([\d.]+) GiB in ([\d.]+) s \(([\d.]+) GB/s\)')
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def start(a, port, lanes, ckdir, log):
+    env = dict(os.environ)
+    env.pop('LD_LIBRARY_PATH', None)
+    cmd = [f'{a.build}/daemon/lupined', '--backend', a.backend, '--listen', f'127.0.0.1:{port}',
+           '--drain-timeout', '900', '--checkpoint-lanes', str(lanes)]
+    if a.provider == 'dir':
+        cmd += ['--checkpoint-dir', ckdir]
+    else:
+        prov = sorted(glob.glob(f'{a.build}/tests/providers/liblupine-example-provider.so*'))[0]
+        cmd += ['--checkpoint-provider', prov, '--checkpoint-config', str(a.gib * 1024 + 256)]
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    for _ in range(400):
+        try:
+            socket.create_connection(('127.0.0.1', port), timeout=1).close()
+            return p
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError('lupined did not start')
+
+
+def one(a, lanes):
+    """(save GB/s, restore GB/s or None, verified) for one lane count."""
+    with tempfile.TemporaryDirectory(prefix='lupine-ckb-', dir=a.dir) as tmp:
+        port = free_port()
+        logp = os.path.join(tmp, 'log')
+        log = open(logp, 'a')
+        ckdir = os.path.join(tmp, 'ck')
+        d = start(a, port, lanes, ckdir, log)
+        env = dict(os.environ)
+        env.update(LUPINE_SERVER=f'127.0.0.1:{port}', LUPINE_SESSION=f'bench{lanes}',
+                   LD_LIBRARY_PATH=os.path.abspath(f'{a.build}/shim'), LUPINE_RECONNECT_TIMEOUT='900')
+        go = os.path.join(tmp, 'go')
+        c = subprocess.Popen([f'{a.build}/tests/e2e_bigsession', str(a.gib), go], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        line = c.stdout.readline()
+        if 'filled' not in line:
+            d.kill()
+            raise RuntimeError(f'the client did not fill: {line} {c.stderr.read()[-800:]}')
+        d.send_signal(signal.SIGTERM)
+        d.wait(timeout=900)
+        restore = None
+        verified = None
+        if a.provider == 'dir':
+            d = start(a, port, lanes, ckdir, log)
+            t0 = time.time()
+            while 'restore finished' not in open(logp).read() and time.time() - t0 < 900:
+                time.sleep(0.02)
+            open(go, 'w').close()
+            out, _ = c.communicate(timeout=900)
+            verified = c.returncode == 0 and f'verified {a.gib} GiB' in out
+            d.send_signal(signal.SIGTERM)
+            d.wait(timeout=900)
+        else:
+            c.kill()
+            c.wait()
+        log.close()
+        text = open(logp).read()
+        ck = SAVE_RE.search(text)
+        if not ck:
+            raise RuntimeError('no checkpoint line in the log:\n' + text[-2000:])
+        if int(ck.group(5)) != lanes:
+            raise RuntimeError(f'asked for {lanes} lanes, the worker used {ck.group(5)}')
+        if a.provider == 'dir':
+            rs = RESTORE_RE.search(text)
+            if not rs:
+                raise RuntimeError('no restore line in the log:\n' + text[-2000:])
+            restore = float(rs.group(3))
+        return float(ck.group(3)), restore, verified
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--build', default='build')
+    ap.add_argument('--backend', default='sim')
+    ap.add_argument('--gib', type=int, default=1)
+    ap.add_argument('--lanes', default='1,2')
+    ap.add_argument('--provider', choices=['dir', 'example'], default='dir')
+    ap.add_argument('--dir', default='/dev/shm')
+    ap.add_argument('--repeat', type=int, default=1, help='runs per K; the best is printed')
+    a = ap.parse_args()
+    ks = [int(x) for x in a.lanes.split(',')]
+    print(f'# {a.gib} GiB session, backend {a.backend}, provider {a.provider}'
+          f'{" in " + a.dir if a.provider == "dir" else ""}, {os.cpu_count()} CPUs')
+    if a.backend == 'sim':
+        print('# simulator: device copies are CPU memcpy on these cores; this shows scaling, not GPU figures')
+    print(f'{"lanes":>5} {"save GB/s":>10} {"restore GB/s":>13} {"verified":>9}')
+    ok = True
+    for k in ks:
+        runs = [one(a, k) for _ in range(a.repeat)]
+        save = max(r[0] for r in runs)
+        rest = max((r[1] for r in runs if r[1] is not None), default=None)
+        ver = all(r[2] for r in runs) if a.provider == 'dir' else None
+        ok = ok and ver is not False
+        print(f'{k:>5} {save:>10.2f} {rest if rest is not None else "-":>13} '
+              f'{"-" if ver is None else ("yes" if ver else "NO"):>9}', flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
