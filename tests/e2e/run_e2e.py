@@ -104,6 +104,9 @@ def test_kernels(d, progs, launches):
     print(r.stdout.strip())
     r = run_prog(progs, 'e2e_sticky', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
     check('a faulting kernel: the next sync returns ILLEGAL_ADDRESS', r.returncode == 0, r.stdout + r.stderr[-2000:])
+    r = run_prog(progs, 'e2e_answers', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
+    check('driver answers probe (e2e_answers; diffed against the real driver on the GPU)',
+          r.returncode == 0 and 'e2e_answers: OK' in r.stdout, r.stdout[-1500:] + r.stderr[-1500:])
     r = run_prog(progs, 'e2e_export_tables', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
     check('private export tables: integrity answer, context storage, checks (e2e_export_tables)',
           r.returncode == 0 and 'e2e_export_tables: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])

@@ -78,6 +78,8 @@ step_exec() { # name cmd...: must succeed
 step_exec "export tables on the real driver (baseline)" "${local_env[@]}" "$BUILD/tests/e2e_export_tables" tests/kernels
 step_exec "export tables through lupine" "${remote_env[@]}" "$BUILD/tests/e2e_export_tables" tests/kernels
 
+# what lupine answers locally or forwards unchecked, diffed against the driver
+compare driver_answers "$BUILD/tests/e2e_answers" tests/kernels
 for p in rt_init_static rt_init_shared rt_full_static rt_full_shared; do
         [ -x "$RT/$p" ] && compare "$p" "$RT/$p"
 done

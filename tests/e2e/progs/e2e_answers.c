@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Prints, one "key = value" line each, what the driver answers to the
+ * queries that lupine answers on the client or forwards without checking
+ * the value: every device attribute, context settings and ids, function and
+ * kernel attributes (also after a kernel's attribute was set through a
+ * function handle, as the runtime does), occupancy, the NULL library,
+ * pointer attributes of plain host memory. Run it on the local driver and
+ * through lupine and diff the two outputs (tests/gpu/runtime.sh does): a
+ * library that fails only through lupine usually trips over one of these.
+ *
+ * usage: e2e_answers KERNELS_DIR
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+
+static void show(const char *key, CUresult r, long long v)
+{
+        if (r == CUDA_SUCCESS)
+                printf("%s = %lld\n", key, v);
+        else
+                printf("%s = error %d\n", key, (int)r);
+}
+
+/* The call runs before its output is read (argument order is unspecified). */
+#define SHOW(key, call, val)                                   \
+        do {                                                   \
+                CUresult r_ = (call);                          \
+                show((key), r_, (long long)(val));             \
+        } while (0)
+
+static void device_answers(int dev)
+{
+        char key[96], name[256];
+        CUuuid u;
+        size_t total = 0;
+        int v = 0;
+
+        CK(cuDeviceGetName(name, sizeof(name), dev));
+        char *mark = strstr(name, " (lupine)");
+        if (mark)
+                *mark = 0; /* the one intended difference */
+        printf("device %d name = %s\n", dev, name);
+        CK(cuDeviceGetUuid_v2(&u, dev));
+        printf("device %d uuid =", dev);
+        for (int i = 0; i < 16; i++)
+                printf(" %02x", (unsigned char)u.bytes[i]);
+        printf("\n");
+        CUresult r = cuDeviceTotalMem(&total, dev);
+        snprintf(key, sizeof(key), "device %d total memory", dev);
+        show(key, r, (long long)total);
+        for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; a++) {
+                v = 0;
+                r = cuDeviceGetAttribute(&v, (CUdevice_attribute)a, dev);
+                snprintf(key, sizeof(key), "device %d attribute %d", dev, a);
+                show(key, r, v);
+        }
+}
+
+static void context_answers(CUcontext ctx)
+{
+        unsigned int api = 0, flags = 0;
+        unsigned long long id = 0;
+        int least = 0, greatest = 0;
+        CUfunc_cache cache;
+        CUdevice dev = -1;
+        char key[64];
+
+        SHOW("context api version", cuCtxGetApiVersion(ctx, &api), api);
+        SHOW("context id is nonzero", cuCtxGetId(ctx, &id), id != 0);
+        SHOW("context flags", cuCtxGetFlags(&flags), flags);
+        SHOW("context device (v2, NULL)", cuCtxGetDevice_v2(&dev, NULL), dev);
+        SHOW("stream priority least", cuCtxGetStreamPriorityRange(&least, &greatest), least);
+        show("stream priority greatest", CUDA_SUCCESS, greatest);
+        SHOW("cache config", cuCtxGetCacheConfig(&cache), cache);
+        for (int l = 0; l < CU_LIMIT_MAX; l++) {
+                size_t v = 0;
+                snprintf(key, sizeof(key), "limit %d", l);
+                SHOW(key, cuCtxGetLimit(&v, (CUlimit)l), (long long)v);
+        }
+        CUmoduleLoadingMode mode;
+        SHOW("module loading mode", cuModuleGetLoadingMode(&mode), mode);
+}
+
+static void function_answers(const char *dir)
+{
+        char path[4096], key[96];
+        snprintf(path, sizeof(path), "%s/kernels.fatbin", dir);
+        FILE *f = fopen(path, "rb");
+        EXPECT(f != NULL);
+        static unsigned char img[1 << 20];
+        size_t n = fread(img, 1, sizeof(img), f);
+        fclose(f);
+        EXPECT(n > 0 && n < sizeof(img));
+
+        CUlibrary lib;
+        CUkernel k;
+        CUfunction fn;
+        CK(cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0));
+        CK(cuLibraryGetKernel(&k, lib, "vec_add_f32"));
+        CK(cuKernelGetFunction(&fn, k));
+        for (int a = 0; a < CU_FUNC_ATTRIBUTE_MAX; a++) {
+                int v = 0;
+                snprintf(key, sizeof(key), "function attribute %d", a);
+                SHOW(key, cuFuncGetAttribute(&v, (CUfunction_attribute)a, fn), v);
+                v = 0;
+                snprintf(key, sizeof(key), "kernel attribute %d", a);
+                SHOW(key, cuKernelGetAttribute(&v, (CUfunction_attribute)a, k, 0), v);
+        }
+        /* the runtime sets a kernel's attribute through the kernel handle
+         * used as a function, then reads it back either way */
+        SHOW("set max dynamic shared memory through the kernel as a function",
+             cuFuncSetAttribute((CUfunction)k, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536), 0);
+        int v = 0;
+        SHOW("max dynamic shared memory, kernel handle",
+             cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k, 0), v);
+        v = 0;
+        SHOW("max dynamic shared memory, kernel as a function",
+             cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (CUfunction)k), v);
+        v = 0;
+        SHOW("occupancy, 256 threads", cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, fn, 256, 0), v);
+        v = 0;
+        SHOW("occupancy, kernel as a function",
+             cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, (CUfunction)k, 256, 0), v);
+
+        CUkernel none;
+        SHOW("kernel lookup in the NULL library", cuLibraryGetKernel(&none, NULL, "vec_add_f32"), 0);
+        SHOW("missing kernel lookup", cuLibraryGetKernel(&none, lib, "no_such_kernel"), 0);
+        CK(cuLibraryUnload(lib));
+}
+
+static void pointer_answers(void)
+{
+        static int host_var;
+        CUpointer_attribute attrs[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                        CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_CONTEXT };
+        unsigned int type = 99;
+        int ordinal = 99;
+        unsigned char managed = 99;
+        CUcontext c = (CUcontext)1;
+        void *data[] = { &type, &ordinal, &managed, &c };
+        CUresult r = cuPointerGetAttributes(4, attrs, data, (CUdeviceptr)(uintptr_t)&host_var);
+        show("host pointer: memory type", r, type);
+        show("host pointer: device ordinal", r, ordinal);
+        show("host pointer: managed", r, managed);
+        show("host pointer: context is NULL", r, c == NULL);
+}
+
+int main(int argc, char **argv)
+{
+        CUcontext ctx;
+        int n = 0, drv = 0;
+
+        if (argc != 2) {
+                fprintf(stderr, "usage: %s KERNELS_DIR\n", argv[0]);
+                return 2;
+        }
+        CK(cuInit(0));
+        CK(cuDriverGetVersion(&drv));
+        printf("driver version = %d\n", drv);
+        CK(cuDeviceGetCount(&n));
+        printf("devices = %d\n", n);
+        for (int d = 0; d < n; d++)
+                device_answers(d);
+        CK(cuDevicePrimaryCtxRetain(&ctx, 0));
+        CK(cuCtxSetCurrent(ctx));
+        context_answers(ctx);
+        function_answers(argv[1]);
+        pointer_answers();
+        CK(cuDevicePrimaryCtxRelease(0));
+        printf("e2e_answers: OK\n");
+        return e2e_failures ? 1 : 0;
+}
