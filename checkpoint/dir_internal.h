@@ -22,6 +22,7 @@
 #ifndef LUP_CKPT_DIR_INTERNAL_H
 #define LUP_CKPT_DIR_INTERNAL_H
 
+#include <dirent.h>
 #include <liburing.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -150,6 +151,9 @@ struct dir_marker {
 void dir_clear_error(struct lupine_ckpt_instance *inst);
 /* openat(O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC): the fd or -errno. */
 int dir_open_dir_at(int dfd, const char *name);
+/* A listing of the directory dfd, on its own descriptor (dfd stays usable
+ * and open). 0 or -errno. */
+int dir_list_open(int dfd, DIR **ret);
 /* fsync(2) of a directory outside a save's io_uring: 0 or -errno. */
 int dir_fsync_plain(int fd);
 int64_t dir_now_unix(void);

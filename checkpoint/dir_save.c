@@ -461,17 +461,11 @@ static int rename_noreplace(int dfd, const char *from, const char *to)
  * garbage that a later open reaps, never a half-deleted epoch in view. */
 static void drop_older(struct lupine_ckpt_save *save)
 {
-        int fd = openat(save->session_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         struct dirent *de;
         DIR *d;
 
-        if (fd < 0)
+        if (dir_list_open(save->session_fd, &d) < 0)
                 return;
-        d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
         while ((de = readdir(d))) {
                 char tmp[64];
                 uint64_t e;

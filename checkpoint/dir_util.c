@@ -52,6 +52,22 @@ int dir_open_dir_at(int dfd, const char *name)
         return fd < 0 ? -errno : fd;
 }
 
+int dir_list_open(int dfd, DIR **ret)
+{
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        *ret = fdopendir(fd);
+        if (!*ret) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        return 0;
+}
+
 /* Plain fsync of a directory outside a save (root, at session creation). */
 int dir_fsync_plain(int fd)
 {

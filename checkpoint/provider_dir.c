@@ -46,17 +46,11 @@ int dir_newest_committed(int session_fd, const char *session, uint64_t *ret_epoc
         size_t n = 0, cap = 0;
         struct dirent *de;
         DIR *d;
-        int fd, r = -ENOENT;
+        int r = dir_list_open(session_fd, &d);
 
-        fd = openat(session_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        d = fdopendir(fd);
-        if (!d) {
-                r = -errno;
-                close(fd);
+        if (r < 0)
                 return r;
-        }
+        r = -ENOENT;
         while ((de = readdir(d))) {
                 uint64_t e;
                 if (!dir_epoch_parse(de->d_name, &e))
@@ -122,17 +116,11 @@ static void reap_if_stale(int parent_fd, const char *name, int64_t now)
 
 static void reap_tmp_in(int dfd, int64_t now)
 {
-        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         struct dirent *de;
         DIR *d;
 
-        if (fd < 0)
+        if (dir_list_open(dfd, &d) < 0)
                 return;
-        d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
         while ((de = readdir(d)))
                 if (strncmp(de->d_name, DIR_TMP_PREFIX, strlen(DIR_TMP_PREFIX)) == 0)
                         reap_if_stale(dirfd(d), de->d_name, now);
@@ -146,17 +134,11 @@ static void reap_tmp_in(int dfd, int64_t now)
 static void reap_leftovers(struct lupine_ckpt_instance *inst)
 {
         int64_t now = dir_now_unix();
-        int fd = openat(inst->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         struct dirent *de;
         DIR *d;
 
-        if (fd < 0)
+        if (dir_list_open(inst->root_fd, &d) < 0)
                 return;
-        d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
         while ((de = readdir(d))) {
                 char session[DIR_SESSION_MAX + 1];
                 if (strncmp(de->d_name, DIR_TMP_PREFIX, strlen(DIR_TMP_PREFIX)) == 0) {
