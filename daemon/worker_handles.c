@@ -70,6 +70,22 @@ struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64
         return e->kind == kind ? e : NULL;
 }
 
+CUresult lupw_function(struct lupw_session *s, uint64_t id, struct lupw_handle_ent **ret_e, CUfunction *ret_fn)
+{
+        struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_FUNCTION, id);
+
+        if (e) {
+                *ret_e = e;
+                *ret_fn = (CUfunction)e->real;
+                return CUDA_SUCCESS;
+        }
+        e = lupw_handle_ent(s, LUPW_H_KERNEL, id);
+        if (!e)
+                return CUDA_ERROR_INVALID_HANDLE;
+        *ret_e = e;
+        return s->be.fn.cuKernelGetFunction(ret_fn, (CUkernel)e->real);
+}
+
 CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret)
 {
         struct lupw_handle_ent *e = lupw_handle_ent(s, kind, id);
@@ -81,12 +97,11 @@ CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret)
                 return CUDA_SUCCESS;
         }
         if (!e && kind == LUPW_H_FUNCTION) {
-                /* The runtime passes a library kernel wherever a function
-                 * goes (occupancy, attributes); the driver accepts it. Use
-                 * the kernel's function in the bound context. */
-                struct lupw_handle_ent *k = lupw_handle_ent(s, LUPW_H_KERNEL, id);
+                /* a library kernel standing in for a function (occupancy,
+                 * attributes) */
+                struct lupw_handle_ent *k;
                 CUfunction f;
-                if (!k || s->be.fn.cuKernelGetFunction(&f, (CUkernel)k->real) != CUDA_SUCCESS)
+                if (lupw_function(s, id, &k, &f) != CUDA_SUCCESS)
                         return CUDA_ERROR_INVALID_HANDLE;
                 *ret = f;
                 s->cur_parent = id;

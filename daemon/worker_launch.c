@@ -12,29 +12,6 @@
 #include "log.h"
 #include "worker_session.h"
 
-/*
- * A launchable handle: a function, or a library kernel. The CUDA runtime
- * launches a CUkernel as if it were a CUfunction (the driver allows it), so
- * a kernel id is resolved to its function in the bound context. The
- * parameter layout is cached on whichever entry was named; it does not
- * depend on the context.
- */
-static CUresult launchable(struct lupw_session *s, uint64_t id, struct lupw_handle_ent **ret_e, CUfunction *ret_fn)
-{
-        struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_FUNCTION, id);
-
-        if (e) {
-                *ret_e = e;
-                *ret_fn = (CUfunction)e->real;
-                return CUDA_SUCCESS;
-        }
-        e = lupw_handle_ent(s, LUPW_H_KERNEL, id);
-        if (!e)
-                return CUDA_ERROR_INVALID_HANDLE;
-        *ret_e = e;
-        return s->be.fn.cuKernelGetFunction(ret_fn, (CUkernel)e->real);
-}
-
 /* Fetches and caches the parameter layout of a function. */
 static CUresult param_layout(struct lupw_session *s, struct lupw_handle_ent *e, CUfunction fn)
 {
@@ -91,7 +68,7 @@ int lupw_op_func_info(struct lupw_session *s, const struct lup_hdr *h, const uin
         struct lupw_handle_ent *e = NULL;
         CUfunction fn = NULL;
         if (st == CUDA_SUCCESS)
-                st = launchable(s, id, &e, &fn);
+                st = lupw_function(s, id, &e, &fn);
         if (st == CUDA_SUCCESS)
                 st = param_layout(s, e, fn);
         if (st != CUDA_SUCCESS)
@@ -180,7 +157,7 @@ int lupw_op_launch(struct lupw_session *s, const struct lup_hdr *h, const uint8_
         struct lupw_handle_ent *e = NULL;
         CUfunction fn = NULL;
         if (st == CUDA_SUCCESS)
-                st = launchable(s, fid, &e, &fn);
+                st = lupw_function(s, fid, &e, &fn);
         if (st == CUDA_SUCCESS)
                 st = param_layout(s, e, fn);
         CUstream cs = NULL;

@@ -177,6 +177,12 @@ struct lupw_session {
 void lupw_handles_init(struct lupw_session *s);
 void lupw_handles_free(struct lupw_session *s);
 struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64_t id);
+/* A function, or a library kernel standing in for one: the CUDA runtime
+ * passes CUkernels wherever functions go (launches, occupancy, attributes)
+ * and the driver accepts them. Gives the entry named (a kernel's entry for
+ * a kernel; it holds the parameter layout, which does not depend on the
+ * context) and the function to call in the bound context. */
+CUresult lupw_function(struct lupw_session *s, uint64_t id, struct lupw_handle_ent **ret_e, CUfunction *ret_fn);
 int lupw_op_blob(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
 void lupw_prov_free(struct lupw_prov *p);
 /* Events' recorded state in a checkpoint (object "events"): 0 or -errno;
