@@ -23,7 +23,7 @@ struct cls_entry {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cls_entry entries[CLS_MAX];
 static size_t n_entries;
-static struct lup_u64map uids;          /* ctx handle -> unique id */
+static struct lup_u64map uids = { .limit = LUP_MAX_HANDLES }; /* ctx handle -> unique id */
 static uint64_t next_uid = 1;
 
 /* NULL and (CUcontext)-1 both name the calling thread's current context. */
@@ -135,8 +135,6 @@ CUresult lupc_ctx_uid(uint64_t ctx, uint64_t *ret)
         if (r != CUDA_SUCCESS)
                 return r;
         pthread_mutex_lock(&lock);
-        if (!uids.limit)
-                lup_u64map_init(&uids, 1u << 20);
         if (!lup_u64map_get(&uids, id, &uid)) {
                 uid = next_uid++;
                 if (lup_u64map_put(&uids, id, uid) < 0)
