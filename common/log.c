@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -69,13 +68,8 @@ void lup_logf(int level, const char *fmt, ...)
 
 void lup_trace_setup_from_env(void)
 {
-        static bool done;
         const char *v = getenv("LUPINE_TRACE");
 
-        /* once: the shim sets it up when it is loaded and again at cuInit */
-        if (done)
-                return;
-        done = true;
         if (!v || !*v || strcmp(v, "0") == 0)
                 return;
         /* "1".."3": a level, to stderr; "N:PATH": level N to PATH; "PATH": level 1 to PATH */

@@ -76,8 +76,8 @@ EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
         return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* The runtime resolves its driver entry points before cuInit: tracing must
- * be on from the moment the library is loaded. */
+/* The runtime resolves its driver entry points before cuInit: tracing is
+ * set up when the library is loaded (and only here, for the shim). */
 __attribute__((constructor)) static void trace_at_load(void)
 {
         lup_trace_setup_from_env();

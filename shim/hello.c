@@ -263,7 +263,6 @@ static void do_init(void)
         struct hello_reply rep = { 0 };
 
         lup_log_setup("lupine", LUP_LOG_INFO);
-        lup_trace_setup_from_env();
         read_config();
 
         int fd = lupc_for_each_endpoint(connect_endpoint, NULL, tried, sizeof(tried));
