@@ -246,8 +246,6 @@ static int checks_zero(void)
 
 /* ---- integrity (d4082055...) */
 
-static CUresult integrity_answer(uint32_t version, uint64_t unix_seconds, uint64_t out[2]);
-
 /* 2: unknown and never seen called */
 static int integrity_slot2(void *arg)
 {
