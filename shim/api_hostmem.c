@@ -202,7 +202,6 @@ EXPORT CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, siz
  * synchronous copy waits for them all at the end. */
 
 struct side {
-        CUmemorytype type;
         uint64_t base;          /* host or device address of (0, 0, 0) */
         size_t pitch, height;   /* bytes per row, rows per slice */
         size_t x, y, z;
@@ -224,6 +223,16 @@ static CUresult side_base(CUmemorytype type, const void *host, CUdeviceptr dev, 
         default:
                 return CUDA_ERROR_INVALID_VALUE;
         }
+}
+
+/* Where one side's (0, 0, 0) is; a pitch of 0 means rows of width bytes. */
+static CUresult side_init(struct side *sd, CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array,
+                          size_t width)
+{
+        CUresult r = side_base(type, host, dev, array, &sd->base);
+        if (r == CUDA_SUCCESS && !sd->pitch)
+                sd->pitch = width;
+        return r;
 }
 
 static CUresult copy_3d(const struct side *s, const struct side *d, size_t width, size_t height, size_t depth,
@@ -259,13 +268,9 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream st, bool sync)
         struct side s = { .pitch = p->srcPitch, .height = p->Height, .x = p->srcXInBytes, .y = p->srcY };
         struct side d = { .pitch = p->dstPitch, .height = p->Height, .x = p->dstXInBytes, .y = p->dstY };
         CUresult r;
-        if ((r = side_base(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, &s.base)) != CUDA_SUCCESS ||
-            (r = side_base(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, &d.base)) != CUDA_SUCCESS)
+        if ((r = side_init(&s, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->WidthInBytes)) ||
+            (r = side_init(&d, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->WidthInBytes)))
                 return r;
-        if (!s.pitch)
-                s.pitch = p->WidthInBytes;
-        if (!d.pitch)
-                d.pitch = p->WidthInBytes;
         return copy_3d(&s, &d, p->WidthInBytes, p->Height, 1, st, sync);
 }
 
@@ -274,15 +279,12 @@ static CUresult copy_3d_desc(const CUDA_MEMCPY3D *p, CUstream st, bool sync)
         struct side s = { .pitch = p->srcPitch, .height = p->srcHeight, .x = p->srcXInBytes, .y = p->srcY, .z = p->srcZ };
         struct side d = { .pitch = p->dstPitch, .height = p->dstHeight, .x = p->dstXInBytes, .y = p->dstY, .z = p->dstZ };
         CUresult r;
-        if (!p || p->srcLOD || p->dstLOD)
+        /* p is never NULL here: the entry points check it */
+        if (p->srcLOD || p->dstLOD)
                 return CUDA_ERROR_INVALID_VALUE;
-        if ((r = side_base(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, &s.base)) != CUDA_SUCCESS ||
-            (r = side_base(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, &d.base)) != CUDA_SUCCESS)
+        if ((r = side_init(&s, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->WidthInBytes)) ||
+            (r = side_init(&d, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->WidthInBytes)))
                 return r;
-        if (!s.pitch)
-                s.pitch = p->WidthInBytes;
-        if (!d.pitch)
-                d.pitch = p->WidthInBytes;
         if (!s.height)
                 s.height = p->Height;
         if (!d.height)
