@@ -273,7 +273,9 @@ EXPORT CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
                 return CUDA_ERROR_INVALID_VALUE;
         if ((r = current_info(&info)) != CUDA_SUCCESS)
                 return r;
-        *flags = info.flags;
+        /* mapped pinned memory is always on: driver 580 reports MAP_HOST
+         * whatever the context was created with */
+        *flags = info.flags | CU_CTX_MAP_HOST;
         return CUDA_SUCCESS;
 }
 

@@ -146,6 +146,9 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cu
         const char *name = symbol;
         if (known) {
                 if (!best) {
+                        if (lup_trace_level() >= 2)
+                                lup_tracef("cuGetProcAddress(%s, version %d): newer than asked for", symbol,
+                                           cudaVersion);
                         if (status)
                                 *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
                         return status ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
@@ -156,6 +159,9 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cu
         }
         void *fn = find_symbol(name);
         if (!fn) {
+                if (lup_trace_level() >= 2)
+                        lup_tracef("cuGetProcAddress(%s, version %d): %s", symbol, cudaVersion,
+                                   known ? "no such symbol in this library" : "unknown symbol");
                 if (status)
                         *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
                 return status ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;

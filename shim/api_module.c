@@ -114,13 +114,34 @@ EXPORT CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname)
         return r;
 }
 
+/*
+ * Library options are hints the worker's driver does not need (the image is
+ * copied to the server anyway), but they are checked like the driver does:
+ * a known option, and no "binary is preserved" for a file. The values array
+ * may be NULL when every option is "binary is preserved", which takes no
+ * value: cuBLASLt loads its kernels that way, and the driver accepts it.
+ */
+static bool library_options_invalid(unsigned int n, const CUlibraryOption *opts, void *const *values, bool from_file)
+{
+        if (n && !opts)
+                return true;
+        for (unsigned int i = 0; i < n; i++) {
+                if ((unsigned)opts[i] >= CU_LIBRARY_NUM_OPTIONS ||
+                    (from_file && opts[i] == CU_LIBRARY_BINARY_IS_PRESERVED))
+                        return true;
+                if (opts[i] != CU_LIBRARY_BINARY_IS_PRESERVED && !values)
+                        return true;
+        }
+        return false;
+}
+
 EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
                                           void **jitOptionsValues, unsigned int numJitOptions,
                                           CUlibraryOption *libraryOptions, void **libraryOptionValues,
                                           unsigned int numLibraryOptions)
 {
         if (!library || !code || (numJitOptions && (!jitOptions || !jitOptionsValues)) ||
-            (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
+            library_options_invalid(numLibraryOptions, libraryOptions, libraryOptionValues, false))
                 return CUDA_ERROR_INVALID_VALUE;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
@@ -145,7 +166,7 @@ EXPORT CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char *fi
                                               unsigned int numLibraryOptions)
 {
         uint8_t *img;
-        if (!library)
+        if (!library || library_options_invalid(numLibraryOptions, libraryOptions, libraryOptionValues, true))
                 return CUDA_ERROR_INVALID_VALUE;
         CUresult r = read_file(fileName, &img);
         if (r != CUDA_SUCCESS)
@@ -164,11 +185,15 @@ EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, co
         return r;
 }
 
+static void kernel_note(uint64_t k);
+
 EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
         CUresult r = lupc_send_cuLibraryGetKernel(pKernel, library, name);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS) {
                 lupc_func_set_name((uint64_t)(uintptr_t)*pKernel, name);
+                kernel_note((uint64_t)(uintptr_t)*pKernel);
+        }
         else if (lup_trace_level() >= 1)
                 lup_tracef("cuLibraryGetKernel(library %p, \"%.80s\") -> error %d", (void *)library, name ? name : "(null)",
                            (int)r);
@@ -228,19 +253,27 @@ EXPORT CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUl
         return r;
 }
 
+static bool is_kernel(uint64_t h);
+static void kernel_invalidate(uint64_t k);
+
+/* A library kernel passed as a function: launches and occupancy take it,
+ * but the driver (580) answers CUDA_ERROR_INVALID_HANDLE to the function
+ * attribute calls, and so does lupine. */
 EXPORT CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
 {
         if (!pi || !hfunc)
                 return CUDA_ERROR_INVALID_VALUE;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
+        if (is_kernel((uint64_t)(uintptr_t)hfunc))
+                return CUDA_ERROR_INVALID_HANDLE;
         return lupc_func_attr((uint64_t)(uintptr_t)hfunc, (int)attrib, pi);
 }
 
-static void kernel_invalidate(uint64_t k);
-
 EXPORT CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
+        if (hfunc && is_kernel((uint64_t)(uintptr_t)hfunc))
+                return CUDA_ERROR_INVALID_HANDLE;
         CUresult r = lupc_send_cuFuncSetAttribute(hfunc, attrib, value);
         if (r == CUDA_SUCCESS) {
                 lupc_func_invalidate((uint64_t)(uintptr_t)hfunc);
@@ -274,6 +307,24 @@ static struct kernel_cache *kernel_locked(uint64_t k)
                 kc = NULL;
         }
         return kc;
+}
+
+static bool is_kernel(uint64_t h)
+{
+        uint64_t v;
+        pthread_mutex_lock(&klock);
+        bool known = lup_u64map_get(&kernels, h, &v);
+        pthread_mutex_unlock(&klock);
+        return known;
+}
+
+/* Every kernel handle gets its cache entry when it is handed out, so that a
+ * kernel can be told from a function. */
+static void kernel_note(uint64_t k)
+{
+        pthread_mutex_lock(&klock);
+        kernel_locked(k);
+        pthread_mutex_unlock(&klock);
 }
 
 EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)

@@ -22,8 +22,10 @@ static struct sim_library *library_lookup(struct sim_driver *drv, CUlibrary h)
         return sim_handle_get(&drv->libraries, (uint64_t)(uintptr_t)h, SIM_TAG_LIBRARY);
 }
 
+/* "Binary is preserved" takes no value: like the driver (cuBLASLt relies on
+ * it), the values array may be NULL when that is the only option. */
 static CUresult library_options(unsigned numJit, CUjit_option *jit, void **jitValues,
-                                unsigned numLib, CUlibraryOption *lib, void **libValues)
+                                unsigned numLib, CUlibraryOption *lib, void **libValues, bool from_file)
 {
         CUresult r = sim_jit_options(numJit, jit, jitValues);
 
@@ -31,10 +33,12 @@ static CUresult library_options(unsigned numJit, CUjit_option *jit, void **jitVa
                 return r;
         if (numLib == 0)
                 return CUDA_SUCCESS;
-        if (numLib > SIM_MAX_JIT_OPTIONS || !lib || !libValues)
+        if (numLib > SIM_MAX_JIT_OPTIONS || !lib)
                 return CUDA_ERROR_INVALID_VALUE;
         for (unsigned i = 0; i < numLib; i++)
-                if ((unsigned)lib[i] >= CU_LIBRARY_NUM_OPTIONS)
+                if ((unsigned)lib[i] >= CU_LIBRARY_NUM_OPTIONS ||
+                    (from_file && lib[i] == CU_LIBRARY_BINARY_IS_PRESERVED) ||
+                    (lib[i] != CU_LIBRARY_BINARY_IS_PRESERVED && !libValues))
                         return CUDA_ERROR_INVALID_VALUE;
         return CUDA_SUCCESS;
 }
@@ -57,7 +61,7 @@ static CUresult library_load(CUlibrary *library, const void *code, const char *p
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!library || (!code && !path))
                 return CUDA_ERROR_INVALID_VALUE;
-        r = library_options(numJit, jit, jitValues, numLib, lib, libValues);
+        r = library_options(numJit, jit, jitValues, numLib, lib, libValues, path != NULL);
         if (r != CUDA_SUCCESS)
                 return r;
         r = path ? sim_module_parse_file(path, &ptx) : sim_module_parse(code, 0, false, &ptx);

@@ -107,6 +107,11 @@ def test_kernels(d, progs, launches):
     r = run_prog(progs, 'e2e_answers', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
     check('driver answers probe (e2e_answers; diffed against the real driver on the GPU)',
           r.returncode == 0 and 'e2e_answers: OK' in r.stdout, r.stdout[-1500:] + r.stderr[-1500:])
+    # cuBLASLt loads its kernels with "binary is preserved" and no values
+    # array; refusing that left its GEMMs without kernels (issue 6)
+    check('a library option without a values array loads, like on the driver',
+          'library option binary-is-preserved, no values = 0' in r.stdout and
+          'library option out of range = error 1' in r.stdout, r.stdout[-1500:])
     r = run_prog(progs, 'e2e_export_tables', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
     check('private export tables: integrity answer, context storage, checks (e2e_export_tables)',
           r.returncode == 0 and 'e2e_export_tables: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])

@@ -64,6 +64,26 @@ step "baseline e2e_printf on the real driver (host and device lines in order)" s
 step "e2e scenarios through lupined --backend cuda" \
         python3 tests/e2e/run_e2e.py "$BUILD/daemon/lupined" "$BUILD/tests" "$BUILD/shim" --backend cuda
 
+# Issue 5 and 6 on the real GPU: unmodified runtime programs, PyTorch and
+# CuPy against the local driver; a 64 GiB hot restart and upgrades under a
+# kernel loop; GPT training through 5 upgrades, bitwise identical weights.
+# LUPINE_GPU_QUICK=1 skips them.
+if [ -z "${LUPINE_GPU_QUICK:-}" ]; then
+        rt_dir="$BUILD/rt"
+        [ -x "$rt_dir/rt_full_shared" ] || tests/gpu/rt/build.sh "$rt_dir" >>"$LOG" 2>&1 || echo "(nvcc could not build $rt_dir)"
+        step "runtime programs, PyTorch and CuPy: same output as local (tests/gpu/runtime.sh)" \
+                tests/gpu/runtime.sh "$BUILD" "$rt_dir" 120
+        grep -h "gpt_train: local\|lupine runtime:" "$LOG" | tail -n 2
+        step "hot restart of ${LUPINE_GPU_HOT_GIB:-64} GiB, and upgrades under a kernel loop (tests/gpu/hot_restart.py)" \
+                python3 tests/gpu/hot_restart.py "$BUILD" "${LUPINE_GPU_HOT_GIB:-64}"
+        grep -h "GiB hot restart:\|upgrade under a kernel loop:" "$LOG" | tail -n 2
+        if python3 -c 'import torch' 2>/dev/null; then
+                step "PyTorch GPT through 5 upgrades, weights bitwise identical to local (tests/gpu/gpt_upgrades.py)" \
+                        python3 tests/gpu/gpt_upgrades.py "$BUILD" 120 5
+                grep -h "gpt_upgrades: [0-9]* re-execs\|upgrade pause" "$LOG" | tail -n 2
+        fi
+fi
+
 if [ -z "${LUPINE_GPU_NO_BENCH:-}" ]; then
         echo "=== benchmarks (local driver vs lupine, same job)" | tee -a "$LOG"
         tests/bench/run.sh "$BUILD" ${LUPINE_GPU_QUICK_BENCH:+quick} 2>&1 | tee -a "$LOG" || echo "benchmarks failed (see $LOG)"

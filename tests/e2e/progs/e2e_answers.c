@@ -11,6 +11,7 @@
  *
  * usage: e2e_answers KERNELS_DIR
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -125,6 +126,26 @@ static void function_answers(const char *dir)
         SHOW("occupancy, kernel as a function",
              cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, (CUfunction)k, 256, 0), v);
 
+        /* cuBLASLt passes library options without a values array */
+        static const struct {
+                const char *key;
+                CUlibraryOption opt;
+                bool values;
+        } lib_opts[] = {
+                { "library option binary-is-preserved, no values", CU_LIBRARY_BINARY_IS_PRESERVED, false },
+                { "library option binary-is-preserved, values", CU_LIBRARY_BINARY_IS_PRESERVED, true },
+                { "library option out of range", CU_LIBRARY_NUM_OPTIONS, true },
+        };
+        for (size_t i = 0; i < sizeof(lib_opts) / sizeof(lib_opts[0]); i++) {
+                CUlibraryOption opt = lib_opts[i].opt;
+                void *val = NULL;
+                CUlibrary l2;
+                CUresult r = cuLibraryLoadData(&l2, img, NULL, NULL, 0, &opt, lib_opts[i].values ? &val : NULL, 1);
+                SHOW(lib_opts[i].key, r, 0);
+                if (r == CUDA_SUCCESS)
+                        CK(cuLibraryUnload(l2));
+        }
+
         CUkernel none;
         SHOW("kernel lookup in the NULL library", cuLibraryGetKernel(&none, NULL, "vec_add_f32"), 0);
         SHOW("missing kernel lookup", cuLibraryGetKernel(&none, lib, "no_such_kernel"), 0);
@@ -157,6 +178,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "usage: %s KERNELS_DIR\n", argv[0]);
                 return 2;
         }
+        /* a driver that crashes on a probe still leaves every line before it */
+        setvbuf(stdout, NULL, _IOLBF, 0);
         CK(cuInit(0));
         CK(cuDriverGetVersion(&drv));
         printf("driver version = %d\n", drv);
