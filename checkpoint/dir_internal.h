@@ -24,6 +24,7 @@
 
 #include <dirent.h>
 #include <liburing.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -33,7 +34,7 @@
 #include "lupine/checkpoint_provider.h"
 
 /* ---- limits (each one has a test at its boundary or a reason not to) */
-#define DIR_MAX_OPEN_FILES  64u                 /* object fds held open per save */
+#define DIR_MAX_OPEN_FILES  96u                 /* object fds held open per save (> the daemon's 64 lanes) */
 #define DIR_MAX_OBJECTS     262144u             /* objects per save (untested at the bound:
                                                    262144 files take too long for a unit test) */
 #define DIR_MAX_EPOCHS_SCAN 65536u              /* epoch directories considered per session */
@@ -42,7 +43,7 @@
 #define DIR_RING_ENTRIES    64u                 /* >= DIR_QD and DIR_FSYNC_BATCH */
 #define DIR_CHUNK           (1u << 20)          /* one write SQE covers at most this */
 #define DIR_READ_MAX        (1u << 30)          /* bytes one load_read returns at most */
-#define DIR_LOAD_FDS        8u                  /* object fds cached per load */
+#define DIR_LOAD_FDS        80u                 /* object fds cached per load (> the daemon's 64 lanes) */
 #define DIR_MAX_DEPTH       130                 /* directory nesting walked (255-byte names) */
 #define DIR_TMP_STALE_SEC   600                 /* a .tmp-* untouched this long is garbage */
 #define DIR_MARKER_NAME     "COMMITTED"
@@ -95,8 +96,11 @@ struct lupine_ckpt_instance {
 
 struct dir_object {
         char *name;
-        uint64_t size;          /* bytes written = where the next write goes */
+        uint64_t size;          /* appended: where the next write goes; positional: the end of the furthest write */
+        uint64_t written;       /* positional: bytes written (== size at commit, or there is a hole) */
         int fd;                 /* -1 while closed (over DIR_MAX_OPEN_FILES) */
+        uint32_t users;         /* save_write_at calls writing through fd now: it is not closed meanwhile */
+        bool positional;        /* written with save_write_at */
         uint64_t last_use;
         uint32_t next;          /* hash chain, UINT32_MAX ends it */
 };
@@ -118,6 +122,7 @@ struct lupine_ckpt_save {
         char **subdirs;         /* directories we created, to fsync at commit */
         size_t n_subdirs, cap_subdirs;
         uint64_t total_bytes;
+        pthread_mutex_t mu;     /* everything above and err, while save_write_at calls overlap */
         int err;                /* latched: the first failure; the save is dead */
         bool crashed;           /* a crash-before-* fault stopped the commit */
         struct dir_fault_counts counts;
@@ -128,12 +133,14 @@ struct dir_load_fd {
         int fd;
         uint64_t size;
         uint64_t last_use;
+        uint32_t users;         /* load_read calls reading through fd now: it is not evicted meanwhile */
 };
 
 struct lupine_ckpt_load {
         struct lupine_ckpt_instance *inst;
         int epoch_fd;
         uint64_t epoch;
+        pthread_mutex_t mu;     /* the cache and the error buffer, while reads overlap */
         uint64_t tick;
         struct dir_load_fd cache[DIR_LOAD_FDS];
 };
@@ -226,6 +233,10 @@ int dir_newest_committed(int session_fd, const char *session, uint64_t *ret_epoc
 int dir_save_begin(struct lupine_ckpt_instance *inst, const char *session, uint64_t epoch,
                    struct lupine_ckpt_save **ret);
 int dir_save_write(struct lupine_ckpt_save *save, const char *name, const void *data, size_t len);
+/* Thread-safe against itself (LUPINE_CKPT_CAP_CONCURRENT_WRITE): plain
+ * pwrite(2) from the caller's thread, so several lanes write at once. */
+int dir_save_write_at(struct lupine_ckpt_save *save, const char *name, uint64_t offset, const void *data,
+                      size_t len);
 int dir_save_commit(struct lupine_ckpt_save *save);
 void dir_save_abort(struct lupine_ckpt_save *save);
 
@@ -240,6 +251,9 @@ int dir_io_write(struct lupine_ckpt_save *save, int fd, const void *data, size_t
 /* fsyncs n fds (n <= DIR_FSYNC_BATCH) in parallel; returns the first error
  * and, through ret_failed, which fd it came from. */
 int dir_io_fsync(struct lupine_ckpt_save *save, const int *fds, size_t n, size_t *ret_failed);
+/* A completed object write of res bytes as the test faults see it: res, a
+ * shorter count, or -errno. Not thread-safe: callers that overlap lock. */
+int dir_io_object_write_result(struct lupine_ckpt_save *save, int res);
 
 /* NULL-tolerant close: fd = safe_close(fd). Errors from close() carry no
  * news here: every file that matters was fsynced first. */

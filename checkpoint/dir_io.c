@@ -40,6 +40,11 @@ static int write_result(struct lupine_ckpt_save *save, bool object, int res)
         return res;
 }
 
+int dir_io_object_write_result(struct lupine_ckpt_save *save, int res)
+{
+        return write_result(save, true, res);
+}
+
 static int write_sync(struct lupine_ckpt_save *save, int fd, const uint8_t *data, size_t len, uint64_t offset,
                       bool object)
 {

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,17 +71,21 @@ static void close_object(struct lupine_ckpt_save *save, size_t slot)
 }
 
 /* Keeps at most DIR_MAX_OPEN_FILES object fds: closes the least recently
- * written one when a new one is needed. */
+ * written one that no save_write_at is writing through when a new one is
+ * needed. There always is one: at most 64 lanes write at once. */
 static void make_room(struct lupine_ckpt_save *save)
 {
-        size_t oldest = 0;
+        size_t oldest = SIZE_MAX;
 
         if (save->n_open < DIR_MAX_OPEN_FILES)
                 return;
-        for (size_t s = 1; s < save->n_open; s++)
-                if (save->objs[save->open_idx[s]].last_use < save->objs[save->open_idx[oldest]].last_use)
+        for (size_t s = 0; s < save->n_open; s++) {
+                const struct dir_object *o = &save->objs[save->open_idx[s]];
+                if (!o->users && (oldest == SIZE_MAX || o->last_use < save->objs[save->open_idx[oldest]].last_use))
                         oldest = s;
-        close_object(save, oldest);
+        }
+        if (oldest != SIZE_MAX)
+                close_object(save, oldest);
 }
 
 static void close_all_objects(struct lupine_ckpt_save *save)
@@ -207,6 +212,7 @@ static void free_save(struct lupine_ckpt_save *save)
         free(save->subdirs);
         save->tmp_fd = safe_close(save->tmp_fd);
         save->session_fd = safe_close(save->session_fd);
+        pthread_mutex_destroy(&save->mu);
         free(save);
 }
 
@@ -258,6 +264,7 @@ int dir_save_begin(struct lupine_ckpt_instance *inst, const char *session, uint6
         save->inst = inst;
         save->epoch = epoch;
         save->tmp_fd = -1;
+        pthread_mutex_init(&save->mu, NULL);
         snprintf(save->session, sizeof(save->session), "%s", session);
         save->session_fd = dir_open_dir_at(inst->root_fd, sdir);
         if (save->session_fd < 0) {
@@ -335,6 +342,8 @@ int dir_save_write(struct lupine_ckpt_save *save, const char *name, const void *
                 if (r < 0)
                         return save_fail(save, r, "creating an object file");
         }
+        if (save->objs[i].positional)
+                return dir_fail(inst, -EINVAL, "object %s: save_write after save_write_at", name);
         if (len > UINT64_MAX - save->objs[i].size)
                 return dir_fail(inst, -EFBIG, "object %s would pass 2^64 bytes", name);
         fd = object_fd(save, i);
@@ -350,6 +359,126 @@ int dir_save_write(struct lupine_ckpt_save *save, const char *name, const void *
         }
         save->objs[i].size += len;
         save->total_bytes += len;
+        return 0;
+}
+
+/* Looks the object up, creating it, and pins its fd for one positional
+ * write. Called with save->mu held. 0 or -errno (described). */
+static int write_at_begin(struct lupine_ckpt_save *save, const char *name, uint64_t offset, size_t len,
+                          uint32_t *ret_i, int *ret_fd)
+{
+        struct lupine_ckpt_instance *inst = save->inst;
+        uint32_t i;
+        int r;
+
+        if (save->err)
+                return dir_fail(inst, save->err, "checkpoint %s epoch %" PRIu64 " failed earlier", save->session,
+                                save->epoch);
+        i = find_object(save, name);
+        if (i == OBJ_NONE) {
+                r = add_object(save, name, &i);
+                if (name_conflict(r))
+                        return dir_fail(inst, -EINVAL, "object name %s collides with another object's path", name);
+                if (r == -E2BIG)
+                        return dir_fail(inst, r, "more than %u objects in one save", DIR_MAX_OBJECTS);
+                if (r < 0)
+                        return save->err = dir_fail(inst, r, "checkpoint %s: creating object %s", save->session,
+                                                    name);
+                save->objs[i].positional = true;
+        }
+        struct dir_object *o = &save->objs[i];
+        if (!o->positional)
+                return dir_fail(inst, -EINVAL, "object %s: save_write_at after save_write", name);
+        if (offset > UINT64_MAX - len || o->written > UINT64_MAX - len)
+                return dir_fail(inst, -EFBIG, "object %s would pass 2^64 bytes", name);
+        int fd = object_fd(save, i);
+        if (fd < 0)
+                return save->err = dir_fail(inst, fd, "checkpoint %s: reopening object %s", save->session, name);
+        o->users++;
+        *ret_i = i;
+        *ret_fd = fd;
+        return 0;
+}
+
+/*
+ * Positional writes from several threads at once. The object table, the fd
+ * cache, the fault counters and the error buffer change only under save->mu;
+ * the pwrite(2)s run outside it. A failure latches save->err but leaves the
+ * temp dir alone (other threads may be writing into it): the daemon aborts
+ * the save after a failed write, and the abort removes it.
+ */
+int dir_save_write_at(struct lupine_ckpt_save *save, const char *name, uint64_t offset, const void *data,
+                      size_t len)
+{
+        uint32_t i = 0;
+        int fd = -1, r;
+
+        if (!save)
+                return -EINVAL;
+        if (!dir_object_name_valid(name) || (len && !data)) {
+                pthread_mutex_lock(&save->mu);
+                r = dir_fail(save->inst, -EINVAL, "save_write_at: %s", len && !data ? "NULL data" : "invalid object name");
+                pthread_mutex_unlock(&save->mu);
+                return r;
+        }
+        pthread_mutex_lock(&save->mu);
+        r = write_at_begin(save, name, offset, len, &i, &fd);
+        pthread_mutex_unlock(&save->mu);
+        if (r < 0)
+                return r;
+
+        const uint8_t *b = data;
+        size_t done = 0;
+        r = 0;
+        while (done < len && r == 0) {
+                ssize_t w = pwrite(fd, b + done, len - done, (off_t)(offset + done));
+                int res = w < 0 ? -errno : (int)(w > INT32_MAX ? INT32_MAX : w);
+                if (res == -EINTR || res == -EAGAIN)
+                        continue;
+                if (res > 0) { /* the test faults count writes: under the lock */
+                        pthread_mutex_lock(&save->mu);
+                        res = dir_io_object_write_result(save, res);
+                        pthread_mutex_unlock(&save->mu);
+                }
+                if (res < 0)
+                        r = res;
+                else if (res == 0)
+                        r = -EIO; /* no progress on a regular file */
+                else
+                        done += (size_t)res;
+        }
+
+        pthread_mutex_lock(&save->mu);
+        struct dir_object *o = &save->objs[i];
+        o->users--;
+        if (r < 0) {
+                if (!save->err)
+                        save->err = r;
+                r = dir_fail(save->inst, r, "checkpoint %s epoch %" PRIu64 ": writing object %s at offset %" PRIu64,
+                             save->session, save->epoch, name, offset + done);
+        } else {
+                o->written += len;
+                if (offset + len > o->size)
+                        o->size = offset + len;
+                save->total_bytes += len;
+        }
+        pthread_mutex_unlock(&save->mu);
+        return r;
+}
+
+/* Positionally written objects must be whole: as many bytes written as the
+ * furthest write reached (the daemon never overlaps its writes). */
+static int check_positional(struct lupine_ckpt_save *save)
+{
+        for (size_t i = 0; i < save->n_objs; i++) {
+                const struct dir_object *o = &save->objs[i];
+                if (o->positional && o->written != o->size) {
+                        char what[DIR_OBJECT_MAX + 96];
+                        snprintf(what, sizeof(what), "object %s has holes (%" PRIu64 " of %" PRIu64 " bytes written)",
+                                 o->name, o->written, o->size);
+                        return save_fail(save, -EINVAL, what);
+                }
+        }
         return 0;
 }
 
@@ -491,6 +620,9 @@ static int commit(struct lupine_ckpt_save *save)
         char ename[DIR_EPOCH_HEX + 1];
         int r, e;
 
+        r = check_positional(save);
+        if (r < 0)
+                return r;
         r = sync_objects(save);
         if (r < 0)
                 return r;

@@ -254,6 +254,7 @@ static int dir_load_begin(struct lupine_ckpt_instance *inst, const char *session
         load->inst = inst;
         load->epoch_fd = efd;
         load->epoch = epoch;
+        pthread_mutex_init(&load->mu, NULL);
         for (size_t i = 0; i < DIR_LOAD_FDS; i++)
                 load->cache[i].fd = -1;
         *ret = load;
@@ -263,10 +264,10 @@ static int dir_load_begin(struct lupine_ckpt_instance *inst, const char *session
 }
 
 /* The object's cached fd, opening it (and evicting the least recently
- * used) on a miss. */
+ * used one that no read is using) on a miss. Called with load->mu held. */
 static int load_object(struct lupine_ckpt_load *load, const char *name, struct dir_load_fd **ret)
 {
-        struct dir_load_fd *c, *victim = &load->cache[0];
+        struct dir_load_fd *c, *victim = NULL;
         struct stat st;
         int fd;
 
@@ -279,9 +280,13 @@ static int load_object(struct lupine_ckpt_load *load, const char *name, struct d
                         *ret = c;
                         return 0;
                 }
-                if (c->fd < 0 || (victim->fd >= 0 && c->last_use < victim->last_use))
+                if (c->users)
+                        continue;
+                if (!victim || c->fd < 0 || (victim->fd >= 0 && c->last_use < victim->last_use))
                         victim = c;
         }
+        if (!victim) /* more concurrent readers than cache slots: the daemon never gets here */
+                return dir_fail(load->inst, -EMFILE, "more than %u objects read at once", DIR_LOAD_FDS);
         fd = openat(load->epoch_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
                 int r = errno == ENOTDIR || errno == ELOOP ? -ENOENT : -errno;
@@ -300,6 +305,11 @@ static int load_object(struct lupine_ckpt_load *load, const char *name, struct d
         return 0;
 }
 
+/* load_size and load_read may overlap (LUPINE_CKPT_CAP_CONCURRENT_READ):
+ * the fd cache changes under load->mu, and a read pins its fd (users) so
+ * that no other thread closes it during the pread(2)s, which run unlocked.
+ * Errors are described under the lock too; a success leaves the error
+ * buffer alone (another thread's failure may be in it). */
 static int dir_load_size(struct lupine_ckpt_load *load, const char *name, uint64_t *ret_size)
 {
         struct dir_load_fd *c;
@@ -307,30 +317,34 @@ static int dir_load_size(struct lupine_ckpt_load *load, const char *name, uint64
 
         if (!load || !ret_size)
                 return -EINVAL;
-        dir_clear_error(load->inst);
+        pthread_mutex_lock(&load->mu);
         r = load_object(load, name, &c);
-        if (r < 0)
-                return r;
-        *ret_size = c->size;
-        return 0;
+        if (r == 0)
+                *ret_size = c->size;
+        pthread_mutex_unlock(&load->mu);
+        return r;
 }
 
 static int64_t dir_load_read(struct lupine_ckpt_load *load, const char *name, uint64_t offset, void *buf, size_t len)
 {
         struct dir_load_fd *c;
         size_t got = 0;
-        int r;
+        int r, err = 0;
 
         if (!load)
                 return -EINVAL;
-        dir_clear_error(load->inst);
+        pthread_mutex_lock(&load->mu);
         if (len && !buf)
-                return dir_fail(load->inst, -EINVAL, "load_read: NULL buffer");
-        r = load_object(load, name, &c);
+                r = dir_fail(load->inst, -EINVAL, "load_read: NULL buffer");
+        else
+                r = load_object(load, name, &c);
+        if (r == 0)
+                c->users++;
+        pthread_mutex_unlock(&load->mu);
         if (r < 0)
                 return r;
         if (offset >= c->size || len == 0)
-                return 0;
+                len = 0;
         if (len > DIR_READ_MAX)
                 len = DIR_READ_MAX;
         if (len > c->size - offset)
@@ -339,13 +353,20 @@ static int64_t dir_load_read(struct lupine_ckpt_load *load, const char *name, ui
                 ssize_t n = pread(c->fd, (uint8_t *)buf + got, len - got, (off_t)(offset + got));
                 if (n < 0 && errno == EINTR)
                         continue;
-                if (n < 0)
-                        return dir_fail(load->inst, -errno, "reading object %s at %" PRIu64, name, offset + got);
+                if (n < 0) {
+                        err = -errno;
+                        break;
+                }
                 if (n == 0)
                         break; /* shorter than when we opened it: tampering; report what is there */
                 got += (size_t)n;
         }
-        return (int64_t)got;
+        pthread_mutex_lock(&load->mu);
+        c->users--;
+        if (err)
+                dir_fail(load->inst, err, "reading object %s at %" PRIu64, name, offset + got);
+        pthread_mutex_unlock(&load->mu);
+        return err ? err : (int64_t)got;
 }
 
 static void dir_load_end(struct lupine_ckpt_load *load)
@@ -355,6 +376,7 @@ static void dir_load_end(struct lupine_ckpt_load *load)
         for (size_t i = 0; i < DIR_LOAD_FDS; i++)
                 load->cache[i].fd = safe_close(load->cache[i].fd);
         load->epoch_fd = safe_close(load->epoch_fd);
+        pthread_mutex_destroy(&load->mu);
         free(load);
 }
 
@@ -447,10 +469,10 @@ static const struct lupine_checkpoint_provider dir_provider = {
         .load_end = dir_load_end,
         .list = dir_list,
         .remove = dir_remove,
-        /* version 2: no concurrency claimed; the daemon serialises the
-         * calls (writes go through one io_uring per save) */
-        .caps = 0,
-        .save_write_at = NULL,
+        /* version 2: lanes write (pwrite) and read (pread) in parallel;
+         * save_write, used for everything else, goes through io_uring */
+        .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ,
+        .save_write_at = dir_save_write_at,
 };
 
 const struct lupine_checkpoint_provider *lupine_dir_provider(void)

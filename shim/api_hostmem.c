@@ -10,10 +10,12 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
+#include "log.h"
 #include "rangemap.h"
 #include "shim_gen.h"
 
@@ -121,9 +123,16 @@ EXPORT CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
 
 EXPORT CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
+        static atomic_int said;
+
         if (!pdptr || Flags != 0)
                 return CUDA_ERROR_INVALID_VALUE;
-        return CUDA_ERROR_NOT_SUPPORTED; /* the device cannot reach this machine's memory */
+        /* the device cannot reach this machine's memory; PyTorch's stack asks
+         * (and copes): say it once, never silently */
+        if (!atomic_exchange(&said, 1))
+                lup_info("cuMemHostGetDevicePointer: a GPU on another host cannot map this machine's memory; "
+                         "answering CUDA_ERROR_NOT_SUPPORTED");
+        return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,

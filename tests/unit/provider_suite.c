@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,13 +482,123 @@ static void empty_save(void **state)
         p->close(inst);
 }
 
+/* Version-2 capabilities, as the daemon's lanes use them: UNITS pieces of
+ * two objects written by THREADS threads at once with save_write_at, each
+ * thread taking every THREADS-th piece from the end backwards, then read
+ * back by THREADS threads at once from odd offsets. A hole makes the commit
+ * fail and leaves the previous epoch. Skipped for a provider without the
+ * capabilities. */
+#define CW_UNITS 96
+#define CW_UNIT_LEN 40000
+#define CW_THREADS 8
+
+struct cw {
+        const struct lupine_checkpoint_provider *p;
+        struct lupine_ckpt_save *save;
+        struct lupine_ckpt_load *load;
+        int idx, rc;
+};
+
+static const char *cw_object(int u)
+{
+        return u % 2 ? "mem/odd" : "mem/even";
+}
+
+static void *cw_write(void *arg)
+{
+        struct cw *c = arg;
+        uint8_t *b = malloc(CW_UNIT_LEN);
+        for (int u = CW_UNITS - 1 - c->idx; u >= 0 && c->rc == 0 && b; u -= CW_THREADS) {
+                uint64_t off = (uint64_t)(u / 2) * CW_UNIT_LEN;
+                pattern_fill(b, CW_UNIT_LEN, (uint64_t)(u % 2), off);
+                c->rc = c->p->save_write_at(c->save, cw_object(u), off, b, CW_UNIT_LEN);
+        }
+        if (!b)
+                c->rc = -ENOMEM;
+        free(b);
+        return NULL;
+}
+
+static void *cw_read(void *arg)
+{
+        struct cw *c = arg;
+        const size_t size = (size_t)CW_UNITS / 2 * CW_UNIT_LEN, len = 5 * CW_UNIT_LEN / 2;
+        uint8_t *b = malloc(len), *want = malloc(len);
+        for (size_t off = (size_t)c->idx * 777; off < size && c->rc == 0 && b && want; off += len * CW_THREADS) {
+                for (int o = 0; o < 2 && c->rc == 0; o++) {
+                        int64_t n = c->p->load_read(c->load, cw_object(o), off, b, len);
+                        size_t n_want = size - off < len ? size - off : len;
+                        pattern_fill(want, n_want, (uint64_t)o, off);
+                        if (n != (int64_t)n_want)
+                                c->rc = -EIO;
+                        else if (memcmp(b, want, n_want) != 0)
+                                c->rc = -EBADMSG;
+                }
+        }
+        if (!b || !want)
+                c->rc = -ENOMEM;
+        free(b);
+        free(want);
+        return NULL;
+}
+
+static void concurrent_lanes(void **state)
+{
+        const struct suite_env *env = *state;
+        const struct lupine_checkpoint_provider *p = env->p;
+        const uint64_t both = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ;
+        struct lupine_ckpt_save *save;
+        struct lupine_ckpt_load *load;
+        struct cw c[CW_THREADS];
+        pthread_t t[CW_THREADS];
+        uint64_t epoch, size;
+
+        if (p->abi_version < 2 || (p->caps & both) != both)
+                skip();
+        struct lupine_ckpt_instance *inst = suite_open(env);
+        assert_int_equal(p->save_begin(inst, "cw", 1, &save), 0);
+        for (int i = 0; i < CW_THREADS; i++) {
+                c[i] = (struct cw){ .p = p, .save = save, .idx = i };
+                assert_int_equal(pthread_create(&t[i], NULL, cw_write, &c[i]), 0);
+        }
+        for (int i = 0; i < CW_THREADS; i++) {
+                pthread_join(t[i], NULL);
+                assert_int_equal(c[i].rc, 0);
+        }
+        assert_int_equal(p->save_commit(save), 0);
+        assert_int_equal(p->load_begin(inst, "cw", 0, &load, &epoch), 0);
+        for (int o = 0; o < 2; o++) {
+                assert_int_equal(p->load_size(load, cw_object(o), &size), 0);
+                assert_int_equal(size, (uint64_t)CW_UNITS / 2 * CW_UNIT_LEN);
+        }
+        for (int i = 0; i < CW_THREADS; i++) {
+                c[i] = (struct cw){ .p = p, .load = load, .idx = i };
+                assert_int_equal(pthread_create(&t[i], NULL, cw_read, &c[i]), 0);
+        }
+        for (int i = 0; i < CW_THREADS; i++) {
+                pthread_join(t[i], NULL);
+                assert_int_equal(c[i].rc, 0);
+        }
+        p->load_end(load);
+        /* a hole: the commit refuses, and epoch 1 stays */
+        uint8_t b[16] = { 0 };
+        assert_int_equal(p->save_begin(inst, "cw", 2, &save), 0);
+        assert_int_equal(p->save_write_at(save, "mem/x", 32, b, sizeof(b)), 0);
+        assert_int_equal(p->save_commit(save), -EINVAL);
+        assert_int_equal(p->load_begin(inst, "cw", 0, &load, &epoch), 0);
+        assert_int_equal(epoch, 1);
+        check_pattern(p, load, "mem/odd", 1, (uint64_t)CW_UNITS / 2 * CW_UNIT_LEN);
+        p->load_end(load);
+        p->close(inst);
+}
+
 size_t suite_add_tests(struct CMUnitTest *out, size_t cap, struct suite_env *env)
 {
 #define T(f) cmocka_unit_test_prestate_setup_teardown(f, suite_setup, suite_teardown, env)
         const struct CMUnitTest tests[] = {
                 T(roundtrip),      T(interleaved_small_pieces), T(newest_and_exact_epoch), T(list_sessions),
                 T(remove_session), T(abort_leaves_nothing),     T(bad_names),              T(missing_things),
-                T(empty_save),
+                T(empty_save),     T(concurrent_lanes),
         };
 #undef T
         size_t n = sizeof(tests) / sizeof(tests[0]);
