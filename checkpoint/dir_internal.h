@@ -15,6 +15,14 @@
  *                                                           old epoch being deleted
  *   ROOT/.tmp-rm-<pid>-<random>/                             a session being removed
  *
+ * An object written with save_write_at (the daemon's device memory, from
+ * several lanes at once) is striped: ROOT/.../<epoch>/<name>@<k> for k in
+ * 0..DIR_STRIPES-1 holds the object's DIR_STRIPE_UNIT-byte units k,
+ * k + DIR_STRIPES, k + 2 * DIR_STRIPES, ... back to back. One file per
+ * object would make the lanes queue on its inode lock ('@' is never part of
+ * an object name, so a stripe file cannot alias another object). An object
+ * smaller than DIR_STRIPES units has only as many stripe files as units.
+ *
  * <sdir> is the session name, except that a name beginning with '.' gets a
  * '%' in front ('%' is never part of a session name, so the mapping is
  * one-to-one and ".", ".." or ".tmp-x" can never alias our own entries).
@@ -54,6 +62,8 @@
 #define DIR_SESSION_MAX     128u                /* the header's name rules */
 #define DIR_OBJECT_MAX      255u
 #define DIR_SDIR_MAX        (DIR_SESSION_MAX + 1) /* a '%' in front, see above */
+#define DIR_STRIPES         16u                 /* files a positionally written object is striped over */
+#define DIR_STRIPE_UNIT     (4ull << 20)        /* bytes per stripe before the next file */
 #define DIR_TMP_PREFIX      ".tmp-"
 #define DIR_EPOCH_HEX       16
 
@@ -169,6 +179,16 @@ int64_t dir_now_unix(void);
  * is not an error and is not expected here) and returns err. */
 int dir_fail(struct lupine_ckpt_instance *inst, int err, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+
+/* Striping (see the layout above). dir_stripe_locate: where the byte at
+ * `offset` of a striped object lives (stripe file, offset in it), and how
+ * many of the `len` bytes from there are contiguous in that file.
+ * dir_stripe_name: "<name>@<k>" into out[DIR_OBJECT_MAX + 8].
+ * dir_stripe_name_fits: whether the stripe names keep each path component
+ * under NAME_MAX (the daemon's names always do). */
+size_t dir_stripe_locate(uint64_t offset, size_t len, unsigned *ret_stripe, uint64_t *ret_at);
+void dir_stripe_name(const char *name, unsigned stripe, char *out);
+bool dir_stripe_name_fits(const char *name);
 
 /* Session names: 1..128 bytes of [A-Za-z0-9._-]. Writes the directory name
  * (see the layout above) into sdir[DIR_SDIR_MAX + 1]. -EINVAL otherwise. */

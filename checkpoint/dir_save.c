@@ -334,6 +334,12 @@ int dir_save_write(struct lupine_ckpt_save *save, const char *name, const void *
                 return dir_fail(inst, -EINVAL, "object %s: NULL data", name);
         i = find_object(save, name);
         if (i == OBJ_NONE) {
+                char s0[DIR_OBJECT_MAX + 8];
+                if (dir_stripe_name_fits(name)) {
+                        dir_stripe_name(name, 0, s0);
+                        if (find_object(save, s0) != OBJ_NONE)
+                                return dir_fail(inst, -EINVAL, "object %s: save_write after save_write_at", name);
+                }
                 r = add_object(save, name, &i);
                 if (name_conflict(r))
                         return dir_fail(inst, -EINVAL, "object name %s collides with another object's path", name);
@@ -362,10 +368,11 @@ int dir_save_write(struct lupine_ckpt_save *save, const char *name, const void *
         return 0;
 }
 
-/* Looks the object up, creating it, and pins its fd for one positional
- * write. Called with save->mu held. 0 or -errno (described). */
-static int write_at_begin(struct lupine_ckpt_save *save, const char *name, uint64_t offset, size_t len,
-                          uint32_t *ret_i, int *ret_fd)
+/* Looks up the stripe file `name` of object `base`, creating it, and pins
+ * its fd for one positional write. Called with save->mu held. 0 or -errno
+ * (described). */
+static int write_at_begin(struct lupine_ckpt_save *save, const char *base, const char *name, uint64_t offset,
+                          size_t len, uint32_t *ret_i, int *ret_fd)
 {
         struct lupine_ckpt_instance *inst = save->inst;
         uint32_t i;
@@ -376,6 +383,8 @@ static int write_at_begin(struct lupine_ckpt_save *save, const char *name, uint6
                                 save->epoch);
         i = find_object(save, name);
         if (i == OBJ_NONE) {
+                if (find_object(save, base) != OBJ_NONE)
+                        return dir_fail(inst, -EINVAL, "object %s: save_write_at after save_write", base);
                 r = add_object(save, name, &i);
                 if (name_conflict(r))
                         return dir_fail(inst, -EINVAL, "object name %s collides with another object's path", name);
@@ -400,36 +409,20 @@ static int write_at_begin(struct lupine_ckpt_save *save, const char *name, uint6
         return 0;
 }
 
-/*
- * Positional writes from several threads at once. The object table, the fd
- * cache, the fault counters and the error buffer change only under save->mu;
- * the pwrite(2)s run outside it. A failure latches save->err but leaves the
- * temp dir alone (other threads may be writing into it): the daemon aborts
- * the save after a failed write, and the abort removes it.
- */
-int dir_save_write_at(struct lupine_ckpt_save *save, const char *name, uint64_t offset, const void *data,
-                      size_t len)
+/* One piece of a positional write, all inside one stripe file: written
+ * with pwrite(2) outside the lock. */
+static int write_stripe_piece(struct lupine_ckpt_save *save, const char *name, const char *fname, uint64_t offset,
+                              const uint8_t *b, size_t len)
 {
         uint32_t i = 0;
         int fd = -1, r;
 
-        if (!save)
-                return -EINVAL;
-        if (!dir_object_name_valid(name) || (len && !data)) {
-                pthread_mutex_lock(&save->mu);
-                r = dir_fail(save->inst, -EINVAL, "save_write_at: %s", len && !data ? "NULL data" : "invalid object name");
-                pthread_mutex_unlock(&save->mu);
-                return r;
-        }
         pthread_mutex_lock(&save->mu);
-        r = write_at_begin(save, name, offset, len, &i, &fd);
+        r = write_at_begin(save, name, fname, offset, len, &i, &fd);
         pthread_mutex_unlock(&save->mu);
         if (r < 0)
                 return r;
-
-        const uint8_t *b = data;
         size_t done = 0;
-        r = 0;
         while (done < len && r == 0) {
                 ssize_t w = pwrite(fd, b + done, len - done, (off_t)(offset + done));
                 int res = w < 0 ? -errno : (int)(w > INT32_MAX ? INT32_MAX : w);
@@ -447,15 +440,14 @@ int dir_save_write_at(struct lupine_ckpt_save *save, const char *name, uint64_t 
                 else
                         done += (size_t)res;
         }
-
         pthread_mutex_lock(&save->mu);
         struct dir_object *o = &save->objs[i];
         o->users--;
         if (r < 0) {
                 if (!save->err)
                         save->err = r;
-                r = dir_fail(save->inst, r, "checkpoint %s epoch %" PRIu64 ": writing object %s at offset %" PRIu64,
-                             save->session, save->epoch, name, offset + done);
+                r = dir_fail(save->inst, r, "checkpoint %s epoch %" PRIu64 ": writing object %s (%s at offset %" PRIu64
+                             ")", save->session, save->epoch, name, fname, offset + done);
         } else {
                 o->written += len;
                 if (offset + len > o->size)
@@ -463,6 +455,47 @@ int dir_save_write_at(struct lupine_ckpt_save *save, const char *name, uint64_t 
                 save->total_bytes += len;
         }
         pthread_mutex_unlock(&save->mu);
+        return r;
+}
+
+/*
+ * Positional writes from several threads at once. Writers of one file
+ * serialise in the kernel (the inode lock), so an object is striped over
+ * DIR_STRIPES files (dir_stripe_locate): the lanes' consecutive units land
+ * in different files. The object table, the fd cache, the fault counters
+ * and the error buffer change only under save->mu. A failure latches
+ * save->err but leaves the temp dir alone (other threads may be writing
+ * into it): the daemon aborts the save after a failed write, and the abort
+ * removes it.
+ */
+int dir_save_write_at(struct lupine_ckpt_save *save, const char *name, uint64_t offset, const void *data,
+                      size_t len)
+{
+        char fname[DIR_OBJECT_MAX + 8];
+        int r = 0;
+
+        if (!save)
+                return -EINVAL;
+        if (!dir_object_name_valid(name) || (len && !data) || !dir_stripe_name_fits(name) ||
+            offset > UINT64_MAX - len) {
+                pthread_mutex_lock(&save->mu);
+                r = dir_fail(save->inst, -EINVAL, "save_write_at: %s",
+                             len && !data                     ? "NULL data"
+                             : !dir_object_name_valid(name)   ? "invalid object name"
+                             : !dir_stripe_name_fits(name)    ? "object name too long to stripe"
+                                                              : "offset past 2^64");
+                pthread_mutex_unlock(&save->mu);
+                return r;
+        }
+        const uint8_t *b = data;
+        for (size_t done = 0; done < len && r == 0;) {
+                unsigned stripe;
+                uint64_t at;
+                size_t n = dir_stripe_locate(offset + done, len - done, &stripe, &at);
+                dir_stripe_name(name, stripe, fname);
+                r = write_stripe_piece(save, name, fname, at, b + done, n);
+                done += n;
+        }
         return r;
 }
 

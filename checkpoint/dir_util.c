@@ -167,6 +167,27 @@ bool dir_object_name_valid(const char *name)
         return true;
 }
 
+size_t dir_stripe_locate(uint64_t offset, size_t len, unsigned *ret_stripe, uint64_t *ret_at)
+{
+        uint64_t unit = offset / DIR_STRIPE_UNIT, in_unit = offset % DIR_STRIPE_UNIT;
+
+        *ret_stripe = (unsigned)(unit % DIR_STRIPES);
+        *ret_at = unit / DIR_STRIPES * DIR_STRIPE_UNIT + in_unit;
+        return len < DIR_STRIPE_UNIT - in_unit ? len : (size_t)(DIR_STRIPE_UNIT - in_unit);
+}
+
+void dir_stripe_name(const char *name, unsigned stripe, char *out)
+{
+        snprintf(out, DIR_OBJECT_MAX + 8, "%s@%u", name, stripe);
+}
+
+bool dir_stripe_name_fits(const char *name)
+{
+        const char *last = strrchr(name, '/');
+        last = last ? last + 1 : name;
+        return strlen(last) + 4 <= DIR_OBJECT_MAX; /* "@15" and room to spare */
+}
+
 void dir_epoch_name(uint64_t epoch, char out[static DIR_EPOCH_HEX + 1])
 {
         snprintf(out, DIR_EPOCH_HEX + 1, "%016" PRIx64, epoch);

@@ -263,19 +263,19 @@ static int dir_load_begin(struct lupine_ckpt_instance *inst, const char *session
         return 0;
 }
 
-/* The object's cached fd, opening it (and evicting the least recently
- * used one that no read is using) on a miss. Called with load->mu held. */
-static int load_object(struct lupine_ckpt_load *load, const char *name, struct dir_load_fd **ret)
+/* The cached fd of file `fname` (an object, or one stripe of one),
+ * opening it (and evicting the least recently used entry that no read is
+ * using) on a miss. Called with load->mu held. -ENOENT quietly when the
+ * file is not there; other failures are described. */
+static int load_file(struct lupine_ckpt_load *load, const char *fname, struct dir_load_fd **ret)
 {
         struct dir_load_fd *c, *victim = NULL;
         struct stat st;
         int fd;
 
-        if (!dir_object_name_valid(name))
-                return dir_fail(load->inst, -EINVAL, "invalid object name");
         for (size_t i = 0; i < DIR_LOAD_FDS; i++) {
                 c = &load->cache[i];
-                if (c->fd >= 0 && strcmp(c->name, name) == 0) {
+                if (c->fd >= 0 && strcmp(c->name, fname) == 0) {
                         c->last_use = ++load->tick;
                         *ret = c;
                         return 0;
@@ -286,18 +286,17 @@ static int load_object(struct lupine_ckpt_load *load, const char *name, struct d
                         victim = c;
         }
         if (!victim) /* more concurrent readers than cache slots: the daemon never gets here */
-                return dir_fail(load->inst, -EMFILE, "more than %u objects read at once", DIR_LOAD_FDS);
-        fd = openat(load->epoch_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-                int r = errno == ENOTDIR || errno == ELOOP ? -ENOENT : -errno;
-                return dir_fail(load->inst, r, "object %s", name);
-        }
+                return dir_fail(load->inst, -EMFILE, "more than %u files read at once", DIR_LOAD_FDS);
+        fd = openat(load->epoch_fd, fname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? -ENOENT
+                                                                             : dir_fail(load->inst, -errno, "%s", fname);
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
                 close(fd);
-                return dir_fail(load->inst, -ENOENT, "object %s is not a file", name);
+                return dir_fail(load->inst, -ENOENT, "object file %s is not a file", fname);
         }
         victim->fd = safe_close(victim->fd);
-        snprintf(victim->name, sizeof(victim->name), "%s", name);
+        snprintf(victim->name, sizeof(victim->name), "%s", fname);
         victim->fd = fd;
         victim->size = (uint64_t)st.st_size;
         victim->last_use = ++load->tick;
@@ -305,11 +304,48 @@ static int load_object(struct lupine_ckpt_load *load, const char *name, struct d
         return 0;
 }
 
+/* What `name` is: a plain object (*ret_plain set) or a striped one (see
+ * dir_internal.h; *ret_plain NULL), and its size. Called with load->mu held. */
+static int load_object(struct lupine_ckpt_load *load, const char *name, struct dir_load_fd **ret_plain,
+                       uint64_t *ret_size)
+{
+        char fname[DIR_OBJECT_MAX + 8];
+        struct dir_load_fd *c;
+        uint64_t size = 0;
+        unsigned k;
+        int r;
+
+        if (!dir_object_name_valid(name))
+                return dir_fail(load->inst, -EINVAL, "invalid object name");
+        r = load_file(load, name, &c);
+        if (r == 0) {
+                *ret_plain = c;
+                *ret_size = c->size;
+                return 0;
+        }
+        if (r != -ENOENT || !dir_stripe_name_fits(name))
+                return r == -ENOENT ? dir_fail(load->inst, r, "object %s", name) : r;
+        for (k = 0; k < DIR_STRIPES; k++) {
+                dir_stripe_name(name, k, fname);
+                r = load_file(load, fname, &c);
+                if (r == -ENOENT)
+                        break;
+                if (r < 0)
+                        return r;
+                size += c->size;
+        }
+        if (k == 0)
+                return dir_fail(load->inst, -ENOENT, "object %s", name);
+        *ret_plain = NULL;
+        *ret_size = size;
+        return 0;
+}
+
 /* load_size and load_read may overlap (LUPINE_CKPT_CAP_CONCURRENT_READ):
- * the fd cache changes under load->mu, and a read pins its fd (users) so
- * that no other thread closes it during the pread(2)s, which run unlocked.
- * Errors are described under the lock too; a success leaves the error
- * buffer alone (another thread's failure may be in it). */
+ * the fd cache changes under load->mu, and a read pins the fd it reads
+ * through (users) so that no other thread closes it during the pread(2),
+ * which runs unlocked. Errors are described under the lock too; a success
+ * leaves the error buffer alone (another thread's failure may be in it). */
 static int dir_load_size(struct lupine_ckpt_load *load, const char *name, uint64_t *ret_size)
 {
         struct dir_load_fd *c;
@@ -318,55 +354,87 @@ static int dir_load_size(struct lupine_ckpt_load *load, const char *name, uint64
         if (!load || !ret_size)
                 return -EINVAL;
         pthread_mutex_lock(&load->mu);
-        r = load_object(load, name, &c);
-        if (r == 0)
-                *ret_size = c->size;
+        r = load_object(load, name, &c, ret_size);
         pthread_mutex_unlock(&load->mu);
         return r;
 }
 
-static int64_t dir_load_read(struct lupine_ckpt_load *load, const char *name, uint64_t offset, void *buf, size_t len)
+/* Reads up to len bytes at `at` of the file c (pinned by the caller):
+ * the count, short at the file's end, or -errno. */
+static int64_t read_pinned(const struct dir_load_fd *c, uint64_t at, uint8_t *buf, size_t len)
 {
-        struct dir_load_fd *c;
         size_t got = 0;
-        int r, err = 0;
 
-        if (!load)
-                return -EINVAL;
-        pthread_mutex_lock(&load->mu);
-        if (len && !buf)
-                r = dir_fail(load->inst, -EINVAL, "load_read: NULL buffer");
-        else
-                r = load_object(load, name, &c);
-        if (r == 0)
-                c->users++;
-        pthread_mutex_unlock(&load->mu);
-        if (r < 0)
-                return r;
-        if (offset >= c->size || len == 0)
-                len = 0;
-        if (len > DIR_READ_MAX)
-                len = DIR_READ_MAX;
-        if (len > c->size - offset)
-                len = (size_t)(c->size - offset);
         while (got < len) {
-                ssize_t n = pread(c->fd, (uint8_t *)buf + got, len - got, (off_t)(offset + got));
+                ssize_t n = pread(c->fd, buf + got, len - got, (off_t)(at + got));
                 if (n < 0 && errno == EINTR)
                         continue;
-                if (n < 0) {
-                        err = -errno;
-                        break;
-                }
+                if (n < 0)
+                        return -errno;
                 if (n == 0)
                         break; /* shorter than when we opened it: tampering; report what is there */
                 got += (size_t)n;
         }
+        return (int64_t)got;
+}
+
+static int64_t dir_load_read(struct lupine_ckpt_load *load, const char *name, uint64_t offset, void *buf, size_t len)
+{
+        char fname[DIR_OBJECT_MAX + 8];
+        struct dir_load_fd *plain, *c;
+        uint64_t size;
+        size_t got = 0;
+        int r;
+
+        if (!load)
+                return -EINVAL;
         pthread_mutex_lock(&load->mu);
-        c->users--;
-        if (err)
-                dir_fail(load->inst, err, "reading object %s at %" PRIu64, name, offset + got);
+        r = len && !buf ? dir_fail(load->inst, -EINVAL, "load_read: NULL buffer") : load_object(load, name, &plain, &size);
         pthread_mutex_unlock(&load->mu);
-        return err ? err : (int64_t)got;
+        if (r < 0)
+                return r;
+        if (offset >= size || len == 0)
+                return 0;
+        if (len > DIR_READ_MAX)
+                len = DIR_READ_MAX;
+        if (len > size - offset)
+                len = (size_t)(size - offset);
+        while (got < len) {
+                unsigned stripe = 0;
+                uint64_t at = offset + got;
+                size_t want = len - got;
+                if (!plain)
+                        want = dir_stripe_locate(offset + got, want, &stripe, &at);
+                pthread_mutex_lock(&load->mu);
+                if (plain) {
+                        r = load_file(load, name, &c);
+                } else {
+                        dir_stripe_name(name, stripe, fname);
+                        r = load_file(load, fname, &c);
+                }
+                if (r == 0)
+                        c->users++;
+                pthread_mutex_unlock(&load->mu);
+                if (r == -ENOENT) {
+                        pthread_mutex_lock(&load->mu);
+                        r = dir_fail(load->inst, -EIO, "object %s lost a file while being read", name);
+                        pthread_mutex_unlock(&load->mu);
+                }
+                if (r < 0)
+                        return r;
+                int64_t n = read_pinned(c, at, (uint8_t *)buf + got, want);
+                pthread_mutex_lock(&load->mu);
+                c->users--;
+                if (n < 0)
+                        dir_fail(load->inst, (int)n, "reading object %s at %" PRIu64, name, offset + got);
+                pthread_mutex_unlock(&load->mu);
+                if (n < 0)
+                        return n;
+                got += (size_t)n;
+                if ((size_t)n < want)
+                        break;
+        }
+        return (int64_t)got;
 }
 
 static void dir_load_end(struct lupine_ckpt_load *load)
