@@ -135,7 +135,7 @@ static void print_usage(FILE *f)
 "                          Threads that move a session's memory to and from\n"
 "                          the provider at once, each with its own stream and\n"
 "                          pinned buffers, 1..%d. Default: LUPINE_CHECKPOINT_LANES,\n"
-"                          else min(8, online CPUs / 2), at least 1.\n"
+"                          else min(16, online CPUs), at least 1.\n"
 "\n"
 "Internal options (the supervisor passes them to the workers it starts;\n"
 "not for use by hand):\n"

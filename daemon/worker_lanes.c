@@ -84,7 +84,7 @@ unsigned lupw_lanes_wanted(const struct lupw_session *s)
         }
         if (v <= 0) {
                 long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-                v = cpus / 2;
+                v = cpus;
                 if (v > (long)LUPW_LANES_DEFAULT_MAX)
                         v = LUPW_LANES_DEFAULT_MAX;
         }

@@ -28,7 +28,7 @@
 #include "ckpt_format.h"
 
 #define LUPW_LANE_UNIT (4u * PIECE) /* bytes one lane step moves; a multiple of PIECE */
-#define LUPW_LANES_DEFAULT_MAX 8u   /* automatic: min(this, online CPUs / 2) */
+#define LUPW_LANES_DEFAULT_MAX 16u  /* automatic: min(this, online CPUs) */
 
 struct lupw_session;
 struct lupine_ckpt_save;
@@ -42,7 +42,7 @@ struct lupw_mem_span {
 };
 
 /* The lane count this session uses: --checkpoint-lanes, else
- * LUPINE_CHECKPOINT_LANES, else min(LUPW_LANES_DEFAULT_MAX, online CPUs / 2),
+ * LUPINE_CHECKPOINT_LANES, else min(LUPW_LANES_DEFAULT_MAX, online CPUs),
  * at least 1. */
 unsigned lupw_lanes_wanted(const struct lupw_session *s);
 
