@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,21 @@ static int add_object(struct lupine_ckpt_save *save, const char *name, uint32_t 
         return 0;
 }
 
+/* add_object, with the refusals that do not spoil the save described:
+ * *ret_io says whether a failure was I/O (the caller latches it) instead. */
+static int create_object(struct lupine_ckpt_save *save, const char *name, uint32_t *ret, bool *ret_io)
+{
+        int r = add_object(save, name, ret);
+
+        *ret_io = false;
+        if (name_conflict(r))
+                return dir_fail(save->inst, -EINVAL, "object name %s collides with another object's path", name);
+        if (r == -E2BIG)
+                return dir_fail(save->inst, r, "more than %u objects in one save", DIR_MAX_OBJECTS);
+        *ret_io = r < 0;
+        return r;
+}
+
 /* The object's fd, reopened if it was closed to stay under the limit. It
  * is written at its tracked size, so reopening needs no O_APPEND. */
 static int object_fd(struct lupine_ckpt_save *save, uint32_t i)
@@ -340,13 +356,10 @@ int dir_save_write(struct lupine_ckpt_save *save, const char *name, const void *
                         if (find_object(save, s0) != OBJ_NONE)
                                 return dir_fail(inst, -EINVAL, "object %s: save_write after save_write_at", name);
                 }
-                r = add_object(save, name, &i);
-                if (name_conflict(r))
-                        return dir_fail(inst, -EINVAL, "object name %s collides with another object's path", name);
-                if (r == -E2BIG)
-                        return dir_fail(inst, r, "more than %u objects in one save", DIR_MAX_OBJECTS);
+                bool io;
+                r = create_object(save, name, &i, &io);
                 if (r < 0)
-                        return save_fail(save, r, "creating an object file");
+                        return io ? save_fail(save, r, "creating an object file") : r;
         }
         if (save->objs[i].positional)
                 return dir_fail(inst, -EINVAL, "object %s: save_write after save_write_at", name);
@@ -385,14 +398,13 @@ static int write_at_begin(struct lupine_ckpt_save *save, const char *base, const
         if (i == OBJ_NONE) {
                 if (find_object(save, base) != OBJ_NONE)
                         return dir_fail(inst, -EINVAL, "object %s: save_write_at after save_write", base);
-                r = add_object(save, name, &i);
-                if (name_conflict(r))
-                        return dir_fail(inst, -EINVAL, "object name %s collides with another object's path", name);
-                if (r == -E2BIG)
-                        return dir_fail(inst, r, "more than %u objects in one save", DIR_MAX_OBJECTS);
-                if (r < 0)
+                bool io;
+                r = create_object(save, name, &i, &io);
+                if (r < 0 && io)
                         return save->err = dir_fail(inst, r, "checkpoint %s: creating object %s", save->session,
                                                     name);
+                if (r < 0)
+                        return r;
                 save->objs[i].positional = true;
         }
         struct dir_object *o = &save->objs[i];
