@@ -64,6 +64,19 @@ step "baseline e2e_printf on the real driver (host and device lines in order)" s
 step "e2e scenarios through lupined --backend cuda" \
         python3 tests/e2e/run_e2e.py "$BUILD/daemon/lupined" "$BUILD/tests" "$BUILD/shim" --backend cuda
 
+# Issue 4 on the real GPU: the restart test with real kernels (3 SIGTERM
+# restarts under a verified workload, then every fault case), and sessions
+# of 4 and 16 GiB checkpointed to this machine's disk and restored, every
+# byte verified. LUPINE_GPU_QUICK=1 skips them too.
+if [ -z "${LUPINE_GPU_QUICK:-}" ]; then
+        step "restart test with real kernels (tests/e2e/test_restart.py, 3 restarts and the fault cases)" \
+                env LUPINE_TEST_BACKEND=cuda python3 tests/e2e/test_restart.py "$BUILD/daemon/lupined" "$BUILD/tests" \
+                "$BUILD/shim" tests/kernels 3
+        step "4 and 16 GiB sessions checkpointed to disk and restored (tests/gpu/bigsession.py)" \
+                python3 tests/gpu/bigsession.py "$BUILD" 4 16
+        grep -h "GiB session: drain" "$LOG" | tail -n 2
+fi
+
 # Issue 5 and 6 on the real GPU: unmodified runtime programs, PyTorch and
 # CuPy against the local driver; a 64 GiB hot restart and upgrades under a
 # kernel loop; GPT training through 5 upgrades, bitwise identical weights.
