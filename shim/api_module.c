@@ -193,10 +193,10 @@ EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library,
         if (r == CUDA_SUCCESS) {
                 lupc_func_set_name((uint64_t)(uintptr_t)*pKernel, name);
                 kernel_note((uint64_t)(uintptr_t)*pKernel);
-        }
-        else if (lup_trace_level() >= 1)
+        } else if (lup_trace_level() >= 1) {
                 lup_tracef("cuLibraryGetKernel(library %p, \"%.80s\") -> error %d", (void *)library, name ? name : "(null)",
                            (int)r);
+        }
         return r;
 }
 
