@@ -310,22 +310,33 @@ struct tree_count {
         bool strict;    /* anything but files and directories is an error */
 };
 
-static int walk(int dfd, int depth, bool top, struct tree_count *tc)
+/* A listing of dfd (consumed) at nesting `depth` of a tree walk: -ELOOP
+ * past DIR_MAX_DEPTH, else 0 or -errno. */
+static int walk_open(int dfd, int depth, DIR **ret)
 {
-        DIR *d;
-        struct dirent *de;
-        int r = 0;
+        int r;
 
         if (depth > DIR_MAX_DEPTH) {
                 close(dfd);
                 return -ELOOP;
         }
-        d = fdopendir(dfd);
-        if (!d) {
+        *ret = fdopendir(dfd);
+        if (!*ret) {
                 r = -errno;
                 close(dfd);
                 return r;
         }
+        return 0;
+}
+
+static int walk(int dfd, int depth, bool top, struct tree_count *tc)
+{
+        DIR *d;
+        struct dirent *de;
+        int r = walk_open(dfd, depth, &d);
+
+        if (r < 0)
+                return r;
         errno = 0;
         while ((de = readdir(d))) {
                 struct stat st;
@@ -438,18 +449,10 @@ static int rm_contents(int dfd, int depth)
 {
         DIR *d;
         struct dirent *de;
-        int r = 0;
+        int r = walk_open(dfd, depth, &d);
 
-        if (depth > DIR_MAX_DEPTH) {
-                close(dfd);
-                return -ELOOP;
-        }
-        d = fdopendir(dfd);
-        if (!d) {
-                r = -errno;
-                close(dfd);
+        if (r < 0)
                 return r;
-        }
         while ((de = readdir(d))) {
                 bool is_dir = de->d_type == DT_DIR;
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
