@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,41 +305,29 @@ static int load_file(struct lupine_ckpt_load *load, const char *fname, struct di
         return 0;
 }
 
-/* What `name` is: a plain object (*ret_plain set) or a striped one (see
- * dir_internal.h; *ret_plain NULL), and its size. Called with load->mu held. */
-static int load_object(struct lupine_ckpt_load *load, const char *name, struct dir_load_fd **ret_plain,
-                       uint64_t *ret_size)
+/* Which layout `name` has: striped (see dir_internal.h) or plain, one file.
+ * Stripe 0 is looked for first: while the lanes read a striped object it
+ * is in the fd cache, so the common case costs no system call. Called with
+ * load->mu held. */
+static int object_layout(struct lupine_ckpt_load *load, const char *name, bool *ret_striped)
 {
         char fname[DIR_OBJECT_MAX + 8];
         struct dir_load_fd *c;
-        uint64_t size = 0;
-        unsigned k;
         int r;
 
         if (!dir_object_name_valid(name))
                 return dir_fail(load->inst, -EINVAL, "invalid object name");
-        r = load_file(load, name, &c);
-        if (r == 0) {
-                *ret_plain = c;
-                *ret_size = c->size;
-                return 0;
-        }
-        if (r != -ENOENT || !dir_stripe_name_fits(name))
-                return r == -ENOENT ? dir_fail(load->inst, r, "object %s", name) : r;
-        for (k = 0; k < DIR_STRIPES; k++) {
-                dir_stripe_name(name, k, fname);
+        if (dir_stripe_name_fits(name)) {
+                dir_stripe_name(name, 0, fname);
                 r = load_file(load, fname, &c);
-                if (r == -ENOENT)
-                        break;
-                if (r < 0)
+                if (r != -ENOENT) {
+                        *ret_striped = true;
                         return r;
-                size += c->size;
+                }
         }
-        if (k == 0)
-                return dir_fail(load->inst, -ENOENT, "object %s", name);
-        *ret_plain = NULL;
-        *ret_size = size;
-        return 0;
+        *ret_striped = false;
+        r = load_file(load, name, &c);
+        return r == -ENOENT ? dir_fail(load->inst, r, "object %s", name) : r;
 }
 
 /* load_size and load_read may overlap (LUPINE_CKPT_CAP_CONCURRENT_READ):
@@ -348,13 +337,32 @@ static int load_object(struct lupine_ckpt_load *load, const char *name, struct d
  * leaves the error buffer alone (another thread's failure may be in it). */
 static int dir_load_size(struct lupine_ckpt_load *load, const char *name, uint64_t *ret_size)
 {
+        char fname[DIR_OBJECT_MAX + 8];
         struct dir_load_fd *c;
+        uint64_t size = 0;
+        bool striped;
         int r;
 
         if (!load || !ret_size)
                 return -EINVAL;
         pthread_mutex_lock(&load->mu);
-        r = load_object(load, name, &c, ret_size);
+        r = object_layout(load, name, &striped);
+        /* a striped object is its stripes back to back: as many as it has */
+        for (unsigned k = 0; r == 0 && k < (striped ? DIR_STRIPES : 1); k++) {
+                if (striped)
+                        dir_stripe_name(name, k, fname);
+                int rf = load_file(load, striped ? fname : name, &c);
+                if (rf == -ENOENT && k > 0)
+                        break; /* past the last stripe */
+                if (rf == -ENOENT)
+                        rf = dir_fail(load->inst, -EIO, "object %s lost a file while being read", name);
+                if (rf < 0)
+                        r = rf;
+                else
+                        size += c->size;
+        }
+        if (r == 0)
+                *ret_size = size;
         pthread_mutex_unlock(&load->mu);
         return r;
 }
@@ -381,45 +389,41 @@ static int64_t read_pinned(const struct dir_load_fd *c, uint64_t at, uint8_t *bu
 static int64_t dir_load_read(struct lupine_ckpt_load *load, const char *name, uint64_t offset, void *buf, size_t len)
 {
         char fname[DIR_OBJECT_MAX + 8];
-        struct dir_load_fd *plain, *c;
-        uint64_t size;
+        struct dir_load_fd *c;
         size_t got = 0;
+        bool striped = false;
         int r;
 
         if (!load)
                 return -EINVAL;
         pthread_mutex_lock(&load->mu);
-        r = len && !buf ? dir_fail(load->inst, -EINVAL, "load_read: NULL buffer") : load_object(load, name, &plain, &size);
+        r = len && !buf ? dir_fail(load->inst, -EINVAL, "load_read: NULL buffer") : object_layout(load, name, &striped);
         pthread_mutex_unlock(&load->mu);
         if (r < 0)
                 return r;
-        if (offset >= size || len == 0)
-                return 0;
+        if (offset > (uint64_t)INT64_MAX - DIR_READ_MAX)
+                return 0; /* past the end of any file */
         if (len > DIR_READ_MAX)
                 len = DIR_READ_MAX;
-        if (len > size - offset)
-                len = (size_t)(size - offset);
+        /* piece by piece (one per stripe unit when striped) until len bytes
+         * or the object's end: the first short piece */
         while (got < len) {
                 unsigned stripe = 0;
                 uint64_t at = offset + got;
                 size_t want = len - got;
-                if (!plain)
+                if (striped) {
                         want = dir_stripe_locate(offset + got, want, &stripe, &at);
-                pthread_mutex_lock(&load->mu);
-                if (plain) {
-                        r = load_file(load, name, &c);
-                } else {
                         dir_stripe_name(name, stripe, fname);
-                        r = load_file(load, fname, &c);
                 }
+                pthread_mutex_lock(&load->mu);
+                r = load_file(load, striped ? fname : name, &c);
                 if (r == 0)
                         c->users++;
-                pthread_mutex_unlock(&load->mu);
-                if (r == -ENOENT) {
-                        pthread_mutex_lock(&load->mu);
+                else if (r == -ENOENT && !striped)
                         r = dir_fail(load->inst, -EIO, "object %s lost a file while being read", name);
-                        pthread_mutex_unlock(&load->mu);
-                }
+                pthread_mutex_unlock(&load->mu);
+                if (r == -ENOENT)
+                        break; /* a stripe past the object's last unit: its end */
                 if (r < 0)
                         return r;
                 int64_t n = read_pinned(c, at, (uint8_t *)buf + got, want);

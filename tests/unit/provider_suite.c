@@ -119,6 +119,7 @@ void check_pattern(const struct lupine_checkpoint_provider *p, struct lupine_ckp
         }
         assert_int_equal(p->load_read(l, name, size, got, chunk), 0);
         assert_int_equal(p->load_read(l, name, size + 12345, got, chunk), 0);
+        assert_int_equal(p->load_read(l, name, UINT64_MAX - 5, got, chunk), 0);
         assert_int_equal(p->load_read(l, name, 0, got, 0), 0);
         free(got);
         free(want);
