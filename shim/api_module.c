@@ -185,14 +185,11 @@ EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, co
         return r;
 }
 
-static void kernel_note(uint64_t k);
-
 EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
         CUresult r = lupc_send_cuLibraryGetKernel(pKernel, library, name);
         if (r == CUDA_SUCCESS) {
                 lupc_func_set_name((uint64_t)(uintptr_t)*pKernel, name);
-                kernel_note((uint64_t)(uintptr_t)*pKernel);
         } else if (lup_trace_level() >= 1) {
                 lup_tracef("cuLibraryGetKernel(library %p, \"%.80s\") -> error %d", (void *)library, name ? name : "(null)",
                            (int)r);
@@ -253,8 +250,11 @@ EXPORT CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUl
         return r;
 }
 
-static bool is_kernel(uint64_t h);
-static void kernel_invalidate(uint64_t k);
+/* lupc_send_cuLibraryGetKernel notes every kernel handle it hands out */
+static bool is_kernel(uint64_t h)
+{
+        return lupc_handle_kind(h, NULL) == LUPC_H_KERNEL;
+}
 
 /* A library kernel passed as a function: launches and occupancy take it,
  * but the driver (580) answers CUDA_ERROR_INVALID_HANDLE to the function
@@ -275,12 +275,8 @@ EXPORT CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribut
         if (hfunc && is_kernel((uint64_t)(uintptr_t)hfunc))
                 return CUDA_ERROR_INVALID_HANDLE;
         CUresult r = lupc_send_cuFuncSetAttribute(hfunc, attrib, value);
-        if (r == CUDA_SUCCESS) {
+        if (r == CUDA_SUCCESS)
                 lupc_func_invalidate((uint64_t)(uintptr_t)hfunc);
-                /* the runtime passes a library kernel as a function: its
-                 * per-device attribute cache is stale too */
-                kernel_invalidate((uint64_t)(uintptr_t)hfunc);
-        }
         return r;
 }
 
@@ -307,24 +303,6 @@ static struct kernel_cache *kernel_locked(uint64_t k)
                 kc = NULL;
         }
         return kc;
-}
-
-static bool is_kernel(uint64_t h)
-{
-        uint64_t v;
-        pthread_mutex_lock(&klock);
-        bool known = lup_u64map_get(&kernels, h, &v);
-        pthread_mutex_unlock(&klock);
-        return known;
-}
-
-/* Every kernel handle gets its cache entry when it is handed out, so that a
- * kernel can be told from a function. */
-static void kernel_note(uint64_t k)
-{
-        pthread_mutex_lock(&klock);
-        kernel_locked(k);
-        pthread_mutex_unlock(&klock);
 }
 
 EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
