@@ -271,9 +271,11 @@ int dir_io_write(struct lupine_ckpt_save *save, int fd, const void *data, size_t
 /* fsyncs n fds (n <= DIR_FSYNC_BATCH) in parallel; returns the first error
  * and, through ret_failed, which fd it came from. */
 int dir_io_fsync(struct lupine_ckpt_save *save, const int *fds, size_t n, size_t *ret_failed);
-/* A completed object write of res bytes as the test faults see it: res, a
- * shorter count, or -errno. Not thread-safe: callers that overlap lock. */
-int dir_io_object_write_result(struct lupine_ckpt_save *save, int res);
+/* An object write with plain pwrite(2) from the caller's thread, safe to
+ * overlap with other calls of it (save_write_at): all of data at `offset`
+ * of fd, in DIR_CHUNK pieces, short writes resumed, object-write faults
+ * applied. 0 or -errno. */
+int dir_io_pwrite(struct lupine_ckpt_save *save, int fd, const void *data, size_t len, uint64_t offset);
 
 /* NULL-tolerant close: fd = safe_close(fd). Errors from close() carry no
  * news here: every file that matters was fsynced first. */

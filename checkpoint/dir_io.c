@@ -15,6 +15,7 @@
 #include "dir_internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -23,26 +24,24 @@ static bool use_ring(const struct lupine_ckpt_instance *inst)
         return inst->have_ring && !inst->ring_broken;
 }
 
-/* Applies the object-write faults to a completion result. */
+/* Applies the object-write faults to a completion result. The counters
+ * are the save's: under its lock, as save_write_at calls overlap. */
 static int write_result(struct lupine_ckpt_save *save, bool object, int res)
 {
         int e;
 
         if (!object || res <= 0)
                 return res;
+        pthread_mutex_lock(&save->mu);
         e = dir_fault_hit(&save->inst->faults, &save->counts, DIR_FAULT_WRITE);
-        if (e)
-                return -e;
         /* the whole write landed; claiming half of it makes us rewrite the
          * rest at the right offset, which is exactly a short write's path */
-        if (dir_fault_hit(&save->inst->faults, &save->counts, DIR_FAULT_SHORT) && res > 1)
-                return res / 2;
+        if (e)
+                res = -e;
+        else if (dir_fault_hit(&save->inst->faults, &save->counts, DIR_FAULT_SHORT) && res > 1)
+                res /= 2;
+        pthread_mutex_unlock(&save->mu);
         return res;
-}
-
-int dir_io_object_write_result(struct lupine_ckpt_save *save, int res)
-{
-        return write_result(save, true, res);
 }
 
 static int write_sync(struct lupine_ckpt_save *save, int fd, const uint8_t *data, size_t len, uint64_t offset,
@@ -208,6 +207,11 @@ int dir_io_write(struct lupine_ckpt_save *save, int fd, const void *data, size_t
         if (use_ring(save->inst))
                 return write_ring(save, fd, data, len, offset, object);
         return write_sync(save, fd, data, len, offset, object);
+}
+
+int dir_io_pwrite(struct lupine_ckpt_save *save, int fd, const void *data, size_t len, uint64_t offset)
+{
+        return write_sync(save, fd, data, len, offset, true);
 }
 
 static int fsync_result(struct lupine_ckpt_save *save, int res)

@@ -434,32 +434,15 @@ static int write_stripe_piece(struct lupine_ckpt_save *save, const char *name, c
         pthread_mutex_unlock(&save->mu);
         if (r < 0)
                 return r;
-        size_t done = 0;
-        while (done < len && r == 0) {
-                ssize_t w = pwrite(fd, b + done, len - done, (off_t)(offset + done));
-                int res = w < 0 ? -errno : (int)(w > INT32_MAX ? INT32_MAX : w);
-                if (res == -EINTR || res == -EAGAIN)
-                        continue;
-                if (res > 0) { /* the test faults count writes: under the lock */
-                        pthread_mutex_lock(&save->mu);
-                        res = dir_io_object_write_result(save, res);
-                        pthread_mutex_unlock(&save->mu);
-                }
-                if (res < 0)
-                        r = res;
-                else if (res == 0)
-                        r = -EIO; /* no progress on a regular file */
-                else
-                        done += (size_t)res;
-        }
+        r = dir_io_pwrite(save, fd, b, len, offset);
         pthread_mutex_lock(&save->mu);
         struct dir_object *o = &save->objs[i];
         o->users--;
         if (r < 0) {
                 if (!save->err)
                         save->err = r;
-                r = dir_fail(save->inst, r, "checkpoint %s epoch %" PRIu64 ": writing object %s (%s at offset %" PRIu64
-                             ")", save->session, save->epoch, name, fname, offset + done);
+                r = dir_fail(save->inst, r, "checkpoint %s epoch %" PRIu64 ": writing object %s (%s, %zu bytes at offset %"
+                             PRIu64 ")", save->session, save->epoch, name, fname, len, offset);
         } else {
                 o->written += len;
                 if (offset + len > o->size)
