@@ -196,7 +196,7 @@ static const struct {
 } string_args[] = {
         { "cuGetProcAddress", 0 },     { "cuGetProcAddress_v2", 0 }, { "cuLibraryGetKernel", 2 },
         { "cuModuleGetFunction", 2 },  { "cuModuleGetGlobal_v2", 3 }, { "cuLibraryGetGlobal", 3 },
-        { "cuLibraryGetManaged", 3 },  { "cuModuleGetTexRef", 2 },    { "cuGetErrorName", -1 },
+        { "cuLibraryGetManaged", 3 },  { "cuModuleGetTexRef", 2 },
 };
 
 static int is_getter(const char *n)
