@@ -133,7 +133,9 @@ static int save_memory(struct saver *sv, struct lup_wr *w)
         }
         for (size_t i = 0, at = 0; i < n; i++) {
                 const struct lupw_chunk *c = &s->chunks[i];
-                spans[i] = (struct lupw_mem_span){ .addr = c->addr, .size = c->size, .hashes = hashes + at };
+                spans[i] = (struct lupw_mem_span){
+                        .addr = c->addr, .size = c->size, .hashes = hashes + at, .device = c->device
+                };
                 snprintf(spans[i].name, sizeof(spans[i].name), "mem/%016" PRIx64, c->addr);
                 at += (c->size + PIECE - 1) / PIECE;
         }

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "net.h"
 #include "worker_lanes.h"
+#include "worker_piece_hash.h"
 #include "worker_session.h"
 
 #define RING_SIZE (64u << 20)
@@ -335,6 +336,7 @@ int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const ui
 void lupw_copy_free(struct lupw_session *s)
 {
         lupw_lanes_free(s);
+        lupw_piece_hash_free(s);
         lupw_htod_wait(s);
         if (s->htod_done)
                 s->be.fn.cuEventDestroy_v2(s->htod_done);

@@ -27,7 +27,9 @@
 
 #include "config.h"
 #include "hash.h"
+#include "log.h"
 #include "provider_load.h"
+#include "worker_piece_hash.h"
 #include "worker_session.h"
 
 struct lupw_lane {
@@ -276,7 +278,7 @@ static void *save_lane(void *arg)
                                  sp->addr + off, (int)r);
                         break;
                 }
-                for (size_t p = 0; p < len; p += PIECE) {
+                for (size_t p = 0; p < len && !sp->on_gpu; p += PIECE) {
                         size_t k = len - p < PIECE ? len - p : PIECE;
                         sp->hashes[(off + p) / PIECE] = lup_hash64(l->buf[j] + p, k, 0);
                 }
@@ -334,7 +336,7 @@ static void *restore_lane(void *arg)
                 if (restore_fetch(job, sp, off, l->buf[j], len) < 0)
                         break;
                 bool bad = false;
-                for (size_t p = 0; p < len && !bad; p += PIECE) {
+                for (size_t p = 0; p < len && !bad && !sp->on_gpu; p += PIECE) {
                         size_t k = len - p < PIECE ? len - p : PIECE;
                         if (lup_hash64(l->buf[j] + p, k, 0) != sp->hashes[(off + p) / PIECE]) {
                                 job_fail(job, -EBADMSG, "memory at 0x%" PRIx64 " does not match its checksum",
@@ -430,6 +432,13 @@ int lupw_lanes_save(struct lupw_session *s, struct lupine_ckpt_save *save, struc
 {
         struct job job = { .save = save, .spans = spans, .n_spans = n };
         job.concurrent = (lupine_provider_caps(s->prov_ops) & LUPINE_CKPT_CAP_CONCURRENT_WRITE) != 0;
+        /* the memory does not change during a save: hash it where it is */
+        lupw_piece_hash_plan(s, spans, n);
+        if (lupw_piece_hash_run(s, spans, n, false, why, whylen) < 0) {
+                lup_warn("session %s: checkpoint: %s; the lanes hash on the CPU instead", s->name, why);
+                for (size_t i = 0; i < n; i++)
+                        spans[i].on_gpu = false;
+        }
         return run(s, &job, save_lane, why, whylen);
 }
 
@@ -438,5 +447,8 @@ int lupw_lanes_restore(struct lupw_session *s, struct lupine_ckpt_load *ld, stru
 {
         struct job job = { .ld = ld, .spans = spans, .n_spans = n };
         job.concurrent = (lupine_provider_caps(s->prov_ops) & LUPINE_CKPT_CAP_CONCURRENT_READ) != 0;
-        return run(s, &job, restore_lane, why, whylen);
+        /* spans the GPU can hash are checked once they are in place */
+        lupw_piece_hash_plan(s, spans, n);
+        int rc = run(s, &job, restore_lane, why, whylen);
+        return rc < 0 ? rc : lupw_piece_hash_run(s, spans, n, true, why, whylen);
 }

@@ -22,6 +22,7 @@
 #ifndef LUPD_WORKER_LANES_H
 #define LUPD_WORKER_LANES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,9 @@ struct lupw_mem_span {
         uint64_t addr, size;
         uint64_t *hashes; /* (size + PIECE - 1) / PIECE: filled by a save, checked by a restore */
         char name[32];    /* its object, "mem/<addr>" */
+        int device;       /* the GPU that holds it */
+        bool on_gpu;      /* its hashes are computed (save) or checked (restore) on the GPU,
+                           * not by the lanes (worker_piece_hash.c) */
 };
 
 /* The lane count this session uses: --checkpoint-lanes, else

@@ -167,7 +167,8 @@ static CUresult retain_primary(struct lupw_session *s, int dev)
 /* ---- the arena's physical side */
 
 /* Takes fd (an imported chunk's, or -1) on success only. */
-static int chunk_add(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle h, int fd)
+static int chunk_add(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle h, int fd,
+                     int device)
 {
         if (s->n_chunks == s->cap_chunks) {
                 size_t ncap = s->cap_chunks ? s->cap_chunks * 2 : 64;
@@ -183,6 +184,7 @@ static int chunk_add(struct lupw_session *s, uint64_t addr, uint64_t size, CUmem
                 .handle = h,
                 .origin = fd >= 0 ? LUPW_CHUNK_IMPORTED : LUPW_CHUNK_CREATED,
                 .fd = fd,
+                .device = device,
         };
         return 0;
 }
@@ -218,7 +220,7 @@ static int arena_map(void *ud, uint64_t addr, uint64_t size, int device)
         r = be->cuMemSetAccess(addr, size, &access, 1);
         if (r != CUDA_SUCCESS)
                 goto out_unmap;
-        if (chunk_add(s, addr, size, h, fd) < 0) {
+        if (chunk_add(s, addr, size, h, fd, device) < 0) {
                 r = CUDA_ERROR_OUT_OF_MEMORY;
                 goto out_unmap;
         }

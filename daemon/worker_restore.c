@@ -84,9 +84,12 @@ static int restore_chunk(struct restorer *r, struct lup_rd *rd)
         if (rd->err || pieces != (durable ? (size + PIECE - 1) / PIECE : 0))
                 return fail(r, -EBADMSG, "malformed memory record");
         bool mapped = false;
+        int device = 0;
         for (size_t i = 0; i < s->n_chunks; i++)
-                if (s->chunks[i].addr == addr && s->chunks[i].size == size)
+                if (s->chunks[i].addr == addr && s->chunks[i].size == size) {
                         mapped = true;
+                        device = s->chunks[i].device;
+                }
         if (!mapped)
                 return fail(r, -EBADMSG, "memory record at 0x%" PRIx64 " matches no chunk of the arena", addr);
         if (lupw_hot_imported(s, addr)) {
@@ -102,7 +105,7 @@ static int restore_chunk(struct restorer *r, struct lup_rd *rd)
         if (r->n_spans >= s->n_chunks)
                 return fail(r, -EBADMSG, "more memory records than chunks");
         struct lupw_mem_span *sp = &r->spans[r->n_spans];
-        *sp = (struct lupw_mem_span){ .addr = addr, .size = size };
+        *sp = (struct lupw_mem_span){ .addr = addr, .size = size, .device = device };
         snprintf(sp->name, sizeof(sp->name), "mem/%016" PRIx64, addr);
         uint64_t total;
         if (s->prov_ops->load_size(r->ld, sp->name, &total) < 0 || total != size)

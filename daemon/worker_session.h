@@ -92,6 +92,7 @@ struct lupw_chunk {
         CUmemGenericAllocationHandle handle;
         enum lupw_chunk_origin origin;
         int fd;                 /* IMPORTED: the fd it came from (owned), else -1 */
+        int device;             /* the GPU whose memory it is */
 };
 
 struct lupw_session {
@@ -171,6 +172,7 @@ struct lupw_session {
         uint32_t ckpt_mem;                      /* restoring: CKPT_MEM_* of the checkpoint */
         struct lupw_hot *hot;                   /* hot restore state (worker_hot.c), or NULL */
         struct lupw_lanes *lanes;               /* checkpoint/restore copy lanes (worker_lanes.c), or NULL */
+        struct lupw_piece_hash *piece_hash;     /* the GPU hash kernel (worker_piece_hash.c), or NULL */
 };
 
 /* worker_handles.c */

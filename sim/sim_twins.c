@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/hash.h"
 #include "sim_module.h"
 
 static CUresult mem(const struct sim_twin_args *a, CUdeviceptr p, size_t size,
@@ -254,6 +255,31 @@ static CUresult twin_printf_hello(const struct sim_twin_args *a)
         return CUDA_SUCCESS;
 }
 
+/* lupined's own kernel (daemon/gpu/piece_hash.cu): lup_hash64 of every
+ * piece of a range, so the daemon's GPU-hash path runs on the sim too. It
+ * is the very function the kernel mirrors (common/hash.c is built in). */
+static CUresult twin_lupine_piece_hash(const struct sim_twin_args *a)
+{
+        uint64_t size, piece;
+        const uint8_t *base;
+        uint64_t *out;
+        CUresult r;
+
+        param(a, 1, &size, sizeof(size));
+        param(a, 2, &piece, sizeof(piece));
+        if (piece == 0)
+                return CUDA_ERROR_ILLEGAL_ADDRESS; /* the kernel divides by it */
+        uint64_t pieces = size / piece + (size % piece != 0);
+        if ((r = mem(a, param_ptr(a, 0), size, SIM_NEED_READ, (void **)&base)) != CUDA_SUCCESS ||
+            (r = mem(a, param_ptr(a, 3), pieces * sizeof(*out), SIM_NEED_WRITE, (void **)&out)) != CUDA_SUCCESS)
+                return r;
+        for (uint64_t p = 0; p < pieces; p++) {
+                uint64_t n = size - p * piece < piece ? size - p * piece : piece;
+                out[p] = lup_hash64(base + p * piece, (size_t)n, 0);
+        }
+        return CUDA_SUCCESS;
+}
+
 static const struct sim_twin twins[] = {
         { "vec_add_f32", 4, { 8, 8, 8, 4 }, NULL, true, twin_vec_add_f32 },
         { "saxpy_f32", 4, { 4, 8, 8, 4 }, NULL, true, twin_saxpy_f32 },
@@ -266,6 +292,7 @@ static const struct sim_twin twins[] = {
         { "struct_param", 2, { 32, 8 }, NULL, true, twin_struct_param },
         /* under the lock: it finds its context's FIFO */
         { "printf_hello", 1, { 4 }, NULL, true, twin_printf_hello },
+        { "lupine_piece_hash", 4, { 8, 8, 8, 8 }, NULL, true, twin_lupine_piece_hash },
 };
 
 /* Any kernel named empty* runs as a no-op, whatever its parameters. */

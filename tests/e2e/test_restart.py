@@ -16,7 +16,9 @@ token is refused. The restarts change the lane count each time
 (LUPINE_CHECKPOINT_LANES); a 1 GiB session is saved with 3 lanes and
 restored with 4 and with 2, its every byte verified, and a provider write
 that fails in the middle of a many-lane save fails it loudly while the
-previous checkpoint stays restorable.
+previous checkpoint stays restorable. Memory hashes made on the CPU are
+checked on the GPU and the other way round, and a flipped bit in saved
+memory is refused by either check.
 """
 import os
 import random
@@ -261,7 +263,11 @@ def lanes_and_write_fault(lupined, progs, shim, tmp):
         text = d.text()
         check('lanes: epoch 1 was saved by 3 lanes', 'checkpoint epoch 1 (durable)' in text and '3 lane(s)' in text,
               text[-1500:])
-        d = Daemon(lupined, ckdir, port, log, {'LUPINE_CHECKPOINT_LANES': '4',
+        # hashed on the GPU by the save, checked on the CPU by the restores:
+        # the kernel's hashes are lup_hash64's (on the H200 this compares
+        # the real kernel with the CPU; on the sim, the twin)
+        check('lanes: the save hashed on the GPU', 'GPU 0 is hashed on the GPU' in text, text[-1500:])
+        d = Daemon(lupined, ckdir, port, log, {'LUPINE_CHECKPOINT_LANES': '4', 'LUPINE_CHECKPOINT_GPU_HASH': '0',
                                                 'LUPINE_DIR_PROVIDER_FAIL': 'write:100:EIO'})
         deadline = time.time() + 60
         while 'lanes: restored checkpoint epoch 1' not in d.text() and time.time() < deadline:
@@ -277,7 +283,7 @@ def lanes_and_write_fault(lupined, progs, shim, tmp):
         check('lanes: the failed save left no epoch 2 and no temp dir',
               sorted(os.listdir(os.path.join(ckdir, 'lanes'))) == ['0000000000000001'],
               repr(os.listdir(os.path.join(ckdir, 'lanes'))))
-        d = Daemon(lupined, ckdir, port, log, {'LUPINE_CHECKPOINT_LANES': '2'})
+        d = Daemon(lupined, ckdir, port, log, {'LUPINE_CHECKPOINT_LANES': '2', 'LUPINE_CHECKPOINT_GPU_HASH': '0'})
         open(go, 'w').close()
         out, err = c.communicate(timeout=300)
         text = d.text()
@@ -285,6 +291,73 @@ def lanes_and_write_fault(lupined, progs, shim, tmp):
               text[-1500:])
         check('lanes: every byte of the 1 GiB is back', c.returncode == 0 and 'verified 1 GiB' in out,
               out[-800:] + err[-1500:])
+    finally:
+        if c.poll() is None:
+            c.kill()
+            c.communicate()
+        d.stop()
+
+
+def flip_memory_byte(ckdir, session):
+    """Flips one byte in the middle of a saved memory object; its path."""
+    for root, _, files in sorted(os.walk(os.path.join(ckdir, session))):
+        for f in sorted(files):
+            p = os.path.join(root, f)
+            if '/mem/' in p and os.path.getsize(p) > (3 << 20):
+                with open(p, 'r+b') as fh:
+                    fh.seek(3 << 20)
+                    b = fh.read(1)
+                    fh.seek(3 << 20)
+                    fh.write(bytes([b[0] ^ 0x01]))
+                return p
+    return None
+
+
+def memory_checksums(lupined, progs, shim, tmp):
+    """Saved with CPU hashes, restored with the GPU's check: the two agree.
+    Then one flipped bit in the memory of the checkpoint is refused by the
+    GPU's check and by the CPU's, each with a clear message, and the
+    daemon keeps serving."""
+    ckdir = os.path.join(tmp, 'ckpt6')
+    port = free_port()
+    log = os.path.join(tmp, 'lupined6.log')
+    go = os.path.join(tmp, 'go6')
+    d = Daemon(lupined, ckdir, port, log, {'LUPINE_CHECKPOINT_GPU_HASH': '0'})
+    c = subprocess.Popen([os.path.join(progs, 'e2e_bigsession'), '1', go], env=client_env(shim, port, 'sums'),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = read_line(c.stdout, 120)
+        check('checksums: the client filled 1 GiB', line is not None and 'filled' in line, repr(line))
+        check('checksums: the drain exits 0', d.stop(timeout=120) == 0)
+        text = d.text()
+        check('checksums: the save hashed on the CPU, as asked',
+              'checkpoint epoch 1 (durable)' in text and 'hashed on the CPU (LUPINE_CHECKPOINT_GPU_HASH=0)' in text,
+              text[-1500:])
+        d = Daemon(lupined, ckdir, port, log)
+        deadline = time.time() + 60
+        while 'sums: restored checkpoint epoch 1' not in d.text() and time.time() < deadline:
+            time.sleep(0.1)
+        text = d.text()
+        check('checksums: the GPU checks what the CPU hashed', 'sums: restored checkpoint epoch 1' in text
+              and 'GPU 0 is hashed on the GPU' in text, text[-1500:])
+        check('checksums: an unused restored session keeps its checkpoint', d.stop(timeout=120) == 0)
+        bad = flip_memory_byte(ckdir, 'sums')
+        check('checksums: found a memory object to damage', bad is not None)
+        spare = os.path.join(tmp, 'ckpt6-copy')
+        subprocess.run(['cp', '-a', ckdir, spare], check=True)
+        for where, ck, env in (('GPU', ckdir, {}), ('CPU', spare, {'LUPINE_CHECKPOINT_GPU_HASH': '0'})):
+            start = len(d.text())
+            d = Daemon(lupined, ck, port, log, env)
+            deadline = time.time() + 60
+            while 'sums cannot be restored' not in d.text()[start:] and time.time() < deadline:
+                time.sleep(0.1)
+            text = d.text()[start:]
+            check(f'checksums: a flipped bit is refused by the {where} check, with the address',
+                  'sums cannot be restored' in text and 'does not match its checksum' in text, text[-1500:])
+            s = W.connect(('127.0.0.1', port))
+            s.close()
+            check(f'checksums: the daemon serves on after the {where} refusal', d.proc.poll() is None)
+            d.stop()
     finally:
         if c.poll() is None:
             c.kill()
@@ -306,10 +379,12 @@ def main():
             fault_cases(lupined, progs, shim, kernels, tmp)
             disk_full(lupined, progs, shim, kernels, tmp)
             lanes_and_write_fault(lupined, progs, shim, tmp)
+            memory_checksums(lupined, progs, shim, tmp)
         except Exception as e:  # a harness failure is a test failure, with the logs
             check('harness', False, repr(e))
         if FAILED:
-            for f in ('lupined.log', 'lupined4.log', 'lupined2.log', 'lupined3.log', 'lupined5.log'):
+            for f in ('lupined.log', 'lupined4.log', 'lupined2.log', 'lupined3.log', 'lupined5.log',
+                      'lupined6.log'):
                 p = os.path.join(tmp, f)
                 if os.path.exists(p):
                     print(f'---- {f} (tail) ----')
