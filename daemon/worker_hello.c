@@ -178,7 +178,15 @@ int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const 
         /* The resume token: only its holder may take the session over later. */
         if (getrandom(s->token, sizeof(s->token), 0) != (ssize_t)sizeof(s->token))
                 return lupw_refuse(s, req, CUDA_ERROR_OPERATING_SYSTEM, "no randomness for the session token");
-        return lupw_send_hello_reply(s, req, hello);
+        int rc = lupw_send_hello_reply(s, req, hello);
+        /* The checkpoint provider opens now, not at the first checkpoint: a
+         * provider that cannot open is logged while the session can still
+         * be looked after, and one that reserves its storage up front (the
+         * example's ",reserve") does it before any drain waits on it. A
+         * failure is not the session's: the checkpoint tries again. */
+        if (rc == 0)
+                (void)lupw_ckpt_open(s);
+        return rc;
 }
 
 int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t *ret_slot, struct lup_hdr *ret_req,

@@ -10,17 +10,26 @@ lines (memory only: driver start and modules are not in them).
 
 Providers:
   dir      the built-in directory provider in --dir (default /dev/shm: RAM,
-           no disk); save and restore are measured.
-  example  the example provider (memory of the worker process, concurrent
-           writes); it cannot restore in another process, so only the save
-           is measured.
+           no disk); save and restore are measured. A save into tmpfs
+           includes the kernel's page allocation for every byte.
+  example  the example provider with its memory reserved when the session
+           starts (config "MIB,reserve"): host memory with nothing else in
+           the way, which isolates lupine's own path. It keeps bytes in the
+           worker process, so it cannot restore in another one: only the
+           save is measured.
+
+Hashes (--hash): gpu is the default path (the GPU hashes the memory,
+worker_piece_hash.c); cpu sets LUPINE_CHECKPOINT_GPU_HASH=0, the lanes hash.
 
 On the simulator (--backend sim) "device" copies are CPU memcpy on the
 same cores, so the figures show how the path scales with lanes, not GPU
 figures.
 
-usage: ckpt_bench.py [--build DIR] [--backend sim|cuda] [--gib N]
-                     [--lanes 1,2,4] [--provider dir|example] [--dir PATH]
+usage: ckpt_bench.py [--build DIR] [--backend sim|cuda] [--gib 1,4,16]
+                     [--lanes 1,2,4] [--provider dir,example] [--hash gpu,cpu]
+                     [--dir PATH] [--repeat N]
+
+Every combination runs; one line each.
 """
 import argparse
 import glob
@@ -46,16 +55,17 @@ def free_port():
     return p
 
 
-def start(a, port, lanes, ckdir, log):
+def start(a, prov, gib, hash_on, port, lanes, ckdir, log):
     env = dict(os.environ)
     env.pop('LD_LIBRARY_PATH', None)
+    env['LUPINE_CHECKPOINT_GPU_HASH'] = '1' if hash_on == 'gpu' else '0'
     cmd = [f'{a.build}/daemon/lupined', '--backend', a.backend, '--listen', f'127.0.0.1:{port}',
            '--drain-timeout', '900', '--checkpoint-lanes', str(lanes)]
-    if a.provider == 'dir':
+    if prov == 'dir':
         cmd += ['--checkpoint-dir', ckdir]
     else:
         prov = sorted(glob.glob(f'{a.build}/tests/providers/liblupine-example-provider.so*'))[0]
-        cmd += ['--checkpoint-provider', prov, '--checkpoint-config', str(a.gib * 1024 + 256)]
+        cmd += ['--checkpoint-provider', prov, '--checkpoint-config', f'{gib * 1024 + 256},reserve']
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     for _ in range(400):
         try:
@@ -66,19 +76,19 @@ def start(a, port, lanes, ckdir, log):
     raise RuntimeError('lupined did not start')
 
 
-def one(a, lanes):
+def one(a, prov, gib, hash_on, lanes):
     """(save GB/s, restore GB/s or None, verified) for one lane count."""
     with tempfile.TemporaryDirectory(prefix='lupine-ckb-', dir=a.dir) as tmp:
         port = free_port()
         logp = os.path.join(tmp, 'log')
         log = open(logp, 'a')
         ckdir = os.path.join(tmp, 'ck')
-        d = start(a, port, lanes, ckdir, log)
+        d = start(a, prov, gib, hash_on, port, lanes, ckdir, log)
         env = dict(os.environ)
-        env.update(LUPINE_SERVER=f'127.0.0.1:{port}', LUPINE_SESSION=f'bench{lanes}',
+        env.update(LUPINE_SERVER=f'127.0.0.1:{port}', LUPINE_SESSION=f'bench{gib}-{lanes}',
                    LD_LIBRARY_PATH=os.path.abspath(f'{a.build}/shim'), LUPINE_RECONNECT_TIMEOUT='900')
         go = os.path.join(tmp, 'go')
-        c = subprocess.Popen([f'{a.build}/tests/e2e_bigsession', str(a.gib), go], env=env, stdout=subprocess.PIPE,
+        c = subprocess.Popen([f'{a.build}/tests/e2e_bigsession', str(gib), go], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         line = c.stdout.readline()
         if 'filled' not in line:
@@ -88,14 +98,14 @@ def one(a, lanes):
         d.wait(timeout=900)
         restore = None
         verified = None
-        if a.provider == 'dir':
-            d = start(a, port, lanes, ckdir, log)
+        if prov == 'dir':
+            d = start(a, prov, gib, hash_on, port, lanes, ckdir, log)
             t0 = time.time()
             while 'restore finished' not in open(logp).read() and time.time() - t0 < 900:
                 time.sleep(0.02)
             open(go, 'w').close()
             out, _ = c.communicate(timeout=900)
-            verified = c.returncode == 0 and f'verified {a.gib} GiB' in out
+            verified = c.returncode == 0 and f'verified {gib} GiB' in out
             d.send_signal(signal.SIGTERM)
             d.wait(timeout=900)
         else:
@@ -108,7 +118,7 @@ def one(a, lanes):
             raise RuntimeError('no checkpoint line in the log:\n' + text[-2000:])
         if int(ck.group(5)) != lanes:
             raise RuntimeError(f'asked for {lanes} lanes, the worker used {ck.group(5)}')
-        if a.provider == 'dir':
+        if prov == 'dir':
             rs = RESTORE_RE.search(text)
             if not rs:
                 raise RuntimeError('no restore line in the log:\n' + text[-2000:])
@@ -120,27 +130,40 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--build', default='build')
     ap.add_argument('--backend', default='sim')
-    ap.add_argument('--gib', type=int, default=1)
+    ap.add_argument('--gib', default='1', help='session sizes in GiB, comma-separated')
     ap.add_argument('--lanes', default='1,2')
-    ap.add_argument('--provider', choices=['dir', 'example'], default='dir')
+    ap.add_argument('--provider', default='dir', help='dir, example, or both comma-separated')
+    ap.add_argument('--hash', default='gpu', help='gpu, cpu, or both comma-separated')
     ap.add_argument('--dir', default='/dev/shm')
-    ap.add_argument('--repeat', type=int, default=1, help='runs per K; the best is printed')
+    ap.add_argument('--repeat', type=int, default=1, help='runs per combination; the best is printed')
     a = ap.parse_args()
     ks = [int(x) for x in a.lanes.split(',')]
-    print(f'# {a.gib} GiB session, backend {a.backend}, provider {a.provider}'
-          f'{" in " + a.dir if a.provider == "dir" else ""}, {os.cpu_count()} CPUs')
+    sizes = [int(x) for x in a.gib.split(',')]
+    provs = a.provider.split(',')
+    hashes = a.hash.split(',')
+    for p in provs:
+        if p not in ('dir', 'example'):
+            ap.error(f'unknown provider {p}')
+    for h in hashes:
+        if h not in ('gpu', 'cpu'):
+            ap.error(f'unknown hash place {h}')
+    print(f'# backend {a.backend}, directory provider in {a.dir}, {os.cpu_count()} CPUs')
     if a.backend == 'sim':
         print('# simulator: device copies are CPU memcpy on these cores; this shows scaling, not GPU figures')
-    print(f'{"lanes":>5} {"save GB/s":>10} {"restore GB/s":>13} {"verified":>9}')
+    print(f'{"GiB":>4} {"provider":>8} {"hash":>4} {"lanes":>5} {"save GB/s":>10} {"restore GB/s":>13} {"verified":>9}')
     ok = True
-    for k in ks:
-        runs = [one(a, k) for _ in range(a.repeat)]
-        save = max(r[0] for r in runs)
-        rest = max((r[1] for r in runs if r[1] is not None), default=None)
-        ver = all(r[2] for r in runs) if a.provider == 'dir' else None
-        ok = ok and ver is not False
-        print(f'{k:>5} {save:>10.2f} {rest if rest is not None else "-":>13} '
-              f'{"-" if ver is None else ("yes" if ver else "NO"):>9}', flush=True)
+    for gib in sizes:
+        for prov in provs:
+            for hash_on in hashes:
+                for k in ks:
+                    runs = [one(a, prov, gib, hash_on, k) for _ in range(a.repeat)]
+                    save = max(r[0] for r in runs)
+                    rest = max((r[1] for r in runs if r[1] is not None), default=None)
+                    ver = all(r[2] for r in runs) if prov == 'dir' else None
+                    ok = ok and ver is not False
+                    print(f'{gib:>4} {prov:>8} {hash_on:>4} {k:>5} {save:>10.2f} '
+                          f'{rest if rest is not None else "-":>13} '
+                          f'{"-" if ver is None else ("yes" if ver else "NO"):>9}', flush=True)
     return 0 if ok else 1
 
 
