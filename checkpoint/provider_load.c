@@ -22,6 +22,11 @@
         (offsetof(struct lupine_checkpoint_provider, save_write_at) +                                                  \
          sizeof(((struct lupine_checkpoint_provider *)0)->save_write_at))
 
+/* Version 3 adds direct_region, save_direct_get and save_direct_done. */
+#define V3_SIZE                                                                                                        \
+        (offsetof(struct lupine_checkpoint_provider, save_direct_done) +                                               \
+         sizeof(((struct lupine_checkpoint_provider *)0)->save_direct_done))
+
 static int fail(char *err, size_t errlen, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
 {
@@ -98,7 +103,7 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
                          p->abi_version, LUPINE_CHECKPOINT_ABI_VERSION_MIN, LUPINE_CHECKPOINT_ABI_VERSION);
                 goto out_close;
         }
-        size_t need = p->abi_version >= 2 ? V2_SIZE : V1_SIZE;
+        size_t need = p->abi_version >= 3 ? V3_SIZE : p->abi_version >= 2 ? V2_SIZE : V1_SIZE;
         if (p->struct_size < need) {
                 r = fail(err, errlen, -ELIBBAD,
                          "checkpoint provider %s: struct_size %u is smaller than version %u's %zu bytes", path_or_null,
@@ -109,6 +114,14 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
                 r = fail(err, errlen, -ELIBBAD,
                          "checkpoint provider %s (%s) claims concurrent writes but has no save_write_at", path_or_null,
                          p->name ? p->name : "?");
+                goto out_close;
+        }
+        if (lupine_provider_caps(p) & LUPINE_CKPT_CAP_DIRECT_WRITE &&
+            (!(lupine_provider_caps(p) & LUPINE_CKPT_CAP_CONCURRENT_WRITE) || !p->direct_region ||
+             !p->save_direct_get || !p->save_direct_done)) {
+                r = fail(err, errlen, -ELIBBAD,
+                         "checkpoint provider %s (%s) claims direct writes but lacks concurrent writes or a "
+                         "direct-write callback", path_or_null, p->name ? p->name : "?");
                 goto out_close;
         }
         if (!p->name) {
@@ -133,7 +146,10 @@ uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p)
 {
         if (!p || p->abi_version < 2 || p->struct_size < V2_SIZE)
                 return 0;
-        return p->caps & (LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ);
+        uint64_t known = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ;
+        if (p->abi_version >= 3 && p->struct_size >= V3_SIZE)
+                known |= LUPINE_CKPT_CAP_DIRECT_WRITE;
+        return p->caps & known;
 }
 
 void lupine_provider_unload(void *dlhandle)

@@ -20,7 +20,9 @@
  * abi_version between LUPINE_CHECKPOINT_ABI_VERSION_MIN and
  * LUPINE_CHECKPOINT_ABI_VERSION, struct_size at least that version's size,
  * `name` and every version-1 callback non-NULL, save_write_at non-NULL if
- * caps claim concurrent writes. The table must stay
+ * caps claim concurrent writes, and the three direct-write callbacks
+ * non-NULL, with concurrent writes claimed too, if caps claim direct
+ * writes. The table must stay
  * valid until lupine_provider_unload(*ret_dlhandle).
  *
  * Returns 0, or -ELIBACC (cannot load), -ELIBBAD (no entry point, or a

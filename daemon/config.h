@@ -40,6 +40,7 @@ struct lupd_config {
         int session_ttl_s;              /* --session-ttl (default 3600) */
         enum lupd_ckpt_mode checkpoint_mode; /* --checkpoint-mode (issue 5) */
         int checkpoint_lanes;           /* --checkpoint-lanes; 0: LUPINE_CHECKPOINT_LANES or automatic */
+        bool checkpoint_verify;         /* --checkpoint-verify (or LUPINE_CHECKPOINT_VERIFY=1) */
         char **argv;                    /* the command line, for re-executing on upgrade */
         /* worker mode only */
         bool worker;

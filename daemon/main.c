@@ -47,6 +47,7 @@ enum {
         OPT_RESTORE,
         OPT_CHECKPOINT_MODE,
         OPT_CHECKPOINT_LANES,
+        OPT_CHECKPOINT_VERIFY,
         OPT_HOT,
 };
 
@@ -64,6 +65,7 @@ static const struct option long_options[] = {
         { "restore", required_argument, NULL, OPT_RESTORE },
         { "checkpoint-mode", required_argument, NULL, OPT_CHECKPOINT_MODE },
         { "checkpoint-lanes", required_argument, NULL, OPT_CHECKPOINT_LANES },
+        { "checkpoint-verify", no_argument, NULL, OPT_CHECKPOINT_VERIFY },
         { "hot", no_argument, NULL, OPT_HOT },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
@@ -136,6 +138,12 @@ static void print_usage(FILE *f)
 "                          the provider at once, each with its own stream and\n"
 "                          pinned buffers, 1..%d. Default: LUPINE_CHECKPOINT_LANES,\n"
 "                          else min(16, online CPUs), at least 1.\n"
+"      --checkpoint-verify\n"
+"                          After each checkpoint commits, read its memory back\n"
+"                          through the provider and check every piece against\n"
+"                          the hash taken on the GPU; a mismatch fails the\n"
+"                          checkpoint loudly. Costs a full read of the memory.\n"
+"                          Default: LUPINE_CHECKPOINT_VERIFY=1 turns it on.\n"
 "\n"
 "Internal options (the supervisor passes them to the workers it starts;\n"
 "not for use by hand):\n"
@@ -151,6 +159,9 @@ static void print_usage(FILE *f)
 "                   --checkpoint-config is not given.\n"
 "  LUPINE_CHECKPOINT_LANES    Checkpoint and restore lanes when\n"
 "                   --checkpoint-lanes is not given.\n"
+"  LUPINE_CHECKPOINT_VERIFY   1: as --checkpoint-verify.\n"
+"  LUPINE_CHECKPOINT_GPU_HASH 0: hash checkpoint memory on the CPU (in the\n"
+"                   lanes) instead of on the GPU.\n"
 "  LUPINE_TRACE     RPC tracing: 0 (off), 1 or 2 (detail level, to stderr), or\n"
 "                   a file path (level 1, appended to that file).\n"
 "  NOTIFY_SOCKET    Set by systemd for Type=notify services: lupined sends\n"
@@ -422,6 +433,9 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                         if (parse_int(optarg, 1, LUPD_CKPT_LANES_MAX, &cfg->checkpoint_lanes) < 0)
                                 return usage_error("--checkpoint-lanes %s: expected a number from 1 to %d", optarg,
                                                    LUPD_CKPT_LANES_MAX);
+                        break;
+                case OPT_CHECKPOINT_VERIFY:
+                        cfg->checkpoint_verify = true;
                         break;
                 case OPT_HOT:
                         cfg->hot = true;

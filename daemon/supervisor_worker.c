@@ -67,6 +67,8 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
                 snprintf(a->lanes, sizeof(a->lanes), "--checkpoint-lanes=%d", cfg->checkpoint_lanes);
                 a->argv[n++] = a->lanes;
         }
+        if (cfg->checkpoint_verify)
+                a->argv[n++] = "--checkpoint-verify";
         if (restore) {
                 snprintf(a->restore, sizeof(a->restore), "--restore=%s", restore);
                 a->argv[n++] = a->restore;

@@ -61,6 +61,7 @@ int lupw_ckpt_open(struct lupw_session *s)
 
 void lupw_ckpt_close(struct lupw_session *s)
 {
+        lupw_lanes_direct_release(s); /* the region is the instance's */
         if (s->prov_inst)
                 s->prov_ops->close(s->prov_inst);
         s->prov_inst = NULL;
@@ -101,12 +102,22 @@ CUresult lupw_sync_all(struct lupw_session *s)
         return first;
 }
 
+static double now_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* ---- saving */
 
 struct saver {
         struct lupw_session *s;
         struct lupine_ckpt_save *save;
         int rc;
+        struct lupw_mem_span *spans; /* the memory saved, with its hashes (for --checkpoint-verify) */
+        uint64_t *hashes;
+        size_t n_spans;
 };
 
 static int put(struct saver *sv, const char *name, const void *p, size_t n)
@@ -144,6 +155,9 @@ static int save_memory(struct saver *sv, struct lup_wr *w)
                 lup_err("session %s: checkpoint: %s", s->name, why);
                 goto out;
         }
+        sv->spans = spans;
+        sv->hashes = hashes;
+        sv->n_spans = n;
         for (size_t i = 0; i < n; i++) {
                 uint64_t pieces = (spans[i].size + PIECE - 1) / PIECE;
                 lup_wr_u64(w, spans[i].addr);
@@ -152,10 +166,69 @@ static int save_memory(struct saver *sv, struct lup_wr *w)
                 for (uint64_t p = 0; p < pieces; p++)
                         lup_wr_u64(w, spans[i].hashes[p]);
         }
+        return 0;
 out:
         free(spans);
         free(hashes);
         return sv->rc;
+}
+
+static bool verify_wanted(const struct lupw_session *s)
+{
+        const char *e = getenv("LUPINE_CHECKPOINT_VERIFY");
+        return (s->cfg && s->cfg->checkpoint_verify) || (e && strcmp(e, "1") == 0);
+}
+
+/* --checkpoint-verify: reads the memory of the epoch just committed back
+ * through the provider and checks every piece against the hash the save
+ * recorded (taken from device memory), so what the provider keeps is
+ * known to be what the GPU held. */
+static int verify_memory(struct saver *sv, uint64_t epoch)
+{
+        struct lupw_session *s = sv->s;
+        const struct lupine_checkpoint_provider *p = s->prov_ops;
+        struct lupine_ckpt_load *ld = NULL;
+        double t0 = now_s();
+        uint64_t got = 0, bytes = 0;
+        int rc = p->load_begin(s->prov_inst, s->name, epoch, &ld, &got);
+        if (rc < 0) {
+                lup_err("session %s: checkpoint epoch %llu cannot be read back to verify it: %s", s->name,
+                        (unsigned long long)epoch, p->last_error(s->prov_inst));
+                return rc;
+        }
+        uint8_t *buf = malloc(PIECE);
+        if (!buf)
+                rc = -ENOMEM;
+        for (size_t i = 0; i < sv->n_spans && rc == 0; i++) {
+                const struct lupw_mem_span *sp = &sv->spans[i];
+                for (uint64_t off = 0; off < sp->size && rc == 0; off += PIECE) {
+                        size_t len = sp->size - off < PIECE ? (size_t)(sp->size - off) : PIECE;
+                        for (size_t have = 0; have < len && rc == 0;) {
+                                int64_t k = p->load_read(ld, sp->name, off + have, buf + have, len - have);
+                                if (k <= 0) {
+                                        rc = k < 0 ? (int)k : -EIO;
+                                        lup_err("session %s: verifying checkpoint epoch %llu: reading %s at %" PRIu64
+                                                " failed: %s", s->name, (unsigned long long)epoch, sp->name,
+                                                off + have, k < 0 ? p->last_error(s->prov_inst) : "it ends early");
+                                }
+                                have += k > 0 ? (size_t)k : 0;
+                        }
+                        if (rc == 0 && lup_hash64(buf, len, 0) != sp->hashes[off / PIECE]) {
+                                rc = -EBADMSG;
+                                lup_err("session %s: checkpoint epoch %llu is corrupt: %s at offset %" PRIu64
+                                        " (device address 0x%" PRIx64 ") does not match its hash", s->name,
+                                        (unsigned long long)epoch, sp->name, off, sp->addr + off);
+                        }
+                        bytes += len;
+                }
+        }
+        free(buf);
+        p->load_end(ld);
+        if (rc == 0)
+                lup_info("session %s: checkpoint epoch %llu verified: %.2f GiB read back through %s in %.3f s, "
+                         "every piece matches", s->name, (unsigned long long)epoch, bytes / 1073741824.0, p->name,
+                         now_s() - t0);
+        return rc;
 }
 
 struct handle_list {
@@ -181,12 +254,6 @@ static size_t manifest_bound(struct lupw_session *s)
         return b;
 }
 
-static double now_s(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
 {
@@ -351,14 +418,21 @@ out:
                                  bytes / 1073741824.0, s->n_chunks, (unsigned long long)copied, dt,
                                  dt > 0 ? copied / dt / 1e9 : 0.0, s->prov_ops->name, lanes);
                         s->epoch = epoch;
-                        s->drained = true;
-                        return 0;
+                        /* a corrupt checkpoint is no checkpoint: the drain must not count on it */
+                        if (verify_wanted(s) && (mem & CKPT_MEM_DURABLE))
+                                rc = verify_memory(&sv, epoch);
+                        s->drained = rc == 0;
+                } else {
+                        lup_err("session %s: checkpoint commit failed: %s", s->name,
+                                s->prov_ops->last_error(s->prov_inst));
                 }
-                lup_err("session %s: checkpoint commit failed: %s", s->name, s->prov_ops->last_error(s->prov_inst));
-                return rc;
+        } else {
+                lup_err("session %s: checkpoint failed: %s (%s)", s->name, strerror(-sv.rc),
+                        s->prov_ops->last_error(s->prov_inst));
+                s->prov_ops->save_abort(sv.save);
+                rc = sv.rc;
         }
-        lup_err("session %s: checkpoint failed: %s (%s)", s->name, strerror(-sv.rc),
-                s->prov_ops->last_error(s->prov_inst));
-        s->prov_ops->save_abort(sv.save);
-        return sv.rc;
+        free(sv.spans);
+        free(sv.hashes);
+        return rc;
 }

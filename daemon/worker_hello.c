@@ -17,6 +17,7 @@
 #include "frame.h"
 #include "log.h"
 #include "net.h"
+#include "worker_lanes.h"
 #include "worker_session.h"
 
 int lupw_refuse_on(struct lupw_session *s, int fd, const struct lup_hdr *req, CUresult status, const char *msg)
@@ -182,10 +183,11 @@ int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const 
         /* The checkpoint provider opens now, not at the first checkpoint: a
          * provider that cannot open is logged while the session can still
          * be looked after, and one that reserves its storage up front (the
-         * example's ",reserve") does it before any drain waits on it. A
-         * failure is not the session's: the checkpoint tries again. */
-        if (rc == 0)
-                (void)lupw_ckpt_open(s);
+         * example's ",reserve") does it before any drain waits on it; so
+         * does the GPU hash kernel. A failure is not the session's: the
+         * checkpoint tries again. */
+        if (rc == 0 && lupw_ckpt_open(s) == 0)
+                lupw_lanes_prepare(s);
         return rc;
 }
 

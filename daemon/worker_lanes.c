@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -51,6 +52,7 @@ struct job {
         struct lupine_ckpt_save *save;
         struct lupine_ckpt_load *ld;
         bool concurrent;          /* the provider may be called from several lanes at once */
+        bool direct;              /* saves go straight into the provider's pinned region */
         struct lupw_mem_span *spans;
         uint64_t *first_unit;     /* n_spans + 1 entries: span i has units [first_unit[i], first_unit[i + 1]) */
         size_t n_spans;
@@ -200,6 +202,71 @@ static void unit_where(const struct job *job, uint64_t u, size_t *span, uint64_t
         *ret_len = sp->size - off < LUPW_LANE_UNIT ? (size_t)(sp->size - off) : LUPW_LANE_UNIT;
 }
 
+/* ---- direct writes (provider ABI version 3) */
+
+static double now_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Whether saves may have the GPU copy straight into the provider's
+ * memory: it offers a region, and the region is pinned (once; it stays
+ * pinned until lupw_lanes_direct_release). */
+static bool direct_ready(struct lupw_session *s)
+{
+        if (s->direct.state != 0)
+                return s->direct.state > 0;
+        s->direct.state = -1;
+        if (!s->prov_inst || !(lupine_provider_caps(s->prov_ops) & LUPINE_CKPT_CAP_DIRECT_WRITE))
+                return false;
+        void *base = NULL;
+        size_t len = 0;
+        int rc = s->prov_ops->direct_region(s->prov_inst, &base, &len);
+        if (rc < 0 || !base || len == 0) {
+                if (rc != -ENOTSUP)
+                        lup_warn("session %s: checkpoint provider %s offers no direct-write region: %s", s->name,
+                                 s->prov_ops->name, rc < 0 ? strerror(-rc) : "an empty one");
+                return false;
+        }
+        const struct lupw_backend *be = &s->be.fn;
+        double t0 = now_s();
+        CUresult r = s->primary[0] ? be->cuCtxSetCurrent(s->primary[0]) : CUDA_ERROR_INVALID_CONTEXT;
+        if (r == CUDA_SUCCESS)
+                r = be->cuMemHostRegister_v2(base, len, CU_MEMHOSTREGISTER_PORTABLE);
+        s->bound_id = 0;
+        if (r != CUDA_SUCCESS) {
+                lup_warn("session %s: cannot pin the checkpoint provider's %.2f GiB region (CUresult %d); saves copy "
+                         "through the lanes' buffers", s->name, len / 1073741824.0, (int)r);
+                return false;
+        }
+        lup_info("session %s: checkpoint provider %s: %.2f GiB region pinned for direct writes in %.3f s", s->name,
+                 s->prov_ops->name, len / 1073741824.0, now_s() - t0);
+        s->direct.base = base;
+        s->direct.len = len;
+        s->direct.state = 1;
+        return true;
+}
+
+void lupw_lanes_prepare(struct lupw_session *s)
+{
+        lupw_piece_hash_prepare(s);
+        (void)direct_ready(s);
+}
+
+void lupw_lanes_direct_release(struct lupw_session *s)
+{
+        if (s->direct.state > 0) {
+                if (s->primary[0] && s->be.fn.cuCtxSetCurrent(s->primary[0]) == CUDA_SUCCESS)
+                        s->be.fn.cuMemHostUnregister(s->direct.base);
+                s->bound_id = 0;
+        }
+        s->direct.state = 0;
+        s->direct.base = NULL;
+        s->direct.len = 0;
+}
+
 /* ---- saving */
 
 static int save_store(struct job *job, uint64_t u, const struct lupw_mem_span *sp, uint64_t off, const uint8_t *b,
@@ -231,15 +298,54 @@ static int save_store(struct job *job, uint64_t u, const struct lupw_mem_span *s
         return 0;
 }
 
-static int save_issue(struct job *job, struct lupw_lane *l, int j, uint64_t addr, size_t len)
+/* Where the unit's bytes go and how they get to the provider. */
+struct unit_dst {
+        uint8_t *p;
+        bool direct; /* p is the provider's: save_direct_done, not a write */
+};
+
+/* Starts the copy of [off, off + len) of sp into lane buffer j, or straight
+ * into the provider's memory when it has room there. */
+static int save_issue(struct job *job, struct lupw_lane *l, int j, const struct lupw_mem_span *sp, uint64_t off,
+                      size_t len, struct unit_dst *dst)
 {
         const struct lupw_backend *be = job->be;
-        CUresult r = be->cuMemcpyDtoHAsync_v2(l->buf[j], addr, len, l->stream);
+        const struct lupw_session *s = job->s;
+        *dst = (struct unit_dst){ .p = l->buf[j] };
+        if (job->direct) {
+                void *p = NULL;
+                int rc = job->p->save_direct_get(job->save, sp->name, off, len, &p);
+                if (rc == 0) {
+                        uintptr_t lo = (uintptr_t)s->direct.base, at = (uintptr_t)p;
+                        if (at < lo || at - lo > s->direct.len || len > s->direct.len - (at - lo))
+                                return job_fail(job, -EPROTO, "the provider's place for %s at offset %" PRIu64
+                                                " lies outside its region", sp->name, off);
+                        *dst = (struct unit_dst){ .p = p, .direct = true };
+                } else if (rc != -ENOBUFS) {
+                        return job_fail(job, rc, "the provider refused a direct write of %s at offset %" PRIu64
+                                        ": %s (%s)", sp->name, off, strerror(-rc),
+                                        job->p->last_error(s->prov_inst));
+                }
+        }
+        CUresult r = be->cuMemcpyDtoHAsync_v2(dst->p, sp->addr + off, len, l->stream);
         if (r == CUDA_SUCCESS)
                 r = be->cuEventRecord(l->done[j], l->stream);
         if (r != CUDA_SUCCESS)
-                return job_fail(job, -EIO, "reading device memory at 0x%" PRIx64 " failed (CUresult %d)", addr,
-                                (int)r);
+                return job_fail(job, -EIO, "reading device memory at 0x%" PRIx64 " failed (CUresult %d)",
+                                sp->addr + off, (int)r);
+        return 0;
+}
+
+/* Hands a copied unit to the provider. */
+static int save_finish(struct job *job, uint64_t u, const struct lupw_mem_span *sp, uint64_t off, size_t len,
+                       const struct unit_dst *dst)
+{
+        if (!dst->direct)
+                return save_store(job, u, sp, off, dst->p, len);
+        int rc = job->p->save_direct_done(job->save, sp->name, off, len);
+        if (rc < 0)
+                return job_fail(job, rc, "the provider refused the end of a direct write of %s at offset %" PRIu64
+                                ": %s (%s)", sp->name, off, strerror(-rc), job->p->last_error(job->s->prov_inst));
         return 0;
 }
 
@@ -252,6 +358,7 @@ static void *save_lane(void *arg)
         size_t span = 0, nspan = 0;
         uint64_t off, noff;
         size_t len, nlen;
+        struct unit_dst dst[2];
 
         if (be->cuCtxSetCurrent(job->s->primary[0]) != CUDA_SUCCESS) {
                 job_fail(job, -EIO, "a checkpoint lane cannot bind the device's context");
@@ -260,7 +367,7 @@ static void *save_lane(void *arg)
         uint64_t u = a->idx;
         if (u < job->n_units) {
                 unit_where(job, u, &span, &off, &len);
-                save_issue(job, l, 0, job->spans[span].addr + off, len);
+                save_issue(job, l, 0, &job->spans[span], off, len, &dst[0]);
         }
         for (unsigned j = 0; u < job->n_units && !job_failed(job); j ^= 1, u += job->k) {
                 uint64_t nu = u + job->k;
@@ -268,7 +375,7 @@ static void *save_lane(void *arg)
                 if (nu < job->n_units) { /* queue the next unit into the other buffer */
                         nspan = span;
                         unit_where(job, nu, &nspan, &noff, &nlen);
-                        if (save_issue(job, l, j ^ 1, job->spans[nspan].addr + noff, nlen) < 0)
+                        if (save_issue(job, l, j ^ 1, &job->spans[nspan], noff, nlen, &dst[j ^ 1]) < 0)
                                 break;
                 }
                 const struct lupw_mem_span *sp = &job->spans[span];
@@ -280,9 +387,9 @@ static void *save_lane(void *arg)
                 }
                 for (size_t p = 0; p < len && !sp->on_gpu; p += PIECE) {
                         size_t k = len - p < PIECE ? len - p : PIECE;
-                        sp->hashes[(off + p) / PIECE] = lup_hash64(l->buf[j] + p, k, 0);
+                        sp->hashes[(off + p) / PIECE] = lup_hash64(dst[j].p + p, k, 0);
                 }
-                if (save_store(job, u, sp, off, l->buf[j], len) < 0)
+                if (save_finish(job, u, sp, off, len, &dst[j]) < 0)
                         break;
         }
         be->cuStreamSynchronize(l->stream); /* nothing may still write into the buffers */
@@ -432,6 +539,7 @@ int lupw_lanes_save(struct lupw_session *s, struct lupine_ckpt_save *save, struc
 {
         struct job job = { .save = save, .spans = spans, .n_spans = n };
         job.concurrent = (lupine_provider_caps(s->prov_ops) & LUPINE_CKPT_CAP_CONCURRENT_WRITE) != 0;
+        job.direct = job.concurrent && direct_ready(s);
         /* the memory does not change during a save: hash it where it is */
         lupw_piece_hash_plan(s, spans, n);
         if (lupw_piece_hash_run(s, spans, n, false, why, whylen) < 0) {

@@ -68,6 +68,15 @@ int lupw_lanes_save(struct lupw_session *s, struct lupine_ckpt_save *save, struc
 int lupw_lanes_restore(struct lupw_session *s, struct lupine_ckpt_load *ld, struct lupw_mem_span *spans, size_t n,
                        char *why, size_t whylen);
 
+/* Gets a new session's checkpoints ready ahead of the first one: loads
+ * the GPU hash kernel and, for a provider with direct writes (ABI version
+ * 3), pins its region. Either may take a moment, and neither is fatal. */
+void lupw_lanes_prepare(struct lupw_session *s);
+
+/* Unpins the provider's direct-write region; call before the provider
+ * instance closes. A no-op when nothing is pinned. */
+void lupw_lanes_direct_release(struct lupw_session *s);
+
 /* Frees the lanes' streams, events and buffers; a no-op without any. */
 void lupw_lanes_free(struct lupw_session *s);
 

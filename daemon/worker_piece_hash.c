@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu/piece_hash_ptx.h"
 #include "log.h"
@@ -27,6 +28,13 @@ struct lupw_piece_hash {
                 CUstream stream;
         } dev[LUP_MAX_DEVICES];
 };
+
+static double now_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static bool gpu_hash_allowed(void)
 {
@@ -56,6 +64,7 @@ static bool dev_ready(struct lupw_session *s, int d)
         if (ph->dev[d].state != UNTRIED)
                 return ph->dev[d].state == READY;
         const struct lupw_backend *be = &s->be.fn;
+        double t0 = now_s();
         const char *step = "binding the device's context";
         CUresult r = be->cuCtxSetCurrent(s->primary[d]);
         s->bound_id = 0; /* the next call binds again */
@@ -78,7 +87,8 @@ static bool dev_ready(struct lupw_session *s, int d)
                 ph->dev[d].state = UNUSABLE;
                 return false;
         }
-        lup_info("session %s: checkpoint memory of GPU %d is hashed on the GPU", s->name, d);
+        lup_info("session %s: checkpoint memory of GPU %d is hashed on the GPU (kernel ready in %.3f s)", s->name, d,
+                 now_s() - t0);
         ph->dev[d].state = READY;
         return true;
 }
@@ -177,7 +187,11 @@ int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, siz
                 return -ENOMEM;
         }
         uint64_t *out = pin;
+        double t0 = now_s();
         int rc = launch_all(s, spans, n, out, why, whylen);
+        if (rc == 0)
+                lup_info("session %s: the GPU %s %.2f GiB in %.3f s", s->name, check ? "checked" : "hashed",
+                         (double)total * PIECE / 1073741824.0, now_s() - t0);
         for (size_t i = 0, at = 0; i < n && rc == 0; i++) {
                 const struct lupw_mem_span *sp = &spans[i];
                 if (!sp->on_gpu)
@@ -198,6 +212,15 @@ int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, siz
         }
         be->cuMemFreeHost(pin);
         return rc;
+}
+
+void lupw_piece_hash_prepare(struct lupw_session *s)
+{
+        if (gpu_hash_allowed() && s->n_devices > 0 && s->primary[0]) {
+                if (!s->piece_hash && !(s->piece_hash = calloc(1, sizeof(*s->piece_hash))))
+                        return;
+                (void)dev_ready(s, 0);
+        }
 }
 
 void lupw_piece_hash_free(struct lupw_session *s)

@@ -38,6 +38,11 @@ void lupw_piece_hash_plan(struct lupw_session *s, struct lupw_mem_span *spans, s
 int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, size_t n, bool check, char *why,
                         size_t whylen);
 
+/* Loads the kernel on device 0 ahead of the first checkpoint (a session
+ * with checkpoints calls it when it starts): the load, which may compile
+ * the PTX, then costs no checkpoint any time. */
+void lupw_piece_hash_prepare(struct lupw_session *s);
+
 /* Unloads the kernel; a no-op when it was never loaded. */
 void lupw_piece_hash_free(struct lupw_session *s);
 

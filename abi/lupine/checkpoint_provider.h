@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lupine checkpoint-provider ABI, version 2 (version 1 still loads).
+ * lupine checkpoint-provider ABI, version 3 (versions 1 and 2 still load).
  *
  * A provider decides WHERE checkpoint bytes go (a directory, an object
  * store, ...); lupined decides WHAT the state is. A provider is a shared
@@ -17,11 +17,13 @@
  * cover them:
  *   1  everything up to and including `remove`;
  *   2  adds `caps` and `save_write_at` after `remove` (optional concurrency;
- *      a version-2 provider that leaves caps 0 behaves as version 1).
+ *      a version-2 provider that leaves caps 0 behaves as version 1);
+ *   3  adds `direct_region`, `save_direct_get` and `save_direct_done` after
+ *      `save_write_at` (optional direct writes, LUPINE_CKPT_CAP_DIRECT_WRITE).
  * This lupined loads versions LUPINE_CHECKPOINT_ABI_VERSION_MIN to
- * LUPINE_CHECKPOINT_ABI_VERSION. A lupined older than version 2 loads only
- * abi_version 1; a provider that must also load there stamps 1 and is then
- * used as a version-1 provider (its version-2 fields are never read).
+ * LUPINE_CHECKPOINT_ABI_VERSION. A lupined older than version N refuses
+ * abi_version N; a provider that must also load there stamps the older
+ * version and is then used as such (its newer fields are never read).
  *
  * Model. A checkpoint is identified by (session, epoch). A save streams
  * named objects in pieces and then commits atomically: after commit, a load
@@ -36,7 +38,10 @@
  *   LUPINE_CKPT_CAP_CONCURRENT_WRITE  save_write_at may run on several
  *      threads at once for one save (see there);
  *   LUPINE_CKPT_CAP_CONCURRENT_READ   load_size and load_read may run on
- *      several threads at once for one load.
+ *      several threads at once for one load;
+ *   LUPINE_CKPT_CAP_DIRECT_WRITE  (version 3, needs CONCURRENT_WRITE)
+ *      save_direct_get and save_direct_done may run on several threads at
+ *      once, together with save_write_at, for one save.
  * No other callback ever overlaps another. Different sessions may use
  * different instances (open is per process; workers are separate
  * processes). While calls overlap, last_error describes one of the
@@ -61,12 +66,14 @@
 extern "C" {
 #endif
 
-#define LUPINE_CHECKPOINT_ABI_VERSION 2u
+#define LUPINE_CHECKPOINT_ABI_VERSION 3u
 #define LUPINE_CHECKPOINT_ABI_VERSION_MIN 1u /* the oldest this header's daemon loads */
 
 /* caps (version 2) */
 #define LUPINE_CKPT_CAP_CONCURRENT_WRITE (1ull << 0)
 #define LUPINE_CKPT_CAP_CONCURRENT_READ  (1ull << 1)
+/* caps (version 3) */
+#define LUPINE_CKPT_CAP_DIRECT_WRITE     (1ull << 2)
 #define LUPINE_CHECKPOINT_SYMBOL "lupine_checkpoint_provider_v1"
 
 struct lupine_ckpt_instance;    /* opaque, the provider's */
@@ -138,6 +145,37 @@ struct lupine_checkpoint_provider {
          * during the call. After one call fails, the save will be aborted. */
         int (*save_write_at)(struct lupine_ckpt_save *save, const char *name, uint64_t offset, const void *data,
                              size_t len);
+
+        /* ---- version 3: read only when abi_version >= 3 */
+        /*
+         * Direct writes (LUPINE_CKPT_CAP_DIRECT_WRITE): a provider that keeps
+         * its bytes in memory of this process lets the daemon fill that
+         * memory in place. For device memory the GPU then copies straight
+         * into the provider's memory, and no CPU copies the bytes at all.
+         *
+         * direct_region: the memory every save_direct_get pointer lies in,
+         * [*ret_base, *ret_base + *ret_len), fixed for the life of the
+         * instance. The daemon asks once after open and may pin the region
+         * for device copies (cuMemHostRegister) until it closes the
+         * instance. -ENOTSUP: this instance has none (then no direct write
+         * is ever asked of it). Called with no other callback running.
+         */
+        int (*direct_region)(struct lupine_ckpt_instance *inst, void **ret_base, size_t *ret_len);
+        /*
+         * The place for len bytes of object `name` at `offset`, as
+         * save_write_at would have written them: the same promises about
+         * ranges, objects and threads hold, and a range is written either
+         * directly or with save_write_at, never both. The daemon writes the
+         * bytes there after the call returns and then calls save_direct_done
+         * for exactly that range, before save_commit; after an abort the
+         * place is the provider's again. -ENOBUFS: no room right now, the
+         * daemon writes this range with save_write_at instead; any other
+         * error fails the save.
+         */
+        int (*save_direct_get)(struct lupine_ckpt_save *save, const char *name, uint64_t offset, size_t len,
+                               void **ret_ptr);
+        /* The bytes of a save_direct_get range are in place. */
+        int (*save_direct_done)(struct lupine_ckpt_save *save, const char *name, uint64_t offset, size_t len);
 };
 
 typedef const struct lupine_checkpoint_provider *(*lupine_checkpoint_provider_fn)(void);

@@ -10,6 +10,7 @@
  *   BAD_NULLTABLE the entry point returns NULL
  *   BAD_V1        not broken: an old provider, abi_version 1 and a table
  *                 that ends at remove, which must still load (caps 0)
+ *   BAD_DIRECT    claims direct writes (version 3) without the callbacks
  */
 #include <errno.h>
 #include <stddef.h>
@@ -34,6 +35,8 @@ static int64_t b_load_read(struct lupine_ckpt_load *load, const char *name, uint
 static void b_load_end(struct lupine_ckpt_load *load) { }
 static int b_list(struct lupine_ckpt_instance *inst,
                   int (*fn)(const struct lupine_ckpt_info *info, void *userdata), void *userdata) { return -ENOSYS; }
+__attribute__((unused)) static int b_save_write_at(struct lupine_ckpt_save *save, const char *name, uint64_t offset,
+                                                  const void *data, size_t len) { return -ENOSYS; }
 __attribute__((unused)) static int b_remove(struct lupine_ckpt_instance *inst, const char *session) { return -ENOSYS; }
 
 static const struct lupine_checkpoint_provider bad = {
@@ -72,6 +75,10 @@ static const struct lupine_checkpoint_provider bad = {
         .remove = NULL,
 #else
         .remove = b_remove,
+#endif
+#ifdef BAD_DIRECT
+        .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_DIRECT_WRITE,
+        .save_write_at = b_save_write_at,
 #endif
 };
 

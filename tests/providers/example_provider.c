@@ -25,7 +25,11 @@
  *    a pool of blocks, touched up front, that large writes are copied
  *    into. Page faults then cost nothing during a save, which is how the
  *    benchmarks measure lupine's own checkpoint path to host memory
- *    (tests/bench/ckpt_bench.py --provider example).
+ *    (tests/bench/ckpt_bench.py --provider example);
+ *  - ABI version 3's direct writes, with that pool: the pool is the
+ *    region, save_direct_get hands out a block, and the daemon has the GPU
+ *    copy into it, so no CPU touches the bytes. A commit refuses while a
+ *    block handed out is not yet reported done.
  *
  * It includes nothing of lupine but the public header: a provider builds
  * against abi/lupine/checkpoint_provider.h alone.
@@ -100,7 +104,8 @@ struct lupine_ckpt_instance {
 struct lupine_ckpt_save {
         struct lupine_ckpt_instance *inst;
         struct checkpoint *ckpt;
-        pthread_mutex_t mu; /* the object list and extent arrays, for save_write_at */
+        pthread_mutex_t mu;     /* the object list and extent arrays, for save_write_at */
+        size_t direct_pending;  /* direct ranges handed out and not yet done */
 };
 
 struct lupine_ckpt_load {
@@ -402,6 +407,65 @@ static int ex_save_write_at(struct lupine_ckpt_save *save, const char *name, uin
         return write_common(save, name, false, offset, data, len);
 }
 
+/* ---- version 3: direct writes into the reserved pool */
+
+static int ex_direct_region(struct lupine_ckpt_instance *inst, void **ret_base, size_t *ret_len)
+{
+        if (!inst->pool)
+                return fail(inst, -ENOTSUP, "no reserved pool (config \"MIB,reserve\")");
+        *ret_base = inst->pool->base;
+        *ret_len = inst->pool->n * POOL_BLOCK;
+        return 0;
+}
+
+/* A pool block becomes the extent right away; the daemon fills it. */
+static int ex_save_direct_get(struct lupine_ckpt_save *save, const char *name, uint64_t offset, size_t len,
+                              void **ret_ptr)
+{
+        struct lupine_ckpt_instance *inst = save->inst;
+        struct pool *p = inst->pool;
+        unsigned char *b = NULL;
+        int r;
+
+        if (!valid_object(name) || len == 0 || !ret_ptr)
+                return fail(inst, -EINVAL, "invalid object name, length 0 or NULL output");
+        if (!p || len > POOL_BLOCK)
+                return -ENOBUFS; /* not a direct range: save_write_at takes it */
+        pthread_mutex_lock(&p->mu);
+        if (p->n_free > 0)
+                b = p->base + p->free_idx[--p->n_free] * POOL_BLOCK;
+        pthread_mutex_unlock(&p->mu);
+        if (!b)
+                return -ENOBUFS;
+        pthread_mutex_lock(&save->mu);
+        r = add_extent(save, name, false, offset, b, len);
+        if (r == 0)
+                save->direct_pending++;
+        pthread_mutex_unlock(&save->mu);
+        if (r < 0) {
+                data_free(p, b);
+                return r;
+        }
+        *ret_ptr = b;
+        return 0;
+}
+
+static int ex_save_direct_done(struct lupine_ckpt_save *save, const char *name, uint64_t offset, size_t len)
+{
+        int r = 0;
+
+        (void)name;
+        (void)offset;
+        (void)len;
+        pthread_mutex_lock(&save->mu);
+        if (save->direct_pending == 0)
+                r = fail(save->inst, -EINVAL, "save_direct_done without a save_direct_get");
+        else
+                save->direct_pending--;
+        pthread_mutex_unlock(&save->mu);
+        return r;
+}
+
 static void ex_save_abort(struct lupine_ckpt_save *save);
 
 static int cmp_extent(const void *a, const void *b)
@@ -436,7 +500,8 @@ static int ex_save_commit(struct lupine_ckpt_save *save)
         int r;
 
         inst->err[0] = '\0';
-        r = seal(save);
+        r = save->direct_pending ? fail(inst, -EINVAL, "%zu direct write(s) not reported done", save->direct_pending)
+                                 : seal(save);
         if (r < 0) {
                 ex_save_abort(save);
                 return r;
@@ -598,8 +663,11 @@ static const struct lupine_checkpoint_provider example_provider = {
         .load_end = ex_load_end,
         .list = ex_list,
         .remove = ex_remove,
-        .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ,
+        .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ | LUPINE_CKPT_CAP_DIRECT_WRITE,
         .save_write_at = ex_save_write_at,
+        .direct_region = ex_direct_region,
+        .save_direct_get = ex_save_direct_get,
+        .save_direct_done = ex_save_direct_done,
 };
 
 EXPORT const struct lupine_checkpoint_provider *lupine_checkpoint_provider_v1(void)

@@ -15,7 +15,7 @@
 #include "provider_load.h"
 #include "provider_suite.h"
 
-enum { ARG_EXAMPLE = 1, ARG_ABI, ARG_SIZE, ARG_NULL, ARG_NULLNAME, ARG_NOSYM, ARG_NULLTABLE, ARG_V1, ARG_COUNT };
+enum { ARG_EXAMPLE = 1, ARG_ABI, ARG_SIZE, ARG_NULL, ARG_NULLNAME, ARG_NOSYM, ARG_NULLTABLE, ARG_V1, ARG_DIRECT, ARG_COUNT };
 static char **args;
 
 static void loader_builtin(void **state)
@@ -70,8 +70,10 @@ static void example_caps(void **state)
         char err[256];
 
         assert_int_equal(lupine_provider_load(args[ARG_EXAMPLE], &p, &h, err, sizeof(err)), 0);
-        assert_int_equal(lupine_provider_caps(p), LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ);
+        assert_int_equal(lupine_provider_caps(p), LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ |
+                                                          LUPINE_CKPT_CAP_DIRECT_WRITE);
         assert_non_null(p->save_write_at);
+        assert_non_null(p->save_direct_get);
         lupine_provider_unload(h);
 }
 
@@ -96,6 +98,7 @@ static void loader_refuses_bad_tables(void **state)
         expect_refused(ARG_NULLNAME, -ELIBBAD, "name is NULL");
         expect_refused(ARG_NOSYM, -ELIBBAD, "does not export " LUPINE_CHECKPOINT_SYMBOL);
         expect_refused(ARG_NULLTABLE, -ELIBBAD, "returned NULL");
+        expect_refused(ARG_DIRECT, -ELIBBAD, "claims direct writes");
 }
 
 static void loader_refuses_missing_library(void **state)
@@ -119,7 +122,10 @@ static void loader_refuses_missing_library(void **state)
  * open. Three epochs of 12 MiB in a 12 MiB pool: the first fills it, the
  * second (while the first is still committed) falls back to malloc, the
  * third reuses the blocks the second's commit gave back. Every epoch reads
- * back exactly. */
+ * back exactly. Then direct writes (ABI version 3): the region is the
+ * pool, save_direct_get hands out blocks inside it until they run out
+ * (-ENOBUFS: save_write_at takes the rest), a commit with a block not yet
+ * reported done is refused, and what was written in place reads back. */
 static void example_reserved_pool(void **state)
 {
         const struct lupine_checkpoint_provider *p = NULL;
@@ -155,6 +161,61 @@ static void example_reserved_pool(void **state)
                 check_pattern(p, l, "manifest", 100 + epoch, 5000);
                 p->load_end(l);
         }
+        /* no region without a pool */
+        struct lupine_ckpt_instance *plain = NULL;
+        void *base = NULL;
+        size_t region = 0;
+        assert_int_equal(p->open("16", &plain), 0);
+        assert_int_equal(p->direct_region(plain, &base, &region), -ENOTSUP);
+        p->close(plain);
+        assert_int_equal(p->direct_region(inst, &base, &region), 0);
+        assert_int_equal(region, 12u << 20);
+        for (uint64_t epoch = 4; epoch <= 5; epoch++) {
+                struct lupine_ckpt_save *s = NULL;
+                struct lupine_ckpt_load *l = NULL;
+                void *at[3] = { NULL };
+                assert_int_equal(p->save_begin(inst, "pool", epoch, &s), 0);
+                /* epoch 3 holds all three blocks until epoch 4 commits:
+                 * epoch 4 gets none, epoch 5 gets them back */
+                for (int u = 0; u < 3; u++) {
+                        size_t len = u == 2 ? last : unit;
+                        int r = p->save_direct_get(s, "mem/0", (uint64_t)u * unit, len, &at[u]);
+                        if (epoch == 4) {
+                                assert_int_equal(r, -ENOBUFS);
+                                pattern_fill(buf, len, epoch, (uint64_t)u * unit);
+                                assert_int_equal(p->save_write_at(s, "mem/0", (uint64_t)u * unit, buf, len), 0);
+                                continue;
+                        }
+                        assert_int_equal(r, 0);
+                        assert_true((uint8_t *)at[u] >= (uint8_t *)base &&
+                                    (uint8_t *)at[u] + len <= (uint8_t *)base + region);
+                        pattern_fill(at[u], len, epoch, (uint64_t)u * unit);
+                }
+                if (epoch == 5) {
+                        assert_int_equal(p->save_direct_done(s, "mem/0", 0, unit), 0);
+                        assert_int_equal(p->save_direct_done(s, "mem/0", unit, unit), 0);
+                        /* one still out: a commit now would lose bytes */
+                        struct lupine_ckpt_save *early = s;
+                        assert_int_equal(p->save_commit(early), -EINVAL);
+                        assert_non_null(strstr(p->last_error(inst), "not reported done"));
+                        /* the refused commit aborted the save; epoch 4 stays */
+                        assert_int_equal(p->load_begin(inst, "pool", 0, &l, NULL), 0);
+                        check_pattern(p, l, "mem/0", 4, size);
+                        p->load_end(l);
+                        /* again, this time in full */
+                        assert_int_equal(p->save_begin(inst, "pool", epoch, &s), 0);
+                        for (int u = 0; u < 3; u++) {
+                                size_t len = u == 2 ? last : unit;
+                                assert_int_equal(p->save_direct_get(s, "mem/0", (uint64_t)u * unit, len, &at[u]), 0);
+                                pattern_fill(at[u], len, epoch, (uint64_t)u * unit);
+                                assert_int_equal(p->save_direct_done(s, "mem/0", (uint64_t)u * unit, len), 0);
+                        }
+                }
+                assert_int_equal(p->save_commit(s), 0);
+                assert_int_equal(p->load_begin(inst, "pool", 0, &l, NULL), 0);
+                check_pattern(p, l, "mem/0", epoch, size);
+                p->load_end(l);
+        }
         p->close(inst);
         lupine_provider_unload(h);
         free(buf);
@@ -178,7 +239,7 @@ int main(int argc, char **argv)
         int r;
 
         if (argc != ARG_COUNT) {
-                fprintf(stderr, "usage: %s EXAMPLE.so BAD-abi BAD-size BAD-null BAD-nullname BAD-nosym BAD-nulltable V1\n",
+                fprintf(stderr, "usage: %s EXAMPLE.so BAD-abi BAD-size BAD-null BAD-nullname BAD-nosym BAD-nulltable V1 BAD-direct\n",
                         argv[0]);
                 return 2;
         }
