@@ -263,7 +263,6 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
                 return rc;
         uint64_t epoch = s->epoch + 1;
         struct saver sv = { .s = s };
-        unsigned lanes = (mem & CKPT_MEM_DURABLE) ? lupw_lanes_wanted(s) : 0;
         rc = s->prov_ops->save_begin(s->prov_inst, s->name, epoch, &sv.save);
         if (rc < 0) {
                 lup_err("session %s: checkpoint: %s", s->name, s->prov_ops->last_error(s->prov_inst));
@@ -416,7 +415,8 @@ out:
                                  : mem == CKPT_MEM_HOT                     ? "hot"
                                                                            : "durable",
                                  bytes / 1073741824.0, s->n_chunks, (unsigned long long)copied, dt,
-                                 dt > 0 ? copied / dt / 1e9 : 0.0, s->prov_ops->name, lanes);
+                                 dt > 0 ? copied / dt / 1e9 : 0.0, s->prov_ops->name,
+                                 (mem & CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
                         s->epoch = epoch;
                         /* a corrupt checkpoint is no checkpoint: the drain must not count on it */
                         if (verify_wanted(s) && (mem & CKPT_MEM_DURABLE))

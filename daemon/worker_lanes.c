@@ -53,6 +53,7 @@ struct job {
         struct lupine_ckpt_load *ld;
         bool concurrent;          /* the provider may be called from several lanes at once */
         bool direct;              /* saves go straight into the provider's pinned region */
+        unsigned max_lanes;       /* automatic lane count's cap for this job, 0 for none */
         struct lupw_mem_span *spans;
         uint64_t *first_unit;     /* n_spans + 1 entries: span i has units [first_unit[i], first_unit[i + 1]) */
         size_t n_spans;
@@ -74,7 +75,8 @@ struct lane_arg {
         bool started;
 };
 
-unsigned lupw_lanes_wanted(const struct lupw_session *s)
+/* --checkpoint-lanes, else a valid LUPINE_CHECKPOINT_LANES, else 0. */
+static long lanes_asked(const struct lupw_session *s)
 {
         long v = s->cfg ? s->cfg->checkpoint_lanes : 0;
         if (v <= 0) {
@@ -86,6 +88,12 @@ unsigned lupw_lanes_wanted(const struct lupw_session *s)
                                 v = 0; /* a bad value means automatic, as unset does */
                 }
         }
+        return v > 0 ? v : 0;
+}
+
+unsigned lupw_lanes_wanted(const struct lupw_session *s)
+{
+        long v = lanes_asked(s);
         if (v <= 0) {
                 long cpus = sysconf(_SC_NPROCESSORS_ONLN);
                 v = cpus;
@@ -491,6 +499,8 @@ static int run(struct lupw_session *s, struct job *job, void *(*lane_fn)(void *)
                 return 0;
         }
         unsigned want = lupw_lanes_wanted(s);
+        if (job->max_lanes && want > job->max_lanes && lanes_asked(s) == 0)
+                want = job->max_lanes;
         if (want > job->n_units)
                 want = (unsigned)job->n_units;
         int k = lanes_get(s, want);
@@ -547,7 +557,21 @@ int lupw_lanes_save(struct lupw_session *s, struct lupine_ckpt_save *save, struc
                 for (size_t i = 0; i < n; i++)
                         spans[i].on_gpu = false;
         }
+        /* Lanes exist to spread CPU work. With direct writes and the GPU
+         * hashing, a lane only queues device copies and waits, and more of
+         * them at once than this made the H200's saves slower, not faster
+         * (docs/benchmarks.md). An explicit lane count still wins. */
+        bool all_on_gpu = true;
+        for (size_t i = 0; i < n; i++)
+                all_on_gpu = all_on_gpu && spans[i].on_gpu;
+        if (job.direct && all_on_gpu)
+                job.max_lanes = LUPW_LANES_DIRECT_MAX;
         return run(s, &job, save_lane, why, whylen);
+}
+
+unsigned lupw_lanes_used(const struct lupw_session *s)
+{
+        return s->lanes ? s->lanes->n : 0;
 }
 
 int lupw_lanes_restore(struct lupw_session *s, struct lupine_ckpt_load *ld, struct lupw_mem_span *spans, size_t n,

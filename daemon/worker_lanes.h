@@ -30,6 +30,7 @@
 
 #define LUPW_LANE_UNIT (4u * PIECE) /* bytes one lane step moves; a multiple of PIECE */
 #define LUPW_LANES_DEFAULT_MAX 16u  /* automatic: min(this, online CPUs) */
+#define LUPW_LANES_DIRECT_MAX 4u    /* automatic, for a save with direct writes hashed on the GPU */
 
 struct lupw_session;
 struct lupine_ckpt_save;
@@ -67,6 +68,9 @@ int lupw_lanes_save(struct lupw_session *s, struct lupine_ckpt_save *save, struc
  */
 int lupw_lanes_restore(struct lupw_session *s, struct lupine_ckpt_load *ld, struct lupw_mem_span *spans, size_t n,
                        char *why, size_t whylen);
+
+/* The lanes the last save or restore ran with (0 before any). */
+unsigned lupw_lanes_used(const struct lupw_session *s);
 
 /* Gets a new session's checkpoints ready ahead of the first one: loads
  * the GPU hash kernel and, for a provider with direct writes (ABI version

@@ -15,7 +15,7 @@
 #include "worker_session.h"
 
 #define KERNEL_NAME "lupine_piece_hash"
-#define BLOCK_THREADS 64u /* 16 pieces per block: many blocks even for a small chunk */
+#define BLOCK_THREADS 128u /* 32 pieces per block */
 
 enum { UNTRIED = 0, READY = 1, UNUSABLE = -1 };
 
@@ -112,49 +112,56 @@ static uint64_t pieces_of(const struct lupw_mem_span *sp)
         return (sp->size + PIECE - 1) / PIECE;
 }
 
-/* Launches the kernel for every on_gpu span into out (pinned, one u64 per
- * piece, spans in order) and waits for all of them. */
-static int launch_all(struct lupw_session *s, struct lupw_mem_span *spans, size_t n, uint64_t *out, char *why,
-                      size_t whylen)
+/* Hashes every piece of the on_gpu spans: one launch per device over a
+ * table of (address, length) pairs, grouped by device. pin holds `total`
+ * results followed by the table (2 * total u64s); first[i] is where span
+ * i's results begin. Waits for every launch. */
+static int launch_all(struct lupw_session *s, struct lupw_mem_span *spans, size_t n, uint64_t *pin, uint64_t total,
+                      uint64_t *first, char *why, size_t whylen)
 {
         const struct lupw_backend *be = &s->be.fn;
         struct lupw_piece_hash *ph = s->piece_hash;
+        uint64_t *out = pin, *table = pin + total;
         bool used[LUP_MAX_DEVICES] = { false };
         uint64_t at = 0;
-        int bound = -1;
         CUresult r = CUDA_SUCCESS;
-        for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
-                struct lupw_mem_span *sp = &spans[i];
-                if (!sp->on_gpu)
-                        continue;
-                int d = sp->device;
-                if (d != bound) {
-                        if ((r = be->cuCtxSetCurrent(s->primary[d])) != CUDA_SUCCESS)
-                                break;
-                        bound = d;
+        for (int d = 0; d < (int)LUP_MAX_DEVICES && r == CUDA_SUCCESS; d++) {
+                uint64_t start = at;
+                for (size_t i = 0; i < n; i++) {
+                        const struct lupw_mem_span *sp = &spans[i];
+                        if (!sp->on_gpu || sp->device != d)
+                                continue;
+                        first[i] = at;
+                        for (uint64_t off = 0; off < sp->size; off += PIECE, at++) {
+                                table[2 * at] = sp->addr + off;
+                                table[2 * at + 1] = sp->size - off < PIECE ? sp->size - off : PIECE;
+                        }
                 }
-                uint64_t pieces = pieces_of(sp), piece = PIECE, addr = sp->addr, size = sp->size;
-                uint64_t dst = (uint64_t)(uintptr_t)(out + at);
-                void *params[] = { &addr, &size, &piece, &dst };
+                if (at == start)
+                        continue;
+                uint64_t pieces = at - start;
+                uint64_t tab = (uint64_t)(uintptr_t)(table + 2 * start), dst = (uint64_t)(uintptr_t)(out + start);
+                void *params[] = { &tab, &pieces, &dst };
                 uint64_t blocks = (pieces * 4 + BLOCK_THREADS - 1) / BLOCK_THREADS;
-                r = be->cuLaunchKernel(ph->dev[d].fn, (unsigned)blocks, 1, 1, BLOCK_THREADS, 1, 1, 0,
-                                       ph->dev[d].stream, params, NULL);
+                r = be->cuCtxSetCurrent(s->primary[d]);
+                if (r == CUDA_SUCCESS)
+                        r = be->cuLaunchKernel(ph->dev[d].fn, (unsigned)blocks, 1, 1, BLOCK_THREADS, 1, 1, 0,
+                                               ph->dev[d].stream, params, NULL);
                 used[d] = true;
-                at += pieces;
         }
-        CUresult first = r;
+        CUresult first_err = r;
         for (int d = 0; d < (int)LUP_MAX_DEVICES; d++) {
                 if (!used[d])
                         continue;
                 r = be->cuCtxSetCurrent(s->primary[d]);
                 if (r == CUDA_SUCCESS)
                         r = be->cuStreamSynchronize(ph->dev[d].stream);
-                if (first == CUDA_SUCCESS)
-                        first = r;
+                if (first_err == CUDA_SUCCESS)
+                        first_err = r;
         }
         s->bound_id = 0;
-        if (first != CUDA_SUCCESS) {
-                snprintf(why, whylen, "the GPU hash kernel failed (CUresult %d)", (int)first);
+        if (first_err != CUDA_SUCCESS) {
+                snprintf(why, whylen, "the GPU hash kernel failed (CUresult %d)", (int)first_err);
                 return -EIO;
         }
         return 0;
@@ -174,43 +181,51 @@ int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, siz
                 }
         if (total == 0)
                 return 0;
-        /* pinned host memory: under unified addressing the kernel writes it
-         * directly, from any device */
+        uint64_t *first = malloc(n * sizeof(*first));
+        if (!first) {
+                snprintf(why, whylen, "out of memory");
+                return -ENOMEM;
+        }
+        /* pinned host memory for the results and the table: under unified
+         * addressing the kernel reads and writes it directly, from any
+         * device */
         void *pin = NULL;
         CUresult r = be->cuCtxSetCurrent(s->primary[ctx_dev]);
         if (r == CUDA_SUCCESS)
-                r = be->cuMemAllocHost_v2(&pin, total * sizeof(uint64_t));
+                r = be->cuMemAllocHost_v2(&pin, total * 3 * sizeof(uint64_t));
         s->bound_id = 0;
         if (r != CUDA_SUCCESS) {
+                free(first);
                 snprintf(why, whylen, "cannot allocate %" PRIu64 " bytes of pinned memory for hashes (CUresult %d)",
-                         total * 8, (int)r);
+                         total * 24, (int)r);
                 return -ENOMEM;
         }
         uint64_t *out = pin;
         double t0 = now_s();
-        int rc = launch_all(s, spans, n, out, why, whylen);
+        int rc = launch_all(s, spans, n, out, total, first, why, whylen);
         if (rc == 0)
                 lup_info("session %s: the GPU %s %.2f GiB in %.3f s", s->name, check ? "checked" : "hashed",
                          (double)total * PIECE / 1073741824.0, now_s() - t0);
-        for (size_t i = 0, at = 0; i < n && rc == 0; i++) {
+        for (size_t i = 0; i < n && rc == 0; i++) {
                 const struct lupw_mem_span *sp = &spans[i];
                 if (!sp->on_gpu)
                         continue;
                 uint64_t pieces = pieces_of(sp);
+                const uint64_t *got = out + first[i];
                 if (!check) {
-                        memcpy(sp->hashes, out + at, pieces * sizeof(uint64_t));
-                } else {
-                        for (uint64_t p = 0; p < pieces; p++)
-                                if (out[at + p] != sp->hashes[p]) {
-                                        snprintf(why, whylen, "memory at 0x%" PRIx64 " does not match its checksum",
-                                                 sp->addr + p * PIECE);
-                                        rc = -EBADMSG;
-                                        break;
-                                }
+                        memcpy(sp->hashes, got, pieces * sizeof(uint64_t));
+                        continue;
                 }
-                at += pieces;
+                for (uint64_t p = 0; p < pieces; p++)
+                        if (got[p] != sp->hashes[p]) {
+                                snprintf(why, whylen, "memory at 0x%" PRIx64 " does not match its checksum",
+                                         sp->addr + p * PIECE);
+                                rc = -EBADMSG;
+                                break;
+                        }
         }
         be->cuMemFreeHost(pin);
+        free(first);
         return rc;
 }
 

@@ -256,27 +256,29 @@ static CUresult twin_printf_hello(const struct sim_twin_args *a)
 }
 
 /* lupined's own kernel (daemon/gpu/piece_hash.cu): lup_hash64 of every
- * piece of a range, so the daemon's GPU-hash path runs on the sim too. It
- * is the very function the kernel mirrors (common/hash.c is built in). */
+ * piece a table names (address, length), so the daemon's GPU-hash path
+ * runs on the sim too. It is the very function the kernel mirrors
+ * (common/hash.c is built in). */
 static CUresult twin_lupine_piece_hash(const struct sim_twin_args *a)
 {
-        uint64_t size, piece;
-        const uint8_t *base;
+        uint64_t pieces;
+        const uint64_t *table;
         uint64_t *out;
         CUresult r;
 
-        param(a, 1, &size, sizeof(size));
-        param(a, 2, &piece, sizeof(piece));
-        if (piece == 0)
-                return CUDA_ERROR_ILLEGAL_ADDRESS; /* the kernel divides by it */
-        uint64_t pieces = size / piece + (size % piece != 0);
-        if ((r = mem(a, param_ptr(a, 0), size, SIM_NEED_READ, (void **)&base)) != CUDA_SUCCESS ||
-            (r = mem(a, param_ptr(a, 3), pieces * sizeof(*out), SIM_NEED_WRITE, (void **)&out)) != CUDA_SUCCESS)
+        param(a, 1, &pieces, sizeof(pieces));
+        if (pieces > SIZE_MAX / 16)
+                return CUDA_ERROR_ILLEGAL_ADDRESS;
+        if ((r = mem(a, param_ptr(a, 0), pieces * 16, SIM_NEED_READ, (void **)&table)) != CUDA_SUCCESS ||
+            (r = mem(a, param_ptr(a, 2), pieces * 8, SIM_NEED_WRITE, (void **)&out)) != CUDA_SUCCESS)
                 return r;
         for (uint64_t p = 0; p < pieces; p++) {
-                uint64_t n = size - p * piece < piece ? size - p * piece : piece;
-                out[p] = lup_hash64(base + p * piece, (size_t)n, 0);
+                const uint8_t *base;
+                if ((r = mem(a, table[2 * p], table[2 * p + 1], SIM_NEED_READ, (void **)&base)) != CUDA_SUCCESS)
+                        return r;
         }
+        for (uint64_t p = 0; p < pieces; p++)
+                out[p] = lup_hash64((const void *)(uintptr_t)table[2 * p], (size_t)table[2 * p + 1], 0);
         return CUDA_SUCCESS;
 }
 
@@ -292,7 +294,7 @@ static const struct sim_twin twins[] = {
         { "struct_param", 2, { 32, 8 }, NULL, true, twin_struct_param },
         /* under the lock: it finds its context's FIFO */
         { "printf_hello", 1, { 4 }, NULL, true, twin_printf_hello },
-        { "lupine_piece_hash", 4, { 8, 8, 8, 8 }, NULL, true, twin_lupine_piece_hash },
+        { "lupine_piece_hash", 3, { 8, 8, 8 }, NULL, true, twin_lupine_piece_hash },
 };
 
 /* Any kernel named empty* runs as a no-op, whatever its parameters. */

@@ -28,7 +28,7 @@ same cores, so the figures show how the path scales with lanes, not GPU
 figures.
 
 usage: ckpt_bench.py [--build DIR] [--backend sim|cuda] [--gib 1,4,16]
-                     [--lanes 1,2,4] [--provider dir,example] [--hash gpu,cpu]
+                     [--lanes auto,1,2,4] [--provider dir,example] [--hash gpu,cpu]
                      [--dir PATH] [--repeat N]
 
 Every combination runs; one line each.
@@ -64,7 +64,8 @@ def start(a, prov, gib, hash_on, port, lanes, ckdir, log):
     env.pop('LD_LIBRARY_PATH', None)
     env['LUPINE_CHECKPOINT_GPU_HASH'] = '1' if hash_on == 'gpu' else '0'
     cmd = [f'{a.build}/daemon/lupined', '--backend', a.backend, '--listen', f'127.0.0.1:{port}',
-           '--drain-timeout', '900', '--checkpoint-lanes', str(lanes)]
+           '--drain-timeout', '900'] + (['--checkpoint-lanes', str(lanes)] if lanes else [])
+    env.pop('LUPINE_CHECKPOINT_LANES', None)
     if prov == 'dir':
         cmd += ['--checkpoint-dir', ckdir]
     else:
@@ -123,7 +124,7 @@ def one(a, prov, gib, hash_on, lanes):
         ck = SAVE_RE.search(text)
         if not ck:
             raise RuntimeError('no checkpoint line in the log:\n' + text[-2000:])
-        if int(ck.group(5)) != lanes:
+        if lanes and int(ck.group(5)) != lanes:
             raise RuntimeError(f'asked for {lanes} lanes, the worker used {ck.group(5)}')
         if prov == 'dir':
             rs = RESTORE_RE.search(text)
@@ -133,7 +134,7 @@ def one(a, prov, gib, hash_on, lanes):
         else:
             verified = 'every piece matches' in text
         parts = '; '.join(dict.fromkeys(PARTS_RE.findall(text)))
-        return float(ck.group(3)), restore, verified, parts
+        return float(ck.group(3)), restore, verified, parts, int(ck.group(5))
 
 
 def main():
@@ -141,13 +142,13 @@ def main():
     ap.add_argument('--build', default='build')
     ap.add_argument('--backend', default='sim')
     ap.add_argument('--gib', default='1', help='session sizes in GiB, comma-separated')
-    ap.add_argument('--lanes', default='1,2')
+    ap.add_argument('--lanes', default='1,2', help='lane counts, comma-separated; auto: the daemon\'s own choice')
     ap.add_argument('--provider', default='dir', help='dir, example, or both comma-separated')
     ap.add_argument('--hash', default='gpu', help='gpu, cpu, or both comma-separated')
     ap.add_argument('--dir', default='/dev/shm')
     ap.add_argument('--repeat', type=int, default=1, help='runs per combination; the best is printed')
     a = ap.parse_args()
-    ks = [int(x) for x in a.lanes.split(',')]
+    ks = [0 if x == 'auto' else int(x) for x in a.lanes.split(',')]
     sizes = [int(x) for x in a.gib.split(',')]
     provs = a.provider.split(',')
     hashes = a.hash.split(',')
@@ -171,10 +172,13 @@ def main():
                     rest = max((r[1] for r in runs if r[1] is not None), default=None)
                     ver = all(r[2] for r in runs)
                     ok = ok and ver
-                    print(f'{gib:>4} {prov:>8} {hash_on:>4} {k:>5} {save:>10.2f} '
+                    used = f'{runs[-1][4]}' + ('' if k else '*')
+                    print(f'{gib:>4} {prov:>8} {hash_on:>4} {used:>5} {save:>10.2f} '
                           f'{rest if rest is not None else "-":>13} {"yes" if ver else "NO":>9}', flush=True)
                     if runs[-1][3]:
                         print(f'#    {runs[-1][3]}', flush=True)
+    if 0 in ks:
+        print('# lanes*: the daemon chose the lane count itself')
     return 0 if ok else 1
 
 
