@@ -260,7 +260,16 @@ static bool direct_ready(struct lupw_session *s)
 void lupw_lanes_prepare(struct lupw_session *s)
 {
         lupw_piece_hash_prepare(s);
-        (void)direct_ready(s);
+        /* With direct writes the lanes are few and small, so they are made
+         * now too (streams, events, pinned buffers cost milliseconds);
+         * otherwise they wait for the first save, which may never come,
+         * rather than hold 8 MiB of pinned memory per lane all along. */
+        if (direct_ready(s) && lupw_piece_hash_ready(s, 0)) {
+                unsigned want = lupw_lanes_wanted(s);
+                if (lanes_asked(s) == 0 && want > LUPW_LANES_DIRECT_MAX)
+                        want = LUPW_LANES_DIRECT_MAX;
+                (void)lanes_get(s, want);
+        }
 }
 
 void lupw_lanes_direct_release(struct lupw_session *s)

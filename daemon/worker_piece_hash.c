@@ -229,6 +229,12 @@ int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, siz
         return rc;
 }
 
+bool lupw_piece_hash_ready(const struct lupw_session *s, int device)
+{
+        return s->piece_hash && device >= 0 && device < (int)LUP_MAX_DEVICES &&
+               s->piece_hash->dev[device].state == READY;
+}
+
 void lupw_piece_hash_prepare(struct lupw_session *s)
 {
         if (gpu_hash_allowed() && s->n_devices > 0 && s->primary[0]) {

@@ -43,6 +43,9 @@ int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, siz
  * the PTX, then costs no checkpoint any time. */
 void lupw_piece_hash_prepare(struct lupw_session *s);
 
+/* Whether the kernel is loaded on `device`. */
+bool lupw_piece_hash_ready(const struct lupw_session *s, int device);
+
 /* Unloads the kernel; a no-op when it was never loaded. */
 void lupw_piece_hash_free(struct lupw_session *s);
 
