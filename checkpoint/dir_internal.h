@@ -79,6 +79,7 @@ enum dir_fault_point {
         DIR_FAULT_CRASH_RENAME, /* ... after the marker, before the rename */
         DIR_FAULT_CRASH_CLEANUP,/* ... after the rename, before old epochs go */
         DIR_FAULT_NO_URING,     /* pretend io_uring is unavailable: pwrite/fsync */
+        DIR_FAULT_FLIP,         /* the Nth load_read of a load flips a bit of what it returns */
         DIR_FAULT_COUNT
 };
 
@@ -153,6 +154,7 @@ struct lupine_ckpt_load {
         pthread_mutex_t mu;     /* the cache and the error buffer, while reads overlap */
         uint64_t tick;
         struct dir_load_fd cache[DIR_LOAD_FDS];
+        struct dir_fault_counts counts; /* under mu */
 };
 
 struct dir_marker {

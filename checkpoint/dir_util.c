@@ -546,6 +546,7 @@ static const struct {
         { "crash-before-rename", DIR_FAULT_CRASH_RENAME, ECANCELED },
         { "crash-before-cleanup", DIR_FAULT_CRASH_CLEANUP, ECANCELED },
         { "no-uring", DIR_FAULT_NO_URING, 0 },
+        { "flip", DIR_FAULT_FLIP, 0 },
 };
 
 static const struct {
@@ -592,7 +593,7 @@ static int parse_fault_rule(const char *rule, size_t len, struct dir_faults *f)
         if (nf == 3) {
                 size_t k;
                 if (f->err[p] == 0)
-                        return -EINVAL; /* "short" and "no-uring" take no errno */
+                        return -EINVAL; /* "short", "no-uring" and "flip" take no errno */
                 for (k = 0; k < sizeof(fault_errnos) / sizeof(fault_errnos[0]); k++)
                         if (strcmp(fields[2], fault_errnos[k].name) == 0)
                                 break;

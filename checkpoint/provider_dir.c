@@ -438,6 +438,13 @@ static int64_t dir_load_read(struct lupine_ckpt_load *load, const char *name, ui
                 if ((size_t)n < want)
                         break;
         }
+        if (got > 0) {
+                pthread_mutex_lock(&load->mu);
+                bool flip = dir_fault_hit(&load->inst->faults, &load->counts, DIR_FAULT_FLIP) != 0;
+                pthread_mutex_unlock(&load->mu);
+                if (flip)
+                        ((uint8_t *)buf)[got / 2] ^= 0x10;
+        }
         return (int64_t)got;
 }
 

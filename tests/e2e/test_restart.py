@@ -20,7 +20,8 @@ previous checkpoint stays restorable. Memory hashes made on the CPU are
 checked on the GPU and the other way round, and a flipped bit in saved
 memory is refused by either check. --checkpoint-verify reads saved memory
 back through the directory provider and through the example provider
-with direct writes, every piece matching the GPU's hash.
+with direct writes, every piece matching the GPU's hash, and fails a save
+whose read-back has one bit flipped.
 """
 import os
 import random
@@ -375,13 +376,15 @@ def direct_and_verify(lupined, progs, shim, tmp):
     reserved, where the GPU copies straight into the provider's memory
     (ABI version 3 direct writes) and no CPU copies the bytes."""
     example = os.path.join(progs, 'providers', 'liblupine-example-provider.so')
-    cases = (('directory', os.path.join(tmp, 'ckpt7'), []),
-             ('direct', None, ['--checkpoint-provider', example, '--checkpoint-config', '1280,reserve']))
-    for name, ckdir, args in cases:
+    cases = (('directory', os.path.join(tmp, 'ckpt7'), [], {}),
+             ('direct', None, ['--checkpoint-provider', example, '--checkpoint-config', '1280,reserve'], {}),
+             # the directory provider flips a bit in the first read back
+             ('flipped', os.path.join(tmp, 'ckpt8'), [], {'LUPINE_DIR_PROVIDER_FAIL': 'flip:1'}))
+    for name, ckdir, args, env in cases:
         port = free_port()
         log = os.path.join(tmp, 'lupined7.log')
         go = os.path.join(tmp, 'go7')
-        d = Daemon(lupined, ckdir, port, log, args=args + ['--checkpoint-verify'])
+        d = Daemon(lupined, ckdir, port, log, env, args=args + ['--checkpoint-verify'])
         start = len(d.text())
         c = subprocess.Popen([os.path.join(progs, 'e2e_bigsession'), '1', go], env=client_env(shim, port, name),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -390,6 +393,11 @@ def direct_and_verify(lupined, progs, shim, tmp):
             check(f'verify ({name}): the client filled 1 GiB', line is not None and 'filled' in line, repr(line))
             rc = d.stop(timeout=120)
             text = d.text()[start:]
+            if name == 'flipped':
+                check('verify: a bit flipped on the way back fails the checkpoint loudly, and the drain says so',
+                      rc == 1 and 'flipped: checkpoint epoch 1 is corrupt: mem/' in text
+                      and 'does not match its hash' in text and 'LOST' in text, f'rc={rc} ' + text[-1500:])
+                continue
             check(f'verify ({name}): the drain exits 0', rc == 0, f'rc={rc} ' + text[-1500:])
             check(f'verify ({name}): the checkpoint read back matches the GPU\'s hashes piece by piece',
                   f'{name}: checkpoint epoch 1 verified: 1.00 GiB' in text and 'every piece matches' in text,

@@ -75,6 +75,13 @@ if [ -z "${LUPINE_GPU_QUICK:-}" ]; then
         step "4 and 16 GiB sessions checkpointed to disk and restored (tests/gpu/bigsession.py)" \
                 python3 tests/gpu/bigsession.py "$BUILD" 4 16
         grep -h "GiB session: drain" "$LOG" | tail -n 2
+        # checkpoint throughput to host memory (the example provider, direct
+        # writes, every save read back and checked) and to /dev/shm with
+        # the restore, 1, 4 and 16 GiB; fails if any byte does not match
+        step "checkpoint and restore throughput, 1/4/16 GiB (tests/bench/ckpt_bench.py)" \
+                python3 tests/bench/ckpt_bench.py --build "$BUILD" --backend cuda --gib 1,4,16 \
+                --provider example,dir --hash gpu --lanes auto
+        grep -h "^ *[0-9]* *\(example\|dir\) " "$LOG" | tail -n 6
 fi
 
 # Issue 5 and 6 on the real GPU: unmodified runtime programs, PyTorch and

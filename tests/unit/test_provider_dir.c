@@ -503,11 +503,43 @@ static void without_io_uring(void **state)
         assert_int_equal(faulty_save(env, "p4", "no-uring", &visible2), 0);
 }
 
+/* "flip:N": the Nth read of a load that returns bytes has one bit flipped
+ * (the daemon's --checkpoint-verify and restore checks are tested with it);
+ * other reads, and other loads, are exact. */
+static void flipped_read(void **state)
+{
+        struct suite_env *env = *state;
+        struct lupine_ckpt_instance *inst = open_faulty(env, NULL);
+        struct lupine_ckpt_load *l = NULL;
+        uint8_t want[4096], got[4096];
+
+        save_small(P, inst, "flip", 1, 7);
+        P->close(inst);
+        inst = open_faulty(env, "flip:2");
+        for (int round = 0; round < 2; round++) {
+                assert_int_equal(P->load_begin(inst, "flip", 0, &l, NULL), 0);
+                for (int read = 1; read <= 3; read++) {
+                        uint64_t size = 0;
+                        assert_int_equal(P->load_size(l, "manifest", &size), 0);
+                        assert_true(size > 0 && size <= sizeof(got));
+                        assert_int_equal(P->load_read(l, "manifest", 0, got, size), (int64_t)size);
+                        if (read == 1 && round == 0)
+                                memcpy(want, got, size); /* the first read is exact */
+                        size_t diff = 0;
+                        for (size_t i = 0; i < size; i++)
+                                diff += got[i] != want[i];
+                        assert_int_equal(diff, read == 2 ? 1 : 0); /* in every load, the 2nd read only */
+                }
+                P->load_end(l);
+        }
+        P->close(inst);
+}
+
 static void bad_fault_spec(void **state)
 {
         struct suite_env *env = *state;
         const char *bad[] = { "bogus", "write:0", "write:x", "write:1:EWHAT", "short:1:EIO", "write:1:EIO:3", ":",
-                              "write::EIO" };
+                              "write::EIO", "flip:1:EIO" };
         struct lupine_ckpt_instance *inst = NULL;
 
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -771,9 +803,10 @@ int main(void)
                 T(corrupted_epochs),
                 T(config_from_environment),
                 T(striped_objects),
+                T(flipped_read),
         };
 #undef T
-        size_t n = 17;
+        size_t n = 18;
 
         P = lupine_dir_provider();
         env.p = P;
