@@ -248,6 +248,16 @@ def disk_full(lupined, progs, shim, kernels, tmp):
     d.stop()
 
 
+def bigsession(progs, shim, port, name, go, label):
+    """A client holding 1 GiB (e2e_bigsession) that has filled it and waits
+    for the file `go` before it reads back and checks every byte."""
+    c = subprocess.Popen([os.path.join(progs, 'e2e_bigsession'), '1', go], env=client_env(shim, port, name),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = read_line(c.stdout, 120)
+    check(f'{label}: the client filled 1 GiB', line is not None and 'filled' in line, repr(line))
+    return c
+
+
 def lanes_and_write_fault(lupined, progs, shim, tmp):
     """1 GiB saved by 3 lanes, restored by 4; that daemon's save fails at
     a provider write in the middle (the 100th of 256 writes of 4 MiB): the
@@ -258,11 +268,8 @@ def lanes_and_write_fault(lupined, progs, shim, tmp):
     log = os.path.join(tmp, 'lupined5.log')
     go = os.path.join(tmp, 'go5')
     d = Daemon(lupined, ckdir, port, log, {'LUPINE_CHECKPOINT_LANES': '3'})
-    c = subprocess.Popen([os.path.join(progs, 'e2e_bigsession'), '1', go], env=client_env(shim, port, 'lanes'),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    c = bigsession(progs, shim, port, 'lanes', go, 'lanes')
     try:
-        line = read_line(c.stdout, 120)
-        check('lanes: the client filled 1 GiB', line is not None and 'filled' in line, repr(line))
         check('lanes: the drain with 3 lanes exits 0', d.stop(timeout=120) == 0)
         text = d.text()
         check('lanes: epoch 1 was saved by 3 lanes', 'checkpoint epoch 1 (durable)' in text and '3 lane(s)' in text,
@@ -327,11 +334,8 @@ def memory_checksums(lupined, progs, shim, tmp):
     log = os.path.join(tmp, 'lupined6.log')
     go = os.path.join(tmp, 'go6')
     d = Daemon(lupined, ckdir, port, log, {'LUPINE_CHECKPOINT_GPU_HASH': '0'})
-    c = subprocess.Popen([os.path.join(progs, 'e2e_bigsession'), '1', go], env=client_env(shim, port, 'sums'),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    c = bigsession(progs, shim, port, 'sums', go, 'checksums')
     try:
-        line = read_line(c.stdout, 120)
-        check('checksums: the client filled 1 GiB', line is not None and 'filled' in line, repr(line))
         check('checksums: the drain exits 0', d.stop(timeout=120) == 0)
         text = d.text()
         check('checksums: the save hashed on the CPU, as asked',
@@ -386,11 +390,8 @@ def direct_and_verify(lupined, progs, shim, tmp):
         go = os.path.join(tmp, 'go7')
         d = Daemon(lupined, ckdir, port, log, env, args=args + ['--checkpoint-verify'])
         start = len(d.text())
-        c = subprocess.Popen([os.path.join(progs, 'e2e_bigsession'), '1', go], env=client_env(shim, port, name),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        c = bigsession(progs, shim, port, name, go, f'verify ({name})')
         try:
-            line = read_line(c.stdout, 120)
-            check(f'verify ({name}): the client filled 1 GiB', line is not None and 'filled' in line, repr(line))
             rc = d.stop(timeout=120)
             text = d.text()[start:]
             if name == 'flipped':
