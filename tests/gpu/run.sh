@@ -72,9 +72,9 @@ if [ -z "${LUPINE_GPU_QUICK:-}" ]; then
         step "restart test with real kernels (tests/e2e/test_restart.py, 3 restarts and the fault cases)" \
                 env LUPINE_TEST_BACKEND=cuda python3 tests/e2e/test_restart.py "$BUILD/daemon/lupined" "$BUILD/tests" \
                 "$BUILD/shim" tests/kernels 3
-        step "4 and 16 GiB sessions checkpointed to disk and restored (tests/gpu/bigsession.py)" \
-                python3 tests/gpu/bigsession.py "$BUILD" 4 16
-        grep -h "GiB session: drain" "$LOG" | tail -n 2
+        step "1, 4 and 16 GiB sessions checkpointed to disk and restored (tests/gpu/bigsession.py)" \
+                python3 tests/gpu/bigsession.py "$BUILD" 1 4 16
+        grep -h "GiB session: drain" "$LOG" | tail -n 3
         # checkpoint throughput to host memory (the example provider, direct
         # writes, every save read back and checked) and to /dev/shm with
         # the restore, 1, 4 and 16 GiB; fails if any byte does not match
