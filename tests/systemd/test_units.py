@@ -60,7 +60,8 @@ def check_policy(service, sockets):
     for k, v in want.items():
         if s.get(k) != [v]:
             fail('lupined.service: %s=%s expected, found %s' % (k, v, s.get(k)))
-    for k in ('WatchdogSec', 'TimeoutStopSec', 'ExecReload', 'FileDescriptorStoreMax', 'StateDirectory'):
+    for k in ('WatchdogSec', 'TimeoutStopSec', 'ExecReload', 'FileDescriptorStoreMax', 'StateDirectory',
+              'CacheDirectory'):
         if k not in s:
             fail('lupined.service: %s= is missing' % k)
     if int(s['FileDescriptorStoreMax'][0]) < 4096:
