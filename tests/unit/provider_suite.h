@@ -22,6 +22,7 @@
 struct suite_env {
         const struct lupine_checkpoint_provider *p;
         bool needs_dir;         /* config is a fresh directory per test */
+        const char *config;     /* else this config (NULL: the provider's default) */
         char dir[PATH_MAX];     /* that directory while a test runs */
 };
 

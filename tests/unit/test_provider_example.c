@@ -223,7 +223,7 @@ static void example_reserved_pool(void **state)
 
 int main(int argc, char **argv)
 {
-        static struct suite_env env;
+        static struct suite_env env, reserved;
         struct CMUnitTest tests[32] = {
                 cmocka_unit_test(loader_builtin),
                 cmocka_unit_test(loader_example),
@@ -250,6 +250,9 @@ int main(int argc, char **argv)
         }
         env.needs_dir = false;
         n += suite_add_tests(tests + n, sizeof(tests) / sizeof(tests[0]) - n, &env);
+        /* again with memory reserved up front: pool blocks, and direct writes */
+        reserved = (struct suite_env){ .p = env.p, .config = "256,reserve" };
+        n += suite_add_tests(tests + n, sizeof(tests) / sizeof(tests[0]) - n, &reserved);
         r = _cmocka_run_group_tests("provider-example", tests, n, NULL, NULL);
         lupine_provider_unload(h);
         return r;
