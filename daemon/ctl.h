@@ -76,7 +76,8 @@
  * Worker command line (built by the supervisor):
  *   lupined --worker --ctl-fd=3 --backend=KIND --log-level=N
  *           [--checkpoint-dir=DIR | --checkpoint-provider=PATH [--checkpoint-config=STR]]
- *           [--session-ttl=SECONDS] [--restore=SESSION [--hot]]
+ *           [--session-ttl=SECONDS] [--checkpoint-lanes=N] [--checkpoint-verify]
+ *           [--restore=SESSION [--hot]]
  * With --restore the worker loads SESSION's newest committed checkpoint,
  * reports READY (with the slot from the checkpoint) and waits for ATTACH
  * (or, given a connection with LUPD_CTL_CONN, serves it at once).
