@@ -97,9 +97,6 @@ int lupw_send(struct lupw_session *s, struct iovec *iov, int iovcnt, bool stream
 {
         struct lupw_tx *t = &s->tx;
         pthread_mutex_lock(&t->lock);
-        if (stream)
-                for (int i = 0; i < iovcnt; i++)
-                        log_append(t, iov[i].iov_base, iov[i].iov_len);
         int rc = -EPIPE;
         if (s->fd >= 0 && !t->broken) {
                 rc = lup_writev_full(s->fd, iov, iovcnt);
@@ -108,6 +105,13 @@ int lupw_send(struct lupw_session *s, struct iovec *iov, int iovcnt, bool stream
                 else
                         t->broken = true; /* a timed-out write may have left half a frame */
         }
+        /* Logged after the write, so the client does not wait for the copy
+         * (it overlaps with the client reading the answer), yet before this
+         * returns and under the lock: only this thread reads the log (a
+         * resend, a checkpoint), and the caller's buffers are still valid. */
+        if (stream)
+                for (int i = 0; i < iovcnt; i++)
+                        log_append(t, iov[i].iov_base, iov[i].iov_len);
         bool kept = stream && t->resend && t->cap;
         pthread_mutex_unlock(&t->lock);
         if (rc < 0) {
