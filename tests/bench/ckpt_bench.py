@@ -38,25 +38,19 @@ import glob
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'e2e'))
+import lupwire as W  # noqa: E402
 
 SAVE_RE = re.compile(r'checkpoint epoch 1 \(durable\): ([\d.]+) GiB of device memory in .*?in ([\d.]+) s '
                      r'\(([\d.]+) GB/s\) through (\S+), (\d+) lane')
 PARTS_RE = re.compile(r'(region pinned for direct writes in [\d.]+ s|kernel ready in [\d.]+ s|'
                       r'the GPU (?:hashed|checked) [\d.]+ GiB in [\d.]+ s)')
 RESTORE_RE = re.compile(r'restored checkpoint epoch 1 .*?([\d.]+) GiB in ([\d.]+) s \(([\d.]+) GB/s\)')
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def start(a, prov, gib, hash_on, port, lanes, ckdir, log):
@@ -75,19 +69,15 @@ def start(a, prov, gib, hash_on, port, lanes, ckdir, log):
         cmd += ['--checkpoint-provider', prov, '--checkpoint-config', f'{gib * 1024 + 256},reserve',
                 '--checkpoint-verify']
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    for _ in range(400):
-        try:
-            socket.create_connection(('127.0.0.1', port), timeout=1).close()
-            return p
-        except OSError:
-            time.sleep(0.05)
+    if W.wait_port(port, p, 20):
+        return p
     raise RuntimeError('lupined did not start')
 
 
 def one(a, prov, gib, hash_on, lanes):
     """(save GB/s, restore GB/s or None, verified) for one lane count."""
     with tempfile.TemporaryDirectory(prefix='lupine-ckb-', dir=a.dir) as tmp:
-        port = free_port()
+        port = W.free_port()
         logp = os.path.join(tmp, 'log')
         log = open(logp, 'a')
         ckdir = os.path.join(tmp, 'ck')

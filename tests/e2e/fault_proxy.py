@@ -327,15 +327,8 @@ def start_daemon(lupined, tmp, port, extra_env=None):
     proc = subprocess.Popen([lupined, '--backend', backend, '--listen', f'127.0.0.1:{port}',
                              '--session-ttl', '120', '--log-level', 'debug'],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            socket.create_connection(('127.0.0.1', port), timeout=1).close()
-            return proc, log_path
-        except OSError:
-            if proc.poll() is not None:
-                break
-            time.sleep(0.05)
+    if W.wait_port(port, proc, 20):
+        return proc, log_path
     with open(log_path) as f:
         raise RuntimeError('lupined did not start:\n' + f.read()[-3000:])
 

@@ -2,6 +2,7 @@
 """Minimal lupine wire codec for tests (mirrors abi/lupine/wire.h)."""
 import socket
 import struct
+import time
 
 MAGIC = 0x4C555031
 VERSION = 1
@@ -93,3 +94,18 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def wait_port(port, proc=None, timeout=20):
+    """Whether 127.0.0.1:port accepts a connection within timeout seconds;
+    False at once if proc (a Popen) exits first."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(('127.0.0.1', port), timeout=1).close()
+            return True
+        except OSError:
+            if proc is not None and proc.poll() is not None:
+                return False
+            time.sleep(0.05)
+    return False

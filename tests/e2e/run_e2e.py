@@ -4,7 +4,6 @@
 with --backend cuda), real client programs through the real shim.
 usage: run_e2e.py LUPINED PROGS_DIR SHIM_DIR [--backend sim|cuda]"""
 import os
-import socket
 import struct
 import subprocess
 import sys
@@ -32,16 +31,8 @@ class Daemon:
         self.proc = subprocess.Popen([lupined, '--backend', backend, '--listen', f'127.0.0.1:{self.port}',
                                       '--listen', f'unix:{self.unix}', '--log-level', 'debug'],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.time() + 15
-        while time.time() < deadline:
-            try:
-                socket.create_connection(('127.0.0.1', self.port), timeout=1).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        raise RuntimeError('lupined did not start:\n' + self.text())
+        if not W.wait_port(self.port, self.proc, 15):
+            raise RuntimeError('lupined did not start:\n' + self.text())
 
     def text(self):
         self.log.flush()

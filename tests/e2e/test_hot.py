@@ -26,7 +26,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -57,19 +56,6 @@ def finished_ok(c, timeout=180):
         c.kill()
         out, err = c.communicate()
     return c.returncode == 0 and 'counter exact' in out, (out[-800:] + err[-2000:])
-
-
-def wait_port(port, proc=None, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            socket.create_connection(('127.0.0.1', port), timeout=1).close()
-            return True
-        except OSError:
-            if proc is not None and proc.poll() is not None:
-                return False
-            time.sleep(0.05)
-    return False
 
 
 def mapped_inodes():
@@ -206,7 +192,7 @@ def upgrade(lupined, progs, shim, kernels, lupinectl, tmp):
                           '--checkpoint-dir', ck, '--session-ttl', '120', '--drain-timeout', '30'],
                          stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        check('upgrade: the daemon starts', wait_port(port, d))
+        check('upgrade: the daemon starts', W.wait_port(port, d))
         pid = d.pid
         cs = [client(progs, kernels, shim, port, n, 200, 15, reconnect='0') for n in ('up-a', 'up-b')]
         time.sleep(1.0)
@@ -267,7 +253,7 @@ def upgrade_no_binary(lupined, progs, shim, kernels, lupinectl, tmp):
     d = subprocess.Popen([exe, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--listen', f'unix:{sock}',
                           '--checkpoint-dir', ck, '--session-ttl', '120'], stdout=log, stderr=subprocess.STDOUT)
     try:
-        check('no binary: the daemon starts', wait_port(port, d))
+        check('no binary: the daemon starts', W.wait_port(port, d))
         c = client(progs, kernels, shim, port, 'nobin', 120, 15, reconnect='0')
         time.sleep(0.8)
         os.unlink(exe)
@@ -330,7 +316,7 @@ def upgrade_sigterm(lupined, progs, shim, kernels, tmp):
         d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         c = None
         try:
-            check('upgrade+SIGTERM (no fd store): the daemon starts', wait_port(port, d))
+            check('upgrade+SIGTERM (no fd store): the daemon starts', W.wait_port(port, d))
             c = client(progs, kernels, shim, port, 'upterm2', 200, 15)
             time.sleep(1.0)
             d.send_signal(signal.SIGHUP)

@@ -26,7 +26,6 @@ whose read-back has one bit flipped.
 import os
 import random
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -54,16 +53,8 @@ class Daemon:
         cmd = [lupined, '--backend', backend, '--listen', f'127.0.0.1:{port}', '--session-ttl', '120',
                '--drain-timeout', '30'] + (['--checkpoint-dir', ckdir] if ckdir else []) + (args or [])
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                socket.create_connection(('127.0.0.1', port), timeout=1).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        raise RuntimeError('lupined did not start:\n' + self.text()[-3000:])
+        if not W.wait_port(port, self.proc, 20):
+            raise RuntimeError('lupined did not start:\n' + self.text()[-3000:])
 
     def text(self):
         self.log.flush()

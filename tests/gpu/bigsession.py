@@ -7,19 +7,13 @@ worker's own log lines. usage: bigsession.py BUILD_DIR [GIB ...]"""
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'e2e'))
+import lupwire as W  # noqa: E402
 
 
 def start(build, port, ckdir, log):
@@ -28,12 +22,8 @@ def start(build, port, ckdir, log):
     p = subprocess.Popen([f'{build}/daemon/lupined', '--backend', os.environ.get('LUPINE_TEST_BACKEND', 'cuda'),
                           '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ckdir, '--drain-timeout', '600'],
                          stdout=log, stderr=subprocess.STDOUT, env=env)
-    for _ in range(400):
-        try:
-            socket.create_connection(('127.0.0.1', port), timeout=1).close()
-            return p
-        except OSError:
-            time.sleep(0.05)
+    if W.wait_port(port, p, 20):
+        return p
     raise RuntimeError('lupined did not start')
 
 
@@ -43,7 +33,7 @@ def main():
     ok = True
     for gib in sizes:
         with tempfile.TemporaryDirectory(prefix='lupine-big-', dir=os.environ.get('LUPINE_CKPT_TMP', '/tmp')) as tmp:
-            port = free_port()
+            port = W.free_port()
             logp = os.path.join(tmp, 'log')
             log = open(logp, 'a')
             d = start(build, port, os.path.join(tmp, 'ck'), log)
