@@ -181,20 +181,25 @@ static void pool_release(struct pool *p)
         free(p);
 }
 
+/* A free block of the pool, or NULL when none is left. */
+static unsigned char *pool_take(struct pool *p)
+{
+        unsigned char *b = NULL;
+
+        pthread_mutex_lock(&p->mu);
+        if (p->n_free > 0)
+                b = p->base + p->free_idx[--p->n_free] * POOL_BLOCK;
+        pthread_mutex_unlock(&p->mu);
+        return b;
+}
+
 /* Room for len bytes: a pool block for a large write when one is free,
  * else malloc. */
 static unsigned char *data_alloc(struct pool *p, size_t len)
 {
-        if (p && len >= POOL_MIN_WRITE && len <= POOL_BLOCK) {
-                unsigned char *b = NULL;
-                pthread_mutex_lock(&p->mu);
-                if (p->n_free > 0)
-                        b = p->base + p->free_idx[--p->n_free] * POOL_BLOCK;
-                pthread_mutex_unlock(&p->mu);
-                if (b)
-                        return b;
-        }
-        return malloc(len ? len : 1);
+        unsigned char *b = p && len >= POOL_MIN_WRITE && len <= POOL_BLOCK ? pool_take(p) : NULL;
+
+        return b ? b : malloc(len ? len : 1);
 }
 
 static void data_free(struct pool *p, unsigned char *b)
@@ -424,19 +429,13 @@ static int ex_save_direct_get(struct lupine_ckpt_save *save, const char *name, u
 {
         struct lupine_ckpt_instance *inst = save->inst;
         struct pool *p = inst->pool;
-        unsigned char *b = NULL;
+        unsigned char *b;
         int r;
 
         if (!valid_object(name) || len == 0 || !ret_ptr)
                 return fail(inst, -EINVAL, "invalid object name, length 0 or NULL output");
-        if (!p || len > POOL_BLOCK)
-                return -ENOBUFS; /* not a direct range: save_write_at takes it */
-        pthread_mutex_lock(&p->mu);
-        if (p->n_free > 0)
-                b = p->base + p->free_idx[--p->n_free] * POOL_BLOCK;
-        pthread_mutex_unlock(&p->mu);
-        if (!b)
-                return -ENOBUFS;
+        if (!p || len > POOL_BLOCK || !(b = pool_take(p)))
+                return -ENOBUFS; /* no room in place: save_write_at takes this range */
         pthread_mutex_lock(&save->mu);
         r = add_extent(save, name, false, offset, b, len);
         if (r == 0)
