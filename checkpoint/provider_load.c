@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "provider_dir.h"
@@ -26,6 +27,8 @@
 #define V3_SIZE                                                                                                        \
         (offsetof(struct lupine_checkpoint_provider, save_direct_done) +                                               \
          sizeof(((struct lupine_checkpoint_provider *)0)->save_direct_done))
+
+#define READ_FULL_MAX (64u << 20) /* bytes asked of one load_read by lupine_provider_read_full */
 
 static int fail(char *err, size_t errlen, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
@@ -150,6 +153,23 @@ uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p)
         if (p->abi_version >= 3 && p->struct_size >= V3_SIZE)
                 known |= LUPINE_CKPT_CAP_DIRECT_WRITE;
         return p->caps & known;
+}
+
+int64_t lupine_provider_read_full(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_load *ld,
+                                  const char *name, uint64_t offset, void *buf, size_t len)
+{
+        size_t got = 0;
+
+        while (got < len) {
+                size_t want = len - got < READ_FULL_MAX ? len - got : READ_FULL_MAX;
+                int64_t k = p->load_read(ld, name, offset + got, (uint8_t *)buf + got, want);
+                if (k < 0)
+                        return k;
+                if (k == 0)
+                        break; /* the object's end */
+                got += (size_t)k;
+        }
+        return (int64_t)got;
 }
 
 void lupine_provider_unload(void *dlhandle)

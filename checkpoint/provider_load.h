@@ -37,6 +37,13 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
  * newer) table, known bits only; 0 for a version-1 table or NULL. */
 uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p);
 
+/* Reads len bytes of object `name` at `offset` through p->load_read, in
+ * as many calls as it takes (each asking for at most 64 MiB). Returns the
+ * bytes read, fewer than len only where the object ends, or the provider's
+ * -errno. */
+int64_t lupine_provider_read_full(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_load *ld,
+                                  const char *name, uint64_t offset, void *buf, size_t len);
+
 /* dlclose()s what lupine_provider_load returned; NULL is fine. Call it
  * only after the provider's instances are closed. */
 void lupine_provider_unload(void *dlhandle);

@@ -40,9 +40,9 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "net.h"
 #include "sd_fds.h"
@@ -64,10 +64,7 @@ static void begin_stop(struct sup *s, const char *why);
 
 uint64_t sup_now_ms(void)
 {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+        return lup_now_ns() / 1000000u;
 }
 
 struct io_uring_sqe *sup_sqe(struct sup *s)

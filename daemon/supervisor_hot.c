@@ -60,10 +60,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "ctl.h"
 #include "log.h"
 #include "net.h"
@@ -263,8 +263,6 @@ void sup_hot_on_handback(struct sup *s, int idx, uint64_t epoch, uint64_t seq, u
 
 int sup_upgrade_begin(struct sup *s, const char *why, char *err, size_t errcap)
 {
-        struct timespec ts;
-
         if (!s->checkpoints) {
                 snprintf(err, errcap, "cannot upgrade: no checkpoint provider is configured (--checkpoint-dir or "
                                       "--checkpoint-provider); sessions could not be carried over");
@@ -288,9 +286,8 @@ int sup_upgrade_begin(struct sup *s, const char *why, char *err, size_t errcap)
         sup_raise_nofile();
         s->upgrade = true;
         s->upgrade_flags = drain_flags_for(s, true);
-        clock_gettime(CLOCK_MONOTONIC, &ts);
         sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=upgrading: draining sessions",
-                   (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000u);
+                   (unsigned long long)(lup_now_ns() / 1000u));
         lup_info("%s: upgrade: draining every session (keeping memory and connections), then re-executing %s", why,
                  s->cfg->self_exe);
         sup_drain_begin(s, why);

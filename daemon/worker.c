@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "ctl.h"
 #include "frame.h"
 #include "hash.h"
@@ -34,17 +35,11 @@
 #include "log.h"
 #include "net.h"
 #include "ops.h"
+#include "provider_load.h"
 #include "worker_session.h"
 
 
 /* ---- the write side: the reply log, heartbeats (see worker_tx.h) */
-
-static uint64_t tx_now_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void lupw_tx_init(struct lupw_session *s)
 {
@@ -101,7 +96,7 @@ int lupw_send(struct lupw_session *s, struct iovec *iov, int iovcnt, bool stream
         if (s->fd >= 0 && !t->broken) {
                 rc = lup_writev_full(s->fd, iov, iovcnt);
                 if (rc == 0)
-                        atomic_store_explicit(&t->last_tx_ns, tx_now_ns(), memory_order_relaxed);
+                        atomic_store_explicit(&t->last_tx_ns, lup_now_ns(), memory_order_relaxed);
                 else
                         t->broken = true; /* a timed-out write may have left half a frame */
         }
@@ -171,14 +166,14 @@ int lupw_tx_set_fd(struct lupw_session *s, int fd)
         s->fd = fd;
         t->broken = false;
         t->goodbye = false;
-        atomic_store_explicit(&t->last_tx_ns, tx_now_ns(), memory_order_relaxed);
+        atomic_store_explicit(&t->last_tx_ns, lup_now_ns(), memory_order_relaxed);
         pthread_mutex_unlock(&t->lock);
         return old;
 }
 
 void lupw_tx_busy(struct lupw_session *s, bool busy)
 {
-        atomic_store_explicit(&s->tx.busy_since_ns, busy ? tx_now_ns() : 0, memory_order_relaxed);
+        atomic_store_explicit(&s->tx.busy_since_ns, busy ? lup_now_ns() : 0, memory_order_relaxed);
 }
 
 int lupw_tx_ack(struct lupw_session *s, uint64_t rx)
@@ -255,15 +250,13 @@ static void *heartbeat_main(void *arg)
         pthread_mutex_lock(&t->lock);
         while (!t->stop) {
                 uint64_t period = t->hb_ms ? (uint64_t)t->hb_ms * 500000ull : 1000000000ull;
-                struct timespec ts;
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                uint64_t wake = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + period / 2;
-                ts.tv_sec = (time_t)(wake / 1000000000ull);
-                ts.tv_nsec = (long)(wake % 1000000000ull);
+                uint64_t wake = lup_now_ns() + period / 2;
+                struct timespec ts = { .tv_sec = (time_t)(wake / 1000000000ull),
+                                       .tv_nsec = (long)(wake % 1000000000ull) };
                 pthread_cond_timedwait(&t->cond, &t->lock, &ts);
                 if (t->stop || !t->hb_ms || s->fd < 0 || t->broken || t->goodbye)
                         continue;
-                uint64_t now = tx_now_ns(), busy = atomic_load_explicit(&t->busy_since_ns, memory_order_relaxed);
+                uint64_t now = lup_now_ns(), busy = atomic_load_explicit(&t->busy_since_ns, memory_order_relaxed);
                 uint64_t last = atomic_load_explicit(&t->last_tx_ns, memory_order_relaxed);
                 if (!busy || now - busy < period || now - last < period)
                         continue;
@@ -359,14 +352,11 @@ int lupw_tx_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why,
         uint8_t *obj = malloc(size);
         if (!obj)
                 return -ENOMEM;
-        for (uint64_t off = 0; off < size;) {
-                int64_t k = p->load_read(ld, "replies", off, obj + off, size - off);
-                if (k <= 0) {
-                        free(obj);
-                        snprintf(why, whylen, "reading replies failed");
-                        return k < 0 ? (int)k : -EIO;
-                }
-                off += (uint64_t)k;
+        int64_t k = lupine_provider_read_full(p, ld, "replies", 0, obj, (size_t)size);
+        if (k != (int64_t)size) {
+                free(obj);
+                snprintf(why, whylen, "reading replies failed");
+                return k < 0 ? (int)k : -EIO;
         }
         struct lup_rd r = lup_rd_init(obj, size - 8);
         uint64_t magic, start, end, n;

@@ -17,9 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ckpt_format.h"
+#include "clock.h"
 #include "hash.h"
 #include "log.h"
 #include "provider_load.h"
@@ -102,13 +102,6 @@ CUresult lupw_sync_all(struct lupw_session *s)
         return first;
 }
 
-static double now_s(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ---- saving */
 
 struct saver {
@@ -188,7 +181,7 @@ static int verify_memory(struct saver *sv, uint64_t epoch)
         struct lupw_session *s = sv->s;
         const struct lupine_checkpoint_provider *p = s->prov_ops;
         struct lupine_ckpt_load *ld = NULL;
-        double t0 = now_s();
+        double t0 = lup_now_s();
         uint64_t got = 0, bytes = 0;
         int rc = p->load_begin(s->prov_inst, s->name, epoch, &ld, &got);
         if (rc < 0) {
@@ -203,15 +196,12 @@ static int verify_memory(struct saver *sv, uint64_t epoch)
                 const struct lupw_mem_span *sp = &sv->spans[i];
                 for (uint64_t off = 0; off < sp->size && rc == 0; off += PIECE) {
                         size_t len = sp->size - off < PIECE ? (size_t)(sp->size - off) : PIECE;
-                        for (size_t have = 0; have < len && rc == 0;) {
-                                int64_t k = p->load_read(ld, sp->name, off + have, buf + have, len - have);
-                                if (k <= 0) {
-                                        rc = k < 0 ? (int)k : -EIO;
-                                        lup_err("session %s: verifying checkpoint epoch %llu: reading %s at %" PRIu64
-                                                " failed: %s", s->name, (unsigned long long)epoch, sp->name,
-                                                off + have, k < 0 ? p->last_error(s->prov_inst) : "it ends early");
-                                }
-                                have += k > 0 ? (size_t)k : 0;
+                        int64_t k = lupine_provider_read_full(p, ld, sp->name, off, buf, len);
+                        if (k != (int64_t)len) {
+                                rc = k < 0 ? (int)k : -EIO;
+                                lup_err("session %s: verifying checkpoint epoch %llu: reading %s at %" PRIu64
+                                        " failed: %s", s->name, (unsigned long long)epoch, sp->name, off,
+                                        k < 0 ? p->last_error(s->prov_inst) : "it ends early");
                         }
                         if (rc == 0 && lup_hash64(buf, len, 0) != sp->hashes[off / PIECE]) {
                                 rc = -EBADMSG;
@@ -227,7 +217,7 @@ static int verify_memory(struct saver *sv, uint64_t epoch)
         if (rc == 0)
                 lup_info("session %s: checkpoint epoch %llu verified: %.2f GiB read back through %s in %.3f s, "
                          "every piece matches", s->name, (unsigned long long)epoch, bytes / 1073741824.0, p->name,
-                         now_s() - t0);
+                         lup_now_s() - t0);
         return rc;
 }
 
@@ -257,7 +247,7 @@ static size_t manifest_bound(struct lupw_session *s)
 
 int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
 {
-        double t0 = now_s();
+        double t0 = lup_now_s();
         int rc = lupw_ckpt_open(s);
         if (rc < 0)
                 return rc;
@@ -403,7 +393,7 @@ out:
         if (sv.rc == 0) {
                 rc = s->prov_ops->save_commit(sv.save);
                 if (rc == 0) {
-                        double dt = now_s() - t0;
+                        double dt = lup_now_s() - t0;
                         uint64_t bytes = 0;
                         for (size_t i = 0; i < s->n_chunks; i++)
                                 bytes += s->chunks[i].size;

@@ -14,6 +14,7 @@
 #include "hash.h"
 #include "image.h"
 #include "log.h"
+#include "provider_load.h"
 #include "worker_session.h"
 
 struct blob {
@@ -390,14 +391,11 @@ int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *
         uint8_t *obj = malloc(size);
         if (!obj)
                 return -ENOMEM;
-        for (uint64_t off = 0; off < size;) {
-                int64_t k = p->load_read(ld, "events", off, obj + off, size - off);
-                if (k <= 0) {
-                        free(obj);
-                        snprintf(why, whylen, "reading events failed");
-                        return k < 0 ? (int)k : -EIO;
-                }
-                off += (uint64_t)k;
+        int64_t k = lupine_provider_read_full(p, ld, "events", 0, obj, (size_t)size);
+        if (k != (int64_t)size) {
+                free(obj);
+                snprintf(why, whylen, "reading events failed");
+                return k < 0 ? (int)k : -EIO;
         }
         int rc = 0;
         struct lup_rd r = lup_rd_init(obj, size - 8);

@@ -23,9 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "hash.h"
 #include "log.h"
@@ -105,6 +105,16 @@ unsigned lupw_lanes_wanted(const struct lupw_session *s)
         if (v > LUPD_CKPT_LANES_MAX)
                 v = LUPD_CKPT_LANES_MAX;
         return (unsigned)v;
+}
+
+/* The lanes a job asks for: the configured count, or the automatic one
+ * capped at `cap` (0: no cap). */
+static unsigned lanes_for(const struct lupw_session *s, unsigned cap)
+{
+        unsigned want = lupw_lanes_wanted(s);
+        if (cap && want > cap && lanes_asked(s) == 0)
+                want = cap;
+        return want;
 }
 
 static void lane_release(const struct lupw_backend *be, struct lupw_lane *l)
@@ -212,13 +222,6 @@ static void unit_where(const struct job *job, uint64_t u, size_t *span, uint64_t
 
 /* ---- direct writes (provider ABI version 3) */
 
-static double now_s(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Whether saves may have the GPU copy straight into the provider's
  * memory: it offers a region, and the region is pinned (once; it stays
  * pinned until lupw_lanes_direct_release). */
@@ -239,7 +242,7 @@ static bool direct_ready(struct lupw_session *s)
                 return false;
         }
         const struct lupw_backend *be = &s->be.fn;
-        double t0 = now_s();
+        double t0 = lup_now_s();
         CUresult r = s->primary[0] ? be->cuCtxSetCurrent(s->primary[0]) : CUDA_ERROR_INVALID_CONTEXT;
         if (r == CUDA_SUCCESS)
                 r = be->cuMemHostRegister_v2(base, len, CU_MEMHOSTREGISTER_PORTABLE);
@@ -250,7 +253,7 @@ static bool direct_ready(struct lupw_session *s)
                 return false;
         }
         lup_info("session %s: checkpoint provider %s: %.2f GiB region pinned for direct writes in %.3f s", s->name,
-                 s->prov_ops->name, len / 1073741824.0, now_s() - t0);
+                 s->prov_ops->name, len / 1073741824.0, lup_now_s() - t0);
         s->direct.base = base;
         s->direct.len = len;
         s->direct.state = 1;
@@ -264,12 +267,8 @@ void lupw_lanes_prepare(struct lupw_session *s)
          * now too (streams, events, pinned buffers cost milliseconds);
          * otherwise they wait for the first save, which may never come,
          * rather than hold 8 MiB of pinned memory per lane all along. */
-        if (direct_ready(s) && lupw_piece_hash_ready(s, 0)) {
-                unsigned want = lupw_lanes_wanted(s);
-                if (lanes_asked(s) == 0 && want > LUPW_LANES_DIRECT_MAX)
-                        want = LUPW_LANES_DIRECT_MAX;
-                (void)lanes_get(s, want);
-        }
+        if (direct_ready(s) && lupw_piece_hash_ready(s, 0))
+                (void)lanes_get(s, lanes_for(s, LUPW_LANES_DIRECT_MAX));
 }
 
 void lupw_lanes_direct_release(struct lupw_session *s)
@@ -417,20 +416,13 @@ static void *save_lane(void *arg)
 
 static int restore_fetch(struct job *job, const struct lupw_mem_span *sp, uint64_t off, uint8_t *b, size_t len)
 {
-        const struct lupine_checkpoint_provider *p = job->p;
-        for (size_t got = 0; got < len;) {
-                int64_t n;
-                if (job->concurrent) {
-                        n = p->load_read(job->ld, sp->name, off + got, b + got, len - got);
-                } else {
-                        pthread_mutex_lock(&job->mu);
-                        n = p->load_read(job->ld, sp->name, off + got, b + got, len - got);
-                        pthread_mutex_unlock(&job->mu);
-                }
-                if (n <= 0)
-                        return job_fail(job, n < 0 ? (int)n : -EIO, "reading %s failed", sp->name);
-                got += (size_t)n;
-        }
+        if (!job->concurrent)
+                pthread_mutex_lock(&job->mu); /* one provider call at a time */
+        int64_t n = lupine_provider_read_full(job->p, job->ld, sp->name, off, b, len);
+        if (!job->concurrent)
+                pthread_mutex_unlock(&job->mu);
+        if (n != (int64_t)len)
+                return job_fail(job, n < 0 ? (int)n : -EIO, "reading %s failed", sp->name);
         return 0;
 }
 
@@ -507,9 +499,7 @@ static int run(struct lupw_session *s, struct job *job, void *(*lane_fn)(void *)
                 free(job->first_unit);
                 return 0;
         }
-        unsigned want = lupw_lanes_wanted(s);
-        if (job->max_lanes && want > job->max_lanes && lanes_asked(s) == 0)
-                want = job->max_lanes;
+        unsigned want = lanes_for(s, job->max_lanes);
         if (want > job->n_units)
                 want = (unsigned)job->n_units;
         int k = lanes_get(s, want);

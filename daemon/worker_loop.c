@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ckpt_format.h"
+#include "clock.h"
 #include "ctl.h"
 #include "frame.h"
 #include "log.h"
@@ -35,25 +35,18 @@ static uint64_t ud_make(int kind, uint64_t gen)
         return (uint64_t)kind | (gen << 8);
 }
 
-static uint64_t mono_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Non-blocking reads for up to s->spin_ns. Returns bytes read, 0 on EOF,
  * -EAGAIN when nothing came. */
 static ssize_t spin_recv(struct lupw_session *s)
 {
-        uint64_t deadline = mono_ns() + s->spin_ns;
+        uint64_t deadline = lup_now_ns() + s->spin_ns;
         do {
                 ssize_t k = recv(s->fd, s->in + s->in_len, s->in_cap - s->in_len, MSG_DONTWAIT);
                 if (k >= 0)
                         return k;
                 if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                         return -EAGAIN; /* let the ring report the error */
-        } while (mono_ns() < deadline);
+        } while (lup_now_ns() < deadline);
         return -EAGAIN;
 }
 

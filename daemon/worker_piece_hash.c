@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "gpu/piece_hash_ptx.h"
 #include "log.h"
 #include "worker_lanes.h"
@@ -20,7 +20,6 @@
 enum { UNTRIED = 0, READY = 1, UNUSABLE = -1 };
 
 struct lupw_piece_hash {
-        bool said_off; /* LUPINE_CHECKPOINT_GPU_HASH=0 was logged */
         struct {
                 int state;
                 CUmodule mod;
@@ -28,13 +27,6 @@ struct lupw_piece_hash {
                 CUstream stream;
         } dev[LUP_MAX_DEVICES];
 };
-
-static double now_s(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static bool gpu_hash_allowed(void)
 {
@@ -60,11 +52,13 @@ static bool dev_ready(struct lupw_session *s, int d)
 {
         if (d < 0 || d >= s->n_devices || d >= (int)LUP_MAX_DEVICES || !s->primary[d])
                 return false;
+        if (!s->piece_hash && !(s->piece_hash = calloc(1, sizeof(*s->piece_hash))))
+                return false;
         struct lupw_piece_hash *ph = s->piece_hash;
         if (ph->dev[d].state != UNTRIED)
                 return ph->dev[d].state == READY;
         const struct lupw_backend *be = &s->be.fn;
-        double t0 = now_s();
+        double t0 = lup_now_s();
         const char *step = "binding the device's context";
         CUresult r = be->cuCtxSetCurrent(s->primary[d]);
         s->bound_id = 0; /* the next call binds again */
@@ -88,7 +82,7 @@ static bool dev_ready(struct lupw_session *s, int d)
                 return false;
         }
         lup_info("session %s: checkpoint memory of GPU %d is hashed on the GPU (kernel ready in %.3f s)", s->name, d,
-                 now_s() - t0);
+                 lup_now_s() - t0);
         ph->dev[d].state = READY;
         return true;
 }
@@ -96,11 +90,9 @@ static bool dev_ready(struct lupw_session *s, int d)
 void lupw_piece_hash_plan(struct lupw_session *s, struct lupw_mem_span *spans, size_t n)
 {
         bool allowed = gpu_hash_allowed();
-        if (!s->piece_hash && !(s->piece_hash = calloc(1, sizeof(*s->piece_hash))))
-                allowed = false;
-        if (!allowed && s->piece_hash && !s->piece_hash->said_off) {
+        if (!allowed && !s->said_gpu_hash_off) {
                 lup_info("session %s: checkpoint memory is hashed on the CPU (LUPINE_CHECKPOINT_GPU_HASH=0)", s->name);
-                s->piece_hash->said_off = true;
+                s->said_gpu_hash_off = true;
         }
         for (size_t i = 0; i < n; i++)
                 spans[i].on_gpu = allowed && spans[i].size % 8 == 0 && spans[i].addr % 8 == 0 &&
@@ -201,11 +193,11 @@ int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, siz
                 return -ENOMEM;
         }
         uint64_t *out = pin;
-        double t0 = now_s();
+        double t0 = lup_now_s();
         int rc = launch_all(s, spans, n, out, total, first, why, whylen);
         if (rc == 0)
                 lup_info("session %s: the GPU %s %.2f GiB in %.3f s", s->name, check ? "checked" : "hashed",
-                         (double)total * PIECE / 1073741824.0, now_s() - t0);
+                         (double)total * PIECE / 1073741824.0, lup_now_s() - t0);
         for (size_t i = 0; i < n && rc == 0; i++) {
                 const struct lupw_mem_span *sp = &spans[i];
                 if (!sp->on_gpu)
@@ -237,11 +229,8 @@ bool lupw_piece_hash_ready(const struct lupw_session *s, int device)
 
 void lupw_piece_hash_prepare(struct lupw_session *s)
 {
-        if (gpu_hash_allowed() && s->n_devices > 0 && s->primary[0]) {
-                if (!s->piece_hash && !(s->piece_hash = calloc(1, sizeof(*s->piece_hash))))
-                        return;
+        if (gpu_hash_allowed())
                 (void)dev_ready(s, 0);
-        }
 }
 
 void lupw_piece_hash_free(struct lupw_session *s)

@@ -12,11 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ckpt_format.h"
+#include "clock.h"
 #include "hash.h"
 #include "log.h"
+#include "provider_load.h"
 #include "worker_lanes.h"
 #include "worker_session.h"
 
@@ -56,13 +57,10 @@ static int read_object(struct restorer *r, const char *name, uint64_t want, uint
         uint8_t *buf = malloc(size ? size : 1);
         if (!buf)
                 return fail(r, -ENOMEM, "out of memory reading %s", name);
-        for (uint64_t off = 0; off < size;) {
-                int64_t k = p->load_read(r->ld, name, off, buf + off, size - off > (64u << 20) ? (64u << 20) : size - off);
-                if (k <= 0) {
-                        free(buf);
-                        return fail(r, k < 0 ? (int)k : -EIO, "reading %s failed", name);
-                }
-                off += (uint64_t)k;
+        int64_t k = lupine_provider_read_full(p, r->ld, name, 0, buf, (size_t)size);
+        if (k != (int64_t)size) {
+                free(buf);
+                return fail(r, k < 0 ? (int)k : -EIO, "reading %s failed", name);
         }
         *ret = buf;
         *ret_len = size;
@@ -523,10 +521,9 @@ int lupw_restore(struct lupw_session *s, const char *name)
         CUresult st;
         int rc;
 
-        struct timespec t0, t1, t2;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double t0 = lup_now_s();
         const char *why = lupw_open_device(s, &st);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double t1 = lup_now_s();
         if (why) {
                 lup_err("session %s cannot be restored: %s", name, why);
                 return -ENODEV;
@@ -558,12 +555,11 @@ int lupw_restore(struct lupw_session *s, const char *name)
                 lup_err("session %s cannot be restored from checkpoint epoch %" PRIu64 ": %s", name, epoch, r.why);
                 return rc;
         }
-        clock_gettime(CLOCK_MONOTONIC, &t2);
+        double t2 = lup_now_s();
         uint64_t bytes = 0;
         for (size_t i = 0; i < s->n_chunks; i++)
                 bytes += s->chunks[i].size;
-        double init = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-        double load = (t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9;
+        double init = t1 - t0, load = t2 - t1;
         size_t hot_chunks;
         uint64_t hot_bytes;
         lupw_hot_stats(s, &hot_chunks, &hot_bytes);

@@ -173,6 +173,7 @@ struct lupw_session {
         struct lupw_hot *hot;                   /* hot restore state (worker_hot.c), or NULL */
         struct lupw_lanes *lanes;               /* checkpoint/restore copy lanes (worker_lanes.c), or NULL */
         struct lupw_piece_hash *piece_hash;     /* the GPU hash kernel (worker_piece_hash.c), or NULL */
+        bool said_gpu_hash_off;                 /* LUPINE_CHECKPOINT_GPU_HASH=0 was logged */
         struct {                                /* the provider's direct-write region (worker_lanes.c) */
                 int state;                      /* 0 not asked yet, 1 pinned, -1 none or not pinnable */
                 void *base;
