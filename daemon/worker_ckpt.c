@@ -244,7 +244,6 @@ static size_t manifest_bound(struct lupw_session *s)
         return b;
 }
 
-
 int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
 {
         double t0 = lup_now_s();
