@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The checkpoint format's constants, shared by worker_ckpt.c (which writes
- * it, and whose header comment describes it) and worker_restore.c. */
+/* The checkpoint format's constants, shared by worker/ckpt.c (which writes
+ * it, and whose header comment describes it) and worker/restore.c. */
 #ifndef LUPD_CKPT_FORMAT_H
 #define LUPD_CKPT_FORMAT_H
 

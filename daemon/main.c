@@ -23,8 +23,8 @@
 #include "frame.h"
 #include "log.h"
 #include "net.h"
-#include "supervisor.h"
-#include "worker.h"
+#include "supervisor/supervisor.h"
+#include "worker/worker.h"
 
 #define EXIT_USAGE 2
 

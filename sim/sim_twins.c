@@ -255,7 +255,7 @@ static CUresult twin_printf_hello(const struct sim_twin_args *a)
         return CUDA_SUCCESS;
 }
 
-/* lupined's own kernel (daemon/gpu/piece_hash.cu): lup_hash64 of every
+/* lupined's own kernel (daemon/worker/gpu/piece_hash.cu): lup_hash64 of every
  * piece a table names (address, length), so the daemon's GPU-hash path
  * runs on the sim too. It is the very function the kernel mirrors
  * (common/hash.c is built in). */

@@ -2,7 +2,7 @@
 /*
  * Fuzz target for the worker's generated op handlers (lupw_ops[], from
  * abi/gen/lupgen.py) and the hand-written code they call in
- * daemon/worker_ops.c, against a fake session and a fake driver.
+ * daemon/worker/ops.c, against a fake session and a fake driver.
  *
  * Input layout (little-endian):
  *   u16 sel   bits 0..13: index into lupw_ops (modulo lupw_n_ops; an index
@@ -14,7 +14,7 @@
  *   ...       the argument payload
  *
  * The session looks like one just after its HELLO (see setup_session() in
- * daemon/worker.c), on two devices, after the client did this:
+ * daemon/worker/worker.c), on two devices, after the client did this:
  *   retained the primary context of device 0 (id 0x10000) and, in it,
  *     allocated FZ_A (4 KiB, a slab block) and FZ_B (3 MiB, own chunk);
  *   created context 0x100000 on device 1 and, in it, allocated
@@ -30,7 +30,7 @@
  * one live allocation (or a module global). The checks after each input:
  *   - the handler returns 0 or -EBADMSG, and -EBADMSG comes with a reason;
  *   - async ops write no reply; a successful sync op's reply fits the 256
- *     bytes the worker gives it (daemon/worker.c, op_generated());
+ *     bytes the worker gives it (daemon/worker/worker.c, op_generated());
  *   - a latched error is returned as is and the call is not executed;
  *   - the context the session believes is bound is the driver's current one
  *     (the worker skips cuCtxSetCurrent when a call names the bound context);
@@ -52,7 +52,7 @@
 #include "fuzz_known_bugs.h"
 #include "lupine/wire.h"
 #include "worker_gen.h"
-#include "worker_session.h"
+#include "worker/session.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -641,7 +641,7 @@ static void handle_at(struct lupw_session *s, int kind, uint64_t id, void *real)
         must(lupw_handle_fresh(s, id) == 0 && lupw_handle_put(s, kind, id, real) == CUDA_SUCCESS, "lupw_handle_put");
 }
 
-/* As worker_main() and setup_session() in daemon/worker.c, without a
+/* As worker_main() and setup_session() in daemon/worker/worker.c, without a
  * connection. */
 static void session_setup(struct lupw_session *s, bool bind_ctx1)
 {
@@ -657,7 +657,7 @@ static void session_setup(struct lupw_session *s, bool bind_ctx1)
         s->be.dl = s; /* any non-NULL value: lupw_release_all() tears down only a loaded backend */
         s->be.kind = LUP_BACKEND_SIM;
 
-        /* what setup_session() in daemon/worker.c does after HELLO */
+        /* what setup_session() in daemon/worker/worker.c does after HELLO */
         must(s->be.fn.cuDevicePrimaryCtxRetain(&s->primary[0], 0) == CUDA_SUCCESS, "primary retain");
         must(s->be.fn.cuCtxSetCurrent(s->primary[0]) == CUDA_SUCCESS, "set current");
         must(arena_init(&s->arena, LUP_ARENA_BASE, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, &lupw_arena_ops, s) == 0,
@@ -743,7 +743,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct lupw_session *s = &sess;
         session_setup(s, sel & FZ_SEL_BIND_CTX1);
 
-        /* As op_generated() in daemon/worker.c: a sync op may carry a latched
+        /* As op_generated() in daemon/worker/worker.c: a sync op may carry a latched
          * async failure; an async op always starts from CUDA_SUCCESS. */
         const CUresult start = (op->sync && (sel & FZ_SEL_LATCHED)) ? FZ_LATCHED : CUDA_SUCCESS;
         CUresult status = start;

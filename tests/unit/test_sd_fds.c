@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * daemon/sd_fds.c: sorting LISTEN_FDS into listeners and named fds,
+ * daemon/supervisor/sd_fds.c: sorting LISTEN_FDS into listeners and named fds,
  * finding and taking them, releasing the rest. The fds are real: two
  * listening sockets (UNIX, TCP), a pipe, a UDP socket and a connected
  * socket pair, placed at 3, 4, ... as systemd would.
@@ -23,7 +23,7 @@
 
 #include <cmocka.h>
 
-#include "sd_fds.h"
+#include "supervisor/sd_fds.h"
 
 #define N_FDS 6
 static const char *const names = "unix:tcp:hot-s1-0:udp:hot-s1-1:hot-s2-0";

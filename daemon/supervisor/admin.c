@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ADMIN: an operator's request (lupinectl), sent as the first frame of a
+ * connection instead of HELLO (abi/lupine/wire.h, docs/protocol.md).
+ *
+ * Who may ask: only a peer on a UNIX-socket listener whose SO_PEERCRED uid
+ * is 0 or ours. That is judged on the header alone, before a payload byte
+ * is read or allocated. Anyone else is refused like any other bad first
+ * frame: one log line and a refusal.
+ *
+ * What it may ask (the payload is one u16):
+ *   STATUS  a JSON object describing the daemon and its sessions;
+ *   DRAIN   what SIGTERM does with a checkpoint provider: checkpoint every
+ *           session, then exit. Without a provider it is refused and
+ *           nothing happens (SIGTERM would end the sessions; an operator
+ *           asking to drain wants them kept).
+ * Every connection gets one reply and is closed.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "frame.h"
+#include "log.h"
+#include "supervisor/internal.h"
+
+/* The request payload: exactly one u16. */
+#define ADMIN_REQUEST_LEN 2u
+
+int sup_admin_check_header(struct sup *s, int idx)
+{
+        struct conn *c = &s->conns[idx];
+        struct ucred cred;
+        socklen_t clen = sizeof(cred);
+
+        if (!c->unix_listener) {
+                sup_conn_close(s, idx, EPERM, "ADMIN is accepted only on UNIX-socket listeners");
+                return -EPERM;
+        }
+        if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 || clen != sizeof(cred)) {
+                sup_conn_close(s, idx, EPERM, "ADMIN refused: cannot learn the peer's credentials");
+                return -EPERM;
+        }
+        if (cred.uid != 0 && cred.uid != geteuid()) {
+                sup_conn_close(s, idx, EPERM, "ADMIN refused: uid %u is neither root nor the daemon's uid %u",
+                               (unsigned)cred.uid, (unsigned)geteuid());
+                return -EPERM;
+        }
+        if ((c->hdr.flags & LUP_F_SYNC) == 0 || (c->hdr.flags & (LUP_F_REPLY | LUP_F_MORE)) != 0) {
+                sup_conn_close(s, idx, EINVAL, "ADMIN must be a synchronous request (flags 0x%x)",
+                               (unsigned)c->hdr.flags);
+                return -EBADMSG;
+        }
+        if (c->hdr.len != ADMIN_REQUEST_LEN) {
+                sup_conn_close(s, idx, EINVAL, "ADMIN payload must be %u bytes, not %u", ADMIN_REQUEST_LEN,
+                               (unsigned)c->hdr.len);
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+/* The reply frame: status 0, u16 text_len, text. Returns 0 or -errno. */
+static int admin_send_reply(const struct conn *c, const char *text, size_t n)
+{
+        size_t cap = LUP_HDR_SIZE + 2 + n;
+        struct lup_hdr h = {
+                .op = LUP_OP_ADMIN,
+                .flags = LUP_F_REPLY,
+                .lane = c->hdr.lane,
+                .seq = c->hdr.seq,
+        };
+        struct lup_wr w;
+        uint8_t *frame;
+        ssize_t k;
+        int r = 0;
+
+        if (n > LUP_ADMIN_MAX_TEXT)
+                return -EMSGSIZE;
+        frame = malloc(cap);
+        if (!frame)
+                return -ENOMEM;
+        w = lup_wr_init(frame + LUP_HDR_SIZE, cap - LUP_HDR_SIZE);
+        lup_wr_str16(&w, text, n);
+        h.len = (uint32_t)w.len;
+        lup_hdr_encode(frame, &h);
+        /* At most 64 KiB into a fresh UNIX socket, whose send buffer is
+         * larger; MSG_DONTWAIT makes sure a peer that does not read can
+         * never stall the loop. */
+        k = send(c->fd, frame, LUP_HDR_SIZE + w.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (k < 0)
+                r = -errno;
+        else if ((size_t)k != LUP_HDR_SIZE + w.len)
+                r = -EAGAIN;
+        free(frame);
+        return r;
+}
+
+struct text {
+        char *p;
+        size_t len, cap;
+        bool overflow;
+};
+
+static void __attribute__((format(printf, 2, 3))) text_add(struct text *t, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        if (t->overflow)
+                return;
+        va_start(ap, fmt);
+        n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n < 0 || (size_t)n >= t->cap - t->len)
+                t->overflow = true;
+        else
+                t->len += (size_t)n;
+}
+
+/* The words lupinectl shows; docs/protocol.md lists them. */
+static const char *admin_state_name(enum lupd_session_phase phase)
+{
+        switch (phase) {
+        case LUPD_PHASE_STARTING: return "starting";
+        case LUPD_PHASE_RESTORING: return "restoring";
+        case LUPD_PHASE_SERVING: return "serving";
+        case LUPD_PHASE_DETACHED: return "detached";
+        case LUPD_PHASE_WAITING: return "restored-waiting";
+        case LUPD_PHASE_FAILED: return "failed";
+        }
+        return "unknown";
+}
+
+/* Session names are [A-Za-z0-9._-] (lup_session_name_valid), so they need
+ * no JSON escaping. */
+static void admin_status(struct sup *s, int idx)
+{
+        struct text t = { .cap = LUP_ADMIN_MAX_TEXT + 1 };
+        int n = 0, r;
+
+        t.p = malloc(t.cap);
+        if (!t.p) {
+                sup_conn_close(s, idx, ENOMEM, "ADMIN STATUS: out of memory");
+                return;
+        }
+        text_add(&t, "{\"version\":\"%s\",\"backend\":\"%s\",\"draining\":%s,\"stopping\":%s,\"checkpoints\":%s,"
+                     "\"max_sessions\":%d,\"sessions\":[",
+                 LUPINE_VERSION, lupd_backend_name(s->cfg->backend), s->stop == SUP_DRAIN ? "true" : "false",
+                 s->stopping ? "true" : "false", s->checkpoints ? "true" : "false", s->reg.max_sessions);
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
+                const struct lupd_session *se = &s->reg.s[i];
+
+                if (se->state != LUPD_SESSION_LIVE)
+                        continue;
+                text_add(&t, "%s{\"name\":\"%s\",\"slot\":%d,\"state\":\"%s\",\"pid\":%d}", n ? "," : "", se->name,
+                         se->slot, admin_state_name(se->phase), (int)se->pid);
+                n++;
+        }
+        text_add(&t, "],\"count\":%d}", n);
+        if (t.overflow) {
+                free(t.p);
+                sup_conn_close(s, idx, EMSGSIZE, "ADMIN STATUS: the reply does not fit in %u bytes",
+                               LUP_ADMIN_MAX_TEXT);
+                return;
+        }
+        r = admin_send_reply(&s->conns[idx], t.p, t.len);
+        free(t.p);
+        if (r < 0)
+                sup_conn_close(s, idx, 0, "ADMIN STATUS: cannot send the reply: %s", strerror(-r));
+        else
+                sup_conn_close(s, idx, 0, "ADMIN STATUS answered (%d session(s))", n);
+}
+
+static void admin_drain(struct sup *s, int idx)
+{
+        char msg[256], why[256];
+        int n = 0, r;
+
+        if (!s->checkpoints) {
+                sup_conn_close(s, idx, EOPNOTSUPP,
+                               "cannot drain: no checkpoint provider is configured (--checkpoint-dir or "
+                               "--checkpoint-provider); nothing was done");
+                return;
+        }
+        if (s->stopping) {
+                sup_conn_close(s, idx, EALREADY, "cannot drain: the daemon is already stopping");
+                return;
+        }
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
+                n += s->reg.s[i].state == LUPD_SESSION_LIVE && s->reg.s[i].phase != LUPD_PHASE_FAILED;
+        snprintf(msg, sizeof(msg),
+                 "draining: checkpointing %d session(s) (at most %d s, --drain-timeout); lupined exits when done",
+                 n, s->cfg->drain_timeout_s);
+        snprintf(why, sizeof(why), "ADMIN DRAIN from %s", s->conns[idx].peer);
+        r = admin_send_reply(&s->conns[idx], msg, strlen(msg));
+        if (r < 0) {
+                /* The operator cannot learn that the drain began: do not begin it. */
+                sup_conn_close(s, idx, 0, "ADMIN DRAIN: cannot send the reply: %s; not draining", strerror(-r));
+                return;
+        }
+        /* The connection goes first: the drain closes pending connections,
+         * and this one has had its answer. */
+        sup_conn_close(s, idx, 0, "ADMIN DRAIN accepted");
+        sup_drain_begin(s, why);
+}
+
+/* The zero-disconnect upgrade (supervisor/hot.c). The checks come first,
+ * so a refusal changes nothing; the reply goes before the drain begins. */
+static void admin_upgrade(struct sup *s, int idx)
+{
+        char msg[512], why[256];
+        int r;
+
+        if (!s->checkpoints || s->stopping || s->restoring || access(s->cfg->self_exe, X_OK) < 0) {
+                r = sup_upgrade_begin(s, "ADMIN UPGRADE", msg, sizeof(msg)); /* fails: says why */
+                sup_conn_close(s, idx, (uint32_t)(r < 0 ? -r : EINVAL), "%s", msg);
+                return;
+        }
+        snprintf(msg, sizeof(msg),
+                 "upgrading: draining every session (connections and device memory kept), then re-executing %.300s",
+                 s->cfg->self_exe);
+        snprintf(why, sizeof(why), "ADMIN UPGRADE from %s", s->conns[idx].peer);
+        r = admin_send_reply(&s->conns[idx], msg, strlen(msg));
+        if (r < 0) {
+                sup_conn_close(s, idx, 0, "ADMIN UPGRADE: cannot send the reply: %s; not upgrading", strerror(-r));
+                return;
+        }
+        sup_conn_close(s, idx, 0, "ADMIN UPGRADE accepted");
+        r = sup_upgrade_begin(s, why, msg, sizeof(msg));
+        if (r < 0)
+                lup_err("%s", msg);
+}
+
+void sup_admin_run(struct sup *s, int idx)
+{
+        struct conn *c = &s->conns[idx];
+        struct lup_rd rd = lup_rd_init(c->payload, c->hdr.len);
+        uint16_t cmd;
+
+        lup_rd_u16(&rd, &cmd);
+        if (lup_rd_finish(&rd) < 0) {
+                sup_conn_close(s, idx, EINVAL, "malformed ADMIN request");
+                return;
+        }
+        switch (cmd) {
+        case LUP_ADMIN_STATUS:
+                admin_status(s, idx);
+                return;
+        case LUP_ADMIN_DRAIN:
+                admin_drain(s, idx);
+                return;
+        case LUP_ADMIN_UPGRADE:
+                admin_upgrade(s, idx);
+                return;
+        default:
+                sup_conn_close(s, idx, EINVAL, "unknown ADMIN command %u", (unsigned)cmd);
+                return;
+        }
+}

@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The supervisor's end of the worker control channels (daemon/ctl.h).
+ *
+ * What a worker may send, by the state of its session (anything else, or a
+ * message that does not parse, is a protocol violation and the worker is
+ * killed: drop the peer, as OpenSSH's monitor does; a worker runs tenant
+ * code paths and is trusted no further than its own session):
+ *
+ *   READY     once, first; 12 bytes. For a new session the slot must be
+ *             the one ASSIGN gave it; a restore worker names its own.
+ *   ATTACHED  after READY, only while an ATTACH is unanswered; 8 bytes.
+ *   DETACHED  after READY; 4 bytes (or 8, with a zero status).
+ *   DRAINED   once, only after DRAIN; 8 bytes.
+ *
+ * Statuses are 0 or -errno; a positive status is malformed.
+ *
+ * A worker's last words can still be in its socket when SIGCHLD arrives
+ * (it sends DRAINED, then exits). So a reaped worker's socket is read to
+ * the end before its entry is freed, and only then is anything it did not
+ * say (no READY from a restore worker, no DRAINED from a draining one)
+ * counted against it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "ctl.h"
+#include "log.h"
+#include "supervisor/internal.h"
+
+/* LUPD_CTL_ATTACH: u32 type, u32 slot, u64 seq, u32 lane, u32 len, HELLO. */
+#define CTL_ATTACH_FIXED 24u
+_Static_assert(CTL_ATTACH_FIXED + LUPD_HELLO_MAX_PAYLOAD <= LUPD_CTL_MAX_MSG,
+               "an ATTACH message must fit one control datagram");
+
+static const char *errno_text(int32_t status)
+{
+        return status < 0 && status > -4096 ? strerror(-status) : "unknown error";
+}
+
+/* The receive buffers of a session's control socket, ready for one
+ * datagram and its fds. */
+static void ctl_msg_reset(struct lupd_session *se)
+{
+        se->ctl_iov.iov_base = se->ctl_buf;
+        se->ctl_iov.iov_len = sizeof(se->ctl_buf);
+        memset(&se->ctl_msg, 0, sizeof(se->ctl_msg));
+        se->ctl_msg.msg_iov = &se->ctl_iov;
+        se->ctl_msg.msg_iovlen = 1;
+        se->ctl_msg.msg_control = se->ctl_cmsg.buf;
+        se->ctl_msg.msg_controllen = sizeof(se->ctl_cmsg.buf);
+}
+
+
+void sup_ctl_arm(struct sup *s, int idx)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        struct io_uring_sqe *sqe;
+
+        if (se->ctl_busy || se->ctl_eof || se->ctl_fd < 0 || se->state != LUPD_SESSION_LIVE)
+                return;
+        sqe = sup_sqe(s);
+        if (!sqe) {
+                lup_warn("cannot watch the control socket of worker %d: submission queue full", (int)se->pid);
+                return;
+        }
+        /* MSG_TRUNC makes the result the datagram's real length, so an
+         * oversized message shows as such instead of being cut silently.
+         * recvmsg, because HOT_MEM and HANDBACK carry fds. */
+        ctl_msg_reset(se);
+        io_uring_prep_recvmsg(sqe, se->ctl_fd, &se->ctl_msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
+        io_uring_sqe_set_data64(sqe, ud_make(EV_CTL_RECV, (uint32_t)idx));
+        se->ctl_busy = true;
+}
+
+/* A worker broke the control protocol: stop listening to it and kill it
+ * (unless it is dead already); the reaper frees its entry. */
+static void worker_violation(struct sup *s, int idx, const char *what)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+
+        if (se->reaped)
+                lup_err("worker %d for session %s sent %s before it exited", (int)se->pid, se->name, what);
+        else
+                lup_err("worker %d for session %s sent %s; killing it", (int)se->pid, se->name, what);
+        se->ctl_eof = true;
+        sup_worker_kill(s, idx);
+}
+
+static void on_ready(struct sup *s, int idx, int32_t status, uint32_t slot)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+
+        se->ready = true;
+        if (se->restore) {
+                sup_restore_on_ready(s, idx, status, slot);
+                return;
+        }
+        if (status != 0) {
+                se->phase = LUPD_PHASE_FAILED;
+                lup_warn("worker %d could not start session %s: %s", (int)se->pid, se->name, errno_text(status));
+                return;
+        }
+        if (se->phase == LUPD_PHASE_STARTING)
+                se->phase = LUPD_PHASE_SERVING;
+        lup_info("session %s (slot %d) served by worker %d", se->name, se->slot, (int)se->pid);
+        sup_status_update(s);
+}
+
+static void on_attached(struct sup *s, int idx, int32_t status)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        char peer[sizeof(se->attach_peer[0])];
+
+        memcpy(peer, se->attach_peer[0], sizeof(peer));
+        se->attach_pending--;
+        memmove(se->attach_peer[0], se->attach_peer[1], sizeof(se->attach_peer[0]) * (size_t)se->attach_pending);
+        if (status == 0) {
+                if (se->phase != LUPD_PHASE_FAILED)
+                        se->phase = LUPD_PHASE_SERVING;
+                lup_info("session %s resumed by the client from %s", se->name, peer);
+                sup_status_update(s);
+        } else if (status == -EPERM) {
+                lup_warn("session %s: resume by %s refused: wrong resume token", se->name, peer);
+        } else {
+                lup_warn("session %s: resume by %s failed: %s", se->name, peer, errno_text(status));
+        }
+}
+
+static void on_detached(struct sup *s, int idx)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+
+        if (se->phase == LUPD_PHASE_SERVING)
+                se->phase = LUPD_PHASE_DETACHED;
+        lup_info("session %s detached: its client connection was lost; the session is kept for up to %d s "
+                 "for the client to resume",
+                 se->name, s->cfg->session_ttl_s);
+        sup_status_update(s);
+}
+
+static int ctl_plain_message(struct sup *s, int idx, size_t len);
+
+/* The fds that came with the message just received (se->ctl_msg), at most
+ * LUPD_CTL_RECV_FDS; returns how many, or -EPROTO when some were lost
+ * (MSG_CTRUNC: the kernel closed what did not fit). */
+static int ctl_take_fds(struct lupd_session *se, int *fds)
+{
+        int n = 0;
+
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&se->ctl_msg); c; c = CMSG_NXTHDR(&se->ctl_msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < cnt; i++) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        if (n < (int)LUPD_CTL_RECV_FDS)
+                                fds[n++] = fd;
+                        else
+                                close(fd);
+                }
+        }
+        if (se->ctl_msg.msg_flags & MSG_CTRUNC) {
+                for (int i = 0; i < n; i++)
+                        close(fds[i]);
+                return -EPROTO;
+        }
+        return n;
+}
+
+static void close_fds(int *fds, int n)
+{
+        for (int i = 0; i < n; i++)
+                if (fds[i] >= 0)
+                        close(fds[i]);
+}
+
+/* HOT_MEM and HANDBACK: the messages with fds. Returns 0 or -EPROTO. */
+static int ctl_fd_message(struct sup *s, int idx, uint32_t type, size_t len, int *fds, int nfds)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        struct lup_rd r = lup_rd_init(se->ctl_buf, len);
+        uint32_t t, n = 0;
+        uint64_t epoch = 0, seq = 0;
+        char what[112];
+
+        lup_rd_u32(&r, &t);
+        lup_rd_u32(&r, &n);
+        lup_rd_u64(&r, &epoch);
+        if (type == LUPD_CTL_HOT_MEM) {
+                if (!se->drain_sent || se->drain_done || !(se->drain_flags & LUPD_DRAIN_HOT)) {
+                        snprintf(what, sizeof(what), "HOT_MEM it was not asked for");
+                        goto out_violation;
+                }
+                if (r.err || n == 0 || n > LUPD_CTL_MAX_FDS || (int)n != nfds ||
+                    len != LUPD_CTL_HOT_MEM_FIXED + (size_t)n * LUPD_CTL_HOT_MEM_REC) {
+                        snprintf(what, sizeof(what), "a malformed HOT_MEM (%zu bytes, %d fds)", len, nfds);
+                        goto out_violation;
+                }
+                sup_hot_on_mem(s, idx, epoch, se->ctl_buf + LUPD_CTL_HOT_MEM_FIXED, fds, (int)n);
+                return 0;
+        }
+        lup_rd_u64(&r, &seq);
+        if (!se->drain_sent || se->drain_done || !(se->drain_flags & LUPD_DRAIN_HANDBACK) || se->handback_got) {
+                snprintf(what, sizeof(what), "HANDBACK it was not asked for");
+                goto out_violation;
+        }
+        if (r.err || len != LUPD_CTL_HANDBACK_LEN || nfds != (n ? 2 : 1) || n > LUP_MAX_PAYLOAD + LUP_HDR_SIZE) {
+                snprintf(what, sizeof(what), "a malformed HANDBACK (%zu bytes, %d fds)", len, nfds);
+                goto out_violation;
+        }
+        se->handback_got = true;
+        sup_hot_on_handback(s, idx, epoch, seq, n, fds[0], n ? fds[1] : -1);
+        return 0;
+
+out_violation:
+        close_fds(fds, nfds);
+        worker_violation(s, idx, what);
+        return -EPROTO;
+}
+
+/* One control message of len bytes in se->ctl_buf, with the fds the
+ * ring's recvmsg got (with_fds; a plain recv after the worker is gone
+ * got none). Returns 0, or -EPROTO after a violation (listen no further). */
+static int ctl_message(struct sup *s, int idx, size_t len, bool with_fds)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        int fds[LUPD_CTL_RECV_FDS], nfds = 0;
+
+        if (with_fds) {
+                nfds = ctl_take_fds(se, fds);
+                if (nfds < 0) {
+                        worker_violation(s, idx, "more fds than a control message may carry");
+                        return -EPROTO;
+                }
+        }
+        if (len >= 4 && len <= sizeof(se->ctl_buf)) {
+                uint32_t type = lup_le32(se->ctl_buf);
+                if (type == LUPD_CTL_HOT_MEM || type == LUPD_CTL_HANDBACK)
+                        return ctl_fd_message(s, idx, type, len, fds, nfds);
+        }
+        if (nfds > 0) {
+                close_fds(fds, nfds);
+                worker_violation(s, idx, "fds with a message that carries none");
+                return -EPROTO;
+        }
+        return ctl_plain_message(s, idx, len);
+}
+
+/* A control message without fds. */
+static int ctl_plain_message(struct sup *s, int idx, size_t len)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        struct lup_rd r = lup_rd_init(se->ctl_buf, len);
+        uint32_t type = 0, slot = 0;
+        int32_t status = 0;
+        char what[96];
+        size_t want;
+        bool ok;
+
+        if (len > sizeof(se->ctl_buf)) {
+                worker_violation(s, idx, "an oversized control message");
+                return -EPROTO;
+        }
+        lup_rd_u32(&r, &type);
+        switch (type) {
+        case LUPD_CTL_READY:
+                ok = !se->ready;
+                want = 12;
+                break;
+        case LUPD_CTL_ATTACHED:
+                ok = se->ready && se->attach_pending > 0;
+                want = 8;
+                break;
+        case LUPD_CTL_DETACHED:
+                ok = se->ready;
+                /* ctl.h says u32 type; a zero i32 after it is tolerated,
+                 * as the worker's generic sender writes one. */
+                want = len == 8 ? 8 : 4;
+                break;
+        case LUPD_CTL_DRAINED:
+                ok = se->drain_sent && !se->drain_done;
+                want = 8;
+                break;
+        default:
+                ok = false;
+                want = 0;
+                break;
+        }
+        if (!ok) {
+                snprintf(what, sizeof(what), "an unexpected control message (type %u)", (unsigned)type);
+                worker_violation(s, idx, what);
+                return -EPROTO;
+        }
+        if (want >= 8)
+                lup_rd_i32(&r, &status);
+        if (want >= 12)
+                lup_rd_u32(&r, &slot);
+        if (len != want || lup_rd_finish(&r) < 0 || status > 0 || (type == LUPD_CTL_DETACHED && status != 0)) {
+                snprintf(what, sizeof(what), "a malformed control message (type %u, %zu bytes)", (unsigned)type,
+                         len);
+                worker_violation(s, idx, what);
+                return -EPROTO;
+        }
+
+        switch (type) {
+        case LUPD_CTL_READY:
+                if (!se->restore && status == 0 && slot != (uint32_t)se->slot) {
+                        snprintf(what, sizeof(what), "READY for arena slot %u, but was given slot %d",
+                                 (unsigned)slot, se->slot);
+                        worker_violation(s, idx, what);
+                        return -EPROTO;
+                }
+                on_ready(s, idx, status, slot);
+                break;
+        case LUPD_CTL_ATTACHED:
+                on_attached(s, idx, status);
+                break;
+        case LUPD_CTL_DETACHED:
+                on_detached(s, idx);
+                break;
+        case LUPD_CTL_DRAINED:
+                sup_drain_on_drained(s, idx, status);
+                break;
+        }
+        return 0;
+}
+
+void sup_ctl_on_recv(struct sup *s, int idx, int res)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+
+        se->ctl_busy = false;
+        if (se->state == LUPD_SESSION_RETIRED) {
+                /* Reaped meanwhile: this was its last word, or the cancel. */
+                if (res > 0 && !se->ctl_eof && ctl_message(s, idx, (size_t)res, true) < 0)
+                        se->ctl_eof = true;
+                if (res == 0)
+                        se->ctl_eof = true;
+                sup_ctl_finish(s, idx);
+                return;
+        }
+        if (se->state != LUPD_SESSION_LIVE || se->ctl_eof)
+                return; /* not listening to it any more */
+        if (res == -EINTR || res == -EAGAIN) {
+                sup_ctl_arm(s, idx);
+                return;
+        }
+        if (res <= 0) {
+                /* EOF or reset: the worker is on its way out, and SIGCHLD
+                 * tells the rest. */
+                if (res < 0 && res != -ECANCELED)
+                        lup_debug("control socket of worker %d: %s", (int)se->pid, strerror(-res));
+                se->ctl_eof = true;
+                return;
+        }
+        if (ctl_message(s, idx, (size_t)res, true) < 0)
+                return;
+        sup_ctl_arm(s, idx);
+}
+
+void sup_ctl_finish(struct sup *s, int idx)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        bool restore = se->restore;
+        char why[64];
+
+        if (se->state != LUPD_SESSION_RETIRED || se->ctl_busy)
+                return;
+        /* The worker is gone, so everything it sent is queued already;
+         * the queue is bounded by the socket buffer. */
+        while (!se->ctl_eof && se->ctl_fd >= 0) {
+                ssize_t n;
+                ctl_msg_reset(se);
+                n = recvmsg(se->ctl_fd, &se->ctl_msg, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+                if (n <= 0 || ctl_message(s, idx, (size_t)n, true) < 0)
+                        break;
+        }
+        sup_describe_wait(se->wait_status, why, sizeof(why));
+        if (se->restore && !se->ready)
+                sup_restore_on_gone(s, idx, why);
+        if (se->drain_sent && !se->drain_done)
+                sup_drain_on_gone(s, idx, se->wait_status);
+        se->ctl_fd = safe_close(se->ctl_fd);
+        lupd_registry_release(&s->reg, idx);
+        if (restore)
+                sup_restore_progress(s);
+        sup_status_update(s);
+}
+
+/* sendmsg with one fd attached, never blocking: a worker that does not
+ * read its control socket must not stall the supervisor. */
+static int send_with_fd(int sock, const void *p, size_t n, int fd)
+{
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } u;
+        struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                             .msg_controllen = sizeof(u.buf) };
+        struct cmsghdr *c;
+        ssize_t k;
+
+        memset(&u, 0, sizeof(u));
+        c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        do
+                k = sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        while (k < 0 && errno == EINTR);
+        if (k < 0)
+                return -errno;
+        return (size_t)k == n ? 0 : -EMSGSIZE;
+}
+
+int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
+                       const char *peer)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        uint8_t msg[CTL_ATTACH_FIXED + LUPD_HELLO_MAX_PAYLOAD];
+        struct lup_wr w = lup_wr_init(msg, sizeof(msg));
+        int r;
+
+        if (se->attach_pending >= LUPD_MAX_ATTACH_PENDING)
+                return -EBUSY;
+        if (se->ctl_fd < 0 || se->ctl_eof)
+                return -EPIPE;
+        lup_wr_u32(&w, LUPD_CTL_ATTACH);
+        lup_wr_u32(&w, (uint32_t)(se->slot < 0 ? 0 : se->slot)); /* ignored by the worker */
+        lup_wr_u64(&w, hdr->seq);
+        lup_wr_u32(&w, hdr->lane);
+        lup_wr_u32(&w, hdr->len);
+        lup_wr_bytes(&w, payload, hdr->len);
+        if (w.err)
+                return w.err;
+        r = send_with_fd(se->ctl_fd, msg, w.len, client_fd);
+        if (r < 0)
+                return r == -EAGAIN ? -EBUSY : r;
+        snprintf(se->attach_peer[se->attach_pending], sizeof(se->attach_peer[0]), "%s", peer);
+        se->attach_pending++;
+        lup_info("session %s: resume request from %s handed to worker %d", se->name, peer, (int)se->pid);
+        return 0;
+}

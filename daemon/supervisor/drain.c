@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Drain: what SIGTERM and SIGINT do when a checkpoint provider is
+ * configured (DESIGN.md, "Sessions, drain, checkpoint, restore").
+ *
+ *   1. Stop admitting: accepts are no longer armed, but the listening
+ *      sockets stay open, so new clients wait in the backlog (for our
+ *      successor, when it inherits them, or until they time out and
+ *      retry). Connections still before their HELLO are closed.
+ *   2. STOPPING=1 to systemd, and LUPD_CTL_DRAIN to every worker, which
+ *      finishes what it accepted, says GOODBYE to its client, checkpoints
+ *      through the provider and reports LUPD_CTL_DRAINED.
+ *   3. Every LUPD_EXTEND_INTERVAL_MS, EXTEND_TIMEOUT_USEC to systemd.
+ *   4. A worker that has not reported within --drain-timeout is killed;
+ *      its session is lost (a kernel that never finishes must not hold
+ *      the other sessions, or the host, hostage).
+ *   5. Exit 0 when every session was checkpointed, 1 when one was lost.
+ *
+ * An upgrade drains the same way and re-executes after. SIGTERM or SIGINT
+ * during its drain is not dropped: the drain finishes and the daemon
+ * stops instead (supervisor/hot.c: sup_upgrade_cancel, sup_upgrade_stop).
+ *
+ * Each session gets exactly one verdict line: "session NAME checkpointed",
+ * "session NAME LOST: why", or one of two that lose nothing:
+ *   - a session restored at start and never touched since whose new
+ *     checkpoint failed keeps its older one (the provider never lets a
+ *     failed save damage the committed checkpoint before it);
+ *   - a session that ended by itself (its client said GOODBYE, or its TTL
+ *     ran out) just as the drain began: its worker exits 0 without
+ *     DRAINED, and there was nothing left to save.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <systemd/sd-daemon.h>
+
+#include "ctl.h"
+#include "log.h"
+#include "supervisor/internal.h"
+
+void sup_notify_extend(struct sup *s, uint64_t now)
+{
+        if (now < s->next_extend)
+                return;
+        s->next_extend = now + LUPD_EXTEND_INTERVAL_MS;
+        sd_notifyf(0, "EXTEND_TIMEOUT_USEC=%llu", (unsigned long long)LUPD_EXTEND_USEC);
+}
+
+static int drain_left(const struct sup *s)
+{
+        int n = 0;
+
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
+                const struct lupd_session *se = &s->reg.s[i];
+                n += se->state != LUPD_SESSION_FREE && se->drain_sent && !se->drain_done;
+        }
+        return n;
+}
+
+enum verdict { CHECKPOINTED, FAILED, ENDED };
+
+static void drain_verdict(struct sup *s, int idx, enum verdict v, const char *why)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+
+        se->drain_done = true;
+        if (v == CHECKPOINTED) {
+                s->n_checkpointed++;
+                if (se->hot_fds)
+                        lup_info("session %s checkpointed (%s): %llu memory fd(s), %.2f GiB, %s", se->name,
+                                 sup_hot_mode_name(se->drain_flags), (unsigned long long)se->hot_fds,
+                                 se->hot_bytes / 1073741824.0,
+                                 !s->upgrade        ? "in the service manager's fd store"
+                                 : s->upgrade_stop ? "kept until the drain ends (the upgrade was cancelled)"
+                                                   : "kept for the re-exec");
+                else
+                        lup_info("session %s checkpointed", se->name);
+        } else if (v == ENDED) {
+                s->n_ended++;
+                lup_info("session %s ended before it could be checkpointed (%s)", se->name, why);
+        } else if (se->was_pristine) {
+                s->n_kept++;
+                lup_warn("session %s was not checkpointed again: %s; it was not used since it was restored, so "
+                         "its previous checkpoint is kept",
+                         se->name, why);
+        } else {
+                s->n_lost++;
+                lup_err("session %s LOST: %s", se->name, why);
+        }
+        sup_status_update(s);
+}
+
+void sup_drain_on_drained(struct sup *s, int idx, int32_t status)
+{
+        char why[128];
+
+        if (status == 0) {
+                drain_verdict(s, idx, CHECKPOINTED, NULL);
+                return;
+        }
+        snprintf(why, sizeof(why), "the checkpoint failed: %s (the worker's log says more)",
+                 status > -4096 ? strerror(-status) : "unknown error");
+        drain_verdict(s, idx, FAILED, why);
+}
+
+void sup_drain_on_gone(struct sup *s, int idx, int wait_status)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        char how[64], why[160];
+
+        /* A worker exits 0 without DRAINED only when its session had
+         * ended by itself (GOODBYE, TTL) before it read DRAIN: nothing
+         * was there to save. Everything else is a failed checkpoint. */
+        if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
+                snprintf(why, sizeof(why), "its worker %d exited without a checkpoint", (int)se->pid);
+                drain_verdict(s, idx, ENDED, why);
+                return;
+        }
+        sup_describe_wait(wait_status, how, sizeof(how));
+        snprintf(why, sizeof(why), "its worker %d %s before reporting a checkpoint", (int)se->pid, how);
+        drain_verdict(s, idx, FAILED, why);
+}
+
+/* A FAILED worker is on its way out with nothing to save. */
+static bool drainable(const struct lupd_session *se)
+{
+        return se->state == LUPD_SESSION_LIVE && se->phase != LUPD_PHASE_FAILED;
+}
+
+void sup_drain_begin(struct sup *s, const char *why)
+{
+        uint64_t now = sup_now_ms();
+        int n = 0;
+
+        s->stopping = true;
+        s->stop = SUP_DRAIN;
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
+                n += drainable(&s->reg.s[i]);
+        if (n)
+                lup_info("%s: draining: checkpointing %d session(s), at most %d s (--drain-timeout); new clients "
+                         "wait in the listen backlog",
+                         why, n, s->cfg->drain_timeout_s);
+        else
+                lup_info("%s: draining: no sessions to checkpoint", why);
+        s->drain_flags = sup_hot_drain_flags(s);
+        if (s->drain_flags & LUPD_DRAIN_HOT)
+                sup_raise_nofile();
+        if (n)
+                lup_info("checkpoint mode for this drain: %s%s", sup_hot_mode_name(s->drain_flags),
+                         s->upgrade ? ", connections kept" : "");
+        /* An upgrade re-executes under the same pid: systemd hears
+         * RELOADING=1 (sup_upgrade_begin) and READY=1 after, not STOPPING. */
+        if (s->upgrade)
+                sd_notifyf(0, "STATUS=upgrading: draining %d sessions", n);
+        else
+                sd_notifyf(0, "STOPPING=1\nSTATUS=draining %d sessions", n);
+
+        sup_listeners_pause(s);
+        for (int i = 0; i < LUPD_MAX_PENDING; i++)
+                if (s->conns[i].fd >= 0 && !s->conns[i].closing)
+                        sup_conn_close(s, i, 0, "server draining");
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
+                struct lupd_session *se = &s->reg.s[i];
+                int r;
+
+                if (!drainable(se))
+                        continue;
+                se->drain_sent = true;
+                se->was_pristine = se->restore &&
+                                   (se->phase == LUPD_PHASE_RESTORING || se->phase == LUPD_PHASE_WAITING);
+                r = sup_worker_send_drain(s, i, s->drain_flags);
+                /* A worker that cannot be told is dying; the reaper gives
+                 * its verdict. */
+                if (r < 0)
+                        lup_warn("cannot tell worker %d (session %s) to drain: %s", (int)se->pid, se->name,
+                                 strerror(-r));
+        }
+        s->n_drain = n;
+        s->stop_deadline = now + (uint64_t)s->cfg->drain_timeout_s * 1000u;
+        s->next_extend = 0;
+        if (n)
+                sup_notify_extend(s, now);
+}
+
+void sup_drain_tick(struct sup *s, uint64_t now)
+{
+        if (drain_left(s) > 0)
+                sup_notify_extend(s, now);
+        if (s->killed || now < s->stop_deadline)
+                return;
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
+                struct lupd_session *se = &s->reg.s[i];
+                char why[192];
+
+                if (se->state != LUPD_SESSION_LIVE)
+                        continue;
+                if (se->drain_sent && !se->drain_done) {
+                        snprintf(why, sizeof(why),
+                                 "its worker %d did not finish the checkpoint within %d s (--drain-timeout); "
+                                 "killed it",
+                                 (int)se->pid, s->cfg->drain_timeout_s);
+                        drain_verdict(s, i, FAILED, why);
+                } else {
+                        lup_warn("worker %d for session %s is still running at the drain deadline; killing it",
+                                 (int)se->pid, se->name);
+                }
+                sup_worker_kill(s, i);
+        }
+        s->killed = true;
+        s->kill_deadline = now + LUPD_KILL_GRACE_MS;
+}

@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Supervisor internals shared by its files:
+ *   supervisor/supervisor.c          the loop, the ring, signals, shutdown;
+ *   supervisor/listen.c   listening sockets and accepts;
+ *   supervisor/conn.c     pending connections: reading and judging HELLO;
+ *   supervisor/admin.c    ADMIN requests (lupinectl) instead of HELLO;
+ *   supervisor/workers.c   starting, killing and reaping workers;
+ *   supervisor/ctl.c      the control channel: ATTACH out, READY, ATTACHED,
+ *                         DETACHED and DRAINED in (daemon/ctl.h);
+ *   supervisor/drain.c    drain on SIGTERM: DRAIN, deadlines, verdicts;
+ *   supervisor/restore.c  restore at start: provider listing, restore workers;
+ *   supervisor/sd_fds.c              fds inherited through LISTEN_FDS (supervisor/sd_fds.h).
+ * Nothing outside daemon/supervisor*.c includes this.
+ */
+#ifndef LUPD_SUPERVISOR_INT_H
+#define LUPD_SUPERVISOR_INT_H
+
+#include <liburing.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "lupine/wire.h"
+#include "net.h"
+#include "supervisor/session_registry.h"
+#include "supervisor/supervisor.h"
+
+/*
+ * user_data layout (64 bits), built by ud_make() and taken apart by
+ * ud_kind() and ud_index():
+ *
+ *   63        56 55                     32 31                          0
+ *  +------------+-------------------------+-----------------------------+
+ *  |    kind    |     reserved, zero      |            index            |
+ *  +------------+-------------------------+-----------------------------+
+ *
+ *   kind   enum ev_kind: which handler gets the completion.
+ *   index  listener index (EV_ACCEPT), pending-connection slot
+ *          (EV_CONN_RECV) or session registry entry (EV_CTL_RECV; not
+ *          the arena slot); zero for the singletons.
+ *
+ * An index is not reused while an operation naming it is in flight
+ * (listener->armed, conn->recv_busy, session->ctl_busy), so a completion
+ * always belongs to the object now at its index.
+ */
+enum ev_kind {
+        EV_IGNORE = 0,  /* cancellation requests; their own CQEs carry nothing */
+        EV_ACCEPT,
+        EV_CONN_RECV,
+        EV_CTL_RECV,
+        EV_SIGNAL,      /* POLLIN on the signalfd */
+        EV_TICK,
+};
+
+static inline uint64_t ud_make(enum ev_kind kind, uint32_t index)
+{
+        return ((uint64_t)kind << 56) | index;
+}
+
+static inline enum ev_kind ud_kind(uint64_t ud)
+{
+        return (enum ev_kind)(ud >> 56);
+}
+
+static inline uint32_t ud_index(uint64_t ud)
+{
+        return (uint32_t)ud;
+}
+
+struct listener {
+        int fd;                 /* -1 once closed */
+        const struct lup_endpoint *ep;
+        /* Inherited (socket activation, re-exec): ep points at inh_ep,
+         * built from getsockname(). Such a socket is shut down and its
+         * path removed at exit only if owned, i.e. it is one of our
+         * --listen endpoints (a re-exec passed it on); systemd's sockets
+         * belong to systemd. */
+        bool inherited;
+        bool owned;             /* ours to shut down and unlink at exit */
+        struct lup_endpoint inh_ep;
+        bool armed;             /* an accept is in flight */
+        bool armed_multishot;   /* ... and it is a multishot one */
+        bool paused;            /* accept failed for want of resources; the tick re-arms */
+};
+
+struct conn {
+        int fd;                 /* -1: slot free */
+        bool recv_busy;         /* a recv into this slot is in flight */
+        bool closing;           /* dropped; fd is closed when that recv completes */
+        bool have_hdr;          /* hdr is decoded; now reading the payload */
+        bool unix_listener;     /* accepted on a UNIX socket (ADMIN is allowed there) */
+        uint64_t deadline;      /* CLOCK_MONOTONIC ms by which HELLO must be complete */
+        size_t got;             /* bytes of the current part (header, then payload) */
+        struct lup_hdr hdr;
+        uint8_t hdr_buf[LUP_HDR_SIZE];
+        uint8_t *payload;       /* hdr.len bytes, allocated once the header is valid */
+        char peer[160];
+};
+
+struct log_limit {
+        uint64_t window_start;
+        unsigned lines;
+        unsigned suppressed;
+};
+
+/* An fd the supervisor keeps for the re-exec of an upgrade. */
+struct sup_held {
+        int fd;
+        char name[256];         /* its LISTEN_FDNAMES name (supervisor/hot.c) */
+};
+
+/* Why the supervisor is stopping, if it is. */
+enum sup_stop {
+        SUP_RUNNING = 0,
+        SUP_SHUTDOWN,   /* no checkpoint provider: SHUTDOWN, workers just exit */
+        SUP_DRAIN,      /* checkpoint every session, then exit */
+};
+
+struct sup {
+        struct io_uring ring;
+        struct lupd_config *cfg;
+        struct listener listeners[LUPD_MAX_LISTEN];
+        int n_listeners;
+        struct conn conns[LUPD_MAX_PENDING];
+        int n_conns;            /* slots in use, closing ones included */
+        struct lupd_registry reg;
+        int sigfd;
+        bool sig_busy;          /* a poll on sigfd is in flight */
+        bool multishot;         /* accept with IORING_ACCEPT_MULTISHOT */
+        struct __kernel_timespec tick_ts;
+        unsigned tick_ms;
+        bool tick_busy;
+        bool stopping;          /* stop != SUP_RUNNING */
+        enum sup_stop stop;
+        bool killed;            /* stragglers got SIGKILL */
+        uint64_t stop_deadline; /* SIGKILL the workers left at this time */
+        uint64_t kill_deadline; /* give up waiting for them at this time */
+        struct log_limit conn_log;
+        /* sessions that outlive the process (a checkpoint provider is set) */
+        bool checkpoints;       /* lupd_have_checkpoints(cfg) */
+        bool restoring;         /* restore workers have not all reported */
+        bool serving;           /* accepts were armed and READY=1 sent */
+        uint64_t restore_deadline;
+        uint64_t next_extend;   /* next EXTEND_TIMEOUT_USEC to systemd */
+        uint64_t watchdog_ms;   /* WATCHDOG=1 this often (half of WatchdogSec=); 0: off */
+        uint64_t next_watchdog; /* the next WATCHDOG=1 is due then */
+        int n_restore_listed;   /* committed sessions the provider listed */
+        int n_restore_started;  /* restore workers started */
+        int n_restored;         /* ... that reported READY 0 */
+        int n_drain;            /* sessions told to drain */
+        int n_checkpointed;     /* ... that reported DRAINED 0 */
+        int n_lost;             /* ... whose state is gone */
+        int n_kept;             /* ... that failed, but their older checkpoint stands */
+        int n_ended;            /* ... that ended by themselves meanwhile */
+        /* hot checkpoint and upgrade (supervisor/hot.c) */
+        bool upgrade;           /* this drain ends in a re-exec, not an exit */
+        bool upgrade_stop;      /* ... unless SIGTERM/SIGINT came meanwhile: then an exit */
+        uint32_t upgrade_flags; /* LUPD_DRAIN_* the upgrade's drain sent first */
+        uint32_t drain_flags;   /* LUPD_DRAIN_* this drain sends */
+        struct sup_held *held;  /* fds for the re-exec: memory, connections */
+        size_t n_held, cap_held;
+};
+
+static inline int safe_close(int fd)
+{
+        if (fd >= 0)
+                close(fd);
+        return -1;
+}
+
+/* ---- supervisor/supervisor.c */
+
+/* CLOCK_MONOTONIC in milliseconds. */
+uint64_t sup_now_ms(void);
+/* An SQE, submitting what is queued if the SQ is full. NULL only if the
+ * kernel will not take more right now (callers treat it like ENOMEM). */
+struct io_uring_sqe *sup_sqe(struct sup *s);
+/* Cancels the in-flight op `ud` on socket `fd`; if no SQE is to be had,
+ * shuts the socket down instead, which completes the op just as well.
+ * Every caller is about to close that socket anyway. */
+void sup_cancel_op(struct sup *s, uint64_t ud, int fd);
+/* Whether one more connection-related log line fits the rate limit. */
+bool sup_conn_log_allow(struct sup *s);
+/* Arms the listeners and tells systemd READY=1: the daemon serves. Called
+ * once restores are done (at once when there are none); a no-op while
+ * restoring, once stopping, or the second time. */
+void sup_serving_begin(struct sup *s);
+/* Sends systemd a STATUS= line describing the sessions now. */
+void sup_status_update(struct sup *s);
+
+/* ---- supervisor/listen.c */
+
+/* Adopts the inherited listening sockets (lupd_sd_listen_*: socket
+ * activation or a re-exec), ignoring cfg->listen then; otherwise binds
+ * every cfg->listen endpoint. -errno (logged) if one cannot be. */
+int sup_listeners_open(struct sup *s);
+/* Arms an accept on listener li, unless one is armed, the daemon does not
+ * serve yet (restoring) or any more (stopping), or the listener is closed. */
+void sup_listener_arm(struct sup *s, int li);
+/* Completion of an accept on listener li. */
+void sup_on_accept(struct sup *s, int li, int res, uint32_t cqe_flags);
+/* Stops arming accepts and cancels those in flight, keeping the listening
+ * sockets open so new clients wait in the backlog. */
+void sup_listeners_pause(struct sup *s);
+/* Stops accepting, closes the sockets and removes UNIX socket paths. */
+void sup_listeners_close(struct sup *s);
+
+/* ---- supervisor/conn.c */
+
+/* Takes a freshly accepted connection from listener l (or closes it when
+ * LUPD_MAX_PENDING are waiting) and starts reading its HELLO. */
+void sup_conn_new(struct sup *s, const struct listener *l, int fd);
+/* Completion of the recv into pending-connection slot idx. */
+void sup_conn_on_recv(struct sup *s, int idx, int res);
+/* Logs one line saying why, sends a HELLO refusal when refuse_status != 0
+ * and the header was valid, and drops the connection. */
+void sup_conn_close(struct sup *s, int idx, uint32_t refuse_status, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+/* ---- supervisor/admin.c */
+
+/* The header of first frame of pending connection idx is ADMIN: returns 0
+ * if this peer may send it and the header is well-formed, else closes the
+ * connection (logged, refused) and returns -errno. */
+int sup_admin_check_header(struct sup *s, int idx);
+/* The ADMIN payload of connection idx is complete: validates it, answers
+ * and closes the connection (and begins a drain when asked to). */
+void sup_admin_run(struct sup *s, int idx);
+
+/* ---- supervisor/workers.c */
+
+/* Starts the worker for the freshly claimed registry entry idx and hands
+ * it the connection with its HELLO (header hdr, payload of hdr->len
+ * bytes). Returns 0 (the entry is LIVE until the reaper frees it) or
+ * -errno (the entry is released and no worker was started). */
+int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
+                      const char *peer);
+/* Starts a `--restore=NAME` worker for the freshly claimed restore entry
+ * idx (no client). Returns 0 or -errno (entry released). */
+int sup_session_restore(struct sup *s, int idx);
+/* waitpid() every worker that has exited, log how, and retire its entry;
+ * the entry is freed by sup_ctl_finish() once its control socket is read
+ * to the end. */
+void sup_reap_workers(struct sup *s);
+/* LUPD_CTL_SHUTDOWN to every live worker; returns how many were told. */
+int sup_workers_shutdown(struct sup *s);
+/* SIGKILL every live worker, saying which. */
+void sup_workers_kill(struct sup *s);
+/* SIGKILL one worker, unless it was reaped already (its pid may be
+ * someone else's by now). */
+void sup_worker_kill(struct sup *s, int idx);
+/* A bare u32 control message (SHUTDOWN, DRAIN) to worker idx, without
+ * blocking. Returns 0 or -errno. */
+int sup_worker_send(struct sup *s, int idx, uint32_t type);
+/* "exited with status 3", "killed by signal 9" for a wait status. */
+void sup_describe_wait(int st, char *out, size_t cap);
+
+/* ---- supervisor/ctl.c */
+
+/* Starts (or continues) reading worker idx's control socket. */
+void sup_ctl_arm(struct sup *s, int idx);
+/* Completion of the recv on the control socket of entry idx. */
+void sup_ctl_on_recv(struct sup *s, int idx, int res);
+/* The worker of entry idx was reaped: read what is left on its control
+ * socket (unless a recv is still in flight; its completion comes back
+ * here), settle its accounts, and free the entry. */
+void sup_ctl_finish(struct sup *s, int idx);
+/* Hands a client's connection, asking to resume registered session idx,
+ * to its worker (LUPD_CTL_ATTACH). Returns 0, -EBUSY when
+ * LUPD_MAX_ATTACH_PENDING resumes are in flight already, or -errno. */
+int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
+                       const char *peer);
+
+/* ---- supervisor/drain.c */
+
+/* SIGTERM/SIGINT with a provider: stop admitting, DRAIN every worker. */
+void sup_drain_begin(struct sup *s, const char *why);
+/* The tick while draining: EXTEND_TIMEOUT_USEC, the drain deadline. */
+void sup_drain_tick(struct sup *s, uint64_t now);
+/* Worker idx reported LUPD_CTL_DRAINED with status. */
+void sup_drain_on_drained(struct sup *s, int idx, int32_t status);
+/* Worker idx, told to drain, is gone without DRAINED (wait_status from
+ * waitpid): its session ended by itself (exit 0) or is lost. */
+void sup_drain_on_gone(struct sup *s, int idx, int wait_status);
+/* Every EXTEND_INTERVAL, tell systemd to wait a little longer. */
+void sup_notify_extend(struct sup *s, uint64_t now);
+
+/* ---- supervisor/hot.c */
+
+/* RLIMIT_NOFILE's soft limit up to the hard one: sessions can have
+ * thousands of memory chunks, each an fd at drain and restore. */
+void sup_raise_nofile(void);
+/* What this drain asks of the workers (LUPD_DRAIN_*), from
+ * --checkpoint-mode, whether it is an upgrade and whether a service
+ * manager's fd store is there. */
+uint32_t sup_hot_drain_flags(struct sup *s);
+const char *sup_hot_mode_name(uint32_t flags);
+/* LUPD_CTL_DRAIN with flags to worker idx, without blocking. */
+int sup_worker_send_drain(struct sup *s, int idx, uint32_t flags);
+/* Worker idx sent n memory fds (records: u64 addr, u64 size each): to the
+ * fd store, or kept for the re-exec. Takes the fds (closes or keeps). */
+void sup_hot_on_mem(struct sup *s, int idx, uint64_t epoch, const uint8_t *recs, int *fds, int n);
+/* Worker idx handed its connection back (and input_fd, or -1). Takes them. */
+void sup_hot_on_handback(struct sup *s, int idx, uint64_t epoch, uint64_t seq, uint32_t input_len, int conn_fd,
+                         int input_fd);
+/* SIGHUP, `lupinectl upgrade`: checks the upgrade can be made, then drains
+ * for it. 0, or -errno with err[] saying why (nothing was changed). */
+int sup_upgrade_begin(struct sup *s, const char *why, char *err, size_t errcap);
+/* The upgrade's drain is done: re-executes. Returns only on failure, with
+ * the exit status (logged). */
+int sup_upgrade_exec(struct sup *s);
+/* SIGTERM or SIGINT while the upgrade drains: the drain finishes and the
+ * daemon then stops instead of re-executing. Workers not yet done are
+ * told the flags a stop uses (GOODBYE, no hand-back; the durable copy
+ * where there is no fd store). */
+void sup_upgrade_cancel(struct sup *s, const char *why);
+/* The cancelled upgrade's drain is done: what a stop keeps, it keeps (the
+ * memory fds go to the fd store under a service manager; the connections
+ * close and their clients reconnect to the next start). Returns the exit
+ * status: 0, or 1 when a session was lost. */
+int sup_upgrade_stop(struct sup *s);
+/* Closes the kept fds. */
+void sup_hot_free(struct sup *s);
+/* Whether inherited fds belong to session name's checkpoint epoch. */
+bool sup_hot_restore_wanted(const char *name, uint64_t epoch);
+/* Right after forking restore worker idx (--hot): sends it its fds
+ * (LUPD_CTL_HOT_MAP, CONN, HOT_END) and removes them from the fd store.
+ * 0 or -errno (logged). */
+int sup_hot_restore_send(struct sup *s, int idx, uint64_t epoch);
+
+/* ---- supervisor/restore.c */
+
+/* Loads the provider, lists committed sessions and starts a restore
+ * worker for each (up to max_sessions). Returns 0 (s->restoring tells
+ * whether any worker is still to report) or -errno after logging why the
+ * daemon cannot start. */
+int sup_restore_start(struct sup *s);
+/* Restore worker idx reported READY (status, slot). */
+void sup_restore_on_ready(struct sup *s, int idx, int32_t status, uint32_t slot);
+/* Restore worker idx is gone without READY. */
+void sup_restore_on_gone(struct sup *s, int idx, const char *why);
+/* The tick while restoring: EXTEND_TIMEOUT_USEC and the restore deadline. */
+void sup_restore_tick(struct sup *s, uint64_t now);
+/* Begins serving once no restore worker is left to report. */
+void sup_restore_progress(struct sup *s);
+
+#endif

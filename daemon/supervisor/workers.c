@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Workers, from the supervisor's side: fork + exec one per session (for a
+ * new client, or to restore a checkpoint), SHUTDOWN or SIGKILL them, and
+ * reap them when they exit. What they say on the control channel is
+ * supervisor/ctl.c's business.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "ctl.h"
+#include "log.h"
+#include "supervisor/internal.h"
+
+/* LUPD_CTL_ASSIGN: u32 type, u32 slot, u64 seq, u32 lane, u32 len, HELLO. */
+#define CTL_ASSIGN_FIXED 24u
+_Static_assert(CTL_ASSIGN_FIXED + LUPD_HELLO_MAX_PAYLOAD <= LUPD_CTL_MAX_MSG,
+               "an ASSIGN message must fit one control datagram");
+
+/* The worker's command line (daemon/ctl.h), built before the fork: the
+ * child may only make async-signal-safe calls. */
+struct worker_argv {
+        char backend[32];
+        char level[32];
+        char ttl[48];
+        char lanes[48];
+        char ckpt[sizeof(((struct lupd_config *)0)->checkpoint_provider) + 32];
+        char ckpt_config[sizeof(((struct lupd_config *)0)->checkpoint_config) + 32];
+        char restore[LUP_MAX_NAME + 32];
+        char *argv[14];
+};
+
+static void worker_argv_build(const struct lupd_config *cfg, const char *restore, bool hot, struct worker_argv *a)
+{
+        int n = 0;
+
+        snprintf(a->backend, sizeof(a->backend), "--backend=%s", lupd_backend_name(cfg->backend));
+        snprintf(a->level, sizeof(a->level), "--log-level=%s", lupd_log_level_name(cfg->log_level));
+        snprintf(a->ttl, sizeof(a->ttl), "--session-ttl=%d", cfg->session_ttl_s);
+        a->argv[n++] = "lupined";
+        a->argv[n++] = "--worker";
+        a->argv[n++] = "--ctl-fd=3";
+        a->argv[n++] = a->backend;
+        a->argv[n++] = a->level;
+        if (cfg->checkpoint_dir[0]) {
+                snprintf(a->ckpt, sizeof(a->ckpt), "--checkpoint-dir=%s", cfg->checkpoint_dir);
+                a->argv[n++] = a->ckpt;
+        } else if (cfg->checkpoint_provider[0]) {
+                snprintf(a->ckpt, sizeof(a->ckpt), "--checkpoint-provider=%s", cfg->checkpoint_provider);
+                a->argv[n++] = a->ckpt;
+                if (cfg->checkpoint_config[0]) {
+                        snprintf(a->ckpt_config, sizeof(a->ckpt_config), "--checkpoint-config=%s",
+                                 cfg->checkpoint_config);
+                        a->argv[n++] = a->ckpt_config;
+                }
+        }
+        a->argv[n++] = a->ttl;
+        if (cfg->checkpoint_lanes > 0) {
+                snprintf(a->lanes, sizeof(a->lanes), "--checkpoint-lanes=%d", cfg->checkpoint_lanes);
+                a->argv[n++] = a->lanes;
+        }
+        if (cfg->checkpoint_verify)
+                a->argv[n++] = "--checkpoint-verify";
+        if (restore) {
+                snprintf(a->restore, sizeof(a->restore), "--restore=%s", restore);
+                a->argv[n++] = a->restore;
+                if (hot)
+                        a->argv[n++] = "--hot";
+        }
+        a->argv[n] = NULL;
+}
+
+/* Child side of the fork: only async-signal-safe calls from here on. */
+static _Noreturn void worker_exec(const char *exe, int ctl, char *const argv[])
+{
+        sigset_t none;
+
+        /* The supervisor blocks the signals it reads from its signalfd;
+         * the mask survives exec, and the worker must not inherit it. */
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* Its own process group: a Ctrl-C on lupined's terminal reaches
+         * only the supervisor, which then ends or drains the workers in
+         * order instead of having them killed under their clients. */
+        (void)setpgid(0, 0);
+        if (ctl == 3) {
+                if (fcntl(3, F_SETFD, 0) < 0) /* dup2(3, 3) would keep FD_CLOEXEC */
+                        _exit(127);
+        } else if (dup2(ctl, 3) < 0) {
+                _exit(127);
+        }
+#ifdef SYS_close_range
+        /* Everything else is O_CLOEXEC already; this also catches any
+         * descriptor some library opened without it. */
+        (void)syscall(SYS_close_range, 4u, ~0u, 0u);
+#endif
+        execv(exe, argv);
+        _exit(127);
+}
+
+/*
+ * socketpair, the first message (with client_fd attached) if there is one,
+ * then fork and exec the worker. Returns 0 with se->pid and se->ctl_fd set,
+ * or -errno with nothing started (the caller releases the entry).
+ */
+static int worker_spawn(struct sup *s, int idx, const char *restore, bool hot, const uint8_t *msg, size_t len,
+                        int client_fd)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        struct worker_argv a;
+        int sv[2], r;
+        pid_t pid;
+
+        worker_argv_build(s->cfg, restore, hot, &a);
+        /* Both ends stay blocking: the worker expects that of its end, and
+         * the supervisor only ever sends into a fresh, empty pair (ASSIGN)
+         * or with MSG_DONTWAIT (everything else). */
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        /* ASSIGN goes into the pair before the fork: it waits in the
+         * worker's queue, and a worker that dies early cannot make the
+         * hand-off fail half-way. */
+        if (msg) {
+                r = lup_send_fds(sv[0], msg, len, &client_fd, 1);
+                if (r < 0)
+                        goto out_close_pair;
+        }
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                goto out_close_pair;
+        }
+        if (pid == 0)
+                worker_exec(s->cfg->self_exe, sv[1], a.argv);
+
+        close(sv[1]);
+        se->pid = pid;
+        se->ctl_fd = sv[0];
+        sup_ctl_arm(s, idx);
+        return 0;
+
+out_close_pair:
+        close(sv[0]);
+        close(sv[1]);
+        return r;
+}
+
+int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
+                      const char *peer)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        uint8_t msg[CTL_ASSIGN_FIXED + LUPD_HELLO_MAX_PAYLOAD];
+        struct lup_wr w = lup_wr_init(msg, sizeof(msg));
+        int r;
+
+        lup_wr_u32(&w, LUPD_CTL_ASSIGN);
+        lup_wr_u32(&w, (uint32_t)se->slot);
+        lup_wr_u64(&w, hdr->seq);
+        lup_wr_u32(&w, hdr->lane);
+        lup_wr_u32(&w, hdr->len);
+        lup_wr_bytes(&w, payload, hdr->len);
+        r = w.err ? w.err : worker_spawn(s, idx, NULL, false, msg, w.len, client_fd);
+        if (r < 0) {
+                lupd_registry_release(&s->reg, idx);
+                return r;
+        }
+        lup_debug("session %s (slot %d): connection from %s handed to worker %d", se->name, se->slot, peer,
+                  (int)se->pid);
+        return 0;
+}
+
+int sup_session_restore(struct sup *s, int idx)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        bool hot = sup_hot_restore_wanted(se->name, se->restore_epoch);
+        int r = worker_spawn(s, idx, se->name, hot, NULL, 0, -1);
+
+        if (r < 0) {
+                lupd_registry_release(&s->reg, idx);
+                return r;
+        }
+        /* The worker reads its fds before anything else. If they cannot
+         * be handed over it is killed; its READY never comes, and the
+         * checkpoint stays for the next start. */
+        if (hot && sup_hot_restore_send(s, idx, se->restore_epoch) < 0) {
+                se->ctl_eof = true;
+                sup_worker_kill(s, idx);
+        }
+        return 0;
+}
+
+void sup_describe_wait(int st, char *out, size_t cap)
+{
+        if (WIFEXITED(st))
+                snprintf(out, cap, "exited with status %d", WEXITSTATUS(st));
+        else if (WIFSIGNALED(st))
+                snprintf(out, cap, "killed by signal %d%s", WTERMSIG(st), WCOREDUMP(st) ? " (core dumped)" : "");
+        else
+                snprintf(out, cap, "ended with wait status 0x%x", (unsigned)st);
+}
+
+static void log_worker_exit(const struct sup *s, const struct lupd_session *se, int st)
+{
+        int pid = (int)se->pid;
+        char how[64];
+
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+                lup_info("worker %d for session %s exited", pid, se->name);
+        } else if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
+                lup_warn("worker %d for session %s exited with status 127 (could it execute %s?)", pid, se->name,
+                         s->cfg->self_exe);
+        } else {
+                sup_describe_wait(st, how, sizeof(how));
+                lup_warn("worker %d for session %s %s", pid, se->name, how);
+        }
+}
+
+void sup_reap_workers(struct sup *s)
+{
+        for (;;) {
+                int st, idx;
+                pid_t pid = waitpid(-1, &st, WNOHANG);
+
+                if (pid < 0 && errno == EINTR)
+                        continue;
+                if (pid <= 0)
+                        return; /* 0: none has exited; ECHILD: no children left */
+                idx = lupd_registry_find_pid(&s->reg, pid);
+                if (idx < 0) {
+                        lup_debug("reaped process %d, which is no worker", (int)pid);
+                        continue;
+                }
+                struct lupd_session *se = &s->reg.s[idx];
+                log_worker_exit(s, se, st);
+                se->reaped = true;
+                se->wait_status = st;
+                /* The name and slot are free from now on; the entry once
+                 * the control socket is read to the end. The worker is
+                 * gone, so whatever it sent is in the socket already. */
+                lupd_registry_retire(&s->reg, idx);
+                if (se->ctl_busy)
+                        sup_cancel_op(s, ud_make(EV_CTL_RECV, (uint32_t)idx), se->ctl_fd);
+                else
+                        sup_ctl_finish(s, idx);
+        }
+}
+
+int sup_worker_send(struct sup *s, int idx, uint32_t type)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        uint8_t msg[4];
+
+        if (se->ctl_fd < 0)
+                return -EBADF;
+        lup_put32(msg, type);
+        /* A worker that does not read gets SIGKILL at a deadline, so a full
+         * socket is not worth waiting for. */
+        if (send(se->ctl_fd, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+                return -errno;
+        return 0;
+}
+
+int sup_workers_shutdown(struct sup *s)
+{
+        int n = 0;
+
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
+                struct lupd_session *se = &s->reg.s[i];
+                int r;
+
+                if (se->state != LUPD_SESSION_LIVE || se->ctl_fd < 0 || se->shutdown_sent)
+                        continue;
+                se->shutdown_sent = true;
+                n++;
+                r = sup_worker_send(s, i, LUPD_CTL_SHUTDOWN);
+                if (r < 0 && r != -EPIPE && r != -ECONNRESET)
+                        lup_warn("cannot tell worker %d to shut down: %s", (int)se->pid, strerror(-r));
+        }
+        return n;
+}
+
+void sup_worker_kill(struct sup *s, int idx)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+
+        if (se->state == LUPD_SESSION_LIVE && !se->reaped && se->pid > 0)
+                (void)kill(se->pid, SIGKILL);
+}
+
+void sup_workers_kill(struct sup *s)
+{
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
+                struct lupd_session *se = &s->reg.s[i];
+
+                if (se->state != LUPD_SESSION_LIVE || se->pid <= 0)
+                        continue;
+                lup_warn("worker %d for session %s did not exit within %d s; killing it", (int)se->pid, se->name,
+                         LUPD_SHUTDOWN_GRACE_MS / 1000);
+                sup_worker_kill(s, i);
+        }
+}

@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Bulk copies between the client's memory and the device.
+ *
+ * Host->device data arrives inline in 1 MiB chunks. Device->host data goes
+ * back as reply frames (synchronous copies) or as DATA frames (asynchronous
+ * copies). An asynchronous copy lands in a pinned staging ring first; the
+ * worker sends it once the copy's event completes, and always before it
+ * answers any synchronous call, so the data reaches the client's buffer
+ * before the synchronisation point that makes it visible.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "frame.h"
+#include "log.h"
+#include "net.h"
+#include "worker/lanes.h"
+#include "worker/piece_hash.h"
+#include "worker/session.h"
+
+#define RING_SIZE (64u << 20)
+
+int lupw_op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+{
+        struct lup_rd r = lup_rd_init(p, h->len);
+        uint64_t dst, stream;
+        CUstream st;
+
+        lup_rd_u64(&r, &dst);
+        lup_rd_u64(&r, &stream);
+        size_t n = lup_rd_left(&r);
+        if (r.err || n == 0 || n > LUP_BULK_CHUNK) {
+                lupw_set_why(s, "malformed MEMCPY_HTOD frame");
+                return -EBADMSG;
+        }
+        if (lupw_check_devptr(s, dst) < 0)
+                return -EBADMSG;
+        CUresult res = (h->flags & LUP_F_SYNC) ? lupw_take_latched(s) : CUDA_SUCCESS;
+        if (res == CUDA_SUCCESS)
+                res = lupw_bind_ctx(s, h->ctx);
+        if (res == CUDA_SUCCESS)
+                res = lupw_check_range(s, dst, n, 1);
+        if (res == CUDA_SUCCESS)
+                res = lupw_stream(s, stream, &st);
+        if (res == CUDA_SUCCESS && s->in_pinned && !(h->flags & LUP_F_SYNC) &&
+            (s->htod_done || s->be.fn.cuEventCreate(&s->htod_done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)) {
+                /* From the pinned receive buffer the copy runs while the next
+                 * chunk arrives. The worker waits for it before it executes
+                 * anything but another chunk, and before that part of the
+                 * buffer is reused (lupw_htod_wait), so every later call sees
+                 * the data, as after a synchronous copy. */
+                if (s->htod_pending && st != s->htod_stream)
+                        lupw_htod_wait(s);
+                res = s->be.fn.cuMemcpyHtoDAsync_v2(lupw_xlate(s, dst), p + r.off, n, st);
+                if (res == CUDA_SUCCESS)
+                        res = s->be.fn.cuEventRecord(s->htod_done, st);
+                if (res == CUDA_SUCCESS) {
+                        s->htod_pending = true;
+                        s->htod_stream = st;
+                }
+        } else if (res == CUDA_SUCCESS) {
+                /* the bytes sit in the receive buffer, which the next read reuses */
+                res = s->be.fn.cuMemcpyHtoD_v2(lupw_xlate(s, dst), p + r.off, n);
+        }
+        if (h->flags & LUP_F_SYNC)
+                return lupw_reply(s, h, 0, res, NULL, 0);
+        lupw_latch(s, res, "cuMemcpyHtoD");
+        return 0;
+}
+
+/* Writes one reply chunk straight to the socket. A blocking copy is one of
+ * the points where the driver writes out device printf output: it goes
+ * ahead of the copy's answer, as lupw_reply() sends it ahead of others. */
+static int send_chunk(struct lupw_session *s, const struct lup_hdr *rh, const void *data, size_t n)
+{
+        uint8_t hb[LUP_HDR_SIZE];
+        int rc = lupw_output_forward(s);
+        if (rc == 0)
+                rc = lupw_flush_out(s);
+        if (rc < 0)
+                return rc;
+        lup_hdr_encode(hb, rh);
+        struct iovec iov[2] = { { hb, sizeof(hb) }, { (void *)data, n } };
+        return lupw_send(s, iov, n ? 2 : 1, true); /* logged for a resend even if it fails */
+}
+
+static int send_data(struct lupw_session *s, uint64_t token, uint64_t off, const void *data, size_t n, CUresult status)
+{
+        uint8_t buf[16];
+        lup_put64(buf, token);
+        lup_put64(buf + 8, off);
+        struct lup_hdr rh = { .len = (uint32_t)(16 + n), .op = LUP_OP_DATA, .status = (uint32_t)status,
+                              .ctx = s->last_seq };
+        uint8_t hb[LUP_HDR_SIZE];
+        int rc = lupw_flush_out(s);
+        lup_hdr_encode(hb, &rh);
+        struct iovec iov[3] = { { hb, sizeof(hb) }, { buf, sizeof(buf) }, { (void *)data, n } };
+        int wrc = lupw_send(s, iov, n ? 3 : 2, true); /* logged for a resend even if it fails */
+        return rc < 0 ? rc : wrc;
+}
+
+void lupw_htod_wait(struct lupw_session *s)
+{
+        if (!s->htod_pending)
+                return;
+        s->htod_pending = false;
+        lupw_latch(s, s->be.fn.cuEventSynchronize(s->htod_done), "cuMemcpyHtoD");
+}
+
+static int send_out(struct lupw_session *s, const struct lup_hdr *h, uint64_t token, uint64_t off, uint64_t n,
+                    const uint8_t *data, size_t k)
+{
+        if (token)
+                return send_data(s, token, off, data, k, CUDA_SUCCESS);
+        struct lup_hdr rh = { .len = (uint32_t)k, .op = h->op, .flags = LUP_F_REPLY | (off + k < n ? LUP_F_MORE : 0),
+                              .lane = h->lane, .seq = h->seq, .ctx = s->last_seq };
+        return send_chunk(s, &rh, data, k);
+}
+
+static int fail_out(struct lupw_session *s, const struct lup_hdr *h, uint64_t token, uint64_t off, CUresult res)
+{
+        if (token) {
+                lupw_latch(s, res, "cuMemcpyDtoHAsync");
+                return send_data(s, token, off, NULL, 0, res);
+        }
+        return lupw_reply(s, h, 0, res, NULL, 0);
+}
+
+/* Copies device memory to the client, as reply chunks of request h
+ * (token == 0) or as DATA frames for token. With two pinned bounce buffers
+ * the next chunk crosses PCIe while the current one crosses the network. */
+static int copy_out_sync(struct lupw_session *s, const struct lup_hdr *h, uint64_t token, uint64_t src, uint64_t n,
+                         CUstream st)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        bool pipelined = s->staging2 && n > LUP_BULK_CHUNK;
+        for (int i = 0; pipelined && i < 2; i++)
+                if (!s->chunk_done[i] && be->cuEventCreate(&s->chunk_done[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+                        pipelined = false;
+        if (!pipelined) {
+                /* a synchronous copy orders only with the legacy stream: wait
+                 * for the request's own stream first */
+                CUresult res = st ? be->cuStreamSynchronize(st) : CUDA_SUCCESS;
+                if (res != CUDA_SUCCESS)
+                        return fail_out(s, h, token, 0, res);
+                for (uint64_t off = 0; off < n;) {
+                        size_t k = n - off < LUP_BULK_CHUNK ? (size_t)(n - off) : LUP_BULK_CHUNK;
+                        res = be->cuMemcpyDtoH_v2(s->staging, src + off, k);
+                        if (res != CUDA_SUCCESS)
+                                return fail_out(s, h, token, off, res);
+                        int rc = send_out(s, h, token, off, n, s->staging, k);
+                        if (rc < 0)
+                                return rc;
+                        off += k;
+                }
+                return 0;
+        }
+        uint8_t *buf[2] = { s->staging, s->staging2 };
+        uint64_t chunks = (n + LUP_BULK_CHUNK - 1) / LUP_BULK_CHUNK;
+        CUresult res = CUDA_SUCCESS;
+        for (uint64_t i = 0; i <= chunks && res == CUDA_SUCCESS; i++) {
+                /* queue chunk i, then send chunk i - 1 while it copies */
+                if (i < chunks) {
+                        uint64_t off = i * LUP_BULK_CHUNK;
+                        size_t k = n - off < LUP_BULK_CHUNK ? (size_t)(n - off) : LUP_BULK_CHUNK;
+                        res = be->cuMemcpyDtoHAsync_v2(buf[i % 2], src + off, k, st);
+                        if (res == CUDA_SUCCESS)
+                                res = be->cuEventRecord(s->chunk_done[i % 2], st);
+                        if (res != CUDA_SUCCESS)
+                                break;
+                }
+                if (i > 0) {
+                        uint64_t off = (i - 1) * LUP_BULK_CHUNK;
+                        size_t k = n - off < LUP_BULK_CHUNK ? (size_t)(n - off) : LUP_BULK_CHUNK;
+                        res = be->cuEventSynchronize(s->chunk_done[(i - 1) % 2]);
+                        if (res != CUDA_SUCCESS)
+                                break;
+                        int rc = send_out(s, h, token, off, n, buf[(i - 1) % 2], k);
+                        if (rc < 0)
+                                return rc;
+                }
+        }
+        if (res != CUDA_SUCCESS) {
+                be->cuStreamSynchronize(st); /* nothing may still write into the bounce buffers */
+                return fail_out(s, h, token, 0, res);
+        }
+        return 0;
+}
+
+int lupw_op_dtoh(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+{
+        struct lup_rd r = lup_rd_init(p, h->len);
+        uint64_t src, n, stream;
+        CUstream st;
+
+        lup_rd_u64(&r, &src);
+        lup_rd_u64(&r, &n);
+        lup_rd_u64(&r, &stream);
+        if (lup_rd_finish(&r) < 0 || !(h->flags & LUP_F_SYNC)) {
+                lupw_set_why(s, "malformed MEMCPY_DTOH frame");
+                return -EBADMSG;
+        }
+        if (n == 0 || n > LUP_MAX_COPY) {
+                lupw_set_why(s, "absurd MEMCPY_DTOH size");
+                return -EBADMSG;
+        }
+        if (lupw_check_devptr(s, src) < 0)
+                return -EBADMSG;
+        CUresult res = lupw_take_latched(s);
+        if (res == CUDA_SUCCESS)
+                res = lupw_bind_ctx(s, h->ctx);
+        if (res == CUDA_SUCCESS)
+                res = lupw_check_range(s, src, n, 1);
+        if (res == CUDA_SUCCESS)
+                res = lupw_stream(s, stream, &st);
+        if (res != CUDA_SUCCESS)
+                return lupw_reply(s, h, 0, res, NULL, 0);
+        /* the chunks are queued on the request's stream, after its earlier work */
+        return copy_out_sync(s, h, 0, lupw_xlate(s, src), n, st);
+}
+
+static struct lupw_pending_dtoh *pending_at(struct lupw_session *s, unsigned i)
+{
+        return &s->pending[(s->pending_first + i) % LUPW_MAX_PENDING];
+}
+
+int lupw_flush_pending(struct lupw_session *s, bool wait)
+{
+        while (s->n_pending) {
+                struct lupw_pending_dtoh *pd = pending_at(s, 0);
+                CUresult q = wait ? s->be.fn.cuEventSynchronize(pd->done) : s->be.fn.cuEventQuery(pd->done);
+                if (q == CUDA_ERROR_NOT_READY)
+                        return 0;
+                int rc;
+                if (q != CUDA_SUCCESS) {
+                        lupw_latch(s, q, "cuMemcpyDtoHAsync");
+                        rc = send_data(s, pd->token, 0, NULL, 0, q);
+                } else {
+                        rc = 0;
+                        for (uint64_t off = 0; off < pd->size && rc == 0;) {
+                                size_t k = pd->size - off < LUP_BULK_CHUNK ? (size_t)(pd->size - off) : LUP_BULK_CHUNK;
+                                rc = send_data(s, pd->token, off, s->dring + pd->ring_off + off, k, CUDA_SUCCESS);
+                                off += k;
+                        }
+                }
+                s->dring_tail = pd->ring_off + pd->size;
+                s->pending_first = (s->pending_first + 1) % LUPW_MAX_PENDING;
+                if (--s->n_pending == 0)
+                        s->dring_head = s->dring_tail = 0;
+                if (rc < 0)
+                        return rc;
+        }
+        return 0;
+}
+
+/* Room for n bytes in the ring, waiting for older copies when it is full. */
+static int ring_take(struct lupw_session *s, size_t n, size_t *ret_off)
+{
+        if (s->n_pending == LUPW_MAX_PENDING || s->dring_head + n > s->dring_size) {
+                int rc = lupw_flush_pending(s, true);
+                if (rc < 0)
+                        return rc;
+        }
+        *ret_off = s->dring_head;
+        s->dring_head += n;
+        return 0;
+}
+
+int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+{
+        struct lup_rd r = lup_rd_init(p, h->len);
+        uint64_t src, n, stream, token;
+        CUstream st = NULL;
+
+        lup_rd_u64(&r, &src);
+        lup_rd_u64(&r, &n);
+        lup_rd_u64(&r, &stream);
+        lup_rd_u64(&r, &token);
+        if (lup_rd_finish(&r) < 0 || (h->flags & LUP_F_SYNC) || token == 0 || n == 0 || n > LUP_MAX_COPY) {
+                lupw_set_why(s, "malformed DTOH_ASYNC frame");
+                return -EBADMSG;
+        }
+        if (lupw_check_devptr(s, src) < 0)
+                return -EBADMSG;
+        CUresult res = lupw_bind_ctx(s, h->ctx);
+        if (res == CUDA_SUCCESS)
+                res = lupw_check_range(s, src, n, 1);
+        if (res == CUDA_SUCCESS)
+                res = lupw_stream(s, stream, &st);
+        if (res == CUDA_SUCCESS && !s->dring && n <= LUP_MAX_ASYNC_DTOH) {
+                void *ring = NULL;
+                if (s->be.fn.cuMemAllocHost_v2(&ring, RING_SIZE) == CUDA_SUCCESS) {
+                        s->dring = ring;
+                        s->dring_size = RING_SIZE;
+                }
+        }
+        if (res != CUDA_SUCCESS) {
+                lupw_latch(s, res, "cuMemcpyDtoHAsync");
+                return send_data(s, token, 0, NULL, 0, res);
+        }
+        if (n > LUP_MAX_ASYNC_DTOH || !s->dring) {
+                /* too big for the ring: copy now, after the stream's earlier work */
+                res = s->be.fn.cuStreamSynchronize(st);
+                if (res != CUDA_SUCCESS) {
+                        lupw_latch(s, res, "cuMemcpyDtoHAsync");
+                        return send_data(s, token, 0, NULL, 0, res);
+                }
+                int rc = lupw_flush_pending(s, true);
+                return rc < 0 ? rc : copy_out_sync(s, NULL, token, lupw_xlate(s, src), n, st);
+        }
+        size_t off;
+        int rc = ring_take(s, (size_t)n, &off);
+        if (rc < 0)
+                return rc;
+        struct lupw_pending_dtoh *pd = pending_at(s, s->n_pending);
+        if (!pd->done && s->be.fn.cuEventCreate(&pd->done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+                pd->done = NULL;
+        res = pd->done ? s->be.fn.cuMemcpyDtoHAsync_v2(s->dring + off, lupw_xlate(s, src), n, st)
+                       : CUDA_ERROR_OUT_OF_MEMORY;
+        if (res == CUDA_SUCCESS)
+                res = s->be.fn.cuEventRecord(pd->done, st);
+        if (res != CUDA_SUCCESS) {
+                s->dring_head = off;
+                lupw_latch(s, res, "cuMemcpyDtoHAsync");
+                return send_data(s, token, 0, NULL, 0, res);
+        }
+        pd->token = token;
+        pd->size = n;
+        pd->ring_off = off;
+        s->n_pending++;
+        return 0;
+}
+
+void lupw_copy_free(struct lupw_session *s)
+{
+        lupw_lanes_free(s);
+        lupw_piece_hash_free(s);
+        lupw_htod_wait(s);
+        if (s->htod_done)
+                s->be.fn.cuEventDestroy_v2(s->htod_done);
+        for (int i = 0; i < 2; i++)
+                if (s->chunk_done[i])
+                        s->be.fn.cuEventDestroy_v2(s->chunk_done[i]);
+        for (unsigned i = 0; i < LUPW_MAX_PENDING; i++)
+                if (s->pending[i].done)
+                        s->be.fn.cuEventDestroy_v2(s->pending[i].done);
+        if (s->dring)
+                s->be.fn.cuMemFreeHost(s->dring);
+        s->dring = NULL;
+}

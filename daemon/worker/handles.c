@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The session's handle table (client-minted ids -> real driver handles) and
+ * uploaded blobs (module images arrive in chunks before the call that uses
+ * them). A malformed id or blob is a protocol violation; an id that names
+ * nothing (any more) is answered with CUDA's own error.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "image.h"
+#include "log.h"
+#include "provider_load.h"
+#include "worker/session.h"
+
+struct blob {
+        uint64_t total, received;
+        uint8_t *data;
+};
+
+void lupw_handles_init(struct lupw_session *s)
+{
+        lup_u64map_init(&s->handles, LUP_MAX_HANDLES);
+        lup_u64map_init(&s->blobs, 64);
+}
+
+void lupw_prov_free(struct lupw_prov *p)
+{
+        free(p->name);
+        free(p->image);
+        memset(p, 0, sizeof(*p));
+}
+
+static void free_handle(uint64_t key, uint64_t val, void *ud)
+{
+        struct lupw_handle_ent *e = (struct lupw_handle_ent *)(uintptr_t)val;
+        lupw_prov_free(&e->prov);
+        free(e->params);
+        free(e);
+}
+
+static void free_blob(uint64_t key, uint64_t val, void *ud)
+{
+        struct blob *b = (struct blob *)(uintptr_t)val;
+        free(b->data);
+        free(b);
+}
+
+void lupw_handles_free(struct lupw_session *s)
+{
+        lupw_prov_free(&s->prov);
+        free(s->settings);
+        s->settings = NULL;
+        s->n_settings = s->cap_settings = 0;
+        lup_u64map_each(&s->handles, free_handle, NULL);
+        lup_u64map_free(&s->handles);
+        lup_u64map_each(&s->blobs, free_blob, NULL);
+        lup_u64map_free(&s->blobs);
+}
+
+struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64_t id)
+{
+        uint64_t v;
+        if (!lup_u64map_get(&s->handles, id, &v))
+                return NULL;
+        struct lupw_handle_ent *e = (struct lupw_handle_ent *)(uintptr_t)v;
+        return e->kind == kind ? e : NULL;
+}
+
+CUresult lupw_function(struct lupw_session *s, uint64_t id, struct lupw_handle_ent **ret_e, CUfunction *ret_fn)
+{
+        struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_FUNCTION, id);
+
+        if (e) {
+                *ret_e = e;
+                *ret_fn = (CUfunction)e->real;
+                return CUDA_SUCCESS;
+        }
+        e = lupw_handle_ent(s, LUPW_H_KERNEL, id);
+        if (!e)
+                return CUDA_ERROR_INVALID_HANDLE;
+        *ret_e = e;
+        return s->be.fn.cuKernelGetFunction(ret_fn, (CUkernel)e->real);
+}
+
+CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret)
+{
+        struct lupw_handle_ent *e = lupw_handle_ent(s, kind, id);
+        if (!e && kind == LUPW_H_LIBRARY && id == 0) {
+                /* cuBLASLt looks kernels up by name in the NULL library (every
+                 * library of the process): the driver answers that itself,
+                 * and this worker's libraries are this session's only */
+                *ret = NULL;
+                return CUDA_SUCCESS;
+        }
+        if (!e && kind == LUPW_H_FUNCTION) {
+                /* a library kernel standing in for a function (occupancy,
+                 * attributes) */
+                struct lupw_handle_ent *k;
+                CUfunction f;
+                if (lupw_function(s, id, &k, &f) != CUDA_SUCCESS)
+                        return CUDA_ERROR_INVALID_HANDLE;
+                *ret = f;
+                s->cur_parent = id;
+                return CUDA_SUCCESS;
+        }
+        if (!e) {
+                lup_debug("session %s: no handle %#llx of kind %d", s->name, (unsigned long long)id, kind);
+                return CUDA_ERROR_INVALID_HANDLE;
+        }
+        *ret = e->real;
+        s->cur_parent = id; /* creators record what they were made from */
+        if (kind == LUPW_H_EVENT) { /* the event calls' own bookkeeping */
+                s->cur_event[0] = s->cur_event[1];
+                s->cur_event[1] = e;
+        }
+        return CUDA_SUCCESS;
+}
+
+int lupw_handle_fresh(struct lupw_session *s, uint64_t id)
+{
+        if (id < LUP_FIRST_HANDLE_ID || (id - LUP_FIRST_HANDLE_ID) % 16 || lup_u64map_get(&s->handles, id, NULL)) {
+                lupw_set_why(s, "malformed or reused handle id");
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+CUresult lupw_handle_put(struct lupw_session *s, int kind, uint64_t id, void *real)
+{
+        struct lupw_handle_ent *e = calloc(1, sizeof(*e));
+        if (!e)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        e->kind = kind;
+        e->real = real;
+        e->ctx = s->bound_id;
+        if (lup_u64map_put(&s->handles, id, (uint64_t)(uintptr_t)e) < 0) {
+                free(e);
+                lupw_prov_free(&s->prov);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        /* the creating handler left how it made the handle in s->prov */
+        e->prov = s->prov;
+        memset(&s->prov, 0, sizeof(s->prov));
+        return CUDA_SUCCESS;
+}
+
+void lupw_handle_del(struct lupw_session *s, uint64_t id)
+{
+        uint64_t v;
+        if (lup_u64map_del(&s->handles, id, &v))
+                free_handle(id, v, NULL);
+}
+
+/* ---- blobs */
+
+int lupw_op_blob(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+{
+        struct lup_rd r = lup_rd_init(p, h->len);
+        uint64_t id, total, off, v;
+        lup_rd_u64(&r, &id);
+        lup_rd_u64(&r, &total);
+        lup_rd_u64(&r, &off);
+        size_t n = lup_rd_left(&r);
+        if (r.err || id == 0 || n == 0 || total == 0 || total > LUP_MAX_BLOB || (h->flags & LUP_F_SYNC)) {
+                lupw_set_why(s, "malformed BLOB frame");
+                return -EBADMSG;
+        }
+        struct blob *b;
+        if (!lup_u64map_get(&s->blobs, id, &v)) {
+                if (off != 0 || s->blob_bytes + total > LUP_MAX_BLOB_BYTES) {
+                        lupw_set_why(s, off ? "BLOB chunk for an unknown blob" : "too many bytes uploaded at once");
+                        return -EBADMSG;
+                }
+                b = calloc(1, sizeof(*b));
+                if (b)
+                        b->data = malloc(total);
+                if (!b || !b->data || lup_u64map_put(&s->blobs, id, (uint64_t)(uintptr_t)b) < 0) {
+                        if (b)
+                                free(b->data);
+                        free(b);
+                        lupw_set_why(s, "cannot hold the uploaded blob (memory or blob count limit)");
+                        return -EBADMSG;
+                }
+                b->total = total;
+                s->blob_bytes += total;
+        } else {
+                b = (struct blob *)(uintptr_t)v;
+        }
+        if (off != b->received || total != b->total || n > b->total - b->received) {
+                lupw_set_why(s, "BLOB chunk out of order or past the end");
+                return -EBADMSG;
+        }
+        memcpy(b->data + off, p + r.off, n);
+        b->received += n;
+        return 0;
+}
+
+int lupw_blob_take(struct lupw_session *s, uint64_t id, const void **ret, size_t *ret_len)
+{
+        uint64_t v;
+        if (!lup_u64map_get(&s->blobs, id, &v)) {
+                lupw_set_why(s, "call names a blob that was never uploaded");
+                return -EBADMSG;
+        }
+        struct blob *b = (struct blob *)(uintptr_t)v;
+        if (b->received != b->total) {
+                lupw_set_why(s, "call names an incomplete blob");
+                return -EBADMSG;
+        }
+        *ret = b->data;
+        *ret_len = (size_t)b->total;
+        s->cur_blob_len = (size_t)b->total;
+        return 0;
+}
+
+void lupw_blob_release(struct lupw_session *s, uint64_t id)
+{
+        uint64_t v;
+        if (lup_u64map_del(&s->blobs, id, &v)) {
+                struct blob *b = (struct blob *)(uintptr_t)v;
+                s->blob_bytes -= b->total;
+                free_blob(id, v, NULL);
+        }
+}
+
+CUresult lupw_check_image(const void *p, size_t n)
+{
+        int kind;
+        const uint8_t *start;
+        size_t size;
+        if (lup_image_measure(p, n, &kind, &start, &size) < 0 || size != n || start != p)
+                return CUDA_ERROR_INVALID_IMAGE;
+        return CUDA_SUCCESS;
+}
+
+/* ---- events: recorded state across a checkpoint
+ *
+ * A checkpoint is taken after every stream was synchronised, so an event
+ * that was ever recorded is complete then. It is saved as recorded (object
+ * "events"), and the restore records it again on its context's NULL stream
+ * and waits for it: it queries and synchronises as complete, and a stream
+ * can wait on it; an event never recorded stays unrecorded.
+ *
+ * Elapsed times: for timing events, the time of each record is saved
+ * relative to one reference event of the same context (cuEventElapsedTime
+ * measured before the checkpoint). Between two events restored that way,
+ * cuEventElapsedTime answers the saved difference (exact to float
+ * precision). Between a restored event and one recorded after the restore
+ * the driver's answer counts from the restore: the time the session was
+ * down is not included.
+ */
+
+CUresult lupw_cuEventRecord(struct lupw_session *s, CUevent hEvent, CUstream hStream)
+{
+        struct lupw_handle_ent *e = s->cur_event[1];
+        CUresult r = s->be.fn.cuEventRecord(hEvent, hStream);
+        if (r == CUDA_SUCCESS && e && e->real == (void *)hEvent) {
+                e->recorded = true;
+                e->have_when = false;
+        }
+        return r;
+}
+
+CUresult lupw_cuEventRecordWithFlags(struct lupw_session *s, CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+        struct lupw_handle_ent *e = s->cur_event[1];
+        CUresult r = s->be.fn.cuEventRecordWithFlags(hEvent, hStream, flags);
+        if (r == CUDA_SUCCESS && e && e->real == (void *)hEvent) {
+                e->recorded = true;
+                e->have_when = false;
+        }
+        return r;
+}
+
+CUresult lupw_cuEventElapsedTime_v2(struct lupw_session *s, float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+        const struct lupw_handle_ent *a = s->cur_event[0], *b = s->cur_event[1];
+        if (a && b && a->real == (void *)hStart && b->real == (void *)hEnd && a->have_when && b->have_when &&
+            a->ctx == b->ctx) {
+                *pMilliseconds = (float)(b->when_ms - a->when_ms);
+                return CUDA_SUCCESS;
+        }
+        return s->be.fn.cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
+}
+
+#define EVENTS_MAGIC 0x31545645505550ull /* "PUPEVT1" */
+#define EVENTS_VERSION 1u
+#define EVENT_REC 17u                    /* u64 id, u8 have_when, u64 when (double bits) */
+
+struct ev_list {
+        struct lupw_handle_ent **e;
+        uint64_t *id;
+        size_t n, cap;
+};
+
+static void collect_recorded(uint64_t key, uint64_t val, void *ud)
+{
+        struct ev_list *l = ud;
+        struct lupw_handle_ent *e = (struct lupw_handle_ent *)(uintptr_t)val;
+        if (e->kind == LUPW_H_EVENT && e->recorded && l->n < l->cap) {
+                l->e[l->n] = e;
+                l->id[l->n++] = key;
+        }
+}
+
+/* The time of every recorded timing event of context ctx, relative to
+ * the first one's. Events still carrying a restored time keep it when
+ * every recorded event of the context does. */
+static void measure_ctx(struct lupw_session *s, struct ev_list *l, uint64_t ctx, bool *done)
+{
+        bool all_restored = true;
+        for (size_t i = 0; i < l->n; i++)
+                if (l->e[i]->ctx == ctx && !l->e[i]->have_when && !(l->e[i]->prov.flags & CU_EVENT_DISABLE_TIMING))
+                        all_restored = false;
+        struct lupw_handle_ent *ref = NULL;
+        for (size_t i = 0; i < l->n; i++) {
+                struct lupw_handle_ent *e = l->e[i];
+                if (e->ctx != ctx)
+                        continue;
+                done[i] = true;
+                if (all_restored || (e->prov.flags & CU_EVENT_DISABLE_TIMING))
+                        continue;
+                float ms = 0;
+                if (!ref) {
+                        ref = e;
+                        e->when_ms = 0;
+                        e->have_when = true;
+                } else if (lupw_bind_ctx(s, ctx) == CUDA_SUCCESS &&
+                           s->be.fn.cuEventElapsedTime_v2(&ms, ref->real, e->real) == CUDA_SUCCESS) {
+                        e->when_ms = ms;
+                        e->have_when = true;
+                } else {
+                        e->have_when = false;
+                }
+        }
+        if (ref && lupw_bind_ctx(s, ctx) != CUDA_SUCCESS)
+                ref->have_when = false;
+}
+
+int lupw_events_save(struct lupw_session *s, struct lupine_ckpt_save *save)
+{
+        struct ev_list l = { .cap = s->handles.used };
+        l.e = calloc(l.cap ? l.cap : 1, sizeof(*l.e));
+        l.id = calloc(l.cap ? l.cap : 1, sizeof(*l.id));
+        bool *done = calloc(l.cap ? l.cap : 1, sizeof(*done));
+        size_t cap = 24 + l.cap * EVENT_REC;
+        uint8_t *obj = malloc(cap);
+        int rc = -ENOMEM;
+        if (!l.e || !l.id || !done || !obj)
+                goto out;
+        lup_u64map_each(&s->handles, collect_recorded, &l);
+        for (size_t i = 0; i < l.n; i++)
+                if (!done[i])
+                        measure_ctx(s, &l, l.e[i]->ctx, done);
+        struct lup_wr w = lup_wr_init(obj, cap);
+        lup_wr_u64(&w, EVENTS_MAGIC);
+        lup_wr_u32(&w, EVENTS_VERSION);
+        lup_wr_u32(&w, (uint32_t)l.n);
+        for (size_t i = 0; i < l.n; i++) {
+                uint64_t bits;
+                memcpy(&bits, &l.e[i]->when_ms, sizeof(bits));
+                lup_wr_u64(&w, l.id[i]);
+                lup_wr_u8(&w, l.e[i]->have_when);
+                lup_wr_u64(&w, bits);
+        }
+        lup_wr_u64(&w, lup_hash64(obj, w.len, EVENTS_MAGIC));
+        rc = w.err ? -ENOBUFS : s->prov_ops->save_write(save, "events", obj, w.len);
+out:
+        free(l.e);
+        free(l.id);
+        free(done);
+        free(obj);
+        return rc;
+}
+
+int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why, size_t whylen)
+{
+        const struct lupine_checkpoint_provider *p = s->prov_ops;
+        uint64_t size;
+        if (p->load_size(ld, "events", &size) < 0)
+                return 0; /* an older checkpoint: events restore unrecorded */
+        if (size < 24 || size > 24 + (uint64_t)LUP_MAX_HANDLES * EVENT_REC) {
+                snprintf(why, whylen, "object events has an impossible size");
+                return -EBADMSG;
+        }
+        uint8_t *obj = malloc(size);
+        if (!obj)
+                return -ENOMEM;
+        int64_t k = lupine_provider_read_full(p, ld, "events", 0, obj, (size_t)size);
+        if (k != (int64_t)size) {
+                free(obj);
+                snprintf(why, whylen, "reading events failed");
+                return k < 0 ? (int)k : -EIO;
+        }
+        int rc = 0;
+        struct lup_rd r = lup_rd_init(obj, size - 8);
+        uint64_t magic;
+        uint32_t version, n;
+        lup_rd_u64(&r, &magic);
+        lup_rd_u32(&r, &version);
+        lup_rd_u32(&r, &n);
+        if (r.err || magic != EVENTS_MAGIC || version != EVENTS_VERSION || (uint64_t)n * EVENT_REC != size - 24 ||
+            lup_hash64(obj, size - 8, EVENTS_MAGIC) != lup_le64(obj + size - 8)) {
+                snprintf(why, whylen, "object events is damaged");
+                rc = -EBADMSG;
+        }
+        for (uint32_t i = 0; i < n && rc == 0; i++) {
+                uint64_t id, bits;
+                uint8_t have;
+                lup_rd_u64(&r, &id);
+                lup_rd_u8(&r, &have);
+                lup_rd_u64(&r, &bits);
+                struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_EVENT, id);
+                if (r.err || !e || have > 1) {
+                        snprintf(why, whylen, "events names %" PRIx64 ", which is no restored event", id);
+                        rc = -EBADMSG;
+                        break;
+                }
+                e->recorded = true;
+                e->have_when = have;
+                memcpy(&e->when_ms, &bits, sizeof(bits));
+                /* recorded and complete, as before the checkpoint */
+                CUresult cr = lupw_bind_ctx(s, e->ctx);
+                if (cr == CUDA_SUCCESS)
+                        cr = s->be.fn.cuEventRecord(e->real, NULL);
+                if (cr == CUDA_SUCCESS)
+                        cr = s->be.fn.cuEventSynchronize(e->real);
+                if (cr != CUDA_SUCCESS) {
+                        snprintf(why, whylen, "recording event %" PRIx64 " again failed (CUresult %d)", id, (int)cr);
+                        rc = -EIO;
+                }
+        }
+        free(obj);
+        s->be.fn.cuCtxSetCurrent(NULL);
+        s->bound_id = 0;
+        return rc;
+}

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Starting a session in the worker: the driver, the worker's own context,
+ * pinned buffers, the arena; and the HELLO reply (device snapshot, arena,
+ * resume token, last executed sequence number), sent for a new session and
+ * again for every resume.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "frame.h"
+#include "log.h"
+#include "net.h"
+#include "worker/lanes.h"
+#include "worker/session.h"
+
+int lupw_refuse_on(struct lupw_session *s, int fd, const struct lup_hdr *req, CUresult status, const char *msg)
+{
+        uint8_t buf[512];
+        struct lup_wr w = lup_wr_init(buf, sizeof(buf));
+        lup_wr_str16(&w, msg, strnlen(msg, 400));
+        lup_err("session %s refused: %s", s->name[0] ? s->name : "?", msg);
+        struct lup_hdr h = { .len = (uint32_t)w.len, .op = req->op, .flags = LUP_F_REPLY, .lane = req->lane,
+                             .status = (uint32_t)status, .seq = req->seq, .ctx = s->last_seq };
+        return lupw_send_ctl(s, fd, &h, buf, w.len);
+}
+
+int lupw_refuse(struct lupw_session *s, const struct lup_hdr *req, CUresult status, const char *msg)
+{
+        return lupw_refuse_on(s, s->fd, req, status, msg);
+}
+
+static void write_device(struct lupw_session *s, struct lup_wr *w, int dev)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        char name[LUP_MAX_DEV_NAME] = "";
+        CUuuid uuid = { { 0 } };
+        size_t total = 0;
+
+        be->cuDeviceGetName(name, sizeof(name), dev);
+        be->cuDeviceGetUuid_v2(&uuid, dev);
+        be->cuDeviceTotalMem_v2(&total, dev);
+        lup_wr_str16(w, name, strnlen(name, sizeof(name) - 1));
+        lup_wr_bytes(w, uuid.bytes, 16);
+        lup_wr_u64(w, total);
+        uint32_t n_attr = CU_DEVICE_ATTRIBUTE_MAX - 1 < LUP_MAX_ATTRS ? CU_DEVICE_ATTRIBUTE_MAX - 1 : LUP_MAX_ATTRS;
+        lup_wr_u32(w, n_attr);
+        for (uint32_t a = 1; a <= n_attr; a++) {
+                int v = 0;
+                CUresult r = be->cuDeviceGetAttribute(&v, (CUdevice_attribute)a, dev);
+                lup_wr_i32(w, r == CUDA_SUCCESS ? v : 0);
+                lup_wr_u32(w, (uint32_t)r);
+        }
+}
+
+const char *lupw_open_device(struct lupw_session *s, CUresult *ret_status)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        *ret_status = CUDA_ERROR_NO_DEVICE;
+        lupw_output_init();
+        if (backend_open(s->cfg, &s->be) < 0)
+                return "the server has no usable CUDA driver";
+        if (be->cuDeviceGetCount(&s->n_devices) != CUDA_SUCCESS || s->n_devices <= 0)
+                return "the server has no CUDA device";
+        if (s->n_devices > (int)LUP_MAX_DEVICES)
+                s->n_devices = LUP_MAX_DEVICES;
+        /* The worker holds device 0's primary context for the session's
+         * lifetime: VMM calls need a context, and the arena lives in it. */
+        CUresult r = be->cuDevicePrimaryCtxRetain(&s->primary[0], 0);
+        if (r == CUDA_SUCCESS)
+                r = be->cuCtxSetCurrent(s->primary[0]);
+        if (r != CUDA_SUCCESS) {
+                *ret_status = r;
+                return "cannot create a context on device 0";
+        }
+        /* Pinned receive and bounce buffers: host<->device copies from them
+         * run at PCIe speed, so a copy costs little next to the network. */
+        void *pin = NULL;
+        if (be->cuMemAllocHost_v2(&pin, s->in_cap) == CUDA_SUCCESS) {
+                free(s->in);
+                s->in = pin;
+                s->in_pinned = true;
+        }
+        if (be->cuMemAllocHost_v2(&pin, LUP_BULK_CHUNK) == CUDA_SUCCESS) {
+                free(s->staging);
+                s->staging = pin;
+                s->staging_pinned = true;
+                if (be->cuMemAllocHost_v2(&pin, LUP_BULK_CHUNK) == CUDA_SUCCESS)
+                        s->staging2 = pin;
+        }
+        *ret_status = CUDA_SUCCESS;
+        return NULL;
+}
+
+int lupw_reserve_arena(struct lupw_session *s, uint32_t slot, char *err, size_t errlen)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        uint64_t want = LUP_ARENA_BASE + (uint64_t)slot * LUP_ARENA_SIZE;
+        CUdeviceptr got = 0;
+        CUresult r = be->cuMemAddressReserve(&got, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, want, 0);
+        if (r != CUDA_SUCCESS || got != want) {
+                if (r == CUDA_SUCCESS)
+                        be->cuMemAddressFree(got, LUP_ARENA_SIZE);
+                snprintf(err, errlen, "cannot reserve the session's device address range at 0x%llx (CUresult %d)",
+                         (unsigned long long)want, (int)r);
+                return -EADDRINUSE;
+        }
+        if (arena_init(&s->arena, want, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, &lupw_arena_ops, s) < 0) {
+                be->cuMemAddressFree(want, LUP_ARENA_SIZE);
+                snprintf(err, errlen, "out of memory in the worker");
+                return -ENOMEM;
+        }
+        s->slot = slot;
+        s->arena_reserved = true;
+        return 0;
+}
+
+int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello)
+{
+        int drv = 0;
+        s->be.fn.cuDriverGetVersion(&drv);
+        size_t cap = 1024 + (size_t)s->n_devices * (LUP_MAX_DEV_NAME + 64 + LUP_MAX_ATTRS * 8);
+        uint8_t *buf = malloc(cap);
+        if (!buf)
+                return lupw_refuse(s, req, CUDA_ERROR_OUT_OF_MEMORY, "out of memory in the worker");
+        /* answers written before this connection go first: the HELLO
+         * reply says where the reply stream stands */
+        lupw_flush_out(s);
+        uint64_t from, end;
+        lupw_tx_hello(s, hello, &from, &end);
+        struct lup_wr w = lup_wr_init(buf, cap);
+        lup_wr_u32(&w, LUP_PROTO_MAGIC);
+        lup_wr_u32(&w, LUP_PROTO_VERSION);
+        lup_wr_u32(&w, (uint32_t)drv);
+        lup_wr_u32(&w, (uint32_t)s->be.kind);
+        lup_wr_bytes(&w, s->token, LUP_TOKEN_SIZE);
+        lup_wr_u64(&w, s->arena.base);
+        lup_wr_u64(&w, LUP_ARENA_SIZE);
+        lup_wr_u64(&w, s->last_seq);
+        lup_wr_u32(&w, (uint32_t)s->n_devices);
+        for (int d = 0; d < s->n_devices; d++)
+                write_device(s, &w, d);
+        if (hello->flags & LUP_HELLO_RESEND) {
+                lup_wr_u64(&w, from);
+                lup_wr_u64(&w, end);
+        }
+        int rc;
+        if (w.err) {
+                rc = lupw_refuse(s, req, CUDA_ERROR_UNKNOWN, "device snapshot too large");
+        } else {
+                struct lup_hdr h = { .len = (uint32_t)w.len, .op = req->op, .flags = LUP_F_REPLY, .lane = req->lane,
+                                     .seq = req->seq, .ctx = s->last_seq };
+                rc = lupw_send_ctl(s, s->fd, &h, buf, w.len);
+                /* then what the client missed, before anything new */
+                if (rc == 0 && from < end)
+                        rc = lupw_tx_resend(s, from);
+                if (rc == 0 && (hello->flags & LUP_HELLO_RESEND))
+                        rc = lupw_tx_ack(s, from);
+        }
+        free(buf);
+        return rc;
+}
+
+int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello)
+{
+        CUresult st;
+        char err[200];
+        const char *why = lupw_open_device(s, &st);
+        if (why)
+                return lupw_refuse(s, req, st, why);
+        if (lupw_reserve_arena(s, s->slot, err, sizeof(err)) < 0)
+                return lupw_refuse(s, req, CUDA_ERROR_OUT_OF_MEMORY, err);
+        /* The resume token: only its holder may take the session over later. */
+        if (getrandom(s->token, sizeof(s->token), 0) != (ssize_t)sizeof(s->token))
+                return lupw_refuse(s, req, CUDA_ERROR_OPERATING_SYSTEM, "no randomness for the session token");
+        int rc = lupw_send_hello_reply(s, req, hello);
+        /* The checkpoint provider opens now, not at the first checkpoint: a
+         * provider that cannot open is logged while the session can still
+         * be looked after, and one that reserves its storage up front (the
+         * example's ",reserve") does it before any drain waits on it; so
+         * does the GPU hash kernel. A failure is not the session's: the
+         * checkpoint tries again. */
+        if (rc == 0 && lupw_ckpt_open(s) == 0)
+                lupw_lanes_prepare(s);
+        return rc;
+}
+
+int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t *ret_slot, struct lup_hdr *ret_req,
+                      struct lup_hello *ret_hello, const char **ret_why)
+{
+        struct lup_rd r = lup_rd_init(msg, n);
+        uint32_t type, slot, lane, hlen;
+        uint64_t seq;
+        const uint8_t *hp;
+        lup_rd_u32(&r, &type);
+        lup_rd_u32(&r, &slot);
+        lup_rd_u64(&r, &seq);
+        lup_rd_u32(&r, &lane);
+        lup_rd_u32(&r, &hlen);
+        lup_rd_bytes(&r, hlen, &hp);
+        *ret_why = "malformed control message";
+        if (lup_rd_finish(&r) < 0 || type != want_type || slot >= LUP_ARENA_SLOTS || lane >= LUP_MAX_LANES ||
+            lup_hello_decode(hp, hlen, ret_hello, ret_why) < 0)
+                return -EBADMSG;
+        *ret_slot = slot;
+        *ret_req = (struct lup_hdr){ .op = LUP_OP_HELLO, .flags = LUP_F_SYNC, .lane = lane, .seq = seq };
+        return 0;
+}
+
+void lupw_set_blocking(int fd)
+{
+        /* blocking writes: replies are written whole before the next read */
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+                fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+}
+
+void lupw_ctl_send(struct lupw_session *s, uint32_t type, int32_t status, uint32_t slot, bool with_slot)
+{
+        uint8_t b[12];
+        lup_put32(b, type);
+        lup_put32(b + 4, (uint32_t)status);
+        lup_put32(b + 8, slot);
+        if (lup_send_fds(s->ctl_fd, b, with_slot ? 12 : 8, NULL, 0) < 0)
+                lup_warn("session %s: cannot report to the supervisor", s->name);
+}

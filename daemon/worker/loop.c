@@ -1,0 +1,518 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The worker's life: start (a new session, or one restored from a
+ * checkpoint), serve its connection, survive losing it (detached, waiting
+ * for the client to come back with the session's token), take over a new
+ * connection (ATTACH), drain and checkpoint on request, expire when nobody
+ * claims it.
+ *
+ * io_uring user_data: bits 0-7 the event kind (UD_*), bits 8-63 the
+ * connection generation it belongs to; a completion from an older
+ * generation (a connection since replaced) is ignored.
+ */
+#include "worker/worker.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ckpt_format.h"
+#include "clock.h"
+#include "ctl.h"
+#include "frame.h"
+#include "log.h"
+#include "net.h"
+#include "worker/session.h"
+
+#define OUT_CAP (256u * 1024u)
+enum { UD_RECV = 1, UD_CTL = 2, UD_TTL = 3 };
+
+static uint64_t ud_make(int kind, uint64_t gen)
+{
+        return (uint64_t)kind | (gen << 8);
+}
+
+/* Non-blocking reads for up to s->spin_ns. Returns bytes read, 0 on EOF,
+ * -EAGAIN when nothing came. */
+static ssize_t spin_recv(struct lupw_session *s)
+{
+        uint64_t deadline = lup_now_ns() + s->spin_ns;
+        do {
+                ssize_t k = recv(s->fd, s->in + s->in_len, s->in_cap - s->in_len, MSG_DONTWAIT);
+                if (k >= 0)
+                        return k;
+                if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                        return -EAGAIN; /* let the ring report the error */
+        } while (lup_now_ns() < deadline);
+        return -EAGAIN;
+}
+
+static void send_goodbye(struct lupw_session *s)
+{
+        struct lup_hdr bye = { .op = LUP_OP_GOODBYE, .ctx = s->last_seq };
+        if (s->fd < 0)
+                return;
+        lupw_flush_out(s);
+        (void)lupw_send_ctl(s, s->fd, &bye, NULL, 0);
+}
+
+/* Forgets the current connection: whatever it had not finished sending was
+ * never executed and will come again; data not yet delivered is dropped
+ * (the client drops the copies it was waiting for). */
+static void drop_connection(struct lupw_session *s)
+{
+        lupw_htod_wait(s);
+        lupw_flush_out(s);           /* answers go to the reply log, for a resend */
+        lupw_flush_pending(s, true); /* likewise */
+        int old = lupw_tx_set_fd(s, -1);
+        if (old >= 0) {
+                shutdown(old, SHUT_RDWR); /* completes any read still queued on it */
+                close(old);
+        }
+        s->conn_gen++;
+        s->recv_armed = false;
+        s->in_off = s->in_len = 0;
+        s->out_len = 0;
+}
+
+static void detach(struct lupw_session *s, const char *why)
+{
+        drop_connection(s);
+        if (s->cfg->session_ttl_s <= 0) {
+                lup_info("session %s: client %s; ending the session", s->name, why);
+                s->stop = true;
+                return;
+        }
+        lup_info("session %s: client %s after seq %llu; keeping the session %d s for it to come back", s->name, why,
+                 (unsigned long long)s->last_seq, s->cfg->session_ttl_s);
+        s->ttl_armed = false;
+        lupw_ctl_send(s, LUPD_CTL_DETACHED, 0, 0, false);
+}
+
+static bool token_equal(const uint8_t *a, const uint8_t *b)
+{
+        uint8_t d = 0;
+        for (unsigned i = 0; i < LUP_TOKEN_SIZE; i++)
+                d |= a[i] ^ b[i]; /* constant time */
+        return d == 0;
+}
+
+static void attach(struct lupw_session *s, const uint8_t *msg, size_t n, int fd)
+{
+        struct lup_hdr req;
+        struct lup_hello hello;
+        uint32_t slot;
+        const char *why;
+
+        if (fd < 0 || lupw_parse_assign(msg, n, LUPD_CTL_ATTACH, &slot, &req, &hello, &why) < 0) {
+                lup_err("session %s: bad ATTACH from the supervisor: %s", s->name, why);
+                if (fd >= 0)
+                        close(fd);
+                lupw_ctl_send(s, LUPD_CTL_ATTACHED, -EBADMSG, 0, false);
+                return;
+        }
+        lupw_set_blocking(fd);
+        if (strcmp(hello.name, s->name) != 0 || !token_equal(hello.token, s->token)) {
+                /* answer that client alone; the session stays as it was */
+                lupw_refuse_on(s, fd, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, "wrong resume token for this session");
+                close(fd);
+                lupw_ctl_send(s, LUPD_CTL_ATTACHED, -EPERM, 0, false);
+                return;
+        }
+        bool was_connected = s->fd >= 0;
+        drop_connection(s);
+        lupw_tx_set_fd(s, fd);
+        s->detached_since = 0;
+        lup_info("session %s: client %s at seq %llu (it had seen up to %llu)", s->name,
+                 was_connected ? "took over the session" : "resumed", (unsigned long long)s->last_seq,
+                 (unsigned long long)hello.last_seq_seen);
+        if (lupw_send_hello_reply(s, &req, &hello) < 0) {
+                detach(s, "vanished during the resume");
+                lupw_ctl_send(s, LUPD_CTL_ATTACHED, -EPIPE, 0, false);
+                return;
+        }
+        lupw_ctl_send(s, LUPD_CTL_ATTACHED, 0, 0, false);
+}
+
+/* An upgrade hands the connection on: a recv the ring still holds on it
+ * would take bytes nobody then executes. Cancel it and keep whatever it
+ * got (unexecuted: it goes on with the connection). Returns false if the
+ * client is gone meanwhile. */
+static bool recv_quiesce(struct lupw_session *s)
+{
+        struct io_uring_sqe *sqe;
+        struct io_uring_cqe *cqe;
+        bool alive = true;
+
+        if (!s->recv_armed)
+                return true;
+        sqe = io_uring_get_sqe(&s->ring);
+        if (!sqe) {
+                io_uring_submit(&s->ring);
+                sqe = io_uring_get_sqe(&s->ring);
+        }
+        if (sqe) {
+                io_uring_prep_cancel64(sqe, ud_make(UD_RECV, s->conn_gen), 0);
+                io_uring_sqe_set_data64(sqe, 0);
+        }
+        io_uring_submit(&s->ring);
+        while (s->recv_armed && io_uring_wait_cqe(&s->ring, &cqe) == 0) {
+                uint64_t ud = io_uring_cqe_get_data64(cqe);
+                int res = cqe->res;
+                if ((int)(ud & 0xff) == UD_RECV && ud >> 8 == s->conn_gen) {
+                        s->recv_armed = false;
+                        if (res > 0)
+                                s->in_len += (size_t)res;
+                        else if (res != -ECANCELED)
+                                alive = false;
+                } else if ((int)(ud & 0xff) == UD_CTL) {
+                        s->ctl_armed = false;
+                }
+                io_uring_cqe_seen(&s->ring, cqe);
+        }
+        return alive;
+}
+
+/* Stops taking calls, finishes what was received, synchronises, says
+ * GOODBYE (executed up to N) -- or, for an upgrade (HANDBACK), keeps the
+ * connection for the next daemon --, checkpoints (the memory contents
+ * through the provider, or exported as fds for a hot restore, or both),
+ * reports. */
+static void drain(struct lupw_session *s, uint32_t flags)
+{
+        bool handback = (flags & LUPD_DRAIN_HANDBACK) && s->fd >= 0;
+        uint32_t mem = 0;
+        int *fds = NULL;
+
+        lup_info("session %s: draining at seq %llu", s->name, (unsigned long long)s->last_seq);
+        s->draining = true; /* whatever happens now, older checkpoints stay */
+        if (handback && !recv_quiesce(s)) {
+                drop_connection(s);
+                handback = false;
+        }
+        lupw_htod_wait(s);
+        int rc = lupw_flush_pending(s, true);
+        CUresult r = lupw_sync_all(s);
+        if (r != CUDA_SUCCESS)
+                lupw_latch(s, r, "drain");
+        /* Device printf output that synchronisation wrote goes out now and
+         * into the reply log, which the checkpoint keeps: this process's
+         * stdout ends with it. */
+        int orc = lupw_output_forward(s);
+        if (orc == 0)
+                orc = lupw_flush_out(s);
+        if (rc == 0)
+                rc = orc;
+        if (rc == 0 && !handback)
+                send_goodbye(s);
+        if (flags & LUPD_DRAIN_DURABLE)
+                mem |= CKPT_MEM_DURABLE;
+        if ((flags & LUPD_DRAIN_HOT) && lupw_hot_export(s, &fds) >= 0)
+                mem |= CKPT_MEM_HOT;
+        int status;
+        if (mem == 0) {
+                lup_err("session %s: hot checkpoint impossible and no durable copy was asked for; the previous "
+                        "checkpoint (if any) stays",
+                        s->name);
+                status = -EIO;
+        } else {
+                if ((flags & LUPD_DRAIN_HOT) && !(mem & CKPT_MEM_HOT))
+                        lup_warn("session %s: memory could not be exported; the checkpoint is durable only", s->name);
+                status = lupw_checkpoint(s, mem);
+        }
+        if (fds && status == 0) {
+                int sr = lupw_hot_send(s, fds, s->epoch);
+                /* Committed as hot only, its memory is in those fds alone. */
+                if (sr < 0 && !(mem & CKPT_MEM_DURABLE))
+                        status = sr;
+        } else if (fds) {
+                for (size_t i = 0; i < s->n_chunks; i++)
+                        close(fds[i]);
+        }
+        free(fds);
+        if (status == 0)
+                lup_info("session %s: checkpoint epoch %llu committed", s->name, (unsigned long long)s->epoch);
+        if (handback) {
+                int hr = status == 0 ? lupw_handback(s, s->epoch) : -ECANCELED;
+                if (hr < 0) {
+                        if (hr != -ECANCELED)
+                                lup_warn("session %s: cannot hand the connection back (%s); the client will "
+                                         "reconnect",
+                                         s->name, strerror(-hr));
+                        send_goodbye(s);
+                }
+        }
+        lupw_ctl_send(s, LUPD_CTL_DRAINED, status, 0, false);
+        s->exit_status = status == 0 ? 0 : 1;
+        s->stop = true;
+}
+
+static void handle_ctl(struct lupw_session *s)
+{
+        uint8_t msg[LUPD_CTL_MAX_MSG];
+        int fds[1] = { -1 }, nfds = 0;
+        int n = lup_recv_fds(s->ctl_fd, msg, sizeof(msg), fds, 1, &nfds);
+        if (n <= 0) {
+                lup_info("session %s: the supervisor is gone; ending the session", s->name);
+                send_goodbye(s);
+                s->stop = true;
+                return;
+        }
+        uint32_t type = n >= 4 ? lup_le32(msg) : 0;
+        switch (type) {
+        case LUPD_CTL_SHUTDOWN:
+                lup_info("session %s: shutting down at the supervisor's request", s->name);
+                send_goodbye(s);
+                s->stop = true;
+                break;
+        case LUPD_CTL_DRAIN:
+                /* carried out by the loop, once this batch of completions
+                 * is consumed (an upgrade's drain waits on the ring) */
+                s->drain_flags = n >= 8 ? lup_le32(msg + 4) : LUPD_DRAIN_DURABLE;
+                s->drain_wanted = true;
+                break;
+        case LUPD_CTL_ATTACH:
+                attach(s, msg, (size_t)n, nfds ? fds[0] : -1);
+                return;
+        default:
+                lup_err("session %s: unknown control message %u", s->name, type);
+                break;
+        }
+        for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+}
+
+static void input_arrived(struct lupw_session *s, size_t n)
+{
+        s->in_len += n;
+        if (lupw_process_input(s) < 0) {
+                if (s->why && strcmp(s->why, "client stopped reading") == 0) {
+                        detach(s, "stopped reading");
+                        return;
+                }
+                lup_warn("session %s: closing connection: %s (op at seq %llu)", s->name,
+                         s->why ? s->why : "write failed", (unsigned long long)s->last_seq);
+                s->stop = true; /* a hostile or broken client gets no resume */
+        }
+}
+
+static int serve(struct lupw_session *s)
+{
+        int spins_in_a_row = 0;
+
+        lupw_tx_busy(s, true);
+        lupw_tx_start(s);
+
+        while (!s->stop) {
+                struct io_uring_sqe *sqe;
+                if (s->drain_wanted) {
+                        s->drain_wanted = false;
+                        drain(s, s->drain_flags);
+                        continue;
+                }
+                /* A client in a call/return loop sends again within
+                 * microseconds: poll briefly before sleeping in the ring,
+                 * which saves a wake-up per call. Every so often go through
+                 * the ring anyway, so control messages are seen. */
+                if (s->fd >= 0 && !s->recv_armed && s->spin_ns && spins_in_a_row < 64) {
+                        ssize_t k = spin_recv(s);
+                        if (k > 0) {
+                                spins_in_a_row++;
+                                input_arrived(s, (size_t)k);
+                                continue;
+                        }
+                        if (k == 0) {
+                                detach(s, "disconnected");
+                                continue;
+                        }
+                }
+                spins_in_a_row = 0;
+                if (s->fd >= 0 && !s->recv_armed) {
+                        sqe = io_uring_get_sqe(&s->ring);
+                        io_uring_prep_recv(sqe, s->fd, s->in + s->in_len, s->in_cap - s->in_len, 0);
+                        io_uring_sqe_set_data64(sqe, ud_make(UD_RECV, s->conn_gen));
+                        s->recv_armed = true;
+                }
+                if (!s->ctl_armed) {
+                        sqe = io_uring_get_sqe(&s->ring);
+                        io_uring_prep_poll_add(sqe, s->ctl_fd, POLLIN);
+                        io_uring_sqe_set_data64(sqe, ud_make(UD_CTL, 0));
+                        s->ctl_armed = true;
+                }
+                if (s->fd < 0 && !s->ttl_armed) {
+                        s->ttl.tv_sec = s->cfg->session_ttl_s;
+                        s->ttl.tv_nsec = 0;
+                        sqe = io_uring_get_sqe(&s->ring);
+                        io_uring_prep_timeout(sqe, &s->ttl, 0, 0);
+                        io_uring_sqe_set_data64(sqe, ud_make(UD_TTL, s->conn_gen));
+                        s->ttl_armed = true;
+                }
+                struct io_uring_cqe *cqe;
+                lupw_tx_busy(s, false); /* idle: no heartbeats needed */
+                int rc = io_uring_submit_and_wait(&s->ring, 1);
+                lupw_tx_busy(s, true);
+                if (rc < 0 && rc != -EINTR) {
+                        lup_err("session %s: io_uring wait failed: %s", s->name, strerror(-rc));
+                        return rc;
+                }
+                unsigned head, seen = 0;
+                io_uring_for_each_cqe(&s->ring, head, cqe) {
+                        seen++;
+                        uint64_t ud = io_uring_cqe_get_data64(cqe);
+                        int kind = (int)(ud & 0xff), res = cqe->res;
+                        uint64_t gen = ud >> 8;
+                        if (s->stop)
+                                continue;
+                        if (kind == UD_RECV) {
+                                if (gen != s->conn_gen)
+                                        continue; /* a connection since replaced */
+                                s->recv_armed = false;
+                                if (res == 0 || res == -ECONNRESET || res == -EPIPE)
+                                        detach(s, "disconnected");
+                                else if (res < 0)
+                                        detach(s, strerror(-res));
+                                else
+                                        input_arrived(s, (size_t)res);
+                        } else if (kind == UD_CTL) {
+                                s->ctl_armed = false;
+                                handle_ctl(s);
+                        } else if (kind == UD_TTL) {
+                                if (gen != s->conn_gen || s->fd >= 0)
+                                        continue;
+                                s->ttl_armed = false;
+                                if (res == -ETIME) {
+                                        lup_info("session %s: expired unclaimed after %d s", s->name,
+                                                 s->cfg->session_ttl_s);
+                                        lupw_forget_checkpoint(s);
+                                        s->stop = true;
+                                }
+                        }
+                }
+                io_uring_cq_advance(&s->ring, seen);
+        }
+        return 0;
+}
+
+static int start_new(struct lupw_session *s)
+{
+        uint8_t msg[LUPD_CTL_MAX_MSG];
+        int fds[1] = { -1 }, nfds = 0;
+        struct lup_hdr req;
+        struct lup_hello hello;
+        uint32_t slot;
+        const char *why = "no message";
+
+        int n = lup_recv_fds(s->ctl_fd, msg, sizeof(msg), fds, 1, &nfds);
+        if (n <= 0 || nfds != 1 || lupw_parse_assign(msg, (size_t)n, LUPD_CTL_ASSIGN, &slot, &req, &hello, &why) < 0) {
+                lup_err("worker: bad assignment from the supervisor: %s", n <= 0 ? "channel closed" : why);
+                for (int i = 0; i < nfds; i++)
+                        close(fds[i]);
+                return -EBADMSG;
+        }
+        lupw_tx_set_fd(s, fds[0]);
+        s->slot = slot;
+        snprintf(s->name, sizeof(s->name), "%s", hello.name);
+        int rc = lupw_setup_session(s, &req, &hello);
+        if (rc < 0 || !s->arena_reserved)
+                return -EIO;
+        return 0;
+}
+
+int worker_main(const struct lupd_config *cfg)
+{
+        struct lupw_session *s = calloc(1, sizeof(*s));
+        int rc;
+
+        if (!s)
+                return 1;
+        s->cfg = cfg;
+        s->ctl_fd = cfg->ctl_fd;
+        s->fd = -1;
+        s->exit_status = 0;
+        s->in_cap = 8u << 20; /* several frames: see lupw_process_input's compaction */
+        s->out_cap = OUT_CAP;
+        s->in = malloc(s->in_cap);
+        s->out = malloc(s->out_cap);
+        s->staging = malloc(LUP_BULK_CHUNK);
+        lupw_tx_init(s);
+        /* LUPINE_SPIN_US: how long a worker polls for the next frame before
+         * sleeping (default 50; 0 turns polling off) */
+        const char *spin = getenv("LUPINE_SPIN_US");
+        long spin_us = spin && *spin ? strtol(spin, NULL, 10) : 50;
+        s->spin_ns = spin_us > 0 && spin_us < 100000 ? (uint64_t)spin_us * 1000 : 0;
+        if (!s->in || !s->out || !s->staging)
+                goto out_free;
+        lupw_handles_init(s);
+        rc = io_uring_queue_init(16, &s->ring, 0);
+        if (rc < 0) {
+                lup_err("worker: io_uring_queue_init failed: %s (io_uring is required)", strerror(-rc));
+                lupw_ctl_send(s, LUPD_CTL_READY, rc, 0, true);
+                goto out_free;
+        }
+        s->ring_ok = true;
+
+        if (cfg->restore[0]) {
+                snprintf(s->name, sizeof(s->name), "%s", cfg->restore);
+                /* a hot restore's fds (and connection) come first */
+                rc = cfg->hot ? lupw_hot_receive(s) : 0;
+                if (rc == 0)
+                        rc = lupw_restore(s, cfg->restore);
+                if (rc == 0)
+                        rc = lupw_hot_adopt_conn(s);
+                if (rc < 0) {
+                        lupw_ctl_send(s, LUPD_CTL_READY, rc, 0, true);
+                        s->exit_status = 1;
+                        goto out_release;
+                }
+                lupw_ctl_send(s, LUPD_CTL_READY, 0, s->slot, true);
+                if (rc == 0)
+                        lup_info("session %s: restored in arena slot %u at seq %llu; waiting %d s for its client",
+                                 s->name, s->slot, (unsigned long long)s->last_seq, cfg->session_ttl_s);
+        } else {
+                if (start_new(s) < 0) {
+                        lupw_ctl_send(s, LUPD_CTL_READY, -EIO, 0, true);
+                        s->exit_status = 1;
+                        goto out_release;
+                }
+                lupw_ctl_send(s, LUPD_CTL_READY, 0, s->slot, true);
+                lup_info("session %s: serving in arena slot %u", s->name, s->slot);
+        }
+        if (serve(s) < 0)
+                s->exit_status = 1;
+        else if (!s->draining)
+                lupw_forget_checkpoint(s); /* the session ended: an old checkpoint must not come back */
+
+out_release:
+        lupw_hot_free(s);
+        lupw_ckpt_close(s);
+        lupw_copy_free(s);
+        if (s->in_pinned)
+                s->be.fn.cuMemFreeHost(s->in);
+        if (s->staging_pinned)
+                s->be.fn.cuMemFreeHost(s->staging);
+        if (s->staging2)
+                s->be.fn.cuMemFreeHost(s->staging2);
+        if (s->in_pinned)
+                s->in = NULL;
+        if (s->staging_pinned)
+                s->staging = NULL;
+        lupw_release_all(s);
+        backend_close(&s->be);
+out_free:;
+        int status = s->exit_status;
+        lupw_tx_free(s);
+        if (s->ring_ok)
+                io_uring_queue_exit(&s->ring);
+        if (s->fd >= 0)
+                close(s->fd);
+        free(s->in);
+        free(s->out);
+        free(s->staging);
+        lupw_handles_free(s);
+        lup_rangemap_free(&s->globals);
+        free(s);
+        return status;
+}

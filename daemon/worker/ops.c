@@ -1,0 +1,584 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hand-written worker handlers (worker=custom in abi/cuda_api.spec), the
+ * checks the generated decoders call, context binding and the arena's
+ * physical side (cuMemCreate/cuMemMap of exportable chunks).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "worker/session.h"
+
+const struct lupw_backend *lupw_be(struct lupw_session *s)
+{
+        return &s->be.fn;
+}
+
+void lupw_set_why(struct lupw_session *s, const char *why)
+{
+        if (!s->why)
+                s->why = why;
+}
+
+/* ---- checks used by the generated decoders */
+
+/* Module globals the client asked for: real driver addresses outside the
+ * arena that the client may copy to and from. */
+static bool find_global(const struct lupw_session *s, uint64_t p, struct lup_range *ret)
+{
+        return lup_rangemap_find(&s->globals, p, ret);
+}
+
+/* Payload: a = the module or library it belongs to, b = its name (owned). */
+static CUresult add_global(struct lupw_session *s, uint64_t addr, uint64_t size, const char *name)
+{
+        if (find_global(s, addr, NULL))
+                return CUDA_SUCCESS;
+        if (s->globals.n >= LUP_MAX_HANDLES)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        char *n = strdup(name);
+        struct lup_range r = { .base = addr, .size = size, .a = s->cur_parent, .b = (uint64_t)(uintptr_t)n };
+        int rc = n ? lup_rangemap_add(&s->globals, &r) : -ENOMEM;
+        if (rc < 0)
+                free(n);
+        return rc == 0 || rc == -EEXIST ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+uint64_t lupw_xlate(const struct lupw_session *s, uint64_t p)
+{
+        struct lup_range r;
+        if (s->xlate.n && lup_rangemap_find(&s->xlate, p, &r))
+                return r.a + (p - r.base);
+        return p;
+}
+
+int lupw_check_devptr(struct lupw_session *s, uint64_t p)
+{
+        if (find_global(s, p, NULL))
+                return 0;
+        /* The shim checks every pointer against its own shadow first, so a
+         * pointer outside the arena can only come from a broken or hostile
+         * client: that is a protocol violation, not a CUDA error. */
+        if (!arena_contains(&s->arena, p)) {
+                lupw_set_why(s, "device pointer outside the session's arena");
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul)
+{
+        uint64_t n;
+        if (__builtin_mul_overflow(count, mul, &n) || n > LUP_MAX_COPY)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (n == 0)
+                return CUDA_SUCCESS;
+        const struct arena_alloc *a = arena_find(&s->arena, p);
+        if (a)
+                return n > a->size - (p - a->addr) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        struct lup_range g;
+        if (!find_global(s, p, &g) || n > g.size - (p - g.base))
+                return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret)
+{
+        /* the default streams travel as themselves */
+        if (id == 0 || id == (uint64_t)(uintptr_t)CU_STREAM_LEGACY || id == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
+                *ret = (CUstream)(uintptr_t)id;
+                return CUDA_SUCCESS;
+        }
+        void *real;
+        CUresult r = lupw_handle(s, LUPW_H_STREAM, id, &real);
+        if (r == CUDA_SUCCESS)
+                *ret = real;
+        return r;
+}
+
+CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret)
+{
+        if (ordinal < 0 || ordinal >= s->n_devices)
+                return CUDA_ERROR_INVALID_DEVICE;
+        *ret = ordinal;
+        return CUDA_SUCCESS;
+}
+
+static struct lupw_ctx_slot *find_ctx(struct lupw_session *s, uint64_t id)
+{
+        for (int i = 0; i < s->n_ctxs; i++)
+                if (s->ctxs[i].id == id)
+                        return &s->ctxs[i];
+        return NULL;
+}
+
+static CUresult resolve_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret, int *ret_dev)
+{
+        int dev = lup_primary_ctx_device(id);
+        if (dev >= 0) {
+                if (dev >= s->n_devices || !s->client_primary[dev])
+                        return CUDA_ERROR_INVALID_CONTEXT;
+                *ret = s->primary[dev];
+                *ret_dev = dev;
+                return CUDA_SUCCESS;
+        }
+        struct lupw_ctx_slot *c = find_ctx(s, id);
+        if (!c)
+                return CUDA_ERROR_INVALID_CONTEXT;
+        *ret = c->real;
+        *ret_dev = c->device;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret)
+{
+        int dev;
+        return resolve_ctx(s, id, ret, &dev);
+}
+
+CUresult lupw_bind_ctx(struct lupw_session *s, uint64_t id)
+{
+        CUcontext real;
+        int dev;
+
+        if (id == s->bound_id && id != 0)
+                return CUDA_SUCCESS;
+        CUresult r = resolve_ctx(s, id, &real, &dev);
+        if (r != CUDA_SUCCESS)
+                return r;
+        r = s->be.fn.cuCtxSetCurrent(real);
+        if (r != CUDA_SUCCESS)
+                return r;
+        s->bound_id = id;
+        s->bound_device = dev;
+        return CUDA_SUCCESS;
+}
+
+static CUresult retain_primary(struct lupw_session *s, int dev)
+{
+        if (s->primary[dev])
+                return CUDA_SUCCESS;
+        return s->be.fn.cuDevicePrimaryCtxRetain(&s->primary[dev], dev);
+}
+
+/* ---- the arena's physical side */
+
+/* Takes fd (an imported chunk's, or -1) on success only. */
+static int chunk_add(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle h, int fd,
+                     int device)
+{
+        if (s->n_chunks == s->cap_chunks) {
+                size_t ncap = s->cap_chunks ? s->cap_chunks * 2 : 64;
+                struct lupw_chunk *n = realloc(s->chunks, ncap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                s->chunks = n;
+                s->cap_chunks = ncap;
+        }
+        s->chunks[s->n_chunks++] = (struct lupw_chunk){
+                .addr = addr,
+                .size = size,
+                .handle = h,
+                .origin = fd >= 0 ? LUPW_CHUNK_IMPORTED : LUPW_CHUNK_CREATED,
+                .fd = fd,
+                .device = device,
+        };
+        return 0;
+}
+
+static int arena_map(void *ud, uint64_t addr, uint64_t size, int device)
+{
+        struct lupw_session *s = ud;
+        const struct lupw_backend *be = &s->be.fn;
+        CUmemAllocationProp prop = {
+                .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
+                /* exportable, so a hot restart can hand the memory to the next worker */
+                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+        };
+        CUmemAccessDesc access = {
+                .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
+                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        CUmemGenericAllocationHandle h;
+        CUresult r;
+        int fd = -1;
+        /* a hot restore maps the memory the chunk had, from its fd */
+        int hot = lupw_hot_import(s, addr, size, &h, &fd);
+
+        if (hot < 0)
+                return (int)CUDA_ERROR_INVALID_VALUE;
+        r = hot ? CUDA_SUCCESS : be->cuMemCreate(&h, size, &prop, 0);
+        if (r != CUDA_SUCCESS)
+                return (int)r;
+        r = be->cuMemMap(addr, size, 0, h, 0);
+        if (r != CUDA_SUCCESS)
+                goto out_release;
+        r = be->cuMemSetAccess(addr, size, &access, 1);
+        if (r != CUDA_SUCCESS)
+                goto out_unmap;
+        if (chunk_add(s, addr, size, h, fd, device) < 0) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+                goto out_unmap;
+        }
+        return 0;
+
+out_unmap:
+        be->cuMemUnmap(addr, size);
+out_release:
+        be->cuMemRelease(h);
+        if (hot) {
+                close(fd);
+                lupw_hot_unimport(s, addr, size);
+        }
+        return (int)r;
+}
+
+static void arena_unmap(void *ud, uint64_t addr, uint64_t size)
+{
+        struct lupw_session *s = ud;
+        for (size_t i = 0; i < s->n_chunks; i++) {
+                if (s->chunks[i].addr == addr) {
+                        s->be.fn.cuMemUnmap(addr, size);
+                        s->be.fn.cuMemRelease(s->chunks[i].handle);
+                        if (s->chunks[i].fd >= 0)
+                                close(s->chunks[i].fd);
+                        s->chunks[i] = s->chunks[--s->n_chunks];
+                        return;
+                }
+        }
+        lup_warn("session %s: unmap of unknown chunk 0x%llx", s->name, (unsigned long long)addr);
+}
+
+const struct arena_ops lupw_arena_ops = { .map = arena_map, .unmap = arena_unmap };
+
+/* ---- custom handlers */
+
+CUresult lupw_cuMemAlloc_v2(struct lupw_session *s, CUdeviceptr *dptr, size_t bytesize)
+{
+        uint64_t addr;
+        if (bytesize == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        int rc = arena_alloc(&s->arena, bytesize, s->bound_device, s->bound_id, &addr);
+        if (rc < 0)
+                return rc == -EINVAL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
+        if (rc > 0)
+                return (CUresult)rc;
+        *dptr = addr;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_cuMemFree_v2(struct lupw_session *s, CUdeviceptr dptr)
+{
+        /* The driver finishes work touching the memory before freeing it;
+         * execution here is in order, so a context sync gives the same. */
+        s->be.fn.cuCtxSynchronize();
+        return arena_free(&s->arena, dptr) < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult lupw_cuMemsetD8_v2(struct lupw_session *s, CUdeviceptr dst, unsigned char uc, size_t n)
+{
+        return s->be.fn.cuMemsetD8_v2(dst, uc, n);
+}
+
+CUresult lupw_cuMemsetD16_v2(struct lupw_session *s, CUdeviceptr dst, unsigned short us, size_t n)
+{
+        return s->be.fn.cuMemsetD16_v2(dst, us, n);
+}
+
+CUresult lupw_cuMemsetD32_v2(struct lupw_session *s, CUdeviceptr dst, unsigned int ui, size_t n)
+{
+        return s->be.fn.cuMemsetD32_v2(dst, ui, n);
+}
+
+CUresult lupw_cuMemsetD8Async(struct lupw_session *s, CUdeviceptr dst, unsigned char uc, size_t n, CUstream st)
+{
+        return s->be.fn.cuMemsetD8Async(dst, uc, n, st);
+}
+
+CUresult lupw_cuMemsetD16Async(struct lupw_session *s, CUdeviceptr dst, unsigned short us, size_t n, CUstream st)
+{
+        return s->be.fn.cuMemsetD16Async(dst, us, n, st);
+}
+
+CUresult lupw_cuMemsetD32Async(struct lupw_session *s, CUdeviceptr dst, unsigned int ui, size_t n, CUstream st)
+{
+        return s->be.fn.cuMemsetD32Async(dst, ui, n, st);
+}
+
+CUresult lupw_cuMemcpyDtoD_v2(struct lupw_session *s, CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+        return s->be.fn.cuMemcpyDtoD_v2(dst, src, n);
+}
+
+CUresult lupw_cuMemcpyDtoDAsync_v2(struct lupw_session *s, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st)
+{
+        return s->be.fn.cuMemcpyDtoDAsync_v2(dst, src, n, st);
+}
+
+CUresult lupw_lupCtxCreate(struct lupw_session *s, uint64_t id, unsigned int flags, CUdevice dev)
+{
+        CUcontext real, prev = NULL;
+
+        if (id < LUP_FIRST_CTX_ID || find_ctx(s, id))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (s->n_ctxs >= (int)LUP_MAX_CONTEXTS)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        s->be.fn.cuCtxGetCurrent(&prev);
+        CUresult r = s->be.fn.cuCtxCreate_v2(&real, flags, dev);
+        if (r != CUDA_SUCCESS)
+                return r;
+        /* cuCtxCreate makes the new context current; keep binding explicit */
+        s->be.fn.cuCtxSetCurrent(prev);
+        s->ctxs[s->n_ctxs++] = (struct lupw_ctx_slot){ .id = id, .real = real, .device = dev, .flags = flags };
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_lupCtxDestroy(struct lupw_session *s, uint64_t id)
+{
+        struct lupw_ctx_slot *c = find_ctx(s, id);
+        if (!c)
+                return CUDA_ERROR_INVALID_CONTEXT;
+        /* memory belongs to the context that allocated it, as in CUDA */
+        s->be.fn.cuCtxSetCurrent(c->real);
+        s->be.fn.cuCtxSynchronize();
+        arena_free_owner(&s->arena, id);
+        CUresult r = s->be.fn.cuCtxDestroy_v2(c->real);
+        *c = s->ctxs[--s->n_ctxs];
+        /* the driver's current context changed under the binding: the next
+         * call binds again (found by fuzz_worker_ops) */
+        s->be.fn.cuCtxSetCurrent(NULL);
+        s->bound_id = 0;
+        return r;
+}
+
+CUresult lupw_lupPrimaryCtxRetain(struct lupw_session *s, CUdevice dev)
+{
+        CUresult r = retain_primary(s, dev);
+        if (r == CUDA_SUCCESS)
+                s->client_primary[dev] = true;
+        return r;
+}
+
+CUresult lupw_lupPrimaryCtxRelease(struct lupw_session *s, CUdevice dev)
+{
+        if (!s->client_primary[dev])
+                return CUDA_ERROR_INVALID_CONTEXT;
+        /* The worker keeps its own retain for the session's lifetime (the
+         * arena's mappings live in it); the client's release only ends the
+         * client's right to use the context. */
+        s->client_primary[dev] = false;
+        if (s->bound_id == LUP_PRIMARY_CTX_ID(dev))
+                s->bound_id = 0;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_lupPrimaryCtxSetFlags(struct lupw_session *s, CUdevice dev, unsigned int flags)
+{
+        return s->be.fn.cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}
+
+CUresult lupw_lupPrimaryCtxReset(struct lupw_session *s, CUdevice dev)
+{
+        uint64_t id = LUP_PRIMARY_CTX_ID(dev);
+        /* A real reset would also tear down the worker's own state; instead
+         * free what the client allocated in it and reset the flags. */
+        if (s->primary[dev]) {
+                s->be.fn.cuCtxSetCurrent(s->primary[dev]);
+                s->be.fn.cuCtxSynchronize();
+        }
+        arena_free_owner(&s->arena, id);
+        s->client_primary[dev] = false;
+        /* the primary context was made current above: force a rebind */
+        s->bound_id = 0;
+        return s->be.fn.cuDevicePrimaryCtxSetFlags_v2(dev, 0);
+}
+
+void lupw_release_all(struct lupw_session *s)
+{
+        if (!s->be.dl)
+                return;
+        for (int i = 0; i < s->n_devices; i++)
+                if (s->primary[i])
+                        s->be.fn.cuCtxSetCurrent(s->primary[i]), s->be.fn.cuCtxSynchronize();
+        if (s->arena_reserved) {
+                arena_destroy(&s->arena);
+                s->be.fn.cuMemAddressFree(LUP_ARENA_BASE + (uint64_t)s->slot * LUP_ARENA_SIZE, LUP_ARENA_SIZE);
+                s->arena_reserved = false;
+        }
+        for (int i = 0; i < s->n_ctxs; i++)
+                s->be.fn.cuCtxDestroy_v2(s->ctxs[i].real);
+        s->n_ctxs = 0;
+        for (int i = 0; i < s->n_devices; i++) {
+                if (s->primary[i])
+                        s->be.fn.cuDevicePrimaryCtxRelease_v2(i);
+                s->primary[i] = NULL;
+        }
+        free(s->chunks);
+        s->chunks = NULL;
+        s->n_chunks = s->cap_chunks = 0;
+}
+
+CUresult lupw_cuModuleGetGlobal_v2(struct lupw_session *s, CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
+                                   const char *name)
+{
+        CUresult r = s->be.fn.cuModuleGetGlobal_v2(dptr, bytes, hmod, name);
+        /* the client may now copy to and from it: accept it as a device range */
+        return r == CUDA_SUCCESS ? add_global(s, *dptr, *bytes, name) : r;
+}
+
+CUresult lupw_cuLibraryGetGlobal(struct lupw_session *s, CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+                                 const char *name)
+{
+        CUresult r = s->be.fn.cuLibraryGetGlobal(dptr, bytes, library, name);
+        return r == CUDA_SUCCESS ? add_global(s, *dptr, *bytes, name) : r;
+}
+
+
+/* ---- creators that remember how they created, for checkpoints */
+
+static CUresult prov_image(struct lupw_session *s, CUresult r, const void *image, size_t n)
+{
+        lupw_prov_free(&s->prov);
+        if (r != CUDA_SUCCESS)
+                return r;
+        s->prov.image = malloc(n ? n : 1);
+        if (!s->prov.image)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        memcpy(s->prov.image, image, n);
+        s->prov.image_len = n;
+        return CUDA_SUCCESS;
+}
+
+static CUresult prov_named(struct lupw_session *s, CUresult r, uint64_t parent, const char *name)
+{
+        lupw_prov_free(&s->prov);
+        if (r != CUDA_SUCCESS)
+                return r;
+        s->prov.parent = parent;
+        if (name && !(s->prov.name = strdup(name)))
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_cuModuleLoadData(struct lupw_session *s, CUmodule *module, const void *image)
+{
+        return prov_image(s, s->be.fn.cuModuleLoadData(module, image), image, s->cur_blob_len);
+}
+
+CUresult lupw_lupLibraryLoad(struct lupw_session *s, CUlibrary *library, const void *code)
+{
+        return prov_image(s, s->be.fn.cuLibraryLoadData(library, code, NULL, NULL, 0, NULL, NULL, 0), code,
+                          s->cur_blob_len);
+}
+
+CUresult lupw_cuModuleGetFunction(struct lupw_session *s, CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+        return prov_named(s, s->be.fn.cuModuleGetFunction(hfunc, hmod, name), s->cur_parent, name);
+}
+
+CUresult lupw_cuLibraryGetKernel(struct lupw_session *s, CUkernel *pKernel, CUlibrary library, const char *name)
+{
+        return prov_named(s, s->be.fn.cuLibraryGetKernel(pKernel, library, name), s->cur_parent, name);
+}
+
+CUresult lupw_cuLibraryGetModule(struct lupw_session *s, CUmodule *pMod, CUlibrary library)
+{
+        return prov_named(s, s->be.fn.cuLibraryGetModule(pMod, library), s->cur_parent, NULL);
+}
+
+CUresult lupw_cuKernelGetFunction(struct lupw_session *s, CUfunction *pFunc, CUkernel kernel)
+{
+        return prov_named(s, s->be.fn.cuKernelGetFunction(pFunc, kernel), s->cur_parent, NULL);
+}
+
+CUresult lupw_cuStreamCreate(struct lupw_session *s, CUstream *phStream, unsigned int Flags)
+{
+        CUresult r = prov_named(s, s->be.fn.cuStreamCreate(phStream, Flags), 0, NULL);
+        s->prov.flags = Flags;
+        return r;
+}
+
+CUresult lupw_cuStreamCreateWithPriority(struct lupw_session *s, CUstream *phStream, unsigned int flags, int priority)
+{
+        CUresult r = prov_named(s, s->be.fn.cuStreamCreateWithPriority(phStream, flags, priority), 0, NULL);
+        s->prov.flags = flags;
+        s->prov.priority = priority;
+        return r;
+}
+
+CUresult lupw_cuEventCreate(struct lupw_session *s, CUevent *phEvent, unsigned int Flags)
+{
+        CUresult r = prov_named(s, s->be.fn.cuEventCreate(phEvent, Flags), 0, NULL);
+        s->prov.flags = Flags;
+        return r;
+}
+
+/* ---- settings a restore must make again */
+
+void lupw_remember(struct lupw_session *s, uint64_t holder, uint32_t kind, uint32_t key, int32_t device, int64_t value)
+{
+        for (size_t i = 0; i < s->n_settings; i++) {
+                struct lupw_setting *t = &s->settings[i];
+                if (t->holder == holder && t->kind == kind && t->key == key && t->device == device) {
+                        t->value = value;
+                        return;
+                }
+        }
+        if (s->n_settings == s->cap_settings) {
+                size_t ncap = s->cap_settings ? s->cap_settings * 2 : 16;
+                struct lupw_setting *n = ncap <= LUPW_MAX_SETTINGS ? realloc(s->settings, ncap * sizeof(*n)) : NULL;
+                if (!n) {
+                        lup_warn("session %s: too many settings to remember; a restore will not repeat this one",
+                                 s->name);
+                        return;
+                }
+                s->settings = n;
+                s->cap_settings = ncap;
+        }
+        s->settings[s->n_settings++] = (struct lupw_setting){ holder, kind, key, device, value };
+}
+
+CUresult lupw_cuCtxSetLimit(struct lupw_session *s, CUlimit limit, size_t value)
+{
+        CUresult r = s->be.fn.cuCtxSetLimit(limit, value);
+        if (r == CUDA_SUCCESS)
+                lupw_remember(s, s->bound_id, LUPW_SET_CTX_LIMIT, (uint32_t)limit, 0, (int64_t)value);
+        return r;
+}
+
+CUresult lupw_cuCtxSetCacheConfig(struct lupw_session *s, CUfunc_cache config)
+{
+        CUresult r = s->be.fn.cuCtxSetCacheConfig(config);
+        if (r == CUDA_SUCCESS)
+                lupw_remember(s, s->bound_id, LUPW_SET_CTX_CACHE, 0, 0, (int64_t)config);
+        return r;
+}
+
+CUresult lupw_cuFuncSetAttribute(struct lupw_session *s, CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+        CUresult r = s->be.fn.cuFuncSetAttribute(hfunc, attrib, value);
+        if (r == CUDA_SUCCESS)
+                lupw_remember(s, s->cur_parent, LUPW_SET_FUNC_ATTR, (uint32_t)attrib, 0, value);
+        return r;
+}
+
+CUresult lupw_cuFuncSetCacheConfig(struct lupw_session *s, CUfunction hfunc, CUfunc_cache config)
+{
+        CUresult r = s->be.fn.cuFuncSetCacheConfig(hfunc, config);
+        if (r == CUDA_SUCCESS)
+                lupw_remember(s, s->cur_parent, LUPW_SET_FUNC_CACHE, 0, 0, (int64_t)config);
+        return r;
+}
+
+CUresult lupw_cuKernelSetAttribute(struct lupw_session *s, CUfunction_attribute attrib, int val, CUkernel kernel,
+                                   CUdevice dev)
+{
+        CUresult r = s->be.fn.cuKernelSetAttribute(attrib, val, kernel, dev);
+        if (r == CUDA_SUCCESS)
+                lupw_remember(s, s->cur_parent, LUPW_SET_KERNEL_ATTR, (uint32_t)attrib, dev, val);
+        return r;
+}

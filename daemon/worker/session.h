@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: MIT */
+/* State of one session inside its worker process. */
+#ifndef LUPD_WORKER_SESSION_H
+#define LUPD_WORKER_SESSION_H
+
+#include <liburing.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "backend.h"
+#include "config.h"
+#include "lupine/checkpoint_provider.h"
+#include "frame.h"
+#include "lupine/wire.h"
+#include "rangemap.h"
+#include "u64map.h"
+#include "worker/tx.h"
+
+/* How a handle was made, so a restore can make it again. */
+struct lupw_prov {
+        uint64_t parent;                /* module/library/kernel it came from, or 0 */
+        char *name;                     /* function, kernel name */
+        uint8_t *image;                 /* module or library image */
+        size_t image_len;
+        uint32_t flags;                 /* stream/event flags */
+        int32_t priority;               /* stream priority */
+};
+
+/* one entry of the handle table */
+struct lupw_handle_ent {
+        int kind;                       /* LUPW_H_* */
+        void *real;                     /* the driver's handle */
+        uint64_t ctx;                   /* the context id it was made in */
+        struct lupw_prov prov;
+        /* functions: parameter layout, fetched from the driver on first launch */
+        bool have_params;
+        uint32_t n_params;
+        uint32_t param_bytes;
+        uint32_t *params;               /* n_params x (offset, size) */
+        /* events: recorded (ever), and after a restore the time of the
+         * record as measured before the checkpoint (worker/handles.c) */
+        bool recorded;
+        bool have_when;
+        double when_ms;                 /* relative to a reference event of the same context */
+};
+
+/* A setting the client made that a restore must make again. */
+enum lupw_setting_kind {
+        LUPW_SET_CTX_LIMIT = 1,         /* holder: context id; key: CUlimit */
+        LUPW_SET_CTX_CACHE = 2,         /* holder: context id */
+        LUPW_SET_FUNC_ATTR = 3,         /* holder: function id; key: CUfunction_attribute */
+        LUPW_SET_FUNC_CACHE = 4,        /* holder: function id */
+        LUPW_SET_KERNEL_ATTR = 5,       /* holder: kernel id; key: attribute; device */
+};
+struct lupw_setting {
+        uint64_t holder;
+        uint32_t kind, key;
+        int32_t device;
+        int64_t value;
+};
+#define LUPW_MAX_SETTINGS 65536
+
+/* an async device->host copy waiting to be sent (worker/copy.c) */
+struct lupw_pending_dtoh {
+        uint64_t token;
+        uint64_t size;
+        size_t ring_off;                /* where it lands in the staging ring */
+        CUevent done;
+        CUresult status;
+};
+#define LUPW_MAX_PENDING 256
+
+struct lupw_ctx_slot {
+        uint64_t id;            /* the client's id */
+        CUcontext real;
+        int device;
+        unsigned int flags;
+};
+
+/* How a chunk's memory came to this worker; it decides how a hot
+ * checkpoint exports it (worker/hot.c: lupw_hot_export). */
+enum lupw_chunk_origin {
+        LUPW_CHUNK_CREATED,     /* cuMemCreate, POSIX fd requested: exportable */
+        LUPW_CHUNK_IMPORTED,    /* cuMemImportFromShareableHandle: not exportable
+                                 * again on the real driver; fd is kept instead */
+};
+
+struct lupw_chunk {
+        uint64_t addr;
+        uint64_t size;
+        CUmemGenericAllocationHandle handle;
+        enum lupw_chunk_origin origin;
+        int fd;                 /* IMPORTED: the fd it came from (owned), else -1 */
+        int device;             /* the GPU whose memory it is */
+};
+
+struct lupw_session {
+        const struct lupd_config *cfg;
+        struct lupw_backend_handle be;
+        int ctl_fd;
+        int fd;                                 /* the client connection */
+        char name[LUP_MAX_NAME + 1];
+        uint8_t token[LUP_TOKEN_SIZE];          /* the session's resume token */
+        uint32_t slot;
+        int n_devices;
+
+        struct arena arena;
+        bool arena_reserved;
+        struct lupw_chunk *chunks;              /* mapped physical chunks */
+        size_t n_chunks, cap_chunks;
+
+        CUcontext primary[LUP_MAX_DEVICES];     /* retained by the worker itself */
+        bool client_primary[LUP_MAX_DEVICES];   /* the client holds a retain */
+        struct lupw_ctx_slot ctxs[LUP_MAX_CONTEXTS];
+        int n_ctxs;
+        uint64_t bound_id;                      /* context id current on this thread */
+        int bound_device;
+
+        struct lup_u64map handles;              /* id -> struct lupw_handle_ent * */
+        struct lupw_prov prov;                  /* provenance for the next lupw_handle_put */
+        struct lupw_setting *settings;          /* what a restore must set again */
+        size_t n_settings, cap_settings;
+        uint64_t cur_parent;                    /* the handle the current call named last */
+        size_t cur_blob_len;                    /* the image the current call uploaded */
+        struct lup_u64map blobs;                /* id -> upload in progress */
+        uint64_t blob_bytes;
+        struct lup_rangemap globals;            /* module globals the client asked for (client addresses) */
+        struct lup_rangemap xlate;              /* after a restore: old global address -> new (a) */
+
+        uint8_t *dring;                         /* pinned staging ring for async DtoH */
+        size_t dring_size, dring_head, dring_tail;
+        struct lupw_pending_dtoh pending[LUPW_MAX_PENDING];
+        unsigned n_pending, pending_first;
+
+        uint64_t last_seq;                      /* last executed */
+        CUresult latched;                       /* first failure of an async call */
+        const char *why;                        /* reason for closing the connection */
+
+        uint8_t *in;
+        size_t in_off, in_len, in_cap;          /* unprocessed bytes are [in_off, in_len) */
+        uint64_t spin_ns;                       /* busy-poll budget before sleeping */
+        uint8_t *staging2;                      /* second bounce buffer: copy one chunk while sending another */
+        CUevent chunk_done[2];
+        CUevent htod_done;                      /* host->device chunks copied from `in` */
+        bool htod_pending;
+        CUstream htod_stream;
+        uint8_t *out;
+        size_t out_len, out_cap;
+        uint8_t *staging;                       /* device->host bounce buffer */
+        bool in_pinned, staging_pinned;         /* allocated with cuMemAllocHost */
+
+        struct io_uring ring;
+        bool ring_ok;
+        bool stop;
+        int exit_status;
+        uint64_t conn_gen;                      /* bumped whenever the connection is replaced */
+        bool recv_armed, ctl_armed, ttl_armed;
+        struct __kernel_timespec ttl;
+        uint64_t detached_since;
+        /* checkpoints (worker/ckpt.c) */
+        const struct lupine_checkpoint_provider *prov_ops;
+        struct lupine_ckpt_instance *prov_inst;
+        void *prov_dl;
+        uint64_t epoch;                         /* of the last committed checkpoint */
+        bool drained;                           /* a checkpoint was committed */
+        bool draining;                          /* a drain began: never delete checkpoints now */
+        struct lupw_tx tx;                      /* the write side: reply log, heartbeats (worker/worker.c) */
+        struct lupw_handle_ent *cur_event[2];   /* the events the current call named, in order */
+        uint32_t drain_flags;                   /* LUPD_DRAIN_* of a DRAIN not yet carried out */
+        bool drain_wanted;                      /* ... set by the control message, run by the loop */
+        uint32_t ckpt_mem;                      /* restoring: CKPT_MEM_* of the checkpoint */
+        struct lupw_hot *hot;                   /* hot restore state (worker/hot.c), or NULL */
+        struct lupw_lanes *lanes;               /* checkpoint/restore copy lanes (worker/lanes.c), or NULL */
+        struct lupw_piece_hash *piece_hash;     /* the GPU hash kernel (worker/piece_hash.c), or NULL */
+        bool said_gpu_hash_off;                 /* LUPINE_CHECKPOINT_GPU_HASH=0 was logged */
+        struct {                                /* the provider's direct-write region (worker/lanes.c) */
+                int state;                      /* 0 not asked yet, 1 pinned, -1 none or not pinnable */
+                void *base;
+                size_t len;
+        } direct;
+};
+
+/* worker/handles.c */
+void lupw_handles_init(struct lupw_session *s);
+void lupw_handles_free(struct lupw_session *s);
+struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64_t id);
+/* A function, or a library kernel standing in for one: the CUDA runtime
+ * passes CUkernels wherever functions go (launches, occupancy, attributes)
+ * and the driver accepts them. Gives the entry named (a kernel's entry for
+ * a kernel; it holds the parameter layout, which does not depend on the
+ * context) and the function to call in the bound context. */
+CUresult lupw_function(struct lupw_session *s, uint64_t id, struct lupw_handle_ent **ret_e, CUfunction *ret_fn);
+int lupw_op_blob(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+void lupw_prov_free(struct lupw_prov *p);
+/* Events' recorded state in a checkpoint (object "events"): 0 or -errno;
+ * loading after the handles were re-created records them again. */
+int lupw_events_save(struct lupw_session *s, struct lupine_ckpt_save *save);
+int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why, size_t whylen);
+
+/* worker/launch.c */
+int lupw_op_launch(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+int lupw_op_func_info(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+
+/* worker/copy.c */
+int lupw_op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+int lupw_op_dtoh(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+/* Sends every finished async copy; with wait, first waits for all of them
+ * (before any reply that is a synchronisation point). */
+int lupw_flush_pending(struct lupw_session *s, bool wait);
+void lupw_copy_free(struct lupw_session *s);
+/* Waits for host->device copies still reading the receive buffer. */
+void lupw_htod_wait(struct lupw_session *s);
+
+/* worker/ops.c: a module global's address as the client knows it -> where
+ * it is now (they differ after a restore reloaded the module) */
+uint64_t lupw_xlate(const struct lupw_session *s, uint64_t p);
+
+/* worker/ops.c: remembers a setting (replacing an older value of it) */
+void lupw_remember(struct lupw_session *s, uint64_t holder, uint32_t kind, uint32_t key, int32_t device, int64_t value);
+
+/* worker/ckpt.c */
+/* Synchronises every context of the session. */
+CUresult lupw_sync_all(struct lupw_session *s);
+/* Saves the session through the configured provider: 0 or -errno (logged).
+ * mem: CKPT_MEM_DURABLE (contents through the provider) and/or
+ * CKPT_MEM_HOT (the manifest says the memory stays on the GPU, exported). */
+int lupw_checkpoint(struct lupw_session *s, uint32_t mem);
+/* Rebuilds the session from its newest committed checkpoint. */
+int lupw_restore(struct lupw_session *s, const char *name);
+/* Deletes the session's checkpoints (it ended or expired). */
+void lupw_forget_checkpoint(struct lupw_session *s);
+void lupw_ckpt_close(struct lupw_session *s);
+/* Loads and opens the configured provider once; -ENOTSUP when none is. */
+int lupw_ckpt_open(struct lupw_session *s);
+
+/* worker/hot.c: the hot checkpoint (memory fds, connection hand-back) */
+/* Raises RLIMIT_NOFILE's soft limit to the hard one. */
+void lupw_raise_nofile(void);
+/* Exports every arena chunk as a POSIX fd (*ret_fds: n_chunks of them, in
+ * s->chunks order): a created chunk through cuMemExportToShareableHandle,
+ * an imported one as a dup of the fd it was imported from. Returns
+ * n_chunks or -errno (logged, naming the call and the chunk's origin; no
+ * fd left open). */
+int lupw_hot_export(struct lupw_session *s, int **ret_fds);
+/* Sends the exported fds to the supervisor (LUPD_CTL_HOT_MEM batches) and
+ * closes them all, sent or not. 0 or -errno (logged). */
+int lupw_hot_send(struct lupw_session *s, int *fds, uint64_t epoch);
+/* Hands the client connection (and the part of a frame read from it) back
+ * to the supervisor, LUPD_CTL_HANDBACK; s->fd is -1 after success. */
+int lupw_handback(struct lupw_session *s, uint64_t epoch);
+/* --hot: reads HOT_MAP/CONN/HOT_END from the supervisor. 0 or -errno. */
+int lupw_hot_receive(struct lupw_session *s);
+/* The manifest's epoch is known: drops fds of another epoch. */
+int lupw_hot_check_epoch(struct lupw_session *s, uint64_t epoch);
+/* arena_map's question: 1 with *ret imported from the chunk's fd and
+ * *ret_fd that fd (the caller owns it: the next hot checkpoint hands out
+ * dups of it, since the driver does not export an imported handle again),
+ * 0 to create the chunk as usual (no hot restore, or a durable copy to
+ * fall back on), -errno to refuse the session (logged). */
+int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle *ret,
+                    int *ret_fd);
+/* Undoes the accounting of an import whose mapping then failed. */
+void lupw_hot_unimport(struct lupw_session *s, uint64_t addr, uint64_t size);
+/* Whether the chunk at addr was imported (restore_chunk copies nothing). */
+bool lupw_hot_imported(const struct lupw_session *s, uint64_t addr);
+void lupw_hot_stats(const struct lupw_session *s, size_t *ret_chunks, uint64_t *ret_bytes);
+/* After the restore: serve the connection LUPD_CTL_CONN gave, if any
+ * (1), with the bytes of the frame read in part. 0 if none, -errno. */
+int lupw_hot_adopt_conn(struct lupw_session *s);
+/* The restore is over: closes fds nobody imported (with a warning). */
+void lupw_hot_done(struct lupw_session *s);
+void lupw_hot_free(struct lupw_session *s);
+
+/* worker/hello.c */
+int lupw_refuse(struct lupw_session *s, const struct lup_hdr *req, CUresult status, const char *msg);
+/* The same, on connection fd (a client that is not the session's). */
+int lupw_refuse_on(struct lupw_session *s, int fd, const struct lup_hdr *req, CUresult status, const char *msg);
+/* Loads the driver, retains device 0's primary context, pins buffers.
+ * NULL on success, else a reason (and *ret_status the CUresult to report). */
+const char *lupw_open_device(struct lupw_session *s, CUresult *ret_status);
+int lupw_reserve_arena(struct lupw_session *s, uint32_t slot, char *err, size_t errlen);
+/* The HELLO reply (outside the reply stream), then the stream bytes the
+ * client missed (see worker/tx.h). */
+int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello);
+int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello);
+int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t *ret_slot, struct lup_hdr *ret_req,
+                      struct lup_hello *ret_hello, const char **ret_why);
+void lupw_set_blocking(int fd);
+void lupw_ctl_send(struct lupw_session *s, uint32_t type, int32_t status, uint32_t slot, bool with_slot);
+
+/* worker/worker.c */
+int lupw_process_input(struct lupw_session *s);
+int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags, CUresult status,
+               const void *payload, size_t len);
+int lupw_flush_out(struct lupw_session *s);
+/* Device printf (worker/output.c): the worker's stdout becomes a memfd
+ * before the driver loads; lupw_reply() sends what the driver wrote there
+ * as OUTPUT frames ahead of the reply. */
+void lupw_output_init(void);
+int lupw_output_forward(struct lupw_session *s);
+void lupw_latch(struct lupw_session *s, CUresult r, const char *what);
+CUresult lupw_take_latched(struct lupw_session *s);
+
+/* worker/ops.c */
+void lupw_release_all(struct lupw_session *s);
+extern const struct arena_ops lupw_arena_ops;
+
+#endif

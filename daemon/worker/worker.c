@@ -1,0 +1,584 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The per-session worker: receives its client connection from the
+ * supervisor, answers HELLO with the device snapshot and the arena, then
+ * executes the client's frames strictly in sequence order.
+ *
+ * Frames are read with io_uring into one buffer that always has room for a
+ * whole maximal frame; every complete frame in it is executed, replies are
+ * batched and written once the batch is done (before going back to sleep).
+ * Anything malformed closes the connection with a logged reason.
+ */
+#include "worker/worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "clock.h"
+#include "ctl.h"
+#include "frame.h"
+#include "hash.h"
+#include "env.h"
+#include "log.h"
+#include "net.h"
+#include "ops.h"
+#include "provider_load.h"
+#include "worker/session.h"
+
+
+/* ---- the write side: the reply log, heartbeats (see worker/tx.h) */
+
+void lupw_tx_init(struct lupw_session *s)
+{
+        struct lupw_tx *t = &s->tx;
+        pthread_mutex_init(&t->lock, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&t->cond, &ca);
+        pthread_condattr_destroy(&ca);
+        t->cap = (size_t)lup_env_uint("LUPINE_REPLY_CACHE_MB", LUPW_REPLY_CACHE_MB, LUPW_MAX_REPLY_CACHE_MB) << 20;
+        t->client_timeout_ms = lup_env_uint("LUPINE_CLIENT_TIMEOUT_MS", LUPW_CLIENT_TIMEOUT_MS, 24u * 3600u * 1000u);
+}
+
+/* Appends stream bytes to the log, forgetting the oldest beyond its bound. */
+static void log_append(struct lupw_tx *t, const void *p, size_t n)
+{
+        if (!t->resend || t->cap == 0 || n == 0) {
+                t->end += n;
+                t->start = t->end;
+                return;
+        }
+        if (!t->buf) {
+                void *m = mmap(NULL, t->cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                if (m == MAP_FAILED) {
+                        lup_warn("no memory for the reply log; answers lost with a connection cannot be resent");
+                        t->cap = 0;
+                        t->end += n;
+                        t->start = t->end;
+                        return;
+                }
+                t->buf = m;
+        }
+        const uint8_t *b = p;
+        if (n > t->cap) { /* only the newest cap bytes can be kept */
+                b += n - t->cap;
+                t->end += n - t->cap;
+                t->start = t->end;
+                n = t->cap;
+        }
+        if (t->end + n - t->start > t->cap)
+                t->start = t->end + n - t->cap;
+        size_t at = (size_t)(t->end % t->cap), first = t->cap - at < n ? t->cap - at : n;
+        memcpy(t->buf + at, b, first);
+        memcpy(t->buf, b + first, n - first);
+        t->end += n;
+}
+
+int lupw_send(struct lupw_session *s, struct iovec *iov, int iovcnt, bool stream)
+{
+        struct lupw_tx *t = &s->tx;
+        pthread_mutex_lock(&t->lock);
+        int rc = -EPIPE;
+        if (s->fd >= 0 && !t->broken) {
+                rc = lup_writev_full(s->fd, iov, iovcnt);
+                if (rc == 0)
+                        atomic_store_explicit(&t->last_tx_ns, lup_now_ns(), memory_order_relaxed);
+                else
+                        t->broken = true; /* a timed-out write may have left half a frame */
+        }
+        /* Logged after the write, so the client does not wait for the copy
+         * (it overlaps with the client reading the answer), yet before this
+         * returns and under the lock: only this thread reads the log (a
+         * resend, a checkpoint), and the caller's buffers are still valid. */
+        if (stream)
+                for (int i = 0; i < iovcnt; i++)
+                        log_append(t, iov[i].iov_base, iov[i].iov_len);
+        bool kept = stream && t->resend && t->cap;
+        pthread_mutex_unlock(&t->lock);
+        if (rc < 0) {
+                lupw_set_why(s, "client stopped reading");
+                /* A logged frame is not lost: the caller goes on producing
+                 * the call's whole answer, and lupw_process_input() notices
+                 * the broken connection before the next call. */
+                return kept ? 0 : -EPIPE;
+        }
+        return 0;
+}
+
+/* The connection broke while answers were written to the log. */
+static int tx_failed(struct lupw_session *s)
+{
+        pthread_mutex_lock(&s->tx.lock);
+        bool broken = s->tx.broken;
+        pthread_mutex_unlock(&s->tx.lock);
+        if (!broken)
+                return 0;
+        lupw_set_why(s, "client stopped reading");
+        return -EPIPE;
+}
+
+int lupw_send_ctl(struct lupw_session *s, int fd, const struct lup_hdr *h, const void *payload, size_t len)
+{
+        uint8_t hb[LUP_HDR_SIZE];
+        lup_hdr_encode(hb, h);
+        struct iovec iov[2] = { { hb, sizeof(hb) }, { (void *)payload, len } };
+        pthread_mutex_lock(&s->tx.lock);
+        int rc = fd >= 0 ? lup_writev_full(fd, iov, len ? 2 : 1) : -EBADF;
+        if (h->op == LUP_OP_GOODBYE && fd == s->fd)
+                s->tx.goodbye = true;
+        pthread_mutex_unlock(&s->tx.lock);
+        return rc;
+}
+
+int lupw_tx_set_fd(struct lupw_session *s, int fd)
+{
+        struct lupw_tx *t = &s->tx;
+        if (fd >= 0) {
+                /* blocking writes, each stalled one bounded: a client that
+                 * stops acknowledging is detached after client_timeout_ms */
+                int fl = fcntl(fd, F_GETFL);
+                if (fl >= 0)
+                        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+                if (t->client_timeout_ms) {
+                        struct timeval tv = { .tv_sec = t->client_timeout_ms / 1000,
+                                              .tv_usec = (t->client_timeout_ms % 1000) * 1000 };
+                        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+                        unsigned ut = t->client_timeout_ms;
+                        (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut)); /* not TCP: ignored */
+                }
+        }
+        pthread_mutex_lock(&t->lock);
+        int old = s->fd;
+        s->fd = fd;
+        t->broken = false;
+        t->goodbye = false;
+        atomic_store_explicit(&t->last_tx_ns, lup_now_ns(), memory_order_relaxed);
+        pthread_mutex_unlock(&t->lock);
+        return old;
+}
+
+void lupw_tx_busy(struct lupw_session *s, bool busy)
+{
+        atomic_store_explicit(&s->tx.busy_since_ns, busy ? lup_now_ns() : 0, memory_order_relaxed);
+}
+
+int lupw_tx_ack(struct lupw_session *s, uint64_t rx)
+{
+        struct lupw_tx *t = &s->tx;
+        pthread_mutex_lock(&t->lock);
+        int rc = 0;
+        if (rx > t->end && !t->log_unknown) {
+                rc = -EBADMSG;
+        } else if (rx > t->start) {
+                t->start = rx;
+                if (t->start == t->end && t->buf && t->cap > (8u << 20))
+                        (void)madvise(t->buf, t->cap, MADV_FREE); /* idle sessions give the pages back */
+        }
+        pthread_mutex_unlock(&t->lock);
+        if (rc < 0)
+                lupw_set_why(s, "PING acknowledges answers that were never sent");
+        return rc;
+}
+
+void lupw_tx_hello(struct lupw_session *s, const struct lup_hello *h, uint64_t *ret_from, uint64_t *ret_end)
+{
+        struct lupw_tx *t = &s->tx;
+        pthread_mutex_lock(&t->lock);
+        t->hb_ms = (h->flags & LUP_HELLO_HEARTBEAT) ? h->heartbeat_ms : 0;
+        t->resend = (h->flags & LUP_HELLO_RESEND) != 0;
+        uint64_t rx = t->resend ? h->rx_bytes : t->end;
+        if (t->log_unknown) {
+                /* restored from a checkpoint without a log: trust the count */
+                t->start = t->end = rx;
+                t->log_unknown = false;
+        }
+        if (rx >= t->start && rx <= t->end) {
+                *ret_from = rx;
+        } else {
+                if (rx < t->start)
+                        lup_warn("session %s: %llu bytes of answers the client did not receive are no longer held (the reply log keeps %zu MiB); those calls fail in the client",
+                                 s->name, (unsigned long long)(t->start - rx), t->cap >> 20);
+                *ret_from = t->end;
+        }
+        *ret_end = t->end;
+        pthread_mutex_unlock(&t->lock);
+}
+
+int lupw_tx_resend(struct lupw_session *s, uint64_t from)
+{
+        struct lupw_tx *t = &s->tx;
+        pthread_mutex_lock(&t->lock);
+        int rc = 0;
+        if (from < t->end && t->buf && from >= t->start) {
+                size_t n = (size_t)(t->end - from), at = (size_t)(from % t->cap);
+                size_t first = t->cap - at < n ? t->cap - at : n;
+                struct iovec iov[2] = { { t->buf + at, first }, { t->buf, n - first } };
+                lup_info("session %s: sending %zu bytes of answers again that the client did not receive", s->name, n);
+                rc = s->fd >= 0 ? lup_writev_full(s->fd, iov, n > first ? 2 : 1) : -EBADF;
+                if (rc < 0)
+                        t->broken = true;
+        }
+        pthread_mutex_unlock(&t->lock);
+        if (rc < 0)
+                lupw_set_why(s, "client stopped reading");
+        return rc < 0 ? -EPIPE : 0;
+}
+
+/* The heartbeat thread: while the main thread works on one thing (a long
+ * synchronisation, a drain's) and nothing was written for half the
+ * client's interval, an ALIVE frame tells the client that the server is
+ * busy, not gone. It never waits for the socket: with the send buffer full
+ * the client has plenty to read anyway. */
+static void *heartbeat_main(void *arg)
+{
+        struct lupw_session *s = arg;
+        struct lupw_tx *t = &s->tx;
+        pthread_mutex_lock(&t->lock);
+        while (!t->stop) {
+                uint64_t period = t->hb_ms ? (uint64_t)t->hb_ms * 500000ull : 1000000000ull;
+                uint64_t wake = lup_now_ns() + period / 2;
+                struct timespec ts = { .tv_sec = (time_t)(wake / 1000000000ull),
+                                       .tv_nsec = (long)(wake % 1000000000ull) };
+                pthread_cond_timedwait(&t->cond, &t->lock, &ts);
+                if (t->stop || !t->hb_ms || s->fd < 0 || t->broken || t->goodbye)
+                        continue;
+                uint64_t now = lup_now_ns(), busy = atomic_load_explicit(&t->busy_since_ns, memory_order_relaxed);
+                uint64_t last = atomic_load_explicit(&t->last_tx_ns, memory_order_relaxed);
+                if (!busy || now - busy < period || now - last < period)
+                        continue;
+                uint64_t seq = atomic_load_explicit(&t->running_seq, memory_order_relaxed);
+                struct lup_hdr h = { .op = LUP_OP_ALIVE, .seq = seq, .ctx = seq ? seq - 1 : 0 };
+                uint8_t hb[LUP_HDR_SIZE];
+                lup_hdr_encode(hb, &h);
+                ssize_t k = send(s->fd, hb, sizeof(hb), MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (k > 0 && (size_t)k < sizeof(hb) && lup_write_full(s->fd, hb + k, sizeof(hb) - (size_t)k) < 0)
+                        t->broken = true; /* half a frame: the main thread detaches on its next write */
+                if (k > 0)
+                        atomic_store_explicit(&t->last_tx_ns, now, memory_order_relaxed);
+        }
+        pthread_mutex_unlock(&t->lock);
+        return NULL;
+}
+
+int lupw_tx_start(struct lupw_session *s)
+{
+        struct lupw_tx *t = &s->tx;
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old); /* signals stay with the main thread */
+        int rc = pthread_create(&t->thread, NULL, heartbeat_main, s);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc != 0) {
+                lup_warn("session %s: no heartbeat thread (%s); long calls may look like a dead server to the client",
+                         s->name, strerror(rc));
+                return -rc;
+        }
+        t->thread_on = true;
+        return 0;
+}
+
+void lupw_tx_free(struct lupw_session *s)
+{
+        struct lupw_tx *t = &s->tx;
+        if (t->thread_on) {
+                pthread_mutex_lock(&t->lock);
+                t->stop = true;
+                pthread_cond_signal(&t->cond);
+                pthread_mutex_unlock(&t->lock);
+                pthread_join(t->thread, NULL);
+                t->thread_on = false;
+        }
+        if (t->buf)
+                munmap(t->buf, t->cap);
+        t->buf = NULL;
+}
+
+/* ---- the reply log in a checkpoint */
+
+#define REPLIES_MAGIC 0x31504c5250554cull /* "LUPRPL1" */
+#define REPLIES_VERSION 1u
+
+int lupw_tx_save(struct lupw_session *s, struct lupine_ckpt_save *save)
+{
+        struct lupw_tx *t = &s->tx;
+        size_t n = t->buf ? (size_t)(t->end - t->start) : 0;
+        uint8_t *obj = malloc(36 + n + 8);
+        if (!obj)
+                return -ENOMEM;
+        struct lup_wr w = lup_wr_init(obj, 36 + n + 8);
+        lup_wr_u64(&w, REPLIES_MAGIC);
+        lup_wr_u32(&w, REPLIES_VERSION);
+        lup_wr_u64(&w, t->end - n);
+        lup_wr_u64(&w, t->end);
+        lup_wr_u64(&w, n);
+        if (n) {
+                size_t at = (size_t)((t->end - n) % t->cap), first = t->cap - at < n ? t->cap - at : n;
+                lup_wr_bytes(&w, t->buf + at, first);
+                lup_wr_bytes(&w, t->buf, n - first);
+        }
+        lup_wr_u64(&w, lup_hash64(obj, w.len, REPLIES_MAGIC));
+        int rc = w.err ? -ENOBUFS : s->prov_ops->save_write(save, "replies", obj, w.len);
+        free(obj);
+        return rc;
+}
+
+int lupw_tx_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why, size_t whylen)
+{
+        struct lupw_tx *t = &s->tx;
+        const struct lupine_checkpoint_provider *p = s->prov_ops;
+        uint64_t size;
+        if (p->load_size(ld, "replies", &size) < 0) {
+                t->log_unknown = true; /* an older checkpoint */
+                return 0;
+        }
+        if (size < 44 || size > 44 + (uint64_t)LUPW_MAX_REPLY_CACHE_MB * 1048576u) {
+                snprintf(why, whylen, "object replies has an impossible size");
+                return -EBADMSG;
+        }
+        uint8_t *obj = malloc(size);
+        if (!obj)
+                return -ENOMEM;
+        int64_t k = lupine_provider_read_full(p, ld, "replies", 0, obj, (size_t)size);
+        if (k != (int64_t)size) {
+                free(obj);
+                snprintf(why, whylen, "reading replies failed");
+                return k < 0 ? (int)k : -EIO;
+        }
+        struct lup_rd r = lup_rd_init(obj, size - 8);
+        uint64_t magic, start, end, n;
+        uint32_t version;
+        const uint8_t *data = NULL;
+        lup_rd_u64(&r, &magic);
+        lup_rd_u32(&r, &version);
+        lup_rd_u64(&r, &start);
+        lup_rd_u64(&r, &end);
+        lup_rd_u64(&r, &n);
+        if (!r.err && n <= size)
+                lup_rd_bytes(&r, (size_t)n, &data);
+        int rc = 0;
+        if (lup_rd_finish(&r) < 0 || magic != REPLIES_MAGIC || version != REPLIES_VERSION || end < start ||
+            end - start != n || lup_hash64(obj, size - 8, REPLIES_MAGIC) != lup_le64(obj + size - 8)) {
+                snprintf(why, whylen, "object replies is damaged");
+                rc = -EBADMSG;
+        } else {
+                /* resent only to a client that asks (HELLO), from where it stopped */
+                t->resend = true;
+                t->start = t->end = start;
+                log_append(t, data, (size_t)n); /* keeps the newest cap bytes */
+        }
+        free(obj);
+        return rc;
+}
+
+/* ---- replies */
+
+int lupw_flush_out(struct lupw_session *s)
+{
+        if (s->out_len == 0)
+                return 0;
+        struct iovec iov = { s->out, s->out_len };
+        int rc = lupw_send(s, &iov, 1, true);
+        s->out_len = 0;
+        return rc;
+}
+
+/* Appends a reply frame; payload may be NULL when len is 0. The frame is
+ * part of the reply stream even when the connection has failed (-EPIPE):
+ * the call was executed, and the client gets its answer on resume. */
+int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags, CUresult status,
+               const void *payload, size_t len)
+{
+        /* device printf output flushed by this call goes first */
+        int rc = lupw_output_forward(s);
+        struct lup_hdr h = { .len = (uint32_t)len, .op = req->op, .flags = LUP_F_REPLY | flags,
+                             .lane = req->lane, .status = (uint32_t)status, .seq = req->seq, .ctx = s->last_seq };
+        if (LUP_HDR_SIZE + len > s->out_cap - s->out_len)
+                rc = lupw_flush_out(s);
+        if (LUP_HDR_SIZE + len > s->out_cap) {
+                /* larger than the batch buffer: straight to the socket */
+                uint8_t hb[LUP_HDR_SIZE];
+                lup_hdr_encode(hb, &h);
+                struct iovec iov[2] = { { hb, sizeof(hb) }, { (void *)payload, len } };
+                int wrc = lupw_send(s, iov, 2, true);
+                return rc < 0 ? rc : wrc;
+        }
+        lup_hdr_encode(s->out + s->out_len, &h);
+        if (len)
+                memcpy(s->out + s->out_len + LUP_HDR_SIZE, payload, len);
+        s->out_len += LUP_HDR_SIZE + len;
+        return rc;
+}
+
+void lupw_latch(struct lupw_session *s, CUresult r, const char *what)
+{
+        if (r == CUDA_SUCCESS)
+                return;
+        if (s->latched == CUDA_SUCCESS)
+                s->latched = r;
+        if (lup_log_max_level() >= LUP_LOG_DEBUG)
+                lup_debug("session %s: async %s failed with %d (latched)", s->name, what, (int)r);
+}
+
+CUresult lupw_take_latched(struct lupw_session *s)
+{
+        CUresult r = s->latched;
+        s->latched = CUDA_SUCCESS;
+        return r;
+}
+
+/* ---- generated ops */
+
+static int op_generated(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+{
+        size_t idx = (size_t)h->op - 256;
+        if (idx >= lupw_n_ops || !lupw_ops[idx].fn) {
+                lupw_set_why(s, "unknown op");
+                return -EBADMSG;
+        }
+        const struct lupw_op *op = &lupw_ops[idx];
+        bool sync = (h->flags & LUP_F_SYNC) != 0;
+        if (sync != op->sync) {
+                lupw_set_why(s, sync ? "reply requested for an asynchronous op" : "synchronous op sent without a reply lane");
+                return -EBADMSG;
+        }
+        if (lup_trace_level() >= 1)
+                lup_tracef("session %s seq %llu %s", s->name, (unsigned long long)h->seq, op->name);
+
+        uint8_t outbuf[256];
+        struct lup_wr out = lup_wr_init(outbuf, sizeof(outbuf));
+        struct lup_rd rd = lup_rd_init(p, h->len);
+        /* A latched async failure is the answer to the next sync call, which
+         * is then not executed (its arguments are still validated). */
+        CUresult res = sync ? lupw_take_latched(s) : CUDA_SUCCESS;
+        int rc = op->fn(s, h->ctx, &rd, &out, &res);
+        if (rc < 0)
+                return rc;
+        if (!sync) {
+                lupw_latch(s, res, op->name);
+                return 0;
+        }
+        if (out.err) {
+                lupw_set_why(s, "reply overflow");
+                return -EBADMSG;
+        }
+        return lupw_reply(s, h, 0, res, res == CUDA_SUCCESS ? outbuf : NULL, res == CUDA_SUCCESS ? out.len : 0);
+}
+
+static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+{
+        if (h->flags & (LUP_F_REPLY | LUP_F_MORE)) {
+                lupw_set_why(s, "client sent a reply frame");
+                return -EBADMSG;
+        }
+        if (h->seq != s->last_seq + 1) {
+                lupw_set_why(s, "sequence number out of order");
+                return -EBADMSG;
+        }
+        s->last_seq = h->seq;
+        atomic_store_explicit(&s->tx.running_seq, h->seq, memory_order_relaxed);
+        if (s->htod_pending && h->op != LUP_OP_MEMCPY_HTOD)
+                lupw_htod_wait(s);
+        /* Asynchronous device->host data always reaches the client before
+         * the answer to any synchronous call that follows it. */
+        if ((h->flags & LUP_F_SYNC) && s->n_pending) {
+                int rc = lupw_flush_pending(s, true);
+                if (rc < 0)
+                        return rc;
+        }
+        switch (h->op) {
+        case LUP_OP_GOODBYE:
+                lup_info("session %s: client said goodbye after %llu calls", s->name, (unsigned long long)s->last_seq);
+                s->stop = true;
+                return 0;
+        case LUP_OP_PING:
+                /* payload: nothing, or how much of the reply stream the client has */
+                if (h->len != 0 && h->len != 8) {
+                        lupw_set_why(s, "malformed PING");
+                        return -EBADMSG;
+                }
+                if (h->len == 8 && lupw_tx_ack(s, lup_le64(p)) < 0)
+                        return -EBADMSG;
+                return (h->flags & LUP_F_SYNC) ? lupw_reply(s, h, 0, CUDA_SUCCESS, NULL, 0) : 0;
+        case LUP_OP_MEMCPY_HTOD:
+                return lupw_op_htod(s, h, p);
+        case LUP_OP_MEMCPY_DTOH:
+                return lupw_op_dtoh(s, h, p);
+        case LUP_OP_LAUNCH:
+                return lupw_op_launch(s, h, p);
+        case LUP_OP_FUNC_INFO:
+                return lupw_op_func_info(s, h, p);
+        case LUP_OP_BLOB:
+                return lupw_op_blob(s, h, p);
+        case LUP_OP_DTOH_ASYNC:
+                return lupw_op_dtoh_async(s, h, p);
+        case LUP_OP_ALIVE:
+        case LUP_OP_DATA:
+        case LUP_OP_OUTPUT:
+                lupw_set_why(s, h->op == LUP_OP_ALIVE  ? "client sent ALIVE, a server-only frame" :
+                                h->op == LUP_OP_DATA   ? "client sent DATA, a server-only frame" :
+                                                         "client sent OUTPUT, a server-only frame");
+                return -EBADMSG;
+        default:
+                if (h->op >= 256)
+                        return op_generated(s, h, p);
+                lupw_set_why(s, h->op == LUP_OP_HELLO ? "HELLO after the handshake" : "unknown op");
+                return -EBADMSG;
+        }
+}
+
+/* Executes every complete frame in the input buffer. */
+int lupw_process_input(struct lupw_session *s)
+{
+        size_t off = s->in_off;
+        int rc = 0;
+
+        while (s->in_len - off >= LUP_HDR_SIZE && !s->stop) {
+                struct lup_hdr h;
+                const char *why;
+                if (lup_hdr_decode(s->in + off, &h, &why) < 0) {
+                        lupw_set_why(s, why);
+                        return -EBADMSG;
+                }
+                if (s->in_len - off - LUP_HDR_SIZE < h.len)
+                        break;
+                rc = handle_frame(s, &h, s->in + off + LUP_HDR_SIZE);
+                if (rc == 0)
+                        rc = tx_failed(s);
+                if (rc < 0)
+                        return rc;
+                off += LUP_HDR_SIZE + h.len;
+        }
+        /* Compact only when the tail cannot take a whole frame: moving a
+         * partial 1 MiB frame after every read would cost as much as the
+         * copy to the device. */
+        if (off == s->in_len && !s->htod_pending) {
+                s->in_off = s->in_len = 0;
+        } else if (s->in_cap - s->in_len < LUP_HDR_SIZE + LUP_MAX_PAYLOAD) {
+                lupw_htod_wait(s); /* copies may still read what is moved over */
+                memmove(s->in, s->in + off, s->in_len - off);
+                s->in_len -= off;
+                s->in_off = 0;
+        } else {
+                s->in_off = off;
+        }
+        /* send what finished meanwhile, without waiting for the rest */
+        if (s->n_pending && (rc = lupw_flush_pending(s, false)) < 0)
+                return rc;
+        rc = lupw_flush_out(s);
+        return rc < 0 ? rc : tx_failed(s);
+}
+
