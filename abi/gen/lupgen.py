@@ -491,7 +491,7 @@ def gen_worker(funcs, backend):
     for i, k in enumerate(HANDLE_KINDS, 1):
         h.append(f'\tLUPW_H_{k.upper()} = {i},\n')
     h.append('};\n')
-    h.append('\n/* Helpers the generated decoders call (worker_checks.c). */\n'
+    h.append('\n/* Helpers the generated decoders call (daemon/worker/checks.c). */\n'
              'int lupw_check_devptr(struct lupw_session *s, uint64_t p);\n'
              'CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul);\n'
              'CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret);\n'

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Hand-written worker handlers (worker=custom in abi/cuda_api.spec), the
- * checks the generated decoders call, context binding and the arena's
- * physical side (cuMemCreate/cuMemMap of exportable chunks).
+ * Hand-written worker handlers (worker=custom in abi/cuda_api.spec): memory
+ * in the arena, contexts, module globals, and the creators that remember how
+ * they created an object so that a restore can create it again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,30 +12,17 @@
 #include "log.h"
 #include "worker/session.h"
 
-const struct lupw_backend *lupw_be(struct lupw_session *s)
+static CUresult retain_primary(struct lupw_session *s, int dev)
 {
-        return &s->be.fn;
-}
-
-void lupw_set_why(struct lupw_session *s, const char *why)
-{
-        if (!s->why)
-                s->why = why;
-}
-
-/* ---- checks used by the generated decoders */
-
-/* Module globals the client asked for: real driver addresses outside the
- * arena that the client may copy to and from. */
-static bool find_global(const struct lupw_session *s, uint64_t p, struct lup_range *ret)
-{
-        return lup_rangemap_find(&s->globals, p, ret);
+        if (s->primary[dev])
+                return CUDA_SUCCESS;
+        return s->be.fn.cuDevicePrimaryCtxRetain(&s->primary[dev], dev);
 }
 
 /* Payload: a = the module or library it belongs to, b = its name (owned). */
 static CUresult add_global(struct lupw_session *s, uint64_t addr, uint64_t size, const char *name)
 {
-        if (find_global(s, addr, NULL))
+        if (lupw_find_global(s, addr, NULL))
                 return CUDA_SUCCESS;
         if (s->globals.n >= LUP_MAX_HANDLES)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -46,214 +33,6 @@ static CUresult add_global(struct lupw_session *s, uint64_t addr, uint64_t size,
                 free(n);
         return rc == 0 || rc == -EEXIST ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
-
-uint64_t lupw_xlate(const struct lupw_session *s, uint64_t p)
-{
-        struct lup_range r;
-        if (s->xlate.n && lup_rangemap_find(&s->xlate, p, &r))
-                return r.a + (p - r.base);
-        return p;
-}
-
-int lupw_check_devptr(struct lupw_session *s, uint64_t p)
-{
-        if (find_global(s, p, NULL))
-                return 0;
-        /* The shim checks every pointer against its own shadow first, so a
-         * pointer outside the arena can only come from a broken or hostile
-         * client: that is a protocol violation, not a CUDA error. */
-        if (!arena_contains(&s->arena, p)) {
-                lupw_set_why(s, "device pointer outside the session's arena");
-                return -EBADMSG;
-        }
-        return 0;
-}
-
-CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul)
-{
-        uint64_t n;
-        if (__builtin_mul_overflow(count, mul, &n) || n > LUP_MAX_COPY)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (n == 0)
-                return CUDA_SUCCESS;
-        const struct arena_alloc *a = arena_find(&s->arena, p);
-        if (a)
-                return n > a->size - (p - a->addr) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
-        struct lup_range g;
-        if (!find_global(s, p, &g) || n > g.size - (p - g.base))
-                return CUDA_ERROR_INVALID_VALUE;
-        return CUDA_SUCCESS;
-}
-
-CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret)
-{
-        /* the default streams travel as themselves */
-        if (id == 0 || id == (uint64_t)(uintptr_t)CU_STREAM_LEGACY || id == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
-                *ret = (CUstream)(uintptr_t)id;
-                return CUDA_SUCCESS;
-        }
-        void *real;
-        CUresult r = lupw_handle(s, LUPW_H_STREAM, id, &real);
-        if (r == CUDA_SUCCESS)
-                *ret = real;
-        return r;
-}
-
-CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret)
-{
-        if (ordinal < 0 || ordinal >= s->n_devices)
-                return CUDA_ERROR_INVALID_DEVICE;
-        *ret = ordinal;
-        return CUDA_SUCCESS;
-}
-
-static struct lupw_ctx_slot *find_ctx(struct lupw_session *s, uint64_t id)
-{
-        for (int i = 0; i < s->n_ctxs; i++)
-                if (s->ctxs[i].id == id)
-                        return &s->ctxs[i];
-        return NULL;
-}
-
-static CUresult resolve_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret, int *ret_dev)
-{
-        int dev = lup_primary_ctx_device(id);
-        if (dev >= 0) {
-                if (dev >= s->n_devices || !s->client_primary[dev])
-                        return CUDA_ERROR_INVALID_CONTEXT;
-                *ret = s->primary[dev];
-                *ret_dev = dev;
-                return CUDA_SUCCESS;
-        }
-        struct lupw_ctx_slot *c = find_ctx(s, id);
-        if (!c)
-                return CUDA_ERROR_INVALID_CONTEXT;
-        *ret = c->real;
-        *ret_dev = c->device;
-        return CUDA_SUCCESS;
-}
-
-CUresult lupw_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret)
-{
-        int dev;
-        return resolve_ctx(s, id, ret, &dev);
-}
-
-CUresult lupw_bind_ctx(struct lupw_session *s, uint64_t id)
-{
-        CUcontext real;
-        int dev;
-
-        if (id == s->bound_id && id != 0)
-                return CUDA_SUCCESS;
-        CUresult r = resolve_ctx(s, id, &real, &dev);
-        if (r != CUDA_SUCCESS)
-                return r;
-        r = s->be.fn.cuCtxSetCurrent(real);
-        if (r != CUDA_SUCCESS)
-                return r;
-        s->bound_id = id;
-        s->bound_device = dev;
-        return CUDA_SUCCESS;
-}
-
-static CUresult retain_primary(struct lupw_session *s, int dev)
-{
-        if (s->primary[dev])
-                return CUDA_SUCCESS;
-        return s->be.fn.cuDevicePrimaryCtxRetain(&s->primary[dev], dev);
-}
-
-/* ---- the arena's physical side */
-
-/* Takes fd (an imported chunk's, or -1) on success only. */
-static int chunk_add(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle h, int fd,
-                     int device)
-{
-        if (s->n_chunks == s->cap_chunks) {
-                size_t ncap = s->cap_chunks ? s->cap_chunks * 2 : 64;
-                struct lupw_chunk *n = realloc(s->chunks, ncap * sizeof(*n));
-                if (!n)
-                        return -ENOMEM;
-                s->chunks = n;
-                s->cap_chunks = ncap;
-        }
-        s->chunks[s->n_chunks++] = (struct lupw_chunk){
-                .addr = addr,
-                .size = size,
-                .handle = h,
-                .origin = fd >= 0 ? LUPW_CHUNK_IMPORTED : LUPW_CHUNK_CREATED,
-                .fd = fd,
-                .device = device,
-        };
-        return 0;
-}
-
-static int arena_map(void *ud, uint64_t addr, uint64_t size, int device)
-{
-        struct lupw_session *s = ud;
-        const struct lupw_backend *be = &s->be.fn;
-        CUmemAllocationProp prop = {
-                .type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
-                /* exportable, so a hot restart can hand the memory to the next worker */
-                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-        };
-        CUmemAccessDesc access = {
-                .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
-                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-        };
-        CUmemGenericAllocationHandle h;
-        CUresult r;
-        int fd = -1;
-        /* a hot restore maps the memory the chunk had, from its fd */
-        int hot = lupw_hot_import(s, addr, size, &h, &fd);
-
-        if (hot < 0)
-                return (int)CUDA_ERROR_INVALID_VALUE;
-        r = hot ? CUDA_SUCCESS : be->cuMemCreate(&h, size, &prop, 0);
-        if (r != CUDA_SUCCESS)
-                return (int)r;
-        r = be->cuMemMap(addr, size, 0, h, 0);
-        if (r != CUDA_SUCCESS)
-                goto out_release;
-        r = be->cuMemSetAccess(addr, size, &access, 1);
-        if (r != CUDA_SUCCESS)
-                goto out_unmap;
-        if (chunk_add(s, addr, size, h, fd, device) < 0) {
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-                goto out_unmap;
-        }
-        return 0;
-
-out_unmap:
-        be->cuMemUnmap(addr, size);
-out_release:
-        be->cuMemRelease(h);
-        if (hot) {
-                close(fd);
-                lupw_hot_unimport(s, addr, size);
-        }
-        return (int)r;
-}
-
-static void arena_unmap(void *ud, uint64_t addr, uint64_t size)
-{
-        struct lupw_session *s = ud;
-        for (size_t i = 0; i < s->n_chunks; i++) {
-                if (s->chunks[i].addr == addr) {
-                        s->be.fn.cuMemUnmap(addr, size);
-                        s->be.fn.cuMemRelease(s->chunks[i].handle);
-                        if (s->chunks[i].fd >= 0)
-                                close(s->chunks[i].fd);
-                        s->chunks[i] = s->chunks[--s->n_chunks];
-                        return;
-                }
-        }
-        lup_warn("session %s: unmap of unknown chunk 0x%llx", s->name, (unsigned long long)addr);
-}
-
-const struct arena_ops lupw_arena_ops = { .map = arena_map, .unmap = arena_unmap };
 
 /* ---- custom handlers */
 
@@ -323,7 +102,7 @@ CUresult lupw_lupCtxCreate(struct lupw_session *s, uint64_t id, unsigned int fla
 {
         CUcontext real, prev = NULL;
 
-        if (id < LUP_FIRST_CTX_ID || find_ctx(s, id))
+        if (id < LUP_FIRST_CTX_ID || lupw_find_ctx(s, id))
                 return CUDA_ERROR_INVALID_VALUE;
         if (s->n_ctxs >= (int)LUP_MAX_CONTEXTS)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -339,7 +118,7 @@ CUresult lupw_lupCtxCreate(struct lupw_session *s, uint64_t id, unsigned int fla
 
 CUresult lupw_lupCtxDestroy(struct lupw_session *s, uint64_t id)
 {
-        struct lupw_ctx_slot *c = find_ctx(s, id);
+        struct lupw_ctx_slot *c = lupw_find_ctx(s, id);
         if (!c)
                 return CUDA_ERROR_INVALID_CONTEXT;
         /* memory belongs to the context that allocated it, as in CUDA */
@@ -395,31 +174,6 @@ CUresult lupw_lupPrimaryCtxReset(struct lupw_session *s, CUdevice dev)
         /* the primary context was made current above: force a rebind */
         s->bound_id = 0;
         return s->be.fn.cuDevicePrimaryCtxSetFlags_v2(dev, 0);
-}
-
-void lupw_release_all(struct lupw_session *s)
-{
-        if (!s->be.dl)
-                return;
-        for (int i = 0; i < s->n_devices; i++)
-                if (s->primary[i])
-                        s->be.fn.cuCtxSetCurrent(s->primary[i]), s->be.fn.cuCtxSynchronize();
-        if (s->arena_reserved) {
-                arena_destroy(&s->arena);
-                s->be.fn.cuMemAddressFree(LUP_ARENA_BASE + (uint64_t)s->slot * LUP_ARENA_SIZE, LUP_ARENA_SIZE);
-                s->arena_reserved = false;
-        }
-        for (int i = 0; i < s->n_ctxs; i++)
-                s->be.fn.cuCtxDestroy_v2(s->ctxs[i].real);
-        s->n_ctxs = 0;
-        for (int i = 0; i < s->n_devices; i++) {
-                if (s->primary[i])
-                        s->be.fn.cuDevicePrimaryCtxRelease_v2(i);
-                s->primary[i] = NULL;
-        }
-        free(s->chunks);
-        s->chunks = NULL;
-        s->n_chunks = s->cap_chunks = 0;
 }
 
 CUresult lupw_cuModuleGetGlobal_v2(struct lupw_session *s, CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,

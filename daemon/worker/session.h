@@ -213,9 +213,14 @@ void lupw_copy_free(struct lupw_session *s);
 /* Waits for host->device copies still reading the receive buffer. */
 void lupw_htod_wait(struct lupw_session *s);
 
-/* worker/ops.c: a module global's address as the client knows it -> where
- * it is now (they differ after a restore reloaded the module) */
+/* worker/checks.c: a module global's address as the client knows it ->
+ * where it is now (they differ after a restore reloaded the module) */
 uint64_t lupw_xlate(const struct lupw_session *s, uint64_t p);
+/* worker/checks.c: whether p lies in a module global the client asked for
+ * (its range in *ret when ret is not NULL) */
+bool lupw_find_global(const struct lupw_session *s, uint64_t p, struct lup_range *ret);
+/* worker/checks.c: the client's context id -> its slot, or NULL */
+struct lupw_ctx_slot *lupw_find_ctx(struct lupw_session *s, uint64_t id);
 
 /* worker/ops.c: remembers a setting (replacing an older value of it) */
 void lupw_remember(struct lupw_session *s, uint64_t holder, uint32_t kind, uint32_t key, int32_t device, int64_t value);
@@ -303,7 +308,7 @@ int lupw_output_forward(struct lupw_session *s);
 void lupw_latch(struct lupw_session *s, CUresult r, const char *what);
 CUresult lupw_take_latched(struct lupw_session *s);
 
-/* worker/ops.c */
+/* worker/arena_map.c */
 void lupw_release_all(struct lupw_session *s);
 extern const struct arena_ops lupw_arena_ops;
 

@@ -84,6 +84,9 @@ int lupw_tx_ack(struct lupw_session *s, uint64_t rx);
 void lupw_tx_hello(struct lupw_session *s, const struct lup_hello *h, uint64_t *ret_from, uint64_t *ret_end);
 /* Writes the logged stream bytes [from, end) again (after the HELLO reply). */
 int lupw_tx_resend(struct lupw_session *s, uint64_t from);
+/* -EPIPE (with s->why set) once the connection broke while answers were
+ * written to the log; 0 otherwise. */
+int lupw_tx_failed(struct lupw_session *s);
 
 /* The log in a checkpoint: object "replies" (magic, version, start, end,
  * bytes, hash). Saving: 0 or -errno. Loading: a missing object leaves the

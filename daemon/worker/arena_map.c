@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The arena's physical side: arena.c places allocations in the session's
+ * reserved range; the functions here back them with exportable chunks
+ * (cuMemCreate/cuMemMap), or, in a hot restore, with the chunks the previous
+ * worker exported. lupw_release_all() gives back the arena and every context
+ * when the session ends.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "worker/session.h"
+
+/* Takes fd (an imported chunk's, or -1) on success only. */
+static int chunk_add(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle h, int fd,
+                     int device)
+{
+        if (s->n_chunks == s->cap_chunks) {
+                size_t ncap = s->cap_chunks ? s->cap_chunks * 2 : 64;
+                struct lupw_chunk *n = realloc(s->chunks, ncap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                s->chunks = n;
+                s->cap_chunks = ncap;
+        }
+        s->chunks[s->n_chunks++] = (struct lupw_chunk){
+                .addr = addr,
+                .size = size,
+                .handle = h,
+                .origin = fd >= 0 ? LUPW_CHUNK_IMPORTED : LUPW_CHUNK_CREATED,
+                .fd = fd,
+                .device = device,
+        };
+        return 0;
+}
+
+static int arena_map(void *ud, uint64_t addr, uint64_t size, int device)
+{
+        struct lupw_session *s = ud;
+        const struct lupw_backend *be = &s->be.fn;
+        CUmemAllocationProp prop = {
+                .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
+                /* exportable, so a hot restart can hand the memory to the next worker */
+                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+        };
+        CUmemAccessDesc access = {
+                .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
+                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        CUmemGenericAllocationHandle h;
+        CUresult r;
+        int fd = -1;
+        /* a hot restore maps the memory the chunk had, from its fd */
+        int hot = lupw_hot_import(s, addr, size, &h, &fd);
+
+        if (hot < 0)
+                return (int)CUDA_ERROR_INVALID_VALUE;
+        r = hot ? CUDA_SUCCESS : be->cuMemCreate(&h, size, &prop, 0);
+        if (r != CUDA_SUCCESS)
+                return (int)r;
+        r = be->cuMemMap(addr, size, 0, h, 0);
+        if (r != CUDA_SUCCESS)
+                goto out_release;
+        r = be->cuMemSetAccess(addr, size, &access, 1);
+        if (r != CUDA_SUCCESS)
+                goto out_unmap;
+        if (chunk_add(s, addr, size, h, fd, device) < 0) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+                goto out_unmap;
+        }
+        return 0;
+
+out_unmap:
+        be->cuMemUnmap(addr, size);
+out_release:
+        be->cuMemRelease(h);
+        if (hot) {
+                close(fd);
+                lupw_hot_unimport(s, addr, size);
+        }
+        return (int)r;
+}
+
+static void arena_unmap(void *ud, uint64_t addr, uint64_t size)
+{
+        struct lupw_session *s = ud;
+        for (size_t i = 0; i < s->n_chunks; i++) {
+                if (s->chunks[i].addr == addr) {
+                        s->be.fn.cuMemUnmap(addr, size);
+                        s->be.fn.cuMemRelease(s->chunks[i].handle);
+                        if (s->chunks[i].fd >= 0)
+                                close(s->chunks[i].fd);
+                        s->chunks[i] = s->chunks[--s->n_chunks];
+                        return;
+                }
+        }
+        lup_warn("session %s: unmap of unknown chunk 0x%llx", s->name, (unsigned long long)addr);
+}
+
+const struct arena_ops lupw_arena_ops = { .map = arena_map, .unmap = arena_unmap };
+
+void lupw_release_all(struct lupw_session *s)
+{
+        if (!s->be.dl)
+                return;
+        for (int i = 0; i < s->n_devices; i++)
+                if (s->primary[i])
+                        s->be.fn.cuCtxSetCurrent(s->primary[i]), s->be.fn.cuCtxSynchronize();
+        if (s->arena_reserved) {
+                arena_destroy(&s->arena);
+                s->be.fn.cuMemAddressFree(LUP_ARENA_BASE + (uint64_t)s->slot * LUP_ARENA_SIZE, LUP_ARENA_SIZE);
+                s->arena_reserved = false;
+        }
+        for (int i = 0; i < s->n_ctxs; i++)
+                s->be.fn.cuCtxDestroy_v2(s->ctxs[i].real);
+        s->n_ctxs = 0;
+        for (int i = 0; i < s->n_devices; i++) {
+                if (s->primary[i])
+                        s->be.fn.cuDevicePrimaryCtxRelease_v2(i);
+                s->primary[i] = NULL;
+        }
+        free(s->chunks);
+        s->chunks = NULL;
+        s->n_chunks = s->cap_chunks = 0;
+}

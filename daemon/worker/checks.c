@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The checks the generated decoders call on every argument that names
+ * something (device pointers, ranges, streams, devices, contexts), and
+ * context binding: every call runs in the context the client named, made
+ * current only when it changes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "worker/session.h"
+
+const struct lupw_backend *lupw_be(struct lupw_session *s)
+{
+        return &s->be.fn;
+}
+
+void lupw_set_why(struct lupw_session *s, const char *why)
+{
+        if (!s->why)
+                s->why = why;
+}
+
+/* ---- checks used by the generated decoders */
+
+/* Module globals the client asked for: real driver addresses outside the
+ * arena that the client may copy to and from. */
+bool lupw_find_global(const struct lupw_session *s, uint64_t p, struct lup_range *ret)
+{
+        return lup_rangemap_find(&s->globals, p, ret);
+}
+
+
+uint64_t lupw_xlate(const struct lupw_session *s, uint64_t p)
+{
+        struct lup_range r;
+        if (s->xlate.n && lup_rangemap_find(&s->xlate, p, &r))
+                return r.a + (p - r.base);
+        return p;
+}
+
+int lupw_check_devptr(struct lupw_session *s, uint64_t p)
+{
+        if (lupw_find_global(s, p, NULL))
+                return 0;
+        /* The shim checks every pointer against its own shadow first, so a
+         * pointer outside the arena can only come from a broken or hostile
+         * client: that is a protocol violation, not a CUDA error. */
+        if (!arena_contains(&s->arena, p)) {
+                lupw_set_why(s, "device pointer outside the session's arena");
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul)
+{
+        uint64_t n;
+        if (__builtin_mul_overflow(count, mul, &n) || n > LUP_MAX_COPY)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (n == 0)
+                return CUDA_SUCCESS;
+        const struct arena_alloc *a = arena_find(&s->arena, p);
+        if (a)
+                return n > a->size - (p - a->addr) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        struct lup_range g;
+        if (!lupw_find_global(s, p, &g) || n > g.size - (p - g.base))
+                return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret)
+{
+        /* the default streams travel as themselves */
+        if (id == 0 || id == (uint64_t)(uintptr_t)CU_STREAM_LEGACY || id == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
+                *ret = (CUstream)(uintptr_t)id;
+                return CUDA_SUCCESS;
+        }
+        void *real;
+        CUresult r = lupw_handle(s, LUPW_H_STREAM, id, &real);
+        if (r == CUDA_SUCCESS)
+                *ret = real;
+        return r;
+}
+
+CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret)
+{
+        if (ordinal < 0 || ordinal >= s->n_devices)
+                return CUDA_ERROR_INVALID_DEVICE;
+        *ret = ordinal;
+        return CUDA_SUCCESS;
+}
+
+struct lupw_ctx_slot *lupw_find_ctx(struct lupw_session *s, uint64_t id)
+{
+        for (int i = 0; i < s->n_ctxs; i++)
+                if (s->ctxs[i].id == id)
+                        return &s->ctxs[i];
+        return NULL;
+}
+
+static CUresult resolve_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret, int *ret_dev)
+{
+        int dev = lup_primary_ctx_device(id);
+        if (dev >= 0) {
+                if (dev >= s->n_devices || !s->client_primary[dev])
+                        return CUDA_ERROR_INVALID_CONTEXT;
+                *ret = s->primary[dev];
+                *ret_dev = dev;
+                return CUDA_SUCCESS;
+        }
+        struct lupw_ctx_slot *c = lupw_find_ctx(s, id);
+        if (!c)
+                return CUDA_ERROR_INVALID_CONTEXT;
+        *ret = c->real;
+        *ret_dev = c->device;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret)
+{
+        int dev;
+        return resolve_ctx(s, id, ret, &dev);
+}
+
+CUresult lupw_bind_ctx(struct lupw_session *s, uint64_t id)
+{
+        CUcontext real;
+        int dev;
+
+        if (id == s->bound_id && id != 0)
+                return CUDA_SUCCESS;
+        CUresult r = resolve_ctx(s, id, &real, &dev);
+        if (r != CUDA_SUCCESS)
+                return r;
+        r = s->be.fn.cuCtxSetCurrent(real);
+        if (r != CUDA_SUCCESS)
+                return r;
+        s->bound_id = id;
+        s->bound_device = dev;
+        return CUDA_SUCCESS;
+}
