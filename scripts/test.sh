@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The test command: dependencies, build, every test (unit, e2e on the
-# simulated GPU). This is what CI runs.
+# The test command: dependencies, build, the format check on changed C
+# lines, every test (unit, e2e on the simulated GPU). This is what CI runs.
 set -eu
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+scripts/check-format.sh
 meson test -C build --print-errorlogs "$@"

@@ -288,8 +288,12 @@ static void handle_ctl(struct lupw_session *s)
 static void input_arrived(struct lupw_session *s, size_t n)
 {
         s->in_len += n;
-        if (lupw_process_input(s) < 0) {
-                if (s->why && strcmp(s->why, "client stopped reading") == 0) {
+        int rc = lupw_process_input(s);
+        if (rc < 0) {
+                /* -EPIPE: the client stopped reading, and what it missed is
+                 * in the reply log; it may resume. Anything else is a
+                 * protocol violation. */
+                if (rc == -EPIPE) {
                         detach(s, "stopped reading");
                         return;
                 }

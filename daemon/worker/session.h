@@ -296,6 +296,9 @@ void lupw_set_blocking(int fd);
 void lupw_ctl_send(struct lupw_session *s, uint32_t type, int32_t status, uint32_t slot, bool with_slot);
 
 /* worker/worker.c */
+/* Executes every complete frame received: 0, -EPIPE when the client
+ * stopped reading (it may resume), or another -errno for a protocol
+ * violation (s->why says which). */
 int lupw_process_input(struct lupw_session *s);
 int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags, CUresult status,
                const void *payload, size_t len);
