@@ -76,9 +76,10 @@ static const struct option long_options[] = {
         { NULL, 0, NULL, 0 },
 };
 
-static void print_usage(FILE *f)
-{
-        fprintf(f,
+/* The --help text, laid out as it prints; its %d fields, in order, are
+ * filled in by print_usage(). */
+/* clang-format off */
+static const char usage_text[] =
 "Usage: lupined [OPTIONS]\n"
 "\n"
 "The lupine GPU-host daemon: serves this host's GPUs to CUDA programs on\n"
@@ -195,8 +196,11 @@ static void print_usage(FILE *f)
 "\n"
 "Exit status: 0 after a clean shutdown or a drain that checkpointed every\n"
 "session; 1 on a runtime error or when a drain lost a session (the log names\n"
-"it: \"session NAME LOST: ...\"); 2 on bad arguments.\n",
-                LUPD_MAX_LISTEN, LUPD_DEFAULT_PORT, LUPD_MAX_SESSIONS, LUPD_MAX_SESSIONS,
+"it: \"session NAME LOST: ...\"); 2 on bad arguments.\n";
+/* clang-format on */
+static void print_usage(FILE *f)
+{
+        fprintf(f, usage_text, LUPD_MAX_LISTEN, LUPD_DEFAULT_PORT, LUPD_MAX_SESSIONS, LUPD_MAX_SESSIONS,
                 LUPD_DRAIN_TIMEOUT_MAX_S, LUPD_DRAIN_TIMEOUT_DEFAULT_S, LUPD_SESSION_TTL_MAX_S,
                 LUPD_SESSION_TTL_DEFAULT_S, LUPD_CKPT_LANES_MAX, LUPD_SHUTDOWN_GRACE_MS / 1000);
 }
@@ -339,6 +343,72 @@ static int add_listen(struct lupd_config *cfg, const char *s)
         return 0;
 }
 
+/* The options about sessions that survive restarts (the second part of
+ * --help): 1 when c is one of them and was taken, 0 when it is not one of
+ * them, or -EINVAL after printing what is wrong. */
+static int parse_checkpoint_option(int c, const char *arg, struct lupd_config *cfg)
+{
+        int r;
+
+        switch (c) {
+        case OPT_CHECKPOINT_DIR:
+                r = copy_arg(cfg->checkpoint_dir, sizeof(cfg->checkpoint_dir), arg, "--checkpoint-dir");
+                if (r < 0)
+                        return r;
+                return 1;
+        case OPT_CHECKPOINT_PROVIDER:
+                r = copy_arg(cfg->checkpoint_provider, sizeof(cfg->checkpoint_provider), arg, "--checkpoint-provider");
+                if (r < 0)
+                        return r;
+                return 1;
+        case OPT_CHECKPOINT_CONFIG:
+                r = copy_arg(cfg->checkpoint_config, sizeof(cfg->checkpoint_config), arg, "--checkpoint-config");
+                if (r < 0)
+                        return r;
+                return 1;
+        case OPT_DRAIN_TIMEOUT:
+                if (parse_int(arg, 1, LUPD_DRAIN_TIMEOUT_MAX_S, &cfg->drain_timeout_s) < 0)
+                        return usage_error("--drain-timeout %s: expected a number of seconds from 1 to %d", arg,
+                                           LUPD_DRAIN_TIMEOUT_MAX_S);
+                return 1;
+        case OPT_SESSION_TTL:
+                if (parse_int(arg, 1, LUPD_SESSION_TTL_MAX_S, &cfg->session_ttl_s) < 0)
+                        return usage_error("--session-ttl %s: expected a number of seconds from 1 to %d "
+                                           "(30 days)",
+                                           arg, LUPD_SESSION_TTL_MAX_S);
+                return 1;
+        case OPT_CHECKPOINT_MODE:
+                if (strcmp(arg, "hot") == 0)
+                        cfg->checkpoint_mode = LUPD_CKPT_HOT;
+                else if (strcmp(arg, "durable") == 0)
+                        cfg->checkpoint_mode = LUPD_CKPT_DURABLE;
+                else if (strcmp(arg, "both") == 0)
+                        cfg->checkpoint_mode = LUPD_CKPT_BOTH;
+                else
+                        return usage_error("--checkpoint-mode %s: expected hot, durable or both", arg);
+                return 1;
+        case OPT_CHECKPOINT_LANES:
+                if (parse_int(arg, 1, LUPD_CKPT_LANES_MAX, &cfg->checkpoint_lanes) < 0)
+                        return usage_error("--checkpoint-lanes %s: expected a number from 1 to %d", arg,
+                                           LUPD_CKPT_LANES_MAX);
+                return 1;
+        case OPT_CHECKPOINT_VERIFY:
+                cfg->checkpoint_verify = true;
+                return 1;
+        case OPT_HOT:
+                cfg->hot = true;
+                return 1;
+        case OPT_RESTORE:
+                if (!lup_session_name_valid(arg, strlen(arg)))
+                        return usage_error("--restore=%s: not a session name (1 to %u of A-Z a-z 0-9 . _ -)", arg,
+                                           LUP_MAX_NAME);
+                memcpy(cfg->restore, arg, strlen(arg) + 1);
+                return 1;
+        default:
+                return 0;
+        }
+}
+
 /* Returns 0 to run, 1 to exit 0 at once (--help, --version), or -EINVAL
  * after printing what is wrong. */
 static int parse_args(int argc, char **argv, struct lupd_config *cfg)
@@ -391,71 +461,21 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                 case OPT_NO_MULTISHOT:
                         cfg->no_multishot_accept = true;
                         break;
-                case OPT_CHECKPOINT_DIR:
-                        r = copy_arg(cfg->checkpoint_dir, sizeof(cfg->checkpoint_dir), optarg, "--checkpoint-dir");
+                default:
+                        r = parse_checkpoint_option(c, optarg, cfg);
                         if (r < 0)
                                 return r;
-                        break;
-                case OPT_CHECKPOINT_PROVIDER:
-                        r = copy_arg(cfg->checkpoint_provider, sizeof(cfg->checkpoint_provider), optarg,
-                                     "--checkpoint-provider");
-                        if (r < 0)
-                                return r;
-                        break;
-                case OPT_CHECKPOINT_CONFIG:
-                        r = copy_arg(cfg->checkpoint_config, sizeof(cfg->checkpoint_config), optarg,
-                                     "--checkpoint-config");
-                        if (r < 0)
-                                return r;
-                        break;
-                case OPT_DRAIN_TIMEOUT:
-                        if (parse_int(optarg, 1, LUPD_DRAIN_TIMEOUT_MAX_S, &cfg->drain_timeout_s) < 0)
-                                return usage_error("--drain-timeout %s: expected a number of seconds from 1 to %d",
-                                                   optarg, LUPD_DRAIN_TIMEOUT_MAX_S);
-                        break;
-                case OPT_SESSION_TTL:
-                        if (parse_int(optarg, 1, LUPD_SESSION_TTL_MAX_S, &cfg->session_ttl_s) < 0)
-                                return usage_error("--session-ttl %s: expected a number of seconds from 1 to %d "
-                                                   "(30 days)",
-                                                   optarg, LUPD_SESSION_TTL_MAX_S);
-                        break;
-                case OPT_CHECKPOINT_MODE:
-                        if (strcmp(optarg, "hot") == 0)
-                                cfg->checkpoint_mode = LUPD_CKPT_HOT;
-                        else if (strcmp(optarg, "durable") == 0)
-                                cfg->checkpoint_mode = LUPD_CKPT_DURABLE;
-                        else if (strcmp(optarg, "both") == 0)
-                                cfg->checkpoint_mode = LUPD_CKPT_BOTH;
-                        else
-                                return usage_error("--checkpoint-mode %s: expected hot, durable or both", optarg);
-                        break;
-                case OPT_CHECKPOINT_LANES:
-                        if (parse_int(optarg, 1, LUPD_CKPT_LANES_MAX, &cfg->checkpoint_lanes) < 0)
-                                return usage_error("--checkpoint-lanes %s: expected a number from 1 to %d", optarg,
-                                                   LUPD_CKPT_LANES_MAX);
-                        break;
-                case OPT_CHECKPOINT_VERIFY:
-                        cfg->checkpoint_verify = true;
-                        break;
-                case OPT_HOT:
-                        cfg->hot = true;
-                        break;
-                case OPT_RESTORE:
-                        if (!lup_session_name_valid(optarg, strlen(optarg)))
-                                return usage_error("--restore=%s: not a session name (1 to %u of A-Z a-z 0-9 . _ -)",
-                                                   optarg, LUP_MAX_NAME);
-                        memcpy(cfg->restore, optarg, strlen(optarg) + 1);
-                        break;
+                        if (r > 0)
+                                break;
+                        /* getopt_long has named the offending option */
+                        fputs("Try 'lupined --help' for more information.\n", stderr);
+                        return -EINVAL;
                 case 'h':
                         print_usage(stdout);
                         return 1;
                 case 'V':
                         printf("lupined %s\n", LUPINE_VERSION);
                         return 1;
-                default:
-                        /* getopt_long has named the offending option */
-                        fputs("Try 'lupined --help' for more information.\n", stderr);
-                        return -EINVAL;
                 }
         }
         if (optind < argc)
