@@ -18,14 +18,13 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "buf.h"
+#include "admin.h"
 #include "frame.h"
 #include "lupine/wire.h"
 #include "net.h"
 
 #define DEFAULT_SOCKET "/run/lupine/lupined.sock"
 #define REPLY_TIMEOUT_S 30
-#define MAX_SESSIONS ((int)LUP_ARENA_SLOTS)
 
 static void usage(FILE *f)
 {
@@ -65,13 +64,12 @@ static int admin_call(const char *path, uint16_t cmd, uint32_t *ret_status, char
 {
         char spec[sizeof(((struct lup_endpoint *)0)->text)];
         struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
-        uint8_t req[LUP_HDR_SIZE + 2], hb[LUP_HDR_SIZE];
-        struct lup_hdr h = { .op = LUP_OP_ADMIN, .flags = LUP_F_SYNC, .len = 2 };
+        uint8_t req[LUP_ADMIN_REQUEST_SIZE], hb[LUP_HDR_SIZE];
+        struct lup_hdr h;
         struct lup_endpoint ep;
         const char *why, *text;
         uint8_t *payload = NULL;
         size_t text_len;
-        struct lup_rd rd;
         char *out;
         int fd, r;
 
@@ -87,8 +85,7 @@ static int admin_call(const char *path, uint16_t cmd, uint32_t *ret_status, char
         }
         (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        lup_hdr_encode(req, &h);
-        lup_put16(req + LUP_HDR_SIZE, cmd);
+        lup_admin_request_encode(req, cmd);
         r = lup_write_full(fd, req, sizeof(req));
         if (r < 0) {
                 fprintf(stderr, "lupinectl: cannot send to %s: %s\n", path, strerror(-r));
@@ -106,7 +103,7 @@ static int admin_call(const char *path, uint16_t cmd, uint32_t *ret_status, char
                 goto out_close;
         }
         r = lup_hdr_decode(hb, &h, &why);
-        if (r < 0 || h.op != LUP_OP_ADMIN || (h.flags & LUP_F_REPLY) == 0 || h.len > 2 + LUP_ADMIN_MAX_TEXT) {
+        if (r < 0 || lup_admin_reply_check(&h) < 0) {
                 fprintf(stderr, "lupinectl: %s sent a malformed reply (%s)\n", path,
                         r < 0 ? why : "not an ADMIN reply");
                 r = -EBADMSG;
@@ -124,9 +121,7 @@ static int admin_call(const char *path, uint16_t cmd, uint32_t *ret_status, char
                         r == -ECONNRESET ? "connection closed" : strerror(-r));
                 goto out_free;
         }
-        rd = lup_rd_init(payload, h.len);
-        lup_rd_str16(&rd, LUP_ADMIN_MAX_TEXT, &text, &text_len);
-        r = lup_rd_finish(&rd);
+        r = lup_admin_reply_decode(payload, h.len, &text, &text_len);
         if (r < 0) {
                 fprintf(stderr, "lupinectl: %s sent a malformed reply (bad text)\n", path);
                 goto out_free;
@@ -147,202 +142,12 @@ out_close:
         return r < 0 ? -1 : 0;
 }
 
-/* ---- a reader for the STATUS JSON: the fields we show; others skipped - */
-
-struct session_info {
-        char name[LUP_MAX_NAME + 1];
-        long slot, pid;
-        char state[32];
-};
-
-struct status_info {
-        char backend[32];
-        bool draining, stopping;
-        long count;
-        int n;
-        struct session_info s[LUP_ARENA_SLOTS];
-};
-
-struct js {
-        const char *p;
-        int depth;
-};
-
-static void js_ws(struct js *j)
-{
-        while (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r')
-                j->p++;
-}
-
-static bool js_eat(struct js *j, char ch)
-{
-        js_ws(j);
-        if (*j->p != ch)
-                return false;
-        j->p++;
-        return true;
-}
-
-/* A string without escapes (the daemon sends none) into out[cap], or
- * skipped when out is NULL. */
-static bool js_str(struct js *j, char *out, size_t cap)
-{
-        size_t n = 0;
-
-        if (!js_eat(j, '"'))
-                return false;
-        while (*j->p && *j->p != '"') {
-                if (*j->p == '\\' || (unsigned char)*j->p < 0x20)
-                        return false;
-                if (out) {
-                        if (n + 1 >= cap)
-                                return false;
-                        out[n++] = *j->p;
-                }
-                j->p++;
-        }
-        if (out)
-                out[n] = 0;
-        return js_eat(j, '"');
-}
-
-static bool js_long(struct js *j, long *ret)
-{
-        char *end;
-
-        js_ws(j);
-        errno = 0;
-        *ret = strtol(j->p, &end, 10);
-        if (end == j->p || errno)
-                return false;
-        j->p = end;
-        return true;
-}
-
-static bool js_bool(struct js *j, bool *ret)
-{
-        js_ws(j);
-        if (strncmp(j->p, "true", 4) == 0) {
-                *ret = true;
-                j->p += 4;
-                return true;
-        }
-        if (strncmp(j->p, "false", 5) == 0) {
-                *ret = false;
-                j->p += 5;
-                return true;
-        }
-        return false;
-}
-
-/* Skips any value we do not show (numbers, strings, literals, nesting). */
-static bool js_skip(struct js *j)
-{
-        long l;
-        bool b;
-
-        js_ws(j);
-        if (*j->p == '"')
-                return js_str(j, NULL, 0);
-        if (*j->p == '{' || *j->p == '[') {
-                char close = *j->p == '{' ? '}' : ']';
-                bool obj = close == '}';
-                if (++j->depth > 8)
-                        return false;
-                j->p++;
-                if (js_eat(j, close))
-                        return j->depth--, true;
-                do {
-                        if (obj && (!js_str(j, NULL, 0) || !js_eat(j, ':')))
-                                return false;
-                        if (!js_skip(j))
-                                return false;
-                } while (js_eat(j, ','));
-                j->depth--;
-                return js_eat(j, close);
-        }
-        if (*j->p == 'n' && strncmp(j->p, "null", 4) == 0) {
-                j->p += 4;
-                return true;
-        }
-        return js_bool(j, &b) || js_long(j, &l);
-}
-
-static bool js_session(struct js *j, struct session_info *si)
-{
-        char key[64];
-
-        if (!js_eat(j, '{'))
-                return false;
-        if (js_eat(j, '}'))
-                return true;
-        do {
-                bool ok;
-                if (!js_str(j, key, sizeof(key)) || !js_eat(j, ':'))
-                        return false;
-                if (strcmp(key, "name") == 0)
-                        ok = js_str(j, si->name, sizeof(si->name));
-                else if (strcmp(key, "slot") == 0)
-                        ok = js_long(j, &si->slot);
-                else if (strcmp(key, "pid") == 0)
-                        ok = js_long(j, &si->pid);
-                else if (strcmp(key, "state") == 0)
-                        ok = js_str(j, si->state, sizeof(si->state));
-                else
-                        ok = js_skip(j);
-                if (!ok)
-                        return false;
-        } while (js_eat(j, ','));
-        return js_eat(j, '}');
-}
-
-static bool js_status(const char *text, struct status_info *st)
-{
-        struct js j = { .p = text };
-        char key[64];
-
-        if (!js_eat(&j, '{'))
-                return false;
-        do {
-                bool ok = true;
-                if (!js_str(&j, key, sizeof(key)) || !js_eat(&j, ':'))
-                        return false;
-                if (strcmp(key, "backend") == 0) {
-                        ok = js_str(&j, st->backend, sizeof(st->backend));
-                } else if (strcmp(key, "draining") == 0) {
-                        ok = js_bool(&j, &st->draining);
-                } else if (strcmp(key, "stopping") == 0) {
-                        ok = js_bool(&j, &st->stopping);
-                } else if (strcmp(key, "count") == 0) {
-                        ok = js_long(&j, &st->count);
-                } else if (strcmp(key, "sessions") == 0) {
-                        if (!js_eat(&j, '['))
-                                return false;
-                        if (!js_eat(&j, ']')) {
-                                do {
-                                        if (st->n >= MAX_SESSIONS || !js_session(&j, &st->s[st->n]))
-                                                return false;
-                                        st->n++;
-                                } while (js_eat(&j, ','));
-                                ok = js_eat(&j, ']');
-                        }
-                } else {
-                        ok = js_skip(&j);
-                }
-                if (!ok)
-                        return false;
-        } while (js_eat(&j, ','));
-        if (!js_eat(&j, '}'))
-                return false;
-        js_ws(&j);
-        return *j.p == 0;
-}
-
 /* ---- commands -------------------------------------------------------- */
 
 static int cmd_status(const char *path, bool json)
 {
-        struct status_info *st;
+        struct lup_admin_status *st;
+        const char *why;
         uint32_t status;
         char *text;
 
@@ -364,9 +169,8 @@ static int cmd_status(const char *path, bool json)
                 free(text);
                 return 1;
         }
-        st->count = -1;
-        if (!js_status(text, st)) {
-                fprintf(stderr, "lupinectl: cannot read lupined's status reply (try --json)\n");
+        if (lup_admin_status_decode(text, strlen(text), st, &why) < 0) {
+                fprintf(stderr, "lupinectl: cannot read lupined's status reply: %s (try --json)\n", why);
                 free(text);
                 free(st);
                 return 1;
@@ -374,7 +178,7 @@ static int cmd_status(const char *path, bool json)
         printf("backend %s, %s, %d session(s)\n", st->backend[0] ? st->backend : "unknown",
                st->draining ? "draining" : st->stopping ? "stopping" : "not draining", st->n);
         for (int i = 0; i < st->n; i++)
-                printf("%-24s slot %-3ld %-17s pid %ld\n", st->s[i].name, st->s[i].slot, st->s[i].state,
+                printf("%-24s slot %-3d %-17s pid %d\n", st->s[i].name, st->s[i].slot, st->s[i].state,
                        st->s[i].pid);
         free(text);
         free(st);

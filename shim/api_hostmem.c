@@ -180,17 +180,18 @@ static CUresult copy_1d(uint64_t dst, uint64_t src, size_t n, CUstream s, bool s
         return CUDA_SUCCESS;
 }
 
-EXPORT CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+/* cuMemcpy and its _ptds variant (generated). A synchronous copy_1d does
+ * not use the stream it is given. */
+CUresult lupc_memcpy_sync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, int per_thread)
 {
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        return copy_1d(dst, src, ByteCount, NULL, true);
+        return copy_1d(dst, src, ByteCount, per_thread ? CU_STREAM_PER_THREAD : NULL, true);
 }
 
-EXPORT CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
-EXPORT CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+EXPORT CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
-        return cuMemcpy(dst, src, ByteCount);
+        return lupc_memcpy_sync(dst, src, ByteCount, 0);
 }
 
 EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
@@ -198,12 +199,6 @@ EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t B
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
         return copy_1d(dst, src, ByteCount, hStream, false);
-}
-
-EXPORT CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream);
-EXPORT CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
-{
-        return cuMemcpyAsync(dst, src, ByteCount, hStream ? hStream : CU_STREAM_PER_THREAD);
 }
 
 /* ---- 2D and 3D copies: one 1D copy per row, or one for the whole block
@@ -301,48 +296,38 @@ static CUresult copy_3d_desc(const CUDA_MEMCPY3D *p, CUstream st, bool sync)
         return copy_3d(&s, &d, p->WidthInBytes, p->Height, p->Depth, st, sync);
 }
 
-#define COPY2D(name, sync_, per_thread)                                                                          \
-        EXPORT CUresult CUDAAPI name(const CUDA_MEMCPY2D *pCopy)                                                 \
-        {                                                                                                         \
-                return pCopy ? copy_2d(pCopy, (per_thread) ? CU_STREAM_PER_THREAD : NULL, sync_)                \
-                             : CUDA_ERROR_INVALID_VALUE;                                                          \
-        }
-#define COPY2D_ASYNC(name, per_thread)                                                                           \
-        EXPORT CUresult CUDAAPI name(const CUDA_MEMCPY2D *pCopy, CUstream hStream)                               \
-        {                                                                                                         \
-                CUstream st_ = (per_thread) && !hStream ? CU_STREAM_PER_THREAD : hStream;                        \
-                return pCopy ? copy_2d(pCopy, st_, false) : CUDA_ERROR_INVALID_VALUE;                            \
-        }
+/* The synchronous 2D and 3D copies and their _ptds variants (generated). */
+CUresult lupc_memcpy2d_sync(const CUDA_MEMCPY2D *pCopy, int per_thread)
+{
+        return pCopy ? copy_2d(pCopy, per_thread ? CU_STREAM_PER_THREAD : NULL, true) : CUDA_ERROR_INVALID_VALUE;
+}
 
-EXPORT CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy);
-EXPORT CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy);
-EXPORT CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream);
-COPY2D(cuMemcpy2D_v2, true, 0)
-COPY2D(cuMemcpy2D_v2_ptds, true, 1)
-COPY2D(cuMemcpy2DUnaligned_v2, true, 0)
-COPY2D(cuMemcpy2DUnaligned_v2_ptds, true, 1)
-COPY2D_ASYNC(cuMemcpy2DAsync_v2, 0)
-COPY2D_ASYNC(cuMemcpy2DAsync_v2_ptsz, 1)
+CUresult lupc_memcpy3d_sync(const CUDA_MEMCPY3D *pCopy, int per_thread)
+{
+        return pCopy ? copy_3d_desc(pCopy, per_thread ? CU_STREAM_PER_THREAD : NULL, true) : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
+{
+        return lupc_memcpy2d_sync(pCopy, 0);
+}
+
+EXPORT CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
+{
+        return lupc_memcpy2d_sync(pCopy, 0);
+}
+
+EXPORT CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+        return pCopy ? copy_2d(pCopy, hStream, false) : CUDA_ERROR_INVALID_VALUE;
+}
 
 EXPORT CUresult CUDAAPI cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
 {
-        return pCopy ? copy_3d_desc(pCopy, NULL, true) : CUDA_ERROR_INVALID_VALUE;
-}
-
-EXPORT CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy);
-EXPORT CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
-{
-        return pCopy ? copy_3d_desc(pCopy, CU_STREAM_PER_THREAD, true) : CUDA_ERROR_INVALID_VALUE;
+        return lupc_memcpy3d_sync(pCopy, 0);
 }
 
 EXPORT CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
         return pCopy ? copy_3d_desc(pCopy, hStream, false) : CUDA_ERROR_INVALID_VALUE;
-}
-
-EXPORT CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream);
-EXPORT CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
-{
-        return pCopy ? copy_3d_desc(pCopy, hStream ? hStream : CU_STREAM_PER_THREAD, false)
-                     : CUDA_ERROR_INVALID_VALUE;
 }

@@ -134,19 +134,6 @@ EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsi
                              kernelParams, extra, 0, 0);
 }
 
-EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                                            unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                                            void **kernelParams, void **extra);
-EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                                            unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                                            void **kernelParams, void **extra)
-{
-        return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                             kernelParams, extra, 0, 1);
-}
-
 EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                                   unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                                                   unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
@@ -156,20 +143,7 @@ EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gri
                              kernelParams, NULL, LUP_LAUNCH_COOPERATIVE, 0);
 }
 
-EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                                       unsigned int gridDimZ, unsigned int blockDimX,
-                                                       unsigned int blockDimY, unsigned int blockDimZ,
-                                                       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams);
-EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                                       unsigned int gridDimZ, unsigned int blockDimX,
-                                                       unsigned int blockDimY, unsigned int blockDimZ,
-                                                       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
-{
-        return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                             kernelParams, NULL, LUP_LAUNCH_COOPERATIVE, 1);
-}
-
-static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra, int per_thread)
+CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra, int per_thread)
 {
         if (!c)
                 return CUDA_ERROR_INVALID_VALUE;
@@ -185,14 +159,6 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, 
 EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
         return launch_ex(config, f, kernelParams, extra, 0);
-}
-
-EXPORT CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                                              void **extra);
-EXPORT CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                                              void **extra)
-{
-        return launch_ex(config, f, kernelParams, extra, 1);
 }
 
 /* ---- occupancy: answers depend only on the function and the arguments,

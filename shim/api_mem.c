@@ -83,14 +83,14 @@ static CUresult copy_checks(const void *host, CUdeviceptr dev, size_t n, bool *r
         return r;
 }
 
-static CUresult htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
+CUresult htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
 {
         bool done;
         CUresult r = copy_checks(src, dst, n, &done);
         return done ? r : lupc_copy_htod(dst, src, n, stream);
 }
 
-static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream)
+CUresult dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream)
 {
         bool done;
         CUresult r = copy_checks(dst, src, n, &done);
@@ -102,21 +102,9 @@ EXPORT CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHo
         return htod(dstDevice, srcHost, ByteCount, 0);
 }
 
-EXPORT CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount);
-EXPORT CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
-{
-        return htod(dstDevice, srcHost, ByteCount, lupc_stream_id(NULL, 1));
-}
-
 EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
 {
         return htod(dstDevice, srcHost, ByteCount, lupc_stream_id(hStream, 0));
-}
-
-EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream);
-EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
-{
-        return htod(dstDevice, srcHost, ByteCount, lupc_stream_id(hStream, 1));
 }
 
 EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
@@ -124,23 +112,11 @@ EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, si
         return dtoh(dstHost, srcDevice, ByteCount, 0);
 }
 
-EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount);
-EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
-{
-        return dtoh(dstHost, srcDevice, ByteCount, lupc_stream_id(NULL, 1));
-}
-
 static CUresult dtoh_async(void *dst, CUdeviceptr src, size_t n, uint64_t stream);
 
 EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
         return dtoh_async(dstHost, srcDevice, ByteCount, lupc_stream_id(hStream, 0));
-}
-
-EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
-EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
-{
-        return dtoh_async(dstHost, srcDevice, ByteCount, lupc_stream_id(hStream, 1));
 }
 
 static CUresult dtoh_async(void *dst, CUdeviceptr src, size_t n, uint64_t stream)

@@ -31,12 +31,6 @@ EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureSta
         return capture_status(hStream, captureStatus);
 }
 
-EXPORT CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus);
-EXPORT CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-        return capture_status(hStream, captureStatus);
-}
-
 static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
                              const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n)
 {
@@ -57,19 +51,6 @@ EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCapt
                             numDependencies_out);
 }
 
-EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-                                                       cuuint64_t *id_out, CUgraph *graph_out,
-                                                       const CUgraphNode **dependencies_out,
-                                                       const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out);
-EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-                                                       cuuint64_t *id_out, CUgraph *graph_out,
-                                                       const CUgraphNode **dependencies_out,
-                                                       const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-        return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
-                            numDependencies_out);
-}
-
 /* The CUDA 11.3 and 10.1 forms, which cuBLAS and older runtimes still ask for. */
 EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
                                                   cuuint64_t *id_out, CUgraph *graph_out,
@@ -82,32 +63,11 @@ EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCapt
                             numDependencies_out);
 }
 
-EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-                                                       cuuint64_t *id_out, CUgraph *graph_out,
-                                                       const CUgraphNode **dependencies_out,
-                                                       size_t *numDependencies_out);
-EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-                                                       cuuint64_t *id_out, CUgraph *graph_out,
-                                                       const CUgraphNode **dependencies_out,
-                                                       size_t *numDependencies_out)
-{
-        return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
-                            numDependencies_out);
-}
-
 #undef cuStreamGetCaptureInfo
 EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
                                                cuuint64_t *id_out);
 EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
                                                cuuint64_t *id_out)
-{
-        return capture_info(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
-}
-
-EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-                                                    cuuint64_t *id_out);
-EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-                                                    cuuint64_t *id_out)
 {
         return capture_info(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
 }
@@ -135,12 +95,6 @@ EXPORT CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
         return stream_ctx(hStream, pctx);
 }
 
-EXPORT CUresult CUDAAPI cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx);
-EXPORT CUresult CUDAAPI cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
-{
-        return stream_ctx(hStream ? hStream : CU_STREAM_PER_THREAD, pctx);
-}
-
 EXPORT CUresult CUDAAPI cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
         if (pGreenCtx)
@@ -148,40 +102,22 @@ EXPORT CUresult CUDAAPI cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUg
         return stream_ctx(hStream, pCtx);
 }
 
-EXPORT CUresult CUDAAPI cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx);
-EXPORT CUresult CUDAAPI cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
-{
-        if (pGreenCtx)
-                *pGreenCtx = NULL;
-        return stream_ctx(hStream ? hStream : CU_STREAM_PER_THREAD, pCtx);
-}
-
 /* ---- host callbacks */
 
-static CUresult host_func(CUstream s, CUhostFn fn, void *userData, int per_thread)
+EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 {
         if (!fn)
                 return CUDA_ERROR_INVALID_VALUE;
-        CUstream st = per_thread && !s ? CU_STREAM_PER_THREAD : s;
-        CUresult r = cuStreamSynchronize(st);
+        CUresult r = cuStreamSynchronize(hStream);
         if (r != CUDA_SUCCESS)
                 return r;
         fn(userData);
         return CUDA_SUCCESS;
 }
 
-EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
-{
-        return host_func(hStream, fn, userData, 0);
-}
-
-EXPORT CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData);
-EXPORT CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
-{
-        return host_func(hStream, fn, userData, 1);
-}
-
-static CUresult add_callback(CUstream s, CUstreamCallback cb, void *userData, unsigned int flags, int per_thread)
+/* cuStreamAddCallback and its _ptsz variant (generated): the callback is
+ * handed the stream as the caller named it, 0 included. */
+CUresult lupc_add_callback(CUstream s, CUstreamCallback cb, void *userData, unsigned int flags, int per_thread)
 {
         if (!cb || flags != 0)
                 return CUDA_ERROR_INVALID_VALUE;
@@ -197,13 +133,5 @@ static CUresult add_callback(CUstream s, CUstreamCallback cb, void *userData, un
 EXPORT CUresult CUDAAPI cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
                                             unsigned int flags)
 {
-        return add_callback(hStream, callback, userData, flags, 0);
-}
-
-EXPORT CUresult CUDAAPI cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
-                                                 unsigned int flags);
-EXPORT CUresult CUDAAPI cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
-                                                 unsigned int flags)
-{
-        return add_callback(hStream, callback, userData, flags, 1);
+        return lupc_add_callback(hStream, callback, userData, flags, 0);
 }

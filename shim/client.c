@@ -43,10 +43,10 @@
 #include <sys/random.h>
 #include <sys/uio.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "frame.h"
 #include "image.h"
 #include "log.h"
@@ -101,13 +101,6 @@ const char *lupc_op_name(unsigned op)
 {
         const char *n = lup_op_name(op);
         return n ? n : "a call";
-}
-
-uint64_t lupc_mono_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 enum conn_state lupc_conn_state(void)
@@ -205,7 +198,7 @@ static void conn_lost_locked(uint64_t gen, int rc, const char *why)
                 return;
         }
         atomic_store_explicit(&conn.state, CONN_RECONNECTING, memory_order_release);
-        conn.lost_at_ns = lupc_mono_ns();
+        conn.lost_at_ns = lup_now_ns();
         snprintf(conn.lost_why, sizeof(conn.lost_why), "%s", why);
         shutdown(conn.fd, SHUT_RDWR); /* a reader or writer blocked on it returns */
         lup_warn("connection to lupined lost (%s); reconnecting for up to %u s", why, conn.reconnect_s);
@@ -350,7 +343,7 @@ static int heartbeat_check(bool may_ping)
 {
         if (!conn.hb_ms)
                 return 0;
-        uint64_t now = lupc_mono_ns(), quiet = now - atomic_load_explicit(&conn.last_rx_ns, memory_order_relaxed);
+        uint64_t now = lup_now_ns(), quiet = now - atomic_load_explicit(&conn.last_rx_ns, memory_order_relaxed);
         if (quiet >= (uint64_t)conn.hb_timeout_ms * 1000000ull)
                 return -ETIMEDOUT;
         if (may_ping && quiet >= (uint64_t)conn.hb_ms * 1000000ull)
@@ -366,7 +359,7 @@ static int conn_read_full(void *p, size_t n)
         while (n) {
                 ssize_t k = read(conn.fd, b, n);
                 if (k > 0) {
-                        atomic_store_explicit(&conn.last_rx_ns, lupc_mono_ns(), memory_order_relaxed);
+                        atomic_store_explicit(&conn.last_rx_ns, lup_now_ns(), memory_order_relaxed);
                         b += k;
                         n -= (size_t)k;
                         continue;
@@ -390,11 +383,11 @@ static int read_header(uint8_t *hb)
 {
         size_t got = 0;
         if (lupc_spin_ns) {
-                uint64_t deadline = lupc_mono_ns() + lupc_spin_ns;
+                uint64_t deadline = lup_now_ns() + lupc_spin_ns;
                 while (got < LUP_HDR_SIZE) {
                         ssize_t k = recv(conn.fd, hb + got, LUP_HDR_SIZE - got, MSG_DONTWAIT);
                         if (k > 0) {
-                                atomic_store_explicit(&conn.last_rx_ns, lupc_mono_ns(), memory_order_relaxed);
+                                atomic_store_explicit(&conn.last_rx_ns, lup_now_ns(), memory_order_relaxed);
                                 got += (size_t)k;
                                 continue;
                         }
@@ -402,7 +395,7 @@ static int read_header(uint8_t *hb)
                                 return -ECONNRESET;
                         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                                 return -errno;
-                        if (lupc_mono_ns() >= deadline)
+                        if (lup_now_ns() >= deadline)
                                 break;
                 }
         }
@@ -593,7 +586,7 @@ static CUresult await_ack(void)
  * hb_timeout_ms the connection counts as lost (-ETIMEDOUT). */
 static int conn_writev(struct iovec *iov, int iovcnt)
 {
-        uint64_t progress = lupc_mono_ns();
+        uint64_t progress = lup_now_ns();
         while (iovcnt > 0) {
                 struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
                 ssize_t k = sendmsg(conn.fd, &mh, MSG_NOSIGNAL);
@@ -602,13 +595,13 @@ static int conn_writev(struct iovec *iov, int iovcnt)
                 if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
                         harvest_replies();
                         uint64_t limit = (uint64_t)conn.hb_timeout_ms * 1000000ull;
-                        if (conn.hb_ms && lupc_mono_ns() - progress >= limit && heartbeat_check(false) < 0)
+                        if (conn.hb_ms && lup_now_ns() - progress >= limit && heartbeat_check(false) < 0)
                                 return -ETIMEDOUT;
                         continue;
                 }
                 if (k < 0)
                         return -errno;
-                progress = lupc_mono_ns();
+                progress = lup_now_ns();
                 lup_iov_advance(&iov, &iovcnt, (size_t)k);
         }
         return 0;

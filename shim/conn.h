@@ -117,7 +117,6 @@ enum conn_state lupc_conn_state(void);
 void lupc_drop_landing_locked(struct lupc_landing *l);
 int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t tried_cap);
 int lupc_hello_exchange(int fd, uint64_t last_seen, struct hello_reply *ret);
-uint64_t lupc_mono_ns(void);
 const char *lupc_op_name(unsigned op);
 int lupc_read_one_frame(const char **why);
 void lupc_reconnect(void);

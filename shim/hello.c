@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "conn.h"
 #include "image.h"
 #include "env.h"
@@ -311,7 +312,7 @@ static void do_init(void)
         lupc_set_devices(rep.devs, (int)rep.ndev);
         lupc_set_arena(base, size);
         lupc_set_io_timeout(fd, (int)conn.hb_ms); /* reads and writes notice silence (client.c) */
-        atomic_store_explicit(&conn.last_rx_ns, lupc_mono_ns(), memory_order_relaxed);
+        atomic_store_explicit(&conn.last_rx_ns, lup_now_ns(), memory_order_relaxed);
         conn.fd = fd;
         init_result = CUDA_SUCCESS;
         lup_debug("connected to %s as session %s", tried, conn.name);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "conn.h"
 #include "log.h"
 
@@ -36,7 +37,7 @@ static uint64_t random_below(uint64_t n)
 {
         if (!rng_state) {
                 if (getrandom(&rng_state, sizeof(rng_state), GRND_NONBLOCK) != (ssize_t)sizeof(rng_state))
-                        rng_state = lupc_mono_ns() ^ ((uint64_t)getpid() << 32);
+                        rng_state = lup_now_ns() ^ ((uint64_t)getpid() << 32);
                 rng_state |= 1;
         }
         rng_state ^= rng_state >> 12;
@@ -125,7 +126,7 @@ static int resume_on(int fd, uint64_t n, bool resent, uint64_t tx_end, struct re
         conn.gen++;
         if (n > atomic_load_explicit(&conn.acked, memory_order_relaxed))
                 atomic_store_explicit(&conn.acked, n, memory_order_relaxed);
-        atomic_store_explicit(&conn.last_rx_ns, lupc_mono_ns(), memory_order_relaxed);
+        atomic_store_explicit(&conn.last_rx_ns, lup_now_ns(), memory_order_relaxed);
         /* With resent = true the server sends every answer this connection
          * lost (its reply log) before anything else: every waiter gets its
          * real answer, every landing its data. Otherwise those answers are
@@ -295,18 +296,18 @@ void lupc_reconnect(void)
                 uint64_t cap_ms = attempt >= 7 ? LUPC_BACKOFF_CAP_MS : (uint64_t)LUPC_BACKOFF_FIRST_MS << attempt;
                 if (cap_ms > LUPC_BACKOFF_CAP_MS)
                         cap_ms = LUPC_BACKOFF_CAP_MS;
-                uint64_t wait = random_below(cap_ms * 1000000ull + 1), now = lupc_mono_ns();
+                uint64_t wait = random_below(cap_ms * 1000000ull + 1), now = lup_now_ns();
                 if (now >= ra.deadline_ns)
                         break;
                 sleep_ns(wait < ra.deadline_ns - now ? wait : ra.deadline_ns - now);
-                if (lupc_mono_ns() >= ra.deadline_ns)
+                if (lup_now_ns() >= ra.deadline_ns)
                         break;
                 int rc = lupc_for_each_endpoint(try_resume, &ra, tried, sizeof(tried));
                 if (rc == SESSION_LOST)
                         return;
                 if (rc == RESUMED) {
                         lup_info("resumed session %s at seq %llu after %.1f s, resent %zu calls", conn.name,
-                                 (unsigned long long)ra.executed, (double)(lupc_mono_ns() - t0) / 1e9, ra.resent);
+                                 (unsigned long long)ra.executed, (double)(lup_now_ns() - t0) / 1e9, ra.resent);
                         return;
                 }
                 lup_debug("reconnect attempt %u failed: %s", attempt + 1, ra.last_error);

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: MIT
 """lupine code generator: reads abi/cuda_api.spec (the single source of truth
 for forwarded driver functions) plus the toolkit's symbol list and
-cudaTypedefs.h, and writes the client stubs, the worker's decoders and
-dispatch table, the backend table, the cuGetProcAddress tables and the
-shim's version script. Python 3 standard library only.
+cudaTypedefs.h, and writes the client stubs, the per-thread stream variants
+of the shim's hand-written functions, the worker's decoders and dispatch
+table, the backend table, the cuGetProcAddress tables and the shim's version
+script. Python 3 standard library only.
 
 usage: lupgen.py SPEC SYMBOLS CUDATYPEDEFS OUTDIR
 """
@@ -130,12 +131,15 @@ def parse_spec(path, symbols):
             if not line:
                 continue
             words = line.split()
-            if words[0] in ('local', 'backend'):
+            if words[0] == 'local':
+                local.append(parse_local(words, lineno, symbols))
+                continue
+            if words[0] == 'backend':
                 if len(words) != 2:
-                    raise SpecError(f'line {lineno}: expected "{words[0]} NAME"')
+                    raise SpecError(f'line {lineno}: expected "backend NAME"')
                 if words[1] not in symbols:
                     raise SpecError(f'line {lineno}: {words[1]} is not a driver symbol')
-                (local if words[0] == 'local' else backend).append(words[1])
+                backend.append(words[1])
                 continue
             if len(words) < 3 or not words[0].isdigit():
                 raise SpecError(f'line {lineno}: cannot parse {line!r}')
@@ -161,13 +165,56 @@ def parse_spec(path, symbols):
         implemented.append(fn.name)
         if fn.perthread and not fn.client_custom:
             implemented.append(perthread_name(fn.name, symbols))
-    implemented += local
+    for lf in local:
+        implemented.append(lf.name)
+        if lf.perthread:
+            implemented.append(lf.pt_name)
     dups = set(n for n in implemented if implemented.count(n) > 1)
     if dups:
         raise SpecError(f'implemented twice: {sorted(dups)}')
     for n in implemented:
         seen_names.add(n)
     return funcs, local, backend, implemented
+
+
+class Local:
+    """local NAME [perthread[=IMPL[:stream]]]: NAME is hand-written in shim/.
+
+    perthread               also export NAME_ptds/_ptsz, generated: it calls NAME
+                            with each CUstream argument s as lupc_stream_id(s, 1)
+    perthread=IMPL          ... it calls the shim's IMPL(args..., 1), whose last
+                            parameter is `int per_thread`
+    perthread=IMPL:stream   ... it calls IMPL(args..., lupc_stream_id(NULL, 1)),
+                            whose last parameter is `uint64_t stream`, the wire id
+                            of the stream to use (for functions without one)
+    """
+
+    def __init__(self, name, lineno, impl=None, kind=None, pt_name=None):
+        self.name, self.lineno, self.impl, self.kind, self.pt_name = name, lineno, impl, kind, pt_name
+
+    @property
+    def perthread(self):
+        return self.pt_name is not None
+
+
+def parse_local(words, lineno, symbols):
+    if len(words) not in (2, 3):
+        raise SpecError(f'line {lineno}: expected "local NAME [perthread[=IMPL[:stream]]]"')
+    name = words[1]
+    if name not in symbols:
+        raise SpecError(f'line {lineno}: {name} is not a driver symbol')
+    if len(words) == 2:
+        return Local(name, lineno)
+    m = re.fullmatch(r'perthread(?:=([A-Za-z_][A-Za-z0-9_]*)(:stream)?)?', words[2])
+    if not m:
+        raise SpecError(f'line {lineno}: bad local flag {words[2]!r}')
+    impl = m.group(1)
+    kind = None if not impl else 'stream' if m.group(2) else 'per_thread'
+    try:
+        pt = perthread_name(name, symbols)
+    except SpecError as e:
+        raise SpecError(f'line {lineno}: {e}') from None
+    return Local(name, lineno, impl, kind, pt)
 
 
 def perthread_name(name, symbols):
@@ -289,7 +336,7 @@ def gen_client_body(fn, pt_expr, validate=True):
     return ''.join(b)
 
 
-def gen_shim(funcs, symbols):
+def gen_shim(funcs, symbols, extra_h=''):
     o = [HEADER, '#include <stdint.h>\n#include <string.h>\n#include <cuda.h>\n\n#include "buf.h"\n#include "ops.h"\n'
          '#include "shim_gen.h"\n#include "client.h"\n\n#define EXPORT __attribute__((visibility("default")))\n\n']
     h = [HEADER, '#ifndef LUPINE_SHIM_GEN_H\n#define LUPINE_SHIM_GEN_H\n\n#include <cuda.h>\n#include <stdint.h>\n\n']
@@ -308,6 +355,7 @@ def gen_shim(funcs, symbols):
             o.append(f'EXPORT CUresult CUDAAPI {pt}({c_params(fn)})\n{{\n\treturn gen_{fn.name}({call % "1"});\n}}\n\n')
         else:
             o.append(f'EXPORT CUresult CUDAAPI {fn.name}({c_params(fn)})\n{{\n{gen_client_body(fn, "0")}}}\n\n')
+    h.append(extra_h)
     h.append('\n#endif\n')
     return ''.join(o), ''.join(h)
 
@@ -385,6 +433,22 @@ def gen_symtab(symbols, typedefs):
     return ''.join(o)
 
 
+def split_params(params):
+    """A C parameter list split at its top-level commas."""
+    parts, depth, cur = [], 0, ''
+    for ch in params:
+        if ch == ',' and depth == 0:
+            parts.append(cur.strip())
+            cur = ''
+            continue
+        depth += ch == '('
+        depth -= ch == ')'
+        cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts
+
+
 def parse_prototypes(path):
     """'PFN_cuX_vN[_ptds|_ptsz]' -> (parameter text, [argument names]) from cudaTypedefs.h."""
     with open(path) as f:
@@ -395,17 +459,7 @@ def parse_prototypes(path):
     rx = re.compile(r'typedef\s+CUresult\s+\(CUDAAPI\s+\*(PFN_cu\w+)\)\s*\(([^;]*)\)\s*;', re.S)
     for m in rx.finditer(text):
         params = ' '.join(m.group(2).split())
-        parts, depth, cur = [], 0, ''
-        for ch in params:
-            if ch == ',' and depth == 0:
-                parts.append(cur.strip())
-                cur = ''
-                continue
-            depth += ch == '('
-            depth -= ch == ')'
-            cur += ch
-        if cur.strip():
-            parts.append(cur.strip())
+        parts = split_params(params)
         if parts == ['void'] or not parts:
             out[m.group(1)] = ('void', [])
             continue
@@ -448,6 +502,54 @@ def gen_trace(symbols, typedefs, protos):
         o.append(f'\t{{ "{target}", (void *)tr_{target} }},\n')
     o.append('};\nconst size_t lupc_n_trace_symbols = sizeof(lupc_trace_symbols) / sizeof(lupc_trace_symbols[0]);\n')
     return ''.join(o)
+
+
+def gen_perthread(local, symbols, typedefs, protos):
+    """shim_perthread.c: the _ptds/_ptsz variant of every hand-written function
+    with a perthread flag, and (for shim_gen.h) the prototypes of the IMPLs
+    those call, so that the compiler holds the hand-written ones to the spec.
+    The parameter lists come from cudaTypedefs.h: a variant takes exactly
+    the arguments of its base function."""
+    pfn_of = {sym: f'PFN_{base}_v{v}' for base, v, sym, _ in version_table(symbols, typedefs)}
+    c = [HEADER, '/* The per-thread default stream variants of the shim\'s hand-written\n'
+         ' * functions (the perthread flags of the spec\'s local lines). In them stream\n'
+         ' * 0 means the calling thread\'s stream, CU_STREAM_PER_THREAD. */\n'
+         '#include <stdint.h>\n#include <cuda.h>\n\n#include "client.h"\n#include "shim_gen.h"\n\n'
+         '#define EXPORT __attribute__((visibility("default")))\n\n']
+    h = []
+    for lf in local:
+        if not lf.perthread:
+            continue
+        where = f'line {lf.lineno}: {lf.name}'
+        pfn = pfn_of.get(lf.name)
+        if pfn not in protos:
+            raise SpecError(f'{where}: no prototype in cudaTypedefs.h')
+        params, names = protos[pfn]
+        streams = [n for part, n in zip(split_params(params), names)
+                   if re.fullmatch(r'CUstream\s+\w+', part)]
+        if lf.impl is None:
+            if not streams:
+                raise SpecError(f'{where}: perthread without =IMPL needs a CUstream parameter')
+            args = [f'(CUstream)(uintptr_t)lupc_stream_id({n}, 1)' if n in streams else n for n in names]
+            # the base name may be a macro in cuda.h (cuStreamGetCaptureInfo is _v3 there)
+            c.append(f'#undef {lf.name}\nCUresult CUDAAPI {lf.name}({params});\n')
+            call = f'{lf.name}({", ".join(args)})'
+        elif lf.kind == 'stream':
+            if streams:
+                raise SpecError(f'{where}: perthread=IMPL:stream is for functions without a CUstream parameter')
+            proto = f'CUresult {lf.impl}({params}, uint64_t stream);\n'
+            call = f'{lf.impl}({", ".join(names + ["lupc_stream_id(NULL, 1)"])})'
+        else:
+            proto = f'CUresult {lf.impl}({params}, int per_thread);\n'
+            call = f'{lf.impl}({", ".join(names + ["1"])})'
+        if lf.impl is not None and proto not in h:
+            h.append(proto)   # one impl may serve several functions
+        c.append(f'EXPORT CUresult CUDAAPI {lf.pt_name}({params});\n'
+                 f'EXPORT CUresult CUDAAPI {lf.pt_name}({params})\n{{\n\treturn {call};\n}}\n\n')
+    if h:
+        h.insert(0, '\n/* The shim\'s implementations that the generated per-thread variants call\n'
+                 ' * (perthread=IMPL in the spec). */\n')
+    return ''.join(c), ''.join(h)
 
 
 def gen_version_script(symbols):
@@ -665,7 +767,12 @@ def main(argv):
     except (OSError, SpecError) as e:
         print(f'lupgen: {e}', file=sys.stderr)
         return 1
-    shim_c, shim_h = gen_shim(funcs, set(symbols))
+    try:
+        perthread_c, perthread_h = gen_perthread(local, symbols, typedefs, protos)
+    except SpecError as e:
+        print(f'{spec}: {e}', file=sys.stderr)
+        return 1
+    shim_c, shim_h = gen_shim(funcs, set(symbols), perthread_h)
     worker_h, worker_c = gen_worker(funcs, backend)
     outputs = {
         'ops.h': gen_ops_h(funcs),
@@ -679,6 +786,7 @@ def main(argv):
         'worker_gen.c': worker_c,
         'shim_errors.c': errors_c,
         'shim_trace.c': gen_trace(symbols, typedefs, protos),
+        'shim_perthread.c': perthread_c,
     }
     for name, text in outputs.items():
         write_if_changed(os.path.join(outdir, name), text)

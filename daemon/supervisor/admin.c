@@ -17,26 +17,22 @@
  * Every connection gets one reply and is closed.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "frame.h"
+#include "admin.h"
 #include "log.h"
 #include "supervisor/internal.h"
-
-/* The request payload: exactly one u16. */
-#define ADMIN_REQUEST_LEN 2u
 
 int sup_admin_check_header(struct sup *s, int idx)
 {
         struct conn *c = &s->conns[idx];
         struct ucred cred;
         socklen_t clen = sizeof(cred);
+        char why[LUP_ADMIN_WHY_SIZE];
 
         if (!c->unix_listener) {
                 sup_conn_close(s, idx, EPERM, "ADMIN is accepted only on UNIX-socket listeners");
@@ -51,75 +47,40 @@ int sup_admin_check_header(struct sup *s, int idx)
                                (unsigned)cred.uid, (unsigned)geteuid());
                 return -EPERM;
         }
-        if ((c->hdr.flags & LUP_F_SYNC) == 0 || (c->hdr.flags & (LUP_F_REPLY | LUP_F_MORE)) != 0) {
-                sup_conn_close(s, idx, EINVAL, "ADMIN must be a synchronous request (flags 0x%x)",
-                               (unsigned)c->hdr.flags);
-                return -EBADMSG;
-        }
-        if (c->hdr.len != ADMIN_REQUEST_LEN) {
-                sup_conn_close(s, idx, EINVAL, "ADMIN payload must be %u bytes, not %u", ADMIN_REQUEST_LEN,
-                               (unsigned)c->hdr.len);
+        if (lup_admin_request_check(&c->hdr, why) < 0) {
+                sup_conn_close(s, idx, EINVAL, "%s", why);
                 return -EBADMSG;
         }
         return 0;
 }
 
-/* The reply frame: status 0, u16 text_len, text. Returns 0 or -errno. */
+/* The reply frame: status 0 and the text. Returns 0 or -errno. */
 static int admin_send_reply(const struct conn *c, const char *text, size_t n)
 {
-        size_t cap = LUP_HDR_SIZE + 2 + n;
-        struct lup_hdr h = {
-                .op = LUP_OP_ADMIN,
-                .flags = LUP_F_REPLY,
-                .lane = c->hdr.lane,
-                .seq = c->hdr.seq,
-        };
-        struct lup_wr w;
+        size_t len;
         uint8_t *frame;
         ssize_t k;
-        int r = 0;
+        int r;
 
         if (n > LUP_ADMIN_MAX_TEXT)
                 return -EMSGSIZE;
-        frame = malloc(cap);
+        frame = malloc(LUP_ADMIN_REPLY_SIZE(n));
         if (!frame)
                 return -ENOMEM;
-        w = lup_wr_init(frame + LUP_HDR_SIZE, cap - LUP_HDR_SIZE);
-        lup_wr_str16(&w, text, n);
-        h.len = (uint32_t)w.len;
-        lup_hdr_encode(frame, &h);
+        r = lup_admin_reply_encode(frame, LUP_ADMIN_REPLY_SIZE(n), &c->hdr, 0, text, n, &len);
+        if (r < 0)
+                goto out_free;
         /* At most 64 KiB into a fresh UNIX socket, whose send buffer is
          * larger; MSG_DONTWAIT makes sure a peer that does not read can
          * never stall the loop. */
-        k = send(c->fd, frame, LUP_HDR_SIZE + w.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        k = send(c->fd, frame, len, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (k < 0)
                 r = -errno;
-        else if ((size_t)k != LUP_HDR_SIZE + w.len)
+        else if ((size_t)k != len)
                 r = -EAGAIN;
+out_free:
         free(frame);
         return r;
-}
-
-struct text {
-        char *p;
-        size_t len, cap;
-        bool overflow;
-};
-
-static void __attribute__((format(printf, 2, 3))) text_add(struct text *t, const char *fmt, ...)
-{
-        va_list ap;
-        int n;
-
-        if (t->overflow)
-                return;
-        va_start(ap, fmt);
-        n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n < 0 || (size_t)n >= t->cap - t->len)
-                t->overflow = true;
-        else
-                t->len += (size_t)n;
 }
 
 /* The words lupinectl shows; docs/protocol.md lists them. */
@@ -136,44 +97,55 @@ static const char *admin_state_name(enum lupd_session_phase phase)
         return "unknown";
 }
 
-/* Session names are [A-Za-z0-9._-] (lup_session_name_valid), so they need
- * no JSON escaping. */
 static void admin_status(struct sup *s, int idx)
 {
-        struct text t = { .cap = LUP_ADMIN_MAX_TEXT + 1 };
-        int n = 0, r;
+        struct lup_admin_status *st = calloc(1, sizeof(*st));
+        size_t len;
+        char *text;
+        int r;
 
-        t.p = malloc(t.cap);
-        if (!t.p) {
+        if (!st) {
                 sup_conn_close(s, idx, ENOMEM, "ADMIN STATUS: out of memory");
                 return;
         }
-        text_add(&t, "{\"version\":\"%s\",\"backend\":\"%s\",\"draining\":%s,\"stopping\":%s,\"checkpoints\":%s,"
-                     "\"max_sessions\":%d,\"sessions\":[",
-                 LUPINE_VERSION, lupd_backend_name(s->cfg->backend), s->stop == SUP_DRAIN ? "true" : "false",
-                 s->stopping ? "true" : "false", s->checkpoints ? "true" : "false", s->reg.max_sessions);
+        snprintf(st->version, sizeof(st->version), "%s", LUPINE_VERSION);
+        snprintf(st->backend, sizeof(st->backend), "%s", lupd_backend_name(s->cfg->backend));
+        st->draining = s->stop == SUP_DRAIN;
+        st->stopping = s->stopping;
+        st->checkpoints = s->checkpoints;
+        st->max_sessions = s->reg.max_sessions;
         for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
                 const struct lupd_session *se = &s->reg.s[i];
+                struct lup_admin_session *out = &st->s[st->n];
 
                 if (se->state != LUPD_SESSION_LIVE)
                         continue;
-                text_add(&t, "%s{\"name\":\"%s\",\"slot\":%d,\"state\":\"%s\",\"pid\":%d}", n ? "," : "", se->name,
-                         se->slot, admin_state_name(se->phase), (int)se->pid);
-                n++;
+                snprintf(out->name, sizeof(out->name), "%s", se->name);
+                snprintf(out->state, sizeof(out->state), "%s", admin_state_name(se->phase));
+                out->slot = se->slot;
+                out->pid = (int)se->pid;
+                st->n++;
         }
-        text_add(&t, "],\"count\":%d}", n);
-        if (t.overflow) {
-                free(t.p);
+        r = lup_admin_status_encode(st, &text, &len);
+        if (r < 0) {
+                sup_conn_close(s, idx, (uint32_t)-r, "ADMIN STATUS: cannot write the reply: %s", strerror(-r));
+                free(st);
+                return;
+        }
+        if (len > LUP_ADMIN_MAX_TEXT) {
+                free(text);
+                free(st);
                 sup_conn_close(s, idx, EMSGSIZE, "ADMIN STATUS: the reply does not fit in %u bytes",
                                LUP_ADMIN_MAX_TEXT);
                 return;
         }
-        r = admin_send_reply(&s->conns[idx], t.p, t.len);
-        free(t.p);
+        r = admin_send_reply(&s->conns[idx], text, len);
+        free(text);
         if (r < 0)
                 sup_conn_close(s, idx, 0, "ADMIN STATUS: cannot send the reply: %s", strerror(-r));
         else
-                sup_conn_close(s, idx, 0, "ADMIN STATUS answered (%d session(s))", n);
+                sup_conn_close(s, idx, 0, "ADMIN STATUS answered (%d session(s))", st->n);
+        free(st);
 }
 
 static void admin_drain(struct sup *s, int idx)
@@ -239,11 +211,9 @@ static void admin_upgrade(struct sup *s, int idx)
 void sup_admin_run(struct sup *s, int idx)
 {
         struct conn *c = &s->conns[idx];
-        struct lup_rd rd = lup_rd_init(c->payload, c->hdr.len);
         uint16_t cmd;
 
-        lup_rd_u16(&rd, &cmd);
-        if (lup_rd_finish(&rd) < 0) {
+        if (lup_admin_request_decode(c->payload, c->hdr.len, &cmd) < 0) {
                 sup_conn_close(s, idx, EINVAL, "malformed ADMIN request");
                 return;
         }

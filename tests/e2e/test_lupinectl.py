@@ -6,7 +6,7 @@ Usage: test_lupinectl.py PATH/TO/lupined PATH/TO/lupinectl
 
 Checks: --help and usage errors (exit 2); a clear error for a missing
 socket (exit 1); `status` with zero sessions and with one, as text and as
-JSON; `drain` refused without a checkpoint provider (nothing happens);
+JSON (the keys, their order and types as lupined has always sent them); `drain` refused without a checkpoint provider (nothing happens);
 `drain` with --checkpoint-dir: the daemon checkpoints the session and exits
 0; ADMIN over TCP refused; malformed ADMIN frames refused without hurting
 the daemon.
@@ -145,6 +145,14 @@ def test_status_and_refusals(exe, ctlexe, tmp):
             check("status --json content", js["backend"] == "sim" and js["draining"] is False and
                   js["count"] == 1 and js["sessions"][0]["name"] == "job1" and
                   js["sessions"][0]["state"] == "serving" and js["sessions"][0]["pid"] > 0, r.stdout)
+            # the keys, their order and the types lupined has always sent
+            check("status --json keys", list(js) == ["version", "backend", "draining", "stopping", "checkpoints",
+                                                     "max_sessions", "sessions", "count"] and
+                  list(js["sessions"][0]) == ["name", "slot", "state", "pid"] and
+                  isinstance(js["version"], str) and js["checkpoints"] is False and js["stopping"] is False and
+                  js["max_sessions"] == 64 and js["sessions"][0]["slot"] == 0, r.stdout)
+            check("status --json is compact", r.stdout.startswith('{"version":"') and ", " not in r.stdout and
+                  '"sessions":[{"name":"job1","slot":0,"state":"serving","pid":' in r.stdout, r.stdout)
 
         r = ctl(ctlexe, "--socket", d.sock, "drain")
         check("drain without a provider is refused", r.returncode == 1 and

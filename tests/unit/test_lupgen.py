@@ -59,6 +59,15 @@ class SpecTests(unittest.TestCase):
         self.bad('256 cuCtxSynchronize sync in:devptr:p:range=Q\n', 'unknown Q')
         self.bad('256 cuCtxSynchronize sync\nlocal cuCtxSynchronize\n', 'implemented twice')
         self.bad('256 lupThing sync internal\n', 'internal ops')
+        self.bad('local cuMemsetD8_v2 perthread=f:sideways\n', 'bad local flag')
+        self.bad('local cuMemAlloc_v2 perthread\n', 'no _ptds/_ptsz variant')
+        self.bad('local cuMemsetD8_v2 perthread\nlocal cuMemsetD8_v2_ptds\n', 'implemented twice')
+
+    def test_local_perthread(self):
+        _, local, _, impl = parse('local cuMemsetD8_v2 perthread=memset_impl:stream\nlocal cuMemAlloc_v2\n')
+        self.assertEqual(impl, ['cuMemsetD8_v2', 'cuMemsetD8_v2_ptds', 'cuMemAlloc_v2'])
+        self.assertEqual((local[0].pt_name, local[0].impl, local[0].kind), ('cuMemsetD8_v2_ptds', 'memset_impl', 'stream'))
+        self.assertFalse(local[1].perthread)
 
 
 class VersionTableTests(unittest.TestCase):
@@ -70,6 +79,41 @@ class VersionTableTests(unittest.TestCase):
         self.assertEqual(rows[('cuCtxCreate', 12050)], ('cuCtxCreate_v4', None))
         self.assertEqual(rows[('cuCtxCreate', 3020)], ('cuCtxCreate_v2', None))
         self.assertEqual(rows[('cuMemcpyHtoD', 3020)], ('cuMemcpyHtoD_v2', 'cuMemcpyHtoD_v2_ptds'))
+
+
+class PerThreadTests(unittest.TestCase):
+    """The generated _ptds/_ptsz variants of hand-written functions, from the real cudaTypedefs.h."""
+    SYMS = ['cuMemcpyHtoD_v2', 'cuMemcpyHtoD_v2_ptds', 'cuMemcpyHtoDAsync_v2', 'cuMemcpyHtoDAsync_v2_ptsz',
+            'cuLaunchKernelEx', 'cuLaunchKernelEx_ptsz']
+
+    def gen(self, lines):
+        with tempfile.NamedTemporaryFile('w', suffix='.spec', delete=False) as f:
+            f.write(lines)
+        try:
+            _, local, _, _ = lupgen.parse_spec(f.name, set(self.SYMS))
+        finally:
+            os.unlink(f.name)
+        td = lupgen.parse_typedefs(TYPEDEFS)
+        return lupgen.gen_perthread(local, self.SYMS, td, lupgen.parse_prototypes(TYPEDEFS))
+
+    def test_calls(self):
+        c, h = self.gen('local cuMemcpyHtoD_v2 perthread=htod:stream\nlocal cuMemcpyHtoDAsync_v2 perthread\n'
+                        'local cuLaunchKernelEx perthread=launch_ex\n')
+        self.assertIn('cuMemcpyHtoD_v2_ptds(CUdeviceptr_v2 dstDevice, const void *srcHost, size_t ByteCount)\n{\n'
+                      '\treturn htod(dstDevice, srcHost, ByteCount, lupc_stream_id(NULL, 1));', c)
+        self.assertIn('\treturn cuMemcpyHtoDAsync_v2(dstDevice, srcHost, ByteCount, '
+                      '(CUstream)(uintptr_t)lupc_stream_id(hStream, 1));', c)
+        self.assertIn('\treturn launch_ex(config, f, kernelParams, extra, 1);', c)
+        self.assertIn('CUresult htod(CUdeviceptr_v2 dstDevice, const void *srcHost, size_t ByteCount, uint64_t stream);', h)
+        self.assertIn('CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra, '
+                      'int per_thread);', h)
+
+    def test_rejects(self):
+        for line, needle in (('local cuMemcpyHtoD_v2 perthread\n', 'needs a CUstream parameter'),
+                             ('local cuMemcpyHtoDAsync_v2 perthread=f:stream\n', 'without a CUstream parameter')):
+            with self.assertRaises(lupgen.SpecError) as cm:
+                self.gen(line)
+            self.assertIn(needle, str(cm.exception))
 
 
 if __name__ == '__main__':

@@ -7,7 +7,7 @@
 /*
  * RFC 1319's substitution table: a permutation of 0..255 built from the
  * digits of pi (shuffle S[0..255] with swaps S[j] <-> S[i-1], i = 2..256,
- * j drawn from pi's digits by rejection sampling). tests/unit/test_md2.c
+ * j drawn from pi's digits by rejection sampling). tests/unit/test_integrity.c
  * checks the RFC's test vectors, which only this exact table passes.
  */
 static const uint8_t S[256] = {

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ADMIN frames and the STATUS JSON (admin.h). json-c builds and parses the
+ * JSON; nothing here logs, the callers say what went wrong.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <json-c/json.h>
+
+#include "admin.h"
+#include "buf.h"
+#include "frame.h"
+
+/* Deeper than a STATUS reply ever is (object, sessions array, session), so
+ * that a newer daemon may nest a little; a bound on the parser's stack. */
+#define STATUS_MAX_DEPTH 8
+
+void lup_admin_request_encode(uint8_t out[static LUP_ADMIN_REQUEST_SIZE], uint16_t cmd)
+{
+        struct lup_hdr h = { .op = LUP_OP_ADMIN, .flags = LUP_F_SYNC, .len = LUP_ADMIN_REQUEST_LEN };
+
+        lup_hdr_encode(out, &h);
+        lup_put16(out + LUP_HDR_SIZE, cmd);
+}
+
+int lup_admin_request_check(const struct lup_hdr *h, char why[static LUP_ADMIN_WHY_SIZE])
+{
+        if ((h->flags & LUP_F_SYNC) == 0 || (h->flags & (LUP_F_REPLY | LUP_F_MORE)) != 0) {
+                snprintf(why, LUP_ADMIN_WHY_SIZE, "ADMIN must be a synchronous request (flags 0x%x)",
+                         (unsigned)h->flags);
+                return -EBADMSG;
+        }
+        if (h->len != LUP_ADMIN_REQUEST_LEN) {
+                snprintf(why, LUP_ADMIN_WHY_SIZE, "ADMIN payload must be %u bytes, not %u", LUP_ADMIN_REQUEST_LEN,
+                         (unsigned)h->len);
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+int lup_admin_request_decode(const uint8_t *p, size_t n, uint16_t *ret_cmd)
+{
+        struct lup_rd rd = lup_rd_init(p, n);
+        uint16_t cmd;
+
+        lup_rd_u16(&rd, &cmd);
+        if (lup_rd_finish(&rd) < 0)
+                return -EBADMSG;
+        *ret_cmd = cmd;
+        return 0;
+}
+
+int lup_admin_reply_encode(uint8_t *out, size_t cap, const struct lup_hdr *req, uint32_t status, const char *text,
+                           size_t n, size_t *ret_len)
+{
+        struct lup_hdr h = {
+                .op = LUP_OP_ADMIN,
+                .flags = LUP_F_REPLY,
+                .lane = req->lane,
+                .status = status,
+                .seq = req->seq,
+        };
+        struct lup_wr w;
+
+        if (n > LUP_ADMIN_MAX_TEXT || cap < LUP_ADMIN_REPLY_SIZE(n))
+                return -EMSGSIZE;
+        w = lup_wr_init(out + LUP_HDR_SIZE, cap - LUP_HDR_SIZE);
+        lup_wr_str16(&w, text, n);
+        if (w.err)
+                return w.err;
+        h.len = (uint32_t)w.len;
+        lup_hdr_encode(out, &h);
+        *ret_len = LUP_HDR_SIZE + w.len;
+        return 0;
+}
+
+int lup_admin_reply_check(const struct lup_hdr *h)
+{
+        if (h->op != LUP_OP_ADMIN || (h->flags & LUP_F_REPLY) == 0 || h->len > 2 + LUP_ADMIN_MAX_TEXT)
+                return -EBADMSG;
+        return 0;
+}
+
+int lup_admin_reply_decode(const uint8_t *p, size_t n, const char **ret_text, size_t *ret_len)
+{
+        struct lup_rd rd = lup_rd_init(p, n);
+        const char *text;
+        size_t len;
+
+        lup_rd_str16(&rd, LUP_ADMIN_MAX_TEXT, &text, &len);
+        if (lup_rd_finish(&rd) < 0)
+                return -EBADMSG;
+        *ret_text = text;
+        *ret_len = len;
+        return 0;
+}
+
+/* ---- STATUS: encoding */
+
+/* Adds v under key; v == NULL (an allocation that failed) is -ENOMEM. On
+ * failure v is released: the caller has nothing left to free but obj. */
+static int obj_add(struct json_object *obj, const char *key, struct json_object *v)
+{
+        if (!v)
+                return -ENOMEM;
+        if (json_object_object_add(obj, key, v) < 0) {
+                json_object_put(v);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static int session_encode(struct json_object *arr, const struct lup_admin_session *se)
+{
+        struct json_object *o = json_object_new_object();
+        int r;
+
+        if (!o)
+                return -ENOMEM;
+        if ((r = obj_add(o, "name", json_object_new_string(se->name))) < 0 ||
+            (r = obj_add(o, "slot", json_object_new_int(se->slot))) < 0 ||
+            (r = obj_add(o, "state", json_object_new_string(se->state))) < 0 ||
+            (r = obj_add(o, "pid", json_object_new_int(se->pid))) < 0)
+                goto out_put;
+        if (json_object_array_add(arr, o) < 0) {
+                r = -ENOMEM;
+                goto out_put;
+        }
+        return 0;
+out_put:
+        json_object_put(o);
+        return r;
+}
+
+int lup_admin_status_encode(const struct lup_admin_status *st, char **ret_text, size_t *ret_len)
+{
+        struct json_object *top, *arr;
+        const char *s;
+        size_t len;
+        char *out;
+        int r;
+
+        if (st->n < 0 || st->n > (int)LUP_ARENA_SLOTS)
+                return -EINVAL;
+        top = json_object_new_object();
+        if (!top)
+                return -ENOMEM;
+        /* The keys in the order lupined has always sent them. */
+        if ((r = obj_add(top, "version", json_object_new_string(st->version))) < 0 ||
+            (r = obj_add(top, "backend", json_object_new_string(st->backend))) < 0 ||
+            (r = obj_add(top, "draining", json_object_new_boolean(st->draining))) < 0 ||
+            (r = obj_add(top, "stopping", json_object_new_boolean(st->stopping))) < 0 ||
+            (r = obj_add(top, "checkpoints", json_object_new_boolean(st->checkpoints))) < 0 ||
+            (r = obj_add(top, "max_sessions", json_object_new_int(st->max_sessions))) < 0 ||
+            (r = obj_add(top, "sessions", json_object_new_array())) < 0)
+                goto out_put;
+        arr = json_object_object_get(top, "sessions");
+        for (int i = 0; i < st->n; i++)
+                if ((r = session_encode(arr, &st->s[i])) < 0)
+                        goto out_put;
+        if ((r = obj_add(top, "count", json_object_new_int(st->n))) < 0)
+                goto out_put;
+        /* No "\/": nothing reads the text as HTML. */
+        s = json_object_to_json_string_length(top, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        out = s ? strndup(s, len) : NULL;
+        if (!out) {
+                r = -ENOMEM;
+                goto out_put;
+        }
+        json_object_put(top);
+        *ret_text = out;
+        *ret_len = len;
+        return 0;
+out_put:
+        json_object_put(top);
+        return r;
+}
+
+/* ---- STATUS: decoding */
+
+/* The value under key if there is one; -EBADMSG if it is not of `type`. */
+static int get_typed(struct json_object *obj, const char *key, enum json_type type, struct json_object **ret)
+{
+        struct json_object *v;
+
+        *ret = NULL;
+        if (!json_object_object_get_ex(obj, key, &v))
+                return 0;
+        if (!json_object_is_type(v, type))
+                return -EBADMSG;
+        *ret = v;
+        return 0;
+}
+
+static int get_str(struct json_object *obj, const char *key, char *out, size_t cap)
+{
+        struct json_object *v;
+        size_t len;
+
+        if (get_typed(obj, key, json_type_string, &v) < 0)
+                return -EBADMSG;
+        if (!v)
+                return 0;
+        len = (size_t)json_object_get_string_len(v);
+        if (len >= cap || memchr(json_object_get_string(v), 0, len))
+                return -EBADMSG;
+        memcpy(out, json_object_get_string(v), len);
+        out[len] = 0;
+        return 0;
+}
+
+static int get_int(struct json_object *obj, const char *key, int *out)
+{
+        struct json_object *v;
+        int64_t x;
+
+        if (get_typed(obj, key, json_type_int, &v) < 0)
+                return -EBADMSG;
+        if (!v)
+                return 0;
+        x = json_object_get_int64(v);  /* clamped to the int64 range */
+        if (x < INT_MIN || x > INT_MAX)
+                return -EBADMSG;
+        *out = (int)x;
+        return 0;
+}
+
+static int get_bool(struct json_object *obj, const char *key, bool *out)
+{
+        struct json_object *v;
+
+        if (get_typed(obj, key, json_type_boolean, &v) < 0)
+                return -EBADMSG;
+        if (v)
+                *out = json_object_get_boolean(v);
+        return 0;
+}
+
+static int status_read(struct json_object *top, struct lup_admin_status *st, const char **ret_why)
+{
+        struct json_object *arr;
+        int count = 0;
+
+        if (!json_object_is_type(top, json_type_object)) {
+                *ret_why = "not a JSON object";
+                return -EBADMSG;
+        }
+        if (get_str(top, "version", st->version, sizeof(st->version)) < 0 ||
+            get_str(top, "backend", st->backend, sizeof(st->backend)) < 0 ||
+            get_bool(top, "draining", &st->draining) < 0 || get_bool(top, "stopping", &st->stopping) < 0 ||
+            get_bool(top, "checkpoints", &st->checkpoints) < 0 ||
+            get_int(top, "max_sessions", &st->max_sessions) < 0 || get_int(top, "count", &count) < 0 ||
+            get_typed(top, "sessions", json_type_array, &arr) < 0) {
+                *ret_why = "a daemon field of the wrong type or size";
+                return -EBADMSG;
+        }
+        if (!arr)
+                return 0;
+        if (json_object_array_length(arr) > LUP_ARENA_SLOTS) {
+                *ret_why = "more sessions than arena slots";
+                return -EBADMSG;
+        }
+        for (size_t i = 0; i < json_object_array_length(arr); i++) {
+                struct json_object *o = json_object_array_get_idx(arr, i);
+                struct lup_admin_session *se = &st->s[st->n];
+
+                if (!json_object_is_type(o, json_type_object) || get_str(o, "name", se->name, sizeof(se->name)) < 0 ||
+                    get_int(o, "slot", &se->slot) < 0 || get_str(o, "state", se->state, sizeof(se->state)) < 0 ||
+                    get_int(o, "pid", &se->pid) < 0) {
+                        *ret_why = "a session field of the wrong type or size";
+                        return -EBADMSG;
+                }
+                st->n++;
+        }
+        return 0;
+}
+
+int lup_admin_status_decode(const char *text, size_t n, struct lup_admin_status *ret, const char **ret_why)
+{
+        struct lup_admin_status *st = NULL;
+        struct json_tokener *tok;
+        struct json_object *top = NULL;
+        size_t end;
+        int r = -EBADMSG;
+
+        if (n > LUP_ADMIN_MAX_TEXT) {
+                *ret_why = "longer than an ADMIN reply can be";
+                return -EBADMSG;
+        }
+        tok = json_tokener_new_ex(STATUS_MAX_DEPTH);
+        st = calloc(1, sizeof(*st));
+        if (!tok || !st) {
+                *ret_why = "out of memory";
+                r = -ENOMEM;
+                goto out_free;
+        }
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        top = json_tokener_parse_ex(tok, text, (int)n);
+        if (!top || json_tokener_get_error(tok) != json_tokener_success) {
+                *ret_why = "not valid JSON";
+                goto out_free;
+        }
+        for (end = json_tokener_get_parse_end(tok); end < n; end++)
+                if (!strchr(" \t\r\n", text[end]) || !text[end]) {
+                        *ret_why = "trailing bytes after the JSON object";
+                        goto out_free;
+                }
+        r = status_read(top, st, ret_why);
+        if (r == 0)
+                *ret = *st;
+out_free:
+        json_object_put(top);
+        if (tok)
+                json_tokener_free(tok);
+        free(st);
+        return r;
+}

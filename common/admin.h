@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ADMIN, one codec for both ends: lupinectl writes the request and reads the
+ * reply, the supervisor (daemon/supervisor/admin.c) the other way round.
+ * The frames are in abi/lupine/wire.h ("ADMIN"); the STATUS reply's text is
+ * a JSON object, written and read here with json-c, so that every string in
+ * it is escaped and every one read back is checked.
+ *
+ * This is its own static library (lupadmin), not part of lupcommon: the shim
+ * links lupcommon and has no use for json-c.
+ */
+#ifndef LUP_ADMIN_H
+#define LUP_ADMIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lupine/wire.h"
+
+/* The request payload: exactly one u16 (LUP_ADMIN_*). */
+#define LUP_ADMIN_REQUEST_LEN 2u
+#define LUP_ADMIN_REQUEST_SIZE (LUP_HDR_SIZE + LUP_ADMIN_REQUEST_LEN)
+/* Room for lup_admin_request_check's reason. */
+#define LUP_ADMIN_WHY_SIZE 96u
+
+/* The whole request frame for `cmd`: a synchronous ADMIN header, seq 0. */
+void lup_admin_request_encode(uint8_t out[static LUP_ADMIN_REQUEST_SIZE], uint16_t cmd);
+/* The checks a request's header must pass before a payload byte is read:
+ * synchronous, not a reply, LUP_ADMIN_REQUEST_LEN bytes. Returns 0, or
+ * -EBADMSG with the reason (naming the value found) in why. */
+int lup_admin_request_check(const struct lup_hdr *h, char why[static LUP_ADMIN_WHY_SIZE]);
+/* The payload: *ret_cmd, or -EBADMSG. The command is not judged here. */
+int lup_admin_request_decode(const uint8_t *p, size_t n, uint16_t *ret_cmd);
+
+/* Bytes of a reply frame carrying n bytes of text. */
+#define LUP_ADMIN_REPLY_SIZE(n) (LUP_HDR_SIZE + 2u + (size_t)(n))
+/* A reply to `req` (its lane and seq) with `status` and text[0..n) into
+ * out[cap]: *ret_len bytes. -EMSGSIZE when n > LUP_ADMIN_MAX_TEXT or the
+ * frame does not fit in cap. */
+int lup_admin_reply_encode(uint8_t *out, size_t cap, const struct lup_hdr *req, uint32_t status, const char *text,
+                           size_t n, size_t *ret_len);
+/* Whether a decoded header is an ADMIN reply whose payload can be at most
+ * one text: 0 or -EBADMSG. */
+int lup_admin_reply_check(const struct lup_hdr *h);
+/* A reply's payload: the text (not NUL-terminated; it points into p), or
+ * -EBADMSG. */
+int lup_admin_reply_decode(const uint8_t *p, size_t n, const char **ret_text, size_t *ret_len);
+
+/* ---- STATUS */
+
+#define LUP_ADMIN_MAX_WORD 32u /* version, backend and state strings, NUL included */
+
+struct lup_admin_session {
+        char name[LUP_MAX_NAME + 1];
+        int slot;
+        char state[LUP_ADMIN_MAX_WORD];  /* docs/protocol.md lists the words */
+        int pid;
+};
+
+struct lup_admin_status {
+        char version[LUP_ADMIN_MAX_WORD];
+        char backend[LUP_ADMIN_MAX_WORD];
+        bool draining, stopping, checkpoints;
+        int max_sessions;
+        int n;  /* sessions; sent as "count" too */
+        struct lup_admin_session s[LUP_ARENA_SLOTS];
+};
+
+/* The STATUS JSON object for st, into a malloc'd NUL-terminated
+ * *ret_text of *ret_len bytes (the caller frees it). Returns 0, -EINVAL
+ * (st->n out of range) or -ENOMEM. */
+int lup_admin_status_encode(const struct lup_admin_status *st, char **ret_text, size_t *ret_len);
+/* Reads a STATUS reply of n bytes into *ret (zeroed first). Keys it does
+ * not know are skipped and missing ones stay zero, so a daemon of another
+ * version still reads. Anything but one JSON object (whitespace aside), a
+ * known key of the wrong type, a string that does not fit its field or
+ * holds a NUL, or more than LUP_ARENA_SLOTS sessions is -EBADMSG, with a
+ * static reason in *ret_why. */
+int lup_admin_status_decode(const char *text, size_t n, struct lup_admin_status *ret, const char **ret_why);
+
+#endif
