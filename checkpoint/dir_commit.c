@@ -2,13 +2,15 @@
 /*
  * The COMMITTED marker: its codec (magic, version, counts, session, a
  * CRC-32C over the rest) and the check that an epoch directory holds what
- * its marker claims. A save writes the marker last (dir_save.c), so an
- * epoch whose marker and tree agree is complete.
+ * its marker claims, and the search for a session's newest such epoch. A
+ * save writes the marker last (dir_save.c), so an epoch whose marker and
+ * tree agree is complete.
  */
 #include "dir_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -130,4 +132,77 @@ int dir_epoch_verify(int epoch_fd, const char *session, uint64_t epoch, struct d
                 return -EBADMSG;
         *ret = m;
         return 0;
+}
+
+/* ---- finding committed epochs */
+
+static int cmp_desc(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The newest epoch of the session whose marker and tree check out.
+ * -ENOENT if none. ret_fd (optional) gets that epoch's directory. */
+int dir_newest_committed(int session_fd, const char *session, uint64_t *ret_epoch, struct dir_marker *ret_marker,
+                            int *ret_fd)
+{
+        uint64_t *epochs = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        DIR *d;
+        int r = dir_list_open(session_fd, &d);
+
+        if (r < 0)
+                return r;
+        r = -ENOENT;
+        while ((de = readdir(d))) {
+                uint64_t e;
+                if (!dir_epoch_parse(de->d_name, &e))
+                        continue;
+                if (n == cap) {
+                        size_t ncap = cap ? cap * 2 : 16;
+                        uint64_t *ne;
+                        if (ncap > DIR_MAX_EPOCHS_SCAN) {
+                                r = -E2BIG;
+                                goto out;
+                        }
+                        ne = realloc(epochs, ncap * sizeof(*ne));
+                        if (!ne) {
+                                r = -ENOMEM;
+                                goto out;
+                        }
+                        epochs = ne;
+                        cap = ncap;
+                }
+                epochs[n++] = e;
+        }
+        if (n > 1)
+                qsort(epochs, n, sizeof(*epochs), cmp_desc);
+        r = -ENOENT;
+        for (size_t i = 0; i < n; i++) {
+                char name[DIR_EPOCH_HEX + 1];
+                struct dir_marker m;
+                int efd;
+                dir_epoch_name(epochs[i], name);
+                efd = dir_open_dir_at(session_fd, name);
+                if (efd < 0)
+                        continue;
+                if (dir_epoch_verify(efd, session, epochs[i], &m) == 0) {
+                        *ret_epoch = epochs[i];
+                        if (ret_marker)
+                                *ret_marker = m;
+                        if (ret_fd)
+                                *ret_fd = efd;
+                        else
+                                close(efd);
+                        r = 0;
+                        break;
+                }
+                close(efd);
+        }
+out:
+        closedir(d);
+        free(epochs);
+        return r;
 }

@@ -224,6 +224,11 @@ int dir_marker_decode(const uint8_t *buf, size_t len, struct dir_marker *ret);
  * this session and epoch and that the tree holds exactly the objects and
  * bytes it claims. 0 if the epoch is complete, else -ENOENT/-EBADMSG/-errno. */
 int dir_epoch_verify(int epoch_fd, const char *session, uint64_t epoch, struct dir_marker *ret);
+/* The newest epoch of the session whose marker and tree check out;
+ * -ENOENT if none. ret_marker and ret_fd (that epoch's directory) are
+ * optional. */
+int dir_newest_committed(int session_fd, const char *session, uint64_t *ret_epoch, struct dir_marker *ret_marker,
+                         int *ret_fd);
 
 /* ---- dir_walk.c */
 
@@ -268,14 +273,6 @@ int dir_faults_parse(const char *spec, struct dir_faults *ret);
 /* Counts one occurrence of `point` and returns the positive errno to
  * inject, or 0. */
 int dir_fault_hit(const struct dir_faults *f, struct dir_fault_counts *c, enum dir_fault_point point);
-
-/* ---- provider_dir.c */
-
-/* The newest epoch of the session whose marker and tree check out;
- * -ENOENT if none. ret_marker and ret_fd (that epoch's directory) are
- * optional. */
-int dir_newest_committed(int session_fd, const char *session, uint64_t *ret_epoch, struct dir_marker *ret_marker,
-                         int *ret_fd);
 
 /* ---- dir_save.c: the save callbacks */
 
