@@ -8,7 +8,9 @@
  *   supervisor/workers.c   starting, killing and reaping workers;
  *   supervisor/ctl.c      the control channel: ATTACH out, READY, ATTACHED,
  *                         DETACHED and DRAINED in (daemon/ctl.h);
- *   supervisor/drain.c    drain on SIGTERM: DRAIN, deadlines, verdicts;
+ *   supervisor/drain.c    drain on SIGTERM: the flags, DRAIN, deadlines, verdicts;
+ *   supervisor/fdstore.c  the hot checkpoint's fds: the fd store, kept fds, hot restore;
+ *   supervisor/upgrade.c  the re-exec upgrade (a drain that keeps connections);
  *   supervisor/restore.c  restore at start: provider listing, restore workers;
  *   supervisor/sd_fds.c              fds inherited through LISTEN_FDS (supervisor/sd_fds.h).
  * Nothing outside daemon/supervisor*.c includes this.
@@ -108,7 +110,7 @@ struct log_limit {
 /* An fd the supervisor keeps for the re-exec of an upgrade. */
 struct sup_held {
         int fd;
-        char name[256];         /* its LISTEN_FDNAMES name (supervisor/hot.c) */
+        char name[256];         /* its LISTEN_FDNAMES name (supervisor/fdstore.c) */
 };
 
 /* Why the supervisor is stopping, if it is. */
@@ -154,7 +156,7 @@ struct sup {
         int n_lost;             /* ... whose state is gone */
         int n_kept;             /* ... that failed, but their older checkpoint stands */
         int n_ended;            /* ... that ended by themselves meanwhile */
-        /* hot checkpoint and upgrade (supervisor/hot.c) */
+        /* hot checkpoint and upgrade (supervisor/fdstore.c, supervisor/upgrade.c) */
         bool upgrade;           /* this drain ends in a re-exec, not an exit */
         bool upgrade_stop;      /* ... unless SIGTERM/SIGINT came meanwhile: then an exit */
         uint32_t upgrade_flags; /* LUPD_DRAIN_* the upgrade's drain sent first */
@@ -286,25 +288,44 @@ void sup_drain_on_drained(struct sup *s, int idx, int32_t status);
 void sup_drain_on_gone(struct sup *s, int idx, int wait_status);
 /* Every EXTEND_INTERVAL, tell systemd to wait a little longer. */
 void sup_notify_extend(struct sup *s, uint64_t now);
+/* What a drain asks of the workers (LUPD_DRAIN_*), from --checkpoint-mode,
+ * whether it is an upgrade and whether a service manager's fd store is
+ * there. sup_drain_flags: for the drain now beginning (s->upgrade). */
+uint32_t sup_drain_flags_for(struct sup *s, bool upgrade);
+uint32_t sup_drain_flags(struct sup *s);
+/* "hot", "durable" or "hot and durable", for log lines. */
+const char *sup_drain_mode_name(uint32_t flags);
+/* LUPD_CTL_DRAIN with flags to worker idx, without blocking; remembers the
+ * flags in the entry. 0 or -errno. */
+int sup_worker_send_drain(struct sup *s, int idx, uint32_t flags);
 
-/* ---- supervisor/hot.c */
+/* ---- supervisor/fdstore.c */
 
+/* Whether a service manager's fd store is there (NOTIFY_SOCKET is set). */
+bool sup_have_fd_store(void);
 /* RLIMIT_NOFILE's soft limit up to the hard one: sessions can have
  * thousands of memory chunks, each an fd at drain and restore. */
 void sup_raise_nofile(void);
-/* What this drain asks of the workers (LUPD_DRAIN_*), from
- * --checkpoint-mode, whether it is an upgrade and whether a service
- * manager's fd store is there. */
-uint32_t sup_hot_drain_flags(struct sup *s);
-const char *sup_hot_mode_name(uint32_t flags);
-/* LUPD_CTL_DRAIN with flags to worker idx, without blocking. */
-int sup_worker_send_drain(struct sup *s, int idx, uint32_t flags);
+/* One fd into the service manager's fd store, under its own name (FDPOLL=0).
+ * 0, -ENOENT without NOTIFY_SOCKET, or -errno. The fd stays ours. */
+int sup_fdstore_push(const char *name, int fd);
 /* Worker idx sent n memory fds (records: u64 addr, u64 size each): to the
  * fd store, or kept for the re-exec. Takes the fds (closes or keeps). */
 void sup_hot_on_mem(struct sup *s, int idx, uint64_t epoch, const uint8_t *recs, int *fds, int n);
 /* Worker idx handed its connection back (and input_fd, or -1). Takes them. */
 void sup_hot_on_handback(struct sup *s, int idx, uint64_t epoch, uint64_t seq, uint32_t input_len, int conn_fd,
                          int input_fd);
+/* Closes the kept fds. */
+void sup_hot_free(struct sup *s);
+/* Whether inherited fds belong to session name's checkpoint epoch. */
+bool sup_hot_restore_wanted(const char *name, uint64_t epoch);
+/* Right after forking restore worker idx (--hot): sends it its fds
+ * (LUPD_CTL_HOT_MAP, CONN, HOT_END) and removes them from the fd store.
+ * 0 or -errno (logged). */
+int sup_hot_restore_send(struct sup *s, int idx, uint64_t epoch);
+
+/* ---- supervisor/upgrade.c */
+
 /* SIGHUP, `lupinectl upgrade`: checks the upgrade can be made, then drains
  * for it. 0, or -errno with err[] saying why (nothing was changed). */
 int sup_upgrade_begin(struct sup *s, const char *why, char *err, size_t errcap);
@@ -321,14 +342,6 @@ void sup_upgrade_cancel(struct sup *s, const char *why);
  * close and their clients reconnect to the next start). Returns the exit
  * status: 0, or 1 when a session was lost. */
 int sup_upgrade_stop(struct sup *s);
-/* Closes the kept fds. */
-void sup_hot_free(struct sup *s);
-/* Whether inherited fds belong to session name's checkpoint epoch. */
-bool sup_hot_restore_wanted(const char *name, uint64_t epoch);
-/* Right after forking restore worker idx (--hot): sends it its fds
- * (LUPD_CTL_HOT_MAP, CONN, HOT_END) and removes them from the fd store.
- * 0 or -errno (logged). */
-int sup_hot_restore_send(struct sup *s, int idx, uint64_t epoch);
 
 /* ---- supervisor/restore.c */
 
