@@ -119,14 +119,6 @@ int sup_worker_send_drain(struct sup *s, int idx, uint32_t flags)
 
 /* ---- the drain */
 
-void sup_notify_extend(struct sup *s, uint64_t now)
-{
-        if (now < s->next_extend)
-                return;
-        s->next_extend = now + LUPD_EXTEND_INTERVAL_MS;
-        sd_notifyf(0, "EXTEND_TIMEOUT_USEC=%llu", (unsigned long long)LUPD_EXTEND_USEC);
-}
-
 static int drain_left(const struct sup *s)
 {
         int n = 0;

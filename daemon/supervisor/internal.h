@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Supervisor internals shared by its files:
- *   supervisor/supervisor.c          the loop, the ring, signals, shutdown;
- *   supervisor/listen.c   listening sockets and accepts;
+ *   supervisor/supervisor.c  the loop, the ring, signals, shutdown: the top, calling the rest;
+ *   supervisor/base.c     the bottom: clock, SQEs, cancellation, log limit, STATUS= lines;
+ *   supervisor/listen.c   listening sockets and accepts, and READY=1;
  *   supervisor/conn.c     pending connections: reading and judging HELLO;
  *   supervisor/admin.c    ADMIN requests (lupinectl) instead of HELLO;
  *   supervisor/workers.c   starting, killing and reaping workers;
@@ -172,7 +173,7 @@ static inline int safe_close(int fd)
         return -1;
 }
 
-/* ---- supervisor/supervisor.c */
+/* ---- supervisor/base.c */
 
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t sup_now_ms(void);
@@ -185,12 +186,10 @@ struct io_uring_sqe *sup_sqe(struct sup *s);
 void sup_cancel_op(struct sup *s, uint64_t ud, int fd);
 /* Whether one more connection-related log line fits the rate limit. */
 bool sup_conn_log_allow(struct sup *s);
-/* Arms the listeners and tells systemd READY=1: the daemon serves. Called
- * once restores are done (at once when there are none); a no-op while
- * restoring, once stopping, or the second time. */
-void sup_serving_begin(struct sup *s);
 /* Sends systemd a STATUS= line describing the sessions now. */
 void sup_status_update(struct sup *s);
+/* Every EXTEND_INTERVAL, tell systemd to wait a little longer. */
+void sup_notify_extend(struct sup *s, uint64_t now);
 
 /* ---- supervisor/listen.c */
 
@@ -208,6 +207,10 @@ void sup_on_accept(struct sup *s, int li, int res, uint32_t cqe_flags);
 void sup_listeners_pause(struct sup *s);
 /* Stops accepting, closes the sockets and removes UNIX socket paths. */
 void sup_listeners_close(struct sup *s);
+/* Arms the listeners and tells systemd READY=1: the daemon serves. Called
+ * once restores are done (at once when there are none); a no-op while
+ * restoring, once stopping, or the second time. */
+void sup_serving_begin(struct sup *s);
 
 /* ---- supervisor/conn.c */
 
@@ -286,8 +289,6 @@ void sup_drain_on_drained(struct sup *s, int idx, int32_t status);
 /* Worker idx, told to drain, is gone without DRAINED (wait_status from
  * waitpid): its session ended by itself (exit 0) or is lost. */
 void sup_drain_on_gone(struct sup *s, int idx, int wait_status);
-/* Every EXTEND_INTERVAL, tell systemd to wait a little longer. */
-void sup_notify_extend(struct sup *s, uint64_t now);
 /* What a drain asks of the workers (LUPD_DRAIN_*), from --checkpoint-mode,
  * whether it is an upgrade and whether a service manager's fd store is
  * there. sup_drain_flags: for the drain now beginning (s->upgrade). */
