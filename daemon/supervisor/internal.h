@@ -4,6 +4,7 @@
  *   supervisor/supervisor.c  the loop, the ring, signals, shutdown: the top, calling the rest;
  *   supervisor/base.c     the bottom: clock, SQEs, cancellation, log limit, STATUS= lines;
  *   supervisor/listen.c   listening sockets and accepts, and READY=1;
+ *   supervisor/conn_slots.c  pending-connection slots: taking, closing, the recv;
  *   supervisor/conn.c     pending connections: reading and judging HELLO;
  *   supervisor/admin.c    ADMIN requests (lupinectl) instead of HELLO;
  *   supervisor/workers.c   starting, killing and reaping workers;
@@ -212,17 +213,28 @@ void sup_listeners_close(struct sup *s);
  * restoring, once stopping, or the second time. */
 void sup_serving_begin(struct sup *s);
 
-/* ---- supervisor/conn.c */
+/* ---- supervisor/conn_slots.c */
 
 /* Takes a freshly accepted connection from listener l (or closes it when
  * LUPD_MAX_PENDING are waiting) and starts reading its HELLO. */
 void sup_conn_new(struct sup *s, const struct listener *l, int fd);
-/* Completion of the recv into pending-connection slot idx. */
-void sup_conn_on_recv(struct sup *s, int idx, int res);
+/* Arms the recv of the next part (header, then payload) of connection
+ * idx's first frame. 0, or -EBUSY when no SQE is to be had. */
+int sup_conn_arm_recv(struct sup *s, int idx);
 /* Logs one line saying why, sends a HELLO refusal when refuse_status != 0
  * and the header was valid, and drops the connection. */
 void sup_conn_close(struct sup *s, int idx, uint32_t refuse_status, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
+/* Frees slot idx, or, while a recv still targets its buffer, cancels that
+ * recv and lets sup_conn_on_recv() finish the job. Logs nothing: a
+ * connection handed to a worker goes this way too. */
+void sup_conn_drop(struct sup *s, int idx);
+
+/* ---- supervisor/conn.c */
+
+/* Completion of the recv into pending-connection slot idx: reads on, or
+ * judges the complete first frame (HELLO, or ADMIN) and routes it. */
+void sup_conn_on_recv(struct sup *s, int idx, int res);
 
 /* ---- supervisor/admin.c */
 
