@@ -7,9 +7,10 @@
  *   supervisor/conn_slots.c  pending-connection slots: taking, closing, the recv;
  *   supervisor/conn.c     pending connections: reading and judging HELLO;
  *   supervisor/admin.c    ADMIN requests (lupinectl) instead of HELLO;
- *   supervisor/workers.c   starting, killing and reaping workers;
- *   supervisor/ctl.c      the control channel: ATTACH out, READY, ATTACHED,
- *                         DETACHED and DRAINED in (daemon/ctl.h);
+ *   supervisor/workers.c   starting and killing workers;
+ *   supervisor/ctl_io.c   the control sockets' I/O: arming the recv, ATTACH out;
+ *   supervisor/ctl.c      the control channel: READY, ATTACHED, DETACHED, DRAINED,
+ *                         HOT_MEM and HANDBACK in (daemon/ctl.h); reaping workers;
  *   supervisor/drain.c    drain on SIGTERM: the flags, DRAIN, deadlines, verdicts;
  *   supervisor/fdstore.c  the hot checkpoint's fds: the fd store, kept fds, hot restore;
  *   supervisor/upgrade.c  the re-exec upgrade (a drain that keeps connections);
@@ -257,10 +258,6 @@ int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hd
 /* Starts a `--restore=NAME` worker for the freshly claimed restore entry
  * idx (no client). Returns 0 or -errno (entry released). */
 int sup_session_restore(struct sup *s, int idx);
-/* waitpid() every worker that has exited, log how, and retire its entry;
- * the entry is freed by sup_ctl_finish() once its control socket is read
- * to the end. */
-void sup_reap_workers(struct sup *s);
 /* LUPD_CTL_SHUTDOWN to every live worker; returns how many were told. */
 int sup_workers_shutdown(struct sup *s);
 /* SIGKILL every live worker, saying which. */
@@ -274,21 +271,31 @@ int sup_worker_send(struct sup *s, int idx, uint32_t type);
 /* "exited with status 3", "killed by signal 9" for a wait status. */
 void sup_describe_wait(int st, char *out, size_t cap);
 
-/* ---- supervisor/ctl.c */
+/* ---- supervisor/ctl_io.c */
 
+/* Points the session's receive buffers (ctl_msg, ctl_iov, ctl_cmsg) at
+ * its ctl_buf, ready for one datagram and its fds. */
+void sup_ctl_msg_reset(struct lupd_session *se);
 /* Starts (or continues) reading worker idx's control socket. */
 void sup_ctl_arm(struct sup *s, int idx);
+/* Hands a client's connection, asking to resume registered session idx,
+ * to its worker (LUPD_CTL_ATTACH). Returns 0, -EBUSY when
+ * LUPD_MAX_ATTACH_PENDING resumes are in flight already, or -errno. */
+int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
+                       const char *peer);
+
+/* ---- supervisor/ctl.c */
+
 /* Completion of the recv on the control socket of entry idx. */
 void sup_ctl_on_recv(struct sup *s, int idx, int res);
 /* The worker of entry idx was reaped: read what is left on its control
  * socket (unless a recv is still in flight; its completion comes back
  * here), settle its accounts, and free the entry. */
 void sup_ctl_finish(struct sup *s, int idx);
-/* Hands a client's connection, asking to resume registered session idx,
- * to its worker (LUPD_CTL_ATTACH). Returns 0, -EBUSY when
- * LUPD_MAX_ATTACH_PENDING resumes are in flight already, or -errno. */
-int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
-                       const char *peer);
+/* waitpid() every worker that has exited, log how, and retire its entry;
+ * the entry is freed by sup_ctl_finish() once its control socket is read
+ * to the end. */
+void sup_reap_workers(struct sup *s);
 
 /* ---- supervisor/drain.c */
 
