@@ -1,21 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Supervisor internals shared by its files:
- *   supervisor/supervisor.c  the loop, the ring, signals, shutdown: the top, calling the rest;
- *   supervisor/base.c     the bottom: clock, SQEs, cancellation, log limit, STATUS= lines;
- *   supervisor/listen.c   listening sockets and accepts, and READY=1;
+ * Supervisor internals shared by its files, lowest layer first. Each file
+ * calls only files listed before it, never one after, so the files call
+ * down and never back up (scripts/callgraph.py daemon/supervisor prints
+ * the graph and fails on a cycle):
+ *   supervisor/sd_fds.c      fds inherited through LISTEN_FDS (supervisor/sd_fds.h);
+ *   supervisor/session_registry.c  sessions by name, slot and pid (its own header);
+ *   supervisor/base.c        clock, SQEs, cancellation, log limit, STATUS= lines;
  *   supervisor/conn_slots.c  pending-connection slots: taking, closing, the recv;
- *   supervisor/conn.c     pending connections: reading and judging HELLO;
- *   supervisor/admin.c    ADMIN requests (lupinectl) instead of HELLO;
- *   supervisor/workers.c   starting and killing workers;
- *   supervisor/ctl_io.c   the control sockets' I/O: arming the recv, ATTACH out;
- *   supervisor/ctl.c      the control channel: READY, ATTACHED, DETACHED, DRAINED,
- *                         HOT_MEM and HANDBACK in (daemon/ctl.h); reaping workers;
- *   supervisor/drain.c    drain on SIGTERM: the flags, DRAIN, deadlines, verdicts;
- *   supervisor/fdstore.c  the hot checkpoint's fds: the fd store, kept fds, hot restore;
- *   supervisor/upgrade.c  the re-exec upgrade (a drain that keeps connections);
- *   supervisor/restore.c  restore at start: provider listing, restore workers;
- *   supervisor/sd_fds.c              fds inherited through LISTEN_FDS (supervisor/sd_fds.h).
+ *   supervisor/fdstore.c     the hot checkpoint's fds: the fd store, kept fds, hot restore;
+ *   supervisor/listen.c      listening sockets and accepts, and READY=1;
+ *   supervisor/ctl_io.c      the control sockets' I/O: arming the recv, ATTACH out;
+ *   supervisor/workers.c     starting and killing workers;
+ *   supervisor/drain.c       drain on SIGTERM: the flags, DRAIN, deadlines, verdicts;
+ *   supervisor/upgrade.c     the re-exec upgrade (a drain that keeps connections);
+ *   supervisor/admin.c       ADMIN requests (lupinectl) instead of HELLO;
+ *   supervisor/conn.c        pending connections: reading and judging HELLO;
+ *   supervisor/restore.c     restore at start: provider listing, restore workers;
+ *   supervisor/ctl.c         the control channel: READY, ATTACHED, DETACHED, DRAINED,
+ *                            HOT_MEM and HANDBACK in (daemon/ctl.h); reaping workers;
+ *   supervisor/supervisor.c  the loop, the ring, signals, shutdown: the top.
  * Nothing outside daemon/supervisor*.c includes this.
  */
 #ifndef LUPD_SUPERVISOR_INT_H
