@@ -31,16 +31,22 @@ import sys
 
 def objects_for(build, folder, target):
     """{source path relative to the source root: object path}."""
-    with open(os.path.join(build, "compile_commands.json")) as f:
-        cmds = json.load(f)
+    try:
+        with open(os.path.join(build, "compile_commands.json")) as f:
+            cmds = json.load(f)
+    except OSError:
+        return {}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     folder = os.path.normpath(folder)
     by_target = collections.defaultdict(dict)
     for c in cmds:
         src = os.path.normpath(os.path.join(c["directory"], c["file"]))
-        rel = os.path.relpath(src, os.path.abspath(os.path.join(build, "..")))
+        rel = os.path.relpath(src, root)
         if os.path.dirname(rel) != folder or not rel.endswith(".c"):
             continue
         obj = os.path.join(c["directory"], c["output"])
+        if not os.path.exists(obj):
+            continue
         by_target[os.path.dirname(c["output"])][rel] = obj
     if not by_target:
         return {}
