@@ -145,7 +145,7 @@ static int cmp_desc(const void *a, const void *b)
 /* The newest epoch of the session whose marker and tree check out.
  * -ENOENT if none. ret_fd (optional) gets that epoch's directory. */
 int dir_newest_committed(int session_fd, const char *session, uint64_t *ret_epoch, struct dir_marker *ret_marker,
-                            int *ret_fd)
+                         int *ret_fd)
 {
         uint64_t *epochs = NULL;
         size_t n = 0, cap = 0;

@@ -33,7 +33,7 @@ static const struct {
         const char *name;
         int err;
 } fault_errnos[] = {
-        { "ENOSPC", ENOSPC }, { "EIO", EIO }, { "EDQUOT", EDQUOT }, { "EROFS", EROFS },
+        { "ENOSPC", ENOSPC }, { "EIO", EIO },     { "EDQUOT", EDQUOT }, { "EROFS", EROFS },
         { "EFBIG", EFBIG },   { "EINTR", EINTR }, { "EAGAIN", EAGAIN },
 };
 

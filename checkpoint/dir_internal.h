@@ -245,7 +245,7 @@ int64_t dir_now_unix(void);
 struct dir_tree_count {
         uint64_t files, bytes;
         int64_t newest_mtime;
-        bool strict;    /* anything but files and directories is an error; so is an entry vanishing */
+        bool strict; /* anything but files and directories is an error; so is an entry vanishing */
 };
 
 /* Adds the regular files under the directory dfd (consumed) and their bytes

@@ -23,8 +23,8 @@ _Static_assert(DIR_SESSION_MAX == LUP_MAX_NAME, "session names are the wire's na
  * and '/', so they are checked here. */
 static bool name_char(char c)
 {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-               c == '_' || c == '-';
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+               c == '-';
 }
 
 bool dir_session_valid(const char *s, size_t *ret_len)

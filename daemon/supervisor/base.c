@@ -18,7 +18,7 @@
 
 /* Refusals and drops are logged one line each, but a flood of hostile
  * connections must not become a flood of log lines. */
-#define CONN_LOG_BURST 1000u
+#define CONN_LOG_BURST     1000u
 #define CONN_LOG_WINDOW_MS 10000u
 
 uint64_t sup_now_ms(void)
@@ -76,8 +76,7 @@ void sup_status_update(struct sup *s)
         if (s->stop == SUP_DRAIN) {
                 int left = 0;
                 for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
-                        left += reg->s[i].state != LUPD_SESSION_FREE && reg->s[i].drain_sent &&
-                                !reg->s[i].drain_done;
+                        left += reg->s[i].state != LUPD_SESSION_FREE && reg->s[i].drain_sent && !reg->s[i].drain_done;
                 sd_notifyf(0, "STATUS=draining %d sessions (%d checkpointed, %d lost)", left, s->n_checkpointed,
                            s->n_lost);
         } else if (s->stopping) {

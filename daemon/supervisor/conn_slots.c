@@ -158,8 +158,8 @@ void sup_conn_new(struct sup *s, const struct listener *l, int fd)
         describe_peer(fd, l->ep, peer, sizeof(peer));
         if (s->n_conns >= LUPD_MAX_PENDING) {
                 if (sup_conn_log_allow(s))
-                        lup_info("closing connection from %s: too many connections waiting for HELLO (limit %d)",
-                                 peer, LUPD_MAX_PENDING);
+                        lup_info("closing connection from %s: too many connections waiting for HELLO (limit %d)", peer,
+                                 LUPD_MAX_PENDING);
                 close(fd);
                 return;
         }

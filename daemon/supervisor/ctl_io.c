@@ -65,8 +65,7 @@ static int send_with_fd(int sock, const void *p, size_t n, int fd)
                 struct cmsghdr align;
         } u;
         struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                             .msg_controllen = sizeof(u.buf) };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
         struct cmsghdr *c;
         ssize_t k;
 

@@ -143,7 +143,7 @@ static void drain_verdict(struct sup *s, int idx, enum verdict v, const char *wh
                         lup_info("session %s checkpointed (%s): %llu memory fd(s), %.2f GiB, %s", se->name,
                                  sup_drain_mode_name(se->drain_flags), (unsigned long long)se->hot_fds,
                                  se->hot_bytes / 1073741824.0,
-                                 !s->upgrade        ? "in the service manager's fd store"
+                                 !s->upgrade       ? "in the service manager's fd store"
                                  : s->upgrade_stop ? "kept until the drain ends (the upgrade was cancelled)"
                                                    : "kept for the re-exec");
                 else

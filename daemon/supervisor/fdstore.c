@@ -294,7 +294,8 @@ int sup_hot_restore_send(struct sup *s, int idx, uint64_t epoch)
                 int cf[2] = { conn, input };
                 uint32_t in_len = 0;
 
-                if (input >= 0 && fstat(input, &st) == 0 && st.st_size > 0 && st.st_size <= LUP_MAX_PAYLOAD + LUP_HDR_SIZE)
+                if (input >= 0 && fstat(input, &st) == 0 && st.st_size > 0 &&
+                    st.st_size <= LUP_MAX_PAYLOAD + LUP_HDR_SIZE)
                         in_len = (uint32_t)st.st_size;
                 lup_put32(msg, LUPD_CTL_CONN);
                 lup_put32(msg + 4, in_len);

@@ -117,7 +117,7 @@ struct log_limit {
 /* An fd the supervisor keeps for the re-exec of an upgrade. */
 struct sup_held {
         int fd;
-        char name[256];         /* its LISTEN_FDNAMES name (supervisor/fdstore.c) */
+        char name[256]; /* its LISTEN_FDNAMES name (supervisor/fdstore.c) */
 };
 
 /* Why the supervisor is stopping, if it is. */

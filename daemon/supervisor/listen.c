@@ -315,8 +315,8 @@ void sup_serving_begin(struct sup *s)
                          "timeout %d s, session TTL %d s",
                          LUPINE_VERSION, lupd_backend_name(cfg->backend), s->reg.max_sessions,
                          cfg->checkpoint_dir[0] ? "directory " : "provider ",
-                         cfg->checkpoint_dir[0] ? cfg->checkpoint_dir : cfg->checkpoint_provider,
-                         cfg->drain_timeout_s, cfg->session_ttl_s);
+                         cfg->checkpoint_dir[0] ? cfg->checkpoint_dir : cfg->checkpoint_provider, cfg->drain_timeout_s,
+                         cfg->session_ttl_s);
         else
                 lup_info("lupined %s ready: backend %s, at most %d sessions", LUPINE_VERSION,
                          lupd_backend_name(cfg->backend), s->reg.max_sessions);

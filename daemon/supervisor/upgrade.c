@@ -49,8 +49,9 @@ extern char **environ;
 int sup_upgrade_begin(struct sup *s, const char *why, char *err, size_t errcap)
 {
         if (!s->checkpoints) {
-                snprintf(err, errcap, "cannot upgrade: no checkpoint provider is configured (--checkpoint-dir or "
-                                      "--checkpoint-provider); sessions could not be carried over");
+                snprintf(err, errcap,
+                         "cannot upgrade: no checkpoint provider is configured (--checkpoint-dir or "
+                         "--checkpoint-provider); sessions could not be carried over");
                 return -ENOTSUP;
         }
         if (s->stopping) {
@@ -127,8 +128,8 @@ static char **build_env(size_t n, const char *names)
                         continue;
                 env[k++] = environ[i];
         }
-        if (asprintf(&env[k++], "LISTEN_PID=%d", (int)getpid()) < 0 ||
-            asprintf(&env[k++], "LISTEN_FDS=%zu", n) < 0 || asprintf(&env[k++], "LISTEN_FDNAMES=%s", names) < 0) {
+        if (asprintf(&env[k++], "LISTEN_PID=%d", (int)getpid()) < 0 || asprintf(&env[k++], "LISTEN_FDS=%zu", n) < 0 ||
+            asprintf(&env[k++], "LISTEN_FDNAMES=%s", names) < 0) {
                 free(env);
                 return NULL;
         }
@@ -178,8 +179,7 @@ int sup_upgrade_exec(struct sup *s)
                 if (len + strlen(s->held[i].name) + 1 >= FDNAMES_MAX) {
                         free(fds);
                         free(names);
-                        return upgrade_failed(s, "too many fds to pass (LISTEN_FDNAMES would exceed 128 KiB)",
-                                              -E2BIG);
+                        return upgrade_failed(s, "too many fds to pass (LISTEN_FDNAMES would exceed 128 KiB)", -E2BIG);
                 }
                 fds[n++] = s->held[i].fd;
                 len += (size_t)snprintf(names + len, FDNAMES_MAX - len, "%s%s", len ? ":" : "", s->held[i].name);
@@ -237,8 +237,8 @@ void sup_upgrade_cancel(struct sup *s, const char *why)
         lup_info("%s during the upgrade: the drain finishes (%d session(s) still checkpointing), then lupined stops "
                  "instead of re-executing; %d worker(s) not done yet were told to checkpoint as for a stop (%s)",
                  why, left, told, sup_drain_mode_name(flags));
-        sd_notifyf(0, "STOPPING=1\nSTATUS=stopping: the upgrade was cancelled by %s; %d session(s) still draining",
-                   why, left);
+        sd_notifyf(0, "STOPPING=1\nSTATUS=stopping: the upgrade was cancelled by %s; %d session(s) still draining", why,
+                   left);
 }
 
 /* "lupine-mem.<session>.<epoch>.<address>" -> the length of "lupine-mem.<session>". */
