@@ -2,9 +2,11 @@
 /*
  * The directory provider's internals, shared by provider_dir.c (open,
  * loads, listing, removal), dir_save.c (the save path), dir_io.c (io_uring
- * writes and fsyncs) and dir_util.c (names, the COMMITTED marker, tree
- * walks, fault injection). Nothing here is
- * public: the daemon sees only provider_dir.h.
+ * writes and fsyncs) and the helpers below them: dir_error.c (the error
+ * text), dir_names.c (names and their mapping to paths), dir_commit.c (the
+ * COMMITTED marker), dir_walk.c (directories and tree walks) and
+ * dir_fault.c (fault injection). Nothing here is public: the daemon sees
+ * only provider_dir.h.
  *
  * On-disk layout (docs/providers.md has the full story):
  *
@@ -165,22 +167,29 @@ struct dir_marker {
         char session[DIR_SESSION_MAX + 1];
 };
 
-/* ---- dir_util.c */
-
-void dir_clear_error(struct lupine_ckpt_instance *inst);
-/* openat(O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC): the fd or -errno. */
-int dir_open_dir_at(int dfd, const char *name);
-/* A listing of the directory dfd, on its own descriptor (dfd stays usable
- * and open). 0 or -errno. */
-int dir_list_open(int dfd, DIR **ret);
-/* fsync(2) of a directory outside a save's io_uring: 0 or -errno. */
-int dir_fsync_plain(int fd);
-int64_t dir_now_unix(void);
+/* ---- dir_error.c */
 
 /* Sets inst->err to "fmt...: strerror(-err)" (err < 0) or just fmt (err >= 0
  * is not an error and is not expected here) and returns err. */
 int dir_fail(struct lupine_ckpt_instance *inst, int err, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+void dir_clear_error(struct lupine_ckpt_instance *inst);
+
+/* ---- dir_names.c */
+
+/* Session names: 1..128 bytes of [A-Za-z0-9._-] (lup_session_name_valid,
+ * the wire's rule). dir_session_valid: whether the NUL-terminated s is one,
+ * and its length. */
+bool dir_session_valid(const char *s, size_t *ret_len);
+/* Writes the directory name of a valid session (see the layout above) into
+ * sdir[DIR_SDIR_MAX + 1]. -EINVAL otherwise. */
+int dir_session_to_sdir(const char *session, char sdir[static DIR_SDIR_MAX + 1]);
+/* The inverse, for listing: false if `sdir` is not a session directory. */
+bool dir_sdir_to_session(const char *sdir, char session[static DIR_SESSION_MAX + 1]);
+
+/* Object names: 1..255 bytes of [A-Za-z0-9._-/], no "..", no leading,
+ * trailing or doubled '/', no "." component, not "COMMITTED". */
+bool dir_object_name_valid(const char *name);
 
 /* Striping (see the layout above). dir_stripe_locate: where the byte at
  * `offset` of a striped object lives (stripe file, offset in it), and how
@@ -192,16 +201,6 @@ size_t dir_stripe_locate(uint64_t offset, size_t len, unsigned *ret_stripe, uint
 void dir_stripe_name(const char *name, unsigned stripe, char *out);
 bool dir_stripe_name_fits(const char *name);
 
-/* Session names: 1..128 bytes of [A-Za-z0-9._-]. Writes the directory name
- * (see the layout above) into sdir[DIR_SDIR_MAX + 1]. -EINVAL otherwise. */
-int dir_session_to_sdir(const char *session, char sdir[static DIR_SDIR_MAX + 1]);
-/* The inverse, for listing: false if `sdir` is not a session directory. */
-bool dir_sdir_to_session(const char *sdir, char session[static DIR_SESSION_MAX + 1]);
-
-/* Object names: 1..255 bytes of [A-Za-z0-9._-/], no "..", no leading,
- * trailing or doubled '/', no "." component, not "COMMITTED". */
-bool dir_object_name_valid(const char *name);
-
 /* "%016" PRIx64 into out[17]; parse accepts exactly 16 lowercase hex digits
  * and a non-zero value. */
 void dir_epoch_name(uint64_t epoch, char out[static DIR_EPOCH_HEX + 1]);
@@ -209,6 +208,8 @@ bool dir_epoch_parse(const char *name, uint64_t *ret);
 
 /* ".tmp-<tag>-<pid>-<random hex>" into out; -ENAMETOOLONG if cap is short. */
 int dir_tmp_name(char *out, size_t cap, const char *tag);
+
+/* ---- dir_commit.c */
 
 uint32_t dir_crc32c(uint32_t crc, const void *p, size_t n);
 
@@ -223,17 +224,48 @@ int dir_marker_decode(const uint8_t *buf, size_t len, struct dir_marker *ret);
  * this session and epoch and that the tree holds exactly the objects and
  * bytes it claims. 0 if the epoch is complete, else -ENOENT/-EBADMSG/-errno. */
 int dir_epoch_verify(int epoch_fd, const char *session, uint64_t epoch, struct dir_marker *ret);
+/* The newest epoch of the session whose marker and tree check out;
+ * -ENOENT if none. ret_marker and ret_fd (that epoch's directory) are
+ * optional. */
+int dir_newest_committed(int session_fd, const char *session, uint64_t *ret_epoch, struct dir_marker *ret_marker,
+                         int *ret_fd);
 
-/* Deletes `name` under parent_fd and everything below it. Missing entries
- * are not errors (another process may be deleting the same tree). */
-int dir_rmtree_at(int parent_fd, const char *name);
+/* ---- dir_walk.c */
+
+/* openat(O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC): the fd or -errno. */
+int dir_open_dir_at(int dfd, const char *name);
+/* A listing of the directory dfd, on its own descriptor (dfd stays usable
+ * and open). 0 or -errno. */
+int dir_list_open(int dfd, DIR **ret);
+/* fsync(2) of a directory outside a save's io_uring: 0 or -errno. */
+int dir_fsync_plain(int fd);
+int64_t dir_now_unix(void);
+
+/* What a tree walk found below a directory. */
+struct dir_tree_count {
+        uint64_t files, bytes;
+        int64_t newest_mtime;
+        bool strict; /* anything but files and directories is an error; so is an entry vanishing */
+};
+
+/* Adds the regular files under the directory dfd (consumed) and their bytes
+ * to *tc, and raises tc->newest_mtime; with skip_marker, a COMMITTED right
+ * under dfd is not counted. -ELOOP past DIR_MAX_DEPTH, -EBADMSG for
+ * anything else in a strict walk, else 0 or -errno. */
+int dir_tree_count(int dfd, bool skip_marker, struct dir_tree_count *tc);
 
 /* Newest modification time of the tree at parent_fd/name (the directory
  * itself and everything below). */
 int dir_tree_newest_mtime(int parent_fd, const char *name, int64_t *ret);
 
+/* Deletes `name` under parent_fd and everything below it. Missing entries
+ * are not errors (another process may be deleting the same tree). */
+int dir_rmtree_at(int parent_fd, const char *name);
+
 /* mkdir -p with mode 0700 for missing components. */
 int dir_mkdir_p(const char *path);
+
+/* ---- dir_fault.c */
 
 /* Parses LUPINE_DIR_PROVIDER_FAIL: comma-separated rules, see
  * docs/providers.md. NULL or "" arms nothing. -EINVAL on a bad rule. */
@@ -241,14 +273,6 @@ int dir_faults_parse(const char *spec, struct dir_faults *ret);
 /* Counts one occurrence of `point` and returns the positive errno to
  * inject, or 0. */
 int dir_fault_hit(const struct dir_faults *f, struct dir_fault_counts *c, enum dir_fault_point point);
-
-/* ---- provider_dir.c */
-
-/* The newest epoch of the session whose marker and tree check out;
- * -ENOENT if none. ret_marker and ret_fd (that epoch's directory) are
- * optional. */
-int dir_newest_committed(int session_fd, const char *session, uint64_t *ret_epoch, struct dir_marker *ret_marker,
-                         int *ret_fd);
 
 /* ---- dir_save.c: the save callbacks */
 

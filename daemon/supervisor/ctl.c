@@ -19,12 +19,14 @@
  * (it sends DRAINED, then exits). So a reaped worker's socket is read to
  * the end before its entry is freed, and only then is anything it did not
  * say (no READY from a restore worker, no DRAINED from a draining one)
- * counted against it.
+ * counted against it. That is why reaping is here and not in workers.c.
+ * The socket's I/O (arming the recv, ATTACH) is supervisor/ctl_io.c.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -32,49 +34,9 @@
 #include "log.h"
 #include "supervisor/internal.h"
 
-/* LUPD_CTL_ATTACH: u32 type, u32 slot, u64 seq, u32 lane, u32 len, HELLO. */
-#define CTL_ATTACH_FIXED 24u
-_Static_assert(CTL_ATTACH_FIXED + LUPD_HELLO_MAX_PAYLOAD <= LUPD_CTL_MAX_MSG,
-               "an ATTACH message must fit one control datagram");
-
 static const char *errno_text(int32_t status)
 {
         return status < 0 && status > -4096 ? strerror(-status) : "unknown error";
-}
-
-/* The receive buffers of a session's control socket, ready for one
- * datagram and its fds. */
-static void ctl_msg_reset(struct lupd_session *se)
-{
-        se->ctl_iov.iov_base = se->ctl_buf;
-        se->ctl_iov.iov_len = sizeof(se->ctl_buf);
-        memset(&se->ctl_msg, 0, sizeof(se->ctl_msg));
-        se->ctl_msg.msg_iov = &se->ctl_iov;
-        se->ctl_msg.msg_iovlen = 1;
-        se->ctl_msg.msg_control = se->ctl_cmsg.buf;
-        se->ctl_msg.msg_controllen = sizeof(se->ctl_cmsg.buf);
-}
-
-
-void sup_ctl_arm(struct sup *s, int idx)
-{
-        struct lupd_session *se = &s->reg.s[idx];
-        struct io_uring_sqe *sqe;
-
-        if (se->ctl_busy || se->ctl_eof || se->ctl_fd < 0 || se->state != LUPD_SESSION_LIVE)
-                return;
-        sqe = sup_sqe(s);
-        if (!sqe) {
-                lup_warn("cannot watch the control socket of worker %d: submission queue full", (int)se->pid);
-                return;
-        }
-        /* MSG_TRUNC makes the result the datagram's real length, so an
-         * oversized message shows as such instead of being cut silently.
-         * recvmsg, because HOT_MEM and HANDBACK carry fds. */
-        ctl_msg_reset(se);
-        io_uring_prep_recvmsg(sqe, se->ctl_fd, &se->ctl_msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
-        io_uring_sqe_set_data64(sqe, ud_make(EV_CTL_RECV, (uint32_t)idx));
-        se->ctl_busy = true;
 }
 
 /* A worker broke the control protocol: stop listening to it and kill it
@@ -376,7 +338,7 @@ void sup_ctl_finish(struct sup *s, int idx)
          * the queue is bounded by the socket buffer. */
         while (!se->ctl_eof && se->ctl_fd >= 0) {
                 ssize_t n;
-                ctl_msg_reset(se);
+                sup_ctl_msg_reset(se);
                 n = recvmsg(se->ctl_fd, &se->ctl_msg, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
                 if (n <= 0 || ctl_message(s, idx, (size_t)n, true) < 0)
                         break;
@@ -393,59 +355,50 @@ void sup_ctl_finish(struct sup *s, int idx)
         sup_status_update(s);
 }
 
-/* sendmsg with one fd attached, never blocking: a worker that does not
- * read its control socket must not stall the supervisor. */
-static int send_with_fd(int sock, const void *p, size_t n, int fd)
-{
-        union {
-                char buf[CMSG_SPACE(sizeof(int))];
-                struct cmsghdr align;
-        } u;
-        struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                             .msg_controllen = sizeof(u.buf) };
-        struct cmsghdr *c;
-        ssize_t k;
+/* ---- reaping */
 
-        memset(&u, 0, sizeof(u));
-        c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-        do
-                k = sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-        while (k < 0 && errno == EINTR);
-        if (k < 0)
-                return -errno;
-        return (size_t)k == n ? 0 : -EMSGSIZE;
+static void log_worker_exit(const struct sup *s, const struct lupd_session *se, int st)
+{
+        int pid = (int)se->pid;
+        char how[64];
+
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+                lup_info("worker %d for session %s exited", pid, se->name);
+        } else if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
+                lup_warn("worker %d for session %s exited with status 127 (could it execute %s?)", pid, se->name,
+                         s->cfg->self_exe);
+        } else {
+                sup_describe_wait(st, how, sizeof(how));
+                lup_warn("worker %d for session %s %s", pid, se->name, how);
+        }
 }
 
-int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
-                       const char *peer)
+void sup_reap_workers(struct sup *s)
 {
-        struct lupd_session *se = &s->reg.s[idx];
-        uint8_t msg[CTL_ATTACH_FIXED + LUPD_HELLO_MAX_PAYLOAD];
-        struct lup_wr w = lup_wr_init(msg, sizeof(msg));
-        int r;
+        for (;;) {
+                int st, idx;
+                pid_t pid = waitpid(-1, &st, WNOHANG);
 
-        if (se->attach_pending >= LUPD_MAX_ATTACH_PENDING)
-                return -EBUSY;
-        if (se->ctl_fd < 0 || se->ctl_eof)
-                return -EPIPE;
-        lup_wr_u32(&w, LUPD_CTL_ATTACH);
-        lup_wr_u32(&w, (uint32_t)(se->slot < 0 ? 0 : se->slot)); /* ignored by the worker */
-        lup_wr_u64(&w, hdr->seq);
-        lup_wr_u32(&w, hdr->lane);
-        lup_wr_u32(&w, hdr->len);
-        lup_wr_bytes(&w, payload, hdr->len);
-        if (w.err)
-                return w.err;
-        r = send_with_fd(se->ctl_fd, msg, w.len, client_fd);
-        if (r < 0)
-                return r == -EAGAIN ? -EBUSY : r;
-        snprintf(se->attach_peer[se->attach_pending], sizeof(se->attach_peer[0]), "%s", peer);
-        se->attach_pending++;
-        lup_info("session %s: resume request from %s handed to worker %d", se->name, peer, (int)se->pid);
-        return 0;
+                if (pid < 0 && errno == EINTR)
+                        continue;
+                if (pid <= 0)
+                        return; /* 0: none has exited; ECHILD: no children left */
+                idx = lupd_registry_find_pid(&s->reg, pid);
+                if (idx < 0) {
+                        lup_debug("reaped process %d, which is no worker", (int)pid);
+                        continue;
+                }
+                struct lupd_session *se = &s->reg.s[idx];
+                log_worker_exit(s, se, st);
+                se->reaped = true;
+                se->wait_status = st;
+                /* The name and slot are free from now on; the entry once
+                 * the control socket is read to the end. The worker is
+                 * gone, so whatever it sent is in the socket already. */
+                lupd_registry_retire(&s->reg, idx);
+                if (se->ctl_busy)
+                        sup_cancel_op(s, ud_make(EV_CTL_RECV, (uint32_t)idx), se->ctl_fd);
+                else
+                        sup_ctl_finish(s, idx);
+        }
 }

@@ -16,9 +16,16 @@
  *      the other sessions, or the host, hostage).
  *   5. Exit 0 when every session was checkpointed, 1 when one was lost.
  *
+ * What each worker is told depends on the checkpoint mode
+ * (--checkpoint-mode, sup_drain_flags): DURABLE (the memory contents
+ * through the provider), HOT (each arena chunk exported as an fd, which
+ * supervisor/fdstore.c puts in the service manager's fd store), or both.
+ * There is no fd store without a service manager, so a SIGTERM drain then
+ * writes the durable copy whatever the mode says.
+ *
  * An upgrade drains the same way and re-executes after. SIGTERM or SIGINT
  * during its drain is not dropped: the drain finishes and the daemon
- * stops instead (supervisor/hot.c: sup_upgrade_cancel, sup_upgrade_stop).
+ * stops instead (supervisor/upgrade.c: sup_upgrade_cancel, sup_upgrade_stop).
  *
  * Each session gets exactly one verdict line: "session NAME checkpointed",
  * "session NAME LOST: why", or one of two that lose nothing:
@@ -29,22 +36,88 @@
  *     ran out) just as the drain began: its worker exits 0 without
  *     DRAINED, and there was nothing left to save.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 
+#include "buf.h"
 #include "ctl.h"
 #include "log.h"
 #include "supervisor/internal.h"
 
-void sup_notify_extend(struct sup *s, uint64_t now)
+/* ---- what each worker is told */
+
+uint32_t sup_drain_flags_for(struct sup *s, bool upgrade)
 {
-        if (now < s->next_extend)
-                return;
-        s->next_extend = now + LUPD_EXTEND_INTERVAL_MS;
-        sd_notifyf(0, "EXTEND_TIMEOUT_USEC=%llu", (unsigned long long)LUPD_EXTEND_USEC);
+        enum lupd_ckpt_mode m = s->cfg->checkpoint_mode;
+        bool store = sup_have_fd_store();
+
+        if (upgrade) {
+                switch (m) {
+                case LUPD_CKPT_HOT:
+                        return LUPD_DRAIN_HANDBACK | LUPD_DRAIN_HOT;
+                case LUPD_CKPT_DURABLE:
+                        return LUPD_DRAIN_HANDBACK | LUPD_DRAIN_DURABLE;
+                case LUPD_CKPT_AUTO:
+                case LUPD_CKPT_BOTH:
+                        break;
+                }
+                return LUPD_DRAIN_HANDBACK | LUPD_DRAIN_HOT | LUPD_DRAIN_DURABLE;
+        }
+        switch (m) {
+        case LUPD_CKPT_DURABLE:
+                return LUPD_DRAIN_DURABLE;
+        case LUPD_CKPT_AUTO:
+                return store ? LUPD_DRAIN_HOT | LUPD_DRAIN_DURABLE : LUPD_DRAIN_DURABLE;
+        case LUPD_CKPT_HOT:
+        case LUPD_CKPT_BOTH:
+                break;
+        }
+        if (!store) {
+                lup_warn("--checkpoint-mode %s: no service manager fd store (NOTIFY_SOCKET is not set) to keep device "
+                         "memory in across a stop; writing the durable copy instead",
+                         m == LUPD_CKPT_HOT ? "hot" : "both");
+                return LUPD_DRAIN_DURABLE;
+        }
+        return m == LUPD_CKPT_HOT ? LUPD_DRAIN_HOT : LUPD_DRAIN_HOT | LUPD_DRAIN_DURABLE;
 }
+
+uint32_t sup_drain_flags(struct sup *s)
+{
+        return sup_drain_flags_for(s, s->upgrade);
+}
+
+const char *sup_drain_mode_name(uint32_t flags)
+{
+        switch (flags & (LUPD_DRAIN_HOT | LUPD_DRAIN_DURABLE)) {
+        case LUPD_DRAIN_HOT:
+                return "hot";
+        case LUPD_DRAIN_DURABLE:
+                return "durable";
+        default:
+                return "hot and durable";
+        }
+}
+
+int sup_worker_send_drain(struct sup *s, int idx, uint32_t flags)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        uint8_t msg[8];
+
+        if (se->ctl_fd < 0)
+                return -EBADF;
+        se->drain_flags = flags;
+        lup_put32(msg, LUPD_CTL_DRAIN);
+        lup_put32(msg + 4, flags);
+        if (send(se->ctl_fd, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+                return -errno;
+        return 0;
+}
+
+/* ---- the drain */
 
 static int drain_left(const struct sup *s)
 {
@@ -68,9 +141,9 @@ static void drain_verdict(struct sup *s, int idx, enum verdict v, const char *wh
                 s->n_checkpointed++;
                 if (se->hot_fds)
                         lup_info("session %s checkpointed (%s): %llu memory fd(s), %.2f GiB, %s", se->name,
-                                 sup_hot_mode_name(se->drain_flags), (unsigned long long)se->hot_fds,
+                                 sup_drain_mode_name(se->drain_flags), (unsigned long long)se->hot_fds,
                                  se->hot_bytes / 1073741824.0,
-                                 !s->upgrade        ? "in the service manager's fd store"
+                                 !s->upgrade       ? "in the service manager's fd store"
                                  : s->upgrade_stop ? "kept until the drain ends (the upgrade was cancelled)"
                                                    : "kept for the re-exec");
                 else
@@ -142,11 +215,11 @@ void sup_drain_begin(struct sup *s, const char *why)
                          why, n, s->cfg->drain_timeout_s);
         else
                 lup_info("%s: draining: no sessions to checkpoint", why);
-        s->drain_flags = sup_hot_drain_flags(s);
+        s->drain_flags = sup_drain_flags(s);
         if (s->drain_flags & LUPD_DRAIN_HOT)
                 sup_raise_nofile();
         if (n)
-                lup_info("checkpoint mode for this drain: %s%s", sup_hot_mode_name(s->drain_flags),
+                lup_info("checkpoint mode for this drain: %s%s", sup_drain_mode_name(s->drain_flags),
                          s->upgrade ? ", connections kept" : "");
         /* An upgrade re-executes under the same pid: systemd hears
          * RELOADING=1 (sup_upgrade_begin) and READY=1 after, not STOPPING. */

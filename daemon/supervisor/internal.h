@@ -1,16 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Supervisor internals shared by its files:
- *   supervisor/supervisor.c          the loop, the ring, signals, shutdown;
- *   supervisor/listen.c   listening sockets and accepts;
- *   supervisor/conn.c     pending connections: reading and judging HELLO;
- *   supervisor/admin.c    ADMIN requests (lupinectl) instead of HELLO;
- *   supervisor/workers.c   starting, killing and reaping workers;
- *   supervisor/ctl.c      the control channel: ATTACH out, READY, ATTACHED,
- *                         DETACHED and DRAINED in (daemon/ctl.h);
- *   supervisor/drain.c    drain on SIGTERM: DRAIN, deadlines, verdicts;
- *   supervisor/restore.c  restore at start: provider listing, restore workers;
- *   supervisor/sd_fds.c              fds inherited through LISTEN_FDS (supervisor/sd_fds.h).
+ * Supervisor internals shared by its files, lowest layer first. Each file
+ * calls only files listed before it, never one after, so the files call
+ * down and never back up (scripts/callgraph.py daemon/supervisor prints
+ * the graph and fails on a cycle):
+ *   supervisor/sd_fds.c      fds inherited through LISTEN_FDS (supervisor/sd_fds.h);
+ *   supervisor/session_registry.c  sessions by name, slot and pid (its own header);
+ *   supervisor/base.c        clock, SQEs, cancellation, log limit, STATUS= lines;
+ *   supervisor/conn_slots.c  pending-connection slots: taking, closing, the recv;
+ *   supervisor/fdstore.c     the hot checkpoint's fds: the fd store, kept fds, hot restore;
+ *   supervisor/listen.c      listening sockets and accepts, and READY=1;
+ *   supervisor/ctl_io.c      the control sockets' I/O: arming the recv, ATTACH out;
+ *   supervisor/workers.c     starting and killing workers;
+ *   supervisor/drain.c       drain on SIGTERM: the flags, DRAIN, deadlines, verdicts;
+ *   supervisor/upgrade.c     the re-exec upgrade (a drain that keeps connections);
+ *   supervisor/admin.c       ADMIN requests (lupinectl) instead of HELLO;
+ *   supervisor/conn.c        pending connections: reading and judging HELLO;
+ *   supervisor/restore.c     restore at start: provider listing, restore workers;
+ *   supervisor/ctl.c         the control channel: READY, ATTACHED, DETACHED, DRAINED,
+ *                            HOT_MEM and HANDBACK in (daemon/ctl.h); reaping workers;
+ *   supervisor/supervisor.c  the loop, the ring, signals, shutdown: the top.
  * Nothing outside daemon/supervisor*.c includes this.
  */
 #ifndef LUPD_SUPERVISOR_INT_H
@@ -108,7 +117,7 @@ struct log_limit {
 /* An fd the supervisor keeps for the re-exec of an upgrade. */
 struct sup_held {
         int fd;
-        char name[256];         /* its LISTEN_FDNAMES name (supervisor/hot.c) */
+        char name[256]; /* its LISTEN_FDNAMES name (supervisor/fdstore.c) */
 };
 
 /* Why the supervisor is stopping, if it is. */
@@ -154,7 +163,7 @@ struct sup {
         int n_lost;             /* ... whose state is gone */
         int n_kept;             /* ... that failed, but their older checkpoint stands */
         int n_ended;            /* ... that ended by themselves meanwhile */
-        /* hot checkpoint and upgrade (supervisor/hot.c) */
+        /* hot checkpoint and upgrade (supervisor/fdstore.c, supervisor/upgrade.c) */
         bool upgrade;           /* this drain ends in a re-exec, not an exit */
         bool upgrade_stop;      /* ... unless SIGTERM/SIGINT came meanwhile: then an exit */
         uint32_t upgrade_flags; /* LUPD_DRAIN_* the upgrade's drain sent first */
@@ -170,7 +179,7 @@ static inline int safe_close(int fd)
         return -1;
 }
 
-/* ---- supervisor/supervisor.c */
+/* ---- supervisor/base.c */
 
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t sup_now_ms(void);
@@ -183,12 +192,10 @@ struct io_uring_sqe *sup_sqe(struct sup *s);
 void sup_cancel_op(struct sup *s, uint64_t ud, int fd);
 /* Whether one more connection-related log line fits the rate limit. */
 bool sup_conn_log_allow(struct sup *s);
-/* Arms the listeners and tells systemd READY=1: the daemon serves. Called
- * once restores are done (at once when there are none); a no-op while
- * restoring, once stopping, or the second time. */
-void sup_serving_begin(struct sup *s);
 /* Sends systemd a STATUS= line describing the sessions now. */
 void sup_status_update(struct sup *s);
+/* Every EXTEND_INTERVAL, tell systemd to wait a little longer. */
+void sup_notify_extend(struct sup *s, uint64_t now);
 
 /* ---- supervisor/listen.c */
 
@@ -206,18 +213,33 @@ void sup_on_accept(struct sup *s, int li, int res, uint32_t cqe_flags);
 void sup_listeners_pause(struct sup *s);
 /* Stops accepting, closes the sockets and removes UNIX socket paths. */
 void sup_listeners_close(struct sup *s);
+/* Arms the listeners and tells systemd READY=1: the daemon serves. Called
+ * once restores are done (at once when there are none); a no-op while
+ * restoring, once stopping, or the second time. */
+void sup_serving_begin(struct sup *s);
 
-/* ---- supervisor/conn.c */
+/* ---- supervisor/conn_slots.c */
 
 /* Takes a freshly accepted connection from listener l (or closes it when
  * LUPD_MAX_PENDING are waiting) and starts reading its HELLO. */
 void sup_conn_new(struct sup *s, const struct listener *l, int fd);
-/* Completion of the recv into pending-connection slot idx. */
-void sup_conn_on_recv(struct sup *s, int idx, int res);
+/* Arms the recv of the next part (header, then payload) of connection
+ * idx's first frame. 0, or -EBUSY when no SQE is to be had. */
+int sup_conn_arm_recv(struct sup *s, int idx);
 /* Logs one line saying why, sends a HELLO refusal when refuse_status != 0
  * and the header was valid, and drops the connection. */
 void sup_conn_close(struct sup *s, int idx, uint32_t refuse_status, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
+/* Frees slot idx, or, while a recv still targets its buffer, cancels that
+ * recv and lets sup_conn_on_recv() finish the job. Logs nothing: a
+ * connection handed to a worker goes this way too. */
+void sup_conn_drop(struct sup *s, int idx);
+
+/* ---- supervisor/conn.c */
+
+/* Completion of the recv into pending-connection slot idx: reads on, or
+ * judges the complete first frame (HELLO, or ADMIN) and routes it. */
+void sup_conn_on_recv(struct sup *s, int idx, int res);
 
 /* ---- supervisor/admin.c */
 
@@ -240,10 +262,6 @@ int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hd
 /* Starts a `--restore=NAME` worker for the freshly claimed restore entry
  * idx (no client). Returns 0 or -errno (entry released). */
 int sup_session_restore(struct sup *s, int idx);
-/* waitpid() every worker that has exited, log how, and retire its entry;
- * the entry is freed by sup_ctl_finish() once its control socket is read
- * to the end. */
-void sup_reap_workers(struct sup *s);
 /* LUPD_CTL_SHUTDOWN to every live worker; returns how many were told. */
 int sup_workers_shutdown(struct sup *s);
 /* SIGKILL every live worker, saying which. */
@@ -257,21 +275,31 @@ int sup_worker_send(struct sup *s, int idx, uint32_t type);
 /* "exited with status 3", "killed by signal 9" for a wait status. */
 void sup_describe_wait(int st, char *out, size_t cap);
 
-/* ---- supervisor/ctl.c */
+/* ---- supervisor/ctl_io.c */
 
+/* Points the session's receive buffers (ctl_msg, ctl_iov, ctl_cmsg) at
+ * its ctl_buf, ready for one datagram and its fds. */
+void sup_ctl_msg_reset(struct lupd_session *se);
 /* Starts (or continues) reading worker idx's control socket. */
 void sup_ctl_arm(struct sup *s, int idx);
+/* Hands a client's connection, asking to resume registered session idx,
+ * to its worker (LUPD_CTL_ATTACH). Returns 0, -EBUSY when
+ * LUPD_MAX_ATTACH_PENDING resumes are in flight already, or -errno. */
+int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
+                       const char *peer);
+
+/* ---- supervisor/ctl.c */
+
 /* Completion of the recv on the control socket of entry idx. */
 void sup_ctl_on_recv(struct sup *s, int idx, int res);
 /* The worker of entry idx was reaped: read what is left on its control
  * socket (unless a recv is still in flight; its completion comes back
  * here), settle its accounts, and free the entry. */
 void sup_ctl_finish(struct sup *s, int idx);
-/* Hands a client's connection, asking to resume registered session idx,
- * to its worker (LUPD_CTL_ATTACH). Returns 0, -EBUSY when
- * LUPD_MAX_ATTACH_PENDING resumes are in flight already, or -errno. */
-int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
-                       const char *peer);
+/* waitpid() every worker that has exited, log how, and retire its entry;
+ * the entry is freed by sup_ctl_finish() once its control socket is read
+ * to the end. */
+void sup_reap_workers(struct sup *s);
 
 /* ---- supervisor/drain.c */
 
@@ -284,27 +312,44 @@ void sup_drain_on_drained(struct sup *s, int idx, int32_t status);
 /* Worker idx, told to drain, is gone without DRAINED (wait_status from
  * waitpid): its session ended by itself (exit 0) or is lost. */
 void sup_drain_on_gone(struct sup *s, int idx, int wait_status);
-/* Every EXTEND_INTERVAL, tell systemd to wait a little longer. */
-void sup_notify_extend(struct sup *s, uint64_t now);
+/* What a drain asks of the workers (LUPD_DRAIN_*), from --checkpoint-mode,
+ * whether it is an upgrade and whether a service manager's fd store is
+ * there. sup_drain_flags: for the drain now beginning (s->upgrade). */
+uint32_t sup_drain_flags_for(struct sup *s, bool upgrade);
+uint32_t sup_drain_flags(struct sup *s);
+/* "hot", "durable" or "hot and durable", for log lines. */
+const char *sup_drain_mode_name(uint32_t flags);
+/* LUPD_CTL_DRAIN with flags to worker idx, without blocking; remembers the
+ * flags in the entry. 0 or -errno. */
+int sup_worker_send_drain(struct sup *s, int idx, uint32_t flags);
 
-/* ---- supervisor/hot.c */
+/* ---- supervisor/fdstore.c */
 
+/* Whether a service manager's fd store is there (NOTIFY_SOCKET is set). */
+bool sup_have_fd_store(void);
 /* RLIMIT_NOFILE's soft limit up to the hard one: sessions can have
  * thousands of memory chunks, each an fd at drain and restore. */
 void sup_raise_nofile(void);
-/* What this drain asks of the workers (LUPD_DRAIN_*), from
- * --checkpoint-mode, whether it is an upgrade and whether a service
- * manager's fd store is there. */
-uint32_t sup_hot_drain_flags(struct sup *s);
-const char *sup_hot_mode_name(uint32_t flags);
-/* LUPD_CTL_DRAIN with flags to worker idx, without blocking. */
-int sup_worker_send_drain(struct sup *s, int idx, uint32_t flags);
+/* One fd into the service manager's fd store, under its own name (FDPOLL=0).
+ * 0, -ENOENT without NOTIFY_SOCKET, or -errno. The fd stays ours. */
+int sup_fdstore_push(const char *name, int fd);
 /* Worker idx sent n memory fds (records: u64 addr, u64 size each): to the
  * fd store, or kept for the re-exec. Takes the fds (closes or keeps). */
 void sup_hot_on_mem(struct sup *s, int idx, uint64_t epoch, const uint8_t *recs, int *fds, int n);
 /* Worker idx handed its connection back (and input_fd, or -1). Takes them. */
 void sup_hot_on_handback(struct sup *s, int idx, uint64_t epoch, uint64_t seq, uint32_t input_len, int conn_fd,
                          int input_fd);
+/* Closes the kept fds. */
+void sup_hot_free(struct sup *s);
+/* Whether inherited fds belong to session name's checkpoint epoch. */
+bool sup_hot_restore_wanted(const char *name, uint64_t epoch);
+/* Right after forking restore worker idx (--hot): sends it its fds
+ * (LUPD_CTL_HOT_MAP, CONN, HOT_END) and removes them from the fd store.
+ * 0 or -errno (logged). */
+int sup_hot_restore_send(struct sup *s, int idx, uint64_t epoch);
+
+/* ---- supervisor/upgrade.c */
+
 /* SIGHUP, `lupinectl upgrade`: checks the upgrade can be made, then drains
  * for it. 0, or -errno with err[] saying why (nothing was changed). */
 int sup_upgrade_begin(struct sup *s, const char *why, char *err, size_t errcap);
@@ -321,14 +366,6 @@ void sup_upgrade_cancel(struct sup *s, const char *why);
  * close and their clients reconnect to the next start). Returns the exit
  * status: 0, or 1 when a session was lost. */
 int sup_upgrade_stop(struct sup *s);
-/* Closes the kept fds. */
-void sup_hot_free(struct sup *s);
-/* Whether inherited fds belong to session name's checkpoint epoch. */
-bool sup_hot_restore_wanted(const char *name, uint64_t epoch);
-/* Right after forking restore worker idx (--hot): sends it its fds
- * (LUPD_CTL_HOT_MAP, CONN, HOT_END) and removes them from the fd store.
- * 0 or -errno (logged). */
-int sup_hot_restore_send(struct sup *s, int idx, uint64_t epoch);
 
 /* ---- supervisor/restore.c */
 

@@ -4,7 +4,8 @@
  * systemd's socket activation or a re-exec handed us), arming accepts
  * (multishot where the kernel has it, one-shot otherwise), pausing accepts
  * while the daemon drains (the sockets stay open, so new clients wait in
- * the backlog) and closing them at exit.
+ * the backlog) and closing them at exit; and the moment the daemon begins
+ * to serve (accepts armed, READY=1), which restores may hold back.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -297,3 +299,27 @@ void sup_listeners_pause(struct sup *s)
         }
 }
 
+/* ---- serving */
+
+void sup_serving_begin(struct sup *s)
+{
+        const struct lupd_config *cfg = s->cfg;
+
+        if (s->serving || s->restoring || s->stopping)
+                return;
+        s->serving = true;
+        for (int i = 0; i < s->n_listeners; i++)
+                sup_listener_arm(s, i);
+        if (s->checkpoints)
+                lup_info("lupined %s ready: backend %s, at most %d sessions, checkpoints via %s%s, drain "
+                         "timeout %d s, session TTL %d s",
+                         LUPINE_VERSION, lupd_backend_name(cfg->backend), s->reg.max_sessions,
+                         cfg->checkpoint_dir[0] ? "directory " : "provider ",
+                         cfg->checkpoint_dir[0] ? cfg->checkpoint_dir : cfg->checkpoint_provider, cfg->drain_timeout_s,
+                         cfg->session_ttl_s);
+        else
+                lup_info("lupined %s ready: backend %s, at most %d sessions", LUPINE_VERSION,
+                         lupd_backend_name(cfg->backend), s->reg.max_sessions);
+        sd_notify(0, "READY=1");
+        sup_status_update(s);
+}

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Workers, from the supervisor's side: fork + exec one per session (for a
- * new client, or to restore a checkpoint), SHUTDOWN or SIGKILL them, and
- * reap them when they exit. What they say on the control channel is
- * supervisor/ctl.c's business.
+ * new client, or to restore a checkpoint), SHUTDOWN or SIGKILL them. What
+ * they say on the control channel, and reaping them when they exit (which
+ * settles what they said last), is supervisor/ctl.c's business.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -205,52 +205,6 @@ void sup_describe_wait(int st, char *out, size_t cap)
                 snprintf(out, cap, "killed by signal %d%s", WTERMSIG(st), WCOREDUMP(st) ? " (core dumped)" : "");
         else
                 snprintf(out, cap, "ended with wait status 0x%x", (unsigned)st);
-}
-
-static void log_worker_exit(const struct sup *s, const struct lupd_session *se, int st)
-{
-        int pid = (int)se->pid;
-        char how[64];
-
-        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-                lup_info("worker %d for session %s exited", pid, se->name);
-        } else if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
-                lup_warn("worker %d for session %s exited with status 127 (could it execute %s?)", pid, se->name,
-                         s->cfg->self_exe);
-        } else {
-                sup_describe_wait(st, how, sizeof(how));
-                lup_warn("worker %d for session %s %s", pid, se->name, how);
-        }
-}
-
-void sup_reap_workers(struct sup *s)
-{
-        for (;;) {
-                int st, idx;
-                pid_t pid = waitpid(-1, &st, WNOHANG);
-
-                if (pid < 0 && errno == EINTR)
-                        continue;
-                if (pid <= 0)
-                        return; /* 0: none has exited; ECHILD: no children left */
-                idx = lupd_registry_find_pid(&s->reg, pid);
-                if (idx < 0) {
-                        lup_debug("reaped process %d, which is no worker", (int)pid);
-                        continue;
-                }
-                struct lupd_session *se = &s->reg.s[idx];
-                log_worker_exit(s, se, st);
-                se->reaped = true;
-                se->wait_status = st;
-                /* The name and slot are free from now on; the entry once
-                 * the control socket is read to the end. The worker is
-                 * gone, so whatever it sent is in the socket already. */
-                lupd_registry_retire(&s->reg, idx);
-                if (se->ctl_busy)
-                        sup_cancel_op(s, ud_make(EV_CTL_RECV, (uint32_t)idx), se->ctl_fd);
-                else
-                        sup_ctl_finish(s, idx);
-        }
 }
 
 int sup_worker_send(struct sup *s, int idx, uint32_t type)
