@@ -181,7 +181,7 @@ static void admin_drain(struct sup *s, int idx)
         sup_drain_begin(s, why);
 }
 
-/* The zero-disconnect upgrade (supervisor/hot.c). The checks come first,
+/* The zero-disconnect upgrade (supervisor/upgrade.c). The checks come first,
  * so a refusal changes nothing; the reply goes before the drain begins. */
 static void admin_upgrade(struct sup *s, int idx)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Drain: what SIGTERM and SIGINT do when a checkpoint provider is
- * configured (DESIGN.md, "Sessions, drain, checkpoint, restore").
+ * configured (docs/sessions.md, "What happens on SIGTERM").
  *
  *   1. Stop admitting: accepts are no longer armed, but the listening
  *      sockets stay open, so new clients wait in the backlog (for our

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The hot checkpoint's fds, supervisor side (DESIGN.md, "Sessions, drain,
- * checkpoint, restore" and "systemd"; the control messages are in
- * daemon/ctl.h; docs/sessions.md for operators): where the fds a draining
+ * The hot checkpoint's fds, supervisor side (docs/sessions.md, "Hot
+ * checkpoint and zero-disconnect upgrade"; docs/operations.md for systemd's
+ * fd store; the control messages are in daemon/ctl.h): where the fds a draining
  * worker sends go, and how a restore worker gets them back.
  *
  * Drain. A worker told LUPD_DRAIN_HOT (supervisor/drain.c decides)

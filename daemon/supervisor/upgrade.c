@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The zero-disconnect upgrade (SIGHUP, `lupinectl upgrade`; DESIGN.md,
- * "systemd"; docs/sessions.md for operators).
+ * The zero-disconnect upgrade (SIGHUP, `lupinectl upgrade`; docs/sessions.md,
+ * "Hot checkpoint and zero-disconnect upgrade", and docs/operations.md,
+ * "Upgrade", for operators).
  *
  * The upgrade is a drain (supervisor/drain.c) with HANDBACK: each worker
  * checkpoints and also returns its client connection, and its memory fds
