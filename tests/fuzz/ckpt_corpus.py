@@ -5,11 +5,12 @@
     python3 tests/fuzz/ckpt_corpus.py BUILD_DIR
 
 Runs BUILD_DIR's lupined on the simulator with --checkpoint-dir, once per
---checkpoint-mode (durable, hot, both), with two clients (e2e_restart:
-modules, globals, settings, streams; e2e_events_restore: events), drains it
-with SIGTERM and copies the small objects the drains wrote ("manifest",
-"events", "replies" up to 64 KiB) into corpus/fuzz_ckpt_codec/ as
-<object>-<mode>-<session>.bin. Then it derives a version-1 manifest (the
+--checkpoint-mode (durable; hot and both under the fake service manager of
+tests/e2e/sdharness.py, whose fd store a hot checkpoint needs), with two
+clients (e2e_restart: modules, globals, settings, streams;
+e2e_events_restore: events), drains it with SIGTERM and copies the small
+objects the drains wrote ("manifest", "events", "replies" up to 64 KiB)
+into corpus/fuzz_ckpt_codec/ as <object>-<mode>-<session>.bin. Then it derives a version-1 manifest (the
 format before the memory flags) from each durable one: what an older
 lupined wrote for the same session, resealed.
 
@@ -33,6 +34,7 @@ ROOT = os.path.normpath(os.path.join(HERE, '..', '..'))
 OUT = os.path.join(HERE, 'corpus', 'fuzz_ckpt_codec')
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'e2e'))
 import lupwire as W  # noqa: E402
+from sdharness import ServiceManager  # noqa: E402
 
 MANIFEST_MAGIC = 0x3154504b4350555
 M64 = (1 << 64) - 1
@@ -82,13 +84,20 @@ def capture(build, mode, tmp):
     env = dict(os.environ)
     env.pop('LD_LIBRARY_PATH', None)
     env['LUPINE_SIM_LIBRARY'] = os.path.join(build, 'sim', 'libcuda-sim.so')
-    log = open(os.path.join(tmp, mode + '.log'), 'w')
-    d = subprocess.Popen([os.path.join(build, 'daemon', 'lupined'), '--backend', 'sim', '--listen',
-                          f'127.0.0.1:{port}', '--session-ttl', '120', '--drain-timeout', '30',
-                          '--checkpoint-dir', ckdir, '--checkpoint-mode', mode],
-                         stdout=log, stderr=subprocess.STDOUT, env=env)
-    if not W.wait_port(port, d, 20):
-        raise RuntimeError('lupined did not start')
+    argv = [os.path.join(build, 'daemon', 'lupined'), '--backend', 'sim', '--listen', f'127.0.0.1:{port}',
+            '--session-ttl', '120', '--drain-timeout', '30', '--checkpoint-dir', ckdir, '--checkpoint-mode', mode]
+    if mode == 'durable':
+        log = open(os.path.join(tmp, mode + '.log'), 'w')
+        d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        if not W.wait_port(port, d, 20):
+            raise RuntimeError('lupined did not start')
+        stop = lambda: (d.send_signal(signal.SIGTERM), d.wait(60))[1]  # noqa: E731
+    else:
+        m = ServiceManager(argv, tmp, env=env, log_path=os.path.join(tmp, mode + '.log'))
+        m.start()
+        if m.wait_for('READY', '1') is None:
+            raise RuntimeError('lupined did not start under the service manager')
+        stop = m.stop
     kernels = os.path.join(ROOT, 'tests', 'kernels')
     progs = os.path.join(build, 'tests')
     clients = []
@@ -99,9 +108,8 @@ def capture(build, mode, tmp):
         clients.append(subprocess.Popen([os.path.join(progs, argv[0])] + argv[1:], env=cenv, stdin=subprocess.PIPE,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     time.sleep(3)
-    d.send_signal(signal.SIGTERM)
-    if d.wait(60) != 0:
-        raise RuntimeError(f'the drain ({mode}) failed; see {log.name}')
+    if stop() != 0:
+        raise RuntimeError(f'the drain ({mode}) failed; see {os.path.join(tmp, mode + ".log")}')
     for c in clients:
         c.kill()
         c.wait()
