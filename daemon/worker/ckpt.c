@@ -329,7 +329,8 @@ static void save_globals(struct saver *sv, struct lup_ckpt_manifest *m)
                 *rec = (struct lup_ckpt_global){ .addr = g->base, .size = g->size, .holder = g->a,
                                                  .name = (const char *)(uintptr_t)g->b };
                 uint8_t *tmp = malloc(g->size ? g->size : 1);
-                CUresult r = tmp ? s->be.fn.cuMemcpyDtoH_v2(tmp, lupw_xlate(s, g->base), g->size) : CUDA_ERROR_OUT_OF_MEMORY;
+                CUresult r = tmp ? s->be.fn.cuMemcpyDtoH_v2(tmp, lupw_xlate(s, g->base), g->size)
+                                 : CUDA_ERROR_OUT_OF_MEMORY;
                 if (r != CUDA_SUCCESS) {
                         free(tmp);
                         sv->rc = -EIO;

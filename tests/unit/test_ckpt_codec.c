@@ -64,7 +64,8 @@ static void sample(struct lup_ckpt_manifest *m, uint32_t mem)
         m->slabs = slabs;
         m->n_allocs = 3;
         m->allocs = allocs;
-        chunks[0] = (struct lup_ckpt_chunk){ 0x200000000000ull, 2u << 20, durable ? 2 : 0, durable ? piece_hashes : NULL };
+        chunks[0] = (struct lup_ckpt_chunk){ 0x200000000000ull, 2u << 20, durable ? 2 : 0,
+                                             durable ? piece_hashes : NULL };
         chunks[1] = (struct lup_ckpt_chunk){ 0x200000200000ull, 2u << 20, durable ? 2 : 0,
                                              durable ? piece_hashes + 2 : NULL };
         chunks[2] = (struct lup_ckpt_chunk){ 0x200000400000ull, 1u << 20, durable ? 1 : 0,
