@@ -284,8 +284,8 @@ void lup_ckpt_manifest_free(struct lup_ckpt_manifest *m)
 struct dec {
         struct lup_rd r;
         struct lup_ckpt_manifest *m;
-        size_t str_used, str_cap;       /* in m->strings */
-        size_t hash_used, hash_cap;     /* in m->hashes */
+        size_t str_used, str_cap;   /* in m->strings */
+        size_t hash_used, hash_cap; /* in m->hashes */
         const char *why;
 };
 

@@ -60,24 +60,24 @@
 #define LUP_CKPT_MEM_DURABLE 1u
 #define LUP_CKPT_MEM_HOT     2u
 
-#define LUP_CKPT_MANIFEST_VERSION     2u /* 2: memory flags after the version */
-#define LUP_CKPT_MANIFEST_VERSION_MIN 1u /* the oldest this lupined reads */
-#define LUP_CKPT_MANIFEST_MAX  (256u << 20) /* the largest manifest a restore reads */
+#define LUP_CKPT_MANIFEST_VERSION     2u           /* 2: memory flags after the version */
+#define LUP_CKPT_MANIFEST_VERSION_MIN 1u           /* the oldest this lupined reads */
+#define LUP_CKPT_MANIFEST_MAX         (256u << 20) /* the largest manifest a restore reads */
 
 /* Limits of a manifest's lists. Chunks and slabs are granule-aligned
  * pieces of one arena slot, so no slot holds more than this many. */
-#define LUP_CKPT_MAX_CHUNKS   (LUP_ARENA_SIZE / LUP_ARENA_GRANULE)
-#define LUP_CKPT_MAX_SLABS    (LUP_ARENA_SIZE / LUP_ARENA_GRANULE)
-#define LUP_CKPT_MAX_SETTINGS 65536u /* the worker's LUPW_MAX_SETTINGS */
+#define LUP_CKPT_MAX_CHUNKS      (LUP_ARENA_SIZE / LUP_ARENA_GRANULE)
+#define LUP_CKPT_MAX_SLABS       (LUP_ARENA_SIZE / LUP_ARENA_GRANULE)
+#define LUP_CKPT_MAX_SETTINGS    65536u          /* the worker's LUPW_MAX_SETTINGS */
 #define LUP_CKPT_MAX_REPLY_BYTES (4096ull << 20) /* the worker's LUPW_MAX_REPLY_CACHE_MB */
 
 /* ---- sealed objects */
 
 struct lup_sealed {
-        const char *name;               /* the object's name, for messages */
-        uint64_t magic;                 /* also the hash's seed */
+        const char *name; /* the object's name, for messages */
+        uint64_t magic;   /* also the hash's seed */
         uint32_t version_min, version_max;
-        uint64_t min_len, max_len;      /* of the whole object, trailer included */
+        uint64_t min_len, max_len; /* of the whole object, trailer included */
         /* the reasons open gives: trailer (or length) wrong, magic wrong, version unknown */
         const char *why_damaged, *why_magic, *why_version;
 };
@@ -132,25 +132,25 @@ struct lup_ckpt_alloc {
 struct lup_ckpt_chunk {
         uint64_t addr, size;
         uint32_t n_pieces;
-        uint64_t *hashes;               /* n_pieces of them (NULL when none) */
+        uint64_t *hashes; /* n_pieces of them (NULL when none) */
 };
 
 struct lup_ckpt_handle {
         uint64_t id;
-        uint8_t kind;                   /* the worker's LUPW_H_*: the codec does not judge it */
+        uint8_t kind; /* the worker's LUPW_H_*: the codec does not judge it */
         uint64_t ctx, parent;
-        const char *name;               /* NUL-terminated, at most LUP_MAX_STR bytes, "" for none */
+        const char *name; /* NUL-terminated, at most LUP_MAX_STR bytes, "" for none */
         uint32_t flags;
         int32_t priority;
-        uint64_t image_len;             /* of img/<id>, 0 for none; at most LUP_MAX_BLOB */
-        uint64_t image_hash;            /* when image_len */
+        uint64_t image_len;  /* of img/<id>, 0 for none; at most LUP_MAX_BLOB */
+        uint64_t image_hash; /* when image_len */
 };
 
 struct lup_ckpt_global {
-        uint64_t addr, size;            /* the client's address; 1..LUP_MAX_BLOB bytes */
-        uint64_t holder;                /* the module or library it is in */
+        uint64_t addr, size; /* the client's address; 1..LUP_MAX_BLOB bytes */
+        uint64_t holder;     /* the module or library it is in */
         const char *name;
-        uint64_t hash;                  /* of glob/<addr> */
+        uint64_t hash; /* of glob/<addr> */
 };
 
 struct lup_ckpt_setting {
@@ -168,16 +168,16 @@ struct lup_ckpt_setting {
  */
 struct lup_ckpt_manifest {
         uint32_t version;
-        uint32_t mem;                   /* LUP_CKPT_MEM_*, never 0 */
+        uint32_t mem; /* LUP_CKPT_MEM_*, never 0 */
         char name[LUP_MAX_NAME + 1];
         uint8_t token[LUP_TOKEN_SIZE];
         uint64_t epoch;
-        uint32_t slot;                  /* below LUP_ARENA_SLOTS */
+        uint32_t slot; /* below LUP_ARENA_SLOTS */
         uint64_t last_seq;
         uint32_t latched;
-        uint32_t n_devices;             /* at most LUP_MAX_DEVICES */
+        uint32_t n_devices; /* at most LUP_MAX_DEVICES */
         uint32_t primaries;
-        uint32_t n_ctxs;                /* at most LUP_MAX_CONTEXTS */
+        uint32_t n_ctxs; /* at most LUP_MAX_CONTEXTS */
         struct lup_ckpt_ctx ctxs[LUP_MAX_CONTEXTS];
         uint32_t n_slabs, n_allocs, n_chunks, n_handles, n_globals, n_settings;
         struct lup_ckpt_slab *slabs;
@@ -186,8 +186,8 @@ struct lup_ckpt_manifest {
         struct lup_ckpt_handle *handles;
         struct lup_ckpt_global *globals;
         struct lup_ckpt_setting *settings;
-        char *strings;                  /* a decode's names */
-        uint64_t *hashes;               /* a decode's piece hashes */
+        char *strings;    /* a decode's names */
+        uint64_t *hashes; /* a decode's piece hashes */
 };
 
 /* Frees a decoded manifest's storage (or a builder's arrays) and zeroes
@@ -215,7 +215,7 @@ int lup_ckpt_manifest_decode(const uint8_t *p, size_t n, struct lup_ckpt_manifes
 struct lup_ckpt_event {
         uint64_t id;
         bool have_when;
-        double when_ms;                 /* relative to a reference event of the same context */
+        double when_ms; /* relative to a reference event of the same context */
 };
 
 int lup_ckpt_events_encode(const struct lup_ckpt_event *v, uint32_t n, uint8_t **ret_buf, size_t *ret_len);
@@ -227,8 +227,8 @@ int lup_ckpt_events_decode(const uint8_t *p, size_t n, struct lup_ckpt_event **r
 /* ---- replies: the reply log's bytes a resuming client may still ask for */
 
 struct lup_ckpt_replies {
-        uint64_t start, end;            /* stream offsets of the bytes */
-        const uint8_t *data;            /* end - start bytes (points into the object after a decode) */
+        uint64_t start, end; /* stream offsets of the bytes */
+        const uint8_t *data; /* end - start bytes (points into the object after a decode) */
 };
 
 /* The log's bytes may wrap around its ring: data then data2, of n and n2

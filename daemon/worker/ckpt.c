@@ -160,7 +160,8 @@ static int save_memory(struct saver *sv, struct lup_ckpt_chunk *recs)
         sv->hashes = hashes;
         sv->n_spans = n;
         for (size_t i = 0; i < n; i++)
-                recs[i] = (struct lup_ckpt_chunk){ .addr = spans[i].addr, .size = spans[i].size,
+                recs[i] = (struct lup_ckpt_chunk){ .addr = spans[i].addr,
+                                                   .size = spans[i].size,
                                                    .n_pieces = (uint32_t)((spans[i].size + PIECE - 1) / PIECE),
                                                    .hashes = spans[i].hashes };
         return 0;
@@ -269,7 +270,8 @@ static void describe_session(struct lupw_session *s, struct lup_ckpt_manifest *m
                         m->primaries |= 1u << d;
         m->n_ctxs = (uint32_t)s->n_ctxs;
         for (int i = 0; i < s->n_ctxs; i++)
-                m->ctxs[i] = (struct lup_ckpt_ctx){ .id = s->ctxs[i].id, .device = s->ctxs[i].device,
+                m->ctxs[i] = (struct lup_ckpt_ctx){ .id = s->ctxs[i].id,
+                                                    .device = s->ctxs[i].device,
                                                     .flags = s->ctxs[i].flags };
         m->n_slabs = (uint32_t)arena_slab_count(&s->arena);
         for (size_t i = 0; i < m->n_slabs; i++) {
@@ -281,14 +283,16 @@ static void describe_session(struct lupw_session *s, struct lup_ckpt_manifest *m
         m->n_allocs = (uint32_t)s->arena.n_allocs;
         for (size_t i = 0; i < s->arena.n_allocs; i++) {
                 const struct arena_alloc *a = &s->arena.allocs[i];
-                m->allocs[i] = (struct lup_ckpt_alloc){ .addr = a->addr, .size = a->size, .chunk = a->chunk,
-                                                        .device = a->device, .owner = a->owner };
+                m->allocs[i] = (struct lup_ckpt_alloc){
+                        .addr = a->addr, .size = a->size, .chunk = a->chunk, .device = a->device, .owner = a->owner
+                };
         }
         m->n_settings = (uint32_t)s->n_settings;
         for (size_t i = 0; i < s->n_settings; i++) {
                 const struct lupw_setting *t = &s->settings[i];
-                m->settings[i] = (struct lup_ckpt_setting){ .holder = t->holder, .kind = t->kind, .key = t->key,
-                                                            .device = t->device, .value = t->value };
+                m->settings[i] = (struct lup_ckpt_setting){
+                        .holder = t->holder, .kind = t->kind, .key = t->key, .device = t->device, .value = t->value
+                };
         }
 }
 
@@ -304,9 +308,13 @@ static void save_handles(struct saver *sv, struct lup_ckpt_manifest *m, struct h
                 lup_u64map_get(&s->handles, hl->ids[i], &v);
                 const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)v;
                 struct lup_ckpt_handle *h = &m->handles[i];
-                *h = (struct lup_ckpt_handle){ .id = hl->ids[i], .kind = (uint8_t)e->kind, .ctx = e->ctx,
-                                               .parent = e->prov.parent, .name = e->prov.name ? e->prov.name : "",
-                                               .flags = e->prov.flags, .priority = e->prov.priority,
+                *h = (struct lup_ckpt_handle){ .id = hl->ids[i],
+                                               .kind = (uint8_t)e->kind,
+                                               .ctx = e->ctx,
+                                               .parent = e->prov.parent,
+                                               .name = e->prov.name ? e->prov.name : "",
+                                               .flags = e->prov.flags,
+                                               .priority = e->prov.priority,
                                                .image_len = e->prov.image_len };
                 if (e->prov.image_len) {
                         char name[64];
@@ -326,11 +334,12 @@ static void save_globals(struct saver *sv, struct lup_ckpt_manifest *m)
         for (size_t i = 0; i < s->globals.n && sv->rc == 0; i++) {
                 const struct lup_range *g = &s->globals.r[i];
                 struct lup_ckpt_global *rec = &m->globals[i];
-                *rec = (struct lup_ckpt_global){ .addr = g->base, .size = g->size, .holder = g->a,
-                                                 .name = (const char *)(uintptr_t)g->b };
+                *rec = (struct lup_ckpt_global){
+                        .addr = g->base, .size = g->size, .holder = g->a, .name = (const char *)(uintptr_t)g->b
+                };
                 uint8_t *tmp = malloc(g->size ? g->size : 1);
-                CUresult r = tmp ? s->be.fn.cuMemcpyDtoH_v2(tmp, lupw_xlate(s, g->base), g->size)
-                                 : CUDA_ERROR_OUT_OF_MEMORY;
+                CUresult r =
+                        tmp ? s->be.fn.cuMemcpyDtoH_v2(tmp, lupw_xlate(s, g->base), g->size) : CUDA_ERROR_OUT_OF_MEMORY;
                 if (r != CUDA_SUCCESS) {
                         free(tmp);
                         sv->rc = -EIO;
@@ -367,8 +376,8 @@ static int build_manifest(struct saver *sv, uint32_t mem, uint64_t epoch, struct
                         save_memory(sv, m->chunks);
                 else
                         for (size_t i = 0; i < s->n_chunks; i++) /* hot only: the contents stay on the GPU */
-                                m->chunks[i] = (struct lup_ckpt_chunk){ .addr = s->chunks[i].addr,
-                                                                        .size = s->chunks[i].size };
+                                m->chunks[i] =
+                                        (struct lup_ckpt_chunk){ .addr = s->chunks[i].addr, .size = s->chunks[i].size };
         }
         if (sv->rc == 0)
                 save_handles(sv, m, &hl);
@@ -405,11 +414,10 @@ static int finish_save(struct saver *sv, uint32_t mem, uint64_t epoch, double t0
                  "%llu bytes copied, in %.3f s (%.2f GB/s) through %s, %u lane(s)",
                  s->name, (unsigned long long)epoch,
                  mem == (CKPT_MEM_DURABLE | CKPT_MEM_HOT) ? "hot and durable"
-                 : mem == CKPT_MEM_HOT                     ? "hot"
-                                                           : "durable",
-                 bytes / 1073741824.0, s->n_chunks, (unsigned long long)copied, dt,
-                 dt > 0 ? copied / dt / 1e9 : 0.0, s->prov_ops->name,
-                 (mem & CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
+                 : mem == CKPT_MEM_HOT                    ? "hot"
+                                                          : "durable",
+                 bytes / 1073741824.0, s->n_chunks, (unsigned long long)copied, dt, dt > 0 ? copied / dt / 1e9 : 0.0,
+                 s->prov_ops->name, (mem & CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
         s->epoch = epoch;
         /* a corrupt checkpoint is no checkpoint: the drain must not count on it */
         if (verify_wanted(s) && (mem & CKPT_MEM_DURABLE))

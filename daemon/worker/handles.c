@@ -356,7 +356,8 @@ int lupw_events_save(struct lupw_session *s, struct lupine_ckpt_save *save)
                 if (!done[i])
                         measure_ctx(s, &l, l.e[i]->ctx, done);
         for (size_t i = 0; i < l.n; i++)
-                rec[i] = (struct lup_ckpt_event){ .id = l.id[i], .have_when = l.e[i]->have_when,
+                rec[i] = (struct lup_ckpt_event){ .id = l.id[i],
+                                                  .have_when = l.e[i]->have_when,
                                                   .when_ms = l.e[i]->when_ms };
         rc = lup_ckpt_events_encode(rec, (uint32_t)l.n, &obj, &len);
         if (rc == 0)

@@ -64,8 +64,8 @@ static void sample(struct lup_ckpt_manifest *m, uint32_t mem)
         m->slabs = slabs;
         m->n_allocs = 3;
         m->allocs = allocs;
-        chunks[0] = (struct lup_ckpt_chunk){ 0x200000000000ull, 2u << 20, durable ? 2 : 0,
-                                             durable ? piece_hashes : NULL };
+        chunks[0] =
+                (struct lup_ckpt_chunk){ 0x200000000000ull, 2u << 20, durable ? 2 : 0, durable ? piece_hashes : NULL };
         chunks[1] = (struct lup_ckpt_chunk){ 0x200000200000ull, 2u << 20, durable ? 2 : 0,
                                              durable ? piece_hashes + 2 : NULL };
         chunks[2] = (struct lup_ckpt_chunk){ 0x200000400000ull, 1u << 20, durable ? 1 : 0,
@@ -168,8 +168,9 @@ static void manifest_round_trip(void **state)
 
 static void manifest_empty_lists(void **state)
 {
-        struct lup_ckpt_manifest m = { .version = LUP_CKPT_MANIFEST_VERSION, .mem = LUP_CKPT_MEM_DURABLE,
-                                       .name = "a", .n_devices = 1 };
+        struct lup_ckpt_manifest m = {
+                .version = LUP_CKPT_MANIFEST_VERSION, .mem = LUP_CKPT_MEM_DURABLE, .name = "a", .n_devices = 1
+        };
         struct lup_ckpt_manifest got;
         const char *why;
         uint8_t *buf;
@@ -370,27 +371,27 @@ static void manifest_version1(void **state)
         lup_wr_u32(&w, 1);
         lup_wr_str16(&w, "job-1", 5);
         lup_wr_bytes(&w, "0123456789abcdef", 16);
-        lup_wr_u64(&w, 7);              /* epoch */
-        lup_wr_u32(&w, 2);              /* slot */
-        lup_wr_u64(&w, 99);             /* last seq */
-        lup_wr_u32(&w, 0);              /* latched */
-        lup_wr_u32(&w, 1);              /* devices */
-        lup_wr_u32(&w, 1);              /* primaries */
-        lup_wr_u32(&w, 0);              /* contexts */
-        lup_wr_u32(&w, 0);              /* slabs */
-        lup_wr_u32(&w, 1);              /* allocations */
+        lup_wr_u64(&w, 7);  /* epoch */
+        lup_wr_u32(&w, 2);  /* slot */
+        lup_wr_u64(&w, 99); /* last seq */
+        lup_wr_u32(&w, 0);  /* latched */
+        lup_wr_u32(&w, 1);  /* devices */
+        lup_wr_u32(&w, 1);  /* primaries */
+        lup_wr_u32(&w, 0);  /* contexts */
+        lup_wr_u32(&w, 0);  /* slabs */
+        lup_wr_u32(&w, 1);  /* allocations */
         lup_wr_u64(&w, 0x200080000000ull);
         lup_wr_u64(&w, 1000);
         lup_wr_u64(&w, 2u << 20);
         lup_wr_i32(&w, 0);
         lup_wr_u64(&w, 0x10000);
-        lup_wr_u32(&w, 1);              /* memory records */
+        lup_wr_u32(&w, 1); /* memory records */
         lup_wr_u64(&w, 0x200080000000ull);
         lup_wr_u64(&w, 2u << 20);
         lup_wr_u32(&w, 2);
         lup_wr_u64(&w, 0x1111);
         lup_wr_u64(&w, 0x2222);
-        lup_wr_u32(&w, 1);              /* handles */
+        lup_wr_u32(&w, 1); /* handles */
         lup_wr_u64(&w, 0x1000000);
         lup_wr_u8(&w, 5);
         lup_wr_u64(&w, 0x10000);
@@ -399,8 +400,8 @@ static void manifest_version1(void **state)
         lup_wr_u32(&w, 0);
         lup_wr_i32(&w, 0);
         lup_wr_u64(&w, 0);
-        lup_wr_u32(&w, 0);              /* globals */
-        lup_wr_u32(&w, 0);              /* settings */
+        lup_wr_u32(&w, 0); /* globals */
+        lup_wr_u32(&w, 0); /* settings */
         lup_wr_u64(&w, lup_hash64(buf, w.len, MANIFEST_MAGIC));
         assert_int_equal(w.err, 0);
         assert_int_equal(lup_ckpt_manifest_decode(buf, w.len, &got, &why), 0);
@@ -589,7 +590,8 @@ static void real_objects(void **state)
                                 fail_msg("%s: %s", e->d_name, why);
                         size_t half = (size_t)(r.end - r.start) / 2;
                         assert_int_equal(lup_ckpt_replies_encode(r.start, r.end, r.data, half, r.data + half,
-                                                                 (size_t)(r.end - r.start) - half, &again, &len2), 0);
+                                                                 (size_t)(r.end - r.start) - half, &again, &len2),
+                                         0);
                         replies++;
                 } else {
                         free(p);
@@ -607,6 +609,8 @@ static void real_objects(void **state)
 
 int main(void)
 {
+        /* one test a line */
+        /* clang-format off */
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(manifest_round_trip),
                 cmocka_unit_test(manifest_empty_lists),
@@ -621,5 +625,6 @@ int main(void)
                 cmocka_unit_test(sealed_helper),
                 cmocka_unit_test(real_objects),
         };
+        /* clang-format on */
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
