@@ -3,14 +3,19 @@
  * Checkpoint and restore of one session, through the configured provider.
  *
  * A checkpoint is a set of objects: "mem/<addr>" (each arena chunk's
- * contents, unless the memory flags after the version say the checkpoint
- * is hot only: then the chunks stay on the GPU, exported as fds), "img/<id>" (module and library images), "glob/<addr>" (module
- * globals' contents) and, written last, "manifest": everything needed to
- * rebuild the session — identity and token, arena slot and layout, contexts,
- * handles and how each was made, globals, the last executed sequence number
- * — with a 64-bit content hash for every 1 MiB piece of memory and for every
- * object, and one over the manifest itself. A restore trusts none of it:
- * the manifest is decoded with the bounded reader and every hash is checked.
+ * contents, unless the memory flags say the checkpoint is hot only: then
+ * the chunks stay on the GPU, exported as fds), "img/<id>" (module and
+ * library images), "glob/<addr>" (module globals' contents), "events"
+ * (worker/handles.c), "replies" (worker/tx.c) and, written last,
+ * "manifest": everything needed to rebuild the session — identity and
+ * token, arena slot and layout, contexts, handles and how each was made,
+ * globals, settings, the last executed sequence number — with a 64-bit
+ * content hash for every 1 MiB piece of memory and for every object, and
+ * one over the manifest itself. The bytes of manifest, events and replies
+ * are checkpoint/ckpt_codec.c's (its header describes them): this file
+ * builds the manifest struct from the session, saving the objects it
+ * names on the way, and hands it to the codec. A restore (worker/restore.c)
+ * trusts none of it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -104,6 +109,8 @@ CUresult lupw_sync_all(struct lupw_session *s)
 
 /* ---- saving */
 
+_Static_assert(LUPW_MAX_SETTINGS == LUP_CKPT_MAX_SETTINGS, "a restore must read every setting a save writes");
+
 struct saver {
         struct lupw_session *s;
         struct lupine_ckpt_save *save;
@@ -121,8 +128,9 @@ static int put(struct saver *sv, const char *name, const void *p, size_t n)
 }
 
 /* Every chunk's contents through the lanes (worker/lanes.c), then each
- * chunk's record: address, size, piece count and one hash per piece. */
-static int save_memory(struct saver *sv, struct lup_wr *w)
+ * chunk's record in recs: address, size, piece count and one hash per
+ * piece (the hashes stay in sv->hashes). */
+static int save_memory(struct saver *sv, struct lup_ckpt_chunk *recs)
 {
         struct lupw_session *s = sv->s;
         size_t n = s->n_chunks, total = 0;
@@ -151,14 +159,11 @@ static int save_memory(struct saver *sv, struct lup_wr *w)
         sv->spans = spans;
         sv->hashes = hashes;
         sv->n_spans = n;
-        for (size_t i = 0; i < n; i++) {
-                uint64_t pieces = (spans[i].size + PIECE - 1) / PIECE;
-                lup_wr_u64(w, spans[i].addr);
-                lup_wr_u64(w, spans[i].size);
-                lup_wr_u32(w, (uint32_t)pieces);
-                for (uint64_t p = 0; p < pieces; p++)
-                        lup_wr_u64(w, spans[i].hashes[p]);
-        }
+        for (size_t i = 0; i < n; i++)
+                recs[i] = (struct lup_ckpt_chunk){ .addr = spans[i].addr,
+                                                   .size = spans[i].size,
+                                                   .n_pieces = (uint32_t)((spans[i].size + PIECE - 1) / PIECE),
+                                                   .hashes = spans[i].hashes };
         return 0;
 out:
         free(spans);
@@ -233,15 +238,192 @@ static void collect(uint64_t key, uint64_t val, void *ud)
                 l->ids[l->n++] = key;
 }
 
-static size_t manifest_bound(struct lupw_session *s)
+/* The manifest's lists, allocated before anything is saved so that a lack
+ * of memory fails the checkpoint before its first write. */
+static int alloc_lists(struct lupw_session *s, struct lup_ckpt_manifest *m, struct handle_list *hl)
 {
-        size_t b = 4096 + (size_t)s->n_ctxs * 32 + arena_slab_count(&s->arena) * 24 + s->arena.n_allocs * 48;
+        size_t ns = arena_slab_count(&s->arena), nh = s->handles.used;
+        m->slabs = calloc(ns ? ns : 1, sizeof(*m->slabs));
+        m->allocs = calloc(s->arena.n_allocs ? s->arena.n_allocs : 1, sizeof(*m->allocs));
+        m->chunks = calloc(s->n_chunks ? s->n_chunks : 1, sizeof(*m->chunks));
+        m->handles = calloc(nh ? nh : 1, sizeof(*m->handles));
+        m->globals = calloc(s->globals.n ? s->globals.n : 1, sizeof(*m->globals));
+        m->settings = calloc(s->n_settings ? s->n_settings : 1, sizeof(*m->settings));
+        *hl = (struct handle_list){ .cap = nh, .ids = calloc(nh ? nh : 1, sizeof(*hl->ids)) };
+        if (!m->slabs || !m->allocs || !m->chunks || !m->handles || !m->globals || !m->settings || !hl->ids)
+                return -ENOMEM;
+        return 0;
+}
+
+/* Identity, contexts, the arena's layout (slabs first, then every
+ * allocation) and the settings: copied from the session, nothing saved. */
+static void describe_session(struct lupw_session *s, struct lup_ckpt_manifest *m)
+{
+        memcpy(m->name, s->name, strlen(s->name) + 1);
+        memcpy(m->token, s->token, LUP_TOKEN_SIZE);
+        m->slot = s->slot;
+        m->last_seq = s->last_seq;
+        m->latched = (uint32_t)s->latched;
+        m->n_devices = (uint32_t)s->n_devices;
+        for (int d = 0; d < s->n_devices; d++)
+                if (s->client_primary[d])
+                        m->primaries |= 1u << d;
+        m->n_ctxs = (uint32_t)s->n_ctxs;
+        for (int i = 0; i < s->n_ctxs; i++)
+                m->ctxs[i] = (struct lup_ckpt_ctx){ .id = s->ctxs[i].id,
+                                                    .device = s->ctxs[i].device,
+                                                    .flags = s->ctxs[i].flags };
+        m->n_slabs = (uint32_t)arena_slab_count(&s->arena);
+        for (size_t i = 0; i < m->n_slabs; i++) {
+                struct lup_ckpt_slab *sl = &m->slabs[i];
+                int dev;
+                arena_slab_info(&s->arena, i, &sl->addr, &sl->block, &dev);
+                sl->device = dev;
+        }
+        m->n_allocs = (uint32_t)s->arena.n_allocs;
+        for (size_t i = 0; i < s->arena.n_allocs; i++) {
+                const struct arena_alloc *a = &s->arena.allocs[i];
+                m->allocs[i] = (struct lup_ckpt_alloc){
+                        .addr = a->addr, .size = a->size, .chunk = a->chunk, .device = a->device, .owner = a->owner
+                };
+        }
+        m->n_settings = (uint32_t)s->n_settings;
+        for (size_t i = 0; i < s->n_settings; i++) {
+                const struct lupw_setting *t = &s->settings[i];
+                m->settings[i] = (struct lup_ckpt_setting){
+                        .holder = t->holder, .kind = t->kind, .key = t->key, .device = t->device, .value = t->value
+                };
+        }
+}
+
+/* Handles and how each was made; a module's or library's image is saved
+ * as img/<id>. Stops at the first failed write (sv->rc). */
+static void save_handles(struct saver *sv, struct lup_ckpt_manifest *m, struct handle_list *hl)
+{
+        struct lupw_session *s = sv->s;
+        lup_u64map_each(&s->handles, collect, hl);
+        m->n_handles = (uint32_t)hl->n;
+        for (size_t i = 0; i < hl->n && sv->rc == 0; i++) {
+                uint64_t v;
+                lup_u64map_get(&s->handles, hl->ids[i], &v);
+                const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)v;
+                struct lup_ckpt_handle *h = &m->handles[i];
+                *h = (struct lup_ckpt_handle){ .id = hl->ids[i],
+                                               .kind = (uint8_t)e->kind,
+                                               .ctx = e->ctx,
+                                               .parent = e->prov.parent,
+                                               .name = e->prov.name ? e->prov.name : "",
+                                               .flags = e->prov.flags,
+                                               .priority = e->prov.priority,
+                                               .image_len = e->prov.image_len };
+                if (e->prov.image_len) {
+                        char name[64];
+                        snprintf(name, sizeof(name), "img/%016" PRIx64, hl->ids[i]);
+                        h->image_hash = lup_hash64(e->prov.image, e->prov.image_len, 0);
+                        put(sv, name, e->prov.image, e->prov.image_len);
+                }
+        }
+}
+
+/* Module globals the client knows, their contents read from the device
+ * and saved as glob/<addr>. Stops at the first failure (sv->rc). */
+static void save_globals(struct saver *sv, struct lup_ckpt_manifest *m)
+{
+        struct lupw_session *s = sv->s;
+        m->n_globals = (uint32_t)s->globals.n;
+        for (size_t i = 0; i < s->globals.n && sv->rc == 0; i++) {
+                const struct lup_range *g = &s->globals.r[i];
+                struct lup_ckpt_global *rec = &m->globals[i];
+                *rec = (struct lup_ckpt_global){
+                        .addr = g->base, .size = g->size, .holder = g->a, .name = (const char *)(uintptr_t)g->b
+                };
+                uint8_t *tmp = malloc(g->size ? g->size : 1);
+                CUresult r =
+                        tmp ? s->be.fn.cuMemcpyDtoH_v2(tmp, lupw_xlate(s, g->base), g->size) : CUDA_ERROR_OUT_OF_MEMORY;
+                if (r != CUDA_SUCCESS) {
+                        free(tmp);
+                        sv->rc = -EIO;
+                        break;
+                }
+                char name[64];
+                snprintf(name, sizeof(name), "glob/%016" PRIx64, g->base);
+                rec->hash = lup_hash64(tmp, g->size, 0);
+                put(sv, name, tmp, g->size);
+                free(tmp);
+        }
+}
+
+/*
+ * The session as a manifest (*m, which lup_ckpt_manifest_free() frees in
+ * any case; names and hashes point into the session and sv). Saves, in
+ * this order, the memory (durable checkpoints), the images and the
+ * globals' contents. 0 or -errno, also in sv->rc.
+ */
+static int build_manifest(struct saver *sv, uint32_t mem, uint64_t epoch, struct lup_ckpt_manifest *m)
+{
+        struct lupw_session *s = sv->s;
+        struct handle_list hl;
+
+        memset(m, 0, sizeof(*m));
+        m->version = LUP_CKPT_MANIFEST_VERSION;
+        m->mem = mem;
+        m->epoch = epoch;
+        sv->rc = alloc_lists(s, m, &hl);
+        if (sv->rc == 0) {
+                describe_session(s, m);
+                m->n_chunks = (uint32_t)s->n_chunks;
+                if (mem & CKPT_MEM_DURABLE)
+                        save_memory(sv, m->chunks);
+                else
+                        for (size_t i = 0; i < s->n_chunks; i++) /* hot only: the contents stay on the GPU */
+                                m->chunks[i] =
+                                        (struct lup_ckpt_chunk){ .addr = s->chunks[i].addr, .size = s->chunks[i].size };
+        }
+        if (sv->rc == 0)
+                save_handles(sv, m, &hl);
+        if (sv->rc == 0)
+                save_globals(sv, m);
+        free(hl.ids);
+        return sv->rc;
+}
+
+/* Commits a save that went well (then logs it, and with --checkpoint-verify
+ * reads its memory back), or aborts one that did not. */
+static int finish_save(struct saver *sv, uint32_t mem, uint64_t epoch, double t0)
+{
+        struct lupw_session *s = sv->s;
+        int rc;
+
+        if (sv->rc != 0) {
+                lup_err("session %s: checkpoint failed: %s (%s)", s->name, strerror(-sv->rc),
+                        s->prov_ops->last_error(s->prov_inst));
+                s->prov_ops->save_abort(sv->save);
+                return sv->rc;
+        }
+        rc = s->prov_ops->save_commit(sv->save);
+        if (rc != 0) {
+                lup_err("session %s: checkpoint commit failed: %s", s->name, s->prov_ops->last_error(s->prov_inst));
+                return rc;
+        }
+        double dt = lup_now_s() - t0;
+        uint64_t bytes = 0;
         for (size_t i = 0; i < s->n_chunks; i++)
-                b += 32 + (s->chunks[i].size / PIECE + 1) * 8;
-        b += s->handles.used * (64 + LUP_MAX_STR);
-        b += s->globals.n * (64 + LUP_MAX_STR);
-        b += s->n_settings * 32;
-        return b;
+                bytes += s->chunks[i].size;
+        uint64_t copied = (mem & CKPT_MEM_DURABLE) ? bytes : 0;
+        lup_info("session %s: checkpoint epoch %llu (%s): %.2f GiB of device memory in %zu chunk(s), "
+                 "%llu bytes copied, in %.3f s (%.2f GB/s) through %s, %u lane(s)",
+                 s->name, (unsigned long long)epoch,
+                 mem == (CKPT_MEM_DURABLE | CKPT_MEM_HOT) ? "hot and durable"
+                 : mem == CKPT_MEM_HOT                    ? "hot"
+                                                          : "durable",
+                 bytes / 1073741824.0, s->n_chunks, (unsigned long long)copied, dt, dt > 0 ? copied / dt / 1e9 : 0.0,
+                 s->prov_ops->name, (mem & CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
+        s->epoch = epoch;
+        /* a corrupt checkpoint is no checkpoint: the drain must not count on it */
+        if (verify_wanted(s) && (mem & CKPT_MEM_DURABLE))
+                rc = verify_memory(sv, epoch);
+        s->drained = rc == 0;
+        return rc;
 }
 
 int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
@@ -257,170 +439,21 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
                 lup_err("session %s: checkpoint: %s", s->name, s->prov_ops->last_error(s->prov_inst));
                 return rc;
         }
-        size_t cap = manifest_bound(s);
-        uint8_t *man = malloc(cap);
-        struct handle_list hl = { .cap = s->handles.used };
-        hl.ids = calloc(hl.cap ? hl.cap : 1, sizeof(*hl.ids));
-        if (!man || !hl.ids) {
-                sv.rc = -ENOMEM;
-                goto out;
-        }
-        struct lup_wr w = lup_wr_init(man, cap);
-        lup_wr_u64(&w, MANIFEST_MAGIC);
-        lup_wr_u32(&w, MANIFEST_VERSION);
-        lup_wr_u32(&w, mem);
-        lup_wr_str16(&w, s->name, strlen(s->name));
-        lup_wr_bytes(&w, s->token, LUP_TOKEN_SIZE);
-        lup_wr_u64(&w, epoch);
-        lup_wr_u32(&w, s->slot);
-        lup_wr_u64(&w, s->last_seq);
-        lup_wr_u32(&w, (uint32_t)s->latched);
-        lup_wr_u32(&w, (uint32_t)s->n_devices);
-        uint32_t primaries = 0;
-        for (int d = 0; d < s->n_devices; d++)
-                if (s->client_primary[d])
-                        primaries |= 1u << d;
-        lup_wr_u32(&w, primaries);
-        lup_wr_u32(&w, (uint32_t)s->n_ctxs);
-        for (int i = 0; i < s->n_ctxs; i++) {
-                lup_wr_u64(&w, s->ctxs[i].id);
-                lup_wr_i32(&w, s->ctxs[i].device);
-                lup_wr_u32(&w, s->ctxs[i].flags);
-        }
-        /* the arena's layout: slabs first, then every allocation */
-        size_t ns = arena_slab_count(&s->arena);
-        lup_wr_u32(&w, (uint32_t)ns);
-        for (size_t i = 0; i < ns; i++) {
-                uint64_t addr;
-                uint32_t block;
-                int dev;
-                arena_slab_info(&s->arena, i, &addr, &block, &dev);
-                lup_wr_u64(&w, addr);
-                lup_wr_u32(&w, block);
-                lup_wr_i32(&w, dev);
-        }
-        lup_wr_u32(&w, (uint32_t)s->arena.n_allocs);
-        for (size_t i = 0; i < s->arena.n_allocs; i++) {
-                const struct arena_alloc *a = &s->arena.allocs[i];
-                lup_wr_u64(&w, a->addr);
-                lup_wr_u64(&w, a->size);
-                lup_wr_u64(&w, a->chunk);
-                lup_wr_i32(&w, a->device);
-                lup_wr_u64(&w, a->owner);
-        }
-        /* memory contents */
-        lup_wr_u32(&w, (uint32_t)s->n_chunks);
-        if (mem & CKPT_MEM_DURABLE)
-                save_memory(&sv, &w);
-        else
-                for (size_t i = 0; i < s->n_chunks; i++) {
-                        /* hot only: where and how big; the contents stay on the GPU */
-                        lup_wr_u64(&w, s->chunks[i].addr);
-                        lup_wr_u64(&w, s->chunks[i].size);
-                        lup_wr_u32(&w, 0);
-                }
-        /* handles and how each was made */
-        lup_u64map_each(&s->handles, collect, &hl);
-        lup_wr_u32(&w, (uint32_t)hl.n);
-        for (size_t i = 0; i < hl.n && sv.rc == 0; i++) {
-                uint64_t v;
-                lup_u64map_get(&s->handles, hl.ids[i], &v);
-                const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)v;
-                lup_wr_u64(&w, hl.ids[i]);
-                lup_wr_u8(&w, (uint8_t)e->kind);
-                lup_wr_u64(&w, e->ctx);
-                lup_wr_u64(&w, e->prov.parent);
-                const char *nm = e->prov.name ? e->prov.name : "";
-                lup_wr_str16(&w, nm, strlen(nm));
-                lup_wr_u32(&w, e->prov.flags);
-                lup_wr_i32(&w, e->prov.priority);
-                lup_wr_u64(&w, e->prov.image_len);
-                if (e->prov.image_len) {
-                        char name[64];
-                        snprintf(name, sizeof(name), "img/%016" PRIx64, hl.ids[i]);
-                        lup_wr_u64(&w, lup_hash64(e->prov.image, e->prov.image_len, 0));
-                        put(&sv, name, e->prov.image, e->prov.image_len);
-                }
-        }
-        /* module globals the client knows, with their contents */
-        lup_wr_u32(&w, (uint32_t)s->globals.n);
-        for (size_t i = 0; i < s->globals.n && sv.rc == 0; i++) {
-                const struct lup_range *g = &s->globals.r[i];
-                const char *nm = (const char *)(uintptr_t)g->b;
-                lup_wr_u64(&w, g->base);
-                lup_wr_u64(&w, g->size);
-                lup_wr_u64(&w, g->a);
-                lup_wr_str16(&w, nm, strlen(nm));
-                uint8_t *tmp = malloc(g->size ? g->size : 1);
-                CUresult r = tmp ? s->be.fn.cuMemcpyDtoH_v2(tmp, lupw_xlate(s, g->base), g->size) : CUDA_ERROR_OUT_OF_MEMORY;
-                if (r != CUDA_SUCCESS) {
-                        free(tmp);
-                        sv.rc = -EIO;
-                        break;
-                }
-                char name[64];
-                snprintf(name, sizeof(name), "glob/%016" PRIx64, g->base);
-                lup_wr_u64(&w, lup_hash64(tmp, g->size, 0));
-                put(&sv, name, tmp, g->size);
-                free(tmp);
-        }
-        /* settings the client made (limits, cache configs, attributes) */
-        lup_wr_u32(&w, (uint32_t)s->n_settings);
-        for (size_t i = 0; i < s->n_settings; i++) {
-                const struct lupw_setting *t = &s->settings[i];
-                lup_wr_u64(&w, t->holder);
-                lup_wr_u32(&w, t->kind);
-                lup_wr_u32(&w, t->key);
-                lup_wr_i32(&w, t->device);
-                lup_wr_u64(&w, (uint64_t)t->value);
-        }
-        if (w.err && sv.rc == 0)
-                sv.rc = -ENOBUFS;
-        /* events' recorded state and the unacknowledged answers (worker/handles.c, worker/worker.c) */
+        struct lup_ckpt_manifest m;
+        uint8_t *man = NULL;
+        size_t len = 0;
+        if (build_manifest(&sv, mem, epoch, &m) == 0)
+                sv.rc = lup_ckpt_manifest_encode(&m, &man, &len);
+        lup_ckpt_manifest_free(&m);
+        /* events' recorded state and the unacknowledged answers (worker/handles.c, worker/tx.c) */
         if (sv.rc == 0)
                 sv.rc = lupw_events_save(s, sv.save);
         if (sv.rc == 0)
                 sv.rc = lupw_tx_save(s, sv.save);
-        if (sv.rc == 0) {
-                uint64_t h = lup_hash64(man, w.len, MANIFEST_MAGIC);
-                lup_wr_u64(&w, h);
-                put(&sv, "manifest", man, w.len);
-        }
-out:
+        if (sv.rc == 0)
+                put(&sv, "manifest", man, len);
         free(man);
-        free(hl.ids);
-        if (sv.rc == 0) {
-                rc = s->prov_ops->save_commit(sv.save);
-                if (rc == 0) {
-                        double dt = lup_now_s() - t0;
-                        uint64_t bytes = 0;
-                        for (size_t i = 0; i < s->n_chunks; i++)
-                                bytes += s->chunks[i].size;
-                        uint64_t copied = (mem & CKPT_MEM_DURABLE) ? bytes : 0;
-                        lup_info("session %s: checkpoint epoch %llu (%s): %.2f GiB of device memory in %zu chunk(s), "
-                                 "%llu bytes copied, in %.3f s (%.2f GB/s) through %s, %u lane(s)",
-                                 s->name, (unsigned long long)epoch,
-                                 mem == (CKPT_MEM_DURABLE | CKPT_MEM_HOT) ? "hot and durable"
-                                 : mem == CKPT_MEM_HOT                     ? "hot"
-                                                                           : "durable",
-                                 bytes / 1073741824.0, s->n_chunks, (unsigned long long)copied, dt,
-                                 dt > 0 ? copied / dt / 1e9 : 0.0, s->prov_ops->name,
-                                 (mem & CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
-                        s->epoch = epoch;
-                        /* a corrupt checkpoint is no checkpoint: the drain must not count on it */
-                        if (verify_wanted(s) && (mem & CKPT_MEM_DURABLE))
-                                rc = verify_memory(&sv, epoch);
-                        s->drained = rc == 0;
-                } else {
-                        lup_err("session %s: checkpoint commit failed: %s", s->name,
-                                s->prov_ops->last_error(s->prov_inst));
-                }
-        } else {
-                lup_err("session %s: checkpoint failed: %s (%s)", s->name, strerror(-sv.rc),
-                        s->prov_ops->last_error(s->prov_inst));
-                s->prov_ops->save_abort(sv.save);
-                rc = sv.rc;
-        }
+        rc = finish_save(&sv, mem, epoch, t0);
         free(sv.spans);
         free(sv.hashes);
         return rc;

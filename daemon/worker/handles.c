@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash.h"
+#include "ckpt_codec.h"
 #include "image.h"
 #include "log.h"
 #include "provider_load.h"
@@ -288,10 +288,6 @@ CUresult lupw_cuEventElapsedTime_v2(struct lupw_session *s, float *pMilliseconds
         return s->be.fn.cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
 }
 
-#define EVENTS_MAGIC 0x31545645505550ull /* "PUPEVT1" */
-#define EVENTS_VERSION 1u
-#define EVENT_REC 17u                    /* u64 id, u8 have_when, u64 when (double bits) */
-
 struct ev_list {
         struct lupw_handle_ent **e;
         uint64_t *id;
@@ -342,38 +338,35 @@ static void measure_ctx(struct lupw_session *s, struct ev_list *l, uint64_t ctx,
                 ref->have_when = false;
 }
 
+/* The object's bytes are checkpoint/ckpt_codec.c's. */
 int lupw_events_save(struct lupw_session *s, struct lupine_ckpt_save *save)
 {
         struct ev_list l = { .cap = s->handles.used };
         l.e = calloc(l.cap ? l.cap : 1, sizeof(*l.e));
         l.id = calloc(l.cap ? l.cap : 1, sizeof(*l.id));
         bool *done = calloc(l.cap ? l.cap : 1, sizeof(*done));
-        size_t cap = 24 + l.cap * EVENT_REC;
-        uint8_t *obj = malloc(cap);
+        struct lup_ckpt_event *rec = calloc(l.cap ? l.cap : 1, sizeof(*rec));
+        uint8_t *obj = NULL;
+        size_t len = 0;
         int rc = -ENOMEM;
-        if (!l.e || !l.id || !done || !obj)
+        if (!l.e || !l.id || !done || !rec)
                 goto out;
         lup_u64map_each(&s->handles, collect_recorded, &l);
         for (size_t i = 0; i < l.n; i++)
                 if (!done[i])
                         measure_ctx(s, &l, l.e[i]->ctx, done);
-        struct lup_wr w = lup_wr_init(obj, cap);
-        lup_wr_u64(&w, EVENTS_MAGIC);
-        lup_wr_u32(&w, EVENTS_VERSION);
-        lup_wr_u32(&w, (uint32_t)l.n);
-        for (size_t i = 0; i < l.n; i++) {
-                uint64_t bits;
-                memcpy(&bits, &l.e[i]->when_ms, sizeof(bits));
-                lup_wr_u64(&w, l.id[i]);
-                lup_wr_u8(&w, l.e[i]->have_when);
-                lup_wr_u64(&w, bits);
-        }
-        lup_wr_u64(&w, lup_hash64(obj, w.len, EVENTS_MAGIC));
-        rc = w.err ? -ENOBUFS : s->prov_ops->save_write(save, "events", obj, w.len);
+        for (size_t i = 0; i < l.n; i++)
+                rec[i] = (struct lup_ckpt_event){ .id = l.id[i],
+                                                  .have_when = l.e[i]->have_when,
+                                                  .when_ms = l.e[i]->when_ms };
+        rc = lup_ckpt_events_encode(rec, (uint32_t)l.n, &obj, &len);
+        if (rc == 0)
+                rc = s->prov_ops->save_write(save, "events", obj, len);
 out:
         free(l.e);
         free(l.id);
         free(done);
+        free(rec);
         free(obj);
         return rc;
 }
@@ -384,7 +377,7 @@ int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *
         uint64_t size;
         if (p->load_size(ld, "events", &size) < 0)
                 return 0; /* an older checkpoint: events restore unrecorded */
-        if (size < 24 || size > 24 + (uint64_t)LUP_MAX_HANDLES * EVENT_REC) {
+        if (!lup_sealed_len_ok(&lup_ckpt_events_kind, size)) {
                 snprintf(why, whylen, "object events has an impossible size");
                 return -EBADMSG;
         }
@@ -397,33 +390,23 @@ int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *
                 snprintf(why, whylen, "reading events failed");
                 return k < 0 ? (int)k : -EIO;
         }
-        int rc = 0;
-        struct lup_rd r = lup_rd_init(obj, size - 8);
-        uint64_t magic;
-        uint32_t version, n;
-        lup_rd_u64(&r, &magic);
-        lup_rd_u32(&r, &version);
-        lup_rd_u32(&r, &n);
-        if (r.err || magic != EVENTS_MAGIC || version != EVENTS_VERSION || (uint64_t)n * EVENT_REC != size - 24 ||
-            lup_hash64(obj, size - 8, EVENTS_MAGIC) != lup_le64(obj + size - 8)) {
-                snprintf(why, whylen, "object events is damaged");
-                rc = -EBADMSG;
-        }
+        struct lup_ckpt_event *v = NULL;
+        uint32_t n = 0;
+        const char *reason;
+        int rc = lup_ckpt_events_decode(obj, (size_t)size, &v, &n, &reason);
+        free(obj);
+        if (rc < 0)
+                snprintf(why, whylen, "%s", reason);
         for (uint32_t i = 0; i < n && rc == 0; i++) {
-                uint64_t id, bits;
-                uint8_t have;
-                lup_rd_u64(&r, &id);
-                lup_rd_u8(&r, &have);
-                lup_rd_u64(&r, &bits);
-                struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_EVENT, id);
-                if (r.err || !e || have > 1) {
-                        snprintf(why, whylen, "events names %" PRIx64 ", which is no restored event", id);
+                struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_EVENT, v[i].id);
+                if (!e) {
+                        snprintf(why, whylen, "events names %" PRIx64 ", which is no restored event", v[i].id);
                         rc = -EBADMSG;
                         break;
                 }
                 e->recorded = true;
-                e->have_when = have;
-                memcpy(&e->when_ms, &bits, sizeof(bits));
+                e->have_when = v[i].have_when;
+                e->when_ms = v[i].when_ms;
                 /* recorded and complete, as before the checkpoint */
                 CUresult cr = lupw_bind_ctx(s, e->ctx);
                 if (cr == CUDA_SUCCESS)
@@ -431,11 +414,12 @@ int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *
                 if (cr == CUDA_SUCCESS)
                         cr = s->be.fn.cuEventSynchronize(e->real);
                 if (cr != CUDA_SUCCESS) {
-                        snprintf(why, whylen, "recording event %" PRIx64 " again failed (CUresult %d)", id, (int)cr);
+                        snprintf(why, whylen, "recording event %" PRIx64 " again failed (CUresult %d)", v[i].id,
+                                 (int)cr);
                         rc = -EIO;
                 }
         }
-        free(obj);
+        free(v);
         s->be.fn.cuCtxSetCurrent(NULL);
         s->bound_id = 0;
         return rc;

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Rebuilding a session from its newest committed checkpoint (the format is
- * described in worker/ckpt.c). The checkpoint is untrusted input: every
- * count is bounded, every name checked, every hash verified, and any
- * inconsistency refuses the session with one clear line; the daemon goes on
- * serving the others.
+ * Rebuilding a session from its newest committed checkpoint (the objects
+ * are listed in worker/ckpt.c, their bytes in checkpoint/ckpt_codec.h).
+ * The checkpoint is untrusted input. The codec decodes and validates the
+ * manifest first, with no driver call and no session state; only then is
+ * it applied here, and what only the session can judge (its name, its
+ * GPUs, its arena's chunks, the handles a record names) is checked on the
+ * way, with every object's hash. Any inconsistency refuses the session with
+ * one clear line; the daemon goes on serving the others.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -67,84 +70,67 @@ static int read_object(struct restorer *r, const char *name, uint64_t want, uint
         return 0;
 }
 
-/* Checks one memory record and, unless its chunk came back mapped from
- * its fd, adds it to r->spans with its piece hashes (copied by
- * restore_memory). */
-static int restore_chunk(struct restorer *r, struct lup_rd *rd)
+/* Checks one memory record against the arena and, unless its chunk came
+ * back mapped from its fd, adds it to r->spans (copied by restore_memory;
+ * the piece hashes stay the manifest's). */
+static int restore_chunk(struct restorer *r, const struct lup_ckpt_chunk *c)
 {
         struct lupw_session *s = r->s;
-        uint64_t addr, size;
-        uint32_t pieces;
-        lup_rd_u64(rd, &addr);
-        lup_rd_u64(rd, &size);
-        lup_rd_u32(rd, &pieces);
         bool durable = (s->ckpt_mem & CKPT_MEM_DURABLE) != 0;
-        if (rd->err || pieces != (durable ? (size + PIECE - 1) / PIECE : 0))
-                return fail(r, -EBADMSG, "malformed memory record");
         bool mapped = false;
         int device = 0;
         for (size_t i = 0; i < s->n_chunks; i++)
-                if (s->chunks[i].addr == addr && s->chunks[i].size == size) {
+                if (s->chunks[i].addr == c->addr && s->chunks[i].size == c->size) {
                         mapped = true;
                         device = s->chunks[i].device;
                 }
         if (!mapped)
-                return fail(r, -EBADMSG, "memory record at 0x%" PRIx64 " matches no chunk of the arena", addr);
-        if (lupw_hot_imported(s, addr)) {
-                /* mapped from its fd: the bytes are there, copy none */
-                for (uint32_t i = 0; i < pieces; i++) {
-                        uint64_t skip;
-                        lup_rd_u64(rd, &skip);
-                }
-                return rd->err ? fail(r, -EBADMSG, "malformed memory record") : 0;
-        }
+                return fail(r, -EBADMSG, "memory record at 0x%" PRIx64 " matches no chunk of the arena", c->addr);
+        if (lupw_hot_imported(s, c->addr))
+                return 0; /* mapped from its fd: the bytes are there, copy none */
         if (!durable)
-                return fail(r, -ENOENT, "the chunk at 0x%" PRIx64 " was kept only on the GPU and has no fd", addr);
+                return fail(r, -ENOENT, "the chunk at 0x%" PRIx64 " was kept only on the GPU and has no fd", c->addr);
         if (r->n_spans >= s->n_chunks)
                 return fail(r, -EBADMSG, "more memory records than chunks");
         struct lupw_mem_span *sp = &r->spans[r->n_spans];
-        *sp = (struct lupw_mem_span){ .addr = addr, .size = size, .device = device };
-        snprintf(sp->name, sizeof(sp->name), "mem/%016" PRIx64, addr);
+        *sp = (struct lupw_mem_span){ .addr = c->addr, .size = c->size, .hashes = c->hashes, .device = device };
+        snprintf(sp->name, sizeof(sp->name), "mem/%016" PRIx64, c->addr);
         uint64_t total;
-        if (s->prov_ops->load_size(r->ld, sp->name, &total) < 0 || total != size)
+        if (s->prov_ops->load_size(r->ld, sp->name, &total) < 0 || total != c->size)
                 return fail(r, -EBADMSG, "object %s is missing or has the wrong size", sp->name);
-        sp->hashes = malloc((pieces ? pieces : 1) * sizeof(*sp->hashes));
-        if (!sp->hashes)
-                return fail(r, -ENOMEM, "out of memory");
         r->n_spans++;
-        for (uint32_t i = 0; i < pieces; i++)
-                lup_rd_u64(rd, &sp->hashes[i]);
-        return rd->err ? fail(r, -EBADMSG, "malformed memory record") : 0;
+        return 0;
 }
 
 /* The memory the records named, through the lanes (worker/lanes.c): read,
  * checked against its hashes, copied to the device, lanes in parallel. */
-static int restore_memory(struct restorer *r)
+static int restore_memory(struct restorer *r, const struct lup_ckpt_manifest *m)
 {
+        struct lupw_session *s = r->s;
         char why[256] = "";
-        int rc = lupw_lanes_restore(r->s, r->ld, r->spans, r->n_spans, why, sizeof(why));
+        if (m->n_chunks != s->n_chunks)
+                return fail(r, -EBADMSG, "the memory records do not match the arena");
+        r->spans = calloc(m->n_chunks ? m->n_chunks : 1, sizeof(*r->spans));
+        if (!r->spans)
+                return fail(r, -ENOMEM, "out of memory");
+        for (uint32_t i = 0; i < m->n_chunks; i++) {
+                int rc = restore_chunk(r, &m->chunks[i]);
+                if (rc < 0)
+                        return rc;
+        }
+        int rc = lupw_lanes_restore(s, r->ld, r->spans, r->n_spans, why, sizeof(why));
         return rc < 0 ? fail(r, rc, "%s", why) : 0;
 }
 
 static void free_spans(struct restorer *r)
 {
-        for (size_t i = 0; i < r->n_spans; i++)
-                free(r->spans[i].hashes);
-        free(r->spans);
+        free(r->spans); /* the hashes are the manifest's */
         r->spans = NULL;
         r->n_spans = 0;
 }
 
-struct saved_handle {
-        uint64_t id, ctx, parent, image_len, image_hash;
-        uint8_t kind;
-        char name[LUP_MAX_STR + 1];
-        uint32_t flags;
-        int32_t priority;
-};
-
 /* modules and libraries first, then what is made from them, then the rest */
-static int rank(const struct saved_handle *h)
+static int rank(const struct lup_ckpt_handle *h)
 {
         switch (h->kind) {
         case LUPW_H_LIBRARY:
@@ -160,13 +146,41 @@ static int rank(const struct saved_handle *h)
         }
 }
 
+/* By rank, and within a rank in the manifest's order (the pointers point
+ * into one array). */
 static int cmp_rank(const void *a, const void *b)
 {
-        int ra = rank(a), rb = rank(b);
-        return ra - rb;
+        const struct lup_ckpt_handle *ha = *(const struct lup_ckpt_handle *const *)a;
+        const struct lup_ckpt_handle *hb = *(const struct lup_ckpt_handle *const *)b;
+        int ra = rank(ha), rb = rank(hb);
+        if (ra != rb)
+                return ra - rb;
+        return ha < hb ? -1 : ha > hb;
 }
 
-static int remake_handle(struct restorer *r, const struct saved_handle *h)
+/* A module's or library's image, read and checked against its hash; it
+ * becomes the provenance of the handle made next (s->prov). */
+static int load_image(struct restorer *r, const struct lup_ckpt_handle *h, uint8_t **ret)
+{
+        struct lupw_session *s = r->s;
+        char name[64];
+        uint8_t *img;
+        uint64_t n;
+        snprintf(name, sizeof(name), "img/%016" PRIx64, h->id);
+        int rc = read_object(r, name, h->image_len, LUP_MAX_BLOB, &img, &n);
+        if (rc < 0)
+                return rc;
+        if (lup_hash64(img, n, 0) != h->image_hash) {
+                free(img);
+                return fail(r, -EBADMSG, "image %s does not match its checksum", name);
+        }
+        s->prov.image = img;
+        s->prov.image_len = n;
+        *ret = img;
+        return 0;
+}
+
+static int remake_handle(struct restorer *r, const struct lup_ckpt_handle *h)
 {
         struct lupw_session *s = r->s;
         const struct lupw_backend *be = &s->be.fn;
@@ -187,18 +201,9 @@ static int remake_handle(struct restorer *r, const struct saved_handle *h)
                 return fail(r, -ENOMEM, "out of memory");
         uint8_t *img = NULL;
         if (h->image_len) {
-                char name[64];
-                uint64_t n;
-                snprintf(name, sizeof(name), "img/%016" PRIx64, h->id);
-                int rc = read_object(r, name, h->image_len, LUP_MAX_BLOB, &img, &n);
+                int rc = load_image(r, h, &img);
                 if (rc < 0)
                         return rc;
-                if (lup_hash64(img, n, 0) != h->image_hash) {
-                        free(img);
-                        return fail(r, -EBADMSG, "image %s does not match its checksum", name);
-                }
-                s->prov.image = img;
-                s->prov.image_len = n;
         }
         switch (h->kind) {
         case LUPW_H_LIBRARY:
@@ -238,42 +243,46 @@ static int remake_handle(struct restorer *r, const struct saved_handle *h)
         return 0;
 }
 
-static int restore_global(struct restorer *r, struct lup_rd *rd)
+/* Every handle, made again in an order that has each one's parent first. */
+static int restore_handles(struct restorer *r, const struct lup_ckpt_manifest *m)
+{
+        const struct lup_ckpt_handle **order = malloc((m->n_handles ? m->n_handles : 1) * sizeof(*order));
+        int rc = 0;
+        if (!order)
+                return fail(r, -ENOMEM, "out of memory");
+        for (uint32_t i = 0; i < m->n_handles; i++)
+                order[i] = &m->handles[i];
+        qsort(order, m->n_handles, sizeof(*order), cmp_rank);
+        for (uint32_t i = 0; i < m->n_handles && rc == 0; i++)
+                rc = remake_handle(r, order[i]);
+        free(order);
+        return rc;
+}
+
+static int restore_global(struct restorer *r, const struct lup_ckpt_global *g)
 {
         struct lupw_session *s = r->s;
-        uint64_t old, size, holder, hash;
-        const char *nm;
-        size_t nlen;
-        lup_rd_u64(rd, &old);
-        lup_rd_u64(rd, &size);
-        lup_rd_u64(rd, &holder);
-        lup_rd_str16(rd, LUP_MAX_STR, &nm, &nlen);
-        lup_rd_u64(rd, &hash);
-        if (rd->err || size == 0 || size > LUP_MAX_BLOB)
-                return fail(r, -EBADMSG, "malformed global record");
-        char name[LUP_MAX_STR + 1];
-        memcpy(name, nm, nlen);
-        name[nlen] = 0;
+        const char *name = g->name;
         void *h;
         CUdeviceptr now = 0;
         size_t now_size = 0;
         CUresult cr;
-        if (lupw_handle(s, LUPW_H_MODULE, holder, &h) == CUDA_SUCCESS)
+        if (lupw_handle(s, LUPW_H_MODULE, g->holder, &h) == CUDA_SUCCESS)
                 cr = s->be.fn.cuModuleGetGlobal_v2(&now, &now_size, h, name);
-        else if (lupw_handle(s, LUPW_H_LIBRARY, holder, &h) == CUDA_SUCCESS)
+        else if (lupw_handle(s, LUPW_H_LIBRARY, g->holder, &h) == CUDA_SUCCESS)
                 cr = s->be.fn.cuLibraryGetGlobal(&now, &now_size, h, name);
         else
                 return fail(r, -EBADMSG, "global %s belongs to no restored module", name);
-        if (cr != CUDA_SUCCESS || now_size != size)
+        if (cr != CUDA_SUCCESS || now_size != g->size)
                 return fail(r, -EIO, "global %s is not in the reloaded module as before", name);
         char obj[64];
         uint8_t *data;
         uint64_t n;
-        snprintf(obj, sizeof(obj), "glob/%016" PRIx64, old);
-        int rc = read_object(r, obj, size, size, &data, &n);
+        snprintf(obj, sizeof(obj), "glob/%016" PRIx64, g->addr);
+        int rc = read_object(r, obj, g->size, g->size, &data, &n);
         if (rc < 0)
                 return rc;
-        if (lup_hash64(data, n, 0) != hash) {
+        if (lup_hash64(data, n, 0) != g->hash) {
                 free(data);
                 return fail(r, -EBADMSG, "global %s does not match its checksum", name);
         }
@@ -283,13 +292,13 @@ static int restore_global(struct restorer *r, struct lup_rd *rd)
                 return fail(r, -EIO, "writing global %s failed", name);
         /* the client keeps using the old address; the worker translates */
         char *keep = strdup(name);
-        struct lup_range g = { .base = old, .size = size, .a = holder, .b = (uint64_t)(uintptr_t)keep };
-        if (!keep || lup_rangemap_add(&s->globals, &g) < 0) {
+        struct lup_range gr = { .base = g->addr, .size = g->size, .a = g->holder, .b = (uint64_t)(uintptr_t)keep };
+        if (!keep || lup_rangemap_add(&s->globals, &gr) < 0) {
                 free(keep);
                 return fail(r, -EBADMSG, "global %s overlaps another", name);
         }
-        if (now != old) {
-                struct lup_range x = { .base = old, .size = size, .a = now };
+        if (now != g->addr) {
+                struct lup_range x = { .base = g->addr, .size = g->size, .a = now };
                 if (lup_rangemap_add(&s->xlate, &x) < 0)
                         return fail(r, -ENOMEM, "out of memory");
         }
@@ -298,219 +307,130 @@ static int restore_global(struct restorer *r, struct lup_rd *rd)
 
 /* A limit, cache configuration or attribute, made again on the restored
  * context or handle (and remembered again for the next checkpoint). */
-static int restore_setting(struct restorer *r, struct lup_rd *rd)
+static int restore_setting(struct restorer *r, const struct lup_ckpt_setting *t)
 {
         struct lupw_session *s = r->s;
         const struct lupw_backend *be = &s->be.fn;
-        uint64_t holder, v;
-        uint32_t kind, key;
-        int32_t dev;
+        int64_t value = t->value;
         void *h;
         CUresult cr = CUDA_ERROR_INVALID_VALUE;
-        lup_rd_u64(rd, &holder);
-        lup_rd_u32(rd, &kind);
-        lup_rd_u32(rd, &key);
-        lup_rd_i32(rd, &dev);
-        lup_rd_u64(rd, &v);
-        if (rd->err)
-                return fail(r, -EBADMSG, "malformed setting record");
-        int64_t value = (int64_t)v;
-        switch (kind) {
+        switch (t->kind) {
         case LUPW_SET_CTX_LIMIT:
         case LUPW_SET_CTX_CACHE:
-                if ((cr = lupw_bind_ctx(s, holder)) != CUDA_SUCCESS)
+                if ((cr = lupw_bind_ctx(s, t->holder)) != CUDA_SUCCESS)
                         break;
-                cr = kind == LUPW_SET_CTX_LIMIT ? be->cuCtxSetLimit((CUlimit)key, (size_t)value)
-                                                : be->cuCtxSetCacheConfig((CUfunc_cache)value);
+                cr = t->kind == LUPW_SET_CTX_LIMIT ? be->cuCtxSetLimit((CUlimit)t->key, (size_t)value)
+                                                   : be->cuCtxSetCacheConfig((CUfunc_cache)value);
                 break;
         case LUPW_SET_FUNC_ATTR:
         case LUPW_SET_FUNC_CACHE:
-                if ((cr = lupw_handle(s, LUPW_H_FUNCTION, holder, &h)) != CUDA_SUCCESS)
+                if ((cr = lupw_handle(s, LUPW_H_FUNCTION, t->holder, &h)) != CUDA_SUCCESS)
                         break;
-                cr = kind == LUPW_SET_FUNC_ATTR ? be->cuFuncSetAttribute(h, (CUfunction_attribute)key, (int)value)
-                                                : be->cuFuncSetCacheConfig(h, (CUfunc_cache)value);
+                cr = t->kind == LUPW_SET_FUNC_ATTR ? be->cuFuncSetAttribute(h, (CUfunction_attribute)t->key, (int)value)
+                                                   : be->cuFuncSetCacheConfig(h, (CUfunc_cache)value);
                 break;
         case LUPW_SET_KERNEL_ATTR:
-                if (dev < 0 || dev >= s->n_devices)
+                if (t->device < 0 || t->device >= s->n_devices)
                         break;
-                if ((cr = lupw_handle(s, LUPW_H_KERNEL, holder, &h)) != CUDA_SUCCESS)
+                if ((cr = lupw_handle(s, LUPW_H_KERNEL, t->holder, &h)) != CUDA_SUCCESS)
                         break;
-                cr = be->cuKernelSetAttribute((CUfunction_attribute)key, (int)value, h, dev);
+                cr = be->cuKernelSetAttribute((CUfunction_attribute)t->key, (int)value, h, t->device);
                 break;
         default:
                 break;
         }
         if (cr != CUDA_SUCCESS)
-                return fail(r, -EIO, "re-applying setting %u/%u of %" PRIx64 " failed (CUresult %d)", kind, key, holder,
-                            (int)cr);
-        lupw_remember(s, holder, kind, key, dev, value);
+                return fail(r, -EIO, "re-applying setting %u/%u of %" PRIx64 " failed (CUresult %d)", t->kind, t->key,
+                            t->holder, (int)cr);
+        lupw_remember(s, t->holder, t->kind, t->key, t->device, value);
         return 0;
 }
 
-static int restore_manifest(struct restorer *r, const uint8_t *man, size_t len)
+/* The session's identity, its arena slot, the primary contexts the client
+ * held and the contexts it made. */
+static int restore_contexts(struct restorer *r, const struct lup_ckpt_manifest *m)
 {
         struct lupw_session *s = r->s;
-        if (len < 16 || lup_hash64(man, len - 8, MANIFEST_MAGIC) != lup_le64(man + len - 8))
-                return fail(r, -EBADMSG, "the manifest is damaged (checksum mismatch)");
-        struct lup_rd rd = lup_rd_init(man, len - 8);
-        uint64_t magic, epoch, last_seq;
-        uint32_t version, slot, latched, ndev, primaries, nctx;
-        const char *nm;
-        size_t nlen;
-        lup_rd_u64(&rd, &magic);
-        lup_rd_u32(&rd, &version);
-        if (rd.err || magic != MANIFEST_MAGIC)
-                return fail(r, -EBADMSG, "not a lupine checkpoint");
-        if (version < MANIFEST_VERSION_MIN || version > MANIFEST_VERSION)
-                return fail(r, -EPROTO, "checkpoint format version %u is not supported (this lupined reads %u to %u)",
-                            version, MANIFEST_VERSION_MIN, MANIFEST_VERSION);
-        s->ckpt_mem = CKPT_MEM_DURABLE;
-        if (version >= 2)
-                lup_rd_u32(&rd, &s->ckpt_mem);
-        if (rd.err || s->ckpt_mem == 0 || (s->ckpt_mem & ~(CKPT_MEM_DURABLE | CKPT_MEM_HOT)))
-                return fail(r, -EBADMSG, "the manifest has impossible memory flags");
-        lup_rd_str16(&rd, LUP_MAX_NAME, &nm, &nlen);
-        lup_rd_copy(&rd, s->token, LUP_TOKEN_SIZE);
-        lup_rd_u64(&rd, &epoch);
-        lup_rd_u32(&rd, &slot);
-        lup_rd_u64(&rd, &last_seq);
-        lup_rd_u32(&rd, &latched);
-        lup_rd_u32(&rd, &ndev);
-        lup_rd_u32(&rd, &primaries);
-        lup_rd_u32(&rd, &nctx);
-        if (rd.err || nlen != strlen(s->name) || memcmp(nm, s->name, nlen) != 0)
-                return fail(r, -EBADMSG, "the manifest belongs to another session");
-        if (slot >= LUP_ARENA_SLOTS || ndev > LUP_MAX_DEVICES || nctx > LUP_MAX_CONTEXTS)
-                return fail(r, -EBADMSG, "the manifest has impossible values");
-        if ((int)ndev > s->n_devices)
-                return fail(r, -ENODEV, "the session used %u GPUs; this host has %d", ndev, s->n_devices);
-        lupw_hot_check_epoch(s, epoch);
         char err[200];
-        if (lupw_reserve_arena(s, slot, err, sizeof(err)) < 0)
+        if (strcmp(m->name, s->name) != 0)
+                return fail(r, -EBADMSG, "the manifest belongs to another session");
+        if ((int)m->n_devices > s->n_devices)
+                return fail(r, -ENODEV, "the session used %u GPUs; this host has %d", m->n_devices, s->n_devices);
+        memcpy(s->token, m->token, LUP_TOKEN_SIZE);
+        lupw_hot_check_epoch(s, m->epoch);
+        if (lupw_reserve_arena(s, m->slot, err, sizeof(err)) < 0)
                 return fail(r, -EADDRINUSE, "%s", err);
-        for (uint32_t d = 0; d < ndev; d++)
-                if ((primaries & (1u << d)) && lupw_lupPrimaryCtxRetain(s, (CUdevice)d) != CUDA_SUCCESS)
+        for (uint32_t d = 0; d < m->n_devices; d++)
+                if ((m->primaries & (1u << d)) && lupw_lupPrimaryCtxRetain(s, (CUdevice)d) != CUDA_SUCCESS)
                         return fail(r, -EIO, "cannot retain the primary context of device %u", d);
-        for (uint32_t i = 0; i < nctx; i++) {
-                uint64_t id;
-                int32_t dev;
-                uint32_t flags;
-                lup_rd_u64(&rd, &id);
-                lup_rd_i32(&rd, &dev);
-                lup_rd_u32(&rd, &flags);
-                if (rd.err || dev < 0 || dev >= (int)ndev)
-                        return fail(r, -EBADMSG, "malformed context record");
-                if (lupw_lupCtxCreate(s, id, flags, dev) != CUDA_SUCCESS)
-                        return fail(r, -EIO, "cannot re-create context %" PRIx64, id);
-        }
-        /* the arena, in the same layout, bound to device 0's context for the VMM calls */
+        for (uint32_t i = 0; i < m->n_ctxs; i++)
+                if (lupw_lupCtxCreate(s, m->ctxs[i].id, m->ctxs[i].flags, m->ctxs[i].device) != CUDA_SUCCESS)
+                        return fail(r, -EIO, "cannot re-create context %" PRIx64, m->ctxs[i].id);
+        return 0;
+}
+
+/* The arena, in the same layout, bound to device 0's context for the VMM
+ * calls. Mapping a chunk may import it from a hot checkpoint's fd. */
+static int restore_arena(struct restorer *r, const struct lup_ckpt_manifest *m)
+{
+        struct lupw_session *s = r->s;
         s->be.fn.cuCtxSetCurrent(s->primary[0]);
         s->bound_id = 0;
-        uint32_t nslab, nalloc, nchunk, nhandle, nglob;
-        lup_rd_u32(&rd, &nslab);
-        for (uint32_t i = 0; i < nslab && !rd.err; i++) {
-                uint64_t addr;
-                uint32_t block;
-                int32_t dev;
-                lup_rd_u64(&rd, &addr);
-                lup_rd_u32(&rd, &block);
-                lup_rd_i32(&rd, &dev);
-                if (rd.err || dev < 0 || dev >= (int)ndev || arena_import_slab(&s->arena, addr, block, dev) != 0)
-                        return fail(r, -EBADMSG, "cannot rebuild a slab at 0x%" PRIx64, addr);
+        for (uint32_t i = 0; i < m->n_slabs; i++) {
+                const struct lup_ckpt_slab *sl = &m->slabs[i];
+                if (arena_import_slab(&s->arena, sl->addr, sl->block, sl->device) != 0)
+                        return fail(r, -EBADMSG, "cannot rebuild a slab at 0x%" PRIx64, sl->addr);
         }
-        lup_rd_u32(&rd, &nalloc);
-        if (rd.err || nalloc > LUP_MAX_ALLOCS)
-                return fail(r, -EBADMSG, "malformed allocation list");
-        for (uint32_t i = 0; i < nalloc; i++) {
-                uint64_t addr, size, chunk, owner;
-                int32_t dev;
-                lup_rd_u64(&rd, &addr);
-                lup_rd_u64(&rd, &size);
-                lup_rd_u64(&rd, &chunk);
-                lup_rd_i32(&rd, &dev);
-                lup_rd_u64(&rd, &owner);
-                if (rd.err || dev < 0 || dev >= (int)ndev ||
-                    arena_import_alloc(&s->arena, addr, size, chunk, dev, owner) != 0)
-                        return fail(r, -EBADMSG, "cannot rebuild the allocation at 0x%" PRIx64, addr);
+        for (uint32_t i = 0; i < m->n_allocs; i++) {
+                const struct lup_ckpt_alloc *a = &m->allocs[i];
+                if (arena_import_alloc(&s->arena, a->addr, a->size, a->chunk, a->device, a->owner) != 0)
+                        return fail(r, -EBADMSG, "cannot rebuild the allocation at 0x%" PRIx64, a->addr);
         }
-        lup_rd_u32(&rd, &nchunk);
-        if (rd.err || nchunk != s->n_chunks)
-                return fail(r, -EBADMSG, "the memory records do not match the arena");
-        r->spans = calloc(nchunk ? nchunk : 1, sizeof(*r->spans));
-        if (!r->spans)
-                return fail(r, -ENOMEM, "out of memory");
-        for (uint32_t i = 0; i < nchunk; i++) {
-                int rc = restore_chunk(r, &rd);
-                if (rc < 0)
-                        return rc;
-        }
-        int mrc = restore_memory(r);
+        return 0;
+}
+
+/* A decoded manifest, applied in the order each step needs the last. */
+static int apply_manifest(struct restorer *r, const struct lup_ckpt_manifest *m)
+{
+        struct lupw_session *s = r->s;
+        s->ckpt_mem = m->mem; /* before the arena: arena_map asks lupw_hot_import */
+        int rc = restore_contexts(r, m);
+        if (rc == 0)
+                rc = restore_arena(r, m);
+        if (rc == 0)
+                rc = restore_memory(r, m);
         free_spans(r);
-        if (mrc < 0)
-                return mrc;
-        lup_rd_u32(&rd, &nhandle);
-        if (rd.err || nhandle > LUP_MAX_HANDLES)
-                return fail(r, -EBADMSG, "malformed handle list");
-        struct saved_handle *hs = calloc(nhandle ? nhandle : 1, sizeof(*hs));
-        if (!hs)
-                return fail(r, -ENOMEM, "out of memory");
-        for (uint32_t i = 0; i < nhandle && !rd.err; i++) {
-                struct saved_handle *h = &hs[i];
-                lup_rd_u64(&rd, &h->id);
-                lup_rd_u8(&rd, &h->kind);
-                lup_rd_u64(&rd, &h->ctx);
-                lup_rd_u64(&rd, &h->parent);
-                lup_rd_str16(&rd, LUP_MAX_STR, &nm, &nlen);
-                if (!rd.err) {
-                        memcpy(h->name, nm, nlen);
-                        h->name[nlen] = 0;
-                }
-                lup_rd_u32(&rd, &h->flags);
-                lup_rd_i32(&rd, &h->priority);
-                lup_rd_u64(&rd, &h->image_len);
-                if (h->image_len)
-                        lup_rd_u64(&rd, &h->image_hash);
-                if (h->image_len > LUP_MAX_BLOB)
-                        rd.err = -EBADMSG;
-        }
-        if (rd.err) {
-                free(hs);
-                return fail(r, -EBADMSG, "malformed handle record");
-        }
-        qsort(hs, nhandle, sizeof(*hs), cmp_rank);
-        for (uint32_t i = 0; i < nhandle; i++) {
-                int rc = remake_handle(r, &hs[i]);
-                if (rc < 0) {
-                        free(hs);
-                        return rc;
-                }
-        }
-        free(hs);
-        lup_rd_u32(&rd, &nglob);
-        if (rd.err || nglob > LUP_MAX_HANDLES)
-                return fail(r, -EBADMSG, "malformed global list");
-        for (uint32_t i = 0; i < nglob; i++) {
-                int rc = restore_global(r, &rd);
-                if (rc < 0)
-                        return rc;
-        }
-        uint32_t nset;
-        lup_rd_u32(&rd, &nset);
-        if (rd.err || nset > LUPW_MAX_SETTINGS)
-                return fail(r, -EBADMSG, "malformed settings list");
-        for (uint32_t i = 0; i < nset; i++) {
-                int rc = restore_setting(r, &rd);
-                if (rc < 0)
-                        return rc;
-        }
-        if (lup_rd_finish(&rd) < 0)
-                return fail(r, -EBADMSG, "trailing bytes in the manifest");
-        s->epoch = epoch;
-        s->last_seq = last_seq;
-        s->latched = (CUresult)latched;
+        if (rc == 0)
+                rc = restore_handles(r, m);
+        for (uint32_t i = 0; i < m->n_globals && rc == 0; i++)
+                rc = restore_global(r, &m->globals[i]);
+        for (uint32_t i = 0; i < m->n_settings && rc == 0; i++)
+                rc = restore_setting(r, &m->settings[i]);
+        if (rc < 0)
+                return rc;
+        s->epoch = m->epoch;
+        s->last_seq = m->last_seq;
+        s->latched = (CUresult)m->latched;
         s->be.fn.cuCtxSetCurrent(NULL);
         s->bound_id = 0;
         return 0;
+}
+
+/* Decode (checkpoint/ckpt_codec.c), then apply. */
+static int restore_manifest(struct restorer *r, const uint8_t *man, size_t len)
+{
+        struct lup_ckpt_manifest m;
+        const char *why;
+        int rc = lup_ckpt_manifest_decode(man, len, &m, &why);
+        if (rc == -EPROTO)
+                return fail(r, rc, "checkpoint format version %u is not supported (this lupined reads %u to %u)",
+                            lup_sealed_peek_version(man, len), LUP_CKPT_MANIFEST_VERSION_MIN,
+                            LUP_CKPT_MANIFEST_VERSION);
+        if (rc < 0)
+                return fail(r, rc, "%s", why);
+        rc = apply_manifest(r, &m);
+        lup_ckpt_manifest_free(&m);
+        return rc;
 }
 
 int lupw_restore(struct lupw_session *s, const char *name)
@@ -539,7 +459,7 @@ int lupw_restore(struct lupw_session *s, const char *name)
                         rc == -ENOENT ? "no committed checkpoint" : s->prov_ops->last_error(s->prov_inst));
                 return rc;
         }
-        rc = read_object(&r, "manifest", 0, MANIFEST_MAX, &man, &len);
+        rc = read_object(&r, "manifest", 0, LUP_CKPT_MANIFEST_MAX, &man, &len);
         if (rc == 0)
                 rc = restore_manifest(&r, man, (size_t)len);
         if (rc == 0)

@@ -20,10 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt_codec.h"
 #include "clock.h"
 #include "env.h"
 #include "frame.h"
-#include "hash.h"
 #include "log.h"
 #include "net.h"
 #include "provider_load.h"
@@ -297,31 +297,27 @@ void lupw_tx_free(struct lupw_session *s)
         t->buf = NULL;
 }
 
-/* ---- the reply log in a checkpoint */
+/* ---- the reply log in a checkpoint (the object's bytes are checkpoint/ckpt_codec.c's) */
 
-#define REPLIES_MAGIC 0x31504c5250554cull /* "LUPRPL1" */
-#define REPLIES_VERSION 1u
+_Static_assert((uint64_t)LUPW_MAX_REPLY_CACHE_MB << 20 == LUP_CKPT_MAX_REPLY_BYTES,
+               "a restore must read the largest reply log a save writes");
 
 int lupw_tx_save(struct lupw_session *s, struct lupine_ckpt_save *save)
 {
         struct lupw_tx *t = &s->tx;
         size_t n = t->buf ? (size_t)(t->end - t->start) : 0;
-        uint8_t *obj = malloc(36 + n + 8);
-        if (!obj)
-                return -ENOMEM;
-        struct lup_wr w = lup_wr_init(obj, 36 + n + 8);
-        lup_wr_u64(&w, REPLIES_MAGIC);
-        lup_wr_u32(&w, REPLIES_VERSION);
-        lup_wr_u64(&w, t->end - n);
-        lup_wr_u64(&w, t->end);
-        lup_wr_u64(&w, n);
+        size_t at = 0, first = 0;
+        uint8_t *obj = NULL;
+        size_t len = 0;
         if (n) {
-                size_t at = (size_t)((t->end - n) % t->cap), first = t->cap - at < n ? t->cap - at : n;
-                lup_wr_bytes(&w, t->buf + at, first);
-                lup_wr_bytes(&w, t->buf, n - first);
+                at = (size_t)((t->end - n) % t->cap);
+                first = t->cap - at < n ? t->cap - at : n;
         }
-        lup_wr_u64(&w, lup_hash64(obj, w.len, REPLIES_MAGIC));
-        int rc = w.err ? -ENOBUFS : s->prov_ops->save_write(save, "replies", obj, w.len);
+        /* the newest n bytes of the ring, oldest first: [at, at + first), then from the start */
+        int rc = lup_ckpt_replies_encode(t->end - n, t->end, n ? t->buf + at : NULL, first, n ? t->buf : NULL,
+                                         n - first, &obj, &len);
+        if (rc == 0)
+                rc = s->prov_ops->save_write(save, "replies", obj, len);
         free(obj);
         return rc;
 }
@@ -335,7 +331,7 @@ int lupw_tx_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why,
                 t->log_unknown = true; /* an older checkpoint */
                 return 0;
         }
-        if (size < 44 || size > 44 + (uint64_t)LUPW_MAX_REPLY_CACHE_MB * 1048576u) {
+        if (!lup_sealed_len_ok(&lup_ckpt_replies_kind, size)) {
                 snprintf(why, whylen, "object replies has an impossible size");
                 return -EBADMSG;
         }
@@ -348,27 +344,16 @@ int lupw_tx_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why,
                 snprintf(why, whylen, "reading replies failed");
                 return k < 0 ? (int)k : -EIO;
         }
-        struct lup_rd r = lup_rd_init(obj, size - 8);
-        uint64_t magic, start, end, n;
-        uint32_t version;
-        const uint8_t *data = NULL;
-        lup_rd_u64(&r, &magic);
-        lup_rd_u32(&r, &version);
-        lup_rd_u64(&r, &start);
-        lup_rd_u64(&r, &end);
-        lup_rd_u64(&r, &n);
-        if (!r.err && n <= size)
-                lup_rd_bytes(&r, (size_t)n, &data);
-        int rc = 0;
-        if (lup_rd_finish(&r) < 0 || magic != REPLIES_MAGIC || version != REPLIES_VERSION || end < start ||
-            end - start != n || lup_hash64(obj, size - 8, REPLIES_MAGIC) != lup_le64(obj + size - 8)) {
-                snprintf(why, whylen, "object replies is damaged");
-                rc = -EBADMSG;
+        struct lup_ckpt_replies rp;
+        const char *reason;
+        int rc = lup_ckpt_replies_decode(obj, (size_t)size, &rp, &reason);
+        if (rc < 0) {
+                snprintf(why, whylen, "%s", reason);
         } else {
                 /* resent only to a client that asks (HELLO), from where it stopped */
                 t->resend = true;
-                t->start = t->end = start;
-                log_append(t, data, (size_t)n); /* keeps the newest cap bytes */
+                t->start = t->end = rp.start;
+                log_append(t, rp.data, (size_t)(rp.end - rp.start)); /* keeps the newest cap bytes */
         }
         free(obj);
         return rc;

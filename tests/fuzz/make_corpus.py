@@ -16,6 +16,9 @@ latched error), u64 context id, then the op's arguments as the shim encodes
 them, one seed per op with arguments that pass the checks against the fake
 session of fuzz_worker_ops.c, and some that do not. Reproducers of known, unfixed bugs
 go to corpus/known-bugs/<target>/ (see fuzz_known_bugs.h).
+
+fuzz_ckpt_codec's seeds are not made here: they are real checkpoint objects
+that a running lupined wrote, copied by ckpt_corpus.py.
 """
 import os
 import re
