@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The checks the generated decoders call on every argument that names
- * something (device pointers, ranges, streams, devices, contexts), and
- * context binding: every call runs in the context the client named, made
- * current only when it changes.
+ * something (device pointers, ranges, devices, contexts; streams are
+ * handles, resolved in handles.c), and context binding: every call runs in
+ * the context the client named, made current only when it changes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -70,20 +70,6 @@ CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, ui
         if (!lupw_find_global(s, p, &g) || n > g.size - (p - g.base))
                 return CUDA_ERROR_INVALID_VALUE;
         return CUDA_SUCCESS;
-}
-
-CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret)
-{
-        /* the default streams travel as themselves */
-        if (id == 0 || id == (uint64_t)(uintptr_t)CU_STREAM_LEGACY || id == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
-                *ret = (CUstream)(uintptr_t)id;
-                return CUDA_SUCCESS;
-        }
-        void *real;
-        CUresult r = lupw_handle(s, LUPW_H_STREAM, id, &real);
-        if (r == CUDA_SUCCESS)
-                *ret = real;
-        return r;
 }
 
 CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret)

@@ -121,6 +121,20 @@ CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret)
         return CUDA_SUCCESS;
 }
 
+CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret)
+{
+        /* the default streams travel as themselves */
+        if (id == 0 || id == (uint64_t)(uintptr_t)CU_STREAM_LEGACY || id == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD) {
+                *ret = (CUstream)(uintptr_t)id;
+                return CUDA_SUCCESS;
+        }
+        void *real;
+        CUresult r = lupw_handle(s, LUPW_H_STREAM, id, &real);
+        if (r == CUDA_SUCCESS)
+                *ret = real;
+        return r;
+}
+
 int lupw_handle_fresh(struct lupw_session *s, uint64_t id)
 {
         if (id < LUP_FIRST_HANDLE_ID || (id - LUP_FIRST_HANDLE_ID) % 16 || lup_u64map_get(&s->handles, id, NULL)) {

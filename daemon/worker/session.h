@@ -303,7 +303,7 @@ int lupw_process_input(struct lupw_session *s);
 int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags, CUresult status,
                const void *payload, size_t len);
 int lupw_flush_out(struct lupw_session *s);
-/* Device printf (worker/output.c): the worker's stdout becomes a memfd
+/* Device printf (worker/tx.c): the worker's stdout becomes a memfd
  * before the driver loads; lupw_reply() sends what the driver wrote there
  * as OUTPUT frames ahead of the reply. */
 void lupw_output_init(void);
