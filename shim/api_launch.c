@@ -6,10 +6,12 @@
  * error; failures inside the kernel surface at the next synchronous call.
  */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "buf.h"
 #include "client.h"
+#include "ctl_codec.h"
 #include "funcs.h"
 #include "shim_gen.h"
 
@@ -25,6 +27,36 @@ struct launch {
         void **params;
         void **extra;
 };
+
+_Static_assert(sizeof(((CUlaunchAttribute *)0)->value) == LUP_LAUNCH_ATTR_VALUE,
+               "LAUNCH attribute values are 64 bytes");
+_Static_assert(sizeof(unsigned int) == sizeof(uint32_t), "launch dimensions travel as u32");
+
+/* The launch frame. A launch builds one every time (about 4 us a launch),
+ * up to LUP_LAUNCH_MAX_SIZE bytes: too big for the caller's stack, too
+ * frequent for a malloc each. So each launching thread allocates one at its
+ * first launch and keeps it; the key frees it when the thread exits. */
+static pthread_key_t frame_key;
+static bool frame_key_ok;
+static pthread_once_t frame_key_once = PTHREAD_ONCE_INIT;
+static __thread uint8_t *frame_buf;
+
+static void frame_key_make(void)
+{
+        frame_key_ok = pthread_key_create(&frame_key, free) == 0;
+}
+
+static uint8_t *launch_frame(void)
+{
+        if (frame_buf)
+                return frame_buf;
+        pthread_once(&frame_key_once, frame_key_make);
+        frame_buf = malloc(LUP_LAUNCH_MAX_SIZE);
+        /* without the key the buffer outlives its thread: a leak, not a failure */
+        if (frame_buf && frame_key_ok)
+                (void)pthread_setspecific(frame_key, frame_buf);
+        return frame_buf;
+}
 
 static CUresult pack_params(const struct lupc_func_layout *lay, void **params, void **extra, uint8_t *out)
 {
@@ -90,25 +122,28 @@ static CUresult launch(const struct launch *l)
         if (l->n_attrs > LUP_MAX_LAUNCH_ATTRS || (l->n_attrs && !l->attrs))
                 return CUDA_ERROR_INVALID_VALUE;
 
-        size_t head = 8 + 6 * 4 + 4 + 8 + 4 + 4 + (size_t)l->n_attrs * 68 + 4;
-        uint8_t frame[head + LUP_MAX_PARAM_BYTES];
-        struct lup_wr w = lup_wr_init(frame, sizeof(frame));
-        lup_wr_u64(&w, l->f);
-        for (int i = 0; i < 3; i++)
-                lup_wr_u32(&w, l->grid[i]);
-        for (int i = 0; i < 3; i++)
-                lup_wr_u32(&w, l->block[i]);
-        lup_wr_u32(&w, l->shmem);
-        lup_wr_u64(&w, l->stream);
-        lup_wr_u32(&w, l->flags);
-        lup_wr_u32(&w, l->n_attrs);
+        uint8_t *frame = launch_frame();
+        if (!frame)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        /* field by field: a designated initialiser would clear the whole
+         * attribute table on every launch */
+        struct lup_launch wl;
+        wl.func = l->f;
+        memcpy(wl.grid, l->grid, sizeof(wl.grid));
+        memcpy(wl.block, l->block, sizeof(wl.block));
+        wl.shmem = l->shmem;
+        wl.stream = l->stream;
+        wl.flags = l->flags;
+        wl.n_attrs = l->n_attrs;
         for (unsigned int i = 0; i < l->n_attrs; i++) {
-                lup_wr_u32(&w, (uint32_t)l->attrs[i].id);
-                lup_wr_bytes(&w, &l->attrs[i].value, 64);
+                wl.attrs[i].id = (uint32_t)l->attrs[i].id;
+                memcpy(wl.attrs[i].value, &l->attrs[i].value, LUP_LAUNCH_ATTR_VALUE);
         }
-        lup_wr_u32(&w, lay.param_bytes);
-        uint8_t *pb = lup_wr_reserve(&w, lay.param_bytes);
-        if (w.err || !pb)
+        wl.param_bytes = lay.param_bytes;
+        wl.params = NULL;
+        struct lup_wr w = lup_wr_init(frame, LUP_LAUNCH_MAX_SIZE);
+        uint8_t *pb;
+        if (lup_launch_encode(&w, &wl, &pb) < 0)
                 return CUDA_ERROR_INVALID_VALUE;
         if ((r = pack_params(&lay, l->params, l->extra, pb)) != CUDA_SUCCESS)
                 return r;

@@ -47,6 +47,7 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "ctl_codec.h"
 #include "frame.h"
 #include "image.h"
 #include "log.h"
@@ -268,8 +269,9 @@ static const char *io_why(int rc);
  * under it again, so a landing dropped meanwhile is never touched. */
 static int read_data_frame(const struct lup_hdr *h, const char **why)
 {
-        uint8_t b[16];
-        if (h->len < sizeof(b)) {
+        uint8_t b[LUP_DATA_HDR_SIZE];
+        struct lup_data d;
+        if (lup_data_short(h->len)) {
                 *why = "short DATA frame";
                 return -EBADMSG;
         }
@@ -278,7 +280,9 @@ static int read_data_frame(const struct lup_hdr *h, const char **why)
                 *why = io_why(rc);
                 return rc;
         }
-        uint64_t token = lup_le64(b), off = lup_le64(b + 8), n = h->len - sizeof(b);
+        if (lup_data_decode(b, h->len, &d, why) < 0)
+                return -EBADMSG;
+        uint64_t token = d.token, off = d.offset, n = d.n;
         pthread_mutex_lock(&conn.recv_lock);
         struct lupc_landing *l = find_landing_locked(token);
         bool ok = l && off == l->received && n <= l->size - l->received;
@@ -805,9 +809,8 @@ CUresult lupc_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream
          * threads' small calls are never stuck behind a large copy. */
         for (size_t off = 0; off < n;) {
                 size_t k = n - off < LUP_BULK_CHUNK ? n - off : LUP_BULK_CHUNK;
-                uint8_t a[16];
-                lup_put64(a, dst + off);
-                lup_put64(a + 8, stream);
+                uint8_t a[LUP_HTOD_HDR_SIZE];
+                lup_htod_encode(a, dst + off, stream);
                 r = send_frame(LUP_OP_MEMCPY_HTOD, 0, ctx, a, sizeof(a), (const uint8_t *)src + off, k, NULL, 0);
                 if (r != CUDA_SUCCESS)
                         return r;
@@ -824,10 +827,8 @@ CUresult lupc_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream)
                 return r;
         if (lup_trace_level() >= 1)
                 lup_tracef("cuMemcpyDtoH %zu bytes", n);
-        uint8_t a[24];
-        lup_put64(a, src);
-        lup_put64(a + 8, n);
-        lup_put64(a + 16, stream);
+        uint8_t a[LUP_DTOH_SIZE];
+        lup_dtoh_encode(a, &(struct lup_dtoh){ .src = src, .size = n, .stream = stream });
         struct lupc_waiter w = { .rep = dst, .cap = n };
         r = send_frame(LUP_OP_MEMCPY_DTOH, LUP_F_SYNC, ctx, a, sizeof(a), NULL, 0, &w, 0);
         if (r != CUDA_SUCCESS)
@@ -855,11 +856,8 @@ CUresult lupc_copy_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t stream
         l->next = conn.landings;
         conn.landings = l; /* from here on l belongs to the list: only token names it */
         pthread_mutex_unlock(&conn.recv_lock);
-        uint8_t a[32];
-        lup_put64(a, src);
-        lup_put64(a + 8, n);
-        lup_put64(a + 16, stream);
-        lup_put64(a + 24, token);
+        uint8_t a[LUP_DTOH_ASYNC_SIZE];
+        lup_dtoh_async_encode(a, &(struct lup_dtoh){ .src = src, .size = n, .stream = stream, .token = token });
         if (lup_trace_level() >= 1)
                 lup_tracef("cuMemcpyDtoHAsync %zu bytes", n);
         r = send_frame(LUP_OP_DTOH_ASYNC, 0, ctx, a, sizeof(a), NULL, 0, NULL, token);
@@ -887,10 +885,8 @@ CUresult lupc_upload_image(const void *image, uint64_t *ret_blob)
         uint64_t blob = lupc_mint_handle();
         for (size_t off = 0; off < n;) {
                 size_t k = n - off < LUP_BULK_CHUNK ? n - off : LUP_BULK_CHUNK;
-                uint8_t a[24];
-                lup_put64(a, blob);
-                lup_put64(a + 8, n);
-                lup_put64(a + 16, off);
+                uint8_t a[LUP_BLOB_HDR_SIZE];
+                lup_blob_encode(a, blob, n, off);
                 CUresult r = send_frame(LUP_OP_BLOB, 0, lupc_ctx_current(), a, sizeof(a), start + off, k, NULL, 0);
                 if (r != CUDA_SUCCESS)
                         return r;

@@ -8,6 +8,7 @@
 
 #include "buf.h"
 #include "client.h"
+#include "ctl_codec.h"
 #include "u64map.h"
 
 struct func {
@@ -37,56 +38,29 @@ static struct func *get_locked(uint64_t f, bool create)
         return fn;
 }
 
+_Static_assert(CU_FUNC_ATTRIBUTE_MAX <= LUP_FUNC_INFO_MAX_ATTRS, "FUNC_INFO keeps every attribute the shim knows");
+
 static int decode_info(struct func *fn, const uint8_t *p, size_t n)
 {
-        struct lup_rd r = lup_rd_init(p, n);
-        uint32_t np, na;
-        lup_rd_u32(&r, &np);
-        if (r.err || np > LUP_MAX_PARAMS)
-                return -EBADMSG;
-        uint32_t *params = calloc(np ? np * 2 : 1, sizeof(*params));
-        if (!params)
-                return -ENOMEM;
-        uint32_t bytes = 0;
-        for (uint32_t i = 0; i < np; i++) {
-                lup_rd_u32(&r, &params[2 * i]);
-                lup_rd_u32(&r, &params[2 * i + 1]);
-                uint64_t end = (uint64_t)params[2 * i] + params[2 * i + 1];
-                if (end > LUP_MAX_PARAM_BYTES)
-                        r.err = -EBADMSG;
-                if (end > bytes)
-                        bytes = (uint32_t)end;
-        }
-        lup_rd_u32(&r, &na);
-        int32_t attr[CU_FUNC_ATTRIBUTE_MAX] = { 0 };
-        uint32_t res[CU_FUNC_ATTRIBUTE_MAX];
-        for (int a = 0; a < CU_FUNC_ATTRIBUTE_MAX; a++)
-                res[a] = CUDA_ERROR_INVALID_VALUE;
-        for (uint32_t a = 0; a < na && !r.err; a++) {
-                int32_t v;
-                uint32_t rr;
-                lup_rd_i32(&r, &v);
-                lup_rd_u32(&r, &rr);
-                if (a < CU_FUNC_ATTRIBUTE_MAX) {
-                        attr[a] = v;
-                        res[a] = rr;
-                }
-        }
-        if (lup_rd_finish(&r) < 0) {
-                free(params);
-                return -EBADMSG;
-        }
+        struct lup_func_info fi;
+        const char *why;
+        int rc = lup_func_info_decode(p, n, &fi, &why);
+        if (rc < 0)
+                return rc;
         /* A function's layout never changes, and launches on other threads
          * may be reading the first copy: keep it, refresh only attributes. */
         if (fn->params) {
-                free(params);
+                free(fi.params);
         } else {
-                fn->params = params;
-                fn->n_params = np;
-                fn->param_bytes = bytes;
+                fn->params = fi.params;
+                fn->n_params = fi.n_params;
+                fn->param_bytes = fi.param_bytes;
         }
-        memcpy(fn->attr, attr, sizeof(attr));
-        memcpy(fn->attr_res, res, sizeof(res));
+        /* attributes the worker did not send read as unsupported */
+        for (uint32_t a = 0; a < CU_FUNC_ATTRIBUTE_MAX; a++) {
+                fn->attr[a] = a < fi.n_attrs ? fi.attr[a] : 0;
+                fn->attr_res[a] = a < fi.n_attrs ? fi.attr_res[a] : CUDA_ERROR_INVALID_VALUE;
+        }
         fn->have_info = true;
         return 0;
 }
@@ -102,10 +76,10 @@ static CUresult fetch(uint64_t f, struct func **ret)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         if (!have) {
                 size_t cap = 16 + LUP_MAX_PARAMS * 8 + CU_FUNC_ATTRIBUTE_MAX * 8, n = 0;
-                uint8_t *rep = malloc(cap), a[8];
+                uint8_t *rep = malloc(cap), a[LUP_FUNC_INFO_REQ_SIZE];
                 if (!rep)
                         return CUDA_ERROR_OUT_OF_MEMORY;
-                lup_put64(a, f);
+                lup_func_info_req_encode(a, f);
                 CUresult r = lupc_call(LUP_OP_FUNC_INFO, LUPC_SYNC | LUPC_CTX, a, sizeof(a), rep, cap, &n);
                 if (r == CUDA_SUCCESS) {
                         pthread_mutex_lock(&lock);

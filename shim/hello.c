@@ -19,6 +19,7 @@
 #include "buf.h"
 #include "clock.h"
 #include "conn.h"
+#include "ctl_codec.h"
 #include "image.h"
 #include "env.h"
 #include "log.h"
@@ -34,77 +35,47 @@ bool lupc_initialized(void)
 
 /* ---- HELLO and the device snapshot */
 
-/* What a HELLO got back. */
-
-
-/* Decodes an accepting HELLO reply (the same at init and on resume). */
+/* Decodes an accepting HELLO reply (the same at init and on resume) into
+ * *ret, whose devs the caller installs or frees. -EBADMSG or -ENOMEM. */
 static int decode_hello_reply(const uint8_t *p, size_t n, bool resend, struct hello_reply *ret)
 {
-        struct lup_rd r = lup_rd_init(p, n);
-        uint32_t magic, proto, drv, backend, ndev;
-        uint8_t token[LUP_TOKEN_SIZE];
-        uint64_t base, size, last;
+        struct lup_hello_reply h;
+        const char *why;
 
-        lup_rd_u32(&r, &magic);
-        lup_rd_u32(&r, &proto);
-        lup_rd_u32(&r, &drv);
-        lup_rd_u32(&r, &backend);
-        lup_rd_copy(&r, token, sizeof(token));
-        lup_rd_u64(&r, &base);
-        lup_rd_u64(&r, &size);
-        lup_rd_u64(&r, &last);
-        lup_rd_u32(&r, &ndev);
-        if (r.err || magic != LUP_PROTO_MAGIC || proto != LUP_PROTO_VERSION || ndev > LUP_MAX_DEVICES)
-                return -EBADMSG;
-        if (base < LUP_ARENA_BASE || size != LUP_ARENA_SIZE || (base - LUP_ARENA_BASE) % LUP_ARENA_SIZE ||
-            (base - LUP_ARENA_BASE) / LUP_ARENA_SIZE >= LUP_ARENA_SLOTS)
-                return -EBADMSG;
-
-        struct lupc_device *devs = calloc(ndev ? ndev : 1, sizeof(*devs));
-        if (!devs)
+        /* room for the largest snapshot, once per connection */
+        struct lup_hello_dev *room = calloc(LUP_MAX_DEVICES, sizeof(*room));
+        if (!room)
                 return -ENOMEM;
-        for (uint32_t i = 0; i < ndev; i++) {
-                const char *name;
-                size_t name_len;
-                lup_rd_str16(&r, LUP_MAX_DEV_NAME, &name, &name_len);
-                lup_rd_copy(&r, devs[i].uuid.bytes, 16);
-                lup_rd_u64(&r, &devs[i].total_mem);
-                lup_rd_u32(&r, &devs[i].n_attr);
-                if (r.err || devs[i].n_attr > LUP_MAX_ATTRS) {
-                        free(devs);
-                        return -EBADMSG;
-                }
-                for (uint32_t a = 0; a < devs[i].n_attr; a++) {
-                        lup_rd_i32(&r, &devs[i].attr[a]);
-                        lup_rd_u32(&r, &devs[i].attr_res[a]);
-                }
-                if (r.err) {
-                        free(devs);
-                        return -EBADMSG;
-                }
+        int rc = lup_hello_reply_decode(p, n, resend, &h, room, &why);
+        struct lupc_device *devs = rc < 0 ? NULL : calloc(h.n_devices ? h.n_devices : 1, sizeof(*devs));
+        if (rc == 0 && !devs)
+                rc = -ENOMEM;
+        if (rc < 0) {
+                free(room);
+                return rc;
+        }
+        for (uint32_t i = 0; i < h.n_devices; i++) {
+                const struct lup_hello_dev *d = &room[i];
+                memcpy(devs[i].uuid.bytes, d->uuid, sizeof(d->uuid));
+                devs[i].total_mem = d->total_mem;
+                devs[i].n_attr = d->n_attr;
+                memcpy(devs[i].attr, d->attr, d->n_attr * sizeof(d->attr[0]));
+                memcpy(devs[i].attr_res, d->attr_res, d->n_attr * sizeof(d->attr_res[0]));
                 /* A real remote GPU is marked as such; the simulated one already says "(sim)". */
-                snprintf(devs[i].name, sizeof(devs[i].name), "%.*s%s", (int)name_len, name,
-                         backend == LUP_BACKEND_CUDA ? " (lupine)" : "");
+                snprintf(devs[i].name, sizeof(devs[i].name), "%s%s", d->name,
+                         h.backend == LUP_BACKEND_CUDA ? " (lupine)" : "");
         }
-        uint64_t from = 0, end = 0;
-        if (resend) {
-                lup_rd_u64(&r, &from);
-                lup_rd_u64(&r, &end);
-        }
-        if (lup_rd_finish(&r) < 0 || from > end) {
-                free(devs);
-                return -EBADMSG;
-        }
-        ret->resend_from = from;
-        ret->tx_end = end;
-        ret->driver_version = drv;
-        ret->backend = backend;
-        memcpy(ret->token, token, sizeof(token));
-        ret->arena_base = base;
-        ret->arena_size = size;
-        ret->last_executed = last;
+        free(room);
+        ret->resend_from = h.resend_from;
+        ret->tx_end = h.tx_end;
+        ret->driver_version = h.driver_version;
+        ret->backend = h.backend;
+        memcpy(ret->token, h.token, sizeof(h.token));
+        ret->arena_base = h.arena_base;
+        ret->arena_size = h.arena_size;
+        ret->last_executed = h.last_executed;
         ret->devs = devs;
-        ret->ndev = ndev;
+        ret->ndev = h.n_devices;
         return 0;
 }
 
@@ -159,12 +130,11 @@ int lupc_hello_exchange(int fd, uint64_t last_seen, struct hello_reply *ret)
                 return -ENOMEM;
         rc = lup_read_full(fd, rep, rh.len);
         if (rc == 0 && rh.status != 0) {
-                struct lup_rd r = lup_rd_init(rep, rh.len);
-                const char *msg = "";
-                size_t ml = 0;
-                lup_rd_str16(&r, 1024, &msg, &ml);
+                const char *msg;
+                size_t ml;
+                lup_refusal_decode(rep, rh.len, 1024, &msg, &ml);
                 ret->status = rh.status;
-                snprintf(ret->msg, sizeof(ret->msg), "%.*s", (int)ml, msg ? msg : "");
+                snprintf(ret->msg, sizeof(ret->msg), "%.*s", (int)ml, msg);
         } else if (rc == 0) {
                 ret->status = 0;
                 rc = decode_hello_reply(rep, rh.len, (hello.flags & LUP_HELLO_RESEND) != 0, ret) < 0 ? -EPROTO : 0;

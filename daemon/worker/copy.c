@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "ctl_codec.h"
 #include "frame.h"
 #include "log.h"
 #include "net.h"
@@ -22,28 +23,30 @@
 
 #define RING_SIZE (64u << 20)
 
-int lupw_op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
-{
-        struct lup_rd r = lup_rd_init(p, h->len);
-        uint64_t dst, stream;
-        CUstream st;
+/* The latched error and the context: worker/dispatch.c, lupw_run_op(). */
 
-        lup_rd_u64(&r, &dst);
-        lup_rd_u64(&r, &stream);
-        size_t n = lup_rd_left(&r);
-        if (r.err || n == 0 || n > LUP_BULK_CHUNK) {
-                lupw_set_why(s, "malformed MEMCPY_HTOD frame");
+static int htod_check(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p, union lupw_ctl_args *ret,
+                      CUresult *ret_early)
+{
+        const char *why;
+        if (lup_htod_decode(p, h->len, &ret->htod, &why) < 0) {
+                lupw_set_why(s, why);
                 return -EBADMSG;
         }
-        if (lupw_check_devptr(s, dst) < 0)
-                return -EBADMSG;
-        CUresult res = (h->flags & LUP_F_SYNC) ? lupw_take_latched(s) : CUDA_SUCCESS;
+        return lupw_check_devptr(s, ret->htod.dst) < 0 ? -EBADMSG : 0;
+}
+
+static int htod_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,
+                    CUresult *status)
+{
+        const struct lup_htod *c = &a->htod;
+        CUresult res = *status;
+        CUstream st;
+
         if (res == CUDA_SUCCESS)
-                res = lupw_bind_ctx(s, h->ctx);
+                res = lupw_check_range(s, c->dst, c->n, 1);
         if (res == CUDA_SUCCESS)
-                res = lupw_check_range(s, dst, n, 1);
-        if (res == CUDA_SUCCESS)
-                res = lupw_stream(s, stream, &st);
+                res = lupw_stream(s, c->stream, &st);
         if (res == CUDA_SUCCESS && s->in_pinned && !(h->flags & LUP_F_SYNC) &&
             (s->htod_done || s->be.fn.cuEventCreate(&s->htod_done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)) {
                 /* From the pinned receive buffer the copy runs while the next
@@ -53,7 +56,7 @@ int lupw_op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t 
                  * the data, as after a synchronous copy. */
                 if (s->htod_pending && st != s->htod_stream)
                         lupw_htod_wait(s);
-                res = s->be.fn.cuMemcpyHtoDAsync_v2(lupw_xlate(s, dst), p + r.off, n, st);
+                res = s->be.fn.cuMemcpyHtoDAsync_v2(lupw_xlate(s, c->dst), c->data, c->n, st);
                 if (res == CUDA_SUCCESS)
                         res = s->be.fn.cuEventRecord(s->htod_done, st);
                 if (res == CUDA_SUCCESS) {
@@ -62,13 +65,20 @@ int lupw_op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t 
                 }
         } else if (res == CUDA_SUCCESS) {
                 /* the bytes sit in the receive buffer, which the next read reuses */
-                res = s->be.fn.cuMemcpyHtoD_v2(lupw_xlate(s, dst), p + r.off, n);
+                res = s->be.fn.cuMemcpyHtoD_v2(lupw_xlate(s, c->dst), c->data, c->n);
         }
-        if (h->flags & LUP_F_SYNC)
-                return lupw_reply(s, h, 0, res, NULL, 0);
-        lupw_latch(s, res, "cuMemcpyHtoD");
+        *status = res;
         return 0;
 }
+
+/* sync or not: a sync copy is answered once the data is on the device */
+const struct lupw_ctl_op lupw_ctl_htod = {
+        .name = "cuMemcpyHtoD",
+        .sync = LUPW_SYNC_EITHER,
+        .need_ctx = true,
+        .check = htod_check,
+        .run = htod_run,
+};
 
 /* Writes one reply chunk straight to the socket. A blocking copy is one of
  * the points where the driver writes out device printf output: it goes
@@ -88,10 +98,11 @@ static int send_chunk(struct lupw_session *s, const struct lup_hdr *rh, const vo
 
 static int send_data(struct lupw_session *s, uint64_t token, uint64_t off, const void *data, size_t n, CUresult status)
 {
-        uint8_t buf[16];
-        lup_put64(buf, token);
-        lup_put64(buf + 8, off);
-        struct lup_hdr rh = { .len = (uint32_t)(16 + n), .op = LUP_OP_DATA, .status = (uint32_t)status,
+        uint8_t buf[LUP_DATA_HDR_SIZE];
+        lup_data_encode(buf, token, off);
+        struct lup_hdr rh = { .len = (uint32_t)(LUP_DATA_HDR_SIZE + n),
+                              .op = LUP_OP_DATA,
+                              .status = (uint32_t)status,
                               .ctx = s->last_seq };
         uint8_t hb[LUP_HDR_SIZE];
         int rc = lupw_flush_out(s);
@@ -189,37 +200,43 @@ static int copy_out_sync(struct lupw_session *s, const struct lup_hdr *h, uint64
         return 0;
 }
 
-int lupw_op_dtoh(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+static int dtoh_check(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p, union lupw_ctl_args *ret,
+                      CUresult *ret_early)
 {
-        struct lup_rd r = lup_rd_init(p, h->len);
-        uint64_t src, n, stream;
+        const char *why;
+        if (lup_dtoh_decode(p, h->len, &ret->dtoh, &why) < 0) {
+                lupw_set_why(s, why);
+                return -EBADMSG;
+        }
+        return lupw_check_devptr(s, ret->dtoh.src) < 0 ? -EBADMSG : 0;
+}
+
+static int dtoh_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,
+                    CUresult *status)
+{
+        const struct lup_dtoh *c = &a->dtoh;
         CUstream st;
 
-        lup_rd_u64(&r, &src);
-        lup_rd_u64(&r, &n);
-        lup_rd_u64(&r, &stream);
-        if (lup_rd_finish(&r) < 0 || !(h->flags & LUP_F_SYNC)) {
-                lupw_set_why(s, "malformed MEMCPY_DTOH frame");
-                return -EBADMSG;
-        }
-        if (n == 0 || n > LUP_MAX_COPY) {
-                lupw_set_why(s, "absurd MEMCPY_DTOH size");
-                return -EBADMSG;
-        }
-        if (lupw_check_devptr(s, src) < 0)
-                return -EBADMSG;
-        CUresult res = lupw_take_latched(s);
-        if (res == CUDA_SUCCESS)
-                res = lupw_bind_ctx(s, h->ctx);
-        if (res == CUDA_SUCCESS)
-                res = lupw_check_range(s, src, n, 1);
-        if (res == CUDA_SUCCESS)
-                res = lupw_stream(s, stream, &st);
-        if (res != CUDA_SUCCESS)
-                return lupw_reply(s, h, 0, res, NULL, 0);
-        /* the chunks are queued on the request's stream, after its earlier work */
-        return copy_out_sync(s, h, 0, lupw_xlate(s, src), n, st);
+        if (*status == CUDA_SUCCESS)
+                *status = lupw_check_range(s, c->src, c->size, 1);
+        if (*status == CUDA_SUCCESS)
+                *status = lupw_stream(s, c->stream, &st);
+        if (*status != CUDA_SUCCESS)
+                return 0;
+        /* the chunks are queued on the request's stream, after its earlier
+         * work, and are the answer */
+        int rc = copy_out_sync(s, h, 0, lupw_xlate(s, c->src), c->size, st);
+        return rc < 0 ? rc : LUPW_ANSWERED;
 }
+
+const struct lupw_ctl_op lupw_ctl_dtoh = {
+        .name = "cuMemcpyDtoH",
+        .sync = LUPW_SYNC_ONLY,
+        .why_flag = "malformed MEMCPY_DTOH frame",
+        .need_ctx = true,
+        .check = dtoh_check,
+        .run = dtoh_run,
+};
 
 static struct lupw_pending_dtoh *pending_at(struct lupw_session *s, unsigned i)
 {
@@ -268,27 +285,31 @@ static int ring_take(struct lupw_session *s, size_t n, size_t *ret_off)
         return 0;
 }
 
-int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+static int dtoh_async_check(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p, union lupw_ctl_args *ret,
+                            CUresult *ret_early)
 {
-        struct lup_rd r = lup_rd_init(p, h->len);
-        uint64_t src, n, stream, token;
-        CUstream st = NULL;
-
-        lup_rd_u64(&r, &src);
-        lup_rd_u64(&r, &n);
-        lup_rd_u64(&r, &stream);
-        lup_rd_u64(&r, &token);
-        if (lup_rd_finish(&r) < 0 || (h->flags & LUP_F_SYNC) || token == 0 || n == 0 || n > LUP_MAX_COPY) {
-                lupw_set_why(s, "malformed DTOH_ASYNC frame");
+        const char *why;
+        if (lup_dtoh_async_decode(p, h->len, &ret->dtoh, &why) < 0) {
+                lupw_set_why(s, why);
                 return -EBADMSG;
         }
-        if (lupw_check_devptr(s, src) < 0)
-                return -EBADMSG;
-        CUresult res = lupw_bind_ctx(s, h->ctx);
+        return lupw_check_devptr(s, ret->dtoh.src) < 0 ? -EBADMSG : 0;
+}
+
+/* A failure ends the token with a DATA frame carrying it; lupw_run_op()
+ * latches it too, for the next synchronous call. */
+static int dtoh_async_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a,
+                          struct lup_wr *out, CUresult *status)
+{
+        const struct lup_dtoh *c = &a->dtoh;
+        uint64_t n = c->size, token = c->token;
+        CUresult res = *status;
+        CUstream st = NULL;
+
         if (res == CUDA_SUCCESS)
-                res = lupw_check_range(s, src, n, 1);
+                res = lupw_check_range(s, c->src, n, 1);
         if (res == CUDA_SUCCESS)
-                res = lupw_stream(s, stream, &st);
+                res = lupw_stream(s, c->stream, &st);
         if (res == CUDA_SUCCESS && !s->dring && n <= LUP_MAX_ASYNC_DTOH) {
                 void *ring = NULL;
                 if (s->be.fn.cuMemAllocHost_v2(&ring, RING_SIZE) == CUDA_SUCCESS) {
@@ -296,19 +317,17 @@ int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const ui
                         s->dring_size = RING_SIZE;
                 }
         }
-        if (res != CUDA_SUCCESS) {
-                lupw_latch(s, res, "cuMemcpyDtoHAsync");
-                return send_data(s, token, 0, NULL, 0, res);
-        }
-        if (n > LUP_MAX_ASYNC_DTOH || !s->dring) {
+        if (res == CUDA_SUCCESS && (n > LUP_MAX_ASYNC_DTOH || !s->dring)) {
                 /* too big for the ring: copy now, after the stream's earlier work */
                 res = s->be.fn.cuStreamSynchronize(st);
-                if (res != CUDA_SUCCESS) {
-                        lupw_latch(s, res, "cuMemcpyDtoHAsync");
-                        return send_data(s, token, 0, NULL, 0, res);
+                if (res == CUDA_SUCCESS) {
+                        int rc = lupw_flush_pending(s, true);
+                        return rc < 0 ? rc : copy_out_sync(s, NULL, token, lupw_xlate(s, c->src), n, st);
                 }
-                int rc = lupw_flush_pending(s, true);
-                return rc < 0 ? rc : copy_out_sync(s, NULL, token, lupw_xlate(s, src), n, st);
+        }
+        if (res != CUDA_SUCCESS) {
+                *status = res;
+                return send_data(s, token, 0, NULL, 0, res);
         }
         size_t off;
         int rc = ring_take(s, (size_t)n, &off);
@@ -317,13 +336,13 @@ int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const ui
         struct lupw_pending_dtoh *pd = pending_at(s, s->n_pending);
         if (!pd->done && s->be.fn.cuEventCreate(&pd->done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
                 pd->done = NULL;
-        res = pd->done ? s->be.fn.cuMemcpyDtoHAsync_v2(s->dring + off, lupw_xlate(s, src), n, st)
+        res = pd->done ? s->be.fn.cuMemcpyDtoHAsync_v2(s->dring + off, lupw_xlate(s, c->src), n, st)
                        : CUDA_ERROR_OUT_OF_MEMORY;
         if (res == CUDA_SUCCESS)
                 res = s->be.fn.cuEventRecord(pd->done, st);
         if (res != CUDA_SUCCESS) {
                 s->dring_head = off;
-                lupw_latch(s, res, "cuMemcpyDtoHAsync");
+                *status = res;
                 return send_data(s, token, 0, NULL, 0, res);
         }
         pd->token = token;
@@ -332,6 +351,16 @@ int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const ui
         s->n_pending++;
         return 0;
 }
+
+/* the data follows as DATA frames, before the answer to any later sync call */
+const struct lupw_ctl_op lupw_ctl_dtoh_async = {
+        .name = "cuMemcpyDtoHAsync",
+        .sync = LUPW_ASYNC_ONLY,
+        .why_flag = "malformed DTOH_ASYNC frame",
+        .need_ctx = true,
+        .check = dtoh_async_check,
+        .run = dtoh_async_run,
+};
 
 void lupw_copy_free(struct lupw_session *s)
 {

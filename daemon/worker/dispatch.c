@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Frame dispatch: every complete frame in the input buffer is executed
- * strictly in sequence order. Control ops (copies, launches, uploads) have
- * hand-written handlers; ops numbered 256 and up are the generated ones
- * (worker_gen.c decodes their arguments). Anything malformed closes the
- * connection with a logged reason (s->why).
+ * strictly in sequence order. The connection's own ops (GOODBYE, PING) are
+ * answered here; every other op, control (copies, launches, uploads: their
+ * files describe them as struct lupw_ctl_op) or generated (256 and up:
+ * worker_gen.c decodes their arguments), runs through lupw_run_op(), the
+ * one place that takes latched errors, binds contexts and replies or
+ * latches. Anything malformed closes the connection with a logged reason
+ * (s->why).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -16,9 +19,42 @@
 #include "ops.h"
 #include "worker/session.h"
 
-/* ---- generated ops */
+/* ---- one sequence for every op (the steps: worker/session.h) */
 
-static int op_generated(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+/* Replies are built here, not on the stack: FUNC_INFO's, the largest, can
+ * take 32 KiB. A worker process serves one session on one thread, so
+ * nobody shares it. */
+static uint8_t reply_buf[LUPW_FUNC_INFO_REPLY_MAX];
+
+/* clang-format off */
+static const struct lupw_ctl_op *const ctl_ops[] = {
+        [LUP_OP_MEMCPY_HTOD]    = &lupw_ctl_htod,
+        [LUP_OP_MEMCPY_DTOH]    = &lupw_ctl_dtoh,
+        [LUP_OP_LAUNCH]         = &lupw_ctl_launch,
+        [LUP_OP_FUNC_INFO]      = &lupw_ctl_func_info,
+        [LUP_OP_BLOB]           = &lupw_ctl_blob,
+        [LUP_OP_DTOH_ASYNC]     = &lupw_ctl_dtoh_async,
+};
+/* clang-format on */
+
+const struct lupw_ctl_op *lupw_ctl_op(uint16_t op)
+{
+        return op < sizeof(ctl_ops) / sizeof(ctl_ops[0]) ? ctl_ops[op] : NULL;
+}
+
+/* A generated op is a control op whose run() decodes as well: the handler
+ * validates its arguments after the latched error is taken, and binds the
+ * context itself, between the checks that need none and those that do. */
+static int run_generated(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a,
+                         struct lup_wr *out, CUresult *status)
+{
+        const struct lupw_op *op = &lupw_ops[h->op - 256];
+        struct lup_rd rd = lup_rd_init(a->payload, h->len);
+        return op->fn(s, h->ctx, &rd, out, status);
+}
+
+/* The description of generated op h->op (*ret_op), or -EBADMSG. */
+static int generated_op(struct lupw_session *s, const struct lup_hdr *h, struct lupw_ctl_op *ret_op)
 {
         size_t idx = (size_t)h->op - 256;
         if (idx >= lupw_n_ops || !lupw_ops[idx].fn) {
@@ -26,32 +62,66 @@ static int op_generated(struct lupw_session *s, const struct lup_hdr *h, const u
                 return -EBADMSG;
         }
         const struct lupw_op *op = &lupw_ops[idx];
-        bool sync = (h->flags & LUP_F_SYNC) != 0;
-        if (sync != op->sync) {
-                lupw_set_why(s, sync ? "reply requested for an asynchronous op" : "synchronous op sent without a reply lane");
+        *ret_op = (struct lupw_ctl_op){
+                .name = op->name,
+                .sync = op->sync ? LUPW_SYNC_ONLY : LUPW_ASYNC_ONLY,
+                .why_flag = op->sync ? "synchronous op sent without a reply lane"
+                                     : "reply requested for an asynchronous op",
+                .reply_cap = 256,
+                .run = run_generated,
+        };
+        return 0;
+}
+
+int lupw_run_op(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+{
+        struct lupw_ctl_op gen;
+        const struct lupw_ctl_op *op = &gen;
+        union lupw_ctl_args a;
+        int rc;
+
+        if (h->op >= 256) {
+                if ((rc = generated_op(s, h, &gen)) < 0)
+                        return rc;
+                a.payload = p;
+        } else if (!(op = lupw_ctl_op(h->op))) {
+                lupw_set_why(s, "unknown op");
                 return -EBADMSG;
         }
-        if (lup_trace_level() >= 1)
+        bool sync = (h->flags & LUP_F_SYNC) != 0;
+        if (op->sync != LUPW_SYNC_EITHER && sync != (op->sync == LUPW_SYNC_ONLY)) {
+                lupw_set_why(s, op->why_flag);
+                return -EBADMSG;
+        }
+        /* control ops trace what they did themselves (LAUNCH its result) */
+        if (op == &gen && lup_trace_level() >= 1)
                 lup_tracef("session %s seq %llu %s", s->name, (unsigned long long)h->seq, op->name);
-
-        uint8_t outbuf[256];
-        struct lup_wr out = lup_wr_init(outbuf, sizeof(outbuf));
-        struct lup_rd rd = lup_rd_init(p, h->len);
+        CUresult early = CUDA_SUCCESS;
+        if (op->check && (rc = op->check(s, h, p, &a, &early)) < 0)
+                return rc;
         /* A latched async failure is the answer to the next sync call, which
          * is then not executed (its arguments are still validated). */
         CUresult res = sync ? lupw_take_latched(s) : CUDA_SUCCESS;
-        int rc = op->fn(s, h->ctx, &rd, &out, &res);
-        if (rc < 0)
-                return rc;
+        if (res == CUDA_SUCCESS)
+                res = early;
+        if (res == CUDA_SUCCESS && op->need_ctx)
+                res = lupw_bind_ctx(s, h->ctx);
+        struct lup_wr out =
+                lup_wr_init(reply_buf, op->reply_cap < sizeof(reply_buf) ? op->reply_cap : sizeof(reply_buf));
+        rc = op->run(s, h, &a, &out, &res);
         if (!sync) {
                 lupw_latch(s, res, op->name);
-                return 0;
+                return rc < 0 ? rc : 0;
         }
+        if (rc < 0)
+                return rc;
+        if (rc == LUPW_ANSWERED)
+                return 0;
         if (out.err) {
                 lupw_set_why(s, "reply overflow");
                 return -EBADMSG;
         }
-        return lupw_reply(s, h, 0, res, res == CUDA_SUCCESS ? outbuf : NULL, res == CUDA_SUCCESS ? out.len : 0);
+        return lupw_reply(s, h, 0, res, res == CUDA_SUCCESS ? reply_buf : NULL, res == CUDA_SUCCESS ? out.len : 0);
 }
 
 static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
@@ -89,18 +159,6 @@ static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const u
                 if (h->len == 8 && lupw_tx_ack(s, lup_le64(p)) < 0)
                         return -EBADMSG;
                 return (h->flags & LUP_F_SYNC) ? lupw_reply(s, h, 0, CUDA_SUCCESS, NULL, 0) : 0;
-        case LUP_OP_MEMCPY_HTOD:
-                return lupw_op_htod(s, h, p);
-        case LUP_OP_MEMCPY_DTOH:
-                return lupw_op_dtoh(s, h, p);
-        case LUP_OP_LAUNCH:
-                return lupw_op_launch(s, h, p);
-        case LUP_OP_FUNC_INFO:
-                return lupw_op_func_info(s, h, p);
-        case LUP_OP_BLOB:
-                return lupw_op_blob(s, h, p);
-        case LUP_OP_DTOH_ASYNC:
-                return lupw_op_dtoh_async(s, h, p);
         case LUP_OP_ALIVE:
         case LUP_OP_DATA:
         case LUP_OP_OUTPUT:
@@ -108,11 +166,12 @@ static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const u
                                 h->op == LUP_OP_DATA   ? "client sent DATA, a server-only frame" :
                                                          "client sent OUTPUT, a server-only frame");
                 return -EBADMSG;
-        default:
-                if (h->op >= 256)
-                        return op_generated(s, h, p);
-                lupw_set_why(s, h->op == LUP_OP_HELLO ? "HELLO after the handshake" : "unknown op");
+        case LUP_OP_HELLO:
+                lupw_set_why(s, "HELLO after the handshake");
                 return -EBADMSG;
+        default:
+                /* copies, launches, uploads (lupw_ctl_op()) and the generated ops */
+                return lupw_run_op(s, h, p);
         }
 }
 

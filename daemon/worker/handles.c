@@ -172,47 +172,62 @@ void lupw_handle_del(struct lupw_session *s, uint64_t id)
 
 /* ---- blobs */
 
-int lupw_op_blob(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+static int blob_check(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p, union lupw_ctl_args *ret,
+                      CUresult *ret_early)
 {
-        struct lup_rd r = lup_rd_init(p, h->len);
-        uint64_t id, total, off, v;
-        lup_rd_u64(&r, &id);
-        lup_rd_u64(&r, &total);
-        lup_rd_u64(&r, &off);
-        size_t n = lup_rd_left(&r);
-        if (r.err || id == 0 || n == 0 || total == 0 || total > LUP_MAX_BLOB || (h->flags & LUP_F_SYNC)) {
-                lupw_set_why(s, "malformed BLOB frame");
+        const char *why;
+        if (lup_blob_decode(p, h->len, &ret->blob, &why) < 0) {
+                lupw_set_why(s, why);
                 return -EBADMSG;
         }
+        return 0;
+}
+
+/* Everything wrong with an upload is the client's protocol error: nothing
+ * is latched, no context is needed. */
+static int blob_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,
+                    CUresult *status)
+{
+        const struct lup_blob *c = &a->blob;
+        uint64_t v;
         struct blob *b;
-        if (!lup_u64map_get(&s->blobs, id, &v)) {
-                if (off != 0 || s->blob_bytes + total > LUP_MAX_BLOB_BYTES) {
-                        lupw_set_why(s, off ? "BLOB chunk for an unknown blob" : "too many bytes uploaded at once");
+        if (!lup_u64map_get(&s->blobs, c->id, &v)) {
+                if (c->offset != 0 || s->blob_bytes + c->total > LUP_MAX_BLOB_BYTES) {
+                        lupw_set_why(s,
+                                     c->offset ? "BLOB chunk for an unknown blob" : "too many bytes uploaded at once");
                         return -EBADMSG;
                 }
                 b = calloc(1, sizeof(*b));
                 if (b)
-                        b->data = malloc(total);
-                if (!b || !b->data || lup_u64map_put(&s->blobs, id, (uint64_t)(uintptr_t)b) < 0) {
+                        b->data = malloc(c->total);
+                if (!b || !b->data || lup_u64map_put(&s->blobs, c->id, (uint64_t)(uintptr_t)b) < 0) {
                         if (b)
                                 free(b->data);
                         free(b);
                         lupw_set_why(s, "cannot hold the uploaded blob (memory or blob count limit)");
                         return -EBADMSG;
                 }
-                b->total = total;
-                s->blob_bytes += total;
+                b->total = c->total;
+                s->blob_bytes += c->total;
         } else {
                 b = (struct blob *)(uintptr_t)v;
         }
-        if (off != b->received || total != b->total || n > b->total - b->received) {
+        if (c->offset != b->received || c->total != b->total || c->n > b->total - b->received) {
                 lupw_set_why(s, "BLOB chunk out of order or past the end");
                 return -EBADMSG;
         }
-        memcpy(b->data + off, p + r.off, n);
-        b->received += n;
+        memcpy(b->data + c->offset, c->data, c->n);
+        b->received += c->n;
         return 0;
 }
+
+const struct lupw_ctl_op lupw_ctl_blob = {
+        .name = "BLOB",
+        .sync = LUPW_ASYNC_ONLY,
+        .why_flag = "malformed BLOB frame",
+        .check = blob_check,
+        .run = blob_run,
+};
 
 int lupw_blob_take(struct lupw_session *s, uint64_t id, const void **ret, size_t *ret_len)
 {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "ctl_codec.h"
 #include "frame.h"
 #include "log.h"
 #include "net.h"
@@ -24,7 +25,7 @@ int lupw_refuse_on(struct lupw_session *s, int fd, const struct lup_hdr *req, CU
 {
         uint8_t buf[512];
         struct lup_wr w = lup_wr_init(buf, sizeof(buf));
-        lup_wr_str16(&w, msg, strnlen(msg, 400));
+        lup_refusal_encode(&w, msg, 400);
         lup_err("session %s refused: %s", s->name[0] ? s->name : "?", msg);
         struct lup_hdr h = { .len = (uint32_t)w.len, .op = req->op, .flags = LUP_F_REPLY, .lane = req->lane,
                              .status = (uint32_t)status, .seq = req->seq, .ctx = s->last_seq };
@@ -36,7 +37,8 @@ int lupw_refuse(struct lupw_session *s, const struct lup_hdr *req, CUresult stat
         return lupw_refuse_on(s, s->fd, req, status, msg);
 }
 
-static void write_device(struct lupw_session *s, struct lup_wr *w, int dev)
+/* One device of the HELLO reply's snapshot, as the driver describes it. */
+static void snap_device(struct lupw_session *s, struct lup_hello_dev *d, int dev)
 {
         const struct lupw_backend *be = &s->be.fn;
         char name[LUP_MAX_DEV_NAME] = "";
@@ -46,16 +48,17 @@ static void write_device(struct lupw_session *s, struct lup_wr *w, int dev)
         be->cuDeviceGetName(name, sizeof(name), dev);
         be->cuDeviceGetUuid_v2(&uuid, dev);
         be->cuDeviceTotalMem_v2(&total, dev);
-        lup_wr_str16(w, name, strnlen(name, sizeof(name) - 1));
-        lup_wr_bytes(w, uuid.bytes, 16);
-        lup_wr_u64(w, total);
-        uint32_t n_attr = CU_DEVICE_ATTRIBUTE_MAX - 1 < LUP_MAX_ATTRS ? CU_DEVICE_ATTRIBUTE_MAX - 1 : LUP_MAX_ATTRS;
-        lup_wr_u32(w, n_attr);
-        for (uint32_t a = 1; a <= n_attr; a++) {
+        size_t name_len = strnlen(name, sizeof(name) - 1);
+        memcpy(d->name, name, name_len);
+        d->name[name_len] = 0;
+        memcpy(d->uuid, uuid.bytes, sizeof(d->uuid));
+        d->total_mem = total;
+        d->n_attr = CU_DEVICE_ATTRIBUTE_MAX - 1 < LUP_MAX_ATTRS ? CU_DEVICE_ATTRIBUTE_MAX - 1 : LUP_MAX_ATTRS;
+        for (uint32_t a = 1; a <= d->n_attr; a++) {
                 int v = 0;
                 CUresult r = be->cuDeviceGetAttribute(&v, (CUdevice_attribute)a, dev);
-                lup_wr_i32(w, r == CUDA_SUCCESS ? v : 0);
-                lup_wr_u32(w, (uint32_t)r);
+                d->attr[a - 1] = r == CUDA_SUCCESS ? v : 0;
+                d->attr_res[a - 1] = (uint32_t)r;
         }
 }
 
@@ -127,42 +130,44 @@ int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req, con
         s->be.fn.cuDriverGetVersion(&drv);
         size_t cap = 1024 + (size_t)s->n_devices * (LUP_MAX_DEV_NAME + 64 + LUP_MAX_ATTRS * 8);
         uint8_t *buf = malloc(cap);
-        if (!buf)
+        struct lup_hello_dev *devs = calloc(s->n_devices ? (size_t)s->n_devices : 1, sizeof(*devs));
+        if (!buf || !devs) {
+                free(buf);
+                free(devs);
                 return lupw_refuse(s, req, CUDA_ERROR_OUT_OF_MEMORY, "out of memory in the worker");
+        }
         /* answers written before this connection go first: the HELLO
          * reply says where the reply stream stands */
         lupw_flush_out(s);
-        uint64_t from, end;
-        lupw_tx_hello(s, hello, &from, &end);
-        struct lup_wr w = lup_wr_init(buf, cap);
-        lup_wr_u32(&w, LUP_PROTO_MAGIC);
-        lup_wr_u32(&w, LUP_PROTO_VERSION);
-        lup_wr_u32(&w, (uint32_t)drv);
-        lup_wr_u32(&w, (uint32_t)s->be.kind);
-        lup_wr_bytes(&w, s->token, LUP_TOKEN_SIZE);
-        lup_wr_u64(&w, s->arena.base);
-        lup_wr_u64(&w, LUP_ARENA_SIZE);
-        lup_wr_u64(&w, s->last_seq);
-        lup_wr_u32(&w, (uint32_t)s->n_devices);
+        struct lup_hello_reply rep = {
+                .driver_version = (uint32_t)drv,
+                .backend = (uint32_t)s->be.kind,
+                .arena_base = s->arena.base,
+                .arena_size = LUP_ARENA_SIZE,
+                .last_executed = s->last_seq,
+                .n_devices = (uint32_t)s->n_devices,
+                .devs = devs,
+                .resend = (hello->flags & LUP_HELLO_RESEND) != 0,
+        };
+        lupw_tx_hello(s, hello, &rep.resend_from, &rep.tx_end);
+        memcpy(rep.token, s->token, LUP_TOKEN_SIZE);
         for (int d = 0; d < s->n_devices; d++)
-                write_device(s, &w, d);
-        if (hello->flags & LUP_HELLO_RESEND) {
-                lup_wr_u64(&w, from);
-                lup_wr_u64(&w, end);
-        }
-        int rc;
-        if (w.err) {
+                snap_device(s, &devs[d], d);
+        struct lup_wr w = lup_wr_init(buf, cap);
+        int rc = lup_hello_reply_encode(&w, &rep);
+        if (rc < 0) {
                 rc = lupw_refuse(s, req, CUDA_ERROR_UNKNOWN, "device snapshot too large");
         } else {
                 struct lup_hdr h = { .len = (uint32_t)w.len, .op = req->op, .flags = LUP_F_REPLY, .lane = req->lane,
                                      .seq = req->seq, .ctx = s->last_seq };
                 rc = lupw_send_ctl(s, s->fd, &h, buf, w.len);
                 /* then what the client missed, before anything new */
-                if (rc == 0 && from < end)
-                        rc = lupw_tx_resend(s, from);
-                if (rc == 0 && (hello->flags & LUP_HELLO_RESEND))
-                        rc = lupw_tx_ack(s, from);
+                if (rc == 0 && rep.resend_from < rep.tx_end)
+                        rc = lupw_tx_resend(s, rep.resend_from);
+                if (rc == 0 && rep.resend)
+                        rc = lupw_tx_ack(s, rep.resend_from);
         }
+        free(devs);
         free(buf);
         return rc;
 }

@@ -53,48 +53,52 @@ static CUresult param_layout(struct lupw_session *s, struct lupw_handle_ent *e, 
         return CUDA_SUCCESS;
 }
 
-int lupw_op_func_info(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+static int func_info_check(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p, union lupw_ctl_args *ret,
+                           CUresult *ret_early)
 {
-        struct lup_rd r = lup_rd_init(p, h->len);
-        uint64_t id;
-        lup_rd_u64(&r, &id);
-        if (lup_rd_finish(&r) < 0 || !(h->flags & LUP_F_SYNC)) {
-                lupw_set_why(s, "malformed FUNC_INFO frame");
+        const char *why;
+        if (lup_func_info_req_decode(p, h->len, &ret->func, &why) < 0) {
+                lupw_set_why(s, why);
                 return -EBADMSG;
         }
-        CUresult st = lupw_take_latched(s);
-        if (st == CUDA_SUCCESS)
-                st = lupw_bind_ctx(s, h->ctx);
+        return 0;
+}
+
+static int func_info_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a,
+                         struct lup_wr *out, CUresult *status)
+{
         struct lupw_handle_ent *e = NULL;
         CUfunction fn = NULL;
-        if (st == CUDA_SUCCESS)
-                st = lupw_function(s, id, &e, &fn);
-        if (st == CUDA_SUCCESS)
-                st = param_layout(s, e, fn);
-        if (st != CUDA_SUCCESS)
-                return lupw_reply(s, h, 0, st, NULL, 0);
-
-        size_t cap = 16 + (size_t)e->n_params * 8 + CU_FUNC_ATTRIBUTE_MAX * 8;
-        uint8_t *buf = malloc(cap);
-        if (!buf)
-                return lupw_reply(s, h, 0, CUDA_ERROR_OUT_OF_MEMORY, NULL, 0);
-        struct lup_wr w = lup_wr_init(buf, cap);
-        lup_wr_u32(&w, e->n_params);
-        for (uint32_t i = 0; i < e->n_params; i++) {
-                lup_wr_u32(&w, e->params[2 * i]);
-                lup_wr_u32(&w, e->params[2 * i + 1]);
-        }
-        lup_wr_u32(&w, CU_FUNC_ATTRIBUTE_MAX);
-        for (int a = 0; a < CU_FUNC_ATTRIBUTE_MAX; a++) {
+        if (*status == CUDA_SUCCESS)
+                *status = lupw_function(s, a->func, &e, &fn);
+        if (*status == CUDA_SUCCESS)
+                *status = param_layout(s, e, fn);
+        if (*status != CUDA_SUCCESS)
+                return 0;
+        struct lup_func_info fi = { .n_params = e->n_params, .params = e->params, .n_attrs = CU_FUNC_ATTRIBUTE_MAX };
+        for (int i = 0; i < CU_FUNC_ATTRIBUTE_MAX; i++) {
                 int v = 0;
-                CUresult r2 = s->be.fn.cuFuncGetAttribute(&v, (CUfunction_attribute)a, fn);
-                lup_wr_i32(&w, r2 == CUDA_SUCCESS ? v : 0);
-                lup_wr_u32(&w, (uint32_t)r2);
+                CUresult r2 = s->be.fn.cuFuncGetAttribute(&v, (CUfunction_attribute)i, fn);
+                fi.attr[i] = r2 == CUDA_SUCCESS ? v : 0;
+                fi.attr_res[i] = (uint32_t)r2;
         }
-        int rc = lupw_reply(s, h, 0, CUDA_SUCCESS, buf, w.len);
-        free(buf);
-        return rc;
+        lup_func_info_encode(out, &fi); /* out->err, if any, drops the session */
+        return 0;
 }
+
+_Static_assert(CU_FUNC_ATTRIBUTE_MAX <= LUP_FUNC_INFO_MAX_ATTRS, "FUNC_INFO sends every attribute");
+
+/* the reply: the parameter layout (below LUP_MAX_PARAMS entries, see
+ * param_layout()) and every attribute */
+const struct lupw_ctl_op lupw_ctl_func_info = {
+        .name = "FUNC_INFO",
+        .sync = LUPW_SYNC_ONLY,
+        .why_flag = "malformed FUNC_INFO frame",
+        .need_ctx = true,
+        .reply_cap = LUPW_FUNC_INFO_REPLY_MAX,
+        .check = func_info_check,
+        .run = func_info_run,
+};
 
 /* Launch attributes lupine passes through: none of them holds a handle or
  * a host pointer that would need translating. */
@@ -115,98 +119,113 @@ static bool attr_allowed(uint32_t id)
         }
 }
 
-int lupw_op_launch(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+/* An attribute lupine does not pass through is found before the context
+ * is needed, and reported after a latched error (*ret_early). */
+static int launch_check(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p, union lupw_ctl_args *ret,
+                        CUresult *ret_early)
 {
-        struct lup_rd r = lup_rd_init(p, h->len);
-        uint64_t fid, stream;
-        uint32_t dims[6], shmem, flags, n_attrs, pbytes;
-        CUlaunchAttribute attrs[LUP_MAX_LAUNCH_ATTRS + 1]; /* + the cooperative flag */
-        const uint8_t *params;
+        const char *why;
+        if (lup_launch_decode(p, h->len, &ret->launch, &why) < 0) {
+                lupw_set_why(s, why);
+                return -EBADMSG;
+        }
+        for (uint32_t i = 0; i < ret->launch.n_attrs; i++)
+                if (!attr_allowed(ret->launch.attrs[i].id))
+                        *ret_early = CUDA_ERROR_NOT_SUPPORTED;
+        return 0;
+}
 
-        lup_rd_u64(&r, &fid);
-        for (int i = 0; i < 6; i++)
-                lup_rd_u32(&r, &dims[i]);
-        lup_rd_u32(&r, &shmem);
-        lup_rd_u64(&r, &stream);
-        lup_rd_u32(&r, &flags);
-        lup_rd_u32(&r, &n_attrs);
-        if (r.err || n_attrs > LUP_MAX_LAUNCH_ATTRS || (flags & ~LUP_LAUNCH_COOPERATIVE)) {
-                lupw_set_why(s, "malformed LAUNCH frame");
-                return -EBADMSG;
+/* The parameters as the driver takes them: copied (aligned: parameters
+ * hold doubles and 16-byte vectors), pointers to module globals a restore
+ * moved translated. Scratch for the hot path, no allocation per launch. A
+ * worker process serves one session on one thread, so file-scope buffers
+ * are not shared with anyone. */
+static void **kernel_params(struct lupw_session *s, const struct lupw_handle_ent *e, const struct lup_launch *l)
+{
+        static _Alignas(16) uint8_t pbuf[LUP_MAX_PARAM_BYTES + 16];
+        static void *kparams[LUP_MAX_PARAMS];
+        memcpy(pbuf, l->params, l->param_bytes);
+        for (uint32_t i = 0; i < e->n_params; i++) {
+                kparams[i] = pbuf + e->params[2 * i];
+                if (s->xlate.n && e->params[2 * i + 1] == 8) {
+                        uint64_t v;
+                        memcpy(&v, kparams[i], 8);
+                        v = lupw_xlate(s, v);
+                        memcpy(kparams[i], &v, 8);
+                }
         }
+        return kparams;
+}
+
+static CUresult launch_ex(struct lupw_session *s, CUfunction fn, const struct lup_launch *l, CUstream cs,
+                          void **kparams)
+{
+        CUlaunchAttribute attrs[LUP_MAX_LAUNCH_ATTRS + 1]; /* + the cooperative flag */
+        uint32_t n = l->n_attrs;
         memset(attrs, 0, sizeof(attrs));
-        for (uint32_t i = 0; i < n_attrs; i++) {
-                uint32_t id;
-                lup_rd_u32(&r, &id);
-                attrs[i].id = (CUlaunchAttributeID)id;
-                lup_rd_copy(&r, &attrs[i].value, 64);
+        for (uint32_t i = 0; i < n; i++) {
+                attrs[i].id = (CUlaunchAttributeID)l->attrs[i].id;
+                memcpy(&attrs[i].value, l->attrs[i].value, LUP_LAUNCH_ATTR_VALUE);
         }
-        lup_rd_u32(&r, &pbytes);
-        lup_rd_bytes(&r, pbytes, &params);
-        if (lup_rd_finish(&r) < 0 || pbytes > LUP_MAX_PARAM_BYTES) {
-                lupw_set_why(s, "malformed LAUNCH frame");
-                return -EBADMSG;
+        if (l->flags & LUP_LAUNCH_COOPERATIVE) {
+                attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+                attrs[n].value.cooperative = 1;
+                n++;
         }
-        bool sync = h->flags & LUP_F_SYNC;
-        CUresult st = sync ? lupw_take_latched(s) : CUDA_SUCCESS;
-        for (uint32_t i = 0; i < n_attrs && st == CUDA_SUCCESS; i++)
-                if (!attr_allowed(attrs[i].id))
-                        st = CUDA_ERROR_NOT_SUPPORTED;
-        if (st == CUDA_SUCCESS)
-                st = lupw_bind_ctx(s, h->ctx);
+        CUlaunchConfig cfg = {
+                .gridDimX = l->grid[0],
+                .gridDimY = l->grid[1],
+                .gridDimZ = l->grid[2],
+                .blockDimX = l->block[0],
+                .blockDimY = l->block[1],
+                .blockDimZ = l->block[2],
+                .sharedMemBytes = l->shmem,
+                .hStream = cs,
+                .attrs = attrs,
+                .numAttrs = n,
+        };
+        return s->be.fn.cuLaunchKernelEx(&cfg, fn, kparams, NULL);
+}
+
+static int launch_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,
+                      CUresult *status)
+{
+        const struct lup_launch *l = &a->launch;
+        CUresult st = *status;
         struct lupw_handle_ent *e = NULL;
         CUfunction fn = NULL;
+        CUstream cs = NULL;
+
         if (st == CUDA_SUCCESS)
-                st = lupw_function(s, fid, &e, &fn);
+                st = lupw_function(s, l->func, &e, &fn);
         if (st == CUDA_SUCCESS)
                 st = param_layout(s, e, fn);
-        CUstream cs = NULL;
         if (st == CUDA_SUCCESS)
-                st = lupw_stream(s, stream, &cs);
-        if (st == CUDA_SUCCESS && pbytes != e->param_bytes)
+                st = lupw_stream(s, l->stream, &cs);
+        if (st == CUDA_SUCCESS && l->param_bytes != e->param_bytes)
                 st = CUDA_ERROR_INVALID_VALUE; /* the shim packs by the same layout */
         if (st == CUDA_SUCCESS) {
-                /* Scratch for the hot path, no allocation per launch. A worker
-                 * process serves one session on one thread, so file-scope
-                 * buffers are not shared with anyone. The copy is aligned:
-                 * parameters hold doubles and 16-byte vectors. */
-                static _Alignas(16) uint8_t pbuf[LUP_MAX_PARAM_BYTES + 16];
-                static void *kparams[LUP_MAX_PARAMS];
-                memcpy(pbuf, params, pbytes);
-                for (uint32_t i = 0; i < e->n_params; i++) {
-                        kparams[i] = pbuf + e->params[2 * i];
-                        /* a pointer to a module global moved by a restore */
-                        if (s->xlate.n && e->params[2 * i + 1] == 8) {
-                                uint64_t v;
-                                memcpy(&v, kparams[i], 8);
-                                v = lupw_xlate(s, v);
-                                memcpy(kparams[i], &v, 8);
-                        }
-                }
-                if (n_attrs || (flags & LUP_LAUNCH_COOPERATIVE)) {
-                        CUlaunchConfig cfg = {
-                                .gridDimX = dims[0], .gridDimY = dims[1], .gridDimZ = dims[2],
-                                .blockDimX = dims[3], .blockDimY = dims[4], .blockDimZ = dims[5],
-                                .sharedMemBytes = shmem, .hStream = cs, .attrs = attrs, .numAttrs = n_attrs,
-                        };
-                        if (flags & LUP_LAUNCH_COOPERATIVE) {
-                                attrs[n_attrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-                                attrs[n_attrs].value.cooperative = 1;
-                                cfg.numAttrs++;
-                        }
-                        st = s->be.fn.cuLaunchKernelEx(&cfg, fn, kparams, NULL);
-                } else {
-                        st = s->be.fn.cuLaunchKernel(fn, dims[0], dims[1], dims[2], dims[3], dims[4],
-                                                     dims[5], shmem, cs, kparams, NULL);
-                }
+                void **kparams = kernel_params(s, e, l);
+                if (l->n_attrs || (l->flags & LUP_LAUNCH_COOPERATIVE))
+                        st = launch_ex(s, fn, l, cs, kparams);
+                else
+                        st = s->be.fn.cuLaunchKernel(fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+                                                     l->block[2], l->shmem, cs, kparams, NULL);
         }
         if (lup_trace_level() >= 1)
                 lup_tracef("session %s seq %llu launch -> %d", s->name, (unsigned long long)h->seq, (int)st);
-        if (sync)
-                return lupw_reply(s, h, 0, st, NULL, 0);
-        lupw_latch(s, st, "cuLaunchKernel");
+        *status = st;
         return 0;
 }
+
+/* the shim sends launches async; a sync one is answered like any call */
+const struct lupw_ctl_op lupw_ctl_launch = {
+        .name = "cuLaunchKernel",
+        .sync = LUPW_SYNC_EITHER,
+        .need_ctx = true,
+        .check = launch_check,
+        .run = launch_run,
+};
 
 /*
  * cuOccupancyMaxActiveClusters, with the launch configuration sent flat:

@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "config.h"
 #include "lupine/checkpoint_provider.h"
+#include "ctl_codec.h"
 #include "frame.h"
 #include "lupine/wire.h"
 #include "rangemap.h"
@@ -181,6 +182,56 @@ struct lupw_session {
         } direct;
 };
 
+/*
+ * Control ops (below 256; the files that implement them describe them).
+ * worker/dispatch.c runs them and the generated ops through one sequence:
+ *   1. the frame's LUP_F_SYNC must be one the op takes (else why_flag);
+ *   2. check() decodes and validates the payload: -EBADMSG closes the
+ *      connection, and the latched error stays for the next call;
+ *   3. a sync op takes the latched async error: it is the answer, and the
+ *      op is not executed;
+ *   4. the error check() found before the context was needed, if any;
+ *   5. the frame's context is bound (need_ctx);
+ *   6. run() executes the op, unless the status is an error by now;
+ *   7. an async op's status is latched (also when run() failed: the
+ *      session outlives the connection); a sync op is answered with the
+ *      status and, on success, the `out` payload, unless run() returned
+ *      LUPW_ANSWERED (it sent the answer itself: DTOH's data chunks).
+ */
+union lupw_ctl_args {
+        struct lup_htod htod;
+        struct lup_dtoh dtoh; /* MEMCPY_DTOH and DTOH_ASYNC */
+        struct lup_launch launch;
+        uint64_t func; /* FUNC_INFO */
+        struct lup_blob blob;
+        const uint8_t *payload; /* generated ops: their handler decodes it */
+};
+/* the largest reply payload of any op: FUNC_INFO's */
+#define LUPW_FUNC_INFO_REPLY_MAX (8 + 8 * (size_t)LUP_MAX_PARAMS + 8 * (size_t)CU_FUNC_ATTRIBUTE_MAX)
+enum lupw_sync_rule {
+        LUPW_ASYNC_ONLY,
+        LUPW_SYNC_ONLY,
+        LUPW_SYNC_EITHER
+};
+#define LUPW_ANSWERED 1
+struct lupw_ctl_op {
+        const char *name; /* what a latched failure was */
+        enum lupw_sync_rule sync;
+        const char *why_flag; /* a frame whose LUP_F_SYNC breaks the rule */
+        bool need_ctx;
+        size_t reply_cap; /* the largest `out` payload */
+        int (*check)(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p, union lupw_ctl_args *ret,
+                     CUresult *ret_early);
+        int (*run)(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,
+                   CUresult *status);
+};
+/* worker/dispatch.c: the control op with id op, or NULL. */
+const struct lupw_ctl_op *lupw_ctl_op(uint16_t op);
+/* worker/dispatch.c: runs request h (payload p) through the sequence above:
+ * a control op's or, for op >= 256, a generated one's (lupw_ops[]).
+ * 0 or -errno (s->why says why). */
+int lupw_run_op(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+
 /* worker/handles.c */
 void lupw_handles_init(struct lupw_session *s);
 void lupw_handles_free(struct lupw_session *s);
@@ -191,7 +242,7 @@ struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64
  * a kernel; it holds the parameter layout, which does not depend on the
  * context) and the function to call in the bound context. */
 CUresult lupw_function(struct lupw_session *s, uint64_t id, struct lupw_handle_ent **ret_e, CUfunction *ret_fn);
-int lupw_op_blob(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+extern const struct lupw_ctl_op lupw_ctl_blob;
 void lupw_prov_free(struct lupw_prov *p);
 /* Events' recorded state in a checkpoint (object "events"): 0 or -errno;
  * loading after the handles were re-created records them again. */
@@ -199,13 +250,10 @@ int lupw_events_save(struct lupw_session *s, struct lupine_ckpt_save *save);
 int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why, size_t whylen);
 
 /* worker/launch.c */
-int lupw_op_launch(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
-int lupw_op_func_info(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+extern const struct lupw_ctl_op lupw_ctl_launch, lupw_ctl_func_info;
 
 /* worker/copy.c */
-int lupw_op_htod(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
-int lupw_op_dtoh(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
-int lupw_op_dtoh_async(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+extern const struct lupw_ctl_op lupw_ctl_htod, lupw_ctl_dtoh, lupw_ctl_dtoh_async;
 /* Sends every finished async copy; with wait, first waits for all of them
  * (before any reply that is a synchronisation point). */
 int lupw_flush_pending(struct lupw_session *s, bool wait);

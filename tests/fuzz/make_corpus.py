@@ -282,6 +282,51 @@ def worker_seeds(ops):
     return seeds
 
 
+def ctl_seeds():
+    """Control ops (sel 0x2000 | op id, 0x100 = LUP_F_SYNC): the copies,
+    launches, FUNC_INFO and BLOB, as shim/client.c and shim/api_launch.c
+    encode them."""
+    CTL, SYNC = 0x2000, 0x100
+    FZ_FUNC = LUP_FIRST_HANDLE_ID + 48
+    seeds = {}
+
+    def add(fname, op, payload, flags=0, ctx=PRIMARY0):
+        seeds['ctl-' + fname] = struct.pack('<HQ', CTL | op | flags, ctx) + payload
+
+    def launch(func=FZ_FUNC, flags=0, attrs=(), params=struct.pack('<QQQ', FZ_A, FZ_B, 7)):
+        a = b''.join(struct.pack('<I', i) + v.ljust(64, b'\0') for i, v in attrs)
+        return (struct.pack('<Q6IIQII', func, 4, 1, 1, 32, 1, 1, 0, 0, flags, len(attrs)) + a +
+                struct.pack('<I', len(params)) + params)
+
+    add('htod-async.bin', 16, struct.pack('<QQ', FZ_A, 0) + b'x' * 64)
+    add('htod-sync.bin', 16, struct.pack('<QQ', FZ_B + 100, FZ_STREAM) + b'y' * 300, SYNC)
+    add('htod-latched.bin', 16, struct.pack('<QQ', FZ_A, 0) + b'x' * 8, SYNC | LATCHED)
+    add('htod-over.bin', 16, struct.pack('<QQ', FZ_A + 4090, 0) + b'x' * 64)
+    add('htod-ctx1.bin', 16, struct.pack('<QQ', FZ_C, 0) + b'x' * 256, ctx=CTX1)
+    add('htod-empty.bin', 16, struct.pack('<QQ', FZ_A, 0))
+    add('dtoh.bin', 17, struct.pack('<QQQ', FZ_B, 3 << 20, 0), SYNC)
+    add('dtoh-latched.bin', 17, struct.pack('<QQQ', FZ_A, 16, 0), SYNC | LATCHED)
+    add('dtoh-nosync.bin', 17, struct.pack('<QQQ', FZ_A, 16, 0))
+    add('dtoh-zero.bin', 17, struct.pack('<QQQ', FZ_A, 0, 0), SYNC)
+    add('dtoh-async.bin', 21, struct.pack('<QQQQ', FZ_D, 1 << 20, 1, LUP_FIRST_HANDLE_ID + 0x100), ctx=CTX1)
+    add('dtoh-async-badstream.bin', 21, struct.pack('<QQQQ', FZ_A, 64, 99, LUP_FIRST_HANDLE_ID + 0x100))
+    add('dtoh-async-token0.bin', 21, struct.pack('<QQQQ', FZ_A, 64, 0, 0))
+    add('launch.bin', 18, launch())
+    add('launch-coop.bin', 18, launch(flags=1, attrs=((8, struct.pack('<i', 1)),)))
+    add('launch-badattr.bin', 18, launch(attrs=((99, b''),)))
+    add('launch-latched.bin', 18, launch(), SYNC | LATCHED)
+    add('launch-params.bin', 18, launch(params=b'\0' * 16))
+    add('launch-nofunc.bin', 18, launch(func=LUP_FIRST_HANDLE_ID + 0x200))
+    add('func-info.bin', 19, struct.pack('<Q', FZ_FUNC), SYNC)
+    add('func-info-latched.bin', 19, struct.pack('<Q', FZ_FUNC), SYNC | LATCHED)
+    add('func-info-nosync.bin', 19, struct.pack('<Q', FZ_FUNC))
+    add('func-info-unknown.bin', 19, struct.pack('<Q', FZ_STREAM), SYNC)
+    add('blob.bin', 20, struct.pack('<QQQ', LUP_FIRST_HANDLE_ID + 0x100, 8, 0) + b'12345678')
+    add('blob-part.bin', 20, struct.pack('<QQQ', LUP_FIRST_HANDLE_ID + 0x100, 16, 0) + b'12345678')
+    add('blob-offset.bin', 20, struct.pack('<QQQ', LUP_FIRST_HANDLE_ID + 0x100, 16, 8) + b'12345678')
+    return seeds
+
+
 def worker_known_bugs(ops):
     """Reproducers of bugs not fixed yet (see known_bug() in fuzz_worker_ops.c)."""
     ids = {name: opid for opid, name, _, _ in ops}
@@ -314,7 +359,7 @@ def main():
     # image-short-ptx: "//" and its NUL, then a byte more
     write_dir(os.path.join('known-bugs', 'fuzz_image'), {'short-ptx.bin': b'//\0\0'})
     ops = parse_spec()
-    write_dir('fuzz_worker_ops', worker_seeds(ops))
+    write_dir('fuzz_worker_ops', {**worker_seeds(ops), **ctl_seeds()})
     write_dir(os.path.join('known-bugs', 'fuzz_worker_ops'), worker_known_bugs(ops))
 
 
