@@ -81,6 +81,15 @@ void lup_tune_tcp(int fd)
         (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
+int lup_set_blocking(int fd)
+{
+        int fl = fcntl(fd, F_GETFL);
+
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+                return -errno;
+        return 0;
+}
+
 int lup_connect(const struct lup_endpoint *ep)
 {
         /* non-blocking, so an address that swallows SYNs costs at most
@@ -112,9 +121,7 @@ int lup_connect(const struct lup_endpoint *ep)
                         return e;
                 }
         }
-        int fl = fcntl(fd, F_GETFL);
-        if (fl >= 0)
-                fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+        (void)lup_set_blocking(fd);
         if (ep->family != AF_UNIX)
                 lup_tune_tcp(fd);
         return fd;

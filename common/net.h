@@ -27,6 +27,8 @@ int lup_connect(const struct lup_endpoint *ep);
 int lup_listen(const struct lup_endpoint *ep, int backlog);
 /* TCP_NODELAY plus keepalive (60 s idle, 15 s interval, 3 probes). */
 void lup_tune_tcp(int fd);
+/* Clears O_NONBLOCK: 0 or -errno. */
+int lup_set_blocking(int fd);
 
 /* Loop until all bytes are moved; EINTR is retried. -EPIPE / -ECONNRESET on
  * close, 0 on success. lup_read_full returns -ECONNRESET on a clean EOF. */

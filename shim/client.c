@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The shim's connection: framed calls, the reader role, bulk copies and
- * uploads. Starting the connection is in hello.c, getting it back after a
+ * The shim's connection: sending frames, and the reader role that reads
+ * them. The calls built on it (lupc_call, bulk copies, uploads) are in
+ * calls.c, starting the connection is in hello.c, getting it back after a
  * loss in reconnect.c; the shared state is in conn.h.
  *
  * Connection states (conn.state):
@@ -12,7 +13,7 @@
  *                 Exactly one thread (whoever next needs the connection and
  *                 finds the reader role free) runs lupc_reconnect(); every other
  *                 thread blocks inside its CUDA call: senders before they
- *                 send, waiters in wait_reply(). Nobody sees an error.
+ *                 send, waiters in lupc_wait_reply(). Nobody sees an error.
  *   DEAD          reconnecting is disabled (LUPINE_RECONNECT_TIMEOUT=0),
  *                 timed out, was refused for good, or the server broke the
  *                 protocol. Every call fails with CUDA_ERROR_DEVICE_UNAVAILABLE.
@@ -142,7 +143,7 @@ void lupc_unlink_waiter_locked(struct lupc_waiter *me)
         }
 }
 
-static struct lupc_landing *find_landing_locked(uint64_t token)
+struct lupc_landing *lupc_find_landing_locked(uint64_t token)
 {
         for (struct lupc_landing *l = conn.landings; l; l = l->next)
                 if (l->token == token)
@@ -284,7 +285,7 @@ static int read_data_frame(const struct lup_hdr *h, const char **why)
                 return -EBADMSG;
         uint64_t token = d.token, off = d.offset, n = d.n;
         pthread_mutex_lock(&conn.recv_lock);
-        struct lupc_landing *l = find_landing_locked(token);
+        struct lupc_landing *l = lupc_find_landing_locked(token);
         bool ok = l && off == l->received && n <= l->size - l->received;
         uint8_t *dst = ok ? l->dst : NULL;
         pthread_mutex_unlock(&conn.recv_lock);
@@ -298,7 +299,7 @@ static int read_data_frame(const struct lup_hdr *h, const char **why)
                 return rc;
         }
         pthread_mutex_lock(&conn.recv_lock);
-        l = find_landing_locked(token);
+        l = lupc_find_landing_locked(token);
         if (l) {
                 l->received += n;
                 /* a failed copy is reported by the next synchronous call (the
@@ -527,7 +528,7 @@ static void harvest_replies(void)
 
 /* Waits until w is done, taking the reader role whenever it is free (and
  * running the reconnect when the connection is down). */
-static void wait_reply(struct lupc_waiter *w)
+void lupc_wait_reply(struct lupc_waiter *w)
 {
         pthread_mutex_lock(&conn.recv_lock);
         while (!w->done) {
@@ -561,8 +562,6 @@ static void wait_reply(struct lupc_waiter *w)
 
 /* ---- sending frames */
 
-static CUresult send_frame(uint16_t op, uint16_t flags, uint64_t ctx, const void *a, size_t alen,
-                           const void *b, size_t blen, struct lupc_waiter *w, uint64_t landing);
 
 /* Flow control, the only one: the replay buffer is full, so get an
  * acknowledgement. A synchronous PING is answered only after the server
@@ -576,10 +575,10 @@ static CUresult await_ack(void)
         struct lupc_waiter w = { 0 };
         uint8_t rx[8];
         lup_put64(rx, atomic_load_explicit(&conn.rx_bytes, memory_order_relaxed));
-        CUresult r = send_frame(LUP_OP_PING, LUP_F_SYNC, 0, rx, sizeof(rx), NULL, 0, &w, 0);
+        CUresult r = lupc_send_frame(LUP_OP_PING, LUP_F_SYNC, 0, rx, sizeof(rx), NULL, 0, &w, 0);
         if (r != CUDA_SUCCESS)
                 return r;
-        wait_reply(&w);
+        lupc_wait_reply(&w);
         /* a PING whose reply was lost in a reconnect was still executed */
         return lupc_conn_state() == CONN_DEAD ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_SUCCESS;
 }
@@ -674,8 +673,8 @@ static bool request_ack_locked(uint64_t gen)
  * replay buffer. Returns CUDA_SUCCESS, or CUDA_ERROR_DEVICE_UNAVAILABLE /
  * _OUT_OF_MEMORY before anything was sent; once a waiter is registered the
  * result is CUDA_SUCCESS and the call's outcome is the waiter's. */
-static CUresult send_frame(uint16_t op, uint16_t flags, uint64_t ctx, const void *a, size_t alen,
-                           const void *b, size_t blen, struct lupc_waiter *w, uint64_t landing)
+CUresult lupc_send_frame(uint16_t op, uint16_t flags, uint64_t ctx, const void *a, size_t alen, const void *b,
+                         size_t blen, struct lupc_waiter *w, uint64_t landing)
 {
         uint8_t hb[LUP_HDR_SIZE];
         struct iovec iov[3] = {
@@ -730,7 +729,7 @@ static CUresult send_frame(uint16_t op, uint16_t flags, uint64_t ctx, const void
                         w->next = conn.waiters;
                         conn.waiters = w;
                 }
-                struct lupc_landing *l = landing ? find_landing_locked(landing) : NULL;
+                struct lupc_landing *l = landing ? lupc_find_landing_locked(landing) : NULL;
                 if (l)
                         l->seq = h.seq;
                 pthread_mutex_unlock(&conn.recv_lock);
@@ -756,143 +755,9 @@ static CUresult send_frame(uint16_t op, uint16_t flags, uint64_t ctx, const void
                 conn_lost_locked(gen, rc, io_why(rc));
                 pthread_mutex_unlock(&conn.recv_lock);
                 /* The frame is in the replay buffer and goes again once
-                 * reconnected; a waiter learns the outcome in wait_reply(). */
+                 * reconnected; a waiter learns the outcome in lupc_wait_reply(). */
                 if (!w)
                         return await_connection();
         }
         return CUDA_SUCCESS;
 }
-
-static CUresult call_prologue(unsigned flags, uint64_t *ret_ctx)
-{
-        if (!lupc_initialized())
-                return CUDA_ERROR_NOT_INITIALIZED;
-        *ret_ctx = lupc_ctx_current();
-        if ((flags & LUPC_CTX) && *ret_ctx == 0)
-                return CUDA_ERROR_INVALID_CONTEXT;
-        return CUDA_SUCCESS;
-}
-
-CUresult lupc_call(uint16_t op, unsigned flags, const void *args, size_t argslen,
-                   void *rep, size_t repcap, size_t *ret_replen)
-{
-        uint64_t ctx;
-        CUresult r = call_prologue(flags, &ctx);
-        if (r != CUDA_SUCCESS)
-                return r;
-        if (lup_trace_level() >= 1)
-                lup_tracef("%s %s", lup_op_name(op) ? lup_op_name(op) : "?", (flags & LUPC_SYNC) ? "sync" : "async");
-        if (!(flags & LUPC_SYNC))
-                return send_frame(op, 0, ctx, args, argslen, NULL, 0, NULL, 0);
-
-        struct lupc_waiter w = { .rep = rep, .cap = rep ? repcap : 0 };
-        r = send_frame(op, LUP_F_SYNC, ctx, args, argslen, NULL, 0, &w, 0);
-        if (r != CUDA_SUCCESS)
-                return r;
-        wait_reply(&w);
-        if (ret_replen)
-                *ret_replen = w.len;
-        if (w.status != CUDA_SUCCESS && lup_trace_level() >= 1)
-                lup_tracef("%s -> error %d", lup_op_name(op) ? lup_op_name(op) : "?", (int)w.status);
-        return w.status;
-}
-
-CUresult lupc_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream)
-{
-        uint64_t ctx;
-        CUresult r = call_prologue(LUPC_CTX, &ctx);
-        if (r != CUDA_SUCCESS)
-                return r;
-        if (lup_trace_level() >= 1)
-                lup_tracef("cuMemcpyHtoD %zu bytes", n);
-        /* One frame per chunk, each taking the send lock on its own, so other
-         * threads' small calls are never stuck behind a large copy. */
-        for (size_t off = 0; off < n;) {
-                size_t k = n - off < LUP_BULK_CHUNK ? n - off : LUP_BULK_CHUNK;
-                uint8_t a[LUP_HTOD_HDR_SIZE];
-                lup_htod_encode(a, dst + off, stream);
-                r = send_frame(LUP_OP_MEMCPY_HTOD, 0, ctx, a, sizeof(a), (const uint8_t *)src + off, k, NULL, 0);
-                if (r != CUDA_SUCCESS)
-                        return r;
-                off += k;
-        }
-        return CUDA_SUCCESS;
-}
-
-CUresult lupc_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream)
-{
-        uint64_t ctx;
-        CUresult r = call_prologue(LUPC_CTX, &ctx);
-        if (r != CUDA_SUCCESS)
-                return r;
-        if (lup_trace_level() >= 1)
-                lup_tracef("cuMemcpyDtoH %zu bytes", n);
-        uint8_t a[LUP_DTOH_SIZE];
-        lup_dtoh_encode(a, &(struct lup_dtoh){ .src = src, .size = n, .stream = stream });
-        struct lupc_waiter w = { .rep = dst, .cap = n };
-        r = send_frame(LUP_OP_MEMCPY_DTOH, LUP_F_SYNC, ctx, a, sizeof(a), NULL, 0, &w, 0);
-        if (r != CUDA_SUCCESS)
-                return r;
-        wait_reply(&w);
-        if (w.status == CUDA_SUCCESS && w.len != n)
-                return lupc_protocol_error("cuMemcpyDtoH");
-        return w.status;
-}
-
-CUresult lupc_copy_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t stream)
-{
-        uint64_t ctx;
-        CUresult r = call_prologue(LUPC_CTX, &ctx);
-        if (r != CUDA_SUCCESS)
-                return r;
-        struct lupc_landing *l = calloc(1, sizeof(*l));
-        if (!l)
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        uint64_t token = lupc_mint_handle();
-        l->token = token;
-        l->dst = dst;
-        l->size = n;
-        pthread_mutex_lock(&conn.recv_lock);
-        l->next = conn.landings;
-        conn.landings = l; /* from here on l belongs to the list: only token names it */
-        pthread_mutex_unlock(&conn.recv_lock);
-        uint8_t a[LUP_DTOH_ASYNC_SIZE];
-        lup_dtoh_async_encode(a, &(struct lup_dtoh){ .src = src, .size = n, .stream = stream, .token = token });
-        if (lup_trace_level() >= 1)
-                lup_tracef("cuMemcpyDtoHAsync %zu bytes", n);
-        r = send_frame(LUP_OP_DTOH_ASYNC, 0, ctx, a, sizeof(a), NULL, 0, NULL, token);
-        if (r != CUDA_SUCCESS) {
-                pthread_mutex_lock(&conn.recv_lock);
-                l = find_landing_locked(token);
-                if (l)
-                        lupc_drop_landing_locked(l);
-                pthread_mutex_unlock(&conn.recv_lock);
-        }
-        return r;
-}
-
-CUresult lupc_upload_image(const void *image, uint64_t *ret_blob)
-{
-        int kind;
-        const uint8_t *start;
-        size_t n;
-
-        if (!lupc_initialized())
-                return CUDA_ERROR_NOT_INITIALIZED;
-        /* the caller's own memory: its headers say how long it is */
-        if (lup_image_measure(image, SIZE_MAX, &kind, &start, &n) < 0 || n > LUP_MAX_BLOB)
-                return CUDA_ERROR_INVALID_IMAGE;
-        uint64_t blob = lupc_mint_handle();
-        for (size_t off = 0; off < n;) {
-                size_t k = n - off < LUP_BULK_CHUNK ? n - off : LUP_BULK_CHUNK;
-                uint8_t a[LUP_BLOB_HDR_SIZE];
-                lup_blob_encode(a, blob, n, off);
-                CUresult r = send_frame(LUP_OP_BLOB, 0, lupc_ctx_current(), a, sizeof(a), start + off, k, NULL, 0);
-                if (r != CUDA_SUCCESS)
-                        return r;
-                off += k;
-        }
-        *ret_blob = blob;
-        return CUDA_SUCCESS;
-}
-

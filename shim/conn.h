@@ -113,6 +113,16 @@ struct hello_reply {
 typedef int (*endpoint_fn)(const struct lup_endpoint *ep, void *userdata);
 
 void lupc_conn_die_locked(const char *fmt, ...);
+/* Writes one frame (header, then up to two payload pieces) under the send
+ * lock, after copying it into the replay buffer; a registered waiter (and
+ * the landing with token `landing`, if not 0) gets its seq before it leaves.
+ * While the connection is down it waits. CUDA_SUCCESS, or
+ * CUDA_ERROR_DEVICE_UNAVAILABLE / _OUT_OF_MEMORY before anything was sent. */
+CUresult lupc_send_frame(uint16_t op, uint16_t flags, uint64_t ctx, const void *a, size_t alen, const void *b,
+                         size_t blen, struct lupc_waiter *w, uint64_t landing);
+/* Waits until w is done, taking the reader role whenever it is free. */
+void lupc_wait_reply(struct lupc_waiter *w);
+struct lupc_landing *lupc_find_landing_locked(uint64_t token);
 enum conn_state lupc_conn_state(void);
 void lupc_drop_landing_locked(struct lupc_landing *l);
 int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t tried_cap);

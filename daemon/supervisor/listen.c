@@ -100,19 +100,6 @@ void sup_on_accept(struct sup *s, int li, int res, uint32_t cqe_flags)
                 sup_listener_arm(s, li);
 }
 
-/* Blocking on purpose: older kernels complete an io_uring accept on an
- * O_NONBLOCK socket with -EAGAIN at once instead of waiting, which would
- * spin the loop. Nothing else in this process accepts on it, so nothing
- * can block on it (a socket systemd also holds is only polled there). */
-static int make_blocking(int fd)
-{
-        int fl = fcntl(fd, F_GETFL);
-
-        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
-                return -errno;
-        return 0;
-}
-
 static void warn_if_exposed(const struct sup *s, const struct lup_endpoint *ep)
 {
         if (endpoint_is_local(ep))
@@ -195,8 +182,13 @@ static int listeners_adopt(struct sup *s)
                 int fd = lupd_sd_listen_fd(i);
                 int r = endpoint_from_fd(fd, &l->inh_ep);
 
+                /* Blocking on purpose: older kernels complete an io_uring
+                 * accept on an O_NONBLOCK socket with -EAGAIN at once
+                 * instead of waiting, which would spin the loop. Nothing
+                 * else in this process accepts on it, so nothing can block
+                 * on it (a socket systemd also holds is only polled there). */
                 if (r == 0)
-                        r = make_blocking(fd);
+                        r = lup_set_blocking(fd);
                 if (r < 0) {
                         lup_err("cannot use the inherited listening socket %d (%s): %s", fd, lupd_sd_listen_name(i),
                                 strerror(-r));
@@ -229,7 +221,7 @@ int sup_listeners_open(struct sup *s)
                         lup_err("cannot listen on %s: %s", ep->text, strerror(-fd));
                         return fd;
                 }
-                r = make_blocking(fd);
+                r = lup_set_blocking(fd);
                 if (r < 0) {
                         lup_err("cannot listen on %s: fcntl: %s", ep->text, strerror(-r));
                         close(fd);

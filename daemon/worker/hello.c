@@ -218,14 +218,6 @@ int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t
         return 0;
 }
 
-void lupw_set_blocking(int fd)
-{
-        /* blocking writes: replies are written whole before the next read */
-        int fl = fcntl(fd, F_GETFL);
-        if (fl >= 0)
-                fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-}
-
 void lupw_ctl_send(struct lupw_session *s, uint32_t type, int32_t status, uint32_t slot, bool with_slot)
 {
         uint8_t b[12];

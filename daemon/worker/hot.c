@@ -492,7 +492,7 @@ int lupw_hot_adopt_conn(struct lupw_session *s)
         }
         s->fd = h->conn_fd;
         h->conn_fd = -1;
-        lupw_set_blocking(s->fd);
+        (void)lup_set_blocking(s->fd);
         memcpy(s->in, h->input, h->input_len);
         s->in_off = 0;
         s->in_len = h->input_len;

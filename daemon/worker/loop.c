@@ -114,7 +114,7 @@ static void attach(struct lupw_session *s, const uint8_t *msg, size_t n, int fd)
                 lupw_ctl_send(s, LUPD_CTL_ATTACHED, -EBADMSG, 0, false);
                 return;
         }
-        lupw_set_blocking(fd);
+        (void)lup_set_blocking(fd);
         if (strcmp(hello.name, s->name) != 0 || !token_equal(hello.token, s->token)) {
                 /* answer that client alone; the session stays as it was */
                 lupw_refuse_on(s, fd, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, "wrong resume token for this session");

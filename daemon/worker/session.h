@@ -340,7 +340,6 @@ int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req, con
 int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello);
 int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t *ret_slot, struct lup_hdr *ret_req,
                       struct lup_hello *ret_hello, const char **ret_why);
-void lupw_set_blocking(int fd);
 void lupw_ctl_send(struct lupw_session *s, uint32_t type, int32_t status, uint32_t slot, bool with_slot);
 
 /* worker/worker.c */

@@ -149,9 +149,7 @@ int lupw_tx_set_fd(struct lupw_session *s, int fd)
         if (fd >= 0) {
                 /* blocking writes, each stalled one bounded: a client that
                  * stops acknowledging is detached after client_timeout_ms */
-                int fl = fcntl(fd, F_GETFL);
-                if (fl >= 0)
-                        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+                (void)lup_set_blocking(fd);
                 if (t->client_timeout_ms) {
                         struct timeval tv = { .tv_sec = t->client_timeout_ms / 1000,
                                               .tv_usec = (t->client_timeout_ms % 1000) * 1000 };
