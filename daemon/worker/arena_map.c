@@ -18,15 +18,15 @@
 static int chunk_add(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle h, int fd,
                      int device)
 {
-        if (s->n_chunks == s->cap_chunks) {
-                size_t ncap = s->cap_chunks ? s->cap_chunks * 2 : 64;
-                struct lupw_chunk *n = realloc(s->chunks, ncap * sizeof(*n));
+        if (s->mem.n_chunks == s->mem.cap_chunks) {
+                size_t ncap = s->mem.cap_chunks ? s->mem.cap_chunks * 2 : 64;
+                struct lupw_chunk *n = realloc(s->mem.chunks, ncap * sizeof(*n));
                 if (!n)
                         return -ENOMEM;
-                s->chunks = n;
-                s->cap_chunks = ncap;
+                s->mem.chunks = n;
+                s->mem.cap_chunks = ncap;
         }
-        s->chunks[s->n_chunks++] = (struct lupw_chunk){
+        s->mem.chunks[s->mem.n_chunks++] = (struct lupw_chunk){
                 .addr = addr,
                 .size = size,
                 .handle = h,
@@ -88,13 +88,13 @@ out_release:
 static void arena_unmap(void *ud, uint64_t addr, uint64_t size)
 {
         struct lupw_session *s = ud;
-        for (size_t i = 0; i < s->n_chunks; i++) {
-                if (s->chunks[i].addr == addr) {
+        for (size_t i = 0; i < s->mem.n_chunks; i++) {
+                if (s->mem.chunks[i].addr == addr) {
                         s->be.fn.cuMemUnmap(addr, size);
-                        s->be.fn.cuMemRelease(s->chunks[i].handle);
-                        if (s->chunks[i].fd >= 0)
-                                close(s->chunks[i].fd);
-                        s->chunks[i] = s->chunks[--s->n_chunks];
+                        s->be.fn.cuMemRelease(s->mem.chunks[i].handle);
+                        if (s->mem.chunks[i].fd >= 0)
+                                close(s->mem.chunks[i].fd);
+                        s->mem.chunks[i] = s->mem.chunks[--s->mem.n_chunks];
                         return;
                 }
         }
@@ -108,22 +108,22 @@ void lupw_release_all(struct lupw_session *s)
         if (!s->be.dl)
                 return;
         for (int i = 0; i < s->n_devices; i++)
-                if (s->primary[i])
-                        s->be.fn.cuCtxSetCurrent(s->primary[i]), s->be.fn.cuCtxSynchronize();
-        if (s->arena_reserved) {
-                arena_destroy(&s->arena);
+                if (s->ctx.primary[i])
+                        s->be.fn.cuCtxSetCurrent(s->ctx.primary[i]), s->be.fn.cuCtxSynchronize();
+        if (s->mem.reserved) {
+                arena_destroy(&s->mem.arena);
                 s->be.fn.cuMemAddressFree(LUP_ARENA_BASE + (uint64_t)s->slot * LUP_ARENA_SIZE, LUP_ARENA_SIZE);
-                s->arena_reserved = false;
+                s->mem.reserved = false;
         }
-        for (int i = 0; i < s->n_ctxs; i++)
-                s->be.fn.cuCtxDestroy_v2(s->ctxs[i].real);
-        s->n_ctxs = 0;
+        for (int i = 0; i < s->ctx.n_slots; i++)
+                s->be.fn.cuCtxDestroy_v2(s->ctx.slots[i].real);
+        s->ctx.n_slots = 0;
         for (int i = 0; i < s->n_devices; i++) {
-                if (s->primary[i])
+                if (s->ctx.primary[i])
                         s->be.fn.cuDevicePrimaryCtxRelease_v2(i);
-                s->primary[i] = NULL;
+                s->ctx.primary[i] = NULL;
         }
-        free(s->chunks);
-        s->chunks = NULL;
-        s->n_chunks = s->cap_chunks = 0;
+        free(s->mem.chunks);
+        s->mem.chunks = NULL;
+        s->mem.n_chunks = s->mem.cap_chunks = 0;
 }

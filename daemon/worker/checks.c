@@ -30,14 +30,14 @@ void lupw_set_why(struct lupw_session *s, const char *why)
  * arena that the client may copy to and from. */
 bool lupw_find_global(const struct lupw_session *s, uint64_t p, struct lup_range *ret)
 {
-        return lup_rangemap_find(&s->globals, p, ret);
+        return lup_rangemap_find(&s->obj.globals, p, ret);
 }
 
 
 uint64_t lupw_xlate(const struct lupw_session *s, uint64_t p)
 {
         struct lup_range r;
-        if (s->xlate.n && lup_rangemap_find(&s->xlate, p, &r))
+        if (s->obj.xlate.n && lup_rangemap_find(&s->obj.xlate, p, &r))
                 return r.a + (p - r.base);
         return p;
 }
@@ -49,7 +49,7 @@ int lupw_check_devptr(struct lupw_session *s, uint64_t p)
         /* The shim checks every pointer against its own shadow first, so a
          * pointer outside the arena can only come from a broken or hostile
          * client: that is a protocol violation, not a CUDA error. */
-        if (!arena_contains(&s->arena, p)) {
+        if (!arena_contains(&s->mem.arena, p)) {
                 lupw_set_why(s, "device pointer outside the session's arena");
                 return -EBADMSG;
         }
@@ -63,7 +63,7 @@ CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, ui
                 return CUDA_ERROR_INVALID_VALUE;
         if (n == 0)
                 return CUDA_SUCCESS;
-        const struct arena_alloc *a = arena_find(&s->arena, p);
+        const struct arena_alloc *a = arena_find(&s->mem.arena, p);
         if (a)
                 return n > a->size - (p - a->addr) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
         struct lup_range g;
@@ -82,9 +82,9 @@ CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret)
 
 struct lupw_ctx_slot *lupw_find_ctx(struct lupw_session *s, uint64_t id)
 {
-        for (int i = 0; i < s->n_ctxs; i++)
-                if (s->ctxs[i].id == id)
-                        return &s->ctxs[i];
+        for (int i = 0; i < s->ctx.n_slots; i++)
+                if (s->ctx.slots[i].id == id)
+                        return &s->ctx.slots[i];
         return NULL;
 }
 
@@ -92,9 +92,9 @@ static CUresult resolve_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret,
 {
         int dev = lup_primary_ctx_device(id);
         if (dev >= 0) {
-                if (dev >= s->n_devices || !s->client_primary[dev])
+                if (dev >= s->n_devices || !s->ctx.client_primary[dev])
                         return CUDA_ERROR_INVALID_CONTEXT;
-                *ret = s->primary[dev];
+                *ret = s->ctx.primary[dev];
                 *ret_dev = dev;
                 return CUDA_SUCCESS;
         }
@@ -117,7 +117,7 @@ CUresult lupw_bind_ctx(struct lupw_session *s, uint64_t id)
         CUcontext real;
         int dev;
 
-        if (id == s->bound_id && id != 0)
+        if (id == s->ctx.bound_id && id != 0)
                 return CUDA_SUCCESS;
         CUresult r = resolve_ctx(s, id, &real, &dev);
         if (r != CUDA_SUCCESS)
@@ -125,7 +125,7 @@ CUresult lupw_bind_ctx(struct lupw_session *s, uint64_t id)
         r = s->be.fn.cuCtxSetCurrent(real);
         if (r != CUDA_SUCCESS)
                 return r;
-        s->bound_id = id;
-        s->bound_device = dev;
+        s->ctx.bound_id = id;
+        s->ctx.bound_device = dev;
         return CUDA_SUCCESS;
 }

@@ -38,7 +38,7 @@ int lupw_ckpt_open(struct lupw_session *s)
 {
         const struct lupd_config *cfg = s->cfg;
         char err[256];
-        if (s->prov_inst)
+        if (s->ckpt.inst)
                 return 0;
         const char *path = cfg->checkpoint_provider[0] ? cfg->checkpoint_provider : getenv("LUPINE_CHECKPOINT_LIBRARY");
         if (path && !*path)
@@ -47,18 +47,18 @@ int lupw_ckpt_open(struct lupw_session *s)
                              : cfg->checkpoint_dir[0] ? cfg->checkpoint_dir : NULL;
         if (!path && !config)
                 return -ENOTSUP; /* no checkpoints configured */
-        int rc = lupine_provider_load(path, &s->prov_ops, &s->prov_dl, err, sizeof(err));
+        int rc = lupine_provider_load(path, &s->ckpt.ops, &s->ckpt.dl, err, sizeof(err));
         if (rc < 0) {
                 lup_err("session %s: checkpoint provider: %s", s->name, err);
                 return rc;
         }
-        rc = s->prov_ops->open(config, &s->prov_inst);
+        rc = s->ckpt.ops->open(config, &s->ckpt.inst);
         if (rc < 0) {
-                lup_err("session %s: checkpoint provider %s cannot open '%s': %s", s->name, s->prov_ops->name,
+                lup_err("session %s: checkpoint provider %s cannot open '%s': %s", s->name, s->ckpt.ops->name,
                         config ? config : "(default)", strerror(-rc));
-                lupine_provider_unload(s->prov_dl);
-                s->prov_dl = NULL;
-                s->prov_ops = NULL;
+                lupine_provider_unload(s->ckpt.dl);
+                s->ckpt.dl = NULL;
+                s->ckpt.ops = NULL;
                 return rc;
         }
         return 0;
@@ -67,43 +67,43 @@ int lupw_ckpt_open(struct lupw_session *s)
 void lupw_ckpt_close(struct lupw_session *s)
 {
         lupw_lanes_direct_release(s); /* the region is the instance's */
-        if (s->prov_inst)
-                s->prov_ops->close(s->prov_inst);
-        s->prov_inst = NULL;
-        lupine_provider_unload(s->prov_dl);
-        s->prov_dl = NULL;
-        s->prov_ops = NULL;
+        if (s->ckpt.inst)
+                s->ckpt.ops->close(s->ckpt.inst);
+        s->ckpt.inst = NULL;
+        lupine_provider_unload(s->ckpt.dl);
+        s->ckpt.dl = NULL;
+        s->ckpt.ops = NULL;
 }
 
 void lupw_forget_checkpoint(struct lupw_session *s)
 {
         if (lupw_ckpt_open(s) < 0)
                 return;
-        int rc = s->prov_ops->remove(s->prov_inst, s->name);
+        int rc = s->ckpt.ops->remove(s->ckpt.inst, s->name);
         if (rc < 0 && rc != -ENOENT)
-                lup_warn("session %s: cannot delete its checkpoint: %s", s->name, s->prov_ops->last_error(s->prov_inst));
+                lup_warn("session %s: cannot delete its checkpoint: %s", s->name, s->ckpt.ops->last_error(s->ckpt.inst));
 }
 
 CUresult lupw_sync_all(struct lupw_session *s)
 {
         CUresult first = CUDA_SUCCESS;
         for (int d = 0; d < s->n_devices; d++) {
-                if (!s->primary[d])
+                if (!s->ctx.primary[d])
                         continue;
-                CUresult r = s->be.fn.cuCtxSetCurrent(s->primary[d]);
+                CUresult r = s->be.fn.cuCtxSetCurrent(s->ctx.primary[d]);
                 if (r == CUDA_SUCCESS)
                         r = s->be.fn.cuCtxSynchronize();
                 if (first == CUDA_SUCCESS)
                         first = r;
         }
-        for (int i = 0; i < s->n_ctxs; i++) {
-                CUresult r = s->be.fn.cuCtxSetCurrent(s->ctxs[i].real);
+        for (int i = 0; i < s->ctx.n_slots; i++) {
+                CUresult r = s->be.fn.cuCtxSetCurrent(s->ctx.slots[i].real);
                 if (r == CUDA_SUCCESS)
                         r = s->be.fn.cuCtxSynchronize();
                 if (first == CUDA_SUCCESS)
                         first = r;
         }
-        s->bound_id = 0; /* the next call binds again */
+        s->ctx.bound_id = 0; /* the next call binds again */
         return first;
 }
 
@@ -123,7 +123,7 @@ struct saver {
 static int put(struct saver *sv, const char *name, const void *p, size_t n)
 {
         if (sv->rc == 0)
-                sv->rc = sv->s->prov_ops->save_write(sv->save, name, p, n);
+                sv->rc = sv->s->ckpt.ops->save_write(sv->save, name, p, n);
         return sv->rc;
 }
 
@@ -133,10 +133,10 @@ static int put(struct saver *sv, const char *name, const void *p, size_t n)
 static int save_memory(struct saver *sv, struct lup_ckpt_chunk *recs)
 {
         struct lupw_session *s = sv->s;
-        size_t n = s->n_chunks, total = 0;
+        size_t n = s->mem.n_chunks, total = 0;
         char why[256] = "";
         for (size_t i = 0; i < n; i++)
-                total += (s->chunks[i].size + PIECE - 1) / PIECE;
+                total += (s->mem.chunks[i].size + PIECE - 1) / PIECE;
         struct lupw_mem_span *spans = calloc(n ? n : 1, sizeof(*spans));
         uint64_t *hashes = calloc(total ? total : 1, sizeof(*hashes));
         if (!spans || !hashes) {
@@ -144,7 +144,7 @@ static int save_memory(struct saver *sv, struct lup_ckpt_chunk *recs)
                 goto out;
         }
         for (size_t i = 0, at = 0; i < n; i++) {
-                const struct lupw_chunk *c = &s->chunks[i];
+                const struct lupw_chunk *c = &s->mem.chunks[i];
                 spans[i] = (struct lupw_mem_span){
                         .addr = c->addr, .size = c->size, .hashes = hashes + at, .device = c->device
                 };
@@ -184,14 +184,14 @@ static bool verify_wanted(const struct lupw_session *s)
 static int verify_memory(struct saver *sv, uint64_t epoch)
 {
         struct lupw_session *s = sv->s;
-        const struct lupine_checkpoint_provider *p = s->prov_ops;
+        const struct lupine_checkpoint_provider *p = s->ckpt.ops;
         struct lupine_ckpt_load *ld = NULL;
         double t0 = lup_now_s();
         uint64_t got = 0, bytes = 0;
-        int rc = p->load_begin(s->prov_inst, s->name, epoch, &ld, &got);
+        int rc = p->load_begin(s->ckpt.inst, s->name, epoch, &ld, &got);
         if (rc < 0) {
                 lup_err("session %s: checkpoint epoch %llu cannot be read back to verify it: %s", s->name,
-                        (unsigned long long)epoch, p->last_error(s->prov_inst));
+                        (unsigned long long)epoch, p->last_error(s->ckpt.inst));
                 return rc;
         }
         uint8_t *buf = malloc(PIECE);
@@ -206,7 +206,7 @@ static int verify_memory(struct saver *sv, uint64_t epoch)
                                 rc = k < 0 ? (int)k : -EIO;
                                 lup_err("session %s: verifying checkpoint epoch %llu: reading %s at %" PRIu64
                                         " failed: %s", s->name, (unsigned long long)epoch, sp->name, off,
-                                        k < 0 ? p->last_error(s->prov_inst) : "it ends early");
+                                        k < 0 ? p->last_error(s->ckpt.inst) : "it ends early");
                         }
                         if (rc == 0 && lup_hash64(buf, len, 0) != sp->hashes[off / PIECE]) {
                                 rc = -EBADMSG;
@@ -242,13 +242,13 @@ static void collect(uint64_t key, uint64_t val, void *ud)
  * of memory fails the checkpoint before its first write. */
 static int alloc_lists(struct lupw_session *s, struct lup_ckpt_manifest *m, struct handle_list *hl)
 {
-        size_t ns = arena_slab_count(&s->arena), nh = s->handles.used;
+        size_t ns = arena_slab_count(&s->mem.arena), nh = s->obj.handles.used;
         m->slabs = calloc(ns ? ns : 1, sizeof(*m->slabs));
-        m->allocs = calloc(s->arena.n_allocs ? s->arena.n_allocs : 1, sizeof(*m->allocs));
-        m->chunks = calloc(s->n_chunks ? s->n_chunks : 1, sizeof(*m->chunks));
+        m->allocs = calloc(s->mem.arena.n_allocs ? s->mem.arena.n_allocs : 1, sizeof(*m->allocs));
+        m->chunks = calloc(s->mem.n_chunks ? s->mem.n_chunks : 1, sizeof(*m->chunks));
         m->handles = calloc(nh ? nh : 1, sizeof(*m->handles));
-        m->globals = calloc(s->globals.n ? s->globals.n : 1, sizeof(*m->globals));
-        m->settings = calloc(s->n_settings ? s->n_settings : 1, sizeof(*m->settings));
+        m->globals = calloc(s->obj.globals.n ? s->obj.globals.n : 1, sizeof(*m->globals));
+        m->settings = calloc(s->obj.n_settings ? s->obj.n_settings : 1, sizeof(*m->settings));
         *hl = (struct handle_list){ .cap = nh, .ids = calloc(nh ? nh : 1, sizeof(*hl->ids)) };
         if (!m->slabs || !m->allocs || !m->chunks || !m->handles || !m->globals || !m->settings || !hl->ids)
                 return -ENOMEM;
@@ -266,30 +266,30 @@ static void describe_session(struct lupw_session *s, struct lup_ckpt_manifest *m
         m->latched = (uint32_t)s->latched;
         m->n_devices = (uint32_t)s->n_devices;
         for (int d = 0; d < s->n_devices; d++)
-                if (s->client_primary[d])
+                if (s->ctx.client_primary[d])
                         m->primaries |= 1u << d;
-        m->n_ctxs = (uint32_t)s->n_ctxs;
-        for (int i = 0; i < s->n_ctxs; i++)
-                m->ctxs[i] = (struct lup_ckpt_ctx){ .id = s->ctxs[i].id,
-                                                    .device = s->ctxs[i].device,
-                                                    .flags = s->ctxs[i].flags };
-        m->n_slabs = (uint32_t)arena_slab_count(&s->arena);
+        m->n_ctxs = (uint32_t)s->ctx.n_slots;
+        for (int i = 0; i < s->ctx.n_slots; i++)
+                m->ctxs[i] = (struct lup_ckpt_ctx){ .id = s->ctx.slots[i].id,
+                                                    .device = s->ctx.slots[i].device,
+                                                    .flags = s->ctx.slots[i].flags };
+        m->n_slabs = (uint32_t)arena_slab_count(&s->mem.arena);
         for (size_t i = 0; i < m->n_slabs; i++) {
                 struct lup_ckpt_slab *sl = &m->slabs[i];
                 int dev;
-                arena_slab_info(&s->arena, i, &sl->addr, &sl->block, &dev);
+                arena_slab_info(&s->mem.arena, i, &sl->addr, &sl->block, &dev);
                 sl->device = dev;
         }
-        m->n_allocs = (uint32_t)s->arena.n_allocs;
-        for (size_t i = 0; i < s->arena.n_allocs; i++) {
-                const struct arena_alloc *a = &s->arena.allocs[i];
+        m->n_allocs = (uint32_t)s->mem.arena.n_allocs;
+        for (size_t i = 0; i < s->mem.arena.n_allocs; i++) {
+                const struct arena_alloc *a = &s->mem.arena.allocs[i];
                 m->allocs[i] = (struct lup_ckpt_alloc){
                         .addr = a->addr, .size = a->size, .chunk = a->chunk, .device = a->device, .owner = a->owner
                 };
         }
-        m->n_settings = (uint32_t)s->n_settings;
-        for (size_t i = 0; i < s->n_settings; i++) {
-                const struct lupw_setting *t = &s->settings[i];
+        m->n_settings = (uint32_t)s->obj.n_settings;
+        for (size_t i = 0; i < s->obj.n_settings; i++) {
+                const struct lupw_setting *t = &s->obj.settings[i];
                 m->settings[i] = (struct lup_ckpt_setting){
                         .holder = t->holder, .kind = t->kind, .key = t->key, .device = t->device, .value = t->value
                 };
@@ -301,11 +301,11 @@ static void describe_session(struct lupw_session *s, struct lup_ckpt_manifest *m
 static void save_handles(struct saver *sv, struct lup_ckpt_manifest *m, struct handle_list *hl)
 {
         struct lupw_session *s = sv->s;
-        lup_u64map_each(&s->handles, collect, hl);
+        lup_u64map_each(&s->obj.handles, collect, hl);
         m->n_handles = (uint32_t)hl->n;
         for (size_t i = 0; i < hl->n && sv->rc == 0; i++) {
                 uint64_t v;
-                lup_u64map_get(&s->handles, hl->ids[i], &v);
+                lup_u64map_get(&s->obj.handles, hl->ids[i], &v);
                 const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)v;
                 struct lup_ckpt_handle *h = &m->handles[i];
                 *h = (struct lup_ckpt_handle){ .id = hl->ids[i],
@@ -330,9 +330,9 @@ static void save_handles(struct saver *sv, struct lup_ckpt_manifest *m, struct h
 static void save_globals(struct saver *sv, struct lup_ckpt_manifest *m)
 {
         struct lupw_session *s = sv->s;
-        m->n_globals = (uint32_t)s->globals.n;
-        for (size_t i = 0; i < s->globals.n && sv->rc == 0; i++) {
-                const struct lup_range *g = &s->globals.r[i];
+        m->n_globals = (uint32_t)s->obj.globals.n;
+        for (size_t i = 0; i < s->obj.globals.n && sv->rc == 0; i++) {
+                const struct lup_range *g = &s->obj.globals.r[i];
                 struct lup_ckpt_global *rec = &m->globals[i];
                 *rec = (struct lup_ckpt_global){
                         .addr = g->base, .size = g->size, .holder = g->a, .name = (const char *)(uintptr_t)g->b
@@ -371,13 +371,13 @@ static int build_manifest(struct saver *sv, uint32_t mem, uint64_t epoch, struct
         sv->rc = alloc_lists(s, m, &hl);
         if (sv->rc == 0) {
                 describe_session(s, m);
-                m->n_chunks = (uint32_t)s->n_chunks;
+                m->n_chunks = (uint32_t)s->mem.n_chunks;
                 if (mem & CKPT_MEM_DURABLE)
                         save_memory(sv, m->chunks);
                 else
-                        for (size_t i = 0; i < s->n_chunks; i++) /* hot only: the contents stay on the GPU */
+                        for (size_t i = 0; i < s->mem.n_chunks; i++) /* hot only: the contents stay on the GPU */
                                 m->chunks[i] =
-                                        (struct lup_ckpt_chunk){ .addr = s->chunks[i].addr, .size = s->chunks[i].size };
+                                        (struct lup_ckpt_chunk){ .addr = s->mem.chunks[i].addr, .size = s->mem.chunks[i].size };
         }
         if (sv->rc == 0)
                 save_handles(sv, m, &hl);
@@ -396,19 +396,19 @@ static int finish_save(struct saver *sv, uint32_t mem, uint64_t epoch, double t0
 
         if (sv->rc != 0) {
                 lup_err("session %s: checkpoint failed: %s (%s)", s->name, strerror(-sv->rc),
-                        s->prov_ops->last_error(s->prov_inst));
-                s->prov_ops->save_abort(sv->save);
+                        s->ckpt.ops->last_error(s->ckpt.inst));
+                s->ckpt.ops->save_abort(sv->save);
                 return sv->rc;
         }
-        rc = s->prov_ops->save_commit(sv->save);
+        rc = s->ckpt.ops->save_commit(sv->save);
         if (rc != 0) {
-                lup_err("session %s: checkpoint commit failed: %s", s->name, s->prov_ops->last_error(s->prov_inst));
+                lup_err("session %s: checkpoint commit failed: %s", s->name, s->ckpt.ops->last_error(s->ckpt.inst));
                 return rc;
         }
         double dt = lup_now_s() - t0;
         uint64_t bytes = 0;
-        for (size_t i = 0; i < s->n_chunks; i++)
-                bytes += s->chunks[i].size;
+        for (size_t i = 0; i < s->mem.n_chunks; i++)
+                bytes += s->mem.chunks[i].size;
         uint64_t copied = (mem & CKPT_MEM_DURABLE) ? bytes : 0;
         lup_info("session %s: checkpoint epoch %llu (%s): %.2f GiB of device memory in %zu chunk(s), "
                  "%llu bytes copied, in %.3f s (%.2f GB/s) through %s, %u lane(s)",
@@ -416,13 +416,13 @@ static int finish_save(struct saver *sv, uint32_t mem, uint64_t epoch, double t0
                  mem == (CKPT_MEM_DURABLE | CKPT_MEM_HOT) ? "hot and durable"
                  : mem == CKPT_MEM_HOT                    ? "hot"
                                                           : "durable",
-                 bytes / 1073741824.0, s->n_chunks, (unsigned long long)copied, dt, dt > 0 ? copied / dt / 1e9 : 0.0,
-                 s->prov_ops->name, (mem & CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
-        s->epoch = epoch;
+                 bytes / 1073741824.0, s->mem.n_chunks, (unsigned long long)copied, dt, dt > 0 ? copied / dt / 1e9 : 0.0,
+                 s->ckpt.ops->name, (mem & CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
+        s->ckpt.epoch = epoch;
         /* a corrupt checkpoint is no checkpoint: the drain must not count on it */
         if (verify_wanted(s) && (mem & CKPT_MEM_DURABLE))
                 rc = verify_memory(sv, epoch);
-        s->drained = rc == 0;
+        s->ckpt.drained = rc == 0;
         return rc;
 }
 
@@ -432,11 +432,11 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
         int rc = lupw_ckpt_open(s);
         if (rc < 0)
                 return rc;
-        uint64_t epoch = s->epoch + 1;
+        uint64_t epoch = s->ckpt.epoch + 1;
         struct saver sv = { .s = s };
-        rc = s->prov_ops->save_begin(s->prov_inst, s->name, epoch, &sv.save);
+        rc = s->ckpt.ops->save_begin(s->ckpt.inst, s->name, epoch, &sv.save);
         if (rc < 0) {
-                lup_err("session %s: checkpoint: %s", s->name, s->prov_ops->last_error(s->prov_inst));
+                lup_err("session %s: checkpoint: %s", s->name, s->ckpt.ops->last_error(s->ckpt.inst));
                 return rc;
         }
         struct lup_ckpt_manifest m;

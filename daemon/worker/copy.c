@@ -47,21 +47,21 @@ static int htod_run(struct lupw_session *s, const struct lup_hdr *h, const union
                 res = lupw_check_range(s, c->dst, c->n, 1);
         if (res == CUDA_SUCCESS)
                 res = lupw_stream(s, c->stream, &st);
-        if (res == CUDA_SUCCESS && s->in_pinned && !(h->flags & LUP_F_SYNC) &&
-            (s->htod_done || s->be.fn.cuEventCreate(&s->htod_done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)) {
+        if (res == CUDA_SUCCESS && s->rx.pinned && !(h->flags & LUP_F_SYNC) &&
+            (s->copy.htod_done || s->be.fn.cuEventCreate(&s->copy.htod_done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)) {
                 /* From the pinned receive buffer the copy runs while the next
                  * chunk arrives. The worker waits for it before it executes
                  * anything but another chunk, and before that part of the
                  * buffer is reused (lupw_htod_wait), so every later call sees
                  * the data, as after a synchronous copy. */
-                if (s->htod_pending && st != s->htod_stream)
+                if (s->copy.htod_pending && st != s->copy.htod_stream)
                         lupw_htod_wait(s);
                 res = s->be.fn.cuMemcpyHtoDAsync_v2(lupw_xlate(s, c->dst), c->data, c->n, st);
                 if (res == CUDA_SUCCESS)
-                        res = s->be.fn.cuEventRecord(s->htod_done, st);
+                        res = s->be.fn.cuEventRecord(s->copy.htod_done, st);
                 if (res == CUDA_SUCCESS) {
-                        s->htod_pending = true;
-                        s->htod_stream = st;
+                        s->copy.htod_pending = true;
+                        s->copy.htod_stream = st;
                 }
         } else if (res == CUDA_SUCCESS) {
                 /* the bytes sit in the receive buffer, which the next read reuses */
@@ -114,10 +114,10 @@ static int send_data(struct lupw_session *s, uint64_t token, uint64_t off, const
 
 void lupw_htod_wait(struct lupw_session *s)
 {
-        if (!s->htod_pending)
+        if (!s->copy.htod_pending)
                 return;
-        s->htod_pending = false;
-        lupw_latch(s, s->be.fn.cuEventSynchronize(s->htod_done), "cuMemcpyHtoD");
+        s->copy.htod_pending = false;
+        lupw_latch(s, s->be.fn.cuEventSynchronize(s->copy.htod_done), "cuMemcpyHtoD");
 }
 
 static int send_out(struct lupw_session *s, const struct lup_hdr *h, uint64_t token, uint64_t off, uint64_t n,
@@ -146,9 +146,9 @@ static int copy_out_sync(struct lupw_session *s, const struct lup_hdr *h, uint64
                          CUstream st)
 {
         const struct lupw_backend *be = &s->be.fn;
-        bool pipelined = s->staging2 && n > LUP_BULK_CHUNK;
+        bool pipelined = s->copy.staging2 && n > LUP_BULK_CHUNK;
         for (int i = 0; pipelined && i < 2; i++)
-                if (!s->chunk_done[i] && be->cuEventCreate(&s->chunk_done[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+                if (!s->copy.chunk_done[i] && be->cuEventCreate(&s->copy.chunk_done[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
                         pipelined = false;
         if (!pipelined) {
                 /* a synchronous copy orders only with the legacy stream: wait
@@ -158,17 +158,17 @@ static int copy_out_sync(struct lupw_session *s, const struct lup_hdr *h, uint64
                         return fail_out(s, h, token, 0, res);
                 for (uint64_t off = 0; off < n;) {
                         size_t k = n - off < LUP_BULK_CHUNK ? (size_t)(n - off) : LUP_BULK_CHUNK;
-                        res = be->cuMemcpyDtoH_v2(s->staging, src + off, k);
+                        res = be->cuMemcpyDtoH_v2(s->copy.staging, src + off, k);
                         if (res != CUDA_SUCCESS)
                                 return fail_out(s, h, token, off, res);
-                        int rc = send_out(s, h, token, off, n, s->staging, k);
+                        int rc = send_out(s, h, token, off, n, s->copy.staging, k);
                         if (rc < 0)
                                 return rc;
                         off += k;
                 }
                 return 0;
         }
-        uint8_t *buf[2] = { s->staging, s->staging2 };
+        uint8_t *buf[2] = { s->copy.staging, s->copy.staging2 };
         uint64_t chunks = (n + LUP_BULK_CHUNK - 1) / LUP_BULK_CHUNK;
         CUresult res = CUDA_SUCCESS;
         for (uint64_t i = 0; i <= chunks && res == CUDA_SUCCESS; i++) {
@@ -178,14 +178,14 @@ static int copy_out_sync(struct lupw_session *s, const struct lup_hdr *h, uint64
                         size_t k = n - off < LUP_BULK_CHUNK ? (size_t)(n - off) : LUP_BULK_CHUNK;
                         res = be->cuMemcpyDtoHAsync_v2(buf[i % 2], src + off, k, st);
                         if (res == CUDA_SUCCESS)
-                                res = be->cuEventRecord(s->chunk_done[i % 2], st);
+                                res = be->cuEventRecord(s->copy.chunk_done[i % 2], st);
                         if (res != CUDA_SUCCESS)
                                 break;
                 }
                 if (i > 0) {
                         uint64_t off = (i - 1) * LUP_BULK_CHUNK;
                         size_t k = n - off < LUP_BULK_CHUNK ? (size_t)(n - off) : LUP_BULK_CHUNK;
-                        res = be->cuEventSynchronize(s->chunk_done[(i - 1) % 2]);
+                        res = be->cuEventSynchronize(s->copy.chunk_done[(i - 1) % 2]);
                         if (res != CUDA_SUCCESS)
                                 break;
                         int rc = send_out(s, h, token, off, n, buf[(i - 1) % 2], k);
@@ -240,12 +240,12 @@ const struct lupw_ctl_op lupw_ctl_dtoh = {
 
 static struct lupw_pending_dtoh *pending_at(struct lupw_session *s, unsigned i)
 {
-        return &s->pending[(s->pending_first + i) % LUPW_MAX_PENDING];
+        return &s->dtoh.pending[(s->dtoh.first + i) % LUPW_MAX_PENDING];
 }
 
 int lupw_flush_pending(struct lupw_session *s, bool wait)
 {
-        while (s->n_pending) {
+        while (s->dtoh.n_pending) {
                 struct lupw_pending_dtoh *pd = pending_at(s, 0);
                 CUresult q = wait ? s->be.fn.cuEventSynchronize(pd->done) : s->be.fn.cuEventQuery(pd->done);
                 if (q == CUDA_ERROR_NOT_READY)
@@ -258,14 +258,14 @@ int lupw_flush_pending(struct lupw_session *s, bool wait)
                         rc = 0;
                         for (uint64_t off = 0; off < pd->size && rc == 0;) {
                                 size_t k = pd->size - off < LUP_BULK_CHUNK ? (size_t)(pd->size - off) : LUP_BULK_CHUNK;
-                                rc = send_data(s, pd->token, off, s->dring + pd->ring_off + off, k, CUDA_SUCCESS);
+                                rc = send_data(s, pd->token, off, s->dtoh.ring + pd->ring_off + off, k, CUDA_SUCCESS);
                                 off += k;
                         }
                 }
-                s->dring_tail = pd->ring_off + pd->size;
-                s->pending_first = (s->pending_first + 1) % LUPW_MAX_PENDING;
-                if (--s->n_pending == 0)
-                        s->dring_head = s->dring_tail = 0;
+                s->dtoh.tail = pd->ring_off + pd->size;
+                s->dtoh.first = (s->dtoh.first + 1) % LUPW_MAX_PENDING;
+                if (--s->dtoh.n_pending == 0)
+                        s->dtoh.head = s->dtoh.tail = 0;
                 if (rc < 0)
                         return rc;
         }
@@ -275,13 +275,13 @@ int lupw_flush_pending(struct lupw_session *s, bool wait)
 /* Room for n bytes in the ring, waiting for older copies when it is full. */
 static int ring_take(struct lupw_session *s, size_t n, size_t *ret_off)
 {
-        if (s->n_pending == LUPW_MAX_PENDING || s->dring_head + n > s->dring_size) {
+        if (s->dtoh.n_pending == LUPW_MAX_PENDING || s->dtoh.head + n > s->dtoh.ring_size) {
                 int rc = lupw_flush_pending(s, true);
                 if (rc < 0)
                         return rc;
         }
-        *ret_off = s->dring_head;
-        s->dring_head += n;
+        *ret_off = s->dtoh.head;
+        s->dtoh.head += n;
         return 0;
 }
 
@@ -310,14 +310,14 @@ static int dtoh_async_run(struct lupw_session *s, const struct lup_hdr *h, const
                 res = lupw_check_range(s, c->src, n, 1);
         if (res == CUDA_SUCCESS)
                 res = lupw_stream(s, c->stream, &st);
-        if (res == CUDA_SUCCESS && !s->dring && n <= LUP_MAX_ASYNC_DTOH) {
+        if (res == CUDA_SUCCESS && !s->dtoh.ring && n <= LUP_MAX_ASYNC_DTOH) {
                 void *ring = NULL;
                 if (s->be.fn.cuMemAllocHost_v2(&ring, RING_SIZE) == CUDA_SUCCESS) {
-                        s->dring = ring;
-                        s->dring_size = RING_SIZE;
+                        s->dtoh.ring = ring;
+                        s->dtoh.ring_size = RING_SIZE;
                 }
         }
-        if (res == CUDA_SUCCESS && (n > LUP_MAX_ASYNC_DTOH || !s->dring)) {
+        if (res == CUDA_SUCCESS && (n > LUP_MAX_ASYNC_DTOH || !s->dtoh.ring)) {
                 /* too big for the ring: copy now, after the stream's earlier work */
                 res = s->be.fn.cuStreamSynchronize(st);
                 if (res == CUDA_SUCCESS) {
@@ -333,22 +333,22 @@ static int dtoh_async_run(struct lupw_session *s, const struct lup_hdr *h, const
         int rc = ring_take(s, (size_t)n, &off);
         if (rc < 0)
                 return rc;
-        struct lupw_pending_dtoh *pd = pending_at(s, s->n_pending);
+        struct lupw_pending_dtoh *pd = pending_at(s, s->dtoh.n_pending);
         if (!pd->done && s->be.fn.cuEventCreate(&pd->done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
                 pd->done = NULL;
-        res = pd->done ? s->be.fn.cuMemcpyDtoHAsync_v2(s->dring + off, lupw_xlate(s, c->src), n, st)
+        res = pd->done ? s->be.fn.cuMemcpyDtoHAsync_v2(s->dtoh.ring + off, lupw_xlate(s, c->src), n, st)
                        : CUDA_ERROR_OUT_OF_MEMORY;
         if (res == CUDA_SUCCESS)
                 res = s->be.fn.cuEventRecord(pd->done, st);
         if (res != CUDA_SUCCESS) {
-                s->dring_head = off;
+                s->dtoh.head = off;
                 *status = res;
                 return send_data(s, token, 0, NULL, 0, res);
         }
         pd->token = token;
         pd->size = n;
         pd->ring_off = off;
-        s->n_pending++;
+        s->dtoh.n_pending++;
         return 0;
 }
 
@@ -367,15 +367,15 @@ void lupw_copy_free(struct lupw_session *s)
         lupw_lanes_free(s);
         lupw_piece_hash_free(s);
         lupw_htod_wait(s);
-        if (s->htod_done)
-                s->be.fn.cuEventDestroy_v2(s->htod_done);
+        if (s->copy.htod_done)
+                s->be.fn.cuEventDestroy_v2(s->copy.htod_done);
         for (int i = 0; i < 2; i++)
-                if (s->chunk_done[i])
-                        s->be.fn.cuEventDestroy_v2(s->chunk_done[i]);
+                if (s->copy.chunk_done[i])
+                        s->be.fn.cuEventDestroy_v2(s->copy.chunk_done[i]);
         for (unsigned i = 0; i < LUPW_MAX_PENDING; i++)
-                if (s->pending[i].done)
-                        s->be.fn.cuEventDestroy_v2(s->pending[i].done);
-        if (s->dring)
-                s->be.fn.cuMemFreeHost(s->dring);
-        s->dring = NULL;
+                if (s->dtoh.pending[i].done)
+                        s->be.fn.cuEventDestroy_v2(s->dtoh.pending[i].done);
+        if (s->dtoh.ring)
+                s->be.fn.cuMemFreeHost(s->dtoh.ring);
+        s->dtoh.ring = NULL;
 }

@@ -136,11 +136,11 @@ static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const u
         }
         s->last_seq = h->seq;
         atomic_store_explicit(&s->tx.running_seq, h->seq, memory_order_relaxed);
-        if (s->htod_pending && h->op != LUP_OP_MEMCPY_HTOD)
+        if (s->copy.htod_pending && h->op != LUP_OP_MEMCPY_HTOD)
                 lupw_htod_wait(s);
         /* Asynchronous device->host data always reaches the client before
          * the answer to any synchronous call that follows it. */
-        if ((h->flags & LUP_F_SYNC) && s->n_pending) {
+        if ((h->flags & LUP_F_SYNC) && s->dtoh.n_pending) {
                 int rc = lupw_flush_pending(s, true);
                 if (rc < 0)
                         return rc;
@@ -148,7 +148,7 @@ static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const u
         switch (h->op) {
         case LUP_OP_GOODBYE:
                 lup_info("session %s: client said goodbye after %llu calls", s->name, (unsigned long long)s->last_seq);
-                s->stop = true;
+                s->loop.stop = true;
                 return 0;
         case LUP_OP_PING:
                 /* payload: nothing, or how much of the reply stream the client has */
@@ -178,19 +178,19 @@ static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const u
 /* Executes every complete frame in the input buffer. */
 int lupw_process_input(struct lupw_session *s)
 {
-        size_t off = s->in_off;
+        size_t off = s->rx.off;
         int rc = 0;
 
-        while (s->in_len - off >= LUP_HDR_SIZE && !s->stop) {
+        while (s->rx.len - off >= LUP_HDR_SIZE && !s->loop.stop) {
                 struct lup_hdr h;
                 const char *why;
-                if (lup_hdr_decode(s->in + off, &h, &why) < 0) {
+                if (lup_hdr_decode(s->rx.buf + off, &h, &why) < 0) {
                         lupw_set_why(s, why);
                         return -EBADMSG;
                 }
-                if (s->in_len - off - LUP_HDR_SIZE < h.len)
+                if (s->rx.len - off - LUP_HDR_SIZE < h.len)
                         break;
-                rc = handle_frame(s, &h, s->in + off + LUP_HDR_SIZE);
+                rc = handle_frame(s, &h, s->rx.buf + off + LUP_HDR_SIZE);
                 if (rc == 0)
                         rc = lupw_tx_failed(s);
                 if (rc < 0)
@@ -200,18 +200,18 @@ int lupw_process_input(struct lupw_session *s)
         /* Compact only when the tail cannot take a whole frame: moving a
          * partial 1 MiB frame after every read would cost as much as the
          * copy to the device. */
-        if (off == s->in_len && !s->htod_pending) {
-                s->in_off = s->in_len = 0;
-        } else if (s->in_cap - s->in_len < LUP_HDR_SIZE + LUP_MAX_PAYLOAD) {
+        if (off == s->rx.len && !s->copy.htod_pending) {
+                s->rx.off = s->rx.len = 0;
+        } else if (s->rx.cap - s->rx.len < LUP_HDR_SIZE + LUP_MAX_PAYLOAD) {
                 lupw_htod_wait(s); /* copies may still read what is moved over */
-                memmove(s->in, s->in + off, s->in_len - off);
-                s->in_len -= off;
-                s->in_off = 0;
+                memmove(s->rx.buf, s->rx.buf + off, s->rx.len - off);
+                s->rx.len -= off;
+                s->rx.off = 0;
         } else {
-                s->in_off = off;
+                s->rx.off = off;
         }
         /* send what finished meanwhile, without waiting for the rest */
-        if (s->n_pending && (rc = lupw_flush_pending(s, false)) < 0)
+        if (s->dtoh.n_pending && (rc = lupw_flush_pending(s, false)) < 0)
                 return rc;
         rc = lupw_flush_out(s);
         return rc < 0 ? rc : lupw_tx_failed(s);

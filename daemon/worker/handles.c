@@ -24,8 +24,8 @@ struct blob {
 
 void lupw_handles_init(struct lupw_session *s)
 {
-        lup_u64map_init(&s->handles, LUP_MAX_HANDLES);
-        lup_u64map_init(&s->blobs, 64);
+        lup_u64map_init(&s->obj.handles, LUP_MAX_HANDLES);
+        lup_u64map_init(&s->obj.blobs, 64);
 }
 
 void lupw_prov_free(struct lupw_prov *p)
@@ -52,20 +52,20 @@ static void free_blob(uint64_t key, uint64_t val, void *ud)
 
 void lupw_handles_free(struct lupw_session *s)
 {
-        lupw_prov_free(&s->prov);
-        free(s->settings);
-        s->settings = NULL;
-        s->n_settings = s->cap_settings = 0;
-        lup_u64map_each(&s->handles, free_handle, NULL);
-        lup_u64map_free(&s->handles);
-        lup_u64map_each(&s->blobs, free_blob, NULL);
-        lup_u64map_free(&s->blobs);
+        lupw_prov_free(&s->obj.prov);
+        free(s->obj.settings);
+        s->obj.settings = NULL;
+        s->obj.n_settings = s->obj.cap_settings = 0;
+        lup_u64map_each(&s->obj.handles, free_handle, NULL);
+        lup_u64map_free(&s->obj.handles);
+        lup_u64map_each(&s->obj.blobs, free_blob, NULL);
+        lup_u64map_free(&s->obj.blobs);
 }
 
 struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64_t id)
 {
         uint64_t v;
-        if (!lup_u64map_get(&s->handles, id, &v))
+        if (!lup_u64map_get(&s->obj.handles, id, &v))
                 return NULL;
         struct lupw_handle_ent *e = (struct lupw_handle_ent *)(uintptr_t)v;
         return e->kind == kind ? e : NULL;
@@ -105,7 +105,7 @@ CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret)
                 if (lupw_function(s, id, &k, &f) != CUDA_SUCCESS)
                         return CUDA_ERROR_INVALID_HANDLE;
                 *ret = f;
-                s->cur_parent = id;
+                s->cur.parent = id;
                 return CUDA_SUCCESS;
         }
         if (!e) {
@@ -113,10 +113,10 @@ CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret)
                 return CUDA_ERROR_INVALID_HANDLE;
         }
         *ret = e->real;
-        s->cur_parent = id; /* creators record what they were made from */
+        s->cur.parent = id; /* creators record what they were made from */
         if (kind == LUPW_H_EVENT) { /* the event calls' own bookkeeping */
-                s->cur_event[0] = s->cur_event[1];
-                s->cur_event[1] = e;
+                s->cur.event[0] = s->cur.event[1];
+                s->cur.event[1] = e;
         }
         return CUDA_SUCCESS;
 }
@@ -137,7 +137,7 @@ CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret)
 
 int lupw_handle_fresh(struct lupw_session *s, uint64_t id)
 {
-        if (id < LUP_FIRST_HANDLE_ID || (id - LUP_FIRST_HANDLE_ID) % 16 || lup_u64map_get(&s->handles, id, NULL)) {
+        if (id < LUP_FIRST_HANDLE_ID || (id - LUP_FIRST_HANDLE_ID) % 16 || lup_u64map_get(&s->obj.handles, id, NULL)) {
                 lupw_set_why(s, "malformed or reused handle id");
                 return -EBADMSG;
         }
@@ -151,22 +151,22 @@ CUresult lupw_handle_put(struct lupw_session *s, int kind, uint64_t id, void *re
                 return CUDA_ERROR_OUT_OF_MEMORY;
         e->kind = kind;
         e->real = real;
-        e->ctx = s->bound_id;
-        if (lup_u64map_put(&s->handles, id, (uint64_t)(uintptr_t)e) < 0) {
+        e->ctx = s->ctx.bound_id;
+        if (lup_u64map_put(&s->obj.handles, id, (uint64_t)(uintptr_t)e) < 0) {
                 free(e);
-                lupw_prov_free(&s->prov);
+                lupw_prov_free(&s->obj.prov);
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        /* the creating handler left how it made the handle in s->prov */
-        e->prov = s->prov;
-        memset(&s->prov, 0, sizeof(s->prov));
+        /* the creating handler left how it made the handle in s->obj.prov */
+        e->prov = s->obj.prov;
+        memset(&s->obj.prov, 0, sizeof(s->obj.prov));
         return CUDA_SUCCESS;
 }
 
 void lupw_handle_del(struct lupw_session *s, uint64_t id)
 {
         uint64_t v;
-        if (lup_u64map_del(&s->handles, id, &v))
+        if (lup_u64map_del(&s->obj.handles, id, &v))
                 free_handle(id, v, NULL);
 }
 
@@ -191,8 +191,8 @@ static int blob_run(struct lupw_session *s, const struct lup_hdr *h, const union
         const struct lup_blob *c = &a->blob;
         uint64_t v;
         struct blob *b;
-        if (!lup_u64map_get(&s->blobs, c->id, &v)) {
-                if (c->offset != 0 || s->blob_bytes + c->total > LUP_MAX_BLOB_BYTES) {
+        if (!lup_u64map_get(&s->obj.blobs, c->id, &v)) {
+                if (c->offset != 0 || s->obj.blob_bytes + c->total > LUP_MAX_BLOB_BYTES) {
                         lupw_set_why(s,
                                      c->offset ? "BLOB chunk for an unknown blob" : "too many bytes uploaded at once");
                         return -EBADMSG;
@@ -200,7 +200,7 @@ static int blob_run(struct lupw_session *s, const struct lup_hdr *h, const union
                 b = calloc(1, sizeof(*b));
                 if (b)
                         b->data = malloc(c->total);
-                if (!b || !b->data || lup_u64map_put(&s->blobs, c->id, (uint64_t)(uintptr_t)b) < 0) {
+                if (!b || !b->data || lup_u64map_put(&s->obj.blobs, c->id, (uint64_t)(uintptr_t)b) < 0) {
                         if (b)
                                 free(b->data);
                         free(b);
@@ -208,7 +208,7 @@ static int blob_run(struct lupw_session *s, const struct lup_hdr *h, const union
                         return -EBADMSG;
                 }
                 b->total = c->total;
-                s->blob_bytes += c->total;
+                s->obj.blob_bytes += c->total;
         } else {
                 b = (struct blob *)(uintptr_t)v;
         }
@@ -232,7 +232,7 @@ const struct lupw_ctl_op lupw_ctl_blob = {
 int lupw_blob_take(struct lupw_session *s, uint64_t id, const void **ret, size_t *ret_len)
 {
         uint64_t v;
-        if (!lup_u64map_get(&s->blobs, id, &v)) {
+        if (!lup_u64map_get(&s->obj.blobs, id, &v)) {
                 lupw_set_why(s, "call names a blob that was never uploaded");
                 return -EBADMSG;
         }
@@ -243,16 +243,16 @@ int lupw_blob_take(struct lupw_session *s, uint64_t id, const void **ret, size_t
         }
         *ret = b->data;
         *ret_len = (size_t)b->total;
-        s->cur_blob_len = (size_t)b->total;
+        s->cur.blob_len = (size_t)b->total;
         return 0;
 }
 
 void lupw_blob_release(struct lupw_session *s, uint64_t id)
 {
         uint64_t v;
-        if (lup_u64map_del(&s->blobs, id, &v)) {
+        if (lup_u64map_del(&s->obj.blobs, id, &v)) {
                 struct blob *b = (struct blob *)(uintptr_t)v;
-                s->blob_bytes -= b->total;
+                s->obj.blob_bytes -= b->total;
                 free_blob(id, v, NULL);
         }
 }
@@ -286,7 +286,7 @@ CUresult lupw_check_image(const void *p, size_t n)
 
 CUresult lupw_cuEventRecord(struct lupw_session *s, CUevent hEvent, CUstream hStream)
 {
-        struct lupw_handle_ent *e = s->cur_event[1];
+        struct lupw_handle_ent *e = s->cur.event[1];
         CUresult r = s->be.fn.cuEventRecord(hEvent, hStream);
         if (r == CUDA_SUCCESS && e && e->real == (void *)hEvent) {
                 e->recorded = true;
@@ -297,7 +297,7 @@ CUresult lupw_cuEventRecord(struct lupw_session *s, CUevent hEvent, CUstream hSt
 
 CUresult lupw_cuEventRecordWithFlags(struct lupw_session *s, CUevent hEvent, CUstream hStream, unsigned int flags)
 {
-        struct lupw_handle_ent *e = s->cur_event[1];
+        struct lupw_handle_ent *e = s->cur.event[1];
         CUresult r = s->be.fn.cuEventRecordWithFlags(hEvent, hStream, flags);
         if (r == CUDA_SUCCESS && e && e->real == (void *)hEvent) {
                 e->recorded = true;
@@ -308,7 +308,7 @@ CUresult lupw_cuEventRecordWithFlags(struct lupw_session *s, CUevent hEvent, CUs
 
 CUresult lupw_cuEventElapsedTime_v2(struct lupw_session *s, float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
-        const struct lupw_handle_ent *a = s->cur_event[0], *b = s->cur_event[1];
+        const struct lupw_handle_ent *a = s->cur.event[0], *b = s->cur.event[1];
         if (a && b && a->real == (void *)hStart && b->real == (void *)hEnd && a->have_when && b->have_when &&
             a->ctx == b->ctx) {
                 *pMilliseconds = (float)(b->when_ms - a->when_ms);
@@ -370,7 +370,7 @@ static void measure_ctx(struct lupw_session *s, struct ev_list *l, uint64_t ctx,
 /* The object's bytes are checkpoint/ckpt_codec.c's. */
 int lupw_events_save(struct lupw_session *s, struct lupine_ckpt_save *save)
 {
-        struct ev_list l = { .cap = s->handles.used };
+        struct ev_list l = { .cap = s->obj.handles.used };
         l.e = calloc(l.cap ? l.cap : 1, sizeof(*l.e));
         l.id = calloc(l.cap ? l.cap : 1, sizeof(*l.id));
         bool *done = calloc(l.cap ? l.cap : 1, sizeof(*done));
@@ -380,7 +380,7 @@ int lupw_events_save(struct lupw_session *s, struct lupine_ckpt_save *save)
         int rc = -ENOMEM;
         if (!l.e || !l.id || !done || !rec)
                 goto out;
-        lup_u64map_each(&s->handles, collect_recorded, &l);
+        lup_u64map_each(&s->obj.handles, collect_recorded, &l);
         for (size_t i = 0; i < l.n; i++)
                 if (!done[i])
                         measure_ctx(s, &l, l.e[i]->ctx, done);
@@ -390,7 +390,7 @@ int lupw_events_save(struct lupw_session *s, struct lupine_ckpt_save *save)
                                                   .when_ms = l.e[i]->when_ms };
         rc = lup_ckpt_events_encode(rec, (uint32_t)l.n, &obj, &len);
         if (rc == 0)
-                rc = s->prov_ops->save_write(save, "events", obj, len);
+                rc = s->ckpt.ops->save_write(save, "events", obj, len);
 out:
         free(l.e);
         free(l.id);
@@ -402,7 +402,7 @@ out:
 
 int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why, size_t whylen)
 {
-        const struct lupine_checkpoint_provider *p = s->prov_ops;
+        const struct lupine_checkpoint_provider *p = s->ckpt.ops;
         uint64_t size;
         if (p->load_size(ld, "events", &size) < 0)
                 return 0; /* an older checkpoint: events restore unrecorded */
@@ -450,6 +450,6 @@ int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *
         }
         free(v);
         s->be.fn.cuCtxSetCurrent(NULL);
-        s->bound_id = 0;
+        s->ctx.bound_id = 0;
         return rc;
 }

@@ -75,9 +75,9 @@ const char *lupw_open_device(struct lupw_session *s, CUresult *ret_status)
                 s->n_devices = LUP_MAX_DEVICES;
         /* The worker holds device 0's primary context for the session's
          * lifetime: VMM calls need a context, and the arena lives in it. */
-        CUresult r = be->cuDevicePrimaryCtxRetain(&s->primary[0], 0);
+        CUresult r = be->cuDevicePrimaryCtxRetain(&s->ctx.primary[0], 0);
         if (r == CUDA_SUCCESS)
-                r = be->cuCtxSetCurrent(s->primary[0]);
+                r = be->cuCtxSetCurrent(s->ctx.primary[0]);
         if (r != CUDA_SUCCESS) {
                 *ret_status = r;
                 return "cannot create a context on device 0";
@@ -85,17 +85,17 @@ const char *lupw_open_device(struct lupw_session *s, CUresult *ret_status)
         /* Pinned receive and bounce buffers: host<->device copies from them
          * run at PCIe speed, so a copy costs little next to the network. */
         void *pin = NULL;
-        if (be->cuMemAllocHost_v2(&pin, s->in_cap) == CUDA_SUCCESS) {
-                free(s->in);
-                s->in = pin;
-                s->in_pinned = true;
+        if (be->cuMemAllocHost_v2(&pin, s->rx.cap) == CUDA_SUCCESS) {
+                free(s->rx.buf);
+                s->rx.buf = pin;
+                s->rx.pinned = true;
         }
         if (be->cuMemAllocHost_v2(&pin, LUP_BULK_CHUNK) == CUDA_SUCCESS) {
-                free(s->staging);
-                s->staging = pin;
-                s->staging_pinned = true;
+                free(s->copy.staging);
+                s->copy.staging = pin;
+                s->copy.staging_pinned = true;
                 if (be->cuMemAllocHost_v2(&pin, LUP_BULK_CHUNK) == CUDA_SUCCESS)
-                        s->staging2 = pin;
+                        s->copy.staging2 = pin;
         }
         *ret_status = CUDA_SUCCESS;
         return NULL;
@@ -114,13 +114,13 @@ int lupw_reserve_arena(struct lupw_session *s, uint32_t slot, char *err, size_t 
                          (unsigned long long)want, (int)r);
                 return -EADDRINUSE;
         }
-        if (arena_init(&s->arena, want, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, &lupw_arena_ops, s) < 0) {
+        if (arena_init(&s->mem.arena, want, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, &lupw_arena_ops, s) < 0) {
                 be->cuMemAddressFree(want, LUP_ARENA_SIZE);
                 snprintf(err, errlen, "out of memory in the worker");
                 return -ENOMEM;
         }
         s->slot = slot;
-        s->arena_reserved = true;
+        s->mem.reserved = true;
         return 0;
 }
 
@@ -142,7 +142,7 @@ int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req, con
         struct lup_hello_reply rep = {
                 .driver_version = (uint32_t)drv,
                 .backend = (uint32_t)s->be.kind,
-                .arena_base = s->arena.base,
+                .arena_base = s->mem.arena.base,
                 .arena_size = LUP_ARENA_SIZE,
                 .last_executed = s->last_seq,
                 .n_devices = (uint32_t)s->n_devices,

@@ -139,11 +139,11 @@ int lupw_hot_export(struct lupw_session *s, int **ret_fds)
         int *fds;
 
         lupw_raise_nofile();
-        fds = malloc((s->n_chunks ? s->n_chunks : 1) * sizeof(*fds));
+        fds = malloc((s->mem.n_chunks ? s->mem.n_chunks : 1) * sizeof(*fds));
         if (!fds)
                 return -ENOMEM;
-        for (size_t i = 0; i < s->n_chunks; i++) {
-                int rc = export_chunk(s, &s->chunks[i], &fds[i]);
+        for (size_t i = 0; i < s->mem.n_chunks; i++) {
+                int rc = export_chunk(s, &s->mem.chunks[i], &fds[i]);
 
                 if (rc < 0) {
                         close_all(fds, i);
@@ -152,7 +152,7 @@ int lupw_hot_export(struct lupw_session *s, int **ret_fds)
                 }
         }
         *ret_fds = fds;
-        return (int)s->n_chunks;
+        return (int)s->mem.n_chunks;
 }
 
 int lupw_hot_send(struct lupw_session *s, int *fds, uint64_t epoch)
@@ -160,16 +160,16 @@ int lupw_hot_send(struct lupw_session *s, int *fds, uint64_t epoch)
         uint8_t msg[LUPD_CTL_HOT_MEM_FIXED + LUPD_CTL_MAX_FDS * LUPD_CTL_HOT_MEM_REC];
         int rc = 0;
 
-        for (size_t first = 0; first < s->n_chunks; first += LUPD_CTL_MAX_FDS) {
-                size_t n = s->n_chunks - first < LUPD_CTL_MAX_FDS ? s->n_chunks - first : LUPD_CTL_MAX_FDS;
+        for (size_t first = 0; first < s->mem.n_chunks; first += LUPD_CTL_MAX_FDS) {
+                size_t n = s->mem.n_chunks - first < LUPD_CTL_MAX_FDS ? s->mem.n_chunks - first : LUPD_CTL_MAX_FDS;
                 struct lup_wr w = lup_wr_init(msg, sizeof(msg));
 
                 lup_wr_u32(&w, LUPD_CTL_HOT_MEM);
                 lup_wr_u32(&w, (uint32_t)n);
                 lup_wr_u64(&w, epoch);
                 for (size_t i = first; i < first + n; i++) {
-                        lup_wr_u64(&w, s->chunks[i].addr);
-                        lup_wr_u64(&w, s->chunks[i].size);
+                        lup_wr_u64(&w, s->mem.chunks[i].addr);
+                        lup_wr_u64(&w, s->mem.chunks[i].size);
                 }
                 rc = w.err ? w.err : lup_send_fds(s->ctl_fd, msg, w.len, fds + first, (int)n);
                 if (rc < 0) {
@@ -179,7 +179,7 @@ int lupw_hot_send(struct lupw_session *s, int *fds, uint64_t epoch)
                 }
         }
         /* What went out is referenced by the socket now; our copies go. */
-        close_all(fds, s->n_chunks);
+        close_all(fds, s->mem.n_chunks);
         return rc;
 }
 
@@ -211,7 +211,7 @@ static int input_memfd(const uint8_t *p, size_t n)
 int lupw_handback(struct lupw_session *s, uint64_t epoch)
 {
         uint8_t msg[LUPD_CTL_HANDBACK_LEN];
-        size_t pending = s->in_len - s->in_off;
+        size_t pending = s->rx.len - s->rx.off;
         int fds[2] = { s->fd, -1 };
         int rc;
 
@@ -221,7 +221,7 @@ int lupw_handback(struct lupw_session *s, uint64_t epoch)
         if (rc < 0)
                 return rc;
         if (pending) {
-                fds[1] = input_memfd(s->in + s->in_off, pending);
+                fds[1] = input_memfd(s->rx.buf + s->rx.off, pending);
                 if (fds[1] < 0)
                         return fds[1];
         }
@@ -238,7 +238,7 @@ int lupw_handback(struct lupw_session *s, uint64_t epoch)
          * shutting it down, which would end it for everyone. */
         close(s->fd);
         s->fd = -1;
-        s->in_off = s->in_len = 0;
+        s->rx.off = s->rx.len = 0;
         lup_info("session %s: connection handed back to the supervisor at seq %llu (%zu bytes of a frame in part)",
                  s->name, (unsigned long long)s->last_seq, pending);
         return 0;
@@ -248,12 +248,12 @@ int lupw_handback(struct lupw_session *s, uint64_t epoch)
 
 static int hot_get(struct lupw_session *s)
 {
-        if (s->hot)
+        if (s->ckpt.hot)
                 return 0;
-        s->hot = calloc(1, sizeof(*s->hot));
-        if (!s->hot)
+        s->ckpt.hot = calloc(1, sizeof(*s->ckpt.hot));
+        if (!s->ckpt.hot)
                 return -ENOMEM;
-        s->hot->conn_fd = -1;
+        s->ckpt.hot->conn_fd = -1;
         return 0;
 }
 
@@ -295,7 +295,7 @@ static int read_input(struct lupw_hot *h, int fd, uint32_t len)
 
 static int hot_message(struct lupw_session *s, const uint8_t *msg, size_t n, int *fds, int nfds, bool *ret_end)
 {
-        struct lupw_hot *h = s->hot;
+        struct lupw_hot *h = s->ckpt.hot;
         struct lup_rd r = lup_rd_init(msg, n);
         uint32_t type = 0, count = 0;
         uint64_t epoch = 0;
@@ -370,15 +370,15 @@ int lupw_hot_receive(struct lupw_session *s)
                         return rc;
                 }
         }
-        s->hot->active = true;
-        lup_info("session %s: hot restore: %zu memory fd(s) for checkpoint epoch %" PRIu64 "%s", s->name, s->hot->n,
-                 s->hot->epoch, s->hot->conn_fd >= 0 ? ", and its client connection" : "");
+        s->ckpt.hot->active = true;
+        lup_info("session %s: hot restore: %zu memory fd(s) for checkpoint epoch %" PRIu64 "%s", s->name, s->ckpt.hot->n,
+                 s->ckpt.hot->epoch, s->ckpt.hot->conn_fd >= 0 ? ", and its client connection" : "");
         return 0;
 }
 
 int lupw_hot_check_epoch(struct lupw_session *s, uint64_t epoch)
 {
-        struct lupw_hot *h = s->hot;
+        struct lupw_hot *h = s->ckpt.hot;
 
         if (!h || h->n == 0 || h->epoch == epoch)
                 return 0;
@@ -397,18 +397,18 @@ int lupw_hot_check_epoch(struct lupw_session *s, uint64_t epoch)
 int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemGenericAllocationHandle *ret,
                     int *ret_fd)
 {
-        struct lupw_hot *h = s->hot;
+        struct lupw_hot *h = s->ckpt.hot;
         struct lupw_hot_ent *e = NULL;
         struct stat st;
         CUresult r;
 
-        if (s->ckpt_mem == 0)
+        if (s->ckpt.mem == 0)
                 return 0; /* not restoring: plain allocation */
         for (size_t i = 0; h && h->active && i < h->n && !e; i++)
                 if (h->v[i].addr == addr && h->v[i].fd >= 0)
                         e = &h->v[i];
         if (!e) {
-                if (s->ckpt_mem & CKPT_MEM_DURABLE) {
+                if (s->ckpt.mem & CKPT_MEM_DURABLE) {
                         if (!h)
                                 return 0; /* a durable restore */
                         lup_warn("session %s: hot restore: no fd for the chunk at 0x%" PRIx64
@@ -429,7 +429,7 @@ int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemG
                         "checkpoint says %" PRIu64,
                         s->name, addr, (long long)st.st_size, size);
                 e->fd = safe_close_fd(e->fd);
-                return (s->ckpt_mem & CKPT_MEM_DURABLE) ? 0 : -EBADMSG;
+                return (s->ckpt.mem & CKPT_MEM_DURABLE) ? 0 : -EBADMSG;
         }
         r = s->be.fn.cuMemImportFromShareableHandle(ret, (void *)(uintptr_t)e->fd,
                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -437,8 +437,8 @@ int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemG
                 e->fd = safe_close_fd(e->fd);
                 lup_err("session %s: hot restore: importing the chunk at 0x%" PRIx64 " failed (CUresult %d)%s",
                         s->name, addr, (int)r,
-                        (s->ckpt_mem & CKPT_MEM_DURABLE) ? "; copying it from the durable checkpoint" : "");
-                return (s->ckpt_mem & CKPT_MEM_DURABLE) ? 0 : -EIO;
+                        (s->ckpt.mem & CKPT_MEM_DURABLE) ? "; copying it from the durable checkpoint" : "");
+                return (s->ckpt.mem & CKPT_MEM_DURABLE) ? 0 : -EIO;
         }
         /* The handle holds the memory; the fd goes with the chunk, for the
          * next hot checkpoint (lupw_hot_export). */
@@ -452,7 +452,7 @@ int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemG
 
 void lupw_hot_unimport(struct lupw_session *s, uint64_t addr, uint64_t size)
 {
-        struct lupw_hot *h = s->hot;
+        struct lupw_hot *h = s->ckpt.hot;
 
         for (size_t i = 0; h && i < h->n; i++) {
                 if (h->v[i].addr == addr && h->v[i].imported) {
@@ -465,7 +465,7 @@ void lupw_hot_unimport(struct lupw_session *s, uint64_t addr, uint64_t size)
 
 bool lupw_hot_imported(const struct lupw_session *s, uint64_t addr)
 {
-        const struct lupw_hot *h = s->hot;
+        const struct lupw_hot *h = s->ckpt.hot;
 
         for (size_t i = 0; h && i < h->n; i++)
                 if (h->v[i].addr == addr)
@@ -475,17 +475,17 @@ bool lupw_hot_imported(const struct lupw_session *s, uint64_t addr)
 
 void lupw_hot_stats(const struct lupw_session *s, size_t *ret_chunks, uint64_t *ret_bytes)
 {
-        *ret_chunks = s->hot ? s->hot->imported_chunks : 0;
-        *ret_bytes = s->hot ? s->hot->imported_bytes : 0;
+        *ret_chunks = s->ckpt.hot ? s->ckpt.hot->imported_chunks : 0;
+        *ret_bytes = s->ckpt.hot ? s->ckpt.hot->imported_bytes : 0;
 }
 
 int lupw_hot_adopt_conn(struct lupw_session *s)
 {
-        struct lupw_hot *h = s->hot;
+        struct lupw_hot *h = s->ckpt.hot;
 
         if (!h || h->conn_fd < 0)
                 return 0;
-        if (h->input_len > s->in_cap) {
+        if (h->input_len > s->rx.cap) {
                 lup_err("session %s: the handed-over connection has %u bytes pending, more than fit", s->name,
                         h->input_len);
                 return -EMSGSIZE;
@@ -493,9 +493,9 @@ int lupw_hot_adopt_conn(struct lupw_session *s)
         s->fd = h->conn_fd;
         h->conn_fd = -1;
         (void)lup_set_blocking(s->fd);
-        memcpy(s->in, h->input, h->input_len);
-        s->in_off = 0;
-        s->in_len = h->input_len;
+        memcpy(s->rx.buf, h->input, h->input_len);
+        s->rx.off = 0;
+        s->rx.len = h->input_len;
         lup_info("session %s: serving its client's connection again at seq %llu, without a reconnect", s->name,
                  (unsigned long long)s->last_seq);
         return 1;
@@ -503,7 +503,7 @@ int lupw_hot_adopt_conn(struct lupw_session *s)
 
 void lupw_hot_done(struct lupw_session *s)
 {
-        struct lupw_hot *h = s->hot;
+        struct lupw_hot *h = s->ckpt.hot;
         size_t unused = 0;
 
         if (!h)
@@ -522,7 +522,7 @@ void lupw_hot_done(struct lupw_session *s)
 
 void lupw_hot_free(struct lupw_session *s)
 {
-        struct lupw_hot *h = s->hot;
+        struct lupw_hot *h = s->ckpt.hot;
 
         if (!h)
                 return;
@@ -532,5 +532,5 @@ void lupw_hot_free(struct lupw_session *s)
         free(h->input);
         free(h->v);
         free(h);
-        s->hot = NULL;
+        s->ckpt.hot = NULL;
 }

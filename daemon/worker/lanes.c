@@ -134,12 +134,12 @@ static void lane_release(const struct lupw_backend *be, struct lupw_lane *l)
 
 void lupw_lanes_free(struct lupw_session *s)
 {
-        if (!s->lanes)
+        if (!s->ckpt.lanes)
                 return;
-        for (unsigned i = 0; i < s->lanes->n; i++)
-                lane_release(&s->be.fn, &s->lanes->lane[i]);
-        free(s->lanes);
-        s->lanes = NULL;
+        for (unsigned i = 0; i < s->ckpt.lanes->n; i++)
+                lane_release(&s->be.fn, &s->ckpt.lanes->lane[i]);
+        free(s->ckpt.lanes);
+        s->ckpt.lanes = NULL;
 }
 
 /* Makes sure the session has `want` lanes, made in device 0's primary
@@ -149,17 +149,17 @@ void lupw_lanes_free(struct lupw_session *s)
 static int lanes_get(struct lupw_session *s, unsigned want)
 {
         const struct lupw_backend *be = &s->be.fn;
-        if (s->lanes && s->lanes->n == want)
+        if (s->ckpt.lanes && s->ckpt.lanes->n == want)
                 return (int)want;
         lupw_lanes_free(s);
         struct lupw_lanes *ls = calloc(1, sizeof(*ls) + want * sizeof(ls->lane[0]));
         if (!ls)
                 return -ENOMEM;
-        if (be->cuCtxSetCurrent(s->primary[0]) != CUDA_SUCCESS) {
+        if (be->cuCtxSetCurrent(s->ctx.primary[0]) != CUDA_SUCCESS) {
                 free(ls);
                 return -EIO;
         }
-        s->bound_id = 0; /* the next call binds again */
+        s->ctx.bound_id = 0; /* the next call binds again */
         for (unsigned i = 0; i < want; i++) {
                 struct lupw_lane *l = &ls->lane[i];
                 bool ok = be->cuStreamCreate(&l->stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
@@ -183,7 +183,7 @@ static int lanes_get(struct lupw_session *s, unsigned want)
                 free(ls);
                 return -EIO;
         }
-        s->lanes = ls;
+        s->ckpt.lanes = ls;
         return (int)ls->n;
 }
 
@@ -227,36 +227,36 @@ static void unit_where(const struct job *job, uint64_t u, size_t *span, uint64_t
  * pinned until lupw_lanes_direct_release). */
 static bool direct_ready(struct lupw_session *s)
 {
-        if (s->direct.state != 0)
-                return s->direct.state > 0;
-        s->direct.state = -1;
-        if (!s->prov_inst || !(lupine_provider_caps(s->prov_ops) & LUPINE_CKPT_CAP_DIRECT_WRITE))
+        if (s->ckpt.direct.state != 0)
+                return s->ckpt.direct.state > 0;
+        s->ckpt.direct.state = -1;
+        if (!s->ckpt.inst || !(lupine_provider_caps(s->ckpt.ops) & LUPINE_CKPT_CAP_DIRECT_WRITE))
                 return false;
         void *base = NULL;
         size_t len = 0;
-        int rc = s->prov_ops->direct_region(s->prov_inst, &base, &len);
+        int rc = s->ckpt.ops->direct_region(s->ckpt.inst, &base, &len);
         if (rc < 0 || !base || len == 0) {
                 if (rc != -ENOTSUP)
                         lup_warn("session %s: checkpoint provider %s offers no direct-write region: %s", s->name,
-                                 s->prov_ops->name, rc < 0 ? strerror(-rc) : "an empty one");
+                                 s->ckpt.ops->name, rc < 0 ? strerror(-rc) : "an empty one");
                 return false;
         }
         const struct lupw_backend *be = &s->be.fn;
         double t0 = lup_now_s();
-        CUresult r = s->primary[0] ? be->cuCtxSetCurrent(s->primary[0]) : CUDA_ERROR_INVALID_CONTEXT;
+        CUresult r = s->ctx.primary[0] ? be->cuCtxSetCurrent(s->ctx.primary[0]) : CUDA_ERROR_INVALID_CONTEXT;
         if (r == CUDA_SUCCESS)
                 r = be->cuMemHostRegister_v2(base, len, CU_MEMHOSTREGISTER_PORTABLE);
-        s->bound_id = 0;
+        s->ctx.bound_id = 0;
         if (r != CUDA_SUCCESS) {
                 lup_warn("session %s: cannot pin the checkpoint provider's %.2f GiB region (CUresult %d); saves copy "
                          "through the lanes' buffers", s->name, len / 1073741824.0, (int)r);
                 return false;
         }
         lup_info("session %s: checkpoint provider %s: %.2f GiB region pinned for direct writes in %.3f s", s->name,
-                 s->prov_ops->name, len / 1073741824.0, lup_now_s() - t0);
-        s->direct.base = base;
-        s->direct.len = len;
-        s->direct.state = 1;
+                 s->ckpt.ops->name, len / 1073741824.0, lup_now_s() - t0);
+        s->ckpt.direct.base = base;
+        s->ckpt.direct.len = len;
+        s->ckpt.direct.state = 1;
         return true;
 }
 
@@ -273,14 +273,14 @@ void lupw_lanes_prepare(struct lupw_session *s)
 
 void lupw_lanes_direct_release(struct lupw_session *s)
 {
-        if (s->direct.state > 0) {
-                if (s->primary[0] && s->be.fn.cuCtxSetCurrent(s->primary[0]) == CUDA_SUCCESS)
-                        s->be.fn.cuMemHostUnregister(s->direct.base);
-                s->bound_id = 0;
+        if (s->ckpt.direct.state > 0) {
+                if (s->ctx.primary[0] && s->be.fn.cuCtxSetCurrent(s->ctx.primary[0]) == CUDA_SUCCESS)
+                        s->be.fn.cuMemHostUnregister(s->ckpt.direct.base);
+                s->ctx.bound_id = 0;
         }
-        s->direct.state = 0;
-        s->direct.base = NULL;
-        s->direct.len = 0;
+        s->ckpt.direct.state = 0;
+        s->ckpt.direct.base = NULL;
+        s->ckpt.direct.len = 0;
 }
 
 /* ---- saving */
@@ -310,7 +310,7 @@ static int save_store(struct job *job, uint64_t u, const struct lupw_mem_span *s
         }
         if (r < 0)
                 return job_fail(job, r, "writing %s at offset %" PRIu64 " failed: %s (%s)", sp->name, off,
-                                strerror(-r), p->last_error(job->s->prov_inst));
+                                strerror(-r), p->last_error(job->s->ckpt.inst));
         return 0;
 }
 
@@ -332,15 +332,15 @@ static int save_issue(struct job *job, struct lupw_lane *l, int j, const struct 
                 void *p = NULL;
                 int rc = job->p->save_direct_get(job->save, sp->name, off, len, &p);
                 if (rc == 0) {
-                        uintptr_t lo = (uintptr_t)s->direct.base, at = (uintptr_t)p;
-                        if (at < lo || at - lo > s->direct.len || len > s->direct.len - (at - lo))
+                        uintptr_t lo = (uintptr_t)s->ckpt.direct.base, at = (uintptr_t)p;
+                        if (at < lo || at - lo > s->ckpt.direct.len || len > s->ckpt.direct.len - (at - lo))
                                 return job_fail(job, -EPROTO, "the provider's place for %s at offset %" PRIu64
                                                 " lies outside its region", sp->name, off);
                         *dst = (struct unit_dst){ .p = p, .direct = true };
                 } else if (rc != -ENOBUFS) {
                         return job_fail(job, rc, "the provider refused a direct write of %s at offset %" PRIu64
                                         ": %s (%s)", sp->name, off, strerror(-rc),
-                                        job->p->last_error(s->prov_inst));
+                                        job->p->last_error(s->ckpt.inst));
                 }
         }
         CUresult r = be->cuMemcpyDtoHAsync_v2(dst->p, sp->addr + off, len, l->stream);
@@ -361,7 +361,7 @@ static int save_finish(struct job *job, uint64_t u, const struct lupw_mem_span *
         int rc = job->p->save_direct_done(job->save, sp->name, off, len);
         if (rc < 0)
                 return job_fail(job, rc, "the provider refused the end of a direct write of %s at offset %" PRIu64
-                                ": %s (%s)", sp->name, off, strerror(-rc), job->p->last_error(job->s->prov_inst));
+                                ": %s (%s)", sp->name, off, strerror(-rc), job->p->last_error(job->s->ckpt.inst));
         return 0;
 }
 
@@ -370,13 +370,13 @@ static void *save_lane(void *arg)
         struct lane_arg *a = arg;
         struct job *job = a->job;
         const struct lupw_backend *be = job->be;
-        struct lupw_lane *l = &job->s->lanes->lane[a->idx];
+        struct lupw_lane *l = &job->s->ckpt.lanes->lane[a->idx];
         size_t span = 0, nspan = 0;
         uint64_t off, noff;
         size_t len, nlen;
         struct unit_dst dst[2];
 
-        if (be->cuCtxSetCurrent(job->s->primary[0]) != CUDA_SUCCESS) {
+        if (be->cuCtxSetCurrent(job->s->ctx.primary[0]) != CUDA_SUCCESS) {
                 job_fail(job, -EIO, "a checkpoint lane cannot bind the device's context");
                 return NULL;
         }
@@ -431,12 +431,12 @@ static void *restore_lane(void *arg)
         struct lane_arg *a = arg;
         struct job *job = a->job;
         const struct lupw_backend *be = job->be;
-        struct lupw_lane *l = &job->s->lanes->lane[a->idx];
+        struct lupw_lane *l = &job->s->ckpt.lanes->lane[a->idx];
         size_t span = 0;
         uint64_t off;
         size_t len;
 
-        if (be->cuCtxSetCurrent(job->s->primary[0]) != CUDA_SUCCESS) {
+        if (be->cuCtxSetCurrent(job->s->ctx.primary[0]) != CUDA_SUCCESS) {
                 job_fail(job, -EIO, "a restore lane cannot bind the device's context");
                 return NULL;
         }
@@ -485,7 +485,7 @@ static int run(struct lupw_session *s, struct job *job, void *(*lane_fn)(void *)
         int rc = 0;
         job->s = s;
         job->be = &s->be.fn;
-        job->p = s->prov_ops;
+        job->p = s->ckpt.ops;
         job->first_unit = calloc(job->n_spans + 1, sizeof(*job->first_unit));
         if (!job->first_unit) {
                 snprintf(why, whylen, "out of memory");
@@ -539,7 +539,7 @@ out:
         free(job->first_unit);
         /* the lanes bound device 0's context in their own threads; this
          * thread's binding is unchanged, but say so to the next call */
-        s->bound_id = 0;
+        s->ctx.bound_id = 0;
         return rc;
 }
 
@@ -547,7 +547,7 @@ int lupw_lanes_save(struct lupw_session *s, struct lupine_ckpt_save *save, struc
                     char *why, size_t whylen)
 {
         struct job job = { .save = save, .spans = spans, .n_spans = n };
-        job.concurrent = (lupine_provider_caps(s->prov_ops) & LUPINE_CKPT_CAP_CONCURRENT_WRITE) != 0;
+        job.concurrent = (lupine_provider_caps(s->ckpt.ops) & LUPINE_CKPT_CAP_CONCURRENT_WRITE) != 0;
         job.direct = job.concurrent && direct_ready(s);
         /* the memory does not change during a save: hash it where it is */
         lupw_piece_hash_plan(s, spans, n);
@@ -570,14 +570,14 @@ int lupw_lanes_save(struct lupw_session *s, struct lupine_ckpt_save *save, struc
 
 unsigned lupw_lanes_used(const struct lupw_session *s)
 {
-        return s->lanes ? s->lanes->n : 0;
+        return s->ckpt.lanes ? s->ckpt.lanes->n : 0;
 }
 
 int lupw_lanes_restore(struct lupw_session *s, struct lupine_ckpt_load *ld, struct lupw_mem_span *spans, size_t n,
                        char *why, size_t whylen)
 {
         struct job job = { .ld = ld, .spans = spans, .n_spans = n };
-        job.concurrent = (lupine_provider_caps(s->prov_ops) & LUPINE_CKPT_CAP_CONCURRENT_READ) != 0;
+        job.concurrent = (lupine_provider_caps(s->ckpt.ops) & LUPINE_CKPT_CAP_CONCURRENT_READ) != 0;
         /* spans the GPU can hash are checked once they are in place */
         lupw_piece_hash_plan(s, spans, n);
         int rc = run(s, &job, restore_lane, why, whylen);

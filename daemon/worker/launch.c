@@ -147,7 +147,7 @@ static void **kernel_params(struct lupw_session *s, const struct lupw_handle_ent
         memcpy(pbuf, l->params, l->param_bytes);
         for (uint32_t i = 0; i < e->n_params; i++) {
                 kparams[i] = pbuf + e->params[2 * i];
-                if (s->xlate.n && e->params[2 * i + 1] == 8) {
+                if (s->obj.xlate.n && e->params[2 * i + 1] == 8) {
                         uint64_t v;
                         memcpy(&v, kparams[i], 8);
                         v = lupw_xlate(s, v);

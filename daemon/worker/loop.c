@@ -35,13 +35,13 @@ static uint64_t ud_make(int kind, uint64_t gen)
         return (uint64_t)kind | (gen << 8);
 }
 
-/* Non-blocking reads for up to s->spin_ns. Returns bytes read, 0 on EOF,
+/* Non-blocking reads for up to s->rx.spin_ns. Returns bytes read, 0 on EOF,
  * -EAGAIN when nothing came. */
 static ssize_t spin_recv(struct lupw_session *s)
 {
-        uint64_t deadline = lup_now_ns() + s->spin_ns;
+        uint64_t deadline = lup_now_ns() + s->rx.spin_ns;
         do {
-                ssize_t k = recv(s->fd, s->in + s->in_len, s->in_cap - s->in_len, MSG_DONTWAIT);
+                ssize_t k = recv(s->fd, s->rx.buf + s->rx.len, s->rx.cap - s->rx.len, MSG_DONTWAIT);
                 if (k >= 0)
                         return k;
                 if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
@@ -72,10 +72,10 @@ static void drop_connection(struct lupw_session *s)
                 shutdown(old, SHUT_RDWR); /* completes any read still queued on it */
                 close(old);
         }
-        s->conn_gen++;
-        s->recv_armed = false;
-        s->in_off = s->in_len = 0;
-        s->out_len = 0;
+        s->loop.conn_gen++;
+        s->loop.recv_armed = false;
+        s->rx.off = s->rx.len = 0;
+        s->out.len = 0;
 }
 
 static void detach(struct lupw_session *s, const char *why)
@@ -83,12 +83,12 @@ static void detach(struct lupw_session *s, const char *why)
         drop_connection(s);
         if (s->cfg->session_ttl_s <= 0) {
                 lup_info("session %s: client %s; ending the session", s->name, why);
-                s->stop = true;
+                s->loop.stop = true;
                 return;
         }
         lup_info("session %s: client %s after seq %llu; keeping the session %d s for it to come back", s->name, why,
                  (unsigned long long)s->last_seq, s->cfg->session_ttl_s);
-        s->ttl_armed = false;
+        s->loop.ttl_armed = false;
         lupw_ctl_send(s, LUPD_CTL_DETACHED, 0, 0, false);
 }
 
@@ -125,7 +125,7 @@ static void attach(struct lupw_session *s, const uint8_t *msg, size_t n, int fd)
         bool was_connected = s->fd >= 0;
         drop_connection(s);
         lupw_tx_set_fd(s, fd);
-        s->detached_since = 0;
+        s->loop.detached_since = 0;
         lup_info("session %s: client %s at seq %llu (it had seen up to %llu)", s->name,
                  was_connected ? "took over the session" : "resumed", (unsigned long long)s->last_seq,
                  (unsigned long long)hello.last_seq_seen);
@@ -147,31 +147,31 @@ static bool recv_quiesce(struct lupw_session *s)
         struct io_uring_cqe *cqe;
         bool alive = true;
 
-        if (!s->recv_armed)
+        if (!s->loop.recv_armed)
                 return true;
-        sqe = io_uring_get_sqe(&s->ring);
+        sqe = io_uring_get_sqe(&s->loop.ring);
         if (!sqe) {
-                io_uring_submit(&s->ring);
-                sqe = io_uring_get_sqe(&s->ring);
+                io_uring_submit(&s->loop.ring);
+                sqe = io_uring_get_sqe(&s->loop.ring);
         }
         if (sqe) {
-                io_uring_prep_cancel64(sqe, ud_make(UD_RECV, s->conn_gen), 0);
+                io_uring_prep_cancel64(sqe, ud_make(UD_RECV, s->loop.conn_gen), 0);
                 io_uring_sqe_set_data64(sqe, 0);
         }
-        io_uring_submit(&s->ring);
-        while (s->recv_armed && io_uring_wait_cqe(&s->ring, &cqe) == 0) {
+        io_uring_submit(&s->loop.ring);
+        while (s->loop.recv_armed && io_uring_wait_cqe(&s->loop.ring, &cqe) == 0) {
                 uint64_t ud = io_uring_cqe_get_data64(cqe);
                 int res = cqe->res;
-                if ((int)(ud & 0xff) == UD_RECV && ud >> 8 == s->conn_gen) {
-                        s->recv_armed = false;
+                if ((int)(ud & 0xff) == UD_RECV && ud >> 8 == s->loop.conn_gen) {
+                        s->loop.recv_armed = false;
                         if (res > 0)
-                                s->in_len += (size_t)res;
+                                s->rx.len += (size_t)res;
                         else if (res != -ECANCELED)
                                 alive = false;
                 } else if ((int)(ud & 0xff) == UD_CTL) {
-                        s->ctl_armed = false;
+                        s->loop.ctl_armed = false;
                 }
-                io_uring_cqe_seen(&s->ring, cqe);
+                io_uring_cqe_seen(&s->loop.ring, cqe);
         }
         return alive;
 }
@@ -188,7 +188,7 @@ static void drain(struct lupw_session *s, uint32_t flags)
         int *fds = NULL;
 
         lup_info("session %s: draining at seq %llu", s->name, (unsigned long long)s->last_seq);
-        s->draining = true; /* whatever happens now, older checkpoints stay */
+        s->ckpt.draining = true; /* whatever happens now, older checkpoints stay */
         if (handback && !recv_quiesce(s)) {
                 drop_connection(s);
                 handback = false;
@@ -224,19 +224,19 @@ static void drain(struct lupw_session *s, uint32_t flags)
                 status = lupw_checkpoint(s, mem);
         }
         if (fds && status == 0) {
-                int sr = lupw_hot_send(s, fds, s->epoch);
+                int sr = lupw_hot_send(s, fds, s->ckpt.epoch);
                 /* Committed as hot only, its memory is in those fds alone. */
                 if (sr < 0 && !(mem & CKPT_MEM_DURABLE))
                         status = sr;
         } else if (fds) {
-                for (size_t i = 0; i < s->n_chunks; i++)
+                for (size_t i = 0; i < s->mem.n_chunks; i++)
                         close(fds[i]);
         }
         free(fds);
         if (status == 0)
-                lup_info("session %s: checkpoint epoch %llu committed", s->name, (unsigned long long)s->epoch);
+                lup_info("session %s: checkpoint epoch %llu committed", s->name, (unsigned long long)s->ckpt.epoch);
         if (handback) {
-                int hr = status == 0 ? lupw_handback(s, s->epoch) : -ECANCELED;
+                int hr = status == 0 ? lupw_handback(s, s->ckpt.epoch) : -ECANCELED;
                 if (hr < 0) {
                         if (hr != -ECANCELED)
                                 lup_warn("session %s: cannot hand the connection back (%s); the client will "
@@ -246,8 +246,8 @@ static void drain(struct lupw_session *s, uint32_t flags)
                 }
         }
         lupw_ctl_send(s, LUPD_CTL_DRAINED, status, 0, false);
-        s->exit_status = status == 0 ? 0 : 1;
-        s->stop = true;
+        s->loop.exit_status = status == 0 ? 0 : 1;
+        s->loop.stop = true;
 }
 
 static void handle_ctl(struct lupw_session *s)
@@ -258,7 +258,7 @@ static void handle_ctl(struct lupw_session *s)
         if (n <= 0) {
                 lup_info("session %s: the supervisor is gone; ending the session", s->name);
                 send_goodbye(s);
-                s->stop = true;
+                s->loop.stop = true;
                 return;
         }
         uint32_t type = n >= 4 ? lup_le32(msg) : 0;
@@ -266,13 +266,13 @@ static void handle_ctl(struct lupw_session *s)
         case LUPD_CTL_SHUTDOWN:
                 lup_info("session %s: shutting down at the supervisor's request", s->name);
                 send_goodbye(s);
-                s->stop = true;
+                s->loop.stop = true;
                 break;
         case LUPD_CTL_DRAIN:
                 /* carried out by the loop, once this batch of completions
                  * is consumed (an upgrade's drain waits on the ring) */
-                s->drain_flags = n >= 8 ? lup_le32(msg + 4) : LUPD_DRAIN_DURABLE;
-                s->drain_wanted = true;
+                s->ckpt.drain_flags = n >= 8 ? lup_le32(msg + 4) : LUPD_DRAIN_DURABLE;
+                s->ckpt.drain_wanted = true;
                 break;
         case LUPD_CTL_ATTACH:
                 attach(s, msg, (size_t)n, nfds ? fds[0] : -1);
@@ -287,7 +287,7 @@ static void handle_ctl(struct lupw_session *s)
 
 static void input_arrived(struct lupw_session *s, size_t n)
 {
-        s->in_len += n;
+        s->rx.len += n;
         int rc = lupw_process_input(s);
         if (rc < 0) {
                 /* -EPIPE: the client stopped reading, and what it missed is
@@ -299,7 +299,7 @@ static void input_arrived(struct lupw_session *s, size_t n)
                 }
                 lup_warn("session %s: closing connection: %s (op at seq %llu)", s->name,
                          s->why ? s->why : "write failed", (unsigned long long)s->last_seq);
-                s->stop = true; /* a hostile or broken client gets no resume */
+                s->loop.stop = true; /* a hostile or broken client gets no resume */
         }
 }
 
@@ -310,18 +310,18 @@ static int serve(struct lupw_session *s)
         lupw_tx_busy(s, true);
         lupw_tx_start(s);
 
-        while (!s->stop) {
+        while (!s->loop.stop) {
                 struct io_uring_sqe *sqe;
-                if (s->drain_wanted) {
-                        s->drain_wanted = false;
-                        drain(s, s->drain_flags);
+                if (s->ckpt.drain_wanted) {
+                        s->ckpt.drain_wanted = false;
+                        drain(s, s->ckpt.drain_flags);
                         continue;
                 }
                 /* A client in a call/return loop sends again within
                  * microseconds: poll briefly before sleeping in the ring,
                  * which saves a wake-up per call. Every so often go through
                  * the ring anyway, so control messages are seen. */
-                if (s->fd >= 0 && !s->recv_armed && s->spin_ns && spins_in_a_row < 64) {
+                if (s->fd >= 0 && !s->loop.recv_armed && s->rx.spin_ns && spins_in_a_row < 64) {
                         ssize_t k = spin_recv(s);
                         if (k > 0) {
                                 spins_in_a_row++;
@@ -334,46 +334,46 @@ static int serve(struct lupw_session *s)
                         }
                 }
                 spins_in_a_row = 0;
-                if (s->fd >= 0 && !s->recv_armed) {
-                        sqe = io_uring_get_sqe(&s->ring);
-                        io_uring_prep_recv(sqe, s->fd, s->in + s->in_len, s->in_cap - s->in_len, 0);
-                        io_uring_sqe_set_data64(sqe, ud_make(UD_RECV, s->conn_gen));
-                        s->recv_armed = true;
+                if (s->fd >= 0 && !s->loop.recv_armed) {
+                        sqe = io_uring_get_sqe(&s->loop.ring);
+                        io_uring_prep_recv(sqe, s->fd, s->rx.buf + s->rx.len, s->rx.cap - s->rx.len, 0);
+                        io_uring_sqe_set_data64(sqe, ud_make(UD_RECV, s->loop.conn_gen));
+                        s->loop.recv_armed = true;
                 }
-                if (!s->ctl_armed) {
-                        sqe = io_uring_get_sqe(&s->ring);
+                if (!s->loop.ctl_armed) {
+                        sqe = io_uring_get_sqe(&s->loop.ring);
                         io_uring_prep_poll_add(sqe, s->ctl_fd, POLLIN);
                         io_uring_sqe_set_data64(sqe, ud_make(UD_CTL, 0));
-                        s->ctl_armed = true;
+                        s->loop.ctl_armed = true;
                 }
-                if (s->fd < 0 && !s->ttl_armed) {
-                        s->ttl.tv_sec = s->cfg->session_ttl_s;
-                        s->ttl.tv_nsec = 0;
-                        sqe = io_uring_get_sqe(&s->ring);
-                        io_uring_prep_timeout(sqe, &s->ttl, 0, 0);
-                        io_uring_sqe_set_data64(sqe, ud_make(UD_TTL, s->conn_gen));
-                        s->ttl_armed = true;
+                if (s->fd < 0 && !s->loop.ttl_armed) {
+                        s->loop.ttl.tv_sec = s->cfg->session_ttl_s;
+                        s->loop.ttl.tv_nsec = 0;
+                        sqe = io_uring_get_sqe(&s->loop.ring);
+                        io_uring_prep_timeout(sqe, &s->loop.ttl, 0, 0);
+                        io_uring_sqe_set_data64(sqe, ud_make(UD_TTL, s->loop.conn_gen));
+                        s->loop.ttl_armed = true;
                 }
                 struct io_uring_cqe *cqe;
                 lupw_tx_busy(s, false); /* idle: no heartbeats needed */
-                int rc = io_uring_submit_and_wait(&s->ring, 1);
+                int rc = io_uring_submit_and_wait(&s->loop.ring, 1);
                 lupw_tx_busy(s, true);
                 if (rc < 0 && rc != -EINTR) {
                         lup_err("session %s: io_uring wait failed: %s", s->name, strerror(-rc));
                         return rc;
                 }
                 unsigned head, seen = 0;
-                io_uring_for_each_cqe(&s->ring, head, cqe) {
+                io_uring_for_each_cqe(&s->loop.ring, head, cqe) {
                         seen++;
                         uint64_t ud = io_uring_cqe_get_data64(cqe);
                         int kind = (int)(ud & 0xff), res = cqe->res;
                         uint64_t gen = ud >> 8;
-                        if (s->stop)
+                        if (s->loop.stop)
                                 continue;
                         if (kind == UD_RECV) {
-                                if (gen != s->conn_gen)
+                                if (gen != s->loop.conn_gen)
                                         continue; /* a connection since replaced */
-                                s->recv_armed = false;
+                                s->loop.recv_armed = false;
                                 if (res == 0 || res == -ECONNRESET || res == -EPIPE)
                                         detach(s, "disconnected");
                                 else if (res < 0)
@@ -381,21 +381,21 @@ static int serve(struct lupw_session *s)
                                 else
                                         input_arrived(s, (size_t)res);
                         } else if (kind == UD_CTL) {
-                                s->ctl_armed = false;
+                                s->loop.ctl_armed = false;
                                 handle_ctl(s);
                         } else if (kind == UD_TTL) {
-                                if (gen != s->conn_gen || s->fd >= 0)
+                                if (gen != s->loop.conn_gen || s->fd >= 0)
                                         continue;
-                                s->ttl_armed = false;
+                                s->loop.ttl_armed = false;
                                 if (res == -ETIME) {
                                         lup_info("session %s: expired unclaimed after %d s", s->name,
                                                  s->cfg->session_ttl_s);
                                         lupw_forget_checkpoint(s);
-                                        s->stop = true;
+                                        s->loop.stop = true;
                                 }
                         }
                 }
-                io_uring_cq_advance(&s->ring, seen);
+                io_uring_cq_advance(&s->loop.ring, seen);
         }
         return 0;
 }
@@ -420,7 +420,7 @@ static int start_new(struct lupw_session *s)
         s->slot = slot;
         snprintf(s->name, sizeof(s->name), "%s", hello.name);
         int rc = lupw_setup_session(s, &req, &hello);
-        if (rc < 0 || !s->arena_reserved)
+        if (rc < 0 || !s->mem.reserved)
                 return -EIO;
         return 0;
 }
@@ -435,28 +435,28 @@ int worker_main(const struct lupd_config *cfg)
         s->cfg = cfg;
         s->ctl_fd = cfg->ctl_fd;
         s->fd = -1;
-        s->exit_status = 0;
-        s->in_cap = 8u << 20; /* several frames: see lupw_process_input's compaction */
-        s->out_cap = OUT_CAP;
-        s->in = malloc(s->in_cap);
-        s->out = malloc(s->out_cap);
-        s->staging = malloc(LUP_BULK_CHUNK);
+        s->loop.exit_status = 0;
+        s->rx.cap = 8u << 20; /* several frames: see lupw_process_input's compaction */
+        s->out.cap = OUT_CAP;
+        s->rx.buf = malloc(s->rx.cap);
+        s->out.buf = malloc(s->out.cap);
+        s->copy.staging = malloc(LUP_BULK_CHUNK);
         lupw_tx_init(s);
         /* LUPINE_SPIN_US: how long a worker polls for the next frame before
          * sleeping (default 50; 0 turns polling off) */
         const char *spin = getenv("LUPINE_SPIN_US");
         long spin_us = spin && *spin ? strtol(spin, NULL, 10) : 50;
-        s->spin_ns = spin_us > 0 && spin_us < 100000 ? (uint64_t)spin_us * 1000 : 0;
-        if (!s->in || !s->out || !s->staging)
+        s->rx.spin_ns = spin_us > 0 && spin_us < 100000 ? (uint64_t)spin_us * 1000 : 0;
+        if (!s->rx.buf || !s->out.buf || !s->copy.staging)
                 goto out_free;
         lupw_handles_init(s);
-        rc = io_uring_queue_init(16, &s->ring, 0);
+        rc = io_uring_queue_init(16, &s->loop.ring, 0);
         if (rc < 0) {
                 lup_err("worker: io_uring_queue_init failed: %s (io_uring is required)", strerror(-rc));
                 lupw_ctl_send(s, LUPD_CTL_READY, rc, 0, true);
                 goto out_free;
         }
-        s->ring_ok = true;
+        s->loop.ring_ok = true;
 
         if (cfg->restore[0]) {
                 snprintf(s->name, sizeof(s->name), "%s", cfg->restore);
@@ -468,7 +468,7 @@ int worker_main(const struct lupd_config *cfg)
                         rc = lupw_hot_adopt_conn(s);
                 if (rc < 0) {
                         lupw_ctl_send(s, LUPD_CTL_READY, rc, 0, true);
-                        s->exit_status = 1;
+                        s->loop.exit_status = 1;
                         goto out_release;
                 }
                 lupw_ctl_send(s, LUPD_CTL_READY, 0, s->slot, true);
@@ -478,45 +478,45 @@ int worker_main(const struct lupd_config *cfg)
         } else {
                 if (start_new(s) < 0) {
                         lupw_ctl_send(s, LUPD_CTL_READY, -EIO, 0, true);
-                        s->exit_status = 1;
+                        s->loop.exit_status = 1;
                         goto out_release;
                 }
                 lupw_ctl_send(s, LUPD_CTL_READY, 0, s->slot, true);
                 lup_info("session %s: serving in arena slot %u", s->name, s->slot);
         }
         if (serve(s) < 0)
-                s->exit_status = 1;
-        else if (!s->draining)
+                s->loop.exit_status = 1;
+        else if (!s->ckpt.draining)
                 lupw_forget_checkpoint(s); /* the session ended: an old checkpoint must not come back */
 
 out_release:
         lupw_hot_free(s);
         lupw_ckpt_close(s);
         lupw_copy_free(s);
-        if (s->in_pinned)
-                s->be.fn.cuMemFreeHost(s->in);
-        if (s->staging_pinned)
-                s->be.fn.cuMemFreeHost(s->staging);
-        if (s->staging2)
-                s->be.fn.cuMemFreeHost(s->staging2);
-        if (s->in_pinned)
-                s->in = NULL;
-        if (s->staging_pinned)
-                s->staging = NULL;
+        if (s->rx.pinned)
+                s->be.fn.cuMemFreeHost(s->rx.buf);
+        if (s->copy.staging_pinned)
+                s->be.fn.cuMemFreeHost(s->copy.staging);
+        if (s->copy.staging2)
+                s->be.fn.cuMemFreeHost(s->copy.staging2);
+        if (s->rx.pinned)
+                s->rx.buf = NULL;
+        if (s->copy.staging_pinned)
+                s->copy.staging = NULL;
         lupw_release_all(s);
         backend_close(&s->be);
 out_free:;
-        int status = s->exit_status;
+        int status = s->loop.exit_status;
         lupw_tx_free(s);
-        if (s->ring_ok)
-                io_uring_queue_exit(&s->ring);
+        if (s->loop.ring_ok)
+                io_uring_queue_exit(&s->loop.ring);
         if (s->fd >= 0)
                 close(s->fd);
-        free(s->in);
-        free(s->out);
-        free(s->staging);
+        free(s->rx.buf);
+        free(s->out.buf);
+        free(s->copy.staging);
         lupw_handles_free(s);
-        lup_rangemap_free(&s->globals);
+        lup_rangemap_free(&s->obj.globals);
         free(s);
         return status;
 }

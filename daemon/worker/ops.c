@@ -14,9 +14,9 @@
 
 static CUresult retain_primary(struct lupw_session *s, int dev)
 {
-        if (s->primary[dev])
+        if (s->ctx.primary[dev])
                 return CUDA_SUCCESS;
-        return s->be.fn.cuDevicePrimaryCtxRetain(&s->primary[dev], dev);
+        return s->be.fn.cuDevicePrimaryCtxRetain(&s->ctx.primary[dev], dev);
 }
 
 /* Payload: a = the module or library it belongs to, b = its name (owned). */
@@ -24,11 +24,11 @@ static CUresult add_global(struct lupw_session *s, uint64_t addr, uint64_t size,
 {
         if (lupw_find_global(s, addr, NULL))
                 return CUDA_SUCCESS;
-        if (s->globals.n >= LUP_MAX_HANDLES)
+        if (s->obj.globals.n >= LUP_MAX_HANDLES)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         char *n = strdup(name);
-        struct lup_range r = { .base = addr, .size = size, .a = s->cur_parent, .b = (uint64_t)(uintptr_t)n };
-        int rc = n ? lup_rangemap_add(&s->globals, &r) : -ENOMEM;
+        struct lup_range r = { .base = addr, .size = size, .a = s->cur.parent, .b = (uint64_t)(uintptr_t)n };
+        int rc = n ? lup_rangemap_add(&s->obj.globals, &r) : -ENOMEM;
         if (rc < 0)
                 free(n);
         return rc == 0 || rc == -EEXIST ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -41,7 +41,7 @@ CUresult lupw_cuMemAlloc_v2(struct lupw_session *s, CUdeviceptr *dptr, size_t by
         uint64_t addr;
         if (bytesize == 0)
                 return CUDA_ERROR_INVALID_VALUE;
-        int rc = arena_alloc(&s->arena, bytesize, s->bound_device, s->bound_id, &addr);
+        int rc = arena_alloc(&s->mem.arena, bytesize, s->ctx.bound_device, s->ctx.bound_id, &addr);
         if (rc < 0)
                 return rc == -EINVAL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
         if (rc > 0)
@@ -55,7 +55,7 @@ CUresult lupw_cuMemFree_v2(struct lupw_session *s, CUdeviceptr dptr)
         /* The driver finishes work touching the memory before freeing it;
          * execution here is in order, so a context sync gives the same. */
         s->be.fn.cuCtxSynchronize();
-        return arena_free(&s->arena, dptr) < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        return arena_free(&s->mem.arena, dptr) < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 CUresult lupw_cuMemsetD8_v2(struct lupw_session *s, CUdeviceptr dst, unsigned char uc, size_t n)
@@ -104,7 +104,7 @@ CUresult lupw_lupCtxCreate(struct lupw_session *s, uint64_t id, unsigned int fla
 
         if (id < LUP_FIRST_CTX_ID || lupw_find_ctx(s, id))
                 return CUDA_ERROR_INVALID_VALUE;
-        if (s->n_ctxs >= (int)LUP_MAX_CONTEXTS)
+        if (s->ctx.n_slots >= (int)LUP_MAX_CONTEXTS)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         s->be.fn.cuCtxGetCurrent(&prev);
         CUresult r = s->be.fn.cuCtxCreate_v2(&real, flags, dev);
@@ -112,7 +112,7 @@ CUresult lupw_lupCtxCreate(struct lupw_session *s, uint64_t id, unsigned int fla
                 return r;
         /* cuCtxCreate makes the new context current; keep binding explicit */
         s->be.fn.cuCtxSetCurrent(prev);
-        s->ctxs[s->n_ctxs++] = (struct lupw_ctx_slot){ .id = id, .real = real, .device = dev, .flags = flags };
+        s->ctx.slots[s->ctx.n_slots++] = (struct lupw_ctx_slot){ .id = id, .real = real, .device = dev, .flags = flags };
         return CUDA_SUCCESS;
 }
 
@@ -124,13 +124,13 @@ CUresult lupw_lupCtxDestroy(struct lupw_session *s, uint64_t id)
         /* memory belongs to the context that allocated it, as in CUDA */
         s->be.fn.cuCtxSetCurrent(c->real);
         s->be.fn.cuCtxSynchronize();
-        arena_free_owner(&s->arena, id);
+        arena_free_owner(&s->mem.arena, id);
         CUresult r = s->be.fn.cuCtxDestroy_v2(c->real);
-        *c = s->ctxs[--s->n_ctxs];
+        *c = s->ctx.slots[--s->ctx.n_slots];
         /* the driver's current context changed under the binding: the next
          * call binds again (found by fuzz_worker_ops) */
         s->be.fn.cuCtxSetCurrent(NULL);
-        s->bound_id = 0;
+        s->ctx.bound_id = 0;
         return r;
 }
 
@@ -138,20 +138,20 @@ CUresult lupw_lupPrimaryCtxRetain(struct lupw_session *s, CUdevice dev)
 {
         CUresult r = retain_primary(s, dev);
         if (r == CUDA_SUCCESS)
-                s->client_primary[dev] = true;
+                s->ctx.client_primary[dev] = true;
         return r;
 }
 
 CUresult lupw_lupPrimaryCtxRelease(struct lupw_session *s, CUdevice dev)
 {
-        if (!s->client_primary[dev])
+        if (!s->ctx.client_primary[dev])
                 return CUDA_ERROR_INVALID_CONTEXT;
         /* The worker keeps its own retain for the session's lifetime (the
          * arena's mappings live in it); the client's release only ends the
          * client's right to use the context. */
-        s->client_primary[dev] = false;
-        if (s->bound_id == LUP_PRIMARY_CTX_ID(dev))
-                s->bound_id = 0;
+        s->ctx.client_primary[dev] = false;
+        if (s->ctx.bound_id == LUP_PRIMARY_CTX_ID(dev))
+                s->ctx.bound_id = 0;
         return CUDA_SUCCESS;
 }
 
@@ -165,14 +165,14 @@ CUresult lupw_lupPrimaryCtxReset(struct lupw_session *s, CUdevice dev)
         uint64_t id = LUP_PRIMARY_CTX_ID(dev);
         /* A real reset would also tear down the worker's own state; instead
          * free what the client allocated in it and reset the flags. */
-        if (s->primary[dev]) {
-                s->be.fn.cuCtxSetCurrent(s->primary[dev]);
+        if (s->ctx.primary[dev]) {
+                s->be.fn.cuCtxSetCurrent(s->ctx.primary[dev]);
                 s->be.fn.cuCtxSynchronize();
         }
-        arena_free_owner(&s->arena, id);
-        s->client_primary[dev] = false;
+        arena_free_owner(&s->mem.arena, id);
+        s->ctx.client_primary[dev] = false;
         /* the primary context was made current above: force a rebind */
-        s->bound_id = 0;
+        s->ctx.bound_id = 0;
         return s->be.fn.cuDevicePrimaryCtxSetFlags_v2(dev, 0);
 }
 
@@ -196,78 +196,78 @@ CUresult lupw_cuLibraryGetGlobal(struct lupw_session *s, CUdeviceptr *dptr, size
 
 static CUresult prov_image(struct lupw_session *s, CUresult r, const void *image, size_t n)
 {
-        lupw_prov_free(&s->prov);
+        lupw_prov_free(&s->obj.prov);
         if (r != CUDA_SUCCESS)
                 return r;
-        s->prov.image = malloc(n ? n : 1);
-        if (!s->prov.image)
+        s->obj.prov.image = malloc(n ? n : 1);
+        if (!s->obj.prov.image)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        memcpy(s->prov.image, image, n);
-        s->prov.image_len = n;
+        memcpy(s->obj.prov.image, image, n);
+        s->obj.prov.image_len = n;
         return CUDA_SUCCESS;
 }
 
 static CUresult prov_named(struct lupw_session *s, CUresult r, uint64_t parent, const char *name)
 {
-        lupw_prov_free(&s->prov);
+        lupw_prov_free(&s->obj.prov);
         if (r != CUDA_SUCCESS)
                 return r;
-        s->prov.parent = parent;
-        if (name && !(s->prov.name = strdup(name)))
+        s->obj.prov.parent = parent;
+        if (name && !(s->obj.prov.name = strdup(name)))
                 return CUDA_ERROR_OUT_OF_MEMORY;
         return CUDA_SUCCESS;
 }
 
 CUresult lupw_cuModuleLoadData(struct lupw_session *s, CUmodule *module, const void *image)
 {
-        return prov_image(s, s->be.fn.cuModuleLoadData(module, image), image, s->cur_blob_len);
+        return prov_image(s, s->be.fn.cuModuleLoadData(module, image), image, s->cur.blob_len);
 }
 
 CUresult lupw_lupLibraryLoad(struct lupw_session *s, CUlibrary *library, const void *code)
 {
         return prov_image(s, s->be.fn.cuLibraryLoadData(library, code, NULL, NULL, 0, NULL, NULL, 0), code,
-                          s->cur_blob_len);
+                          s->cur.blob_len);
 }
 
 CUresult lupw_cuModuleGetFunction(struct lupw_session *s, CUfunction *hfunc, CUmodule hmod, const char *name)
 {
-        return prov_named(s, s->be.fn.cuModuleGetFunction(hfunc, hmod, name), s->cur_parent, name);
+        return prov_named(s, s->be.fn.cuModuleGetFunction(hfunc, hmod, name), s->cur.parent, name);
 }
 
 CUresult lupw_cuLibraryGetKernel(struct lupw_session *s, CUkernel *pKernel, CUlibrary library, const char *name)
 {
-        return prov_named(s, s->be.fn.cuLibraryGetKernel(pKernel, library, name), s->cur_parent, name);
+        return prov_named(s, s->be.fn.cuLibraryGetKernel(pKernel, library, name), s->cur.parent, name);
 }
 
 CUresult lupw_cuLibraryGetModule(struct lupw_session *s, CUmodule *pMod, CUlibrary library)
 {
-        return prov_named(s, s->be.fn.cuLibraryGetModule(pMod, library), s->cur_parent, NULL);
+        return prov_named(s, s->be.fn.cuLibraryGetModule(pMod, library), s->cur.parent, NULL);
 }
 
 CUresult lupw_cuKernelGetFunction(struct lupw_session *s, CUfunction *pFunc, CUkernel kernel)
 {
-        return prov_named(s, s->be.fn.cuKernelGetFunction(pFunc, kernel), s->cur_parent, NULL);
+        return prov_named(s, s->be.fn.cuKernelGetFunction(pFunc, kernel), s->cur.parent, NULL);
 }
 
 CUresult lupw_cuStreamCreate(struct lupw_session *s, CUstream *phStream, unsigned int Flags)
 {
         CUresult r = prov_named(s, s->be.fn.cuStreamCreate(phStream, Flags), 0, NULL);
-        s->prov.flags = Flags;
+        s->obj.prov.flags = Flags;
         return r;
 }
 
 CUresult lupw_cuStreamCreateWithPriority(struct lupw_session *s, CUstream *phStream, unsigned int flags, int priority)
 {
         CUresult r = prov_named(s, s->be.fn.cuStreamCreateWithPriority(phStream, flags, priority), 0, NULL);
-        s->prov.flags = flags;
-        s->prov.priority = priority;
+        s->obj.prov.flags = flags;
+        s->obj.prov.priority = priority;
         return r;
 }
 
 CUresult lupw_cuEventCreate(struct lupw_session *s, CUevent *phEvent, unsigned int Flags)
 {
         CUresult r = prov_named(s, s->be.fn.cuEventCreate(phEvent, Flags), 0, NULL);
-        s->prov.flags = Flags;
+        s->obj.prov.flags = Flags;
         return r;
 }
 
@@ -275,32 +275,32 @@ CUresult lupw_cuEventCreate(struct lupw_session *s, CUevent *phEvent, unsigned i
 
 void lupw_remember(struct lupw_session *s, uint64_t holder, uint32_t kind, uint32_t key, int32_t device, int64_t value)
 {
-        for (size_t i = 0; i < s->n_settings; i++) {
-                struct lupw_setting *t = &s->settings[i];
+        for (size_t i = 0; i < s->obj.n_settings; i++) {
+                struct lupw_setting *t = &s->obj.settings[i];
                 if (t->holder == holder && t->kind == kind && t->key == key && t->device == device) {
                         t->value = value;
                         return;
                 }
         }
-        if (s->n_settings == s->cap_settings) {
-                size_t ncap = s->cap_settings ? s->cap_settings * 2 : 16;
-                struct lupw_setting *n = ncap <= LUPW_MAX_SETTINGS ? realloc(s->settings, ncap * sizeof(*n)) : NULL;
+        if (s->obj.n_settings == s->obj.cap_settings) {
+                size_t ncap = s->obj.cap_settings ? s->obj.cap_settings * 2 : 16;
+                struct lupw_setting *n = ncap <= LUPW_MAX_SETTINGS ? realloc(s->obj.settings, ncap * sizeof(*n)) : NULL;
                 if (!n) {
                         lup_warn("session %s: too many settings to remember; a restore will not repeat this one",
                                  s->name);
                         return;
                 }
-                s->settings = n;
-                s->cap_settings = ncap;
+                s->obj.settings = n;
+                s->obj.cap_settings = ncap;
         }
-        s->settings[s->n_settings++] = (struct lupw_setting){ holder, kind, key, device, value };
+        s->obj.settings[s->obj.n_settings++] = (struct lupw_setting){ holder, kind, key, device, value };
 }
 
 CUresult lupw_cuCtxSetLimit(struct lupw_session *s, CUlimit limit, size_t value)
 {
         CUresult r = s->be.fn.cuCtxSetLimit(limit, value);
         if (r == CUDA_SUCCESS)
-                lupw_remember(s, s->bound_id, LUPW_SET_CTX_LIMIT, (uint32_t)limit, 0, (int64_t)value);
+                lupw_remember(s, s->ctx.bound_id, LUPW_SET_CTX_LIMIT, (uint32_t)limit, 0, (int64_t)value);
         return r;
 }
 
@@ -308,7 +308,7 @@ CUresult lupw_cuCtxSetCacheConfig(struct lupw_session *s, CUfunc_cache config)
 {
         CUresult r = s->be.fn.cuCtxSetCacheConfig(config);
         if (r == CUDA_SUCCESS)
-                lupw_remember(s, s->bound_id, LUPW_SET_CTX_CACHE, 0, 0, (int64_t)config);
+                lupw_remember(s, s->ctx.bound_id, LUPW_SET_CTX_CACHE, 0, 0, (int64_t)config);
         return r;
 }
 
@@ -316,7 +316,7 @@ CUresult lupw_cuFuncSetAttribute(struct lupw_session *s, CUfunction hfunc, CUfun
 {
         CUresult r = s->be.fn.cuFuncSetAttribute(hfunc, attrib, value);
         if (r == CUDA_SUCCESS)
-                lupw_remember(s, s->cur_parent, LUPW_SET_FUNC_ATTR, (uint32_t)attrib, 0, value);
+                lupw_remember(s, s->cur.parent, LUPW_SET_FUNC_ATTR, (uint32_t)attrib, 0, value);
         return r;
 }
 
@@ -324,7 +324,7 @@ CUresult lupw_cuFuncSetCacheConfig(struct lupw_session *s, CUfunction hfunc, CUf
 {
         CUresult r = s->be.fn.cuFuncSetCacheConfig(hfunc, config);
         if (r == CUDA_SUCCESS)
-                lupw_remember(s, s->cur_parent, LUPW_SET_FUNC_CACHE, 0, 0, (int64_t)config);
+                lupw_remember(s, s->cur.parent, LUPW_SET_FUNC_CACHE, 0, 0, (int64_t)config);
         return r;
 }
 
@@ -333,6 +333,6 @@ CUresult lupw_cuKernelSetAttribute(struct lupw_session *s, CUfunction_attribute 
 {
         CUresult r = s->be.fn.cuKernelSetAttribute(attrib, val, kernel, dev);
         if (r == CUDA_SUCCESS)
-                lupw_remember(s, s->cur_parent, LUPW_SET_KERNEL_ATTR, (uint32_t)attrib, dev, val);
+                lupw_remember(s, s->cur.parent, LUPW_SET_KERNEL_ATTR, (uint32_t)attrib, dev, val);
         return r;
 }

@@ -36,7 +36,7 @@ static bool gpu_hash_allowed(void)
 
 static void dev_release(struct lupw_session *s, int d)
 {
-        struct lupw_piece_hash *ph = s->piece_hash;
+        struct lupw_piece_hash *ph = s->ckpt.piece_hash;
         const struct lupw_backend *be = &s->be.fn;
         if (ph->dev[d].stream)
                 be->cuStreamDestroy_v2(ph->dev[d].stream);
@@ -50,18 +50,18 @@ static void dev_release(struct lupw_session *s, int d)
 /* Whether device d can hash; loads the kernel there the first time. */
 static bool dev_ready(struct lupw_session *s, int d)
 {
-        if (d < 0 || d >= s->n_devices || d >= (int)LUP_MAX_DEVICES || !s->primary[d])
+        if (d < 0 || d >= s->n_devices || d >= (int)LUP_MAX_DEVICES || !s->ctx.primary[d])
                 return false;
-        if (!s->piece_hash && !(s->piece_hash = calloc(1, sizeof(*s->piece_hash))))
+        if (!s->ckpt.piece_hash && !(s->ckpt.piece_hash = calloc(1, sizeof(*s->ckpt.piece_hash))))
                 return false;
-        struct lupw_piece_hash *ph = s->piece_hash;
+        struct lupw_piece_hash *ph = s->ckpt.piece_hash;
         if (ph->dev[d].state != UNTRIED)
                 return ph->dev[d].state == READY;
         const struct lupw_backend *be = &s->be.fn;
         double t0 = lup_now_s();
         const char *step = "binding the device's context";
-        CUresult r = be->cuCtxSetCurrent(s->primary[d]);
-        s->bound_id = 0; /* the next call binds again */
+        CUresult r = be->cuCtxSetCurrent(s->ctx.primary[d]);
+        s->ctx.bound_id = 0; /* the next call binds again */
         if (r == CUDA_SUCCESS) {
                 step = "loading the kernel";
                 r = be->cuModuleLoadData(&ph->dev[d].mod, lupw_piece_hash_ptx);
@@ -90,9 +90,9 @@ static bool dev_ready(struct lupw_session *s, int d)
 void lupw_piece_hash_plan(struct lupw_session *s, struct lupw_mem_span *spans, size_t n)
 {
         bool allowed = gpu_hash_allowed();
-        if (!allowed && !s->said_gpu_hash_off) {
+        if (!allowed && !s->ckpt.said_gpu_hash_off) {
                 lup_info("session %s: checkpoint memory is hashed on the CPU (LUPINE_CHECKPOINT_GPU_HASH=0)", s->name);
-                s->said_gpu_hash_off = true;
+                s->ckpt.said_gpu_hash_off = true;
         }
         for (size_t i = 0; i < n; i++)
                 spans[i].on_gpu = allowed && spans[i].size % 8 == 0 && spans[i].addr % 8 == 0 &&
@@ -112,7 +112,7 @@ static int launch_all(struct lupw_session *s, struct lupw_mem_span *spans, size_
                       uint64_t *first, char *why, size_t whylen)
 {
         const struct lupw_backend *be = &s->be.fn;
-        struct lupw_piece_hash *ph = s->piece_hash;
+        struct lupw_piece_hash *ph = s->ckpt.piece_hash;
         uint64_t *out = pin, *table = pin + total;
         bool used[LUP_MAX_DEVICES] = { false };
         uint64_t at = 0;
@@ -135,7 +135,7 @@ static int launch_all(struct lupw_session *s, struct lupw_mem_span *spans, size_
                 uint64_t tab = (uint64_t)(uintptr_t)(table + 2 * start), dst = (uint64_t)(uintptr_t)(out + start);
                 void *params[] = { &tab, &pieces, &dst };
                 uint64_t blocks = (pieces * 4 + BLOCK_THREADS - 1) / BLOCK_THREADS;
-                r = be->cuCtxSetCurrent(s->primary[d]);
+                r = be->cuCtxSetCurrent(s->ctx.primary[d]);
                 if (r == CUDA_SUCCESS)
                         r = be->cuLaunchKernel(ph->dev[d].fn, (unsigned)blocks, 1, 1, BLOCK_THREADS, 1, 1, 0,
                                                ph->dev[d].stream, params, NULL);
@@ -145,13 +145,13 @@ static int launch_all(struct lupw_session *s, struct lupw_mem_span *spans, size_
         for (int d = 0; d < (int)LUP_MAX_DEVICES; d++) {
                 if (!used[d])
                         continue;
-                r = be->cuCtxSetCurrent(s->primary[d]);
+                r = be->cuCtxSetCurrent(s->ctx.primary[d]);
                 if (r == CUDA_SUCCESS)
                         r = be->cuStreamSynchronize(ph->dev[d].stream);
                 if (first_err == CUDA_SUCCESS)
                         first_err = r;
         }
-        s->bound_id = 0;
+        s->ctx.bound_id = 0;
         if (first_err != CUDA_SUCCESS) {
                 snprintf(why, whylen, "the GPU hash kernel failed (CUresult %d)", (int)first_err);
                 return -EIO;
@@ -182,10 +182,10 @@ int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, siz
          * addressing the kernel reads and writes it directly, from any
          * device */
         void *pin = NULL;
-        CUresult r = be->cuCtxSetCurrent(s->primary[ctx_dev]);
+        CUresult r = be->cuCtxSetCurrent(s->ctx.primary[ctx_dev]);
         if (r == CUDA_SUCCESS)
                 r = be->cuMemAllocHost_v2(&pin, total * 3 * sizeof(uint64_t));
-        s->bound_id = 0;
+        s->ctx.bound_id = 0;
         if (r != CUDA_SUCCESS) {
                 free(first);
                 snprintf(why, whylen, "cannot allocate %" PRIu64 " bytes of pinned memory for hashes (CUresult %d)",
@@ -223,8 +223,8 @@ int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, siz
 
 bool lupw_piece_hash_ready(const struct lupw_session *s, int device)
 {
-        return s->piece_hash && device >= 0 && device < (int)LUP_MAX_DEVICES &&
-               s->piece_hash->dev[device].state == READY;
+        return s->ckpt.piece_hash && device >= 0 && device < (int)LUP_MAX_DEVICES &&
+               s->ckpt.piece_hash->dev[device].state == READY;
 }
 
 void lupw_piece_hash_prepare(struct lupw_session *s)
@@ -235,14 +235,14 @@ void lupw_piece_hash_prepare(struct lupw_session *s)
 
 void lupw_piece_hash_free(struct lupw_session *s)
 {
-        if (!s->piece_hash)
+        if (!s->ckpt.piece_hash)
                 return;
         for (int d = 0; d < (int)LUP_MAX_DEVICES; d++)
-                if (s->piece_hash->dev[d].state == READY && s->primary[d]) {
-                        s->be.fn.cuCtxSetCurrent(s->primary[d]);
+                if (s->ckpt.piece_hash->dev[d].state == READY && s->ctx.primary[d]) {
+                        s->be.fn.cuCtxSetCurrent(s->ctx.primary[d]);
                         dev_release(s, d);
                 }
-        s->bound_id = 0;
-        free(s->piece_hash);
-        s->piece_hash = NULL;
+        s->ctx.bound_id = 0;
+        free(s->ckpt.piece_hash);
+        s->ckpt.piece_hash = NULL;
 }

@@ -50,7 +50,7 @@ static int fail(struct restorer *r, int rc, const char *fmt, ...)
 static int read_object(struct restorer *r, const char *name, uint64_t want, uint64_t max, uint8_t **ret,
                        uint64_t *ret_len)
 {
-        const struct lupine_checkpoint_provider *p = r->s->prov_ops;
+        const struct lupine_checkpoint_provider *p = r->s->ckpt.ops;
         uint64_t size;
         int rc = p->load_size(r->ld, name, &size);
         if (rc < 0)
@@ -76,13 +76,13 @@ static int read_object(struct restorer *r, const char *name, uint64_t want, uint
 static int restore_chunk(struct restorer *r, const struct lup_ckpt_chunk *c)
 {
         struct lupw_session *s = r->s;
-        bool durable = (s->ckpt_mem & CKPT_MEM_DURABLE) != 0;
+        bool durable = (s->ckpt.mem & CKPT_MEM_DURABLE) != 0;
         bool mapped = false;
         int device = 0;
-        for (size_t i = 0; i < s->n_chunks; i++)
-                if (s->chunks[i].addr == c->addr && s->chunks[i].size == c->size) {
+        for (size_t i = 0; i < s->mem.n_chunks; i++)
+                if (s->mem.chunks[i].addr == c->addr && s->mem.chunks[i].size == c->size) {
                         mapped = true;
-                        device = s->chunks[i].device;
+                        device = s->mem.chunks[i].device;
                 }
         if (!mapped)
                 return fail(r, -EBADMSG, "memory record at 0x%" PRIx64 " matches no chunk of the arena", c->addr);
@@ -90,13 +90,13 @@ static int restore_chunk(struct restorer *r, const struct lup_ckpt_chunk *c)
                 return 0; /* mapped from its fd: the bytes are there, copy none */
         if (!durable)
                 return fail(r, -ENOENT, "the chunk at 0x%" PRIx64 " was kept only on the GPU and has no fd", c->addr);
-        if (r->n_spans >= s->n_chunks)
+        if (r->n_spans >= s->mem.n_chunks)
                 return fail(r, -EBADMSG, "more memory records than chunks");
         struct lupw_mem_span *sp = &r->spans[r->n_spans];
         *sp = (struct lupw_mem_span){ .addr = c->addr, .size = c->size, .hashes = c->hashes, .device = device };
         snprintf(sp->name, sizeof(sp->name), "mem/%016" PRIx64, c->addr);
         uint64_t total;
-        if (s->prov_ops->load_size(r->ld, sp->name, &total) < 0 || total != c->size)
+        if (s->ckpt.ops->load_size(r->ld, sp->name, &total) < 0 || total != c->size)
                 return fail(r, -EBADMSG, "object %s is missing or has the wrong size", sp->name);
         r->n_spans++;
         return 0;
@@ -108,7 +108,7 @@ static int restore_memory(struct restorer *r, const struct lup_ckpt_manifest *m)
 {
         struct lupw_session *s = r->s;
         char why[256] = "";
-        if (m->n_chunks != s->n_chunks)
+        if (m->n_chunks != s->mem.n_chunks)
                 return fail(r, -EBADMSG, "the memory records do not match the arena");
         r->spans = calloc(m->n_chunks ? m->n_chunks : 1, sizeof(*r->spans));
         if (!r->spans)
@@ -159,7 +159,7 @@ static int cmp_rank(const void *a, const void *b)
 }
 
 /* A module's or library's image, read and checked against its hash; it
- * becomes the provenance of the handle made next (s->prov). */
+ * becomes the provenance of the handle made next (s->obj.prov). */
 static int load_image(struct restorer *r, const struct lup_ckpt_handle *h, uint8_t **ret)
 {
         struct lupw_session *s = r->s;
@@ -174,8 +174,8 @@ static int load_image(struct restorer *r, const struct lup_ckpt_handle *h, uint8
                 free(img);
                 return fail(r, -EBADMSG, "image %s does not match its checksum", name);
         }
-        s->prov.image = img;
-        s->prov.image_len = n;
+        s->obj.prov.image = img;
+        s->obj.prov.image_len = n;
         *ret = img;
         return 0;
 }
@@ -186,18 +186,18 @@ static int remake_handle(struct restorer *r, const struct lup_ckpt_handle *h)
         const struct lupw_backend *be = &s->be.fn;
         void *real = NULL, *parent = NULL;
         /* made with no context bound (libraries, kernels): device 0's will do */
-        CUresult cr = h->ctx ? lupw_bind_ctx(s, h->ctx) : s->be.fn.cuCtxSetCurrent(s->primary[0]);
+        CUresult cr = h->ctx ? lupw_bind_ctx(s, h->ctx) : s->be.fn.cuCtxSetCurrent(s->ctx.primary[0]);
         if (cr != CUDA_SUCCESS)
                 return fail(r, -EBADMSG, "handle %" PRIx64 " names an unknown context", h->id);
         if (!h->ctx)
-                s->bound_id = 0;
+                s->ctx.bound_id = 0;
         if (lupw_handle_fresh(s, h->id) < 0)
                 return fail(r, -EBADMSG, "handle id %" PRIx64 " is malformed or repeated", h->id);
-        lupw_prov_free(&s->prov);
-        s->prov.parent = h->parent;
-        s->prov.flags = h->flags;
-        s->prov.priority = h->priority;
-        if (h->name[0] && !(s->prov.name = strdup(h->name)))
+        lupw_prov_free(&s->obj.prov);
+        s->obj.prov.parent = h->parent;
+        s->obj.prov.flags = h->flags;
+        s->obj.prov.priority = h->priority;
+        if (h->name[0] && !(s->obj.prov.name = strdup(h->name)))
                 return fail(r, -ENOMEM, "out of memory");
         uint8_t *img = NULL;
         if (h->image_len) {
@@ -293,13 +293,13 @@ static int restore_global(struct restorer *r, const struct lup_ckpt_global *g)
         /* the client keeps using the old address; the worker translates */
         char *keep = strdup(name);
         struct lup_range gr = { .base = g->addr, .size = g->size, .a = g->holder, .b = (uint64_t)(uintptr_t)keep };
-        if (!keep || lup_rangemap_add(&s->globals, &gr) < 0) {
+        if (!keep || lup_rangemap_add(&s->obj.globals, &gr) < 0) {
                 free(keep);
                 return fail(r, -EBADMSG, "global %s overlaps another", name);
         }
         if (now != g->addr) {
                 struct lup_range x = { .base = g->addr, .size = g->size, .a = now };
-                if (lup_rangemap_add(&s->xlate, &x) < 0)
+                if (lup_rangemap_add(&s->obj.xlate, &x) < 0)
                         return fail(r, -ENOMEM, "out of memory");
         }
         return 0;
@@ -374,16 +374,16 @@ static int restore_contexts(struct restorer *r, const struct lup_ckpt_manifest *
 static int restore_arena(struct restorer *r, const struct lup_ckpt_manifest *m)
 {
         struct lupw_session *s = r->s;
-        s->be.fn.cuCtxSetCurrent(s->primary[0]);
-        s->bound_id = 0;
+        s->be.fn.cuCtxSetCurrent(s->ctx.primary[0]);
+        s->ctx.bound_id = 0;
         for (uint32_t i = 0; i < m->n_slabs; i++) {
                 const struct lup_ckpt_slab *sl = &m->slabs[i];
-                if (arena_import_slab(&s->arena, sl->addr, sl->block, sl->device) != 0)
+                if (arena_import_slab(&s->mem.arena, sl->addr, sl->block, sl->device) != 0)
                         return fail(r, -EBADMSG, "cannot rebuild a slab at 0x%" PRIx64, sl->addr);
         }
         for (uint32_t i = 0; i < m->n_allocs; i++) {
                 const struct lup_ckpt_alloc *a = &m->allocs[i];
-                if (arena_import_alloc(&s->arena, a->addr, a->size, a->chunk, a->device, a->owner) != 0)
+                if (arena_import_alloc(&s->mem.arena, a->addr, a->size, a->chunk, a->device, a->owner) != 0)
                         return fail(r, -EBADMSG, "cannot rebuild the allocation at 0x%" PRIx64, a->addr);
         }
         return 0;
@@ -393,7 +393,7 @@ static int restore_arena(struct restorer *r, const struct lup_ckpt_manifest *m)
 static int apply_manifest(struct restorer *r, const struct lup_ckpt_manifest *m)
 {
         struct lupw_session *s = r->s;
-        s->ckpt_mem = m->mem; /* before the arena: arena_map asks lupw_hot_import */
+        s->ckpt.mem = m->mem; /* before the arena: arena_map asks lupw_hot_import */
         int rc = restore_contexts(r, m);
         if (rc == 0)
                 rc = restore_arena(r, m);
@@ -408,11 +408,11 @@ static int apply_manifest(struct restorer *r, const struct lup_ckpt_manifest *m)
                 rc = restore_setting(r, &m->settings[i]);
         if (rc < 0)
                 return rc;
-        s->epoch = m->epoch;
+        s->ckpt.epoch = m->epoch;
         s->last_seq = m->last_seq;
         s->latched = (CUresult)m->latched;
         s->be.fn.cuCtxSetCurrent(NULL);
-        s->bound_id = 0;
+        s->ctx.bound_id = 0;
         return 0;
 }
 
@@ -453,10 +453,10 @@ int lupw_restore(struct lupw_session *s, const char *name)
                 lup_err("session %s cannot be restored: no usable checkpoint provider", name);
                 return rc;
         }
-        rc = s->prov_ops->load_begin(s->prov_inst, name, 0, &r.ld, &epoch);
+        rc = s->ckpt.ops->load_begin(s->ckpt.inst, name, 0, &r.ld, &epoch);
         if (rc < 0) {
                 lup_err("session %s cannot be restored: %s", name,
-                        rc == -ENOENT ? "no committed checkpoint" : s->prov_ops->last_error(s->prov_inst));
+                        rc == -ENOENT ? "no committed checkpoint" : s->ckpt.ops->last_error(s->ckpt.inst));
                 return rc;
         }
         rc = read_object(&r, "manifest", 0, LUP_CKPT_MANIFEST_MAX, &man, &len);
@@ -468,27 +468,27 @@ int lupw_restore(struct lupw_session *s, const char *name)
                 rc = lupw_tx_load(s, r.ld, r.why, sizeof(r.why));
         free(man);
         free_spans(&r);
-        s->ckpt_mem = 0; /* arena_map creates memory again from now on */
+        s->ckpt.mem = 0; /* arena_map creates memory again from now on */
         lupw_hot_done(s);
-        s->prov_ops->load_end(r.ld);
+        s->ckpt.ops->load_end(r.ld);
         if (rc < 0) {
                 lup_err("session %s cannot be restored from checkpoint epoch %" PRIu64 ": %s", name, epoch, r.why);
                 return rc;
         }
         double t2 = lup_now_s();
         uint64_t bytes = 0;
-        for (size_t i = 0; i < s->n_chunks; i++)
-                bytes += s->chunks[i].size;
+        for (size_t i = 0; i < s->mem.n_chunks; i++)
+                bytes += s->mem.chunks[i].size;
         double init = t1 - t0, load = t2 - t1;
         size_t hot_chunks;
         uint64_t hot_bytes;
         lupw_hot_stats(s, &hot_chunks, &hot_bytes);
         lup_info("session %s: restored checkpoint epoch %" PRIu64 " (%zu allocations, %zu handles): driver start %.3f s, "
-                 "%.2f GiB in %.3f s (%.2f GB/s)", name, epoch, s->arena.n_allocs, s->handles.used, init,
+                 "%.2f GiB in %.3f s (%.2f GB/s)", name, epoch, s->mem.arena.n_allocs, s->obj.handles.used, init,
                  bytes / 1073741824.0, load, load > 0 ? (bytes - hot_bytes) / load / 1e9 : 0.0);
-        if (s->hot)
+        if (s->ckpt.hot)
                 lup_info("session %s: hot restore: %zu of %zu chunk(s) (%.2f GiB) mapped from their fds, %" PRIu64
                          " bytes copied, modules and state in %.3f s",
-                         name, hot_chunks, s->n_chunks, hot_bytes / 1073741824.0, bytes - hot_bytes, load);
+                         name, hot_chunks, s->mem.n_chunks, hot_bytes / 1073741824.0, bytes - hot_bytes, load);
         return 0;
 }

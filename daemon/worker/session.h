@@ -96,61 +96,82 @@ struct lupw_chunk {
         int device;             /* the GPU whose memory it is */
 };
 
-struct lupw_session {
-        const struct lupd_config *cfg;
-        struct lupw_backend_handle be;
-        int ctl_fd;
-        int fd;                                 /* the client connection */
-        char name[LUP_MAX_NAME + 1];
-        uint8_t token[LUP_TOKEN_SIZE];          /* the session's resume token */
-        uint32_t slot;
-        int n_devices;
-
+/* The session's device memory: the arena (arena.c places allocations) and
+ * the physical chunks behind it (worker/arena_map.c). */
+struct lupw_memory {
         struct arena arena;
-        bool arena_reserved;
+        bool reserved;                          /* the arena's range is reserved in the driver */
         struct lupw_chunk *chunks;              /* mapped physical chunks */
         size_t n_chunks, cap_chunks;
+};
 
+/* Contexts (worker/checks.c binds them, worker/ops.c creates them). */
+struct lupw_contexts {
         CUcontext primary[LUP_MAX_DEVICES];     /* retained by the worker itself */
         bool client_primary[LUP_MAX_DEVICES];   /* the client holds a retain */
-        struct lupw_ctx_slot ctxs[LUP_MAX_CONTEXTS];
-        int n_ctxs;
+        struct lupw_ctx_slot slots[LUP_MAX_CONTEXTS];
+        int n_slots;
         uint64_t bound_id;                      /* context id current on this thread */
         int bound_device;
+};
 
+/* Every other object the client named, and what a restore needs to make
+ * them again (worker/handles.c, worker/ops.c). */
+struct lupw_objects {
         struct lup_u64map handles;              /* id -> struct lupw_handle_ent * */
         struct lupw_prov prov;                  /* provenance for the next lupw_handle_put */
         struct lupw_setting *settings;          /* what a restore must set again */
         size_t n_settings, cap_settings;
-        uint64_t cur_parent;                    /* the handle the current call named last */
-        size_t cur_blob_len;                    /* the image the current call uploaded */
         struct lup_u64map blobs;                /* id -> upload in progress */
         uint64_t blob_bytes;
         struct lup_rangemap globals;            /* module globals the client asked for (client addresses) */
         struct lup_rangemap xlate;              /* after a restore: old global address -> new (a) */
+};
 
-        uint8_t *dring;                         /* pinned staging ring for async DtoH */
-        size_t dring_size, dring_head, dring_tail;
-        struct lupw_pending_dtoh pending[LUPW_MAX_PENDING];
-        unsigned n_pending, pending_first;
+/* What the call being executed named, for the creators that remember it. */
+struct lupw_current_call {
+        uint64_t parent;                        /* the handle the current call named last */
+        size_t blob_len;                        /* the image the current call uploaded */
+        struct lupw_handle_ent *event[2];       /* the events the current call named, in order */
+};
 
-        uint64_t last_seq;                      /* last executed */
-        CUresult latched;                       /* first failure of an async call */
-        const char *why;                        /* reason for closing the connection */
-
-        uint8_t *in;
-        size_t in_off, in_len, in_cap;          /* unprocessed bytes are [in_off, in_len) */
+/* The receive buffer: frames are read into it whole (worker/loop.c) and
+ * executed from it in place (worker/dispatch.c). */
+struct lupw_rx {
+        uint8_t *buf;
+        size_t off, len, cap;                   /* unprocessed bytes are [off, len) */
+        bool pinned;                            /* allocated with cuMemAllocHost */
         uint64_t spin_ns;                       /* busy-poll budget before sleeping */
+};
+
+/* Synchronous copies' staging (worker/copy.c). */
+struct lupw_copy {
+        uint8_t *staging;                       /* device->host bounce buffer */
         uint8_t *staging2;                      /* second bounce buffer: copy one chunk while sending another */
+        bool staging_pinned;                    /* allocated with cuMemAllocHost */
         CUevent chunk_done[2];
-        CUevent htod_done;                      /* host->device chunks copied from `in` */
+        CUevent htod_done;                      /* host->device chunks copied from the receive buffer */
         bool htod_pending;
         CUstream htod_stream;
-        uint8_t *out;
-        size_t out_len, out_cap;
-        uint8_t *staging;                       /* device->host bounce buffer */
-        bool in_pinned, staging_pinned;         /* allocated with cuMemAllocHost */
+};
 
+/* Asynchronous device->host copies waiting to be sent (worker/copy.c). */
+struct lupw_dtoh {
+        uint8_t *ring;                          /* pinned staging ring */
+        size_t ring_size, head, tail;
+        struct lupw_pending_dtoh pending[LUPW_MAX_PENDING];
+        unsigned n_pending, first;
+};
+
+/* The batch of replies written once the frames at hand are executed
+ * (worker/tx.c). */
+struct lupw_out {
+        uint8_t *buf;
+        size_t len, cap;
+};
+
+/* The event loop (worker/loop.c). */
+struct lupw_loop {
         struct io_uring ring;
         bool ring_ok;
         bool stop;
@@ -159,18 +180,19 @@ struct lupw_session {
         bool recv_armed, ctl_armed, ttl_armed;
         struct __kernel_timespec ttl;
         uint64_t detached_since;
-        /* checkpoints (worker/ckpt.c) */
-        const struct lupine_checkpoint_provider *prov_ops;
-        struct lupine_ckpt_instance *prov_inst;
-        void *prov_dl;
+};
+
+/* Checkpoints and drains (worker/ckpt.c, restore.c, hot.c, lanes.c). */
+struct lupw_ckpt_state {
+        const struct lupine_checkpoint_provider *ops;
+        struct lupine_ckpt_instance *inst;
+        void *dl;
         uint64_t epoch;                         /* of the last committed checkpoint */
         bool drained;                           /* a checkpoint was committed */
         bool draining;                          /* a drain began: never delete checkpoints now */
-        struct lupw_tx tx;                      /* the write side: reply log, heartbeats (worker/worker.c) */
-        struct lupw_handle_ent *cur_event[2];   /* the events the current call named, in order */
         uint32_t drain_flags;                   /* LUPD_DRAIN_* of a DRAIN not yet carried out */
         bool drain_wanted;                      /* ... set by the control message, run by the loop */
-        uint32_t ckpt_mem;                      /* restoring: CKPT_MEM_* of the checkpoint */
+        uint32_t mem;                           /* restoring: CKPT_MEM_* of the checkpoint */
         struct lupw_hot *hot;                   /* hot restore state (worker/hot.c), or NULL */
         struct lupw_lanes *lanes;               /* checkpoint/restore copy lanes (worker/lanes.c), or NULL */
         struct lupw_piece_hash *piece_hash;     /* the GPU hash kernel (worker/piece_hash.c), or NULL */
@@ -180,6 +202,35 @@ struct lupw_session {
                 void *base;
                 size_t len;
         } direct;
+};
+
+/* One session: who it is and where its client is, the call stream's
+ * state, and one part per concern. */
+struct lupw_session {
+        const struct lupd_config *cfg;
+        struct lupw_backend_handle be;
+        int ctl_fd;                             /* the control channel to the supervisor */
+        int fd;                                 /* the client connection */
+        char name[LUP_MAX_NAME + 1];
+        uint8_t token[LUP_TOKEN_SIZE];          /* the session's resume token */
+        uint32_t slot;
+        int n_devices;
+
+        uint64_t last_seq;                      /* last executed */
+        CUresult latched;                       /* first failure of an async call */
+        const char *why;                        /* reason for closing the connection */
+
+        struct lupw_memory mem;
+        struct lupw_contexts ctx;
+        struct lupw_objects obj;
+        struct lupw_current_call cur;
+        struct lupw_rx rx;
+        struct lupw_copy copy;
+        struct lupw_dtoh dtoh;
+        struct lupw_out out;
+        struct lupw_tx tx;                      /* the write side: reply log, heartbeats (worker/tx.c) */
+        struct lupw_loop loop;
+        struct lupw_ckpt_state ckpt;
 };
 
 /*
@@ -292,7 +343,7 @@ int lupw_ckpt_open(struct lupw_session *s);
 /* Raises RLIMIT_NOFILE's soft limit to the hard one. */
 void lupw_raise_nofile(void);
 /* Exports every arena chunk as a POSIX fd (*ret_fds: n_chunks of them, in
- * s->chunks order): a created chunk through cuMemExportToShareableHandle,
+ * s->mem.chunks order): a created chunk through cuMemExportToShareableHandle,
  * an imported one as a dup of the fd it was imported from. Returns
  * n_chunks or -errno (logged, naming the call and the chunk's origin; no
  * fd left open). */

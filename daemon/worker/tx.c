@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The worker's write side: everything that leaves the worker for its client
- * goes through here. Replies are batched in s->out and written once a batch
+ * goes through here. Replies are batched in s->out.buf and written once a batch
  * of frames is done; every byte of the reply stream is also kept in the
  * reply log (worker/tx.h) so that a client that resumes gets what it missed.
  * A heartbeat thread sends ALIVE while a long call runs, so the client can
@@ -324,7 +324,7 @@ int lupw_tx_save(struct lupw_session *s, struct lupine_ckpt_save *save)
         int rc = lup_ckpt_replies_encode(t->end - n, t->end, n ? t->buf + at : NULL, first, n ? t->buf : NULL,
                                          n - first, &obj, &len);
         if (rc == 0)
-                rc = s->prov_ops->save_write(save, "replies", obj, len);
+                rc = s->ckpt.ops->save_write(save, "replies", obj, len);
         free(obj);
         return rc;
 }
@@ -332,7 +332,7 @@ int lupw_tx_save(struct lupw_session *s, struct lupine_ckpt_save *save)
 int lupw_tx_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why, size_t whylen)
 {
         struct lupw_tx *t = &s->tx;
-        const struct lupine_checkpoint_provider *p = s->prov_ops;
+        const struct lupine_checkpoint_provider *p = s->ckpt.ops;
         uint64_t size;
         if (p->load_size(ld, "replies", &size) < 0) {
                 t->log_unknown = true; /* an older checkpoint */
@@ -370,11 +370,11 @@ int lupw_tx_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why,
 
 int lupw_flush_out(struct lupw_session *s)
 {
-        if (s->out_len == 0)
+        if (s->out.len == 0)
                 return 0;
-        struct iovec iov = { s->out, s->out_len };
+        struct iovec iov = { s->out.buf, s->out.len };
         int rc = lupw_send(s, &iov, 1, true);
-        s->out_len = 0;
+        s->out.len = 0;
         return rc;
 }
 
@@ -388,9 +388,9 @@ int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags
         int rc = lupw_output_forward(s);
         struct lup_hdr h = { .len = (uint32_t)len, .op = req->op, .flags = LUP_F_REPLY | flags,
                              .lane = req->lane, .status = (uint32_t)status, .seq = req->seq, .ctx = s->last_seq };
-        if (LUP_HDR_SIZE + len > s->out_cap - s->out_len)
+        if (LUP_HDR_SIZE + len > s->out.cap - s->out.len)
                 rc = lupw_flush_out(s);
-        if (LUP_HDR_SIZE + len > s->out_cap) {
+        if (LUP_HDR_SIZE + len > s->out.cap) {
                 /* larger than the batch buffer: straight to the socket */
                 uint8_t hb[LUP_HDR_SIZE];
                 lup_hdr_encode(hb, &h);
@@ -398,10 +398,10 @@ int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags
                 int wrc = lupw_send(s, iov, 2, true);
                 return rc < 0 ? rc : wrc;
         }
-        lup_hdr_encode(s->out + s->out_len, &h);
+        lup_hdr_encode(s->out.buf + s->out.len, &h);
         if (len)
-                memcpy(s->out + s->out_len + LUP_HDR_SIZE, payload, len);
-        s->out_len += LUP_HDR_SIZE + len;
+                memcpy(s->out.buf + s->out.len + LUP_HDR_SIZE, payload, len);
+        s->out.len += LUP_HDR_SIZE + len;
         return rc;
 }
 
@@ -466,11 +466,11 @@ int lupw_output_forward(struct lupw_session *s)
                         break;
                 read_off += n;
                 struct lup_hdr h = { .len = (uint32_t)n, .op = LUP_OP_OUTPUT, .ctx = s->last_seq };
-                if (LUP_HDR_SIZE + (size_t)n > s->out_cap - s->out_len)
+                if (LUP_HDR_SIZE + (size_t)n > s->out.cap - s->out.len)
                         rc = lupw_flush_out(s);
-                lup_hdr_encode(s->out + s->out_len, &h);
-                memcpy(s->out + s->out_len + LUP_HDR_SIZE, buf, (size_t)n);
-                s->out_len += LUP_HDR_SIZE + (size_t)n;
+                lup_hdr_encode(s->out.buf + s->out.len, &h);
+                memcpy(s->out.buf + s->out.len + LUP_HDR_SIZE, buf, (size_t)n);
+                s->out.len += LUP_HDR_SIZE + (size_t)n;
         }
         /* all sent: start the file over so it never grows */
         if (read_off >= end && ftruncate(STDOUT_FILENO, 0) == 0 && lseek(STDOUT_FILENO, 0, SEEK_SET) == 0)

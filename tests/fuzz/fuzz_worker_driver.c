@@ -63,11 +63,11 @@ static void check_device_range(CUdeviceptr p, size_t bytes)
 {
         if (bytes == 0)
                 return;
-        const struct arena_alloc *a = arena_find(&drv.s->arena, p);
+        const struct arena_alloc *a = arena_find(&drv.s->mem.arena, p);
         if (a && bytes <= a->size - (p - a->addr))
                 return;
         struct lup_range g;
-        if (lup_rangemap_find(&drv.s->globals, p, &g) && bytes <= g.size - (p - g.base))
+        if (lup_rangemap_find(&drv.s->obj.globals, p, &g) && bytes <= g.size - (p - g.base))
                 return;
         fail("device access outside a live allocation");
 }

@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  *   ctx-binding: lupw_lupCtxDestroy() of a context other than the bound one,
  *     and lupw_lupPrimaryCtxReset() of a device whose primary context is not
  *     the bound one, leave the driver's current context different from the
- *     one s->bound_id names.
+ *     one s->ctx.bound_id names.
  */
 
 /* ---- the fake session */
@@ -132,11 +132,11 @@ static void session_setup(struct lupw_session *s, bool bind_ctx1)
         s->be.kind = LUP_BACKEND_SIM;
 
         /* what setup_session() in daemon/worker/worker.c does after HELLO */
-        must(s->be.fn.cuDevicePrimaryCtxRetain(&s->primary[0], 0) == CUDA_SUCCESS, "primary retain");
-        must(s->be.fn.cuCtxSetCurrent(s->primary[0]) == CUDA_SUCCESS, "set current");
-        must(arena_init(&s->arena, LUP_ARENA_BASE, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, &lupw_arena_ops, s) == 0,
+        must(s->be.fn.cuDevicePrimaryCtxRetain(&s->ctx.primary[0], 0) == CUDA_SUCCESS, "primary retain");
+        must(s->be.fn.cuCtxSetCurrent(s->ctx.primary[0]) == CUDA_SUCCESS, "set current");
+        must(arena_init(&s->mem.arena, LUP_ARENA_BASE, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, &lupw_arena_ops, s) == 0,
              "arena_init");
-        s->arena_reserved = true;
+        s->mem.reserved = true;
 
         /* what a client did before the fuzzed call */
         must(lupw_lupPrimaryCtxRetain(s, 0) == CUDA_SUCCESS, "lupPrimaryCtxRetain");
@@ -166,28 +166,28 @@ static void session_setup(struct lupw_session *s, bool bind_ctx1)
 /* The session's view and the driver's agree. */
 static void check_consistent(struct lupw_session *s)
 {
-        assert(s->n_ctxs >= 0 && s->n_ctxs <= (int)LUP_MAX_CONTEXTS);
-        assert(drv.n_ctx_live == (unsigned)s->n_ctxs);
-        for (int i = 0; i < s->n_ctxs; i++)
-                assert(ctx_usable(s->ctxs[i].real));
+        assert(s->ctx.n_slots >= 0 && s->ctx.n_slots <= (int)LUP_MAX_CONTEXTS);
+        assert(drv.n_ctx_live == (unsigned)s->ctx.n_slots);
+        for (int i = 0; i < s->ctx.n_slots; i++)
+                assert(ctx_usable(s->ctx.slots[i].real));
         for (int d = 0; d < FZ_DEVICES; d++)
-                assert(drv.primary_refs[d] == (s->primary[d] ? 1u : 0u));
+                assert(drv.primary_refs[d] == (s->ctx.primary[d] ? 1u : 0u));
 
-        assert(drv.handles_live == s->n_chunks);
-        assert(drv.maps_live == s->n_chunks);
-        assert(drv.mapped_bytes == s->arena.mapped_bytes);
+        assert(drv.handles_live == s->mem.n_chunks);
+        assert(drv.maps_live == s->mem.n_chunks);
+        assert(drv.mapped_bytes == s->mem.arena.mapped_bytes);
 
         /* The worker skips cuCtxSetCurrent when the requested context is the
          * bound one, so the bound one must really be current. */
         static int skip_binding = -1;
         if (skip_binding < 0)
                 skip_binding = fuzz_known_bug("ctx-binding");
-        if (s->bound_id != 0 && !skip_binding) {
+        if (s->ctx.bound_id != 0 && !skip_binding) {
                 CUcontext real = NULL;
-                assert(lupw_ctx(s, s->bound_id, &real) == CUDA_SUCCESS);
+                assert(lupw_ctx(s, s->ctx.bound_id, &real) == CUDA_SUCCESS);
                 if (drv.current != real) {
                         fprintf(stderr, "fuzz_worker_ops: the session's bound context 0x%llx is not the "
-                                "driver's current context\n", (unsigned long long)s->bound_id);
+                                "driver's current context\n", (unsigned long long)s->ctx.bound_id);
                         abort();
                 }
         }
@@ -198,13 +198,13 @@ static void session_teardown(struct lupw_session *s)
         lupw_copy_free(s);
         lupw_release_all(s);
         lupw_handles_free(s);
-        lup_rangemap_free(&s->globals);
+        lup_rangemap_free(&s->obj.globals);
         assert(drv.n_ctx_live == 0);
         for (int d = 0; d < FZ_DEVICES; d++)
                 assert(drv.primary_refs[d] == 0);
         assert(drv.handles_live == 0);
         assert(drv.maps_live == 0 && drv.mapped_bytes == 0);
-        assert(s->chunks == NULL);
+        assert(s->mem.chunks == NULL);
 }
 
 /* static: struct lupw_session is large (256 context slots, io_uring state) */
@@ -227,9 +227,9 @@ static void fuzz_ctl_op(uint16_t sel, uint64_t ctx, const uint8_t *p, size_t n)
         struct lupw_session *s = &sess;
         session_setup(s, sel & FZ_SEL_BIND_CTX1);
         s->fd = null_fd;
-        s->out = out;
-        s->out_cap = sizeof(out);
-        s->staging = staging;
+        s->out.buf = out;
+        s->out.cap = sizeof(out);
+        s->copy.staging = staging;
         s->latched = latched ? FZ_LATCHED : CUDA_SUCCESS;
         struct lup_hdr h = { .len = (uint32_t)n, .op = op, .flags = sync ? LUP_F_SYNC : 0, .seq = 1, .ctx = ctx };
         const unsigned long calls_before = drv.calls;
@@ -240,22 +240,22 @@ static void fuzz_ctl_op(uint16_t sel, uint64_t ctx, const uint8_t *p, size_t n)
         if (rc < 0)
                 assert(s->why != NULL);
         else if (!sync)
-                assert(s->out_len == 0);
-        if (rc == 0 && s->out_len) {
+                assert(s->out.len == 0);
+        if (rc == 0 && s->out.len) {
                 struct lup_hdr rh;
                 const char *why;
-                assert(lup_hdr_decode(s->out, &rh, &why) == 0);
+                assert(lup_hdr_decode(s->out.buf, &rh, &why) == 0);
                 assert(rh.op == op && rh.seq == 1 && rh.flags == LUP_F_REPLY);
-                assert(LUP_HDR_SIZE + rh.len == s->out_len);
+                assert(LUP_HDR_SIZE + rh.len == s->out.len);
         }
         if (latched && rc == 0) {
                 /* answered with the latched error, not executed */
                 assert(s->latched == CUDA_SUCCESS && drv.calls == calls_before);
-                assert(s->out_len == LUP_HDR_SIZE && lup_le32(s->out + 12) == FZ_LATCHED);
+                assert(s->out.len == LUP_HDR_SIZE && lup_le32(s->out.buf + 12) == FZ_LATCHED);
         }
         check_consistent(s);
         s->fd = -1;
-        s->out = s->staging = NULL;
+        s->out.buf = s->copy.staging = NULL;
         session_teardown(s);
 }
 
@@ -284,7 +284,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct lup_wr out = lup_wr_init(outbuf, sizeof(outbuf));
         struct lup_rd rd = lup_rd_init(data + 10, size - 10);
         const unsigned long calls_before = drv.calls;
-        const size_t allocs_before = s->arena.n_allocs;
+        const size_t allocs_before = s->mem.arena.n_allocs;
 
         int rc = op->fn(s, ctx, &rd, &out, &status);
 
@@ -303,7 +303,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         assert(status == start);
                 assert(out.len == 0);
                 assert(drv.calls == calls_before);
-                assert(s->arena.n_allocs == allocs_before);
+                assert(s->mem.arena.n_allocs == allocs_before);
         }
         check_consistent(s);
         session_teardown(s);

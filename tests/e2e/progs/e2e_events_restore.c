@@ -16,9 +16,9 @@
  *     down;
  *   - the events work as ever: a stream waits on one, one is recorded
  *     again and timed against a restored one.
- * It also launches printf_hello (round 9, 2 threads) just before it waits,
- * and does not synchronise: the drain's synchronisation flushes the
- * output, which must reach stdout before the "restored" line.
+ * It also launches printf_hello (round 9, 2 threads) just before it prints
+ * "recorded", and does not synchronise: the drain's synchronisation flushes
+ * the output, which must reach stdout before the "restored" line.
  *
  * usage: e2e_events_restore KERNELS_DIR
  */
@@ -81,12 +81,20 @@ int main(int argc, char **argv)
         CUresult never_query = cuEventQuery(never);
         EXPECT_ERR(never_query, CUDA_SUCCESS);  /* what drivers since CUDA 11 answer */
         EXPECT_ERR(cuEventElapsedTime(&ms, e0, never), CUDA_ERROR_INVALID_HANDLE);
-        printf("recorded: e0-e1 %.6f ms, e1-e2 %.6f ms, e0-e2 %.6f ms; never recorded queries as %d\n", ms01, ms12,
-               ms02, (int)never_query);
-        fflush(stdout);
         int round = 9;
         void *hp[] = { &round };
         CK(cuLaunchKernel(hello, 1, 1, 1, 2, 1, 1, 0, NULL, hp, NULL));
+        /* A synchronous call that is no printf flush point: once it returns,
+         * the worker has the launch, so the drain that follows "recorded" is
+         * what flushes its output. (Without it, a launch still on its way
+         * when the drain begins runs in the restored worker, after the
+         * events this program synchronises next: its output would come
+         * after "restored", as CUDA allows.) */
+        size_t free_b, total_b;
+        CK(cuMemGetInfo(&free_b, &total_b));
+        printf("recorded: e0-e1 %.6f ms, e1-e2 %.6f ms, e0-e2 %.6f ms; never recorded queries as %d\n", ms01, ms12,
+               ms02, (int)never_query);
+        fflush(stdout);
 
         /* the daemon is stopped and started again meanwhile */
         if (!fgets(line, sizeof(line), stdin))
