@@ -178,8 +178,7 @@ static int cmd_status(const char *path, bool json)
         printf("backend %s, %s, %d session(s)\n", st->backend[0] ? st->backend : "unknown",
                st->draining ? "draining" : st->stopping ? "stopping" : "not draining", st->n);
         for (int i = 0; i < st->n; i++)
-                printf("%-24s slot %-3d %-17s pid %d\n", st->s[i].name, st->s[i].slot, st->s[i].state,
-                       st->s[i].pid);
+                printf("%-24s slot %-3d %-17s pid %d\n", st->s[i].name, st->s[i].slot, st->s[i].state, st->s[i].pid);
         free(text);
         free(st);
         return 0;

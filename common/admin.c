@@ -221,7 +221,7 @@ static int get_int(struct json_object *obj, const char *key, int *out)
                 return -EBADMSG;
         if (!v)
                 return 0;
-        x = json_object_get_int64(v);  /* clamped to the int64 range */
+        x = json_object_get_int64(v); /* clamped to the int64 range */
         if (x < INT_MIN || x > INT_MAX)
                 return -EBADMSG;
         *out = (int)x;
@@ -251,9 +251,8 @@ static int status_read(struct json_object *top, struct lup_admin_status *st, con
         if (get_str(top, "version", st->version, sizeof(st->version)) < 0 ||
             get_str(top, "backend", st->backend, sizeof(st->backend)) < 0 ||
             get_bool(top, "draining", &st->draining) < 0 || get_bool(top, "stopping", &st->stopping) < 0 ||
-            get_bool(top, "checkpoints", &st->checkpoints) < 0 ||
-            get_int(top, "max_sessions", &st->max_sessions) < 0 || get_int(top, "count", &count) < 0 ||
-            get_typed(top, "sessions", json_type_array, &arr) < 0) {
+            get_bool(top, "checkpoints", &st->checkpoints) < 0 || get_int(top, "max_sessions", &st->max_sessions) < 0 ||
+            get_int(top, "count", &count) < 0 || get_typed(top, "sessions", json_type_array, &arr) < 0) {
                 *ret_why = "a daemon field of the wrong type or size";
                 return -EBADMSG;
         }

@@ -19,10 +19,10 @@
 #include "lupine/wire.h"
 
 /* The request payload: exactly one u16 (LUP_ADMIN_*). */
-#define LUP_ADMIN_REQUEST_LEN 2u
+#define LUP_ADMIN_REQUEST_LEN  2u
 #define LUP_ADMIN_REQUEST_SIZE (LUP_HDR_SIZE + LUP_ADMIN_REQUEST_LEN)
 /* Room for lup_admin_request_check's reason. */
-#define LUP_ADMIN_WHY_SIZE 96u
+#define LUP_ADMIN_WHY_SIZE     96u
 
 /* The whole request frame for `cmd`: a synchronous ADMIN header, seq 0. */
 void lup_admin_request_encode(uint8_t out[static LUP_ADMIN_REQUEST_SIZE], uint16_t cmd);
@@ -54,7 +54,7 @@ int lup_admin_reply_decode(const uint8_t *p, size_t n, const char **ret_text, si
 struct lup_admin_session {
         char name[LUP_MAX_NAME + 1];
         int slot;
-        char state[LUP_ADMIN_MAX_WORD];  /* docs/protocol.md lists the words */
+        char state[LUP_ADMIN_MAX_WORD]; /* docs/protocol.md lists the words */
         int pid;
 };
 
@@ -63,7 +63,7 @@ struct lup_admin_status {
         char backend[LUP_ADMIN_MAX_WORD];
         bool draining, stopping, checkpoints;
         int max_sessions;
-        int n;  /* sessions; sent as "count" too */
+        int n; /* sessions; sent as "count" too */
         struct lup_admin_session s[LUP_ARENA_SLOTS];
 };
 

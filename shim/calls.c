@@ -26,8 +26,8 @@ static CUresult call_prologue(unsigned flags, uint64_t *ret_ctx)
         return CUDA_SUCCESS;
 }
 
-CUresult lupc_call(uint16_t op, unsigned flags, const void *args, size_t argslen,
-                   void *rep, size_t repcap, size_t *ret_replen)
+CUresult lupc_call(uint16_t op, unsigned flags, const void *args, size_t argslen, void *rep, size_t repcap,
+                   size_t *ret_replen)
 {
         uint64_t ctx;
         CUresult r = call_prologue(flags, &ctx);
@@ -148,4 +148,3 @@ CUresult lupc_upload_image(const void *image, uint64_t *ret_blob)
         *ret_blob = blob;
         return CUDA_SUCCESS;
 }
-

@@ -14,15 +14,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LUP_MD2_BLOCK 16
+#define LUP_MD2_BLOCK  16
 #define LUP_MD2_DIGEST 16
 
 struct lup_md2 {
-        uint8_t x[48];          /* the state: X in RFC 1319 */
-        uint8_t c[16];          /* running checksum */
-        uint8_t l;              /* last checksum byte */
-        uint8_t buf[16];        /* the block being filled */
-        size_t n;               /* bytes in buf */
+        uint8_t x[48];   /* the state: X in RFC 1319 */
+        uint8_t c[16];   /* running checksum */
+        uint8_t l;       /* last checksum byte */
+        uint8_t buf[16]; /* the block being filled */
+        size_t n;        /* bytes in buf */
 };
 
 void lup_md2_init(struct lup_md2 *m);

@@ -81,7 +81,8 @@ void lupw_forget_checkpoint(struct lupw_session *s)
                 return;
         int rc = s->ckpt.ops->remove(s->ckpt.inst, s->name);
         if (rc < 0 && rc != -ENOENT)
-                lup_warn("session %s: cannot delete its checkpoint: %s", s->name, s->ckpt.ops->last_error(s->ckpt.inst));
+                lup_warn("session %s: cannot delete its checkpoint: %s", s->name,
+                         s->ckpt.ops->last_error(s->ckpt.inst));
 }
 
 CUresult lupw_sync_all(struct lupw_session *s)
@@ -205,7 +206,8 @@ static int verify_memory(struct saver *sv, uint64_t epoch)
                         if (k != (int64_t)len) {
                                 rc = k < 0 ? (int)k : -EIO;
                                 lup_err("session %s: verifying checkpoint epoch %llu: reading %s at %" PRIu64
-                                        " failed: %s", s->name, (unsigned long long)epoch, sp->name, off,
+                                        " failed: %s",
+                                        s->name, (unsigned long long)epoch, sp->name, off,
                                         k < 0 ? p->last_error(s->ckpt.inst) : "it ends early");
                         }
                         if (rc == 0 && lup_hash64(buf, len, 0) != sp->hashes[off / PIECE]) {
@@ -376,8 +378,8 @@ static int build_manifest(struct saver *sv, uint32_t mem, uint64_t epoch, struct
                         save_memory(sv, m->chunks);
                 else
                         for (size_t i = 0; i < s->mem.n_chunks; i++) /* hot only: the contents stay on the GPU */
-                                m->chunks[i] =
-                                        (struct lup_ckpt_chunk){ .addr = s->mem.chunks[i].addr, .size = s->mem.chunks[i].size };
+                                m->chunks[i] = (struct lup_ckpt_chunk){ .addr = s->mem.chunks[i].addr,
+                                                                        .size = s->mem.chunks[i].size };
         }
         if (sv->rc == 0)
                 save_handles(sv, m, &hl);
@@ -416,8 +418,9 @@ static int finish_save(struct saver *sv, uint32_t mem, uint64_t epoch, double t0
                  mem == (CKPT_MEM_DURABLE | CKPT_MEM_HOT) ? "hot and durable"
                  : mem == CKPT_MEM_HOT                    ? "hot"
                                                           : "durable",
-                 bytes / 1073741824.0, s->mem.n_chunks, (unsigned long long)copied, dt, dt > 0 ? copied / dt / 1e9 : 0.0,
-                 s->ckpt.ops->name, (mem & CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
+                 bytes / 1073741824.0, s->mem.n_chunks, (unsigned long long)copied, dt,
+                 dt > 0 ? copied / dt / 1e9 : 0.0, s->ckpt.ops->name,
+                 (mem & CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
         s->ckpt.epoch = epoch;
         /* a corrupt checkpoint is no checkpoint: the drain must not count on it */
         if (verify_wanted(s) && (mem & CKPT_MEM_DURABLE))

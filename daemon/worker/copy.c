@@ -48,7 +48,8 @@ static int htod_run(struct lupw_session *s, const struct lup_hdr *h, const union
         if (res == CUDA_SUCCESS)
                 res = lupw_stream(s, c->stream, &st);
         if (res == CUDA_SUCCESS && s->rx.pinned && !(h->flags & LUP_F_SYNC) &&
-            (s->copy.htod_done || s->be.fn.cuEventCreate(&s->copy.htod_done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)) {
+            (s->copy.htod_done ||
+             s->be.fn.cuEventCreate(&s->copy.htod_done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)) {
                 /* From the pinned receive buffer the copy runs while the next
                  * chunk arrives. The worker waits for it before it executes
                  * anything but another chunk, and before that part of the
@@ -148,7 +149,8 @@ static int copy_out_sync(struct lupw_session *s, const struct lup_hdr *h, uint64
         const struct lupw_backend *be = &s->be.fn;
         bool pipelined = s->copy.staging2 && n > LUP_BULK_CHUNK;
         for (int i = 0; pipelined && i < 2; i++)
-                if (!s->copy.chunk_done[i] && be->cuEventCreate(&s->copy.chunk_done[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+                if (!s->copy.chunk_done[i] &&
+                    be->cuEventCreate(&s->copy.chunk_done[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
                         pipelined = false;
         if (!pipelined) {
                 /* a synchronous copy orders only with the legacy stream: wait

@@ -113,7 +113,7 @@ CUresult lupw_handle(struct lupw_session *s, int kind, uint64_t id, void **ret)
                 return CUDA_ERROR_INVALID_HANDLE;
         }
         *ret = e->real;
-        s->cur.parent = id; /* creators record what they were made from */
+        s->cur.parent = id;         /* creators record what they were made from */
         if (kind == LUPW_H_EVENT) { /* the event calls' own bookkeeping */
                 s->cur.event[0] = s->cur.event[1];
                 s->cur.event[1] = e;

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The hot checkpoint, worker side (DESIGN.md, "Two kinds of checkpoint";
- * the control messages are in daemon/ctl.h).
+ * The hot checkpoint, worker side (docs/sessions.md, "Hot checkpoint and
+ * zero-disconnect upgrade"; the control messages are in daemon/ctl.h).
  *
  * At drain: every arena chunk goes to the supervisor as a POSIX fd
  * (LUPD_CTL_HOT_MEM, at most LUPD_CTL_MAX_FDS per message). Arena memory
- * comes from exactly two places (worker/ops.c: arena_map), and each has
+ * comes from exactly two places (worker/arena_map.c: arena_map), and each has
  * its own way out:
  *   - created here by cuMemCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_
  *     DESCRIPTOR in requestedHandleTypes (new sessions, chunks a restore
@@ -371,8 +371,8 @@ int lupw_hot_receive(struct lupw_session *s)
                 }
         }
         s->ckpt.hot->active = true;
-        lup_info("session %s: hot restore: %zu memory fd(s) for checkpoint epoch %" PRIu64 "%s", s->name, s->ckpt.hot->n,
-                 s->ckpt.hot->epoch, s->ckpt.hot->conn_fd >= 0 ? ", and its client connection" : "");
+        lup_info("session %s: hot restore: %zu memory fd(s) for checkpoint epoch %" PRIu64 "%s", s->name,
+                 s->ckpt.hot->n, s->ckpt.hot->epoch, s->ckpt.hot->conn_fd >= 0 ? ", and its client connection" : "");
         return 0;
 }
 
@@ -435,8 +435,8 @@ int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemG
                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
         if (r != CUDA_SUCCESS) {
                 e->fd = safe_close_fd(e->fd);
-                lup_err("session %s: hot restore: importing the chunk at 0x%" PRIx64 " failed (CUresult %d)%s",
-                        s->name, addr, (int)r,
+                lup_err("session %s: hot restore: importing the chunk at 0x%" PRIx64 " failed (CUresult %d)%s", s->name,
+                        addr, (int)r,
                         (s->ckpt.mem & CKPT_MEM_DURABLE) ? "; copying it from the durable checkpoint" : "");
                 return (s->ckpt.mem & CKPT_MEM_DURABLE) ? 0 : -EIO;
         }

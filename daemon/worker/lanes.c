@@ -309,8 +309,8 @@ static int save_store(struct job *job, uint64_t u, const struct lupw_mem_span *s
                 }
         }
         if (r < 0)
-                return job_fail(job, r, "writing %s at offset %" PRIu64 " failed: %s (%s)", sp->name, off,
-                                strerror(-r), p->last_error(job->s->ckpt.inst));
+                return job_fail(job, r, "writing %s at offset %" PRIu64 " failed: %s (%s)", sp->name, off, strerror(-r),
+                                p->last_error(job->s->ckpt.inst));
         return 0;
 }
 
@@ -338,9 +338,9 @@ static int save_issue(struct job *job, struct lupw_lane *l, int j, const struct 
                                                 " lies outside its region", sp->name, off);
                         *dst = (struct unit_dst){ .p = p, .direct = true };
                 } else if (rc != -ENOBUFS) {
-                        return job_fail(job, rc, "the provider refused a direct write of %s at offset %" PRIu64
-                                        ": %s (%s)", sp->name, off, strerror(-rc),
-                                        job->p->last_error(s->ckpt.inst));
+                        return job_fail(job, rc,
+                                        "the provider refused a direct write of %s at offset %" PRIu64 ": %s (%s)",
+                                        sp->name, off, strerror(-rc), job->p->last_error(s->ckpt.inst));
                 }
         }
         CUresult r = be->cuMemcpyDtoHAsync_v2(dst->p, sp->addr + off, len, l->stream);
@@ -360,8 +360,9 @@ static int save_finish(struct job *job, uint64_t u, const struct lupw_mem_span *
                 return save_store(job, u, sp, off, dst->p, len);
         int rc = job->p->save_direct_done(job->save, sp->name, off, len);
         if (rc < 0)
-                return job_fail(job, rc, "the provider refused the end of a direct write of %s at offset %" PRIu64
-                                ": %s (%s)", sp->name, off, strerror(-rc), job->p->last_error(job->s->ckpt.inst));
+                return job_fail(job, rc,
+                                "the provider refused the end of a direct write of %s at offset %" PRIu64 ": %s (%s)",
+                                sp->name, off, strerror(-rc), job->p->last_error(job->s->ckpt.inst));
         return 0;
 }
 

@@ -363,7 +363,8 @@ static int serve(struct lupw_session *s)
                         return rc;
                 }
                 unsigned head, seen = 0;
-                io_uring_for_each_cqe(&s->loop.ring, head, cqe) {
+                io_uring_for_each_cqe(&s->loop.ring, head, cqe)
+                {
                         seen++;
                         uint64_t ud = io_uring_cqe_get_data64(cqe);
                         int kind = (int)(ud & 0xff), res = cqe->res;

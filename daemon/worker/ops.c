@@ -112,7 +112,8 @@ CUresult lupw_lupCtxCreate(struct lupw_session *s, uint64_t id, unsigned int fla
                 return r;
         /* cuCtxCreate makes the new context current; keep binding explicit */
         s->be.fn.cuCtxSetCurrent(prev);
-        s->ctx.slots[s->ctx.n_slots++] = (struct lupw_ctx_slot){ .id = id, .real = real, .device = dev, .flags = flags };
+        s->ctx.slots[s->ctx.n_slots++] =
+                (struct lupw_ctx_slot){ .id = id, .real = real, .device = dev, .flags = flags };
         return CUDA_SUCCESS;
 }
 

@@ -483,9 +483,11 @@ int lupw_restore(struct lupw_session *s, const char *name)
         size_t hot_chunks;
         uint64_t hot_bytes;
         lupw_hot_stats(s, &hot_chunks, &hot_bytes);
-        lup_info("session %s: restored checkpoint epoch %" PRIu64 " (%zu allocations, %zu handles): driver start %.3f s, "
-                 "%.2f GiB in %.3f s (%.2f GB/s)", name, epoch, s->mem.arena.n_allocs, s->obj.handles.used, init,
-                 bytes / 1073741824.0, load, load > 0 ? (bytes - hot_bytes) / load / 1e9 : 0.0);
+        lup_info("session %s: restored checkpoint epoch %" PRIu64
+                 " (%zu allocations, %zu handles): driver start %.3f s, "
+                 "%.2f GiB in %.3f s (%.2f GB/s)",
+                 name, epoch, s->mem.arena.n_allocs, s->obj.handles.used, init, bytes / 1073741824.0, load,
+                 load > 0 ? (bytes - hot_bytes) / load / 1e9 : 0.0);
         if (s->ckpt.hot)
                 lup_info("session %s: hot restore: %zu of %zu chunk(s) (%.2f GiB) mapped from their fds, %" PRIu64
                          " bytes copied, modules and state in %.3f s",

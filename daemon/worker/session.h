@@ -20,39 +20,39 @@
 
 /* How a handle was made, so a restore can make it again. */
 struct lupw_prov {
-        uint64_t parent;                /* module/library/kernel it came from, or 0 */
-        char *name;                     /* function, kernel name */
-        uint8_t *image;                 /* module or library image */
+        uint64_t parent; /* module/library/kernel it came from, or 0 */
+        char *name;      /* function, kernel name */
+        uint8_t *image;  /* module or library image */
         size_t image_len;
-        uint32_t flags;                 /* stream/event flags */
-        int32_t priority;               /* stream priority */
+        uint32_t flags;   /* stream/event flags */
+        int32_t priority; /* stream priority */
 };
 
 /* one entry of the handle table */
 struct lupw_handle_ent {
-        int kind;                       /* LUPW_H_* */
-        void *real;                     /* the driver's handle */
-        uint64_t ctx;                   /* the context id it was made in */
+        int kind;     /* LUPW_H_* */
+        void *real;   /* the driver's handle */
+        uint64_t ctx; /* the context id it was made in */
         struct lupw_prov prov;
         /* functions: parameter layout, fetched from the driver on first launch */
         bool have_params;
         uint32_t n_params;
         uint32_t param_bytes;
-        uint32_t *params;               /* n_params x (offset, size) */
+        uint32_t *params; /* n_params x (offset, size) */
         /* events: recorded (ever), and after a restore the time of the
          * record as measured before the checkpoint (worker/handles.c) */
         bool recorded;
         bool have_when;
-        double when_ms;                 /* relative to a reference event of the same context */
+        double when_ms; /* relative to a reference event of the same context */
 };
 
 /* A setting the client made that a restore must make again. */
 enum lupw_setting_kind {
-        LUPW_SET_CTX_LIMIT = 1,         /* holder: context id; key: CUlimit */
-        LUPW_SET_CTX_CACHE = 2,         /* holder: context id */
-        LUPW_SET_FUNC_ATTR = 3,         /* holder: function id; key: CUfunction_attribute */
-        LUPW_SET_FUNC_CACHE = 4,        /* holder: function id */
-        LUPW_SET_KERNEL_ATTR = 5,       /* holder: kernel id; key: attribute; device */
+        LUPW_SET_CTX_LIMIT = 1,   /* holder: context id; key: CUlimit */
+        LUPW_SET_CTX_CACHE = 2,   /* holder: context id */
+        LUPW_SET_FUNC_ATTR = 3,   /* holder: function id; key: CUfunction_attribute */
+        LUPW_SET_FUNC_CACHE = 4,  /* holder: function id */
+        LUPW_SET_KERNEL_ATTR = 5, /* holder: kernel id; key: attribute; device */
 };
 struct lupw_setting {
         uint64_t holder;
@@ -66,14 +66,14 @@ struct lupw_setting {
 struct lupw_pending_dtoh {
         uint64_t token;
         uint64_t size;
-        size_t ring_off;                /* where it lands in the staging ring */
+        size_t ring_off; /* where it lands in the staging ring */
         CUevent done;
         CUresult status;
 };
 #define LUPW_MAX_PENDING 256
 
 struct lupw_ctx_slot {
-        uint64_t id;            /* the client's id */
+        uint64_t id; /* the client's id */
         CUcontext real;
         int device;
         unsigned int flags;
@@ -82,8 +82,8 @@ struct lupw_ctx_slot {
 /* How a chunk's memory came to this worker; it decides how a hot
  * checkpoint exports it (worker/hot.c: lupw_hot_export). */
 enum lupw_chunk_origin {
-        LUPW_CHUNK_CREATED,     /* cuMemCreate, POSIX fd requested: exportable */
-        LUPW_CHUNK_IMPORTED,    /* cuMemImportFromShareableHandle: not exportable
+        LUPW_CHUNK_CREATED,  /* cuMemCreate, POSIX fd requested: exportable */
+        LUPW_CHUNK_IMPORTED, /* cuMemImportFromShareableHandle: not exportable
                                  * again on the real driver; fd is kept instead */
 };
 
@@ -92,72 +92,72 @@ struct lupw_chunk {
         uint64_t size;
         CUmemGenericAllocationHandle handle;
         enum lupw_chunk_origin origin;
-        int fd;                 /* IMPORTED: the fd it came from (owned), else -1 */
-        int device;             /* the GPU whose memory it is */
+        int fd;     /* IMPORTED: the fd it came from (owned), else -1 */
+        int device; /* the GPU whose memory it is */
 };
 
 /* The session's device memory: the arena (arena.c places allocations) and
  * the physical chunks behind it (worker/arena_map.c). */
 struct lupw_memory {
         struct arena arena;
-        bool reserved;                          /* the arena's range is reserved in the driver */
-        struct lupw_chunk *chunks;              /* mapped physical chunks */
+        bool reserved;             /* the arena's range is reserved in the driver */
+        struct lupw_chunk *chunks; /* mapped physical chunks */
         size_t n_chunks, cap_chunks;
 };
 
 /* Contexts (worker/checks.c binds them, worker/ops.c creates them). */
 struct lupw_contexts {
-        CUcontext primary[LUP_MAX_DEVICES];     /* retained by the worker itself */
-        bool client_primary[LUP_MAX_DEVICES];   /* the client holds a retain */
+        CUcontext primary[LUP_MAX_DEVICES];   /* retained by the worker itself */
+        bool client_primary[LUP_MAX_DEVICES]; /* the client holds a retain */
         struct lupw_ctx_slot slots[LUP_MAX_CONTEXTS];
         int n_slots;
-        uint64_t bound_id;                      /* context id current on this thread */
+        uint64_t bound_id; /* context id current on this thread */
         int bound_device;
 };
 
 /* Every other object the client named, and what a restore needs to make
  * them again (worker/handles.c, worker/ops.c). */
 struct lupw_objects {
-        struct lup_u64map handles;              /* id -> struct lupw_handle_ent * */
-        struct lupw_prov prov;                  /* provenance for the next lupw_handle_put */
-        struct lupw_setting *settings;          /* what a restore must set again */
+        struct lup_u64map handles;     /* id -> struct lupw_handle_ent * */
+        struct lupw_prov prov;         /* provenance for the next lupw_handle_put */
+        struct lupw_setting *settings; /* what a restore must set again */
         size_t n_settings, cap_settings;
-        struct lup_u64map blobs;                /* id -> upload in progress */
+        struct lup_u64map blobs; /* id -> upload in progress */
         uint64_t blob_bytes;
-        struct lup_rangemap globals;            /* module globals the client asked for (client addresses) */
-        struct lup_rangemap xlate;              /* after a restore: old global address -> new (a) */
+        struct lup_rangemap globals; /* module globals the client asked for (client addresses) */
+        struct lup_rangemap xlate;   /* after a restore: old global address -> new (a) */
 };
 
 /* What the call being executed named, for the creators that remember it. */
 struct lupw_current_call {
-        uint64_t parent;                        /* the handle the current call named last */
-        size_t blob_len;                        /* the image the current call uploaded */
-        struct lupw_handle_ent *event[2];       /* the events the current call named, in order */
+        uint64_t parent;                  /* the handle the current call named last */
+        size_t blob_len;                  /* the image the current call uploaded */
+        struct lupw_handle_ent *event[2]; /* the events the current call named, in order */
 };
 
 /* The receive buffer: frames are read into it whole (worker/loop.c) and
  * executed from it in place (worker/dispatch.c). */
 struct lupw_rx {
         uint8_t *buf;
-        size_t off, len, cap;                   /* unprocessed bytes are [off, len) */
-        bool pinned;                            /* allocated with cuMemAllocHost */
-        uint64_t spin_ns;                       /* busy-poll budget before sleeping */
+        size_t off, len, cap; /* unprocessed bytes are [off, len) */
+        bool pinned;          /* allocated with cuMemAllocHost */
+        uint64_t spin_ns;     /* busy-poll budget before sleeping */
 };
 
 /* Synchronous copies' staging (worker/copy.c). */
 struct lupw_copy {
-        uint8_t *staging;                       /* device->host bounce buffer */
-        uint8_t *staging2;                      /* second bounce buffer: copy one chunk while sending another */
-        bool staging_pinned;                    /* allocated with cuMemAllocHost */
+        uint8_t *staging;    /* device->host bounce buffer */
+        uint8_t *staging2;   /* second bounce buffer: copy one chunk while sending another */
+        bool staging_pinned; /* allocated with cuMemAllocHost */
         CUevent chunk_done[2];
-        CUevent htod_done;                      /* host->device chunks copied from the receive buffer */
+        CUevent htod_done; /* host->device chunks copied from the receive buffer */
         bool htod_pending;
         CUstream htod_stream;
 };
 
 /* Asynchronous device->host copies waiting to be sent (worker/copy.c). */
 struct lupw_dtoh {
-        uint8_t *ring;                          /* pinned staging ring */
+        uint8_t *ring; /* pinned staging ring */
         size_t ring_size, head, tail;
         struct lupw_pending_dtoh pending[LUPW_MAX_PENDING];
         unsigned n_pending, first;
@@ -176,7 +176,7 @@ struct lupw_loop {
         bool ring_ok;
         bool stop;
         int exit_status;
-        uint64_t conn_gen;                      /* bumped whenever the connection is replaced */
+        uint64_t conn_gen; /* bumped whenever the connection is replaced */
         bool recv_armed, ctl_armed, ttl_armed;
         struct __kernel_timespec ttl;
         uint64_t detached_since;
@@ -187,18 +187,18 @@ struct lupw_ckpt_state {
         const struct lupine_checkpoint_provider *ops;
         struct lupine_ckpt_instance *inst;
         void *dl;
-        uint64_t epoch;                         /* of the last committed checkpoint */
-        bool drained;                           /* a checkpoint was committed */
-        bool draining;                          /* a drain began: never delete checkpoints now */
-        uint32_t drain_flags;                   /* LUPD_DRAIN_* of a DRAIN not yet carried out */
-        bool drain_wanted;                      /* ... set by the control message, run by the loop */
-        uint32_t mem;                           /* restoring: CKPT_MEM_* of the checkpoint */
-        struct lupw_hot *hot;                   /* hot restore state (worker/hot.c), or NULL */
-        struct lupw_lanes *lanes;               /* checkpoint/restore copy lanes (worker/lanes.c), or NULL */
-        struct lupw_piece_hash *piece_hash;     /* the GPU hash kernel (worker/piece_hash.c), or NULL */
-        bool said_gpu_hash_off;                 /* LUPINE_CHECKPOINT_GPU_HASH=0 was logged */
-        struct {                                /* the provider's direct-write region (worker/lanes.c) */
-                int state;                      /* 0 not asked yet, 1 pinned, -1 none or not pinnable */
+        uint64_t epoch;                     /* of the last committed checkpoint */
+        bool drained;                       /* a checkpoint was committed */
+        bool draining;                      /* a drain began: never delete checkpoints now */
+        uint32_t drain_flags;               /* LUPD_DRAIN_* of a DRAIN not yet carried out */
+        bool drain_wanted;                  /* ... set by the control message, run by the loop */
+        uint32_t mem;                       /* restoring: CKPT_MEM_* of the checkpoint */
+        struct lupw_hot *hot;               /* hot restore state (worker/hot.c), or NULL */
+        struct lupw_lanes *lanes;           /* checkpoint/restore copy lanes (worker/lanes.c), or NULL */
+        struct lupw_piece_hash *piece_hash; /* the GPU hash kernel (worker/piece_hash.c), or NULL */
+        bool said_gpu_hash_off;             /* LUPINE_CHECKPOINT_GPU_HASH=0 was logged */
+        struct {                            /* the provider's direct-write region (worker/lanes.c) */
+                int state;                  /* 0 not asked yet, 1 pinned, -1 none or not pinnable */
                 void *base;
                 size_t len;
         } direct;
@@ -209,16 +209,16 @@ struct lupw_ckpt_state {
 struct lupw_session {
         const struct lupd_config *cfg;
         struct lupw_backend_handle be;
-        int ctl_fd;                             /* the control channel to the supervisor */
-        int fd;                                 /* the client connection */
+        int ctl_fd; /* the control channel to the supervisor */
+        int fd;     /* the client connection */
         char name[LUP_MAX_NAME + 1];
-        uint8_t token[LUP_TOKEN_SIZE];          /* the session's resume token */
+        uint8_t token[LUP_TOKEN_SIZE]; /* the session's resume token */
         uint32_t slot;
         int n_devices;
 
-        uint64_t last_seq;                      /* last executed */
-        CUresult latched;                       /* first failure of an async call */
-        const char *why;                        /* reason for closing the connection */
+        uint64_t last_seq; /* last executed */
+        CUresult latched;  /* first failure of an async call */
+        const char *why;   /* reason for closing the connection */
 
         struct lupw_memory mem;
         struct lupw_contexts ctx;
@@ -228,7 +228,7 @@ struct lupw_session {
         struct lupw_copy copy;
         struct lupw_dtoh dtoh;
         struct lupw_out out;
-        struct lupw_tx tx;                      /* the write side: reply log, heartbeats (worker/tx.c) */
+        struct lupw_tx tx; /* the write side: reply log, heartbeats (worker/tx.c) */
         struct lupw_loop loop;
         struct lupw_ckpt_state ckpt;
 };
@@ -393,13 +393,14 @@ int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t
                       struct lup_hello *ret_hello, const char **ret_why);
 void lupw_ctl_send(struct lupw_session *s, uint32_t type, int32_t status, uint32_t slot, bool with_slot);
 
-/* worker/worker.c */
-/* Executes every complete frame received: 0, -EPIPE when the client
+/* worker/dispatch.c: executes every complete frame received: 0, -EPIPE when the client
  * stopped reading (it may resume), or another -errno for a protocol
  * violation (s->why says which). */
 int lupw_process_input(struct lupw_session *s);
-int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags, CUresult status,
-               const void *payload, size_t len);
+
+/* worker/tx.c: replies, batched in s->out */
+int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags, CUresult status, const void *payload,
+               size_t len);
 int lupw_flush_out(struct lupw_session *s);
 /* Device printf (worker/tx.c): the worker's stdout becomes a memfd
  * before the driver loads; lupw_reply() sends what the driver wrote there

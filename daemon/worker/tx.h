@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the worker sends its client (worker/worker.c): the reply stream and its
+ * What the worker sends its client (worker/tx.c): the reply stream and its
  * log, heartbeats, and the connection's write side.
  *
  * The reply stream is every REPLY and DATA frame after the HELLO reply,

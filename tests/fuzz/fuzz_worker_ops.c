@@ -17,8 +17,8 @@
  *   u64 ctx   the context id from the frame header
  *   ...       the argument payload
  *
- * The session looks like one just after its HELLO (see setup_session() in
- * daemon/worker/worker.c), on two devices, after the client did this:
+ * The session looks like one just after its HELLO (see lupw_setup_session()
+ * in daemon/worker/hello.c), on two devices, after the client did this:
  *   retained the primary context of device 0 (id 0x10000) and, in it,
  *     allocated FZ_A (4 KiB, a slab block) and FZ_B (3 MiB, own chunk);
  *   created context 0x100000 on device 1 and, in it, allocated
@@ -115,7 +115,7 @@ static void handle_at(struct lupw_session *s, int kind, uint64_t id, void *real)
         must(lupw_handle_fresh(s, id) == 0 && lupw_handle_put(s, kind, id, real) == CUDA_SUCCESS, "lupw_handle_put");
 }
 
-/* As worker_main() and setup_session() in daemon/worker/worker.c, with a
+/* As worker_main() and lupw_setup_session() (daemon/worker/loop.c, hello.c), with a
  * connection to /dev/null. */
 static void session_setup(struct lupw_session *s, bool bind_ctx1)
 {
@@ -131,7 +131,7 @@ static void session_setup(struct lupw_session *s, bool bind_ctx1)
         s->be.dl = s; /* any non-NULL value: lupw_release_all() tears down only a loaded backend */
         s->be.kind = LUP_BACKEND_SIM;
 
-        /* what setup_session() in daemon/worker/worker.c does after HELLO */
+        /* what lupw_setup_session() in daemon/worker/hello.c does after HELLO */
         must(s->be.fn.cuDevicePrimaryCtxRetain(&s->ctx.primary[0], 0) == CUDA_SUCCESS, "primary retain");
         must(s->be.fn.cuCtxSetCurrent(s->ctx.primary[0]) == CUDA_SUCCESS, "set current");
         must(arena_init(&s->mem.arena, LUP_ARENA_BASE, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, &lupw_arena_ops, s) == 0,
@@ -186,8 +186,10 @@ static void check_consistent(struct lupw_session *s)
                 CUcontext real = NULL;
                 assert(lupw_ctx(s, s->ctx.bound_id, &real) == CUDA_SUCCESS);
                 if (drv.current != real) {
-                        fprintf(stderr, "fuzz_worker_ops: the session's bound context 0x%llx is not the "
-                                "driver's current context\n", (unsigned long long)s->ctx.bound_id);
+                        fprintf(stderr,
+                                "fuzz_worker_ops: the session's bound context 0x%llx is not the "
+                                "driver's current context\n",
+                                (unsigned long long)s->ctx.bound_id);
                         abort();
                 }
         }

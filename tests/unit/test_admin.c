@@ -92,9 +92,10 @@ static void status_encodes_as_before(void **state)
         st->s[0].slot = 0;
         st->s[0].pid = 4242;
         assert_int_equal(lup_admin_status_encode(st, &text, &len), 0);
-        assert_string_equal(text, "{\"version\":\"0.1.0\",\"backend\":\"sim\",\"draining\":false,\"stopping\":false,"
-                                  "\"checkpoints\":true,\"max_sessions\":64,\"sessions\":[{\"name\":\"job1\",\"slot\":0,"
-                                  "\"state\":\"serving\",\"pid\":4242}],\"count\":1}");
+        assert_string_equal(text,
+                            "{\"version\":\"0.1.0\",\"backend\":\"sim\",\"draining\":false,\"stopping\":false,"
+                            "\"checkpoints\":true,\"max_sessions\":64,\"sessions\":[{\"name\":\"job1\",\"slot\":0,"
+                            "\"state\":\"serving\",\"pid\":4242}],\"count\":1}");
         assert_int_equal(len, strlen(text));
         free(text);
         st->n = LUP_ARENA_SLOTS + 1;
@@ -150,7 +151,9 @@ static void status_decode_tolerates_and_rejects(void **state)
         assert_non_null(st);
         /* unknown keys (nested too) are skipped, missing ones stay zero */
         assert_int_equal(decode(" {\"backend\":\"real\",\"new\":{\"a\":[1,2,{\"b\":null}]},"
-                                "\"sessions\":[{\"name\":\"j\",\"extra\":1.5}]}\n", st), 0);
+                                "\"sessions\":[{\"name\":\"j\",\"extra\":1.5}]}\n",
+                                st),
+                         0);
         assert_string_equal(st->backend, "real");
         assert_false(st->draining);
         assert_int_equal(st->n, 1);
@@ -161,7 +164,7 @@ static void status_decode_tolerates_and_rejects(void **state)
         assert_int_equal(decode("", st), -EBADMSG);
         assert_int_equal(decode("[]", st), -EBADMSG);
         assert_int_equal(decode("{\"backend\":\"sim\"} x", st), -EBADMSG);
-        assert_int_equal(decode("{\"backend\":\"sim\",}", st), -EBADMSG);        /* strict */
+        assert_int_equal(decode("{\"backend\":\"sim\",}", st), -EBADMSG); /* strict */
         assert_int_equal(decode("{\"draining\":\"yes\"}", st), -EBADMSG);
         assert_int_equal(decode("{\"count\":1.5}", st), -EBADMSG);
         assert_int_equal(decode("{\"sessions\":{}}", st), -EBADMSG);
@@ -169,19 +172,19 @@ static void status_decode_tolerates_and_rejects(void **state)
         assert_int_equal(decode("{\"sessions\":[{\"pid\":99999999999}]}", st), -EBADMSG);
         assert_int_equal(decode("{\"sessions\":[{\"name\":null}]}", st), -EBADMSG);
         assert_int_equal(decode("{\"sessions\":[{\"name\":\"a\\u0000b\"}]}", st), -EBADMSG);
-        assert_int_equal(decode("{\"backend\":\"\xff\"}", st), -EBADMSG);      /* not UTF-8 */
+        assert_int_equal(decode("{\"backend\":\"\xff\"}", st), -EBADMSG); /* not UTF-8 */
         assert_int_equal(decode("{\"backend\":\"0123456789012345678901234567890123\"}", st), -EBADMSG);
         memset(name, 'n', sizeof(name) - 1);
         name[sizeof(name) - 1] = 0;
         big = malloc(LUP_ADMIN_MAX_TEXT + 1);
         assert_non_null(big);
         snprintf(big, LUP_ADMIN_MAX_TEXT, "{\"sessions\":[{\"name\":\"%s\"}]}", name);
-        assert_int_equal(decode(big, st), -EBADMSG);                            /* name too long */
+        assert_int_equal(decode(big, st), -EBADMSG); /* name too long */
         off = (size_t)sprintf(big, "{\"sessions\":[");
         for (unsigned i = 0; i <= LUP_ARENA_SLOTS; i++)
                 off += (size_t)sprintf(big + off, "%s{}", i ? "," : "");
         sprintf(big + off, "]}");
-        assert_int_equal(decode(big, st), -EBADMSG);                            /* 65 sessions */
+        assert_int_equal(decode(big, st), -EBADMSG);                             /* 65 sessions */
         assert_int_equal(decode("{\"a\":[[[[[[[[[[1]]]]]]]]]]}", st), -EBADMSG); /* too deep */
         assert_string_equal(st->backend, "kept");                                /* untouched on failure */
         free(big);
