@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "provider_dir.h"
 
@@ -170,6 +171,28 @@ int64_t lupine_provider_read_full(const struct lupine_checkpoint_provider *p, st
                 got += (size_t)k;
         }
         return (int64_t)got;
+}
+
+int lupine_provider_read_object(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_load *ld,
+                                const char *name, uint64_t min, uint64_t max, uint8_t **ret, uint64_t *ret_len)
+{
+        uint64_t size;
+
+        if (p->load_size(ld, name, &size) < 0)
+                return -ENOENT;
+        if (size < min || size > max || size > SIZE_MAX)
+                return -EBADMSG;
+        uint8_t *buf = malloc(size ? (size_t)size : 1);
+        if (!buf)
+                return -ENOMEM;
+        int64_t k = lupine_provider_read_full(p, ld, name, 0, buf, (size_t)size);
+        if (k != (int64_t)size) {
+                free(buf);
+                return k < 0 ? (int)k : -EIO;
+        }
+        *ret = buf;
+        *ret_len = size;
+        return 0;
 }
 
 void lupine_provider_unload(void *dlhandle)

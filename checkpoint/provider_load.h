@@ -44,6 +44,14 @@ uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p);
 int64_t lupine_provider_read_full(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_load *ld,
                                   const char *name, uint64_t offset, void *buf, size_t len);
 
+/* Reads the whole object `name`, whose size must lie in [min, max], into a
+ * new buffer (*ret, *ret_len; the caller frees it). Returns 0, -ENOENT
+ * when the checkpoint has no such object, -EBADMSG when its size is out of
+ * bounds, -ENOMEM, -EIO when it is shorter than its size said, or the
+ * provider's -errno. */
+int lupine_provider_read_object(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_load *ld,
+                                const char *name, uint64_t min, uint64_t max, uint8_t **ret, uint64_t *ret_len);
+
 /* dlclose()s what lupine_provider_load returned; NULL is fine. Call it
  * only after the provider's instances are closed. */
 void lupine_provider_unload(void *dlhandle);

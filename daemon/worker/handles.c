@@ -402,22 +402,16 @@ out:
 
 int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why, size_t whylen)
 {
-        const struct lupine_checkpoint_provider *p = s->ckpt.ops;
+        const struct lup_sealed *kind = &lup_ckpt_events_kind;
+        uint8_t *obj;
         uint64_t size;
-        if (p->load_size(ld, "events", &size) < 0)
+        int rd = lupine_provider_read_object(s->ckpt.ops, ld, "events", kind->min_len, kind->max_len, &obj, &size);
+        if (rd == -ENOENT)
                 return 0; /* an older checkpoint: events restore unrecorded */
-        if (!lup_sealed_len_ok(&lup_ckpt_events_kind, size)) {
-                snprintf(why, whylen, "object events has an impossible size");
-                return -EBADMSG;
-        }
-        uint8_t *obj = malloc(size);
-        if (!obj)
-                return -ENOMEM;
-        int64_t k = lupine_provider_read_full(p, ld, "events", 0, obj, (size_t)size);
-        if (k != (int64_t)size) {
-                free(obj);
-                snprintf(why, whylen, "reading events failed");
-                return k < 0 ? (int)k : -EIO;
+        if (rd < 0) {
+                snprintf(why, whylen,
+                         rd == -EBADMSG ? "object events has an impossible size" : "reading events failed");
+                return rd;
         }
         struct lup_ckpt_event *v = NULL;
         uint32_t n = 0;

@@ -52,21 +52,15 @@ static int read_object(struct restorer *r, const char *name, uint64_t want, uint
 {
         const struct lupine_checkpoint_provider *p = r->s->ckpt.ops;
         uint64_t size;
-        int rc = p->load_size(r->ld, name, &size);
-        if (rc < 0)
+        int rc = lupine_provider_read_object(p, r->ld, name, want, want ? want : max, ret, ret_len);
+        if (rc == -ENOENT)
                 return fail(r, rc, "object %s is missing", name);
-        if ((want && size != want) || size > max)
-                return fail(r, -EBADMSG, "object %s has %" PRIu64 " bytes, expected %" PRIu64, name, size, want);
-        uint8_t *buf = malloc(size ? size : 1);
-        if (!buf)
-                return fail(r, -ENOMEM, "out of memory reading %s", name);
-        int64_t k = lupine_provider_read_full(p, r->ld, name, 0, buf, (size_t)size);
-        if (k != (int64_t)size) {
-                free(buf);
-                return fail(r, k < 0 ? (int)k : -EIO, "reading %s failed", name);
-        }
-        *ret = buf;
-        *ret_len = size;
+        if (rc == -EBADMSG && p->load_size(r->ld, name, &size) == 0)
+                return fail(r, rc, "object %s has %" PRIu64 " bytes, expected %" PRIu64, name, size, want);
+        if (rc == -ENOMEM)
+                return fail(r, rc, "out of memory reading %s", name);
+        if (rc < 0)
+                return fail(r, rc, "reading %s failed", name);
         return 0;
 }
 

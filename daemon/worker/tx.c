@@ -332,24 +332,18 @@ int lupw_tx_save(struct lupw_session *s, struct lupine_ckpt_save *save)
 int lupw_tx_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why, size_t whylen)
 {
         struct lupw_tx *t = &s->tx;
-        const struct lupine_checkpoint_provider *p = s->ckpt.ops;
+        const struct lup_sealed *kind = &lup_ckpt_replies_kind;
+        uint8_t *obj;
         uint64_t size;
-        if (p->load_size(ld, "replies", &size) < 0) {
+        int rd = lupine_provider_read_object(s->ckpt.ops, ld, "replies", kind->min_len, kind->max_len, &obj, &size);
+        if (rd == -ENOENT) {
                 t->log_unknown = true; /* an older checkpoint */
                 return 0;
         }
-        if (!lup_sealed_len_ok(&lup_ckpt_replies_kind, size)) {
-                snprintf(why, whylen, "object replies has an impossible size");
-                return -EBADMSG;
-        }
-        uint8_t *obj = malloc(size);
-        if (!obj)
-                return -ENOMEM;
-        int64_t k = lupine_provider_read_full(p, ld, "replies", 0, obj, (size_t)size);
-        if (k != (int64_t)size) {
-                free(obj);
-                snprintf(why, whylen, "reading replies failed");
-                return k < 0 ? (int)k : -EIO;
+        if (rd < 0) {
+                snprintf(why, whylen,
+                         rd == -EBADMSG ? "object replies has an impossible size" : "reading replies failed");
+                return rd;
         }
         struct lup_ckpt_replies rp;
         const char *reason;
