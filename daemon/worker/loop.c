@@ -72,6 +72,18 @@ static void drop_connection(struct lupw_session *s)
                 shutdown(old, SHUT_RDWR); /* completes any read still queued on it */
                 close(old);
         }
+        if (s->loop.recv_armed) {
+                /* That recv may still copy bytes into rx.buf at its offset
+                 * (the kernel does the copy when it completes), so nothing
+                 * is received into the buffer until its completion is seen;
+                 * the cancel makes sure there is one. */
+                struct io_uring_sqe *sqe = io_uring_get_sqe(&s->loop.ring);
+                if (sqe) {
+                        io_uring_prep_cancel64(sqe, ud_make(UD_RECV, s->loop.conn_gen), 0);
+                        io_uring_sqe_set_data64(sqe, 0);
+                }
+                s->loop.stale_recv = true;
+        }
         s->loop.conn_gen++;
         s->loop.recv_armed = false;
         s->rx.off = s->rx.len = 0;
@@ -321,7 +333,7 @@ static int serve(struct lupw_session *s)
                  * microseconds: poll briefly before sleeping in the ring,
                  * which saves a wake-up per call. Every so often go through
                  * the ring anyway, so control messages are seen. */
-                if (s->fd >= 0 && !s->loop.recv_armed && s->rx.spin_ns && spins_in_a_row < 64) {
+                if (s->fd >= 0 && !s->loop.recv_armed && !s->loop.stale_recv && s->rx.spin_ns && spins_in_a_row < 64) {
                         ssize_t k = spin_recv(s);
                         if (k > 0) {
                                 spins_in_a_row++;
@@ -334,7 +346,7 @@ static int serve(struct lupw_session *s)
                         }
                 }
                 spins_in_a_row = 0;
-                if (s->fd >= 0 && !s->loop.recv_armed) {
+                if (s->fd >= 0 && !s->loop.recv_armed && !s->loop.stale_recv) {
                         sqe = io_uring_get_sqe(&s->loop.ring);
                         io_uring_prep_recv(sqe, s->fd, s->rx.buf + s->rx.len, s->rx.cap - s->rx.len, 0);
                         io_uring_sqe_set_data64(sqe, ud_make(UD_RECV, s->loop.conn_gen));
@@ -372,8 +384,11 @@ static int serve(struct lupw_session *s)
                         if (s->loop.stop)
                                 continue;
                         if (kind == UD_RECV) {
-                                if (gen != s->loop.conn_gen)
-                                        continue; /* a connection since replaced */
+                                if (gen != s->loop.conn_gen) {
+                                        /* a connection since replaced: its bytes are not ours */
+                                        s->loop.stale_recv = false;
+                                        continue;
+                                }
                                 s->loop.recv_armed = false;
                                 if (res == 0 || res == -ECONNRESET || res == -EPIPE)
                                         detach(s, "disconnected");

@@ -178,6 +178,7 @@ struct lupw_loop {
         int exit_status;
         uint64_t conn_gen; /* bumped whenever the connection is replaced */
         bool recv_armed, ctl_armed, ttl_armed;
+        bool stale_recv; /* a dropped connection's recv has not completed yet (drop_connection) */
         struct __kernel_timespec ttl;
         uint64_t detached_since;
 };
