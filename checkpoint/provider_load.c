@@ -180,8 +180,10 @@ int lupine_provider_read_object(const struct lupine_checkpoint_provider *p, stru
 
         if (p->load_size(ld, name, &size) < 0)
                 return -ENOENT;
-        if (size < min || size > max || size > SIZE_MAX)
+        if (size < min || size > max || size > SIZE_MAX) {
+                *ret_len = size;
                 return -EBADMSG;
+        }
         uint8_t *buf = malloc(size ? (size_t)size : 1);
         if (!buf)
                 return -ENOMEM;

@@ -47,8 +47,8 @@ int64_t lupine_provider_read_full(const struct lupine_checkpoint_provider *p, st
 /* Reads the whole object `name`, whose size must lie in [min, max], into a
  * new buffer (*ret, *ret_len; the caller frees it). Returns 0, -ENOENT
  * when the checkpoint has no such object, -EBADMSG when its size is out of
- * bounds, -ENOMEM, -EIO when it is shorter than its size said, or the
- * provider's -errno. */
+ * bounds (*ret_len is then that size, for the message), -ENOMEM, -EIO when
+ * it is shorter than its size said, or the provider's -errno. */
 int lupine_provider_read_object(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_load *ld,
                                 const char *name, uint64_t min, uint64_t max, uint8_t **ret, uint64_t *ret_len);
 

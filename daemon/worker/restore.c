@@ -50,17 +50,18 @@ static int fail(struct restorer *r, int rc, const char *fmt, ...)
 static int read_object(struct restorer *r, const char *name, uint64_t want, uint64_t max, uint8_t **ret,
                        uint64_t *ret_len)
 {
-        const struct lupine_checkpoint_provider *p = r->s->ckpt.ops;
-        uint64_t size;
-        int rc = lupine_provider_read_object(p, r->ld, name, want, want ? want : max, ret, ret_len);
+        /* exactly want bytes, and never more than max (want > max: none will do) */
+        uint64_t hi = want && want < max ? want : max, size = 0;
+        int rc = lupine_provider_read_object(r->s->ckpt.ops, r->ld, name, want, hi, ret, &size);
         if (rc == -ENOENT)
                 return fail(r, rc, "object %s is missing", name);
-        if (rc == -EBADMSG && p->load_size(r->ld, name, &size) == 0)
+        if (rc == -EBADMSG)
                 return fail(r, rc, "object %s has %" PRIu64 " bytes, expected %" PRIu64, name, size, want);
         if (rc == -ENOMEM)
                 return fail(r, rc, "out of memory reading %s", name);
         if (rc < 0)
                 return fail(r, rc, "reading %s failed", name);
+        *ret_len = size;
         return 0;
 }
 
