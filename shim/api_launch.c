@@ -178,7 +178,7 @@ EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gri
                              kernelParams, NULL, LUP_LAUNCH_COOPERATIVE, 0);
 }
 
-CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra, int per_thread)
+CUresult lupc_launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra, int per_thread)
 {
         if (!c)
                 return CUDA_ERROR_INVALID_VALUE;
@@ -193,7 +193,7 @@ CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **
 
 EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
-        return launch_ex(config, f, kernelParams, extra, 0);
+        return lupc_launch_ex(config, f, kernelParams, extra, 0);
 }
 
 /* ---- occupancy: answers depend only on the function and the arguments,

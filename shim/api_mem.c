@@ -83,14 +83,14 @@ static CUresult copy_checks(const void *host, CUdeviceptr dev, size_t n, bool *r
         return r;
 }
 
-CUresult htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
+CUresult lupc_htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
 {
         bool done;
         CUresult r = copy_checks(src, dst, n, &done);
         return done ? r : lupc_copy_htod(dst, src, n, stream);
 }
 
-CUresult dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream)
+CUresult lupc_dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream)
 {
         bool done;
         CUresult r = copy_checks(dst, src, n, &done);
@@ -99,17 +99,17 @@ CUresult dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream)
 
 EXPORT CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-        return htod(dstDevice, srcHost, ByteCount, 0);
+        return lupc_htod(dstDevice, srcHost, ByteCount, 0);
 }
 
 EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
 {
-        return htod(dstDevice, srcHost, ByteCount, lupc_stream_id(hStream, 0));
+        return lupc_htod(dstDevice, srcHost, ByteCount, lupc_stream_id(hStream, 0));
 }
 
 EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
-        return dtoh(dstHost, srcDevice, ByteCount, 0);
+        return lupc_dtoh(dstHost, srcDevice, ByteCount, 0);
 }
 
 static CUresult dtoh_async(void *dst, CUdeviceptr src, size_t n, uint64_t stream);
