@@ -420,8 +420,7 @@ static int decode_chunks(struct dec *d)
                 lup_rd_u64(&d->r, &c->addr);
                 lup_rd_u64(&d->r, &c->size);
                 lup_rd_u32(&d->r, &c->n_pieces);
-                if (d->r.err || c->size > LUP_ARENA_SIZE ||
-                    c->n_pieces != (durable ? (c->size + LUP_CKPT_PIECE - 1) / LUP_CKPT_PIECE : 0) ||
+                if (d->r.err || c->size > LUP_ARENA_SIZE || c->n_pieces != (durable ? lup_ckpt_pieces(c->size) : 0) ||
                     (uint64_t)c->n_pieces * 8 > lup_rd_left(&d->r) || c->n_pieces > d->hash_cap - d->hash_used)
                         return bad(d, -EBADMSG, "malformed memory record");
                 if (c->n_pieces)

@@ -54,6 +54,12 @@
 
 #define LUP_CKPT_PIECE LUP_BULK_CHUNK /* memory is hashed and copied in pieces of this size */
 
+/* How many pieces (and piece hashes) a chunk of size bytes has. */
+static inline uint64_t lup_ckpt_pieces(uint64_t size)
+{
+        return (size + LUP_CKPT_PIECE - 1) / LUP_CKPT_PIECE;
+}
+
 /* The manifest's memory flags: where the memory contents are.
  *   DURABLE  objects mem/<addr> through the provider, hashed per piece;
  *   HOT      exported as fds (fd store or an upgrade's re-exec). */

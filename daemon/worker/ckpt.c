@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt_format.h"
+#include "ckpt_codec.h"
 #include "clock.h"
 #include "hash.h"
 #include "log.h"
@@ -137,7 +137,7 @@ static int save_memory(struct saver *sv, struct lup_ckpt_chunk *recs)
         size_t n = s->mem.n_chunks, total = 0;
         char why[256] = "";
         for (size_t i = 0; i < n; i++)
-                total += (s->mem.chunks[i].size + PIECE - 1) / PIECE;
+                total += lup_ckpt_pieces(s->mem.chunks[i].size);
         struct lupw_mem_span *spans = calloc(n ? n : 1, sizeof(*spans));
         uint64_t *hashes = calloc(total ? total : 1, sizeof(*hashes));
         if (!spans || !hashes) {
@@ -150,7 +150,7 @@ static int save_memory(struct saver *sv, struct lup_ckpt_chunk *recs)
                         .addr = c->addr, .size = c->size, .hashes = hashes + at, .device = c->device
                 };
                 snprintf(spans[i].name, sizeof(spans[i].name), "mem/%016" PRIx64, c->addr);
-                at += (c->size + PIECE - 1) / PIECE;
+                at += lup_ckpt_pieces(c->size);
         }
         sv->rc = lupw_lanes_save(s, sv->save, spans, n, why, sizeof(why));
         if (sv->rc < 0) {
@@ -163,7 +163,7 @@ static int save_memory(struct saver *sv, struct lup_ckpt_chunk *recs)
         for (size_t i = 0; i < n; i++)
                 recs[i] = (struct lup_ckpt_chunk){ .addr = spans[i].addr,
                                                    .size = spans[i].size,
-                                                   .n_pieces = (uint32_t)((spans[i].size + PIECE - 1) / PIECE),
+                                                   .n_pieces = (uint32_t)lup_ckpt_pieces(spans[i].size),
                                                    .hashes = spans[i].hashes };
         return 0;
 out:
@@ -195,13 +195,13 @@ static int verify_memory(struct saver *sv, uint64_t epoch)
                         (unsigned long long)epoch, p->last_error(s->ckpt.inst));
                 return rc;
         }
-        uint8_t *buf = malloc(PIECE);
+        uint8_t *buf = malloc(LUP_CKPT_PIECE);
         if (!buf)
                 rc = -ENOMEM;
         for (size_t i = 0; i < sv->n_spans && rc == 0; i++) {
                 const struct lupw_mem_span *sp = &sv->spans[i];
-                for (uint64_t off = 0; off < sp->size && rc == 0; off += PIECE) {
-                        size_t len = sp->size - off < PIECE ? (size_t)(sp->size - off) : PIECE;
+                for (uint64_t off = 0; off < sp->size && rc == 0; off += LUP_CKPT_PIECE) {
+                        size_t len = sp->size - off < LUP_CKPT_PIECE ? (size_t)(sp->size - off) : LUP_CKPT_PIECE;
                         int64_t k = lupine_provider_read_full(p, ld, sp->name, off, buf, len);
                         if (k != (int64_t)len) {
                                 rc = k < 0 ? (int)k : -EIO;
@@ -210,7 +210,7 @@ static int verify_memory(struct saver *sv, uint64_t epoch)
                                         s->name, (unsigned long long)epoch, sp->name, off,
                                         k < 0 ? p->last_error(s->ckpt.inst) : "it ends early");
                         }
-                        if (rc == 0 && lup_hash64(buf, len, 0) != sp->hashes[off / PIECE]) {
+                        if (rc == 0 && lup_hash64(buf, len, 0) != sp->hashes[off / LUP_CKPT_PIECE]) {
                                 rc = -EBADMSG;
                                 lup_err("session %s: checkpoint epoch %llu is corrupt: %s at offset %" PRIu64
                                         " (device address 0x%" PRIx64 ") does not match its hash", s->name,
@@ -374,7 +374,7 @@ static int build_manifest(struct saver *sv, uint32_t mem, uint64_t epoch, struct
         if (sv->rc == 0) {
                 describe_session(s, m);
                 m->n_chunks = (uint32_t)s->mem.n_chunks;
-                if (mem & CKPT_MEM_DURABLE)
+                if (mem & LUP_CKPT_MEM_DURABLE)
                         save_memory(sv, m->chunks);
                 else
                         for (size_t i = 0; i < s->mem.n_chunks; i++) /* hot only: the contents stay on the GPU */
@@ -411,19 +411,19 @@ static int finish_save(struct saver *sv, uint32_t mem, uint64_t epoch, double t0
         uint64_t bytes = 0;
         for (size_t i = 0; i < s->mem.n_chunks; i++)
                 bytes += s->mem.chunks[i].size;
-        uint64_t copied = (mem & CKPT_MEM_DURABLE) ? bytes : 0;
+        uint64_t copied = (mem & LUP_CKPT_MEM_DURABLE) ? bytes : 0;
         lup_info("session %s: checkpoint epoch %llu (%s): %.2f GiB of device memory in %zu chunk(s), "
                  "%llu bytes copied, in %.3f s (%.2f GB/s) through %s, %u lane(s)",
                  s->name, (unsigned long long)epoch,
-                 mem == (CKPT_MEM_DURABLE | CKPT_MEM_HOT) ? "hot and durable"
-                 : mem == CKPT_MEM_HOT                    ? "hot"
-                                                          : "durable",
+                 mem == (LUP_CKPT_MEM_DURABLE | LUP_CKPT_MEM_HOT) ? "hot and durable"
+                 : mem == LUP_CKPT_MEM_HOT                        ? "hot"
+                                                                  : "durable",
                  bytes / 1073741824.0, s->mem.n_chunks, (unsigned long long)copied, dt,
                  dt > 0 ? copied / dt / 1e9 : 0.0, s->ckpt.ops->name,
-                 (mem & CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
+                 (mem & LUP_CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
         s->ckpt.epoch = epoch;
         /* a corrupt checkpoint is no checkpoint: the drain must not count on it */
-        if (verify_wanted(s) && (mem & CKPT_MEM_DURABLE))
+        if (verify_wanted(s) && (mem & LUP_CKPT_MEM_DURABLE))
                 rc = verify_memory(sv, epoch);
         s->ckpt.drained = rc == 0;
         return rc;

@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "ckpt_format.h"
+#include "ckpt_codec.h"
 #include "ctl.h"
 #include "frame.h"
 #include "log.h"
@@ -408,7 +408,7 @@ int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemG
                 if (h->v[i].addr == addr && h->v[i].fd >= 0)
                         e = &h->v[i];
         if (!e) {
-                if (s->ckpt.mem & CKPT_MEM_DURABLE) {
+                if (s->ckpt.mem & LUP_CKPT_MEM_DURABLE) {
                         if (!h)
                                 return 0; /* a durable restore */
                         lup_warn("session %s: hot restore: no fd for the chunk at 0x%" PRIx64
@@ -429,7 +429,7 @@ int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemG
                         "checkpoint says %" PRIu64,
                         s->name, addr, (long long)st.st_size, size);
                 e->fd = safe_close_fd(e->fd);
-                return (s->ckpt.mem & CKPT_MEM_DURABLE) ? 0 : -EBADMSG;
+                return (s->ckpt.mem & LUP_CKPT_MEM_DURABLE) ? 0 : -EBADMSG;
         }
         r = s->be.fn.cuMemImportFromShareableHandle(ret, (void *)(uintptr_t)e->fd,
                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -437,8 +437,8 @@ int lupw_hot_import(struct lupw_session *s, uint64_t addr, uint64_t size, CUmemG
                 e->fd = safe_close_fd(e->fd);
                 lup_err("session %s: hot restore: importing the chunk at 0x%" PRIx64 " failed (CUresult %d)%s", s->name,
                         addr, (int)r,
-                        (s->ckpt.mem & CKPT_MEM_DURABLE) ? "; copying it from the durable checkpoint" : "");
-                return (s->ckpt.mem & CKPT_MEM_DURABLE) ? 0 : -EIO;
+                        (s->ckpt.mem & LUP_CKPT_MEM_DURABLE) ? "; copying it from the durable checkpoint" : "");
+                return (s->ckpt.mem & LUP_CKPT_MEM_DURABLE) ? 0 : -EIO;
         }
         /* The handle holds the memory; the fd goes with the chunk, for the
          * next hot checkpoint (lupw_hot_export). */

@@ -402,9 +402,9 @@ static void *save_lane(void *arg)
                                  sp->addr + off, (int)r);
                         break;
                 }
-                for (size_t p = 0; p < len && !sp->on_gpu; p += PIECE) {
-                        size_t k = len - p < PIECE ? len - p : PIECE;
-                        sp->hashes[(off + p) / PIECE] = lup_hash64(dst[j].p + p, k, 0);
+                for (size_t p = 0; p < len && !sp->on_gpu; p += LUP_CKPT_PIECE) {
+                        size_t k = len - p < LUP_CKPT_PIECE ? len - p : LUP_CKPT_PIECE;
+                        sp->hashes[(off + p) / LUP_CKPT_PIECE] = lup_hash64(dst[j].p + p, k, 0);
                 }
                 if (save_finish(job, u, sp, off, len, &dst[j]) < 0)
                         break;
@@ -453,9 +453,9 @@ static void *restore_lane(void *arg)
                 if (restore_fetch(job, sp, off, l->buf[j], len) < 0)
                         break;
                 bool bad = false;
-                for (size_t p = 0; p < len && !bad && !sp->on_gpu; p += PIECE) {
-                        size_t k = len - p < PIECE ? len - p : PIECE;
-                        if (lup_hash64(l->buf[j] + p, k, 0) != sp->hashes[(off + p) / PIECE]) {
+                for (size_t p = 0; p < len && !bad && !sp->on_gpu; p += LUP_CKPT_PIECE) {
+                        size_t k = len - p < LUP_CKPT_PIECE ? len - p : LUP_CKPT_PIECE;
+                        if (lup_hash64(l->buf[j] + p, k, 0) != sp->hashes[(off + p) / LUP_CKPT_PIECE]) {
                                 job_fail(job, -EBADMSG, "memory at 0x%" PRIx64 " does not match its checksum",
                                          sp->addr + off + p);
                                 bad = true;

@@ -26,9 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ckpt_format.h"
+#include "ckpt_codec.h"
 
-#define LUPW_LANE_UNIT (4u * PIECE) /* bytes one lane step moves; a multiple of PIECE */
+#define LUPW_LANE_UNIT         (4u * LUP_CKPT_PIECE) /* bytes one lane step moves; a multiple of LUP_CKPT_PIECE */
 #define LUPW_LANES_DEFAULT_MAX 16u  /* automatic: min(this, online CPUs) */
 #define LUPW_LANES_DIRECT_MAX 4u    /* automatic, for a save with direct writes hashed on the GPU */
 
@@ -39,7 +39,7 @@ struct lupine_ckpt_load;
 /* One chunk of device memory to save or restore. */
 struct lupw_mem_span {
         uint64_t addr, size;
-        uint64_t *hashes; /* (size + PIECE - 1) / PIECE: filled by a save, checked by a restore */
+        uint64_t *hashes; /* lup_ckpt_pieces(size): filled by a save, checked by a restore */
         char name[32];    /* its object, "mem/<addr>" */
         int device;       /* the GPU that holds it */
         bool on_gpu;      /* its hashes are computed (save) or checked (restore) on the GPU,
@@ -53,7 +53,7 @@ unsigned lupw_lanes_wanted(const struct lupw_session *s);
 
 /*
  * Copies every span device -> host and writes it to object span->name of
- * `save`, filling span->hashes with each PIECE's lup_hash64. Returns 0, or
+ * `save`, filling span->hashes with each LUP_CKPT_PIECE's lup_hash64. Returns 0, or
  * -errno after every lane has stopped and no copy is in flight; `why`
  * (whylen bytes) then says what failed, in words.
  */
@@ -61,7 +61,7 @@ int lupw_lanes_save(struct lupw_session *s, struct lupine_ckpt_save *save, struc
                     char *why, size_t whylen);
 
 /*
- * Reads every span's object from `ld`, checks each PIECE against
+ * Reads every span's object from `ld`, checks each LUP_CKPT_PIECE against
  * span->hashes and copies it host -> device. The objects' sizes must have
  * been checked. Returns 0 with every copy complete, or -errno (-EBADMSG for
  * a checksum mismatch) with nothing in flight and `why` set.

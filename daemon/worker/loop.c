@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ckpt_format.h"
+#include "ckpt_codec.h"
 #include "clock.h"
 #include "ctl.h"
 #include "frame.h"
@@ -221,9 +221,9 @@ static void drain(struct lupw_session *s, uint32_t flags)
         if (rc == 0 && !handback)
                 send_goodbye(s);
         if (flags & LUPD_DRAIN_DURABLE)
-                mem |= CKPT_MEM_DURABLE;
+                mem |= LUP_CKPT_MEM_DURABLE;
         if ((flags & LUPD_DRAIN_HOT) && lupw_hot_export(s, &fds) >= 0)
-                mem |= CKPT_MEM_HOT;
+                mem |= LUP_CKPT_MEM_HOT;
         int status;
         if (mem == 0) {
                 lup_err("session %s: hot checkpoint impossible and no durable copy was asked for; the previous "
@@ -231,14 +231,14 @@ static void drain(struct lupw_session *s, uint32_t flags)
                         s->name);
                 status = -EIO;
         } else {
-                if ((flags & LUPD_DRAIN_HOT) && !(mem & CKPT_MEM_HOT))
+                if ((flags & LUPD_DRAIN_HOT) && !(mem & LUP_CKPT_MEM_HOT))
                         lup_warn("session %s: memory could not be exported; the checkpoint is durable only", s->name);
                 status = lupw_checkpoint(s, mem);
         }
         if (fds && status == 0) {
                 int sr = lupw_hot_send(s, fds, s->ckpt.epoch);
                 /* Committed as hot only, its memory is in those fds alone. */
-                if (sr < 0 && !(mem & CKPT_MEM_DURABLE))
+                if (sr < 0 && !(mem & LUP_CKPT_MEM_DURABLE))
                         status = sr;
         } else if (fds) {
                 for (size_t i = 0; i < s->mem.n_chunks; i++)

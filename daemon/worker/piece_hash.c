@@ -101,7 +101,7 @@ void lupw_piece_hash_plan(struct lupw_session *s, struct lupw_mem_span *spans, s
 
 static uint64_t pieces_of(const struct lupw_mem_span *sp)
 {
-        return (sp->size + PIECE - 1) / PIECE;
+        return lup_ckpt_pieces(sp->size);
 }
 
 /* Hashes every piece of the on_gpu spans: one launch per device over a
@@ -124,9 +124,9 @@ static int launch_all(struct lupw_session *s, struct lupw_mem_span *spans, size_
                         if (!sp->on_gpu || sp->device != d)
                                 continue;
                         first[i] = at;
-                        for (uint64_t off = 0; off < sp->size; off += PIECE, at++) {
+                        for (uint64_t off = 0; off < sp->size; off += LUP_CKPT_PIECE, at++) {
                                 table[2 * at] = sp->addr + off;
-                                table[2 * at + 1] = sp->size - off < PIECE ? sp->size - off : PIECE;
+                                table[2 * at + 1] = sp->size - off < LUP_CKPT_PIECE ? sp->size - off : LUP_CKPT_PIECE;
                         }
                 }
                 if (at == start)
@@ -197,7 +197,7 @@ int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, siz
         int rc = launch_all(s, spans, n, out, total, first, why, whylen);
         if (rc == 0)
                 lup_info("session %s: the GPU %s %.2f GiB in %.3f s", s->name, check ? "checked" : "hashed",
-                         (double)total * PIECE / 1073741824.0, lup_now_s() - t0);
+                         (double)total * LUP_CKPT_PIECE / 1073741824.0, lup_now_s() - t0);
         for (size_t i = 0; i < n && rc == 0; i++) {
                 const struct lupw_mem_span *sp = &spans[i];
                 if (!sp->on_gpu)
@@ -211,7 +211,7 @@ int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, siz
                 for (uint64_t p = 0; p < pieces; p++)
                         if (got[p] != sp->hashes[p]) {
                                 snprintf(why, whylen, "memory at 0x%" PRIx64 " does not match its checksum",
-                                         sp->addr + p * PIECE);
+                                         sp->addr + p * LUP_CKPT_PIECE);
                                 rc = -EBADMSG;
                                 break;
                         }

@@ -2,7 +2,7 @@
 /*
  * Piece hashes on the GPU, for the checkpoint lanes.
  *
- * Every PIECE of saved memory carries its lup_hash64 in the manifest. The
+ * Every LUP_CKPT_PIECE of saved memory carries its lup_hash64 in the manifest. The
  * lanes computed them on the CPU, on the same threads that copy, at about
  * 12 GB/s per core. The kernel lupine_piece_hash (daemon/worker/gpu/piece_hash.cu,
  * committed as PTX) computes the same values on the GPU in a few

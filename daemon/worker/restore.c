@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt_format.h"
+#include "ckpt_codec.h"
 #include "clock.h"
 #include "hash.h"
 #include "log.h"
@@ -71,7 +71,7 @@ static int read_object(struct restorer *r, const char *name, uint64_t want, uint
 static int restore_chunk(struct restorer *r, const struct lup_ckpt_chunk *c)
 {
         struct lupw_session *s = r->s;
-        bool durable = (s->ckpt.mem & CKPT_MEM_DURABLE) != 0;
+        bool durable = (s->ckpt.mem & LUP_CKPT_MEM_DURABLE) != 0;
         bool mapped = false;
         int device = 0;
         for (size_t i = 0; i < s->mem.n_chunks; i++)

@@ -329,8 +329,8 @@ void lupw_remember(struct lupw_session *s, uint64_t holder, uint32_t kind, uint3
 /* Synchronises every context of the session. */
 CUresult lupw_sync_all(struct lupw_session *s);
 /* Saves the session through the configured provider: 0 or -errno (logged).
- * mem: CKPT_MEM_DURABLE (contents through the provider) and/or
- * CKPT_MEM_HOT (the manifest says the memory stays on the GPU, exported). */
+ * mem: LUP_CKPT_MEM_DURABLE (contents through the provider) and/or
+ * LUP_CKPT_MEM_HOT (the manifest says the memory stays on the GPU, exported). */
 int lupw_checkpoint(struct lupw_session *s, uint32_t mem);
 /* Rebuilds the session from its newest committed checkpoint. */
 int lupw_restore(struct lupw_session *s, const char *name);
