@@ -87,6 +87,8 @@ CUresult lupc_htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
 {
         bool done;
         CUresult r = copy_checks(src, dst, n, &done);
+        if (!done && (r = lupc_capture_refuse(stream, "cuMemcpyHtoD")) != CUDA_SUCCESS)
+                return r;
         return done ? r : lupc_copy_htod(dst, src, n, stream);
 }
 
@@ -94,6 +96,8 @@ CUresult lupc_dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream)
 {
         bool done;
         CUresult r = copy_checks(dst, src, n, &done);
+        if (!done && (r = lupc_capture_refuse(stream, "cuMemcpyDtoH")) != CUDA_SUCCESS)
+                return r;
         return done ? r : lupc_copy_dtoh(dst, src, n, stream);
 }
 
@@ -124,6 +128,8 @@ static CUresult dtoh_async(void *dst, CUdeviceptr src, size_t n, uint64_t stream
         bool done;
         CUresult r = copy_checks(dst, src, n, &done);
         if (done)
+                return r;
+        if ((r = lupc_capture_refuse(stream, "cuMemcpyDtoHAsync")) != CUDA_SUCCESS)
                 return r;
         /* CUDA returns from an async copy into pageable memory only once the
          * copy is done; only page-locked destinations are truly asynchronous */

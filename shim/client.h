@@ -136,11 +136,20 @@ void lupc_primary_reset(int dev);
 /* client-minted handles: what kind each is and the context it was made in */
 enum lupc_handle_kind {
         LUPC_H_MODULE = 1, LUPC_H_FUNCTION, LUPC_H_LIBRARY, LUPC_H_KERNEL, LUPC_H_STREAM, LUPC_H_EVENT,
+        LUPC_H_GRAPH,
+        LUPC_H_GRAPHEXEC,
+        LUPC_H_GRAPHNODE,
 };
 void lupc_note_handle(uint64_t id, int kind);
 void lupc_forget_handle(uint64_t id);
 /* 0 if unknown; else the kind, with the creating context in *ret_ctx */
 int lupc_handle_kind(uint64_t id, uint64_t *ret_ctx);
+
+/* api_graph.c: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (logged, and the
+ * capture invalidated in the worker) when stream (a wire id) is capturing
+ * and `what`, which the shim carries out itself, cannot be captured;
+ * CUDA_SUCCESS otherwise. */
+CUresult lupc_capture_refuse(uint64_t stream, const char *what);
 
 /* streams: 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD travel as themselves */
 uint64_t lupc_stream_id(CUstream s, int per_thread_variant);

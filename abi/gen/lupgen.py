@@ -34,11 +34,14 @@ TYPES = {
     'library':  ('CUlibrary',  'u64', 'uint64_t'),
     'kernel':   ('CUkernel',   'u64', 'uint64_t'),
     'event':    ('CUevent',    'u64', 'uint64_t'),
+    'graph':     ('CUgraph',     'u64', 'uint64_t'),
+    'graphexec': ('CUgraphExec', 'u64', 'uint64_t'),
+    'graphnode': ('CUgraphNode', 'u64', 'uint64_t'),
     # variable-length inputs
     'str':    ('const char *',  'str', None),   # NUL-terminated, at most LUP_MAX_STR bytes
     'image':  ('const void *',  'u64', 'uint64_t'),  # a module image, uploaded as a blob first
 }
-HANDLE_KINDS = ['module', 'function', 'library', 'kernel', 'stream', 'event']
+HANDLE_KINDS = ['module', 'function', 'library', 'kernel', 'stream', 'event', 'graph', 'graphexec', 'graphnode']
 WIDTH = {'i32': 4, 'u32': 4, 'f32': 4, 'u8': 1, 'u16': 2, 'u64': 8, 'str': 2 + 4096}
 FLAGS = {'ctx', 'client=custom', 'worker=custom', 'perthread', 'internal'}
 DIRS = ('in', 'out', 'new', 'del')

@@ -25,6 +25,7 @@
 #include "frame.h"
 #include "log.h"
 #include "net.h"
+#include "worker/graphs.h"
 #include "worker/session.h"
 
 #define OUT_CAP (256u * 1024u)
@@ -466,6 +467,7 @@ int worker_main(const struct lupd_config *cfg)
         if (!s->rx.buf || !s->out.buf || !s->copy.staging)
                 goto out_free;
         lupw_handles_init(s);
+        lupw_graphs_init(s);
         rc = io_uring_queue_init(16, &s->loop.ring, 0);
         if (rc < 0) {
                 lup_err("worker: io_uring_queue_init failed: %s (io_uring is required)", strerror(-rc));
@@ -531,6 +533,7 @@ out_free:;
         free(s->rx.buf);
         free(s->out.buf);
         free(s->copy.staging);
+        lupw_graphs_free(s);
         lupw_handles_free(s);
         lup_rangemap_free(&s->obj.globals);
         free(s);

@@ -128,6 +128,25 @@ struct lupw_objects {
         struct lup_rangemap xlate;   /* after a restore: old global address -> new (a) */
 };
 
+/* Stream captures and graphs (worker/graphs.c, worker/graphs_ckpt.c). */
+struct lupw_capture {
+        CUstream real;   /* the origin stream */
+        uint64_t stream; /* its client id */
+        uint64_t graph;  /* the client id of the graph it builds (0: not looked up yet) */
+        CUgraph g;       /* the driver's graph being captured */
+        uint64_t cid;    /* the driver's capture id */
+        uint64_t ctx;    /* the context it began in */
+        bool poisoned;   /* the shim refused a call on it: it ends invalidated */
+        bool lost;       /* a drain ended it: reported invalidated */
+};
+#define LUPW_MAX_CAPTURES    64
+#define LUPW_GRAPH_CAPTURING 1u /* a graph entry's prov.flags: still being captured */
+struct lupw_graphs {
+        struct lupw_capture caps[LUPW_MAX_CAPTURES];
+        int n_caps;
+        struct lup_u64map exec_src; /* real CUgraphExec -> the worker's clone of its graph */
+};
+
 /* What the call being executed named, for the creators that remember it. */
 struct lupw_current_call {
         uint64_t parent;                  /* the handle the current call named last */
@@ -224,6 +243,7 @@ struct lupw_session {
         struct lupw_memory mem;
         struct lupw_contexts ctx;
         struct lupw_objects obj;
+        struct lupw_graphs graphs;
         struct lupw_current_call cur;
         struct lupw_rx rx;
         struct lupw_copy copy;

@@ -62,6 +62,7 @@
 #include "fuzz_worker_driver.h"
 #include "lupine/wire.h"
 #include "worker_gen.h"
+#include "worker/graphs.h"
 #include "worker/session.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -126,6 +127,7 @@ static void session_setup(struct lupw_session *s, bool bind_ctx1)
         s->fd = -1;
         strcpy(s->name, "fuzz");
         lupw_handles_init(s);
+        lupw_graphs_init(s);
         s->n_devices = FZ_DEVICES;
         fill_backend(&s->be.fn);
         s->be.dl = s; /* any non-NULL value: lupw_release_all() tears down only a loaded backend */
@@ -199,6 +201,7 @@ static void session_teardown(struct lupw_session *s)
 {
         lupw_copy_free(s);
         lupw_release_all(s);
+        lupw_graphs_free(s);
         lupw_handles_free(s);
         lup_rangemap_free(&s->obj.globals);
         assert(drv.n_ctx_live == 0);

@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stream capture and graphs in the worker.
+ *
+ * Capture is the driver's: lupStreamBeginCapture begins a real capture on
+ * the real stream, and what the client forwards to that stream (and to
+ * streams that join through event waits) is captured by the driver with
+ * the driver's errors. The worker keeps one record per capture it began:
+ * the stream, the graph's client id, the driver's capture id, and whether
+ * the capture is poisoned (the shim refused something on it that the
+ * driver would have had to capture: cuStreamEndCapture then answers
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as for an illegal call).
+ *
+ * A drain ends every open capture (a synchronisation during a global
+ * capture would invalidate it anyway) and throws the partial graph away:
+ * after the restore the capture is reported invalidated, and its
+ * cuStreamEndCapture answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+ *
+ * Each graph exec keeps a private clone of the graph it was instantiated
+ * from (the client may change or destroy that graph afterwards): a
+ * checkpoint saves the clone's nodes, and a restore instantiates the
+ * rebuilt clone again (worker/graphs_ckpt.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "worker/graphs.h"
+#include "worker/session.h"
+
+struct lupw_capture *lupw_capture_find(struct lupw_session *s, CUstream real, uint64_t cid)
+{
+        for (int i = 0; i < s->graphs.n_caps; i++) {
+                struct lupw_capture *c = &s->graphs.caps[i];
+                if ((real && c->real == real) || (cid && c->cid == cid))
+                        return c;
+        }
+        return NULL;
+}
+
+static void capture_drop(struct lupw_session *s, struct lupw_capture *c)
+{
+        *c = s->graphs.caps[--s->graphs.n_caps];
+}
+
+struct graph_hunt {
+        void *real;
+        uint64_t id;
+};
+
+static void hunt(uint64_t key, uint64_t val, void *ud)
+{
+        struct graph_hunt *h = ud;
+        const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)val;
+        if (e->kind == LUPW_H_GRAPH && e->real == h->real)
+                h->id = key;
+}
+
+/* The client id of the graph a capture builds (found once, then kept). */
+static uint64_t capture_graph(struct lupw_session *s, struct lupw_capture *c)
+{
+        if (!c->graph) {
+                struct graph_hunt h = { .real = c->g };
+                lup_u64map_each(&s->obj.handles, hunt, &h);
+                c->graph = h.id;
+        }
+        return c->graph;
+}
+
+static uint64_t stream_id_of(struct lupw_session *s, CUstream real)
+{
+        uint64_t v = (uint64_t)(uintptr_t)real;
+        if (v == 0 || real == CU_STREAM_LEGACY || real == CU_STREAM_PER_THREAD)
+                return v;
+        return s->cur.parent; /* lupw_stream named it last */
+}
+
+CUresult lupw_lupStreamBeginCapture(struct lupw_session *s, CUgraph *graph, CUstream hStream, int mode)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        uint64_t sid = stream_id_of(s, hStream);
+        if (s->graphs.n_caps == LUPW_MAX_CAPTURES)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = be->cuStreamBeginCapture_v2(hStream, (CUstreamCaptureMode)mode);
+        if (r != CUDA_SUCCESS)
+                return r;
+        CUstreamCaptureStatus st;
+        cuuint64_t cid = 0;
+        CUgraph g = NULL;
+        r = be->cuStreamGetCaptureInfo_v3(hStream, &st, &cid, &g, NULL, NULL, NULL);
+        if (r != CUDA_SUCCESS || !g) {
+                CUgraph tmp = NULL;
+                (void)be->cuStreamEndCapture(hStream, &tmp);
+                if (tmp)
+                        (void)be->cuGraphDestroy(tmp);
+                return r != CUDA_SUCCESS ? r : CUDA_ERROR_UNKNOWN;
+        }
+        s->graphs.caps[s->graphs.n_caps++] =
+                (struct lupw_capture){ .real = hStream, .stream = sid, .cid = cid, .g = g, .ctx = s->ctx.bound_id };
+        s->obj.prov.flags = LUPW_GRAPH_CAPTURING;
+        *graph = g;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_lupStreamEndCapture(struct lupw_session *s, CUstream hStream, uint64_t graph)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        struct lupw_capture *c = lupw_capture_find(s, hStream, 0);
+        CUgraph g = NULL;
+        CUresult r;
+        if (c && c->graph == 0)
+                c->graph = graph;
+        else if (c && c->graph != graph)
+                return CUDA_ERROR_INVALID_VALUE; /* the shim names the capture's graph */
+        if (c && c->lost) { /* ended by a drain */
+                capture_drop(s, c);
+                return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        }
+        r = be->cuStreamEndCapture(hStream, &g);
+        if (!c) /* not the origin of a capture this worker began: the driver's answer */
+                return r;
+        struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPH, graph);
+        bool poisoned = c->poisoned;
+        capture_drop(s, c);
+        if (r == CUDA_SUCCESS && poisoned) {
+                (void)be->cuGraphDestroy(g);
+                r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        }
+        if (r == CUDA_SUCCESS && e) {
+                e->real = g;
+                e->prov.flags = 0;
+        } else if (e) {
+                lupw_handle_del(s, graph);
+        }
+        return r;
+}
+
+CUresult lupw_lupStreamCaptureQuery(struct lupw_session *s, CUstream hStream, int *status, uint64_t *id,
+                                    uint64_t *graph, uint64_t *ndeps)
+{
+        struct lupw_capture *c = lupw_capture_find(s, hStream, 0);
+        if (c && (c->poisoned || c->lost)) {
+                *status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+                *id = c->cid;
+                *graph = capture_graph(s, c);
+                *ndeps = 0;
+                return CUDA_SUCCESS;
+        }
+        CUstreamCaptureStatus st;
+        cuuint64_t cid = 0;
+        size_t n = 0;
+        const CUgraphNode *deps = NULL;
+        CUresult r = s->be.fn.cuStreamGetCaptureInfo_v3(hStream, &st, &cid, NULL, &deps, NULL, &n);
+        if (r != CUDA_SUCCESS)
+                return r;
+        *status = (int)st;
+        *id = st == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : cid;
+        *ndeps = st == CU_STREAM_CAPTURE_STATUS_ACTIVE ? n : 0;
+        c = st == CU_STREAM_CAPTURE_STATUS_NONE ? NULL : lupw_capture_find(s, NULL, cid);
+        if (c && c->poisoned)
+                *status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+        *graph = c ? capture_graph(s, c) : 0;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_lupCaptureMode(struct lupw_session *s, int mode)
+{
+        CUstreamCaptureMode m = (CUstreamCaptureMode)mode;
+        return s->be.fn.cuThreadExchangeStreamCaptureMode(&m);
+}
+
+CUresult lupw_lupStreamCaptureInvalidate(struct lupw_session *s, CUstream hStream)
+{
+        struct lupw_capture *c = lupw_capture_find(s, hStream, 0);
+        if (!c) {
+                CUstreamCaptureStatus st;
+                cuuint64_t cid = 0;
+                if (s->be.fn.cuStreamGetCaptureInfo_v3(hStream, &st, &cid, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
+                    st != CU_STREAM_CAPTURE_STATUS_NONE)
+                        c = lupw_capture_find(s, NULL, cid);
+        }
+        if (c)
+                c->poisoned = true;
+        return CUDA_SUCCESS;
+}
+
+void lupw_captures_abort(struct lupw_session *s)
+{
+        for (int i = 0; i < s->graphs.n_caps; i++) {
+                struct lupw_capture *c = &s->graphs.caps[i];
+                CUgraph g = NULL;
+                if (c->lost)
+                        continue;
+                (void)lupw_bind_ctx(s, c->ctx);
+                (void)capture_graph(s, c);
+                (void)s->be.fn.cuStreamEndCapture(c->real, &g);
+                if (g)
+                        (void)s->be.fn.cuGraphDestroy(g);
+                lup_warn("session %s: a stream capture was open at the drain; it is reported invalidated "
+                         "after the restore",
+                         s->name);
+                lupw_handle_del(s, c->graph);
+                c->lost = true;
+        }
+}
+
+/* ---- graphs and execs */
+
+CUresult lupw_cuGraphCreate(struct lupw_session *s, CUgraph *phGraph, unsigned int flags)
+{
+        return s->be.fn.cuGraphCreate(phGraph, flags);
+}
+
+CUresult lupw_cuGraphDestroy(struct lupw_session *s, CUgraph hGraph)
+{
+        struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPH, s->cur.parent);
+        if (e && (e->prov.flags & LUPW_GRAPH_CAPTURING))
+                return CUDA_ERROR_INVALID_VALUE; /* still being captured: only cuStreamEndCapture ends it */
+        return s->be.fn.cuGraphDestroy(hGraph);
+}
+
+CUresult lupw_cuGraphClone(struct lupw_session *s, CUgraph *phGraphClone, CUgraph originalGraph)
+{
+        return s->be.fn.cuGraphClone(phGraphClone, originalGraph);
+}
+
+CUresult lupw_exec_put_src(struct lupw_session *s, CUgraphExec exec, CUgraph src)
+{
+        if (lup_u64map_put(&s->graphs.exec_src, (uint64_t)(uintptr_t)exec, (uint64_t)(uintptr_t)src) < 0)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        return CUDA_SUCCESS;
+}
+
+CUgraph lupw_exec_src(struct lupw_session *s, CUgraphExec exec)
+{
+        uint64_t v = 0;
+        lup_u64map_get(&s->graphs.exec_src, (uint64_t)(uintptr_t)exec, &v);
+        return (CUgraph)(uintptr_t)v;
+}
+
+CUresult lupw_cuGraphInstantiateWithFlags(struct lupw_session *s, CUgraphExec *phGraphExec, CUgraph hGraph,
+                                          unsigned long long flags)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        uint64_t gid = s->cur.parent;
+        struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPH, gid);
+        CUgraph src = NULL;
+        if (e && (e->prov.flags & LUPW_GRAPH_CAPTURING))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (flags >> 32)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = be->cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if ((r = be->cuGraphClone(&src, hGraph)) == CUDA_SUCCESS && (r = lupw_exec_put_src(s, *phGraphExec, src)) != CUDA_SUCCESS)
+                (void)be->cuGraphDestroy(src);
+        if (r != CUDA_SUCCESS) {
+                (void)be->cuGraphExecDestroy(*phGraphExec);
+                return r;
+        }
+        s->obj.prov.parent = gid;
+        s->obj.prov.flags = (uint32_t)flags;
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_cuGraphExecDestroy(struct lupw_session *s, CUgraphExec hGraphExec)
+{
+        CUresult r = s->be.fn.cuGraphExecDestroy(hGraphExec);
+        uint64_t v;
+        if (r == CUDA_SUCCESS && lup_u64map_del(&s->graphs.exec_src, (uint64_t)(uintptr_t)hGraphExec, &v))
+                (void)s->be.fn.cuGraphDestroy((CUgraph)(uintptr_t)v);
+        return r;
+}
+
+void lupw_graphs_init(struct lupw_session *s)
+{
+        lup_u64map_init(&s->graphs.exec_src, LUP_MAX_HANDLES);
+}
+
+void lupw_graphs_free(struct lupw_session *s)
+{
+        lup_u64map_free(&s->graphs.exec_src);
+        s->graphs.n_caps = 0;
+}

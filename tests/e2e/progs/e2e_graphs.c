@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stream capture and CUDA graphs, with every result checked exactly. Runs
+ * through lupine (sim or GPU) and, on the GPU machine, straight on the real
+ * driver as a baseline: what is asserted is the driver's documented
+ * behaviour, except where marked `through_lupine`.
+ *
+ * usage: e2e_graphs DIR             the checks
+ *        e2e_graphs DIR restart     builds graphs, prints "ready", then for
+ *                                   each line read from stdin relaunches
+ *                                   them and checks ("again N" per line)
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+
+static const char *dir;
+static int on_sim, through_lupine;
+static CUcontext ctx;
+static CUmodule mod;
+static CUfunction f_saxpy, f_fill;
+
+#define N 4099
+
+static uint8_t *read_file(const char *name, size_t *ret_n)
+{
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        FILE *f = fopen(path, "rb");
+        EXPECT(f != NULL);
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        uint8_t *b = calloc(1, (size_t)n + 1);
+        EXPECT(b && fread(b, 1, (size_t)n, f) == (size_t)n);
+        fclose(f);
+        *ret_n = (size_t)n;
+        return b;
+}
+
+static unsigned fbits(float f)
+{
+        unsigned u;
+        memcpy(&u, &f, 4);
+        return u;
+}
+
+static void saxpy(float a, CUdeviceptr x, CUdeviceptr y, CUstream s)
+{
+        int n = N;
+        void *p[] = { &a, &x, &y, &n };
+        CK(cuLaunchKernel(f_saxpy, 8, 1, 1, 128, 1, 1, 0, s, p, NULL));
+}
+
+static void fill(CUdeviceptr d, unsigned v, int n, CUstream s)
+{
+        void *p[] = { &d, &v, &n };
+        CK(cuLaunchKernel(f_fill, 1, 1, 1, 64, 1, 1, 0, s, p, NULL));
+}
+
+static void expect_all(CUdeviceptr d, float want, const char *what)
+{
+        static float h[N];
+        CK(cuMemcpyDtoH(h, d, sizeof(h)));
+        for (int i = 0; i < N; i++)
+                if (h[i] != want) {
+                        fprintf(stderr, "%s[%d] = %g, expected %g\n", what, i, h[i], want);
+                        exit(1);
+                }
+}
+
+/* The fork/join graph: x = 2 (memset, s1); fork to s2: y = 1 (memset),
+ * y = 3x + y = 7 (kernel); join: z = y (DtoD copy, s1), z = x + z = 9,
+ * acc = x + acc (grows by 2 per launch); g_table[0..3] = 77 (a kernel
+ * whose pointer parameter is a module global). */
+struct bufs {
+        CUdeviceptr x, y, z, acc, table;
+};
+
+static CUgraph capture_forkjoin(const struct bufs *b, CUstream s1, CUstream s2, CUevent fork, CUevent join)
+{
+        CUstreamCaptureStatus st;
+        cuuint64_t id1 = 0, id2 = 0;
+        CUgraph g = NULL, g_info = NULL;
+        CK(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(cuStreamIsCapturing(s1, &st));
+        EXPECT(st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+        CK(cuStreamIsCapturing(s2, &st));
+        EXPECT(st == CU_STREAM_CAPTURE_STATUS_NONE);
+        EXPECT_ERR(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
+        CK(cuMemsetD32Async(b->x, fbits(2.0f), N, s1));
+        CK(cuEventRecord(fork, s1));
+        CK(cuStreamWaitEvent(s2, fork, 0));
+        CK(cuStreamIsCapturing(s2, &st));
+        EXPECT(st == CU_STREAM_CAPTURE_STATUS_ACTIVE); /* joined through the event */
+        CK(cuStreamGetCaptureInfo(s1, &st, &id1, &g_info, NULL, NULL, NULL));
+        CK(cuStreamGetCaptureInfo(s2, &st, &id2, NULL, NULL, NULL, NULL));
+        EXPECT(id1 == id2 && g_info != NULL);
+        CK(cuMemsetD32Async(b->y, fbits(1.0f), N, s2));
+        saxpy(3.0f, b->x, b->y, s2);
+        CK(cuEventRecord(join, s2));
+        CK(cuStreamWaitEvent(s1, join, 0));
+        CK(cuMemcpyDtoDAsync(b->z, b->y, N * 4, s1));
+        saxpy(1.0f, b->x, b->z, s1);
+        saxpy(1.0f, b->x, b->acc, s1);
+        fill(b->table, 77, 4, s1);
+        CK(cuStreamEndCapture(s1, &g));
+        EXPECT(g == g_info);
+        CK(cuStreamIsCapturing(s1, &st));
+        EXPECT(st == CU_STREAM_CAPTURE_STATUS_NONE);
+        CK(cuStreamIsCapturing(s2, &st));
+        EXPECT(st == CU_STREAM_CAPTURE_STATUS_NONE);
+        return g;
+}
+
+static void check_results(const struct bufs *b, int launches_total)
+{
+        expect_all(b->y, 7.0f, "y");
+        expect_all(b->z, 9.0f, "z");
+        expect_all(b->acc, 2.0f * (float)launches_total, "acc");
+        unsigned t[4];
+        CK(cuMemcpyDtoH(t, b->table, sizeof(t)));
+        for (int i = 0; i < 4; i++)
+                EXPECT(t[i] == 77);
+}
+
+static void setup(struct bufs *b)
+{
+        size_t sz;
+        CK(cuMemAlloc(&b->x, N * 4));
+        CK(cuMemAlloc(&b->y, N * 4));
+        CK(cuMemAlloc(&b->z, N * 4));
+        CK(cuMemAlloc(&b->acc, N * 4));
+        CK(cuMemsetD32(b->acc, 0, N));
+        CK(cuModuleGetGlobal(&b->table, &sz, mod, "g_table"));
+        EXPECT(sz == 16);
+}
+
+static void test_capture(void)
+{
+        struct bufs b;
+        CUstream s1, s2;
+        CUevent fork, join;
+        CUgraphExec e;
+        setup(&b);
+        CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+        CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+        CK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+        CK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+        CUgraph g = capture_forkjoin(&b, s1, s2, fork, join);
+        CK(cuGraphInstantiateWithFlags(&e, g, 0));
+        const int launches = 50;
+        for (int i = 0; i < launches; i++)
+                CK(cuGraphLaunch(e, i % 2 ? s1 : s2));
+        CK(cuCtxSynchronize());
+        check_results(&b, launches);
+
+        /* a clone instantiates the same work; the exec outlives its graph */
+        CUgraph c;
+        CUgraphExec ec;
+        CK(cuGraphClone(&c, g));
+        CK(cuGraphDestroy(g));
+        CK(cuGraphInstantiate(&ec, c, 0));
+        CK(cuGraphUpload(ec, s1));
+        CK(cuGraphLaunch(ec, s1));
+        CK(cuGraphLaunch(e, s1));
+        CK(cuStreamSynchronize(s1));
+        check_results(&b, launches + 2);
+
+        /* the instantiate forms that take parameters */
+        CUDA_GRAPH_INSTANTIATE_PARAMS ip = { .flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, .hUploadStream = s2 };
+        CUgraphExec ep;
+        CK(cuGraphInstantiateWithParams(&ep, c, &ip));
+        EXPECT(ip.result_out == CUDA_GRAPH_INSTANTIATE_SUCCESS);
+        CK(cuGraphLaunch(ep, s2));
+        CK(cuStreamSynchronize(s2));
+        check_results(&b, launches + 3);
+
+        /* an empty graph launches and does nothing */
+        CUgraph empty;
+        CUgraphExec ee;
+        CK(cuGraphCreate(&empty, 0));
+        CK(cuGraphInstantiateWithFlags(&ee, empty, 0));
+        CK(cuGraphLaunch(ee, s1));
+        CK(cuStreamSynchronize(s1));
+
+        CK(cuGraphExecDestroy(ee));
+        CK(cuGraphDestroy(empty));
+        CK(cuGraphExecDestroy(ep));
+        CK(cuGraphExecDestroy(ec));
+        CK(cuGraphExecDestroy(e));
+        CK(cuGraphDestroy(c));
+        CK(cuEventDestroy(fork));
+        CK(cuEventDestroy(join));
+        CK(cuStreamDestroy(s1));
+        CK(cuStreamDestroy(s2));
+        CK(cuMemFree(b.x));
+        CK(cuMemFree(b.y));
+        CK(cuMemFree(b.z));
+        CK(cuMemFree(b.acc));
+        printf("  capture: fork/join over two streams, %d launches, clone, upload, params\n", launches);
+}
+
+static void test_illegal(void)
+{
+        CUstream s;
+        CUdeviceptr d;
+        CUgraph g = (CUgraph)(uintptr_t)1;
+        CUstreamCaptureStatus st;
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CK(cuMemAlloc(&d, 4096));
+
+        /* not capturing */
+        EXPECT_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
+        /* the legacy stream cannot be captured */
+        EXPECT_ERR(cuStreamBeginCapture(0, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+
+        /* a context synchronisation during a global capture is refused and
+         * invalidates the capture */
+        CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(cuMemsetD8Async(d, 1, 4096, s));
+        EXPECT_ERR(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        CK(cuStreamIsCapturing(s, &st));
+        EXPECT(st == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+        g = (CUgraph)(uintptr_t)1;
+        EXPECT_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        EXPECT(g == NULL);
+        CK(cuStreamIsCapturing(s, &st));
+        EXPECT(st == CU_STREAM_CAPTURE_STATUS_NONE);
+
+        /* so is synchronising the capturing stream itself */
+        CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        EXPECT_ERR(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        EXPECT_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+        /* lupine cannot capture a copy from host memory: refused, and the
+         * capture is invalidated */
+        if (through_lupine) {
+                static unsigned h[1024];
+                CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+                EXPECT_ERR(cuMemcpyHtoDAsync(d, h, sizeof(h), s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+                CK(cuStreamIsCapturing(s, &st));
+                EXPECT(st == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+                EXPECT_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        }
+
+        /* ended on a stream that joined it: UNMATCHED; the origin's work
+         * on the joined stream never joined back: the end fails */
+        CUstream s2;
+        CUevent ev;
+        CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+        CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+        CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(cuEventRecord(ev, s));
+        CK(cuStreamWaitEvent(s2, ev, 0));
+        CK(cuMemsetD8Async(d, 3, 4096, s2));
+        EXPECT_ERR(cuStreamEndCapture(s2, &g), CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
+        CUresult r = cuStreamEndCapture(s, &g);
+        EXPECT(r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        CK(cuStreamIsCapturing(s2, &st));
+        EXPECT(st == CU_STREAM_CAPTURE_STATUS_NONE);
+        CK(cuEventDestroy(ev));
+        CK(cuStreamDestroy(s2));
+
+        /* the thread's capture mode: exchanged, and given back */
+        CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+        CK(cuThreadExchangeStreamCaptureMode(&m));
+        EXPECT(m == CU_STREAM_CAPTURE_MODE_GLOBAL);
+        m = CU_STREAM_CAPTURE_MODE_GLOBAL;
+        CK(cuThreadExchangeStreamCaptureMode(&m));
+        EXPECT(m == CU_STREAM_CAPTURE_MODE_RELAXED);
+
+        /* a relaxed capture: work is captured, and the graph runs it */
+        CUgraphExec e;
+        CK(cuMemsetD8(d, 0, 4096));
+        CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+        CK(cuMemsetD8Async(d, 9, 4096, s));
+        CK(cuStreamEndCapture(s, &g));
+        unsigned char hb[4096];
+        CK(cuMemcpyDtoH(hb, d, sizeof(hb)));
+        EXPECT(hb[0] == 0 && hb[4095] == 0); /* captured, not run */
+        CK(cuGraphInstantiateWithFlags(&e, g, 0));
+        CK(cuGraphLaunch(e, s));
+        CK(cuStreamSynchronize(s));
+        CK(cuMemcpyDtoH(hb, d, sizeof(hb)));
+        EXPECT(hb[0] == 9 && hb[4095] == 9);
+        CK(cuGraphExecDestroy(e));
+        CK(cuGraphDestroy(g));
+
+        /* bad input */
+        EXPECT_ERR(cuStreamEndCapture(s, NULL), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuStreamIsCapturing(s, NULL), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuStreamBeginCapture(s, (CUstreamCaptureMode)77), CUDA_ERROR_INVALID_VALUE);
+        m = (CUstreamCaptureMode)77;
+        EXPECT_ERR(cuThreadExchangeStreamCaptureMode(&m), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuThreadExchangeStreamCaptureMode(NULL), CUDA_ERROR_INVALID_VALUE);
+        CK(cuMemFree(d));
+        CK(cuStreamDestroy(s));
+        printf("  illegal during capture: context and stream sync, host copies, modes, bad input\n");
+}
+
+/* The restart scenario: a captured graph instantiated (and launched), and
+ * a second, never-instantiated clone; after each restart both are
+ * launched again (the clone instantiated then) with exact results. */
+static int restart_mode(void)
+{
+        struct bufs b;
+        CUstream s1, s2;
+        CUevent fork, join;
+        CUgraphExec e;
+        setup(&b);
+        CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+        CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+        CK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+        CK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+        CUgraph g = capture_forkjoin(&b, s1, s2, fork, join), c;
+        CK(cuGraphClone(&c, g));
+        CK(cuGraphInstantiateWithFlags(&e, g, 0));
+        int total = 0;
+        for (int i = 0; i < 3; i++, total++)
+                CK(cuGraphLaunch(e, s1));
+        CK(cuStreamSynchronize(s1));
+        check_results(&b, total);
+        printf("ready\n");
+        fflush(stdout);
+        char line[64];
+        for (int round = 1; fgets(line, sizeof(line), stdin); round++) {
+                if (!strncmp(line, "end", 3))
+                        break;
+                /* the restored graph writes the global again */
+                CK(cuMemsetD32(b.table, 0, 4));
+                CK(cuGraphLaunch(e, s1));
+                total++;
+                CUgraphExec ec;
+                CK(cuGraphInstantiateWithFlags(&ec, c, 0));
+                CK(cuGraphLaunch(ec, s1));
+                total++;
+                CK(cuStreamSynchronize(s1));
+                check_results(&b, total);
+                CK(cuGraphExecDestroy(ec));
+                printf("again %d\n", round);
+                fflush(stdout);
+        }
+        CK(cuGraphExecDestroy(e));
+        CK(cuGraphDestroy(g));
+        CK(cuGraphDestroy(c));
+        printf("e2e_graphs restart: OK\n");
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        if (argc < 2) {
+                fprintf(stderr, "usage: %s KERNELS_DIR [restart]\n", argv[0]);
+                return 2;
+        }
+        dir = argv[1];
+        CK(cuInit(0));
+        char name[256];
+        CK(cuDeviceGetName(name, sizeof(name), 0));
+        on_sim = strstr(name, "(sim)") != NULL;
+        through_lupine = on_sim || strstr(name, "(lupine)") != NULL;
+        printf("e2e_graphs on %s\n", name);
+        CK(cuDevicePrimaryCtxRetain(&ctx, 0));
+        CK(cuCtxSetCurrent(ctx));
+        size_t n;
+        uint8_t *ptx = read_file("kernels.ptx", &n);
+        CK(cuModuleLoadData(&mod, ptx));
+        free(ptx);
+        CK(cuModuleGetFunction(&f_saxpy, mod, "saxpy_f32"));
+        CK(cuModuleGetFunction(&f_fill, mod, "fill_u32"));
+        if (argc > 2 && !strcmp(argv[2], "restart"))
+                return restart_mode();
+        test_capture();
+        test_illegal();
+        if (e2e_failures) {
+                printf("e2e_graphs: %d FAILURES\n", e2e_failures);
+                return 1;
+        }
+        printf("e2e_graphs: OK\n");
+        return 0;
+}
