@@ -205,8 +205,7 @@ EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCapt
                                                   cuuint64_t *id_out, CUgraph *graph_out,
                                                   const CUgraphNode **dependencies_out, size_t *numDependencies_out)
 {
-        return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
-                            numDependencies_out);
+        return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL, numDependencies_out);
 }
 
 EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
@@ -282,7 +281,8 @@ CUresult lupc_instantiate_params(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_
 {
         if (!p)
                 return CUDA_ERROR_INVALID_VALUE;
-        CUresult r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, p->flags & ~(cuuint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+        CUresult r = cuGraphInstantiateWithFlags(phGraphExec, hGraph,
+                                                 p->flags & ~(cuuint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
         p->hErrNode_out = NULL;
         p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
         if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)) {

@@ -29,6 +29,7 @@
 #include "log.h"
 #include "provider_load.h"
 #include "worker/lanes.h"
+#include "worker/graphs.h"
 #include "worker/session.h"
 
 
@@ -88,6 +89,7 @@ void lupw_forget_checkpoint(struct lupw_session *s)
 CUresult lupw_sync_all(struct lupw_session *s)
 {
         CUresult first = CUDA_SUCCESS;
+        lupw_captures_abort(s); /* a synchronisation would invalidate them anyway */
         for (int d = 0; d < s->n_devices; d++) {
                 if (!s->ctx.primary[d])
                         continue;
@@ -236,6 +238,9 @@ struct handle_list {
 static void collect(uint64_t key, uint64_t val, void *ud)
 {
         struct handle_list *l = ud;
+        const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)val;
+        if (e->kind == LUPW_H_GRAPH || e->kind == LUPW_H_GRAPHEXEC) /* object "graphs" (worker/graphs_ckpt.c) */
+                return;
         if (l->n < l->cap)
                 l->ids[l->n++] = key;
 }
@@ -451,6 +456,8 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
         /* events' recorded state and the unacknowledged answers (worker/handles.c, worker/tx.c) */
         if (sv.rc == 0)
                 sv.rc = lupw_events_save(s, sv.save);
+        if (sv.rc == 0)
+                sv.rc = lupw_graphs_save(s, sv.save);
         if (sv.rc == 0)
                 sv.rc = lupw_tx_save(s, sv.save);
         if (sv.rc == 0)

@@ -113,7 +113,7 @@ CUresult lupw_lupStreamEndCapture(struct lupw_session *s, CUstream hStream, uint
                 c->graph = graph;
         else if (c && c->graph != graph)
                 return CUDA_ERROR_INVALID_VALUE; /* the shim names the capture's graph */
-        if (c && c->lost) { /* ended by a drain */
+        if (c && c->lost) {                      /* ended by a drain */
                 capture_drop(s, c);
                 return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
         }
@@ -253,7 +253,8 @@ CUresult lupw_cuGraphInstantiateWithFlags(struct lupw_session *s, CUgraphExec *p
         CUresult r = be->cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
         if (r != CUDA_SUCCESS)
                 return r;
-        if ((r = be->cuGraphClone(&src, hGraph)) == CUDA_SUCCESS && (r = lupw_exec_put_src(s, *phGraphExec, src)) != CUDA_SUCCESS)
+        if ((r = be->cuGraphClone(&src, hGraph)) == CUDA_SUCCESS &&
+            (r = lupw_exec_put_src(s, *phGraphExec, src)) != CUDA_SUCCESS)
                 (void)be->cuGraphDestroy(src);
         if (r != CUDA_SUCCESS) {
                 (void)be->cuGraphExecDestroy(*phGraphExec);

@@ -15,4 +15,13 @@ void lupw_captures_abort(struct lupw_session *s);
 CUresult lupw_exec_put_src(struct lupw_session *s, CUgraphExec exec, CUgraph src);
 CUgraph lupw_exec_src(struct lupw_session *s, CUgraphExec exec);
 
+struct lupine_ckpt_save;
+struct lupine_ckpt_load;
+/* worker/graphs_ckpt.c: the object "graphs" (graphs, execs, captures a
+ * drain ended): 0 or -errno (logged). */
+int lupw_graphs_save(struct lupw_session *s, struct lupine_ckpt_save *save);
+/* worker/graphs_restore.c: after handles, globals and events are back;
+ * 0, or -errno with why. */
+int lupw_graphs_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *why, size_t whylen);
+
 #endif

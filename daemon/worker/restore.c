@@ -22,6 +22,7 @@
 #include "log.h"
 #include "provider_load.h"
 #include "worker/lanes.h"
+#include "worker/graphs.h"
 #include "worker/session.h"
 
 
@@ -459,6 +460,8 @@ int lupw_restore(struct lupw_session *s, const char *name)
                 rc = restore_manifest(&r, man, (size_t)len);
         if (rc == 0)
                 rc = lupw_events_load(s, r.ld, r.why, sizeof(r.why));
+        if (rc == 0)
+                rc = lupw_graphs_load(s, r.ld, r.why, sizeof(r.why));
         if (rc == 0)
                 rc = lupw_tx_load(s, r.ld, r.why, sizeof(r.why));
         free(man);

@@ -347,6 +347,86 @@ def upgrade_sigterm(lupined, progs, shim, kernels, tmp):
                     d.kill()
 
 
+def read_line(f, timeout):
+    import select
+    r, _, _ = select.select([f], [], [], timeout)
+    return f.readline() if r else None
+
+
+def graphs_across_restarts(lupined, progs, shim, kernels, tmp):
+    """A session holding an instantiated captured graph and a graph never
+    instantiated goes through a durable restart (no service manager), a
+    hot one (fd store) and an upgrade (SIGHUP); after each, the exec is
+    launched again and the other graph instantiated and launched, with
+    exact results (the checks are in e2e_graphs.c, restart mode)."""
+    port = W.free_port()
+    ck = os.path.join(tmp, 'ck6')
+    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
+            '--session-ttl', '120', '--drain-timeout', '30']
+    log_path = os.path.join(tmp, 'graphs.log')
+    env = dict(os.environ)
+    env.pop('NOTIFY_SOCKET', None)
+    with open(log_path, 'a') as log:
+        d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+    cenv = dict(os.environ)
+    cenv.update({'LUPINE_SERVER': f'127.0.0.1:{port}', 'LUPINE_SESSION': 'graphjob',
+                 'LUPINE_RECONNECT_TIMEOUT': '120'})
+    cenv['LD_LIBRARY_PATH'] = shim + (':' + cenv['LD_LIBRARY_PATH'] if cenv.get('LD_LIBRARY_PATH') else '')
+    c = None
+    m = None
+    try:
+        check('graphs: the daemon starts', W.wait_port(port, d))
+        c = subprocess.Popen([os.path.join(progs, 'e2e_graphs'), kernels, 'restart'], env=cenv,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while True:
+            line = read_line(c.stdout, 60)
+            if line is None or line == '' or line.startswith('ready'):
+                break
+        check('graphs: captured, instantiated and launched before the restarts', line and line.startswith('ready'),
+              repr(line))
+
+        def go(what, n):
+            c.stdin.write('go\n')
+            c.stdin.flush()
+            got = read_line(c.stdout, 90)
+            check(f'graphs: relaunched after the {what} restart with exact results', got == f'again {n}\n',
+                  repr(got) + (c.stderr.read() if got in (None, '') else ''))
+
+        d.send_signal(signal.SIGTERM)
+        check('graphs: the durable drain exits 0', d.wait(timeout=60) == 0)
+        with open(log_path) as f:
+            text = f.read()
+        check('graphs: the durable checkpoint has the graphs', 'graphjob: checkpoint epoch' in text and
+              'checkpoint: graphs:' not in text, text[-3000:])
+        m = ServiceManager(argv, tmp, log_path=os.path.join(tmp, 'graphs-sd.log'))
+        m.start()
+        check('graphs: restarted under the service manager', m.wait_for('READY', '1') is not None, m.log())
+        go('durable', 1)
+        check('graphs: the hot drain exits 0', m.stop() == 0, m.log()[-2000:])
+        m.restart_with_stored_fds()
+        check('graphs: hot restore', m.wait_log(r'graphjob: hot restore', timeout=30) is not None, m.log()[-3000:])
+        go('hot', 2)
+        m.proc.send_signal(signal.SIGHUP)
+        check('graphs: the upgrade carries the session over',
+              m.wait_log(r"graphjob.*serving its client's connection again", timeout=30) is not None,
+              m.log()[-3000:])
+        go('upgrade', 3)
+        c.stdin.write('end\n')
+        c.stdin.flush()
+        out, err = c.communicate(timeout=60)
+        check('graphs: the client ends cleanly', c.returncode == 0 and 'e2e_graphs restart: OK' in out,
+              out[-1000:] + err[-2000:])
+    finally:
+        if c and c.poll() is None:
+            c.kill()
+            c.communicate()
+        if d.poll() is None:
+            d.kill()
+        if m:
+            m.stop()
+            m.close()
+
+
 def main():
     if len(sys.argv) < 6:
         print(__doc__)
@@ -359,7 +439,8 @@ def main():
                                ('hotonly', hot_only_missing, (lupined, progs, shim, kernels, tmp)),
                                ('upgrade', upgrade, (lupined, progs, shim, kernels, lupinectl, tmp)),
                                ('nobin', upgrade_no_binary, (lupined, progs, shim, kernels, lupinectl, tmp)),
-                               ('upterm', upgrade_sigterm, (lupined, progs, shim, kernels, tmp))):
+                               ('upterm', upgrade_sigterm, (lupined, progs, shim, kernels, tmp)),
+                               ('graphs', graphs_across_restarts, (lupined, progs, shim, kernels, tmp))):
             if only and only != name:
                 continue
             try:

@@ -30,6 +30,7 @@
 
 #include "buf.h"
 #include "ckpt_codec.h"
+#include "ckpt_graph.h"
 #include "hash.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -123,15 +124,41 @@ static void one_replies(const uint8_t *data, size_t size)
         same_bytes(data, size, again, len);
 }
 
+static void one_graphs(const uint8_t *data, size_t size)
+{
+        struct lup_ckpt_graphs g;
+        const char *why = NULL;
+        int rc = lup_ckpt_graphs_decode(data, size, &g, &why);
+        assert(rc == 0 || rc == -EBADMSG || rc == -EPROTO || rc == -ENOMEM);
+        if (rc < 0) {
+                assert(why != NULL);
+                return;
+        }
+        assert(g.n_graphs <= LUP_CKPT_MAX_GRAPHS && g.n_caps <= LUP_CKPT_MAX_CAPTURES);
+        for (uint32_t i = 0; i < g.n_graphs; i++) {
+                const struct lup_ckpt_graph *x = &g.graphs[i];
+                assert(x->role <= LUP_GRAPH_ROLE_CHILD && x->n_nodes <= LUP_CKPT_MAX_GRAPH_NODES);
+                for (uint32_t j = 0; j < x->n_edges; j++)
+                        assert(x->edges[j].from < x->n_nodes && x->edges[j].to < x->n_nodes);
+                for (uint32_t j = 0; j < x->n_nodes; j++)
+                        assert(x->nodes[j].type != LUP_GNODE_GRAPH || x->nodes[j].u.child < g.n_graphs);
+        }
+        uint8_t *again = NULL;
+        size_t len = 0;
+        assert(lup_ckpt_graphs_encode(&g, &again, &len) == 0);
+        same_bytes(data, size, again, len);
+        lup_ckpt_graphs_free(&g);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         static const struct lup_sealed *const kinds[] = { &lup_ckpt_manifest_kind, &lup_ckpt_events_kind,
-                                                          &lup_ckpt_replies_kind };
-        static void (*const decode[])(const uint8_t *, size_t) = { one_manifest, one_events, one_replies };
+                                                          &lup_ckpt_replies_kind, &lup_ckpt_graphs_kind };
+        static void (*const decode[])(const uint8_t *, size_t) = { one_manifest, one_events, one_replies, one_graphs };
         uint8_t *copy = malloc(size ? size : 1);
 
         assert(copy);
-        for (size_t k = 0; k < 3; k++) {
+        for (size_t k = 0; k < 4; k++) {
                 decode[k](data, size);
                 if (size < 16)
                         continue;

@@ -19,6 +19,7 @@
 
 #include "buf.h"
 #include "ckpt_codec.h"
+#include "ckpt_graph.h"
 #include "hash.h"
 
 #define MANIFEST_MAGIC 0x3154504b4350555ull
@@ -553,6 +554,156 @@ static uint8_t *slurp(const char *path, size_t *ret_len)
         return p;
 }
 
+/* ---- graphs (ckpt_graph.c) */
+
+static const uint8_t gparams[12] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+
+static void graphs_sample(struct lup_ckpt_graphs *g, struct lup_ckpt_graph *x, struct lup_ckpt_gnode *nodes,
+                          struct lup_ckpt_gedge *edges, struct lup_ckpt_capture *cap)
+{
+        memset(nodes, 0, 7 * sizeof(*nodes));
+        nodes[0].type = LUP_GNODE_KERNEL;
+        nodes[0].u.kernel.func = 0x1010;
+        nodes[0].u.kernel.grid[0] = 8, nodes[0].u.kernel.block[0] = 128, nodes[0].u.kernel.smem = 64;
+        nodes[0].u.kernel.n_bytes = sizeof(gparams), nodes[0].u.kernel.bytes = gparams;
+        nodes[1].type = LUP_GNODE_MEMSET;
+        nodes[1].u.memset.dst = 0x7f0000001000ull, nodes[1].u.memset.value = 0x40000000u;
+        nodes[1].u.memset.elem = 4, nodes[1].u.memset.width = 4099, nodes[1].u.memset.height = 1;
+        nodes[2].type = LUP_GNODE_MEMCPY;
+        nodes[2].u.memcpy.dst = 0x7f0000002000ull, nodes[2].u.memcpy.src = 0x7f0000003000ull;
+        nodes[2].u.memcpy.bytes = 16396;
+        nodes[3].type = LUP_GNODE_EMPTY;
+        nodes[4].type = LUP_GNODE_EVENT_RECORD, nodes[4].u.event = 0x1020;
+        nodes[5].type = LUP_GNODE_WAIT_EVENT, nodes[5].u.event = 0x1030;
+        nodes[6].type = LUP_GNODE_GRAPH, nodes[6].u.child = 2;
+        edges[0] = (struct lup_ckpt_gedge){ 1, 0 };
+        edges[1] = (struct lup_ckpt_gedge){ 0, 2 };
+        edges[2] = (struct lup_ckpt_gedge){ 2, 6 };
+        memset(x, 0, 3 * sizeof(*x));
+        x[0] = (struct lup_ckpt_graph){ .id = 0x1040,
+                                        .role = LUP_GRAPH_ROLE_GRAPH,
+                                        .ctx = 0x10,
+                                        .n_nodes = 7,
+                                        .nodes = nodes,
+                                        .n_edges = 3,
+                                        .edges = edges };
+        x[1] = (struct lup_ckpt_graph){ .id = 0x1050,
+                                        .role = LUP_GRAPH_ROLE_EXEC,
+                                        .ctx = 0x10,
+                                        .parent = 0x1040,
+                                        .flags = 1,
+                                        .n_nodes = 6,
+                                        .nodes = nodes,
+                                        .n_edges = 2,
+                                        .edges = edges };
+        x[2] = (struct lup_ckpt_graph){ .role = LUP_GRAPH_ROLE_CHILD, .n_nodes = 1, .nodes = &nodes[3] };
+        *cap = (struct lup_ckpt_capture){ .stream = 0x1060, .graph = 0x1070, .cid = 42 };
+        *g = (struct lup_ckpt_graphs){ .n_graphs = 3, .graphs = x, .n_caps = 1, .caps = cap };
+}
+
+static void graphs_round_trip(void **state)
+{
+        struct lup_ckpt_graphs g, d;
+        struct lup_ckpt_graph x[3];
+        struct lup_ckpt_gnode nodes[7];
+        struct lup_ckpt_gedge edges[3];
+        struct lup_ckpt_capture cap;
+        uint8_t *buf, *again;
+        size_t len, len2;
+        const char *why;
+        graphs_sample(&g, x, nodes, edges, &cap);
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), 0);
+        assert_int_equal(d.n_graphs, 3);
+        assert_int_equal(d.n_caps, 1);
+        assert_int_equal(d.caps[0].cid, 42);
+        assert_int_equal(d.graphs[1].parent, 0x1040);
+        assert_int_equal(d.graphs[1].flags, 1);
+        assert_int_equal(d.graphs[0].n_nodes, 7);
+        assert_int_equal(d.graphs[0].nodes[0].u.kernel.func, 0x1010);
+        assert_int_equal(d.graphs[0].nodes[0].u.kernel.block[0], 128);
+        assert_memory_equal(d.graphs[0].nodes[0].u.kernel.bytes, gparams, sizeof(gparams));
+        assert_int_equal(d.graphs[0].nodes[1].u.memset.width, 4099);
+        assert_int_equal(d.graphs[0].nodes[2].u.memcpy.bytes, 16396);
+        assert_int_equal(d.graphs[0].nodes[5].u.event, 0x1030);
+        assert_int_equal(d.graphs[0].nodes[6].u.child, 2);
+        assert_int_equal(d.graphs[0].edges[2].to, 6);
+        assert_int_equal(d.graphs[2].role, LUP_GRAPH_ROLE_CHILD);
+        /* encoded again: the same bytes */
+        assert_int_equal(lup_ckpt_graphs_encode(&d, &again, &len2), 0);
+        assert_int_equal(len2, len);
+        assert_memory_equal(again, buf, len);
+        free(again);
+        lup_ckpt_graphs_free(&d);
+        /* every truncation and every flipped byte is refused, never read past */
+        for (size_t n = 0; n < len; n++)
+                assert_int_not_equal(lup_ckpt_graphs_decode(buf, n, &d, &why), 0);
+        for (size_t i = 0; i < len; i++) {
+                buf[i] ^= 0x5a;
+                assert_int_not_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), 0);
+                buf[i] ^= 0x5a;
+        }
+        free(buf);
+}
+
+/* Resealed after a change: the parser must refuse what the hash accepts. */
+static void graphs_bad_fields(void **state)
+{
+        struct lup_ckpt_graphs g, d;
+        struct lup_ckpt_graph x[3];
+        struct lup_ckpt_gnode nodes[7];
+        struct lup_ckpt_gedge edges[3];
+        struct lup_ckpt_capture cap;
+        uint8_t *buf;
+        size_t len;
+        const char *why;
+        graphs_sample(&g, x, nodes, edges, &cap);
+        /* an edge to a node past the list */
+        edges[0].to = 7;
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), -EBADMSG);
+        assert_string_equal(why, "object graphs is damaged");
+        free(buf);
+        edges[0].to = 0;
+        /* a child index past the list of graphs */
+        nodes[6].u.child = 3;
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), -EBADMSG);
+        free(buf);
+        nodes[6].u.child = 2;
+        /* a memset element size that is not 1, 2 or 4 */
+        nodes[1].u.memset.elem = 3;
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), -EBADMSG);
+        free(buf);
+        nodes[1].u.memset.elem = 4;
+        /* an unknown node type, and an unknown role */
+        nodes[3].type = 3; /* a host node */
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), -EBADMSG);
+        free(buf);
+        nodes[3].type = LUP_GNODE_EMPTY;
+        x[1].role = 3;
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), -EBADMSG);
+        free(buf);
+        x[1].role = LUP_GRAPH_ROLE_EXEC;
+        /* a node count past the limit, resealed */
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+        size_t off = LUP_SEALED_OVERHEAD - 8 + 4 + 8 + 1 + 24; /* magic, version, n, graph 0's id...flags */
+        lup_put32(buf + off, LUP_CKPT_MAX_GRAPH_NODES + 1);
+        reseal(buf, len, lup_ckpt_graphs_kind.magic);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), -EBADMSG);
+        /* and an empty object decodes to nothing */
+        free(buf);
+        struct lup_ckpt_graphs none = { 0 };
+        assert_int_equal(lup_ckpt_graphs_encode(&none, &buf, &len), 0);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), 0);
+        assert_int_equal(d.n_graphs + d.n_caps, 0);
+        lup_ckpt_graphs_free(&d);
+        free(buf);
+}
+
 static void real_objects(void **state)
 {
         DIR *dir = opendir(CORPUS_DIR);
@@ -623,6 +774,8 @@ int main(void)
                 cmocka_unit_test(events_round_trip),
                 cmocka_unit_test(replies_round_trip),
                 cmocka_unit_test(sealed_helper),
+                cmocka_unit_test(graphs_round_trip),
+                cmocka_unit_test(graphs_bad_fields),
                 cmocka_unit_test(real_objects),
         };
         /* clang-format on */

@@ -1,0 +1,380 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Graphs and execs across a checkpoint (object "graphs", ckpt_graph.h).
+ *
+ * A save walks the driver's graphs (cuGraphGetNodes, cuGraphGetEdges,
+ * cuGraphNodeGetType and the node kinds' GetParams calls) into portable
+ * records: handles become client ids, kernel parameters bytes laid out as
+ * cuFuncGetParamInfo says, and module globals' addresses the client's
+ * (the reverse of worker/checks.c's translation). An exec is saved as the
+ * worker's private clone of the graph it was instantiated from.
+ *
+ * A restore builds each graph again with cuGraphAdd*Node and one
+ * cuGraphAddDependencies, translating module globals' addresses in
+ * kernel parameters and memset/memcpy nodes to where the reloaded modules
+ * put them, and instantiates each exec again from its rebuilt clone with
+ * the same flags.
+ *
+ * Node kinds saved: kernel, memset, memcpy (device to device, 1-D), empty,
+ * event record, event wait, child graph. A graph holding another kind
+ * (host, memory alloc/free, conditional, ...) fails the session's
+ * checkpoint with a log line naming it: a restore must never run a graph
+ * that differs from the one the client built.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_graph.h"
+#include "log.h"
+#include "provider_load.h"
+#include "worker/graphs.h"
+#include "worker/session.h"
+
+struct saver {
+        struct lupw_session *s;
+        struct lup_u64map ids; /* real function/kernel/event handle -> client id */
+        struct lup_ckpt_graphs g;
+        uint32_t cap;
+        uint8_t **bufs; /* kernel parameter copies, one per kernel node */
+        size_t n_bufs, cap_bufs;
+        char why[200];
+};
+
+static int fail(struct saver *sv, int rc, const char *what)
+{
+        if (!sv->why[0])
+                snprintf(sv->why, sizeof(sv->why), "%s", what);
+        return rc;
+}
+
+static void note_ids(uint64_t key, uint64_t val, void *ud)
+{
+        struct saver *sv = ud;
+        const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)val;
+        if (e->kind == LUPW_H_FUNCTION || e->kind == LUPW_H_EVENT || e->kind == LUPW_H_KERNEL)
+                (void)lup_u64map_put(&sv->ids, (uint64_t)(uintptr_t)e->real, key);
+        if (e->kind == LUPW_H_KERNEL) { /* a kernel launched as a function */
+                CUfunction f;
+                if (sv->s->be.fn.cuKernelGetFunction(&f, (CUkernel)e->real) == CUDA_SUCCESS)
+                        (void)lup_u64map_put(&sv->ids, (uint64_t)(uintptr_t)f, key);
+        }
+}
+
+/* A module global's address where it is now -> the client's. */
+static uint64_t unxlate(const struct lupw_session *s, uint64_t v)
+{
+        for (size_t i = 0; i < s->obj.xlate.n; i++) {
+                const struct lup_range *r = &s->obj.xlate.r[i];
+                if (v >= r->a && v - r->a < r->size)
+                        return r->base + (v - r->a);
+        }
+        return v;
+}
+
+static int new_record(struct saver *sv, uint32_t *ret)
+{
+        if (sv->g.n_graphs == sv->cap) {
+                uint32_t ncap = sv->cap ? sv->cap * 2 : 16;
+                struct lup_ckpt_graph *n = ncap <= LUP_CKPT_MAX_GRAPHS
+                                                   ? realloc(sv->g.graphs, ncap * sizeof(*n))
+                                                   : NULL;
+                if (!n)
+                        return fail(sv, -ENOMEM, "too many graphs");
+                sv->g.graphs = n;
+                sv->cap = ncap;
+        }
+        memset(&sv->g.graphs[sv->g.n_graphs], 0, sizeof(sv->g.graphs[0]));
+        *ret = sv->g.n_graphs++;
+        return 0;
+}
+
+static int save_kernel(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *n)
+{
+        struct lupw_session *s = sv->s;
+        CUDA_KERNEL_NODE_PARAMS p;
+        uint64_t id;
+        memset(&p, 0, sizeof(p));
+        if (s->be.fn.cuGraphKernelNodeGetParams_v2(node, &p) != CUDA_SUCCESS)
+                return fail(sv, -EIO, "cuGraphKernelNodeGetParams failed");
+        if (!(p.kern && lup_u64map_get(&sv->ids, (uint64_t)(uintptr_t)p.kern, &id)) &&
+            !lup_u64map_get(&sv->ids, (uint64_t)(uintptr_t)p.func, &id))
+                return fail(sv, -ENOTSUP, "a kernel node's function is not one the client loaded");
+        struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_FUNCTION, id);
+        if (!e)
+                e = lupw_handle_ent(s, LUPW_H_KERNEL, id);
+        if (!e || !e->have_params)
+                return fail(sv, -ENOTSUP, "a kernel node's parameter layout is unknown");
+        if (e->n_params && !p.kernelParams)
+                return fail(sv, -ENOTSUP, "a kernel node passes its parameters through `extra`");
+        uint8_t *buf = calloc(1, e->param_bytes ? e->param_bytes : 1);
+        if (!buf)
+                return fail(sv, -ENOMEM, "out of memory");
+        if (sv->n_bufs == sv->cap_bufs) {
+                size_t ncap = sv->cap_bufs ? sv->cap_bufs * 2 : 64;
+                uint8_t **nb = realloc(sv->bufs, ncap * sizeof(*nb));
+                if (!nb) {
+                        free(buf);
+                        return fail(sv, -ENOMEM, "out of memory");
+                }
+                sv->bufs = nb;
+                sv->cap_bufs = ncap;
+        }
+        sv->bufs[sv->n_bufs++] = buf;
+        for (uint32_t i = 0; i < e->n_params; i++) {
+                uint32_t off = e->params[2 * i], size = e->params[2 * i + 1];
+                memcpy(buf + off, p.kernelParams[i], size);
+                if (size == 8 && s->obj.xlate.n) {
+                        uint64_t v;
+                        memcpy(&v, buf + off, 8);
+                        v = unxlate(s, v);
+                        memcpy(buf + off, &v, 8);
+                }
+        }
+        n->u.kernel.func = id;
+        n->u.kernel.grid[0] = p.gridDimX, n->u.kernel.grid[1] = p.gridDimY, n->u.kernel.grid[2] = p.gridDimZ;
+        n->u.kernel.block[0] = p.blockDimX, n->u.kernel.block[1] = p.blockDimY, n->u.kernel.block[2] = p.blockDimZ;
+        n->u.kernel.smem = p.sharedMemBytes;
+        n->u.kernel.n_bytes = e->param_bytes;
+        n->u.kernel.bytes = buf;
+        return 0;
+}
+
+static int save_copy(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *n)
+{
+        CUDA_MEMCPY3D p;
+        memset(&p, 0, sizeof(p));
+        if (sv->s->be.fn.cuGraphMemcpyNodeGetParams(node, &p) != CUDA_SUCCESS)
+                return fail(sv, -EIO, "cuGraphMemcpyNodeGetParams failed");
+        bool dev_src = p.srcMemoryType == CU_MEMORYTYPE_DEVICE || p.srcMemoryType == CU_MEMORYTYPE_UNIFIED;
+        bool dev_dst = p.dstMemoryType == CU_MEMORYTYPE_DEVICE || p.dstMemoryType == CU_MEMORYTYPE_UNIFIED;
+        if (!dev_src || !dev_dst || p.Height > 1 || p.Depth > 1 || p.srcY || p.srcZ || p.dstY || p.dstZ)
+                return fail(sv, -ENOTSUP, "a memcpy node that is not a 1-D device to device copy");
+        n->u.memcpy.src = unxlate(sv->s, p.srcDevice + p.srcXInBytes);
+        n->u.memcpy.dst = unxlate(sv->s, p.dstDevice + p.dstXInBytes);
+        n->u.memcpy.bytes = p.WidthInBytes;
+        return 0;
+}
+
+static int walk(struct saver *sv, CUgraph g, uint32_t idx);
+
+static int save_node(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *n)
+{
+        const struct lupw_backend *be = &sv->s->be.fn;
+        CUgraphNodeType t;
+        CUevent ev;
+        CUgraph child;
+        uint64_t id;
+        if (be->cuGraphNodeGetType(node, &t) != CUDA_SUCCESS)
+                return fail(sv, -EIO, "cuGraphNodeGetType failed");
+        n->type = (uint8_t)t;
+        switch ((int)t) {
+        case LUP_GNODE_KERNEL:
+                return save_kernel(sv, node, n);
+        case LUP_GNODE_MEMCPY:
+                return save_copy(sv, node, n);
+        case LUP_GNODE_MEMSET: {
+                CUDA_MEMSET_NODE_PARAMS p;
+                if (be->cuGraphMemsetNodeGetParams(node, &p) != CUDA_SUCCESS)
+                        return fail(sv, -EIO, "cuGraphMemsetNodeGetParams failed");
+                n->u.memset.dst = unxlate(sv->s, p.dst);
+                n->u.memset.pitch = p.pitch;
+                n->u.memset.value = p.value;
+                n->u.memset.elem = p.elementSize;
+                n->u.memset.width = p.width;
+                n->u.memset.height = p.height;
+                return 0;
+        }
+        case LUP_GNODE_EMPTY:
+                return 0;
+        case LUP_GNODE_EVENT_RECORD:
+        case LUP_GNODE_WAIT_EVENT:
+                if ((t == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? be->cuGraphEventRecordNodeGetEvent(node, &ev)
+                                                          : be->cuGraphEventWaitNodeGetEvent(node, &ev)) != CUDA_SUCCESS)
+                        return fail(sv, -EIO, "cuGraphEvent*NodeGetEvent failed");
+                if (!lup_u64map_get(&sv->ids, (uint64_t)(uintptr_t)ev, &id))
+                        return fail(sv, -ENOTSUP, "an event node's event is not the client's");
+                n->u.event = id;
+                return 0;
+        case LUP_GNODE_GRAPH: {
+                uint32_t ci;
+                int rc;
+                if (be->cuGraphChildGraphNodeGetGraph(node, &child) != CUDA_SUCCESS)
+                        return fail(sv, -EIO, "cuGraphChildGraphNodeGetGraph failed");
+                if ((rc = new_record(sv, &ci)) < 0)
+                        return rc;
+                sv->g.graphs[ci].role = LUP_GRAPH_ROLE_CHILD;
+                n->u.child = ci;
+                return walk(sv, child, ci);
+        }
+        default:
+                snprintf(sv->why, sizeof(sv->why), "a graph node of type %d, which lupine cannot checkpoint yet",
+                         (int)t);
+                return -ENOTSUP;
+        }
+}
+
+static int node_index(const struct lup_u64map *m, CUgraphNode n, uint32_t *ret)
+{
+        uint64_t v;
+        if (!lup_u64map_get(m, (uint64_t)(uintptr_t)n, &v))
+                return -EIO;
+        *ret = (uint32_t)v;
+        return 0;
+}
+
+static int walk_edges(struct saver *sv, CUgraph g, struct lup_ckpt_graph *x, const struct lup_u64map *index)
+{
+        size_t ne = 0;
+        if (sv->s->be.fn.cuGraphGetEdges_v2(g, NULL, NULL, NULL, &ne) != CUDA_SUCCESS)
+                return fail(sv, -EIO, "cuGraphGetEdges failed");
+        if (ne > LUP_CKPT_MAX_GRAPH_EDGES)
+                return fail(sv, -E2BIG, "a graph with too many edges");
+        CUgraphNode *from = calloc(ne ? ne : 1, sizeof(*from)), *to = calloc(ne ? ne : 1, sizeof(*to));
+        x->edges = calloc(ne ? ne : 1, sizeof(*x->edges));
+        int rc = 0;
+        if (!from || !to || !x->edges)
+                rc = fail(sv, -ENOMEM, "out of memory");
+        else if (ne && sv->s->be.fn.cuGraphGetEdges_v2(g, from, to, NULL, &ne) != CUDA_SUCCESS)
+                rc = fail(sv, -EIO, "cuGraphGetEdges failed");
+        for (size_t i = 0; rc == 0 && i < ne; i++)
+                if (node_index(index, from[i], &x->edges[i].from) < 0 || node_index(index, to[i], &x->edges[i].to) < 0)
+                        rc = fail(sv, -EIO, "an edge names a node the graph does not list");
+        x->n_edges = (uint32_t)ne;
+        free(from);
+        free(to);
+        return rc;
+}
+
+/* Record idx (allocated, its id and role set by the caller) from graph g. */
+static int walk(struct saver *sv, CUgraph g, uint32_t idx)
+{
+        const struct lupw_backend *be = &sv->s->be.fn;
+        size_t nn = 0;
+        if (be->cuGraphGetNodes(g, NULL, &nn) != CUDA_SUCCESS)
+                return fail(sv, -EIO, "cuGraphGetNodes failed");
+        if (nn > LUP_CKPT_MAX_GRAPH_NODES)
+                return fail(sv, -E2BIG, "a graph with too many nodes");
+        CUgraphNode *nodes = calloc(nn ? nn : 1, sizeof(*nodes));
+        struct lup_ckpt_gnode *recs = calloc(nn ? nn : 1, sizeof(*recs));
+        struct lup_u64map index;
+        lup_u64map_init(&index, LUP_CKPT_MAX_GRAPH_NODES);
+        int rc = 0;
+        if (!nodes || !recs)
+                rc = fail(sv, -ENOMEM, "out of memory");
+        else if (nn && be->cuGraphGetNodes(g, nodes, &nn) != CUDA_SUCCESS)
+                rc = fail(sv, -EIO, "cuGraphGetNodes failed");
+        /* the record may move while children are appended: set it last */
+        sv->g.graphs[idx].nodes = recs;
+        sv->g.graphs[idx].n_nodes = rc == 0 ? (uint32_t)nn : 0;
+        for (size_t i = 0; rc == 0 && i < nn; i++) {
+                if (lup_u64map_put(&index, (uint64_t)(uintptr_t)nodes[i], i) < 0)
+                        rc = fail(sv, -ENOMEM, "out of memory");
+                else
+                        rc = save_node(sv, nodes[i], &sv->g.graphs[idx].nodes[i]);
+        }
+        if (rc == 0)
+                rc = walk_edges(sv, g, &sv->g.graphs[idx], &index);
+        lup_u64map_free(&index);
+        free(nodes);
+        return rc;
+}
+
+struct ent_list {
+        uint64_t *ids;
+        size_t n, cap;
+};
+
+static void collect_graphs(uint64_t key, uint64_t val, void *ud)
+{
+        struct ent_list *l = ud;
+        const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)val;
+        if ((e->kind == LUPW_H_GRAPH || e->kind == LUPW_H_GRAPHEXEC) && l->n < l->cap)
+                l->ids[l->n++] = key;
+}
+
+static int save_one(struct saver *sv, uint64_t id)
+{
+        struct lupw_session *s = sv->s;
+        struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPH, id);
+        bool exec = !e;
+        CUgraph g;
+        uint32_t idx;
+        if (exec)
+                e = lupw_handle_ent(s, LUPW_H_GRAPHEXEC, id);
+        if (!e || (!exec && (e->prov.flags & LUPW_GRAPH_CAPTURING)))
+                return 0; /* a capture's graph: captures do not outlive a drain */
+        g = exec ? lupw_exec_src(s, (CUgraphExec)e->real) : (CUgraph)e->real;
+        if (!g)
+                return fail(sv, -EIO, "a graph exec without its graph");
+        int rc = new_record(sv, &idx);
+        if (rc < 0)
+                return rc;
+        struct lup_ckpt_graph *x = &sv->g.graphs[idx];
+        x->id = id;
+        x->role = exec ? LUP_GRAPH_ROLE_EXEC : LUP_GRAPH_ROLE_GRAPH;
+        x->ctx = e->ctx;
+        x->parent = e->prov.parent;
+        x->flags = exec ? e->prov.flags : 0;
+        return walk(sv, g, idx);
+}
+
+static int save_captures(struct saver *sv)
+{
+        struct lupw_session *s = sv->s;
+        sv->g.caps = calloc(LUPW_MAX_CAPTURES, sizeof(*sv->g.caps));
+        if (!sv->g.caps)
+                return fail(sv, -ENOMEM, "out of memory");
+        for (int i = 0; i < s->graphs.n_caps; i++) {
+                const struct lupw_capture *c = &s->graphs.caps[i];
+                if (c->lost) /* every open one is, after a drain */
+                        sv->g.caps[sv->g.n_caps++] =
+                                (struct lup_ckpt_capture){ .stream = c->stream, .graph = c->graph, .cid = c->cid };
+        }
+        return 0;
+}
+
+int lupw_graphs_save(struct lupw_session *s, struct lupine_ckpt_save *save)
+{
+        struct saver sv = { .s = s };
+        struct ent_list l = { .cap = s->obj.handles.used };
+        uint8_t *obj = NULL;
+        size_t len = 0;
+        int rc = 0;
+        lup_u64map_init(&sv.ids, 2 * (size_t)LUP_MAX_HANDLES);
+        l.ids = calloc(l.cap ? l.cap : 1, sizeof(*l.ids));
+        if (!l.ids)
+                rc = fail(&sv, -ENOMEM, "out of memory");
+        if (rc == 0 && s->ctx.primary[0])
+                (void)s->be.fn.cuCtxSetCurrent(s->ctx.primary[0]);
+        if (rc == 0) {
+                s->ctx.bound_id = 0;
+                lup_u64map_each(&s->obj.handles, note_ids, &sv);
+                lup_u64map_each(&s->obj.handles, collect_graphs, &l);
+        }
+        for (size_t i = 0; rc == 0 && i < l.n; i++)
+                rc = save_one(&sv, l.ids[i]);
+        if (rc == 0)
+                rc = save_captures(&sv);
+        if (rc == 0 && (rc = lup_ckpt_graphs_encode(&sv.g, &obj, &len)) < 0)
+                fail(&sv, rc, "the graphs do not fit in a checkpoint");
+        if (rc == 0)
+                rc = s->ckpt.ops->save_write(save, "graphs", obj, len);
+        else
+                lup_err("session %s: checkpoint: graphs: %s", s->name, sv.why);
+        free(obj);
+        free(l.ids);
+        for (size_t i = 0; i < sv.n_bufs; i++)
+                free(sv.bufs[i]);
+        free(sv.bufs);
+        for (uint32_t i = 0; i < sv.g.n_graphs; i++) {
+                free(sv.g.graphs[i].nodes);
+                free(sv.g.graphs[i].edges);
+        }
+        free(sv.g.graphs);
+        free(sv.g.caps);
+        lup_u64map_free(&sv.ids);
+        return rc;
+}
