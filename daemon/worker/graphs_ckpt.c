@@ -78,9 +78,8 @@ static int new_record(struct saver *sv, uint32_t *ret)
 {
         if (sv->g.n_graphs == sv->cap) {
                 uint32_t ncap = sv->cap ? sv->cap * 2 : 16;
-                struct lup_ckpt_graph *n = ncap <= LUP_CKPT_MAX_GRAPHS
-                                                   ? realloc(sv->g.graphs, ncap * sizeof(*n))
-                                                   : NULL;
+                struct lup_ckpt_graph *n =
+                        ncap <= LUP_CKPT_MAX_GRAPHS ? realloc(sv->g.graphs, ncap * sizeof(*n)) : NULL;
                 if (!n)
                         return fail(sv, -ENOMEM, "too many graphs");
                 sv->g.graphs = n;
@@ -89,6 +88,26 @@ static int new_record(struct saver *sv, uint32_t *ret)
         memset(&sv->g.graphs[sv->g.n_graphs], 0, sizeof(sv->g.graphs[0]));
         *ret = sv->g.n_graphs++;
         return 0;
+}
+
+/* The parameter buffer of an `extra` list (CU_LAUNCH_PARAM_BUFFER_POINTER
+ * and _SIZE), which the driver may give instead of kernelParams. */
+static bool extra_buffer(void **extra, const uint8_t **ret, size_t *ret_len)
+{
+        const uint8_t *buf = NULL;
+        size_t len = 0;
+        bool have_len = false;
+        for (int i = 0; extra && i < 16 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+                if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+                        buf = extra[i + 1];
+                else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+                        len = *(const size_t *)extra[i + 1], have_len = true;
+                else
+                        return false;
+        }
+        *ret = buf;
+        *ret_len = len;
+        return buf && have_len;
 }
 
 static int save_kernel(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *n)
@@ -107,8 +126,12 @@ static int save_kernel(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode
                 e = lupw_handle_ent(s, LUPW_H_KERNEL, id);
         if (!e || !e->have_params)
                 return fail(sv, -ENOTSUP, "a kernel node's parameter layout is unknown");
-        if (e->n_params && !p.kernelParams)
-                return fail(sv, -ENOTSUP, "a kernel node passes its parameters through `extra`");
+        const uint8_t *packed = NULL;
+        size_t packed_len = 0;
+        if (e->n_params && !p.kernelParams && !extra_buffer(p.extra, &packed, &packed_len))
+                return fail(sv, -ENOTSUP, "a kernel node whose parameters the driver does not show");
+        if (packed && packed_len < e->param_bytes)
+                return fail(sv, -ENOTSUP, "a kernel node's parameter buffer is shorter than its layout");
         uint8_t *buf = calloc(1, e->param_bytes ? e->param_bytes : 1);
         if (!buf)
                 return fail(sv, -ENOMEM, "out of memory");
@@ -125,7 +148,7 @@ static int save_kernel(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode
         sv->bufs[sv->n_bufs++] = buf;
         for (uint32_t i = 0; i < e->n_params; i++) {
                 uint32_t off = e->params[2 * i], size = e->params[2 * i + 1];
-                memcpy(buf + off, p.kernelParams[i], size);
+                memcpy(buf + off, packed ? packed + off : (const uint8_t *)p.kernelParams[i], size);
                 if (size == 8 && s->obj.xlate.n) {
                         uint64_t v;
                         memcpy(&v, buf + off, 8);
@@ -191,8 +214,9 @@ static int save_node(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *
                 return 0;
         case LUP_GNODE_EVENT_RECORD:
         case LUP_GNODE_WAIT_EVENT:
-                if ((t == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? be->cuGraphEventRecordNodeGetEvent(node, &ev)
-                                                          : be->cuGraphEventWaitNodeGetEvent(node, &ev)) != CUDA_SUCCESS)
+                if ((t == CU_GRAPH_NODE_TYPE_EVENT_RECORD
+                             ? be->cuGraphEventRecordNodeGetEvent(node, &ev)
+                             : be->cuGraphEventWaitNodeGetEvent(node, &ev)) != CUDA_SUCCESS)
                         return fail(sv, -EIO, "cuGraphEvent*NodeGetEvent failed");
                 if (!lup_u64map_get(&sv->ids, (uint64_t)(uintptr_t)ev, &id))
                         return fail(sv, -ENOTSUP, "an event node's event is not the client's");

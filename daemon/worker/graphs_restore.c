@@ -39,9 +39,11 @@ static CUresult add_kernel(struct builder *b, CUgraphNode *ret, CUgraph g, const
         struct lupw_handle_ent *e;
         CUfunction fn;
         CUresult r = lupw_function(s, n->u.kernel.func, &e, &fn);
+        if (r == CUDA_SUCCESS)
+                r = lupw_param_layout(s, e, fn);
         if (r != CUDA_SUCCESS)
                 return r;
-        if (!e->have_params || e->param_bytes != n->u.kernel.n_bytes)
+        if (e->param_bytes != n->u.kernel.n_bytes)
                 return CUDA_ERROR_INVALID_VALUE;
         memcpy(pbuf, n->u.kernel.bytes, n->u.kernel.n_bytes);
         for (uint32_t i = 0; i < e->n_params; i++) {
@@ -133,8 +135,10 @@ static int build(struct builder *b, uint32_t idx, CUgraph *ret)
         CUgraphNode *to = calloc(x->n_edges ? x->n_edges : 1, sizeof(*to));
         CUresult r = nodes && from && to ? be->cuGraphCreate(&g, 0) : CUDA_ERROR_OUT_OF_MEMORY;
         int rc = 0;
-        for (uint32_t i = 0; r == CUDA_SUCCESS && i < x->n_nodes; i++)
-                r = add_node(b, &nodes[i], g, &x->nodes[i], &rc);
+        uint32_t at = 0;
+        for (; r == CUDA_SUCCESS && at < x->n_nodes; at++)
+                if ((r = add_node(b, &nodes[at], g, &x->nodes[at], &rc)) != CUDA_SUCCESS)
+                        break;
         for (uint32_t i = 0; r == CUDA_SUCCESS && i < x->n_edges; i++) {
                 from[i] = nodes[x->edges[i].from];
                 to[i] = nodes[x->edges[i].to];
@@ -148,7 +152,11 @@ static int build(struct builder *b, uint32_t idx, CUgraph *ret)
                 return rc;
         if (r != CUDA_SUCCESS) {
                 char what[96];
-                snprintf(what, sizeof(what), "rebuilding it failed with CUresult %d", (int)r);
+                if (at < x->n_nodes)
+                        snprintf(what, sizeof(what), "node %u (type %u) could not be made again: CUresult %d", at,
+                                 x->nodes[at].type, (int)r);
+                else
+                        snprintf(what, sizeof(what), "its edges could not be made again: CUresult %d", (int)r);
                 return fail(b, -EIO, what, idx);
         }
         b->state[idx] = 2;
@@ -205,10 +213,11 @@ static int restore_captures(struct lupw_session *s, const struct lup_ckpt_graphs
                         snprintf(why, whylen, "a capture names an unknown stream %" PRIx64, g->caps[i].stream);
                         return -EBADMSG;
                 }
-                s->graphs.caps[s->graphs.n_caps++] = (struct lupw_capture){
-                        .real = real, .stream = g->caps[i].stream, .graph = g->caps[i].graph, .cid = g->caps[i].cid,
-                        .lost = true
-                };
+                s->graphs.caps[s->graphs.n_caps++] = (struct lupw_capture){ .real = real,
+                                                                            .stream = g->caps[i].stream,
+                                                                            .graph = g->caps[i].graph,
+                                                                            .cid = g->caps[i].cid,
+                                                                            .lost = true };
         }
         return 0;
 }

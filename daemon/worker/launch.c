@@ -13,7 +13,7 @@
 #include "worker/session.h"
 
 /* Fetches and caches the parameter layout of a function. */
-static CUresult param_layout(struct lupw_session *s, struct lupw_handle_ent *e, CUfunction fn)
+CUresult lupw_param_layout(struct lupw_session *s, struct lupw_handle_ent *e, CUfunction fn)
 {
         uint32_t cap = 16, n = 0, bytes = 0;
         uint32_t *params;
@@ -72,7 +72,7 @@ static int func_info_run(struct lupw_session *s, const struct lup_hdr *h, const 
         if (*status == CUDA_SUCCESS)
                 *status = lupw_function(s, a->func, &e, &fn);
         if (*status == CUDA_SUCCESS)
-                *status = param_layout(s, e, fn);
+                *status = lupw_param_layout(s, e, fn);
         if (*status != CUDA_SUCCESS)
                 return 0;
         struct lup_func_info fi = { .n_params = e->n_params, .params = e->params, .n_attrs = CU_FUNC_ATTRIBUTE_MAX };
@@ -199,7 +199,7 @@ static int launch_run(struct lupw_session *s, const struct lup_hdr *h, const uni
         if (st == CUDA_SUCCESS)
                 st = lupw_function(s, l->func, &e, &fn);
         if (st == CUDA_SUCCESS)
-                st = param_layout(s, e, fn);
+                st = lupw_param_layout(s, e, fn);
         if (st == CUDA_SUCCESS)
                 st = lupw_stream(s, l->stream, &cs);
         if (st == CUDA_SUCCESS && l->param_bytes != e->param_bytes)

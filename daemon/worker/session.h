@@ -323,6 +323,8 @@ int lupw_events_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *
 
 /* worker/launch.c */
 extern const struct lupw_ctl_op lupw_ctl_launch, lupw_ctl_func_info;
+/* Fetches (once) and caches function fn's parameter layout in e. */
+CUresult lupw_param_layout(struct lupw_session *s, struct lupw_handle_ent *e, CUfunction fn);
 
 /* worker/copy.c */
 extern const struct lupw_ctl_op lupw_ctl_htod, lupw_ctl_dtoh, lupw_ctl_dtoh_async;

@@ -347,10 +347,27 @@ def upgrade_sigterm(lupined, progs, shim, kernels, tmp):
                     d.kill()
 
 
-def read_line(f, timeout):
-    import select
-    r, _, _ = select.select([f], [], [], timeout)
-    return f.readline() if r else None
+class LineReader:
+    """The lines of a pipe, read by a thread: a readline with a timeout
+    that does not lose lines buffered together."""
+
+    def __init__(self, f):
+        import queue
+        import threading
+        self.q = queue.Queue()
+        threading.Thread(target=self._run, args=(f,), daemon=True).start()
+
+    def _run(self, f):
+        for line in f:
+            self.q.put(line)
+        self.q.put('')
+
+    def line(self, timeout):
+        import queue
+        try:
+            return self.q.get(timeout=timeout)
+        except queue.Empty:
+            return None
 
 
 def graphs_across_restarts(lupined, progs, shim, kernels, tmp):
@@ -378,8 +395,9 @@ def graphs_across_restarts(lupined, progs, shim, kernels, tmp):
         check('graphs: the daemon starts', W.wait_port(port, d))
         c = subprocess.Popen([os.path.join(progs, 'e2e_graphs'), kernels, 'restart'], env=cenv,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = LineReader(c.stdout)
         while True:
-            line = read_line(c.stdout, 60)
+            line = lines.line(60)
             if line is None or line == '' or line.startswith('ready'):
                 break
         check('graphs: captured, instantiated and launched before the restarts', line and line.startswith('ready'),
@@ -388,9 +406,9 @@ def graphs_across_restarts(lupined, progs, shim, kernels, tmp):
         def go(what, n):
             c.stdin.write('go\n')
             c.stdin.flush()
-            got = read_line(c.stdout, 90)
+            got = lines.line(90)
             check(f'graphs: relaunched after the {what} restart with exact results', got == f'again {n}\n',
-                  repr(got) + (c.stderr.read() if got in (None, '') else ''))
+                  repr(got))
 
         d.send_signal(signal.SIGTERM)
         check('graphs: the durable drain exits 0', d.wait(timeout=60) == 0)
@@ -413,7 +431,10 @@ def graphs_across_restarts(lupined, progs, shim, kernels, tmp):
         go('upgrade', 3)
         c.stdin.write('end\n')
         c.stdin.flush()
-        out, err = c.communicate(timeout=60)
+        c.stdin.close()
+        out = ''.join(iter(lambda: lines.line(60) or '', ''))
+        c.wait(timeout=60)
+        err = c.stderr.read()
         check('graphs: the client ends cleanly', c.returncode == 0 and 'e2e_graphs restart: OK' in out,
               out[-1000:] + err[-2000:])
     finally:
