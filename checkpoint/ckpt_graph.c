@@ -24,9 +24,29 @@ const struct lup_sealed lup_ckpt_graphs_kind = {
 
 /* ---- encoding */
 
+static size_t node_size(const struct lup_ckpt_gnode *n)
+{
+        switch (n->type) {
+        case LUP_GNODE_KERNEL:
+                return 9 + 8 + 7 * 4 + 4 + n->u.kernel.n_bytes;
+        case LUP_GNODE_MEMSET:
+                return 9 + 8 * 4 + 8;
+        case LUP_GNODE_MEMCPY:
+                return 9 + 24;
+        case LUP_GNODE_EVENT_RECORD:
+        case LUP_GNODE_WAIT_EVENT:
+                return 9 + 8;
+        case LUP_GNODE_GRAPH:
+                return 9 + 4;
+        default:
+                return 9;
+        }
+}
+
 static void put_node(struct lup_wr *w, const struct lup_ckpt_gnode *n)
 {
         lup_wr_u8(w, n->type);
+        lup_wr_u64(w, n->id);
         switch (n->type) {
         case LUP_GNODE_KERNEL:
                 lup_wr_u64(w, n->u.kernel.func);
@@ -60,25 +80,6 @@ static void put_node(struct lup_wr *w, const struct lup_ckpt_gnode *n)
                 break;
         default: /* EMPTY */
                 break;
-        }
-}
-
-static size_t node_size(const struct lup_ckpt_gnode *n)
-{
-        switch (n->type) {
-        case LUP_GNODE_KERNEL:
-                return 1 + 8 + 7 * 4 + 4 + n->u.kernel.n_bytes;
-        case LUP_GNODE_MEMSET:
-                return 1 + 8 * 4 + 8;
-        case LUP_GNODE_MEMCPY:
-                return 1 + 24;
-        case LUP_GNODE_EVENT_RECORD:
-        case LUP_GNODE_WAIT_EVENT:
-                return 1 + 8;
-        case LUP_GNODE_GRAPH:
-                return 1 + 4;
-        default:
-                return 1;
         }
 }
 
@@ -136,6 +137,7 @@ int lup_ckpt_graphs_encode(const struct lup_ckpt_graphs *g, uint8_t **ret_buf, s
 static int get_node(struct lup_rd *r, struct lup_ckpt_gnode *n, uint32_t n_graphs)
 {
         lup_rd_u8(r, &n->type);
+        lup_rd_u64(r, &n->id);
         switch (n->type) {
         case LUP_GNODE_KERNEL:
                 lup_rd_u64(r, &n->u.kernel.func);
@@ -189,7 +191,7 @@ static int get_graph(struct lup_rd *r, struct lup_ckpt_graph *x, uint32_t n_grap
         lup_rd_u64(r, &x->flags);
         lup_rd_u32(r, &x->n_nodes);
         if (r->err || x->role > LUP_GRAPH_ROLE_CHILD || x->n_nodes > LUP_CKPT_MAX_GRAPH_NODES ||
-            x->n_nodes > lup_rd_left(r))
+            (uint64_t)x->n_nodes * 9 > lup_rd_left(r))
                 return -EBADMSG;
         if (x->n_nodes && !(x->nodes = calloc(x->n_nodes, sizeof(*x->nodes))))
                 return -ENOMEM;

@@ -8,7 +8,8 @@
  *      u32 n, n x graph {
  *              u64 id, u8 role (LUP_GRAPH_ROLE_*), u64 ctx, u64 parent,
  *              u64 flags,
- *              u32 n, n x node { u8 type (CUgraphNodeType), body by type },
+ *              u32 n, n x node { u8 type (CUgraphNodeType), u64 id (the node's
+ *                               client id, 0: none), body by type },
  *              u32 n, n x edge { u32 from, u32 to }  (indices of nodes)
  *      }
  *      u32 n, n x capture { u64 stream, u64 graph, u64 capture id }
@@ -58,6 +59,7 @@
 
 struct lup_ckpt_gnode {
         uint8_t type;
+        uint64_t id; /* the client's id of the node (graphs only), 0 for none */
         union {
                 struct {
                         uint64_t func;

@@ -168,21 +168,15 @@ static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64
         *status = st;
         if (st != CU_STREAM_CAPTURE_STATUS_ACTIVE)
                 return CUDA_SUCCESS; /* the other outputs are only defined while capturing */
-        if (ndeps && (deps || edges)) {
-                static int once;
-                if (!__atomic_exchange_n(&once, 1, __ATOMIC_RELAXED))
-                        lup_warn("cuStreamGetCaptureInfo: a capture's dependency nodes are not "
-                                 "forwarded by lupine yet (returning CUDA_ERROR_NOT_SUPPORTED)");
-                return CUDA_ERROR_NOT_SUPPORTED;
+        if (deps || edges) {         /* the dependency nodes, by id (api_graph_nodes.c) */
+                r = lupc_capture_deps(lupc_stream_id(s, 0), deps, edges, &ndeps);
+                if (r != CUDA_SUCCESS)
+                        return r;
         }
         if (id_out)
                 *id_out = id;
         if (graph_out)
                 *graph_out = (CUgraph)(uintptr_t)graph;
-        if (deps)
-                *deps = NULL;
-        if (edges)
-                *edges = NULL;
         if (n)
                 *n = (size_t)ndeps;
         return CUDA_SUCCESS;

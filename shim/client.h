@@ -151,6 +151,11 @@ int lupc_handle_kind(uint64_t id, uint64_t *ret_ctx);
  * CUDA_SUCCESS otherwise. */
 CUresult lupc_capture_refuse(uint64_t stream, const char *what);
 
+/* api_graph_nodes.c: the dependency nodes of stream's capture (ids, in a
+ * per-thread buffer valid until the next call; edge data all default). */
+CUresult lupc_capture_deps(uint64_t stream, const CUgraphNode **ret_deps, const CUgraphEdgeData **ret_edges,
+                           size_t *ret_n);
+
 /* streams: 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD travel as themselves */
 uint64_t lupc_stream_id(CUstream s, int per_thread_variant);
 

@@ -174,6 +174,18 @@ enum lup_admin_cmd { LUP_ADMIN_STATUS = 1, LUP_ADMIN_DRAIN = 2, LUP_ADMIN_UPGRAD
 
 #define LUP_LAUNCH_COOPERATIVE 1u
 #define LUP_MAX_PARAMS 4096u
+
+/* lupGraphList (abi/cuda_api.spec): what it lists, LUP_GRAPH_LIST_PAGE
+ * node ids an answer (edges: from, to pairs), from `offset` on */
+enum lup_graph_list {
+        LUP_GRAPH_LIST_NODES = 0,      /* handle: a graph */
+        LUP_GRAPH_LIST_ROOTS = 1,      /* handle: a graph */
+        LUP_GRAPH_LIST_EDGES = 2,      /* handle: a graph */
+        LUP_GRAPH_LIST_DEPS = 3,       /* handle: a node */
+        LUP_GRAPH_LIST_DEPENDENTS = 4, /* handle: a node */
+        LUP_GRAPH_LIST_CAPTURE = 5,    /* handle: a stream: its capture's dependencies */
+};
+#define LUP_GRAPH_LIST_PAGE 16u
 #define LUP_MAX_ATTRS 256u
 
 #endif

@@ -131,6 +131,7 @@ CUresult lupw_lupStreamEndCapture(struct lupw_session *s, CUstream hStream, uint
                 e->real = g;
                 e->prov.flags = 0;
         } else if (e) {
+                lupw_nodes_forget(s, graph);
                 lupw_handle_del(s, graph);
         }
         return r;
@@ -200,6 +201,7 @@ void lupw_captures_abort(struct lupw_session *s)
                 lup_warn("session %s: a stream capture was open at the drain; it is reported invalidated "
                          "after the restore",
                          s->name);
+                lupw_nodes_forget(s, c->graph);
                 lupw_handle_del(s, c->graph);
                 c->lost = true;
         }
@@ -215,9 +217,13 @@ CUresult lupw_cuGraphCreate(struct lupw_session *s, CUgraph *phGraph, unsigned i
 CUresult lupw_cuGraphDestroy(struct lupw_session *s, CUgraph hGraph)
 {
         struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPH, s->cur.parent);
+        uint64_t gid = s->cur.parent;
         if (e && (e->prov.flags & LUPW_GRAPH_CAPTURING))
                 return CUDA_ERROR_INVALID_VALUE; /* still being captured: only cuStreamEndCapture ends it */
-        return s->be.fn.cuGraphDestroy(hGraph);
+        CUresult r = s->be.fn.cuGraphDestroy(hGraph);
+        if (r == CUDA_SUCCESS)
+                lupw_nodes_forget(s, gid);
+        return r;
 }
 
 CUresult lupw_cuGraphClone(struct lupw_session *s, CUgraph *phGraphClone, CUgraph originalGraph)
@@ -277,10 +283,12 @@ CUresult lupw_cuGraphExecDestroy(struct lupw_session *s, CUgraphExec hGraphExec)
 void lupw_graphs_init(struct lupw_session *s)
 {
         lup_u64map_init(&s->graphs.exec_src, LUP_MAX_HANDLES);
+        lup_u64map_init(&s->graphs.node_ids, LUP_MAX_HANDLES);
 }
 
 void lupw_graphs_free(struct lupw_session *s)
 {
         lup_u64map_free(&s->graphs.exec_src);
+        lup_u64map_free(&s->graphs.node_ids);
         s->graphs.n_caps = 0;
 }

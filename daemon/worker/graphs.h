@@ -15,6 +15,15 @@ void lupw_captures_abort(struct lupw_session *s);
 CUresult lupw_exec_put_src(struct lupw_session *s, CUgraphExec exec, CUgraph src);
 CUgraph lupw_exec_src(struct lupw_session *s, CUgraphExec exec);
 
+/* worker/graph_nodes.c: node ids. The id of a driver's node (given one
+ * from the worker's range if it has none; 0 if that fails), the id it has
+ * (0: none), one put under a given id (restore), and forgetting every
+ * node of a graph (destroyed). */
+uint64_t lupw_node_id(struct lupw_session *s, CUgraphNode real, uint64_t graph);
+uint64_t lupw_node_lookup(struct lupw_session *s, CUgraphNode real);
+CUresult lupw_node_put(struct lupw_session *s, uint64_t id, CUgraphNode real, uint64_t graph);
+void lupw_nodes_forget(struct lupw_session *s, uint64_t graph);
+
 struct lupine_ckpt_save;
 struct lupine_ckpt_load;
 /* worker/graphs_ckpt.c: the object "graphs" (graphs, execs, captures a

@@ -296,8 +296,9 @@ static int walk(struct saver *sv, CUgraph g, uint32_t idx)
         for (size_t i = 0; rc == 0 && i < nn; i++) {
                 if (lup_u64map_put(&index, (uint64_t)(uintptr_t)nodes[i], i) < 0)
                         rc = fail(sv, -ENOMEM, "out of memory");
-                else
-                        rc = save_node(sv, nodes[i], &sv->g.graphs[idx].nodes[i]);
+                else if ((rc = save_node(sv, nodes[i], &sv->g.graphs[idx].nodes[i])) == 0 &&
+                         sv->g.graphs[idx].role == LUP_GRAPH_ROLE_GRAPH)
+                        sv->g.graphs[idx].nodes[i].id = lupw_node_lookup(sv->s, nodes[i]);
         }
         if (rc == 0)
                 rc = walk_edges(sv, g, &sv->g.graphs[idx], &index);

@@ -145,6 +145,15 @@ static int build(struct builder *b, uint32_t idx, CUgraph *ret)
         }
         if (r == CUDA_SUCCESS && x->n_edges)
                 r = be->cuGraphAddDependencies_v2(g, from, to, NULL, x->n_edges);
+        /* a graph's nodes the client named keep their ids */
+        for (uint32_t i = 0; r == CUDA_SUCCESS && rc == 0 && x->role == LUP_GRAPH_ROLE_GRAPH && i < x->n_nodes; i++) {
+                if (!x->nodes[i].id)
+                        continue;
+                if (lupw_handle_fresh(b->s, x->nodes[i].id) < 0)
+                        rc = fail(b, -EBADMSG, "a node id is malformed or repeated", idx);
+                else
+                        r = lupw_node_put(b->s, x->nodes[i].id, nodes[i], x->id);
+        }
         free(nodes);
         free(from);
         free(to);

@@ -145,6 +145,8 @@ struct lupw_graphs {
         struct lupw_capture caps[LUPW_MAX_CAPTURES];
         int n_caps;
         struct lup_u64map exec_src; /* real CUgraphExec -> the worker's clone of its graph */
+        struct lup_u64map node_ids; /* real CUgraphNode -> its id (worker/graph_nodes.c) */
+        uint64_t next_node_id;      /* the next id the worker gives a driver-made node */
 };
 
 /* What the call being executed named, for the creators that remember it. */

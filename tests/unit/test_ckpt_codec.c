@@ -563,6 +563,7 @@ static void graphs_sample(struct lup_ckpt_graphs *g, struct lup_ckpt_graph *x, s
 {
         memset(nodes, 0, 7 * sizeof(*nodes));
         nodes[0].type = LUP_GNODE_KERNEL;
+        nodes[0].id = 0x1080;
         nodes[0].u.kernel.func = 0x1010;
         nodes[0].u.kernel.grid[0] = 8, nodes[0].u.kernel.block[0] = 128, nodes[0].u.kernel.smem = 64;
         nodes[0].u.kernel.n_bytes = sizeof(gparams), nodes[0].u.kernel.bytes = gparams;
@@ -621,6 +622,8 @@ static void graphs_round_trip(void **state)
         assert_int_equal(d.graphs[1].flags, 1);
         assert_int_equal(d.graphs[0].n_nodes, 7);
         assert_int_equal(d.graphs[0].nodes[0].u.kernel.func, 0x1010);
+        assert_int_equal(d.graphs[0].nodes[0].id, 0x1080);
+        assert_int_equal(d.graphs[0].nodes[1].id, 0);
         assert_int_equal(d.graphs[0].nodes[0].u.kernel.block[0], 128);
         assert_memory_equal(d.graphs[0].nodes[0].u.kernel.bytes, gparams, sizeof(gparams));
         assert_int_equal(d.graphs[0].nodes[1].u.memset.width, 4099);

@@ -301,6 +301,152 @@ static void test_illegal(void)
         printf("  illegal during capture: context and stream sync, host copies, modes, bad input\n");
 }
 
+/* The explicit API: a = v (memset), b = a (copy, after it), an empty node
+ * and an event record after that; lists and types checked; launched. */
+struct explicit_graph {
+        CUgraph g;
+        CUgraphNode set, copy, empty, rec;
+};
+
+static void build_explicit(struct explicit_graph *x, CUdeviceptr a, CUdeviceptr b, unsigned v, CUevent ev)
+{
+        CUDA_MEMSET_NODE_PARAMS ms = { .dst = a, .value = v, .elementSize = 4, .width = N, .height = 1 };
+        CUDA_MEMCPY3D cp;
+        memset(&cp, 0, sizeof(cp));
+        cp.srcMemoryType = cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        cp.srcDevice = a;
+        cp.dstDevice = b;
+        cp.WidthInBytes = N * 4;
+        cp.Height = cp.Depth = 1;
+        CK(cuGraphCreate(&x->g, 0));
+        CK(cuGraphAddMemsetNode(&x->set, x->g, NULL, 0, &ms, ctx));
+        CK(cuGraphAddMemcpyNode(&x->copy, x->g, &x->set, 1, &cp, ctx));
+        CK(cuGraphAddEmptyNode(&x->empty, x->g, &x->copy, 1));
+        CK(cuGraphAddEventRecordNode(&x->rec, x->g, &x->empty, 1, ev));
+}
+
+static void check_explicit(const struct explicit_graph *x)
+{
+        CUgraphNode v[8], from[8], to[8];
+        CUgraphNodeType t;
+        size_t n = 0;
+        CK(cuGraphGetNodes(x->g, NULL, &n));
+        EXPECT(n == 4);
+        n = 8;
+        CK(cuGraphGetNodes(x->g, v, &n));
+        EXPECT(n == 4 && v[4] == NULL);
+        int seen = 0;
+        for (size_t i = 0; i < n; i++)
+                seen |= (v[i] == x->set) | (v[i] == x->copy) << 1 | (v[i] == x->empty) << 2 | (v[i] == x->rec) << 3;
+        EXPECT(seen == 15);
+        n = 8;
+        CK(cuGraphGetRootNodes(x->g, v, &n));
+        EXPECT(n == 1 && v[0] == x->set);
+        n = 8;
+        CK(cuGraphGetEdges(x->g, from, to, NULL, &n));
+        EXPECT(n == 3);
+        n = 8;
+        CK(cuGraphNodeGetDependencies(x->copy, v, NULL, &n));
+        EXPECT(n == 1 && v[0] == x->set);
+        n = 8;
+        CK(cuGraphNodeGetDependentNodes(x->copy, v, NULL, &n));
+        EXPECT(n == 1 && v[0] == x->empty);
+        CK(cuGraphNodeGetType(x->set, &t));
+        EXPECT(t == CU_GRAPH_NODE_TYPE_MEMSET);
+        CK(cuGraphNodeGetType(x->copy, &t));
+        EXPECT(t == CU_GRAPH_NODE_TYPE_MEMCPY);
+        CK(cuGraphNodeGetType(x->empty, &t));
+        EXPECT(t == CU_GRAPH_NODE_TYPE_EMPTY);
+        CK(cuGraphNodeGetType(x->rec, &t));
+        EXPECT(t == CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+
+static void run_explicit(const struct explicit_graph *x, CUdeviceptr b, unsigned v, CUstream s, CUevent ev)
+{
+        CUgraphExec e;
+        unsigned h[N];
+        CK(cuMemsetD32(b, 0, N));
+        CK(cuGraphInstantiateWithFlags(&e, x->g, 0));
+        CK(cuGraphLaunch(e, s));
+        CK(cuEventSynchronize(ev));
+        CK(cuStreamSynchronize(s));
+        CK(cuMemcpyDtoH(h, b, sizeof(h)));
+        for (int i = 0; i < N; i++)
+                EXPECT(h[i] == v);
+        CK(cuGraphExecDestroy(e));
+}
+
+static void test_explicit(void)
+{
+        struct explicit_graph x;
+        CUdeviceptr a, b;
+        CUstream s;
+        CUevent ev;
+        CK(cuMemAlloc(&a, N * 4));
+        CK(cuMemAlloc(&b, N * 4));
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+        build_explicit(&x, a, b, 0xabcd1234u, ev);
+        check_explicit(&x);
+        run_explicit(&x, b, 0xabcd1234u, s, ev);
+
+        /* a child graph: the explicit one inside a new graph, after a wait */
+        CUgraph outer;
+        CUgraphNode wait, child;
+        CK(cuGraphCreate(&outer, 0));
+        CK(cuGraphAddEventWaitNode(&wait, outer, NULL, 0, ev));
+        CK(cuGraphAddChildGraphNode(&child, outer, &wait, 1, x.g));
+        CUgraphNodeType t;
+        CK(cuGraphNodeGetType(child, &t));
+        EXPECT(t == CU_GRAPH_NODE_TYPE_GRAPH);
+        CUgraphExec oe;
+        CK(cuMemsetD32(b, 0, N));
+        CK(cuGraphInstantiateWithFlags(&oe, outer, 0));
+        CK(cuGraphLaunch(oe, s));
+        CK(cuStreamSynchronize(s));
+        unsigned h[N];
+        CK(cuMemcpyDtoH(h, b, sizeof(h)));
+        EXPECT(h[0] == 0xabcd1234u && h[N - 1] == 0xabcd1234u);
+        CK(cuGraphExecDestroy(oe));
+
+        /* dependencies removed and added again */
+        CK(cuGraphRemoveDependencies(x.g, &x.set, &x.copy, NULL, 1));
+        size_t n = 8;
+        CUgraphNode v[8];
+        CK(cuGraphGetRootNodes(x.g, v, &n));
+        EXPECT(n == 2);
+        CK(cuGraphAddDependencies(x.g, &x.set, &x.copy, NULL, 1));
+        check_explicit(&x);
+
+        /* bad input: a node of another graph, a cycle, a destroyed node */
+        EXPECT_ERR(cuGraphAddDependencies(x.g, &wait, &x.set, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuGraphAddEmptyNode(&v[0], x.g, &wait, 1), CUDA_ERROR_INVALID_VALUE);
+        n = 8;
+        CK(cuGraphGetNodes(x.g, v, &n));
+        EXPECT(n == 4); /* the refused node is not left behind */
+        CK(cuGraphAddDependencies(x.g, &x.rec, &x.set, NULL, 1));
+        CUgraphExec ce;
+        CUresult r = cuGraphInstantiateWithFlags(&ce, x.g, 0);
+        EXPECT(r != CUDA_SUCCESS); /* a cycle */
+        CK(cuGraphRemoveDependencies(x.g, &x.rec, &x.set, NULL, 1));
+        CK(cuGraphDestroyNode(x.empty));
+        n = 8;
+        CK(cuGraphGetNodes(x.g, v, &n));
+        EXPECT(n == 3);
+        CK(cuGraphNodeGetDependencies(x.rec, v, NULL, &n));
+        EXPECT(n == 0);
+        EXPECT_ERR(cuGraphGetNodes(x.g, v, NULL), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuGraphAddMemsetNode(&v[0], x.g, NULL, 0, NULL, ctx), CUDA_ERROR_INVALID_VALUE);
+
+        CK(cuGraphDestroy(outer));
+        CK(cuGraphDestroy(x.g));
+        CK(cuEventDestroy(ev));
+        CK(cuStreamDestroy(s));
+        CK(cuMemFree(a));
+        CK(cuMemFree(b));
+        printf("  explicit API: memset, memcpy, empty, event and child graph nodes, lists, edges, bad input\n");
+}
+
 /* The restart scenario: a captured graph instantiated (and launched), and
  * a second, never-instantiated clone; after each restart both are
  * launched again (the clone instantiated then) with exact results. */
@@ -317,6 +463,14 @@ static int restart_mode(void)
         CK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
         CUgraph g = capture_forkjoin(&b, s1, s2, fork, join), c;
         CK(cuGraphClone(&c, g));
+        struct explicit_graph x;
+        CUdeviceptr xa, xb;
+        CUevent xev;
+        CK(cuMemAlloc(&xa, N * 4));
+        CK(cuMemAlloc(&xb, N * 4));
+        CK(cuEventCreate(&xev, CU_EVENT_DISABLE_TIMING));
+        build_explicit(&x, xa, xb, 5150u, xev);
+        check_explicit(&x);
         CK(cuGraphInstantiateWithFlags(&e, g, 0));
         int total = 0;
         for (int i = 0; i < 3; i++, total++)
@@ -340,12 +494,16 @@ static int restart_mode(void)
                 CK(cuStreamSynchronize(s1));
                 check_results(&b, total);
                 CK(cuGraphExecDestroy(ec));
+                /* the explicit graph, its node ids and edges as they were */
+                check_explicit(&x);
+                run_explicit(&x, xb, 5150u, s1, xev);
                 printf("again %d\n", round);
                 fflush(stdout);
         }
         CK(cuGraphExecDestroy(e));
         CK(cuGraphDestroy(g));
         CK(cuGraphDestroy(c));
+        CK(cuGraphDestroy(x.g));
         printf("e2e_graphs restart: OK\n");
         return 0;
 }
@@ -375,6 +533,7 @@ int main(int argc, char **argv)
                 return restart_mode();
         test_capture();
         test_illegal();
+        test_explicit();
         if (e2e_failures) {
                 printf("e2e_graphs: %d FAILURES\n", e2e_failures);
                 return 1;

@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The explicit graph API in the shim: node adds (empty, memset, 1-D
+ * device memcpy, event record and wait, child graph), dependencies, and
+ * the lists (nodes, roots, edges, a node's dependencies and dependents).
+ *
+ * Node ids are minted here for nodes the client adds; a node is made
+ * without dependencies and its edges added one by one, all answered at
+ * once (a bad dependency is the driver's answer, and the node is removed
+ * again). Lists come from the worker a page at a time (lupGraphList); a
+ * node the driver made (a capture's) gets its id there.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "log.h"
+#include "shim_gen.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#undef cuGraphAddDependencies
+#undef cuGraphRemoveDependencies
+#undef cuGraphGetEdges
+#undef cuGraphNodeGetDependencies
+#undef cuGraphNodeGetDependentNodes
+
+#define ID(h) ((uint64_t)(uintptr_t)(h))
+
+static CUresult add_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n, unsigned type,
+                         const uint64_t v[6])
+{
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!ph || !g || (n && !deps))
+                return CUDA_ERROR_INVALID_VALUE;
+        uint64_t id = lupc_mint_handle();
+        CUresult r = lupc_send_lupGraphAddNode(id, g, type, v[0], v[1], v[2], v[3], v[4], v[5]);
+        for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+                if ((r = lupc_send_lupGraphEdge(1, g, ID(deps[i]), id)) != CUDA_SUCCESS)
+                        (void)cuGraphDestroyNode((CUgraphNode)(uintptr_t)id);
+        if (r == CUDA_SUCCESS)
+                *ph = (CUgraphNode)(uintptr_t)id;
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                            size_t numDependencies)
+{
+        const uint64_t v[6] = { 0 };
+        return add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_EMPTY, v);
+}
+
+EXPORT CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                             size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+        if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) || !p->width || !p->height ||
+            (p->height > 1 && p->pitch < p->width * p->elementSize))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (ctx && ID(ctx) != lupc_ctx_current())
+                return CUDA_ERROR_NOT_SUPPORTED; /* nodes run in the calling thread's context here */
+        uint64_t span = (p->height - 1) * (uint64_t)p->pitch + p->width * (uint64_t)p->elementSize;
+        CUresult r = lupc_initialized() ? lupc_check_range(p->dst, span, 1) : CUDA_ERROR_NOT_INITIALIZED;
+        if (r != CUDA_SUCCESS)
+                return r;
+        const uint64_t v[6] = { p->dst, p->pitch, p->value, p->elementSize, p->width, p->height };
+        return add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEMSET, v);
+}
+
+static bool device_side(CUmemorytype t, uint64_t p)
+{
+        return (t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED) && lupc_in_arena(p);
+}
+
+EXPORT CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                             size_t numDependencies, const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+        if (!p)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        uint64_t src = p->srcDevice + p->srcXInBytes, dst = p->dstDevice + p->dstXInBytes;
+        if (!device_side(p->srcMemoryType, src) || !device_side(p->dstMemoryType, dst) || p->Height > 1 ||
+            p->Depth > 1 || p->srcY || p->srcZ || p->dstY || p->dstZ || (ctx && ID(ctx) != lupc_ctx_current())) {
+                static int once;
+                if (!__atomic_exchange_n(&once, 1, __ATOMIC_RELAXED))
+                        lup_warn("cuGraphAddMemcpyNode: lupine takes 1-D device to device copies only "
+                                 "(returning CUDA_ERROR_NOT_SUPPORTED)");
+                return CUDA_ERROR_NOT_SUPPORTED;
+        }
+        CUresult r = lupc_check_range(src, p->WidthInBytes, 1);
+        if (r == CUDA_SUCCESS)
+                r = lupc_check_range(dst, p->WidthInBytes, 1);
+        if (r != CUDA_SUCCESS)
+                return r;
+        const uint64_t v[6] = { dst, src, p->WidthInBytes };
+        return add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEMCPY, v);
+}
+
+EXPORT CUresult CUDAAPI cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                  const CUgraphNode *dependencies, size_t numDependencies,
+                                                  CUevent event)
+{
+        const uint64_t v[6] = { ID(event) };
+        if (!event)
+                return CUDA_ERROR_INVALID_VALUE;
+        return add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_EVENT_RECORD, v);
+}
+
+EXPORT CUresult CUDAAPI cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
+{
+        const uint64_t v[6] = { ID(event) };
+        if (!event)
+                return CUDA_ERROR_INVALID_VALUE;
+        return add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_WAIT_EVENT, v);
+}
+
+EXPORT CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                 const CUgraphNode *dependencies, size_t numDependencies,
+                                                 CUgraph childGraph)
+{
+        const uint64_t v[6] = { ID(childGraph) };
+        if (!childGraph)
+                return CUDA_ERROR_INVALID_VALUE;
+        return add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_GRAPH, v);
+}
+
+/* ---- dependencies */
+
+static bool default_edges(const CUgraphEdgeData *d, size_t n)
+{
+        static const CUgraphEdgeData zero;
+        for (size_t i = 0; d && i < n; i++)
+                if (memcmp(&d[i], &zero, sizeof(zero)))
+                        return false;
+        return true;
+}
+
+static CUresult edges(unsigned add, CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
+                      const CUgraphEdgeData *data, size_t n)
+{
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!g || (n && (!from || !to)))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!default_edges(data, n))
+                return CUDA_ERROR_NOT_SUPPORTED; /* programmatic edges are not forwarded yet */
+        CUresult r = CUDA_SUCCESS;
+        for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+                r = lupc_send_lupGraphEdge(add, g, ID(from[i]), ID(to[i]));
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                               size_t numDependencies);
+EXPORT CUresult CUDAAPI cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                               size_t numDependencies)
+{
+        return edges(1, hGraph, from, to, NULL, numDependencies);
+}
+
+EXPORT CUresult CUDAAPI cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                                  const CUgraphEdgeData *edgeData, size_t numDependencies)
+{
+        return edges(1, hGraph, from, to, edgeData, numDependencies);
+}
+
+EXPORT CUresult CUDAAPI cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                                  size_t numDependencies);
+EXPORT CUresult CUDAAPI cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                                  size_t numDependencies)
+{
+        return edges(0, hGraph, from, to, NULL, numDependencies);
+}
+
+EXPORT CUresult CUDAAPI cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                                     const CUgraphEdgeData *edgeData, size_t numDependencies)
+{
+        return edges(0, hGraph, from, to, edgeData, numDependencies);
+}
+
+/* ---- lists */
+
+/* Up to cap values of list `what` into out (may be NULL when cap is 0);
+ * *ret_total: how many there are. */
+static CUresult list(unsigned what, uint64_t handle, uint64_t *out, size_t cap, size_t *ret_total)
+{
+        uint64_t total = 0, v[LUP_GRAPH_LIST_PAGE];
+        size_t off = 0;
+        do {
+                CUresult r = lupc_send_lupGraphList(what, handle, (unsigned)off, &total, &v[0], &v[1], &v[2], &v[3],
+                                                    &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12],
+                                                    &v[13], &v[14], &v[15]);
+                if (r != CUDA_SUCCESS)
+                        return r;
+                for (size_t i = 0; i < LUP_GRAPH_LIST_PAGE && off + i < cap && off + i < total; i++)
+                        out[off + i] = v[i];
+                off += LUP_GRAPH_LIST_PAGE;
+        } while (off < cap && off < total && off < UINT32_MAX);
+        *ret_total = (size_t)total;
+        return CUDA_SUCCESS;
+}
+
+/* The Get*Nodes form: with nodes NULL, *num is the count; else up to *num
+ * entries, the rest NULL, and *num the number filled. */
+static CUresult node_list(unsigned what, uint64_t handle, CUgraphNode *nodes, CUgraphEdgeData *data, size_t *num)
+{
+        size_t total;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!handle || !num || (data && !nodes))
+                return CUDA_ERROR_INVALID_VALUE;
+        size_t cap = nodes ? *num : 0;
+        CUresult r = list(what, handle, (uint64_t *)nodes, cap, &total);
+        if (r != CUDA_SUCCESS)
+                return r;
+        for (size_t i = total; nodes && i < cap; i++)
+                nodes[i] = NULL;
+        if (data)
+                memset(data, 0, cap * sizeof(*data));
+        *num = nodes ? (total < cap ? total : cap) : total;
+        return CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+        return node_list(LUP_GRAPH_LIST_NODES, ID(hGraph), nodes, NULL, numNodes);
+}
+
+EXPORT CUresult CUDAAPI cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
+{
+        return node_list(LUP_GRAPH_LIST_ROOTS, ID(hGraph), rootNodes, NULL, numRootNodes);
+}
+
+EXPORT CUresult CUDAAPI cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies,
+                                                   size_t *numDependencies);
+EXPORT CUresult CUDAAPI cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies,
+                                                   size_t *numDependencies)
+{
+        return node_list(LUP_GRAPH_LIST_DEPS, ID(hNode), dependencies, NULL, numDependencies);
+}
+
+EXPORT CUresult CUDAAPI cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies,
+                                                      CUgraphEdgeData *edgeData, size_t *numDependencies)
+{
+        return node_list(LUP_GRAPH_LIST_DEPS, ID(hNode), dependencies, edgeData, numDependencies);
+}
+
+EXPORT CUresult CUDAAPI cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes,
+                                                     size_t *numDependentNodes);
+EXPORT CUresult CUDAAPI cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes,
+                                                     size_t *numDependentNodes)
+{
+        return node_list(LUP_GRAPH_LIST_DEPENDENTS, ID(hNode), dependentNodes, NULL, numDependentNodes);
+}
+
+EXPORT CUresult CUDAAPI cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes,
+                                                        CUgraphEdgeData *edgeData, size_t *numDependentNodes)
+{
+        return node_list(LUP_GRAPH_LIST_DEPENDENTS, ID(hNode), dependentNodes, edgeData, numDependentNodes);
+}
+
+static CUresult edge_list(CUgraph g, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data, size_t *num)
+{
+        size_t total;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!g || !num || (!from != !to) || (data && !from))
+                return CUDA_ERROR_INVALID_VALUE;
+        size_t cap = from ? *num : 0;
+        uint64_t *pairs = cap ? calloc(2 * cap, sizeof(*pairs)) : NULL;
+        if (cap && !pairs)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = list(LUP_GRAPH_LIST_EDGES, ID(g), pairs, 2 * cap, &total);
+        total /= 2;
+        for (size_t i = 0; r == CUDA_SUCCESS && i < cap; i++) {
+                from[i] = i < total ? (CUgraphNode)(uintptr_t)pairs[2 * i] : NULL;
+                to[i] = i < total ? (CUgraphNode)(uintptr_t)pairs[2 * i + 1] : NULL;
+        }
+        free(pairs);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (data)
+                memset(data, 0, cap * sizeof(*data));
+        *num = from ? (total < cap ? total : cap) : total;
+        return CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges);
+EXPORT CUresult CUDAAPI cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges)
+{
+        return edge_list(hGraph, from, to, NULL, numEdges);
+}
+
+EXPORT CUresult CUDAAPI cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+                                           CUgraphEdgeData *edgeData, size_t *numEdges)
+{
+        return edge_list(hGraph, from, to, edgeData, numEdges);
+}
+
+CUresult lupc_capture_deps(uint64_t stream, const CUgraphNode **ret_deps, const CUgraphEdgeData **ret_edges,
+                           size_t *ret_n)
+{
+        static __thread uint64_t *ids;
+        static __thread CUgraphEdgeData *edata;
+        static __thread size_t cap;
+        size_t total = 0;
+        CUresult r = list(LUP_GRAPH_LIST_CAPTURE, stream, NULL, 0, &total);
+        if (r == CUDA_SUCCESS && total > cap) {
+                uint64_t *n = realloc(ids, total * sizeof(*n));
+                CUgraphEdgeData *e = n ? realloc(edata, total * sizeof(*e)) : NULL;
+                if (n)
+                        ids = n;
+                if (e)
+                        edata = e;
+                if (!n || !e)
+                        return CUDA_ERROR_OUT_OF_MEMORY;
+                cap = total;
+        }
+        if (r == CUDA_SUCCESS && total)
+                r = list(LUP_GRAPH_LIST_CAPTURE, stream, ids, total, &total);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (total)
+                memset(edata, 0, total * sizeof(*edata));
+        if (ret_deps)
+                *ret_deps = total ? (const CUgraphNode *)ids : NULL;
+        if (ret_edges)
+                *ret_edges = total ? edata : NULL;
+        if (ret_n)
+                *ret_n = total;
+        return CUDA_SUCCESS;
+}
