@@ -308,6 +308,8 @@ CUresult sim_capture_wait(struct sim_driver *drv, struct sim_queue *q, CUevent h
         sim_graph_lock();
         m = member_of(q, &c);
         e = event_find(h);
+        if (m && (flags & CU_EVENT_WAIT_EXTERNAL))
+                e = NULL;       /* an external wait is a node, whatever the event */
         if (e && !m && q->legacy) {
                 /* The legacy stream cannot join a capture. */
                 invalidate(e->c);
