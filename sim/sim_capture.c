@@ -224,7 +224,12 @@ static CUresult event_remember(CUevent h, struct sim_capture *c, struct sim_gnod
 static CUresult capture_node(struct sim_capture *c, struct cap_member *m, struct sim_nparams *p)
 {
         struct sim_gnode *n;
-        CUresult r = sim_graph_add(c->g, m->deps, m->n, p, &n);
+        CUresult r = CUDA_SUCCESS;
+
+        if (p->type == CU_GRAPH_NODE_TYPE_KERNEL && !p->u.kernel.kp)
+                r = sim_nparams_kernel_ptrs(p);
+        if (r == CUDA_SUCCESS)
+                r = sim_graph_add(c->g, m->deps, m->n, p, &n);
 
         if (r != CUDA_SUCCESS)
                 return r;
@@ -309,7 +314,7 @@ CUresult sim_capture_wait(struct sim_driver *drv, struct sim_queue *q, CUevent h
         m = member_of(q, &c);
         e = event_find(h);
         if (m && (flags & CU_EVENT_WAIT_EXTERNAL))
-                e = NULL;       /* an external wait is a node, whatever the event */
+                e = NULL; /* an external wait is a node, whatever the event */
         if (e && !m && q->legacy) {
                 /* The legacy stream cannot join a capture. */
                 invalidate(e->c);

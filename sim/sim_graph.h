@@ -121,6 +121,8 @@ bool sim_graph_has_mem_nodes(const struct sim_graph *g);
 CUresult sim_nparams_copy(const struct sim_nparams *src, struct sim_nparams *dst, bool hidden);
 void sim_nparams_release(struct sim_driver *drv, struct sim_nparams *p);
 void sim_gmem_put(struct sim_driver *drv, struct sim_gmem *m);
+/* Points p->u.kernel.kp at the parameters of p->u.kernel.l. */
+CUresult sim_nparams_kernel_ptrs(struct sim_nparams *p);
 /* Parameters from a CUgraphNodeParams (cuGraphAddNode and its kin), checked
  * as the driver does. g is the graph the node goes to (alloc and free
  * nodes check it). Lock held (exclusive for an alloc node), graph mutex

@@ -349,6 +349,54 @@ static CUresult node_op(struct sim_driver *drv, const struct sim_gnode *n, CUcon
         return CUDA_SUCCESS;
 }
 
+/* The graph memory a launch uses, held until its work has run, so that
+ * destroying the executable graph and its graph meanwhile frees nothing
+ * under it. Runs on the stream's thread, without the rwlock. */
+struct gmem_hold {
+        size_t n;
+        struct sim_gmem *mem[];
+};
+
+static CUresult gmem_release_exec(struct sim_driver *drv, void *arg)
+{
+        struct gmem_hold *h = arg;
+
+        sim_wrlock(drv);
+        sim_graph_lock();
+        for (size_t i = 0; i < h->n; i++)
+                sim_gmem_put(drv, h->mem[i]);
+        sim_graph_unlock();
+        sim_unlock(drv);
+        return CUDA_SUCCESS;
+}
+
+/* The op holding x's graph memory, appended to ops (room for one more),
+ * or nothing when x has none. Graph mutex held. */
+static CUresult hold_gmem(struct sim_exec *x, struct sim_op **ops, size_t *nops)
+{
+        struct gmem_hold *h;
+        size_t n = 0;
+
+        for (size_t i = 0; i < x->n; i++)
+                n += x->order[i]->p.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+        if (!n)
+                return CUDA_SUCCESS;
+        h = malloc(sizeof(*h) + n * sizeof(h->mem[0]));
+        if (!h)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        h->n = 0;
+        for (size_t i = 0; i < x->n; i++)
+                if (x->order[i]->p.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+                        h->mem[h->n++] = x->order[i]->p.u.alloc.mem;
+        ops[*nops] = sim_op_new(gmem_release_exec, h, false);
+        if (!ops[*nops])
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        for (size_t i = 0; i < h->n; i++)
+                h->mem[i]->refs++;
+        (*nops)++;
+        return CUDA_SUCCESS;
+}
+
 /* Frees ops[0..n) that were never submitted (not ops itself). */
 static void ops_drop(struct sim_driver *drv, struct sim_op **ops, size_t n)
 {
@@ -416,7 +464,7 @@ SIM_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
         sim_graph_lock();
         if (r == CUDA_SUCCESS && !(x = sim_exec_lookup(hGraphExec)))
                 r = CUDA_ERROR_INVALID_VALUE;
-        if (r == CUDA_SUCCESS && !(ops = calloc(x->n ? x->n : 1, sizeof(*ops))))
+        if (r == CUDA_SUCCESS && !(ops = calloc(x->n + 1, sizeof(*ops))))
                 r = CUDA_ERROR_OUT_OF_MEMORY;
         for (size_t i = 0; r == CUDA_SUCCESS && i < x->n; i++) {
                 struct sim_op *op;
@@ -427,6 +475,8 @@ SIM_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
                 if (r == CUDA_SUCCESS && op)
                         ops[nops++] = op;
         }
+        if (r == CUDA_SUCCESS)
+                r = hold_gmem(x, ops, &nops);
         sim_graph_unlock();
         sim_unlock(drv);
         if (r != CUDA_SUCCESS) {

@@ -46,7 +46,7 @@ void sim_nparams_release(struct sim_driver *drv, struct sim_nparams *p)
 }
 
 /* The kernel parameter pointers GetParams hands out, into l. */
-static CUresult kernel_ptrs(struct sim_nparams *p)
+CUresult sim_nparams_kernel_ptrs(struct sim_nparams *p)
 {
         size_t n = sim_launch_nparams(p->u.kernel.l);
 
@@ -67,7 +67,7 @@ CUresult sim_nparams_copy(const struct sim_nparams *src, struct sim_nparams *dst
                 dst->u.kernel.l = sim_launch_dup(src->u.kernel.l);
                 if (!dst->u.kernel.l)
                         return CUDA_ERROR_OUT_OF_MEMORY;
-                r = kernel_ptrs(dst);
+                r = sim_nparams_kernel_ptrs(dst);
                 if (r != CUDA_SUCCESS) {
                         free(dst->u.kernel.l);
                         return r;
@@ -117,7 +117,7 @@ static CUresult build_kernel(struct sim_driver *drv, const CUDA_KERNEL_NODE_PARA
                 return r;
         p->u.kernel.func = k->func;
         p->u.kernel.kern = k->func ? NULL : k->kern;
-        r = kernel_ptrs(p);
+        r = sim_nparams_kernel_ptrs(p);
         if (r != CUDA_SUCCESS)
                 free(p->u.kernel.l);
         return r;

@@ -21,7 +21,7 @@
 
 #include "check.h"
 
-#define N 1024
+#define N        1024
 #define LAUNCHES 50
 
 static CUcontext ctx;
@@ -72,8 +72,13 @@ static CUresult fill_r(CUstream s, CUdeviceptr p, unsigned v, int n)
 static void saxpy_ex(CUstream s, float a, CUdeviceptr x, CUdeviceptr y, int n)
 {
         void *args[] = { &a, &x, &y, &n };
-        CUlaunchConfig cfg = { .gridDimX = 4, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128, .blockDimY = 1,
-                               .blockDimZ = 1, .hStream = s };
+        CUlaunchConfig cfg = { .gridDimX = 4,
+                               .gridDimY = 1,
+                               .gridDimZ = 1,
+                               .blockDimX = 128,
+                               .blockDimY = 1,
+                               .blockDimZ = 1,
+                               .hStream = s };
 
         CK(cuLaunchKernelEx(&cfg, f_saxpy, args, NULL));
 }
@@ -172,6 +177,14 @@ static void test_capture_linear(void)
                 EXPECT(t == want[i]);
         }
         EXPECT(count_edges(g) == 4 && count_roots(g) == 1);
+        {
+                CUDA_KERNEL_NODE_PARAMS kp;
+
+                /* The captured launch's parameters, as copied then. */
+                CK(cuGraphKernelNodeGetParams(nodes[2], &kp));
+                EXPECT(kp.func == f_saxpy && kp.gridDimX == 4 && kp.blockDimX == 128);
+                EXPECT(*(float *)kp.kernelParams[0] == 3.0f && *(CUdeviceptr *)kp.kernelParams[2] == y);
+        }
 
         CK(cuGraphInstantiate(&ge, g, 0));
         for (int i = 1; i <= LAUNCHES; i++) {
@@ -283,7 +296,7 @@ static void invalidated_by(CUstream s, CUresult got, CUresult want, const char *
 struct thread_call {
         CUresult (*fn)(void *);
         void *arg;
-        CUstreamCaptureMode mode;       /* the thread's, set first */
+        CUstreamCaptureMode mode; /* the thread's, set first */
         CUresult r;
 };
 
@@ -502,7 +515,7 @@ static void test_capture_info(void)
         CK(cuGraphInstantiate(&ge, g, 0));
         for (int i = 0; i < LAUNCHES; i++) {
                 CK(cuGraphLaunch(ge, s));
-                CK(cuEventSynchronize(ext));    /* the record node fires */
+                CK(cuEventSynchronize(ext)); /* the record node fires */
                 CK(cuStreamSynchronize(s));
                 CK(cuMemcpyDtoH(h, d, sizeof(h)));
                 check_u32(h, 0x55, N, "captured graph launch");
@@ -581,8 +594,14 @@ static void CUDA_CB check_flag(void *arg)
 static CUgraphNode add_fill(CUgraph g, const CUgraphNode *deps, size_t n, CUdeviceptr *p, unsigned *v, int *cnt)
 {
         void *args[] = { p, v, cnt };
-        CUDA_KERNEL_NODE_PARAMS k = { .func = f_fill, .gridDimX = 2, .gridDimY = 1, .gridDimZ = 1,
-                                      .blockDimX = 64, .blockDimY = 1, .blockDimZ = 1, .kernelParams = args };
+        CUDA_KERNEL_NODE_PARAMS k = { .func = f_fill,
+                                      .gridDimX = 2,
+                                      .gridDimY = 1,
+                                      .gridDimZ = 1,
+                                      .blockDimX = 64,
+                                      .blockDimY = 1,
+                                      .blockDimZ = 1,
+                                      .kernelParams = args };
         CUgraphNode node;
 
         CK(cuGraphAddKernelNode(&node, g, deps, n, &k));
@@ -591,9 +610,15 @@ static CUgraphNode add_fill(CUgraph g, const CUgraphNode *deps, size_t n, CUdevi
 
 static CUDA_MEMCPY3D dtoh(void *dst, CUdeviceptr src, size_t bytes)
 {
-        CUDA_MEMCPY3D c = { .srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = src, .srcPitch = bytes,
-                            .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = dst, .dstPitch = bytes,
-                            .WidthInBytes = bytes, .Height = 1, .Depth = 1 };
+        CUDA_MEMCPY3D c = { .srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                            .srcDevice = src,
+                            .srcPitch = bytes,
+                            .dstMemoryType = CU_MEMORYTYPE_HOST,
+                            .dstHost = dst,
+                            .dstPitch = bytes,
+                            .WidthInBytes = bytes,
+                            .Height = 1,
+                            .Depth = 1 };
 
         return c;
 }
@@ -634,7 +659,7 @@ static void test_manual_nodes(void)
         m.dst = d;
         CK(cuGraphAddMemsetNode(&ms, g, &ew, 1, &m, ctx));
         k = add_fill(g, &ms, 1, &d, &v, &cnt);
-        v = 0xdead;     /* the node took its own copy */
+        v = 0xdead; /* the node took its own copy */
         c = dtoh(h, d, N * 4);
         CK(cuGraphAddMemcpyNode(&cp, g, &k, 1, &c, ctx));
         CK(cuGraphAddHostNode(&host, g, &cp, 1, &hp));
@@ -648,7 +673,7 @@ static void test_manual_nodes(void)
                 CK(cuGraphAddHostNode(&cn, child, NULL, 0, &chk));
         }
         CK(cuGraphAddChildGraphNode(&cg, g, &empty, 1, child));
-        CK(cuGraphDestroy(child));      /* the node has its own clone */
+        CK(cuGraphDestroy(child)); /* the node has its own clone */
 
         /* Structure queries. */
         EXPECT(count_nodes(g) == 8 && count_roots(g) == 1 && count_edges(g) == 7);
@@ -691,7 +716,7 @@ static void test_manual_nodes(void)
                 EXPECT(cget.dstHost == h && cget.srcDevice == d && cget.WidthInBytes == N * 4);
                 CK(cuGraphChildGraphNodeGetGraph(cg, &cgraph));
                 EXPECT(count_nodes(cgraph) == 1);
-                EXPECT_ERR(cuGraphDestroy(cgraph), CUDA_ERROR_INVALID_VALUE);   /* the node owns it */
+                EXPECT_ERR(cuGraphDestroy(cgraph), CUDA_ERROR_INVALID_VALUE); /* the node owns it */
         }
         EXPECT_ERR(cuGraphKernelNodeGetParams(ms, &kp), CUDA_ERROR_INVALID_VALUE);
 
@@ -761,8 +786,9 @@ static void test_manual_nodes(void)
         {
                 CUgraphNodeParams np = { .type = CU_GRAPH_NODE_TYPE_MEMSET };
 
-                np.memset = (CUDA_MEMSET_NODE_PARAMS_v2){ .dst = d, .value = 0x99, .elementSize = 4, .width = N,
-                                                         .height = 1, .ctx = ctx };
+                np.memset = (CUDA_MEMSET_NODE_PARAMS_v2){
+                        .dst = d, .value = 0x99, .elementSize = 4, .width = N, .height = 1, .ctx = ctx
+                };
                 CK(cuGraphExecNodeSetParams(ge, ms, &np));
                 np.type = CU_GRAPH_NODE_TYPE_HOST;
                 EXPECT_ERR(cuGraphExecNodeSetParams(ge, ms, &np), CUDA_ERROR_INVALID_VALUE);
@@ -786,7 +812,7 @@ static void test_manual_nodes(void)
                 CK(cuGraphExecUpdate(ge, g2, &info));
                 EXPECT(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);
                 CK(cuGraphNodeSetEnabled(ge, k, 0));
-                CK(cuGraphLaunch(ge, s2));      /* ext is not recorded again: no wait */
+                CK(cuGraphLaunch(ge, s2)); /* ext is not recorded again: no wait */
                 CK(cuStreamSynchronize(s2));
                 check_u32(h, 0x31, N, "exec update");
                 CK(cuGraphAddEmptyNode(&extra, g2, NULL, 0));
@@ -800,7 +826,7 @@ static void test_manual_nodes(void)
         EXPECT_ERR(cuGraphRemoveDependencies(g, &ms, &host, NULL, 1), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuGraphAddDependencies(g2, &ms, &k, NULL, 1), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuGraphAddEmptyNode(&empty, g2, &k, 1), CUDA_ERROR_INVALID_VALUE);
-        CK(cuGraphAddDependencies(g, &er, &ew, NULL, 1));      /* closes a cycle */
+        CK(cuGraphAddDependencies(g, &er, &ew, NULL, 1)); /* closes a cycle */
         {
                 CUDA_GRAPH_INSTANTIATE_PARAMS ip = { 0 };
 
@@ -860,7 +886,7 @@ static void test_mem_nodes(void)
         CK(cuGraphAddMemcpyNode(&cp, g, &k, 1, &cpy, ctx));
         EXPECT_ERR(cuGraphAddMemFreeNode(&fn, g, &cp, 1, p + 4), CUDA_ERROR_INVALID_VALUE);
         CK(cuGraphAddMemFreeNode(&fn, g, &cp, 1, p));
-        EXPECT_ERR(cuGraphAddMemFreeNode(&fn, g, &cp, 1, p), CUDA_ERROR_INVALID_VALUE);   /* freed once */
+        EXPECT_ERR(cuGraphAddMemFreeNode(&fn, g, &cp, 1, p), CUDA_ERROR_INVALID_VALUE); /* freed once */
         CK(cuGraphMemAllocNodeGetParams(an, &aget));
         EXPECT(aget.dptr == p && aget.bytesize == N * 4);
         CK(cuGraphMemFreeNodeGetParams(fn, &fget));
@@ -877,9 +903,16 @@ static void test_mem_nodes(void)
                 check_u32(h, 0xfeed, N, "graph memory");
         }
         CK(cuGraphExecDestroy(ge));
-        CK(cuGraphInstantiate(&ge, g, 0));      /* one at a time is fine */
+        CK(cuGraphInstantiate(&ge, g, 0)); /* one at a time is fine */
+        /* Both destroyed while the launch waits behind a slow host
+         * function: the work still runs, on memory still there. */
+        memset(h, 0, N * 4);
+        CK(cuLaunchHostFunc(s, slow_set_flag, NULL));
+        CK(cuGraphLaunch(ge, s));
         CK(cuGraphExecDestroy(ge));
         CK(cuGraphDestroy(g));
+        CK(cuStreamSynchronize(s));
+        check_u32(h, 0xfeed, N, "graph memory after destroy");
         CK(cuMemFreeHost(h));
         CK(cuStreamDestroy(s));
 }
@@ -902,15 +935,20 @@ static void test_generic_and_bad(void)
         EXPECT_ERR(cuGraphAddNode(&b, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
         np.reserved0[0] = 0;
         np.type = CU_GRAPH_NODE_TYPE_HOST;
-        EXPECT_ERR(cuGraphAddNode(&b, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);        /* no fn */
+        EXPECT_ERR(cuGraphAddNode(&b, g, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE); /* no fn */
         m.dst = d;
         EXPECT_ERR(cuGraphAddMemsetNode(&b, g, NULL, 0, &m, ctx), CUDA_ERROR_INVALID_VALUE);
         m.elementSize = 4;
-        m.width = 2048;         /* past the allocation */
+        m.width = 2048; /* past the allocation */
         EXPECT_ERR(cuGraphAddMemsetNode(&b, g, NULL, 0, &m, ctx), CUDA_ERROR_INVALID_VALUE);
         {
-                CUDA_KERNEL_NODE_PARAMS k = { .func = f_fill, .gridDimX = 0, .gridDimY = 1, .gridDimZ = 1,
-                                              .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1 };
+                CUDA_KERNEL_NODE_PARAMS k = { .func = f_fill,
+                                              .gridDimX = 0,
+                                              .gridDimY = 1,
+                                              .gridDimZ = 1,
+                                              .blockDimX = 1,
+                                              .blockDimY = 1,
+                                              .blockDimZ = 1 };
 
                 EXPECT_ERR(cuGraphAddKernelNode(&b, g, NULL, 0, &k), CUDA_ERROR_INVALID_VALUE);
         }
