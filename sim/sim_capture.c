@@ -467,8 +467,8 @@ static CUresult begin(CUstream h, CUgraph hGraph, const CUgraphNode *deps, const
                 r = CUDA_ERROR_ILLEGAL_STATE;
         else if (atomic_load(&ncaptures) >= SIM_MAX_CAPTURES)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
-        else if (hGraph && !(c->g = sim_graph_lookup(hGraph)))
-                r = CUDA_ERROR_INVALID_VALUE;
+        else if (hGraph && (!(c->g = sim_graph_lookup(hGraph)) || c->g->owner))
+                r = CUDA_ERROR_INVALID_VALUE; /* not into a child graph */
         else if (!hGraph && !(c->g = sim_graph_new(false)))
                 r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS) {
@@ -481,6 +481,7 @@ static CUresult begin(CUstream h, CUgraph hGraph, const CUgraphNode *deps, const
                 r = d && d->graph == c->g ? deps_union(m, &d, 1) : CUDA_ERROR_INVALID_VALUE;
         }
         if (r == CUDA_SUCCESS) {
+                c->g->captures++;
                 c->id = next_capture_id++;
                 c->mode = mode;
                 c->thread = pthread_self();
@@ -565,6 +566,26 @@ static bool all_joined(struct sim_capture *c)
         return ok;
 }
 
+/* Drops x from the set s of *n entries. */
+static void drop_node(struct sim_gnode **s, size_t *n, const struct sim_gnode *x)
+{
+        for (size_t i = *n; i-- > 0;)
+                if (s[i] == x)
+                        s[i] = s[--*n];
+}
+
+void sim_capture_forget_node(struct sim_gnode *n)
+{
+        for (struct sim_capture *c = captures; c; c = c->next) {
+                if (c->g != n->graph)
+                        continue;
+                for (size_t i = 0; i < c->nm; i++)
+                        drop_node(c->m[i].deps, &c->m[i].n, n);
+        }
+        for (size_t i = 0; i < nevents; i++)
+                drop_node(events[i].deps, &events[i].n, n);
+}
+
 /* Ends c: its streams stop capturing, its events are forgotten. Graph
  * mutex held. */
 static void capture_end(struct sim_driver *drv, struct sim_capture *c)
@@ -575,6 +596,7 @@ static void capture_end(struct sim_driver *drv, struct sim_capture *c)
                         break;
                 }
         atomic_fetch_sub(&ncaptures, 1);
+        c->g->captures--;
         for (size_t i = nevents; i-- > 0;)
                 if (events[i].c == c)
                         event_forget(&events[i]);
@@ -616,10 +638,11 @@ SIM_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
                 capture_end(drv, c);
         } else if (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED || r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED) {
                 /* The capture ends, and its graph with it. */
+                struct sim_graph *g = c->to_graph ? NULL : c->g;
+
                 *phGraph = NULL;
-                if (!c->to_graph)
-                        sim_graph_free(NULL, c->g);
                 capture_end(drv, c);
+                sim_graph_free(NULL, g);
         }
         sim_graph_unlock();
         sim_queue_put(drv, q);

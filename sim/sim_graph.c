@@ -289,9 +289,12 @@ SIM_API CUresult cuGraphDestroy(CUgraph hGraph)
         sim_wrlock(drv); /* it may own graph memory */
         sim_graph_lock();
         g = sim_graph_lookup(hGraph);
-        /* A child graph belongs to its node. */
+        /* A child graph belongs to its node; a graph being captured into
+         * belongs to the capture until it ends. */
         if (!g || g->owner)
                 r = CUDA_ERROR_INVALID_VALUE;
+        else if (g->captures)
+                r = CUDA_ERROR_ILLEGAL_STATE;
         else
                 sim_graph_free(drv, g);
         sim_graph_unlock();
@@ -623,6 +626,8 @@ SIM_API CUresult cuGraphDestroyNode(CUgraphNode hNode)
         else if (sim_graph_has_mem_nodes(n->graph))
                 r = CUDA_ERROR_NOT_SUPPORTED; /* such graphs lose no node */
         if (r == CUDA_SUCCESS) {
+                if (n->graph->captures)
+                        sim_capture_forget_node(n);
                 while (n->ndeps)
                         edge_remove(n->deps[n->ndeps - 1], n);
                 while (n->nouts)

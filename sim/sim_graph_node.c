@@ -211,7 +211,7 @@ static CUresult build_child(struct sim_graph *g, const CUDA_CHILD_GRAPH_NODE_PAR
         struct sim_graph *child = sim_graph_lookup(c->graph);
         CUresult r;
 
-        if (!child || child->owner || child->execs || (g && graph_within(g, child)))
+        if (!child || child->owner || child->captures || (g && graph_within(g, child)))
                 return CUDA_ERROR_INVALID_VALUE;
         if (g && graph_depth(g) + 1 + graph_height(child) > SIM_MAX_GRAPH_DEPTH)
                 return CUDA_ERROR_INVALID_VALUE;

@@ -498,6 +498,8 @@ static void test_capture_info(void)
         EXPECT(n == 2);
         CK(cuStreamWaitEvent(s, ext, CU_EVENT_WAIT_EXTERNAL));
         CK(cuGraphLaunch(inner_exec, s));
+        /* The capture's graph is the capture's until it ends. */
+        EXPECT_ERR(cuGraphDestroy(got), CUDA_ERROR_ILLEGAL_STATE);
         CK(cuStreamEndCapture(s, &g));
         EXPECT(got == g);
         n = 8;
