@@ -33,38 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim_graph.h"
+#include "sim_capture.h"
 
-struct cap_member {
-        struct sim_queue *q;
-        struct sim_gnode **deps; /* the stream's dependency set */
-        size_t n, cap;
-        CUgraphNode *hdeps; /* what GetCaptureInfo hands out */
-        CUgraphEdgeData *edges;
-};
-
-struct sim_capture {
-        struct sim_capture *next;
-        uint64_t id;
-        struct sim_graph *g;
-        bool to_graph; /* cuStreamBeginCaptureToGraph: g is the caller's */
-        bool invalid;
-        CUstreamCaptureMode mode;
-        pthread_t thread;
-        struct sim_queue *origin;
-        struct cap_member *m;
-        size_t nm, mcap;
-};
-
-/* An event last recorded in a capture, and the dependency set then. */
-struct cap_event {
-        CUevent h;
-        struct sim_capture *c;
-        struct sim_gnode **deps;
-        size_t n;
-};
-
-static struct sim_capture *captures;
+struct sim_capture *sim_captures;
 static atomic_uint ncaptures;
 static uint64_t next_capture_id = 1;
 static struct cap_event *events;
@@ -76,9 +47,9 @@ bool sim_capture_any(void)
         return atomic_load_explicit(&ncaptures, memory_order_acquire) != 0;
 }
 
-static struct cap_member *member_of(struct sim_queue *q, struct sim_capture **ret_c)
+struct cap_member *sim_cap_member_of(struct sim_queue *q, struct sim_capture **ret_c)
 {
-        for (struct sim_capture *c = captures; c; c = c->next)
+        for (struct sim_capture *c = sim_captures; c; c = c->next)
                 for (size_t i = 0; i < c->nm; i++)
                         if (c->m[i].q == q) {
                                 *ret_c = c;
@@ -87,7 +58,7 @@ static struct cap_member *member_of(struct sim_queue *q, struct sim_capture **re
         return NULL;
 }
 
-static bool blocking(const struct sim_queue *q)
+bool sim_cap_blocking(const struct sim_queue *q)
 {
         return !q->legacy && !(q->flags & CU_STREAM_NON_BLOCKING);
 }
@@ -100,9 +71,9 @@ static bool legacy_conflict(struct sim_queue *q)
 
         if (!q->legacy)
                 return false;
-        for (struct sim_capture *c = captures; c; c = c->next)
+        for (struct sim_capture *c = sim_captures; c; c = c->next)
                 for (size_t i = 0; i < c->nm; i++)
-                        if (c->m[i].q->ctx == q->ctx && blocking(c->m[i].q)) {
+                        if (c->m[i].q->ctx == q->ctx && sim_cap_blocking(c->m[i].q)) {
                                 c->invalid = true;
                                 found = true;
                         }
@@ -126,7 +97,7 @@ static CUresult deps_set(struct cap_member *m, struct sim_gnode *const *deps, si
 }
 
 /* Adds to m's set the nodes of deps it does not have. */
-static CUresult deps_union(struct cap_member *m, struct sim_gnode *const *deps, size_t n)
+CUresult sim_cap_deps_union(struct cap_member *m, struct sim_gnode *const *deps, size_t n)
 {
         for (size_t i = 0; i < n; i++) {
                 bool have = false;
@@ -249,7 +220,7 @@ CUresult sim_capture_work(struct sim_driver *drv, struct sim_queue *q, struct si
         if (!sim_capture_any())
                 return SIM_CAPTURE_RUN;
         sim_graph_lock();
-        m = member_of(q, &c);
+        m = sim_cap_member_of(q, &c);
         if (!m)
                 r = legacy_conflict(q) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : SIM_CAPTURE_RUN;
         else if (c->invalid)
@@ -276,7 +247,7 @@ CUresult sim_capture_record(struct sim_driver *drv, struct sim_queue *q, CUevent
         if (!sim_capture_any())
                 return SIM_CAPTURE_RUN;
         sim_graph_lock();
-        m = member_of(q, &c);
+        m = sim_cap_member_of(q, &c);
         if (!m) {
                 /* Recorded outside: no longer a captured event. */
                 if ((e = event_find(h)) != NULL)
@@ -311,7 +282,7 @@ CUresult sim_capture_wait(struct sim_driver *drv, struct sim_queue *q, CUevent h
         if (!sim_capture_any())
                 return SIM_CAPTURE_RUN;
         sim_graph_lock();
-        m = member_of(q, &c);
+        m = sim_cap_member_of(q, &c);
         e = event_find(h);
         if (m && (flags & CU_EVENT_WAIT_EXTERNAL))
                 e = NULL; /* an external wait is a node, whatever the event */
@@ -329,7 +300,7 @@ CUresult sim_capture_wait(struct sim_driver *drv, struct sim_queue *q, CUevent h
                 r = CUDA_ERROR_STREAM_CAPTURE_MERGE;
         } else if (e) {
                 /* A join within the capture. */
-                r = c->invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : deps_union(m, e->deps, e->n);
+                r = c->invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : sim_cap_deps_union(m, e->deps, e->n);
         } else if (!m) {
                 r = legacy_conflict(q) ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : SIM_CAPTURE_RUN;
         } else if (c->invalid) {
@@ -355,7 +326,7 @@ CUresult sim_capture_forbid(struct sim_driver *drv, struct sim_queue *q)
         if (!sim_capture_any())
                 return SIM_CAPTURE_RUN;
         sim_graph_lock();
-        if (member_of(q, &c)) {
+        if (sim_cap_member_of(q, &c)) {
                 invalidate(c);
                 r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         } else {
@@ -373,7 +344,7 @@ CUresult sim_capture_unsafe_call(void)
         if (!sim_capture_any() || thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
                 return CUDA_SUCCESS;
         sim_graph_lock();
-        for (struct sim_capture *c = captures; c; c = c->next) {
+        for (struct sim_capture *c = sim_captures; c; c = c->next) {
                 bool mine = pthread_equal(c->thread, self);
                 bool forbids =
                         mine ? c->mode != CU_STREAM_CAPTURE_MODE_RELAXED
@@ -422,7 +393,7 @@ SIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 }
 
 /* The queue of stream h with a reference, the lock not held. */
-static CUresult stream_queue(CUstream h, struct sim_driver **ret_drv, struct sim_queue **ret_q)
+CUresult sim_cap_stream_queue(CUstream h, struct sim_driver **ret_drv, struct sim_queue **ret_q)
 {
         struct sim_driver *drv = sim_driver_get();
         CUresult r;
@@ -450,7 +421,7 @@ static CUresult begin(CUstream h, CUgraph hGraph, const CUgraphNode *deps, const
         for (size_t i = 0; edges && i < n; i++)
                 if (edges[i].from_port || edges[i].to_port || edges[i].type)
                         return CUDA_ERROR_INVALID_VALUE;
-        r = stream_queue(h, &drv, &q);
+        r = sim_cap_stream_queue(h, &drv, &q);
         if (r != CUDA_SUCCESS)
                 return r;
         if (q->legacy) {
@@ -463,7 +434,7 @@ static CUresult begin(CUstream h, CUgraph hGraph, const CUgraphNode *deps, const
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
         sim_graph_lock();
-        if (member_of(q, &other))
+        if (sim_cap_member_of(q, &other))
                 r = CUDA_ERROR_ILLEGAL_STATE;
         else if (atomic_load(&ncaptures) >= SIM_MAX_CAPTURES)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -478,7 +449,7 @@ static CUresult begin(CUstream h, CUgraph hGraph, const CUgraphNode *deps, const
         for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
                 struct sim_gnode *d = sim_node_lookup(deps[i]);
 
-                r = d && d->graph == c->g ? deps_union(m, &d, 1) : CUDA_ERROR_INVALID_VALUE;
+                r = d && d->graph == c->g ? sim_cap_deps_union(m, &d, 1) : CUDA_ERROR_INVALID_VALUE;
         }
         if (r == CUDA_SUCCESS) {
                 c->g->captures++;
@@ -486,8 +457,8 @@ static CUresult begin(CUstream h, CUgraph hGraph, const CUgraphNode *deps, const
                 c->mode = mode;
                 c->thread = pthread_self();
                 c->origin = q;
-                c->next = captures;
-                captures = c;
+                c->next = sim_captures;
+                sim_captures = c;
                 atomic_fetch_add(&ncaptures, 1);
         } else {
                 if (c->nm) {
@@ -576,7 +547,7 @@ static void drop_node(struct sim_gnode **s, size_t *n, const struct sim_gnode *x
 
 void sim_capture_forget_node(struct sim_gnode *n)
 {
-        for (struct sim_capture *c = captures; c; c = c->next) {
+        for (struct sim_capture *c = sim_captures; c; c = c->next) {
                 if (c->g != n->graph)
                         continue;
                 for (size_t i = 0; i < c->nm; i++)
@@ -590,7 +561,7 @@ void sim_capture_forget_node(struct sim_gnode *n)
  * mutex held. */
 static void capture_end(struct sim_driver *drv, struct sim_capture *c)
 {
-        for (struct sim_capture **pp = &captures; *pp; pp = &(*pp)->next)
+        for (struct sim_capture **pp = &sim_captures; *pp; pp = &(*pp)->next)
                 if (*pp == c) {
                         *pp = c->next;
                         break;
@@ -619,11 +590,11 @@ SIM_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 
         if (!phGraph)
                 return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-        r = stream_queue(hStream, &drv, &q);
+        r = sim_cap_stream_queue(hStream, &drv, &q);
         if (r != CUDA_SUCCESS)
                 return r;
         sim_graph_lock();
-        if (!member_of(q, &c))
+        if (!sim_cap_member_of(q, &c))
                 r = CUDA_ERROR_ILLEGAL_STATE;
         else if (c->origin != q)
                 r = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
@@ -647,177 +618,4 @@ SIM_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
         sim_graph_unlock();
         sim_queue_put(drv, q);
         return r;
-}
-
-/* The capture of stream h, for the queries: the status; for the legacy
- * stream while a blocking stream captures, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT.
- * Graph mutex held on success (the caller unlocks). */
-static CUresult query(CUstream h, struct sim_driver **ret_drv, CUstreamCaptureStatus *status,
-                      struct sim_capture **ret_c, struct cap_member **ret_m)
-{
-        struct sim_driver *drv;
-        struct sim_queue *q;
-        CUresult r = stream_queue(h, &drv, &q);
-
-        if (r != CUDA_SUCCESS)
-                return r;
-        sim_graph_lock();
-        *ret_c = NULL;
-        *ret_m = member_of(q, ret_c);
-        if (!*ret_m && q->legacy) {
-                for (struct sim_capture *c = captures; c && r == CUDA_SUCCESS; c = c->next)
-                        for (size_t i = 0; i < c->nm; i++)
-                                if (c->m[i].q->ctx == q->ctx && blocking(c->m[i].q))
-                                        r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-        }
-        sim_queue_put(drv, q);
-        if (r != CUDA_SUCCESS) {
-                sim_graph_unlock();
-                return r;
-        }
-        *status = !*ret_m             ? CU_STREAM_CAPTURE_STATUS_NONE
-                  : (*ret_c)->invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
-                                      : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-        *ret_drv = drv;
-        return CUDA_SUCCESS;
-}
-
-SIM_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-        struct sim_driver *drv;
-        struct sim_capture *c;
-        struct cap_member *m;
-        CUresult r;
-
-        if (!captureStatus)
-                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-        r = query(hStream, &drv, captureStatus, &c, &m);
-        if (r == CUDA_SUCCESS)
-                sim_graph_unlock();
-        return r;
-}
-
-/* Fills m's handle and edge arrays from its set. */
-static CUresult member_handles(struct cap_member *m)
-{
-        CUgraphNode *h = realloc(m->hdeps, (m->n ? m->n : 1) * sizeof(*h));
-        CUgraphEdgeData *e;
-
-        if (!h)
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        m->hdeps = h;
-        e = realloc(m->edges, (m->n ? m->n : 1) * sizeof(*e));
-        if (!e)
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        m->edges = e;
-        for (size_t i = 0; i < m->n; i++) {
-                h[i] = sim_node_handle(m->deps[i]);
-                memset(&e[i], 0, sizeof(e[i]));
-        }
-        return CUDA_SUCCESS;
-}
-
-SIM_API CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-                                           cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out,
-                                           const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-        struct sim_driver *drv;
-        struct sim_capture *c;
-        struct cap_member *m;
-        CUresult r;
-
-        if (!captureStatus_out || (edgeData_out && !dependencies_out))
-                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-        r = query(hStream, &drv, captureStatus_out, &c, &m);
-        if (r != CUDA_SUCCESS)
-                return r;
-        /* The rest is defined only while the capture is active; empty
-         * otherwise. */
-        if (id_out)
-                *id_out = 0;
-        if (graph_out)
-                *graph_out = NULL;
-        if (dependencies_out)
-                *dependencies_out = NULL;
-        if (edgeData_out)
-                *edgeData_out = NULL;
-        if (numDependencies_out)
-                *numDependencies_out = 0;
-        if (m && !c->invalid && (dependencies_out || edgeData_out))
-                r = member_handles(m);
-        if (r == CUDA_SUCCESS && m) {
-                if (id_out)
-                        *id_out = c->id;
-                if (!c->invalid) {
-                        if (graph_out)
-                                *graph_out = sim_graph_handle(c->g);
-                        if (dependencies_out)
-                                *dependencies_out = m->n ? m->hdeps : NULL;
-                        if (edgeData_out)
-                                *edgeData_out = m->n ? m->edges : NULL;
-                        if (numDependencies_out)
-                                *numDependencies_out = m->n;
-                }
-        }
-        sim_graph_unlock();
-        return r;
-}
-
-SIM_API CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-                                           cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out,
-                                           size_t *numDependencies_out)
-{
-        return cuStreamGetCaptureInfo_v3(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
-                                         numDependencies_out);
-}
-
-SIM_API CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
-{
-        return cuStreamGetCaptureInfo_v3(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
-}
-
-SIM_API CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies,
-                                                      const CUgraphEdgeData *dependencyData, size_t numDependencies,
-                                                      unsigned int flags)
-{
-        struct sim_driver *drv;
-        CUstreamCaptureStatus st;
-        struct sim_gnode **v = NULL;
-        struct sim_capture *c;
-        struct cap_member *m;
-        CUresult r;
-
-        if (flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES || (numDependencies && !dependencies) ||
-            numDependencies > SIM_MAX_NODE_DEPS)
-                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-        for (size_t i = 0; dependencyData && i < numDependencies; i++)
-                if (dependencyData[i].from_port || dependencyData[i].to_port || dependencyData[i].type)
-                        return CUDA_ERROR_INVALID_VALUE;
-        r = query(hStream, &drv, &st, &c, &m);
-        if (r != CUDA_SUCCESS)
-                return r;
-        if (!m)
-                r = CUDA_ERROR_ILLEGAL_STATE;
-        else if (c->invalid)
-                r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-        else if (!(v = calloc(numDependencies ? numDependencies : 1, sizeof(*v))))
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-        for (size_t i = 0; r == CUDA_SUCCESS && i < numDependencies; i++) {
-                v[i] = sim_node_lookup(dependencies[i]);
-                if (!v[i] || v[i]->graph != c->g)
-                        r = CUDA_ERROR_INVALID_VALUE;
-        }
-        if (r == CUDA_SUCCESS && flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES)
-                m->n = 0;
-        if (r == CUDA_SUCCESS)
-                r = deps_union(m, v, numDependencies);
-        sim_graph_unlock();
-        free(v);
-        return r;
-}
-
-SIM_API CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies,
-                                                   unsigned int flags)
-{
-        return cuStreamUpdateCaptureDependencies_v2(hStream, dependencies, NULL, numDependencies, flags);
 }
