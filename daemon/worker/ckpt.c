@@ -239,7 +239,8 @@ static void collect(uint64_t key, uint64_t val, void *ud)
 {
         struct handle_list *l = ud;
         const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)val;
-        if (e->kind == LUPW_H_GRAPH || e->kind == LUPW_H_GRAPHEXEC) /* object "graphs" (worker/graphs_ckpt.c) */
+        if (e->kind == LUPW_H_GRAPH || e->kind == LUPW_H_GRAPHEXEC || e->kind == LUPW_H_GRAPHNODE)
+                /* object "graphs" (worker/graphs_ckpt.c) */
                 return;
         if (l->n < l->cap)
                 l->ids[l->n++] = key;

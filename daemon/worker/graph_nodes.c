@@ -24,8 +24,7 @@ static CUresult put_node(struct lupw_session *s, uint64_t id, CUgraphNode real, 
         lupw_prov_free(&s->obj.prov);
         s->obj.prov.parent = graph;
         CUresult r = lupw_handle_put(s, LUPW_H_GRAPHNODE, id, real);
-        if (r == CUDA_SUCCESS &&
-            lup_u64map_put(&s->graphs.node_ids, (uint64_t)(uintptr_t)real, id) < 0) {
+        if (r == CUDA_SUCCESS && lup_u64map_put(&s->graphs.node_ids, (uint64_t)(uintptr_t)real, id) < 0) {
                 lupw_handle_del(s, id);
                 r = CUDA_ERROR_OUT_OF_MEMORY;
         }
