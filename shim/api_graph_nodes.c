@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "client.h"
+#include "ctl_codec.h"
+#include "funcs.h"
 #include "log.h"
 #include "shim_gen.h"
 
@@ -331,4 +333,92 @@ CUresult lupc_capture_deps(uint64_t stream, const CUgraphNode **ret_deps, const 
         if (ret_n)
                 *ret_n = total;
         return CUDA_SUCCESS;
+}
+
+/* ---- kernel nodes (LUP_OP_GRAPH_KERNEL) and exec updates */
+
+static CUresult kernel_node(uint32_t mode, uint64_t node, uint64_t target, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+        static __thread uint8_t frame[LUP_GRAPH_KERNEL_PREFIX + LUP_LAUNCH_MAX_SIZE];
+        struct lupc_func_layout lay;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!p || !target || !node)
+                return CUDA_ERROR_INVALID_VALUE;
+        uint64_t f = p->func ? ID(p->func) : ID(p->kern);
+        if (!f || (p->kern && p->func))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (p->ctx && ID(p->ctx) != lupc_ctx_current())
+                return CUDA_ERROR_NOT_SUPPORTED; /* nodes run in the calling thread's context here */
+        const unsigned g[3] = { p->gridDimX, p->gridDimY, p->gridDimZ },
+                       b[3] = { p->blockDimX, p->blockDimY, p->blockDimZ };
+        for (int i = 0; i < 3; i++)
+                if (!g[i] || !b[i])
+                        return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = lupc_func_layout(f, &lay);
+        if (r != CUDA_SUCCESS)
+                return r;
+        struct lup_launch wl;
+        memset(&wl, 0, sizeof(wl));
+        wl.func = f;
+        memcpy(wl.grid, g, sizeof(g));
+        memcpy(wl.block, b, sizeof(b));
+        wl.shmem = p->sharedMemBytes;
+        wl.param_bytes = lay.param_bytes;
+        struct lup_wr w = lup_wr_init(frame, sizeof(frame));
+        uint8_t *pb;
+        lup_wr_u64(&w, node);
+        lup_wr_u64(&w, target);
+        lup_wr_u32(&w, mode);
+        if (lup_launch_encode(&w, &wl, &pb) < 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        if ((r = lupc_pack_params(&lay, p->kernelParams, p->extra, pb)) != CUDA_SUCCESS)
+                return r;
+        return lupc_call(LUP_OP_GRAPH_KERNEL, LUPC_SYNC | LUPC_CTX, frame, w.len, NULL, 0, NULL);
+}
+
+EXPORT CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                                const CUgraphNode *dependencies, size_t numDependencies,
+                                                const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+        if (!phGraphNode || (numDependencies && !dependencies))
+                return CUDA_ERROR_INVALID_VALUE;
+        uint64_t id = lupc_mint_handle();
+        CUresult r = kernel_node(LUP_GRAPH_KERNEL_ADD, id, ID(hGraph), nodeParams);
+        for (size_t i = 0; r == CUDA_SUCCESS && i < numDependencies; i++)
+                if ((r = lupc_send_lupGraphEdge(1, hGraph, ID(dependencies[i]), id)) != CUDA_SUCCESS)
+                        (void)cuGraphDestroyNode((CUgraphNode)(uintptr_t)id);
+        if (r == CUDA_SUCCESS)
+                *phGraphNode = (CUgraphNode)(uintptr_t)id;
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+        return kernel_node(LUP_GRAPH_KERNEL_SET, ID(hNode), 1, nodeParams);
+}
+
+EXPORT CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                          const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+        return kernel_node(LUP_GRAPH_KERNEL_EXEC_SET, ID(hNode), ID(hGraphExec), nodeParams);
+}
+
+EXPORT CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                                             CUgraphExecUpdateResultInfo *resultInfo)
+{
+        int result = 0, status = 0;
+        uint64_t err = 0, from = 0;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!hGraphExec || !hGraph || !resultInfo)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = lupc_send_lupGraphExecUpdate(hGraphExec, hGraph, &status, &result, &err, &from);
+        if (r != CUDA_SUCCESS)
+                return r;
+        r = (CUresult)status;
+        resultInfo->result = (CUgraphExecUpdateResult)result;
+        resultInfo->errorNode = (CUgraphNode)(uintptr_t)err;
+        resultInfo->errorFromNode = (CUgraphNode)(uintptr_t)from;
+        return r;
 }

@@ -58,7 +58,7 @@ static uint8_t *launch_frame(void)
         return frame_buf;
 }
 
-static CUresult pack_params(const struct lupc_func_layout *lay, void **params, void **extra, uint8_t *out)
+CUresult lupc_pack_params(const struct lupc_func_layout *lay, void **params, void **extra, uint8_t *out)
 {
         if (extra) {
                 const void *buf = NULL;
@@ -145,7 +145,7 @@ static CUresult launch(const struct launch *l)
         uint8_t *pb;
         if (lup_launch_encode(&w, &wl, &pb) < 0)
                 return CUDA_ERROR_INVALID_VALUE;
-        if ((r = pack_params(&lay, l->params, l->extra, pb)) != CUDA_SUCCESS)
+        if ((r = lupc_pack_params(&lay, l->params, l->extra, pb)) != CUDA_SUCCESS)
                 return r;
         return lupc_call(LUP_OP_LAUNCH, LUPC_ASYNC | LUPC_CTX, frame, w.len, NULL, 0, NULL);
 }

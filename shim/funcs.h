@@ -21,6 +21,9 @@ struct lupc_func_layout {
 /* The layout of function id f (fetched on first use). */
 CUresult lupc_func_layout(uint64_t f, struct lupc_func_layout *ret);
 CUresult lupc_func_attr(uint64_t f, int attrib, int *ret);
+/* api_launch.c: packs kernelParams (or an extra buffer) by lay into out
+ * (lay->param_bytes bytes); CUDA_ERROR_INVALID_VALUE for a bad list. */
+CUresult lupc_pack_params(const struct lupc_func_layout *lay, void **params, void **extra, uint8_t *out);
 void lupc_func_invalidate(uint64_t f);
 void lupc_func_set_name(uint64_t f, const char *name);
 const char *lupc_func_name(uint64_t f);

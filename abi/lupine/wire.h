@@ -57,6 +57,8 @@ enum lup_ctl_op {
         LUP_OP_OUTPUT      = 23, /* server -> client: bytes the GPU's printf wrote,
                                   * sent before the reply of the call that flushed
                                   * them; the client writes them to its stdout */
+        LUP_OP_GRAPH_KERNEL = 32, /* u64 node, u64 graph or exec, u32 mode (LUP_GRAPH_KERNEL_*),
+                                   * then a LAUNCH payload (stream 0); sync (worker/graph_kernel.c) */
         LUP_OP_CTL_MAX     = 255,
 };
 
@@ -186,6 +188,14 @@ enum lup_graph_list {
         LUP_GRAPH_LIST_CAPTURE = 5,    /* handle: a stream: its capture's dependencies */
 };
 #define LUP_GRAPH_LIST_PAGE 16u
+
+/* LUP_OP_GRAPH_KERNEL's modes */
+enum lup_graph_kernel_mode {
+        LUP_GRAPH_KERNEL_ADD = 0,      /* a new kernel node `node` (an id the shim minted) in graph */
+        LUP_GRAPH_KERNEL_SET = 1,      /* node's parameters (cuGraphKernelNodeSetParams) */
+        LUP_GRAPH_KERNEL_EXEC_SET = 2, /* node's in exec (cuGraphExecKernelNodeSetParams) */
+};
+#define LUP_GRAPH_KERNEL_PREFIX 20u
 #define LUP_MAX_ATTRS 256u
 
 #endif

@@ -17,6 +17,7 @@
 #include "frame.h"
 #include "log.h"
 #include "ops.h"
+#include "worker/graphs.h"
 #include "worker/session.h"
 
 /* ---- one sequence for every op (the steps: worker/session.h) */
@@ -34,6 +35,7 @@ static const struct lupw_ctl_op *const ctl_ops[] = {
         [LUP_OP_FUNC_INFO]      = &lupw_ctl_func_info,
         [LUP_OP_BLOB]           = &lupw_ctl_blob,
         [LUP_OP_DTOH_ASYNC]     = &lupw_ctl_dtoh_async,
+        [LUP_OP_GRAPH_KERNEL]   = &lupw_ctl_graph_kernel,
 };
 /* clang-format on */
 

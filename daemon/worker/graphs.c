@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt_graph.h"
 #include "log.h"
 #include "worker/graphs.h"
 #include "worker/session.h"
@@ -45,6 +46,7 @@ static void capture_drop(struct lupw_session *s, struct lupw_capture *c)
 }
 
 struct graph_hunt {
+        int kind;
         void *real;
         uint64_t id;
 };
@@ -53,7 +55,7 @@ static void hunt(uint64_t key, uint64_t val, void *ud)
 {
         struct graph_hunt *h = ud;
         const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)val;
-        if (e->kind == LUPW_H_GRAPH && e->real == h->real)
+        if (e->kind == h->kind && e->real == h->real)
                 h->id = key;
 }
 
@@ -61,7 +63,7 @@ static void hunt(uint64_t key, uint64_t val, void *ud)
 static uint64_t capture_graph(struct lupw_session *s, struct lupw_capture *c)
 {
         if (!c->graph) {
-                struct graph_hunt h = { .real = c->g };
+                struct graph_hunt h = { .kind = LUPW_H_GRAPH, .real = c->g };
                 lup_u64map_each(&s->obj.handles, hunt, &h);
                 c->graph = h.id;
         }
@@ -231,52 +233,157 @@ CUresult lupw_cuGraphClone(struct lupw_session *s, CUgraph *phGraphClone, CUgrap
         return s->be.fn.cuGraphClone(phGraphClone, originalGraph);
 }
 
-CUresult lupw_exec_put_src(struct lupw_session *s, CUgraphExec exec, CUgraph src)
+struct lupw_exec *lupw_exec_new(struct lupw_session *s, CUgraphExec exec, CUgraph src)
 {
-        if (lup_u64map_put(&s->graphs.exec_src, (uint64_t)(uintptr_t)exec, (uint64_t)(uintptr_t)src) < 0)
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        return CUDA_SUCCESS;
+        struct lupw_exec *x = calloc(1, sizeof(*x));
+        if (!x)
+                return NULL;
+        x->src = src;
+        lup_u64map_init(&x->nodes, LUP_CKPT_MAX_GRAPH_NODES);
+        if (lup_u64map_put(&s->graphs.exec_src, (uint64_t)(uintptr_t)exec, (uint64_t)(uintptr_t)x) < 0) {
+                lup_u64map_free(&x->nodes);
+                free(x);
+                return NULL;
+        }
+        return x;
 }
 
-CUgraph lupw_exec_src(struct lupw_session *s, CUgraphExec exec)
+struct lupw_exec *lupw_exec_get(struct lupw_session *s, CUgraphExec exec)
 {
         uint64_t v = 0;
         lup_u64map_get(&s->graphs.exec_src, (uint64_t)(uintptr_t)exec, &v);
-        return (CUgraph)(uintptr_t)v;
+        return (struct lupw_exec *)(uintptr_t)v;
+}
+
+/* Forgets an exec's record and destroys its clone (0: keep the clone). */
+static void exec_free(struct lupw_session *s, CUgraphExec exec, bool destroy_src)
+{
+        uint64_t v;
+        if (!lup_u64map_del(&s->graphs.exec_src, (uint64_t)(uintptr_t)exec, &v))
+                return;
+        struct lupw_exec *x = (struct lupw_exec *)(uintptr_t)v;
+        if (destroy_src)
+                (void)s->be.fn.cuGraphDestroy(x->src);
+        lup_u64map_free(&x->nodes);
+        free(x);
+}
+
+/* The clone's counterpart of every node of graph g (gid), by node id. */
+static CUresult map_clone(struct lupw_session *s, struct lupw_exec *x, CUgraph g, uint64_t gid)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        size_t n = 0;
+        CUresult r = be->cuGraphGetNodes(g, NULL, &n);
+        CUgraphNode *v = r == CUDA_SUCCESS ? calloc(n + 1, sizeof(*v)) : NULL;
+        if (r == CUDA_SUCCESS && !v)
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (r == CUDA_SUCCESS && n)
+                r = be->cuGraphGetNodes(g, v, &n);
+        for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
+                CUgraphNode cn;
+                uint64_t id = lupw_node_id(s, v[i], gid);
+                if (!id || (r = be->cuGraphNodeFindInClone(&cn, v[i], x->src)) != CUDA_SUCCESS)
+                        r = r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
+                else if (lup_u64map_put(&x->nodes, id, (uint64_t)(uintptr_t)cn) < 0)
+                        r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        free(v);
+        return r;
+}
+
+/* An exec of a clone of g: the exec's nodes are the clone's, which a
+ * checkpoint saves and a restore makes again. */
+static CUresult instantiate(struct lupw_session *s, CUgraphExec *ret, CUgraph g, uint64_t gid, unsigned long long flags)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        CUgraph src = NULL;
+        struct lupw_exec *x = NULL;
+        CUresult r = be->cuGraphClone(&src, g);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if ((r = be->cuGraphInstantiateWithFlags(ret, src, flags)) != CUDA_SUCCESS) {
+                (void)be->cuGraphDestroy(src);
+                return r;
+        }
+        if (!(x = lupw_exec_new(s, *ret, src)))
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+                r = map_clone(s, x, g, gid);
+        if (r != CUDA_SUCCESS) {
+                if (x)
+                        exec_free(s, *ret, false);
+                (void)be->cuGraphExecDestroy(*ret);
+                (void)be->cuGraphDestroy(src);
+        }
+        return r;
 }
 
 CUresult lupw_cuGraphInstantiateWithFlags(struct lupw_session *s, CUgraphExec *phGraphExec, CUgraph hGraph,
                                           unsigned long long flags)
 {
-        const struct lupw_backend *be = &s->be.fn;
         uint64_t gid = s->cur.parent;
         struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPH, gid);
-        CUgraph src = NULL;
         if (e && (e->prov.flags & LUPW_GRAPH_CAPTURING))
                 return CUDA_ERROR_INVALID_VALUE;
         if (flags >> 32)
                 return CUDA_ERROR_INVALID_VALUE;
-        CUresult r = be->cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
+        CUresult r = instantiate(s, phGraphExec, hGraph, gid, flags);
         if (r != CUDA_SUCCESS)
                 return r;
-        if ((r = be->cuGraphClone(&src, hGraph)) == CUDA_SUCCESS &&
-            (r = lupw_exec_put_src(s, *phGraphExec, src)) != CUDA_SUCCESS)
-                (void)be->cuGraphDestroy(src);
-        if (r != CUDA_SUCCESS) {
-                (void)be->cuGraphExecDestroy(*phGraphExec);
-                return r;
-        }
         s->obj.prov.parent = gid;
         s->obj.prov.flags = (uint32_t)flags;
+        return CUDA_SUCCESS;
+}
+
+/* cuGraphExecUpdate: the driver judges whether hGraph fits the exec; if it
+ * does, the exec behind the client's id becomes one of a clone of hGraph
+ * (an exec still running is freed when its work is done). */
+static CUresult exec_update(struct lupw_session *s, CUgraphExec hGraphExec, CUgraph hGraph, int *result,
+                            uint64_t *errorNode, uint64_t *errorFromNode)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        uint64_t gid = s->cur.parent;
+        struct graph_hunt h = { .kind = LUPW_H_GRAPHEXEC, .real = hGraphExec };
+        CUgraphExecUpdateResultInfo info;
+        memset(&info, 0, sizeof(info));
+        struct lupw_exec *x = lupw_exec_get(s, hGraphExec);
+        if (!x)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = be->cuGraphExecUpdate_v2(hGraphExec, hGraph, &info);
+        *result = (int)info.result;
+        *errorNode = lupw_node_lookup(s, info.errorNode);
+        *errorFromNode = lupw_node_lookup(s, info.errorFromNode);
+        if (r != CUDA_SUCCESS)
+                return r;
+        lup_u64map_each(&s->obj.handles, hunt, &h); /* the exec's id */
+        struct lupw_handle_ent *xe = lupw_handle_ent(s, LUPW_H_GRAPHEXEC, h.id);
+        if (!xe)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUgraphExec ne;
+        r = instantiate(s, &ne, hGraph, gid, xe->prov.flags);
+        if (r != CUDA_SUCCESS)
+                return r;
+        exec_free(s, hGraphExec, true);
+        (void)be->cuGraphExecDestroy(hGraphExec);
+        xe->real = ne;
+        xe->prov.parent = gid;
+        return CUDA_SUCCESS;
+}
+
+/* The driver's answer travels in *status, so that the result info comes
+ * back with a failure too. */
+CUresult lupw_lupGraphExecUpdate(struct lupw_session *s, CUgraphExec hGraphExec, CUgraph hGraph, int *status,
+                                 int *result, uint64_t *errorNode, uint64_t *errorFromNode)
+{
+        *status = (int)exec_update(s, hGraphExec, hGraph, result, errorNode, errorFromNode);
         return CUDA_SUCCESS;
 }
 
 CUresult lupw_cuGraphExecDestroy(struct lupw_session *s, CUgraphExec hGraphExec)
 {
         CUresult r = s->be.fn.cuGraphExecDestroy(hGraphExec);
-        uint64_t v;
-        if (r == CUDA_SUCCESS && lup_u64map_del(&s->graphs.exec_src, (uint64_t)(uintptr_t)hGraphExec, &v))
-                (void)s->be.fn.cuGraphDestroy((CUgraph)(uintptr_t)v);
+        if (r == CUDA_SUCCESS)
+                exec_free(s, hGraphExec, true);
         return r;
 }
 

@@ -11,9 +11,9 @@ void lupw_graphs_free(struct lupw_session *s);
 struct lupw_capture *lupw_capture_find(struct lupw_session *s, CUstream real, uint64_t cid);
 /* A drain: ends every open capture (their partial graphs are dropped). */
 void lupw_captures_abort(struct lupw_session *s);
-/* An exec's private clone of its graph. */
-CUresult lupw_exec_put_src(struct lupw_session *s, CUgraphExec exec, CUgraph src);
-CUgraph lupw_exec_src(struct lupw_session *s, CUgraphExec exec);
+/* An exec's record: made (NULL when out of memory), or looked up. */
+struct lupw_exec *lupw_exec_new(struct lupw_session *s, CUgraphExec exec, CUgraph src);
+struct lupw_exec *lupw_exec_get(struct lupw_session *s, CUgraphExec exec);
 
 /* worker/graph_nodes.c: node ids. The id of a driver's node (given one
  * from the worker's range if it has none; 0 if that fails), the id it has
@@ -23,6 +23,9 @@ uint64_t lupw_node_id(struct lupw_session *s, CUgraphNode real, uint64_t graph);
 uint64_t lupw_node_lookup(struct lupw_session *s, CUgraphNode real);
 CUresult lupw_node_put(struct lupw_session *s, uint64_t id, CUgraphNode real, uint64_t graph);
 void lupw_nodes_forget(struct lupw_session *s, uint64_t graph);
+
+/* worker/graph_kernel.c: LUP_OP_GRAPH_KERNEL */
+extern const struct lupw_ctl_op lupw_ctl_graph_kernel;
 
 struct lupine_ckpt_save;
 struct lupine_ckpt_load;

@@ -35,6 +35,7 @@
 
 struct saver {
         struct lupw_session *s;
+        struct lup_u64map rev; /* while an exec is saved: its clone's node -> the client's node id */
         struct lup_u64map ids; /* real function/kernel/event handle -> client id */
         struct lup_ckpt_graphs g;
         uint32_t cap;
@@ -183,6 +184,22 @@ static int save_copy(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *
 
 static int walk(struct saver *sv, CUgraph g, uint32_t idx);
 
+/* The client's id of a node: a graph's own, an exec clone's counterpart's. */
+static uint64_t node_id(struct saver *sv, uint8_t role, CUgraphNode n)
+{
+        uint64_t id = 0;
+        if (role == LUP_GRAPH_ROLE_GRAPH)
+                return lupw_node_lookup(sv->s, n);
+        if (role == LUP_GRAPH_ROLE_EXEC)
+                lup_u64map_get(&sv->rev, (uint64_t)(uintptr_t)n, &id);
+        return id;
+}
+
+static void reverse(uint64_t key, uint64_t val, void *ud)
+{
+        (void)lup_u64map_put(ud, val, key);
+}
+
 static int save_node(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *n)
 {
         const struct lupw_backend *be = &sv->s->be.fn;
@@ -296,9 +313,8 @@ static int walk(struct saver *sv, CUgraph g, uint32_t idx)
         for (size_t i = 0; rc == 0 && i < nn; i++) {
                 if (lup_u64map_put(&index, (uint64_t)(uintptr_t)nodes[i], i) < 0)
                         rc = fail(sv, -ENOMEM, "out of memory");
-                else if ((rc = save_node(sv, nodes[i], &sv->g.graphs[idx].nodes[i])) == 0 &&
-                         sv->g.graphs[idx].role == LUP_GRAPH_ROLE_GRAPH)
-                        sv->g.graphs[idx].nodes[i].id = lupw_node_lookup(sv->s, nodes[i]);
+                else if ((rc = save_node(sv, nodes[i], &sv->g.graphs[idx].nodes[i])) == 0)
+                        sv->g.graphs[idx].nodes[i].id = node_id(sv, sv->g.graphs[idx].role, nodes[i]);
         }
         if (rc == 0)
                 rc = walk_edges(sv, g, &sv->g.graphs[idx], &index);
@@ -331,9 +347,14 @@ static int save_one(struct saver *sv, uint64_t id)
                 e = lupw_handle_ent(s, LUPW_H_GRAPHEXEC, id);
         if (!e || (!exec && (e->prov.flags & LUPW_GRAPH_CAPTURING)))
                 return 0; /* a capture's graph: captures do not outlive a drain */
-        g = exec ? lupw_exec_src(s, (CUgraphExec)e->real) : (CUgraph)e->real;
-        if (!g)
+        struct lupw_exec *xr = exec ? lupw_exec_get(s, (CUgraphExec)e->real) : NULL;
+        if (exec && !xr)
                 return fail(sv, -EIO, "a graph exec without its graph");
+        g = exec ? xr->src : (CUgraph)e->real;
+        lup_u64map_free(&sv->rev);
+        lup_u64map_init(&sv->rev, LUP_CKPT_MAX_GRAPH_NODES);
+        if (exec)
+                lup_u64map_each(&xr->nodes, reverse, &sv->rev);
         int rc = new_record(sv, &idx);
         if (rc < 0)
                 return rc;
@@ -369,6 +390,7 @@ int lupw_graphs_save(struct lupw_session *s, struct lupine_ckpt_save *save)
         size_t len = 0;
         int rc = 0;
         lup_u64map_init(&sv.ids, 2 * (size_t)LUP_MAX_HANDLES);
+        lup_u64map_init(&sv.rev, LUP_CKPT_MAX_GRAPH_NODES);
         l.ids = calloc(l.cap ? l.cap : 1, sizeof(*l.ids));
         if (!l.ids)
                 rc = fail(&sv, -ENOMEM, "out of memory");
@@ -401,5 +423,6 @@ int lupw_graphs_save(struct lupw_session *s, struct lupine_ckpt_save *save)
         free(sv.g.graphs);
         free(sv.g.caps);
         lup_u64map_free(&sv.ids);
+        lup_u64map_free(&sv.rev);
         return rc;
 }

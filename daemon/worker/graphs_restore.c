@@ -23,6 +23,7 @@ struct builder {
         uint8_t *state; /* per record: 0 not built, 1 building, 2 built */
         char *why;
         size_t whylen;
+        CUgraphNode *exec_nodes; /* an exec record's nodes, for its node map */
 };
 
 static int fail(struct builder *b, int rc, const char *what, uint32_t idx)
@@ -154,6 +155,11 @@ static int build(struct builder *b, uint32_t idx, CUgraph *ret)
                 else
                         r = lupw_node_put(b->s, x->nodes[i].id, nodes[i], x->id);
         }
+        if (x->role == LUP_GRAPH_ROLE_EXEC) { /* install() maps them */
+                free(b->exec_nodes);
+                b->exec_nodes = nodes;
+                nodes = NULL;
+        }
         free(nodes);
         free(from);
         free(to);
@@ -198,10 +204,15 @@ static int install(struct builder *b, uint32_t idx)
                 r = lupw_handle_put(s, LUPW_H_GRAPH, x->id, g);
         } else {
                 CUgraphExec e;
+                struct lupw_exec *xr = NULL;
                 s->obj.prov.flags = (uint32_t)x->flags;
                 r = x->flags >> 32 ? CUDA_ERROR_INVALID_VALUE : be->cuGraphInstantiateWithFlags(&e, g, x->flags);
-                if (r == CUDA_SUCCESS && (r = lupw_exec_put_src(s, e, g)) != CUDA_SUCCESS)
-                        (void)be->cuGraphExecDestroy(e);
+                if (r == CUDA_SUCCESS && !(xr = lupw_exec_new(s, e, g)))
+                        r = CUDA_ERROR_OUT_OF_MEMORY;
+                for (uint32_t i = 0; r == CUDA_SUCCESS && b->exec_nodes && i < x->n_nodes; i++)
+                        if (x->nodes[i].id &&
+                            lup_u64map_put(&xr->nodes, x->nodes[i].id, (uint64_t)(uintptr_t)b->exec_nodes[i]) < 0)
+                                r = CUDA_ERROR_OUT_OF_MEMORY;
                 if (r == CUDA_SUCCESS && (r = lupw_handle_put(s, LUPW_H_GRAPHEXEC, x->id, e)) != CUDA_SUCCESS)
                         (void)be->cuGraphExecDestroy(e);
         }
@@ -247,6 +258,7 @@ static int apply(struct lupw_session *s, const struct lup_ckpt_graphs *g, char *
                         (void)s->be.fn.cuGraphDestroy(b.built[i]);
         free(b.built);
         free(b.state);
+        free(b.exec_nodes);
         if (rc == 0)
                 rc = restore_captures(s, g, why, whylen);
         return rc;

@@ -139,12 +139,19 @@ struct lupw_capture {
         bool poisoned;   /* the shim refused a call on it: it ends invalidated */
         bool lost;       /* a drain ended it: reported invalidated */
 };
+/* A graph exec: it is an exec of the worker's own clone of the client's
+ * graph (src), whose nodes a checkpoint saves; nodes: the client's node
+ * id -> the clone's node (what cuGraphExec*SetParams name). */
+struct lupw_exec {
+        CUgraph src;
+        struct lup_u64map nodes;
+};
 #define LUPW_MAX_CAPTURES    64
 #define LUPW_GRAPH_CAPTURING 1u /* a graph entry's prov.flags: still being captured */
 struct lupw_graphs {
         struct lupw_capture caps[LUPW_MAX_CAPTURES];
         int n_caps;
-        struct lup_u64map exec_src; /* real CUgraphExec -> the worker's clone of its graph */
+        struct lup_u64map exec_src; /* real CUgraphExec -> its struct lupw_exec */
         struct lup_u64map node_ids; /* real CUgraphNode -> its id (worker/graph_nodes.c) */
         uint64_t next_node_id;      /* the next id the worker gives a driver-made node */
 };

@@ -447,6 +447,121 @@ static void test_explicit(void)
         printf("  explicit API: memset, memcpy, empty, event and child graph nodes, lists, edges, bad input\n");
 }
 
+/* A graph of one kernel node: fill_u32(d, v, N). */
+static CUgraph kernel_graph(CUdeviceptr *d, unsigned *v, int *n, CUgraphNode *ret)
+{
+        CUgraph g;
+        void *p[] = { d, v, n };
+        CUDA_KERNEL_NODE_PARAMS kp = { .func = f_fill,
+                                       .gridDimX = 4,
+                                       .gridDimY = 1,
+                                       .gridDimZ = 1,
+                                       .blockDimX = 128,
+                                       .blockDimY = 1,
+                                       .blockDimZ = 1,
+                                       .kernelParams = p };
+        CK(cuGraphCreate(&g, 0));
+        CK(cuGraphAddKernelNode(ret, g, NULL, 0, &kp));
+        return g;
+}
+
+static void expect_u32(CUdeviceptr d, unsigned want)
+{
+        static unsigned h[N];
+        CK(cuMemcpyDtoH(h, d, sizeof(h)));
+        for (int i = 0; i < N; i++)
+                if (h[i] != want) {
+                        fprintf(stderr, "[%d] = %u, expected %u\n", i, h[i], want);
+                        exit(1);
+                }
+}
+
+static void set_fill(CUgraphExec e, CUgraphNode node, CUdeviceptr *d, unsigned *v, int *n)
+{
+        void *p[] = { d, v, n };
+        CUDA_KERNEL_NODE_PARAMS kp = { .func = f_fill,
+                                       .gridDimX = 4,
+                                       .gridDimY = 1,
+                                       .gridDimZ = 1,
+                                       .blockDimX = 128,
+                                       .blockDimY = 1,
+                                       .blockDimZ = 1,
+                                       .kernelParams = p };
+        if (e)
+                CK(cuGraphExecKernelNodeSetParams(e, node, &kp));
+        else
+                CK(cuGraphKernelNodeSetParams(node, &kp));
+}
+
+static void test_kernel_nodes(void)
+{
+        CUdeviceptr d;
+        CUstream s;
+        unsigned v = 11;
+        int n = N;
+        CUgraphNode node, node2;
+        CUgraphExec e;
+        CUgraphNodeType t;
+        CK(cuMemAlloc(&d, N * 4));
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CUgraph g = kernel_graph(&d, &v, &n, &node);
+        v = 999; /* the node took the value at the add */
+        CK(cuGraphNodeGetType(node, &t));
+        EXPECT(t == CU_GRAPH_NODE_TYPE_KERNEL);
+        CK(cuGraphInstantiateWithFlags(&e, g, 0));
+        CK(cuGraphLaunch(e, s));
+        CK(cuStreamSynchronize(s));
+        expect_u32(d, 11);
+        /* the exec's copy changed, the graph's not */
+        v = 22;
+        set_fill(e, node, &d, &v, &n);
+        CK(cuGraphLaunch(e, s));
+        CK(cuStreamSynchronize(s));
+        expect_u32(d, 22);
+        /* the graph's node changed: a new exec sees it, the old keeps 22 */
+        v = 33;
+        set_fill(NULL, node, &d, &v, &n);
+        CUgraphExec e2;
+        CK(cuGraphInstantiateWithFlags(&e2, g, 0));
+        CK(cuGraphLaunch(e2, s));
+        CK(cuStreamSynchronize(s));
+        expect_u32(d, 33);
+        CK(cuGraphLaunch(e, s));
+        CK(cuStreamSynchronize(s));
+        expect_u32(d, 22);
+        /* an exec updated from another graph of the same shape */
+        v = 44;
+        CUgraph g2 = kernel_graph(&d, &v, &n, &node2);
+        CUgraphExecUpdateResultInfo info;
+        CK(cuGraphExecUpdate(e, g2, &info));
+        EXPECT(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);
+        CK(cuGraphLaunch(e, s));
+        CK(cuStreamSynchronize(s));
+        expect_u32(d, 44);
+        /* one of another shape is refused, with the reason */
+        CUgraphNode extra;
+        CK(cuGraphAddEmptyNode(&extra, g2, &node2, 1));
+        EXPECT_ERR(cuGraphExecUpdate(e, g2, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+        EXPECT(info.result == CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+        /* bad input */
+        CUDA_KERNEL_NODE_PARAMS bad = { .func = f_fill,
+                                        .gridDimX = 0,
+                                        .gridDimY = 1,
+                                        .gridDimZ = 1,
+                                        .blockDimX = 1,
+                                        .blockDimY = 1,
+                                        .blockDimZ = 1 };
+        EXPECT_ERR(cuGraphAddKernelNode(&extra, g, NULL, 0, &bad), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuGraphAddKernelNode(&extra, g, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+        CK(cuGraphExecDestroy(e));
+        CK(cuGraphExecDestroy(e2));
+        CK(cuGraphDestroy(g));
+        CK(cuGraphDestroy(g2));
+        CK(cuStreamDestroy(s));
+        CK(cuMemFree(d));
+        printf("  kernel nodes: add, set params in a graph and in an exec, exec update\n");
+}
+
 /* The restart scenario: a captured graph instantiated (and launched), and
  * a second, never-instantiated clone; after each restart both are
  * launched again (the clone instantiated then) with exact results. */
@@ -471,6 +586,17 @@ static int restart_mode(void)
         CK(cuEventCreate(&xev, CU_EVENT_DISABLE_TIMING));
         build_explicit(&x, xa, xb, 5150u, xev);
         check_explicit(&x);
+        /* a kernel node whose exec was given other parameters */
+        CUdeviceptr kd;
+        unsigned kv = 7;
+        int kn = N;
+        CUgraphNode knode;
+        CUgraphExec ke;
+        CK(cuMemAlloc(&kd, N * 4));
+        CUgraph kg = kernel_graph(&kd, &kv, &kn, &knode);
+        CK(cuGraphInstantiateWithFlags(&ke, kg, 0));
+        kv = 8;
+        set_fill(ke, knode, &kd, &kv, &kn);
         CK(cuGraphInstantiateWithFlags(&e, g, 0));
         int total = 0;
         for (int i = 0; i < 3; i++, total++)
@@ -497,6 +623,19 @@ static int restart_mode(void)
                 /* the explicit graph, its node ids and edges as they were */
                 check_explicit(&x);
                 run_explicit(&x, xb, 5150u, s1, xev);
+                /* the exec keeps its own parameters, the graph its own */
+                CK(cuMemsetD32(kd, 0, N));
+                CK(cuGraphLaunch(ke, s1));
+                CK(cuStreamSynchronize(s1));
+                expect_u32(kd, 8u + (unsigned)round - 1);
+                kv = 8u + (unsigned)round; /* and can be changed again after the restart */
+                set_fill(ke, knode, &kd, &kv, &kn);
+                CUgraphExec ke2;
+                CK(cuGraphInstantiateWithFlags(&ke2, kg, 0));
+                CK(cuGraphLaunch(ke2, s1));
+                CK(cuStreamSynchronize(s1));
+                expect_u32(kd, 7);
+                CK(cuGraphExecDestroy(ke2));
                 printf("again %d\n", round);
                 fflush(stdout);
         }
@@ -504,6 +643,8 @@ static int restart_mode(void)
         CK(cuGraphDestroy(g));
         CK(cuGraphDestroy(c));
         CK(cuGraphDestroy(x.g));
+        CK(cuGraphExecDestroy(ke));
+        CK(cuGraphDestroy(kg));
         printf("e2e_graphs restart: OK\n");
         return 0;
 }
@@ -534,6 +675,7 @@ int main(int argc, char **argv)
         test_capture();
         test_illegal();
         test_explicit();
+        test_kernel_nodes();
         if (e2e_failures) {
                 printf("e2e_graphs: %d FAILURES\n", e2e_failures);
                 return 1;
