@@ -10,6 +10,7 @@
  * again). Lists come from the worker a page at a time (lupGraphList); a
  * node the driver made (a capture's) gets its id there.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,10 @@
 #define EXPORT __attribute__((visibility("default")))
 
 #undef cuGraphAddDependencies
+#undef cuGraphAddKernelNode
+#undef cuGraphKernelNodeSetParams
+#undef cuGraphExecKernelNodeSetParams
+#undef cuGraphExecUpdate
 #undef cuGraphRemoveDependencies
 #undef cuGraphGetEdges
 #undef cuGraphNodeGetDependencies
@@ -420,5 +425,117 @@ EXPORT CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGr
         resultInfo->result = (CUgraphExecUpdateResult)result;
         resultInfo->errorNode = (CUgraphNode)(uintptr_t)err;
         resultInfo->errorFromNode = (CUgraphNode)(uintptr_t)from;
+        return r;
+}
+
+/* The CUDA 10 forms: the parameters without kern and ctx, and the update's
+ * result without the node it came from. */
+static CUDA_KERNEL_NODE_PARAMS from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+        CUDA_KERNEL_NODE_PARAMS k;
+        memset(&k, 0, sizeof(k));
+        memcpy(&k, p, sizeof(*p)); /* v1 is v2's prefix */
+        return k;
+}
+
+EXPORT CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                             size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+EXPORT CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                             size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+        if (!nodeParams)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUDA_KERNEL_NODE_PARAMS k = from_v1(nodeParams);
+        return cuGraphAddKernelNode_v2(phGraphNode, hGraph, dependencies, numDependencies, &k);
+}
+
+EXPORT CUresult CUDAAPI cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+EXPORT CUresult CUDAAPI cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+        if (!nodeParams)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUDA_KERNEL_NODE_PARAMS k = from_v1(nodeParams);
+        return cuGraphKernelNodeSetParams_v2(hNode, &k);
+}
+
+EXPORT CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                       const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+EXPORT CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                       const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+        if (!nodeParams)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUDA_KERNEL_NODE_PARAMS k = from_v1(nodeParams);
+        return cuGraphExecKernelNodeSetParams_v2(hGraphExec, hNode, &k);
+}
+
+EXPORT CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,
+                                          CUgraphExecUpdateResult *updateResult_out);
+EXPORT CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,
+                                          CUgraphExecUpdateResult *updateResult_out)
+{
+        CUgraphExecUpdateResultInfo info;
+        if (!hErrorNode_out || !updateResult_out)
+                return CUDA_ERROR_INVALID_VALUE;
+        memset(&info, 0, sizeof(info));
+        CUresult r = cuGraphExecUpdate_v2(hGraphExec, hGraph, &info);
+        *hErrorNode_out = info.errorNode;
+        *updateResult_out = info.result;
+        return r;
+}
+
+/* A DOT file of the graph's nodes (by id and type) and edges, written on
+ * the client's side. Its layout is lupine's, not the driver's; flags
+ * (the amount of detail) are not looked at. */
+static const char *type_name(CUgraphNodeType t)
+{
+        static const char *const n[] = { "KERNEL",         "MEMCPY",       "MEMSET",
+                                         "HOST",           "GRAPH",        "EMPTY",
+                                         "WAIT_EVENT",     "EVENT_RECORD", "EXT_SEMAS_SIGNAL",
+                                         "EXT_SEMAS_WAIT", "MEM_ALLOC",    "MEM_FREE",
+                                         "BATCH_MEM_OP",   "CONDITIONAL" };
+        return (unsigned)t < sizeof(n) / sizeof(n[0]) ? n[t] : "UNKNOWN";
+}
+
+EXPORT CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
+{
+        size_t nn = 0, ne = 0;
+        if (!hGraph || !path)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = cuGraphGetNodes(hGraph, NULL, &nn);
+        if (r == CUDA_SUCCESS)
+                r = cuGraphGetEdges_v2(hGraph, NULL, NULL, NULL, &ne);
+        if (r != CUDA_SUCCESS)
+                return r;
+        CUgraphNode *nodes = calloc(nn + 1, sizeof(*nodes)), *from = calloc(ne + 1, sizeof(*from)),
+                    *to = calloc(ne + 1, sizeof(*to));
+        FILE *f = NULL;
+        if (!nodes || !from || !to)
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (r == CUDA_SUCCESS)
+                r = cuGraphGetNodes(hGraph, nodes, &nn);
+        if (r == CUDA_SUCCESS)
+                r = cuGraphGetEdges_v2(hGraph, from, to, NULL, &ne);
+        if (r == CUDA_SUCCESS && !(f = fopen(path, "w")))
+                r = CUDA_ERROR_OPERATING_SYSTEM;
+        if (f) {
+                fprintf(f, "digraph lupine_graph_%llx {\n", (unsigned long long)ID(hGraph));
+                for (size_t i = 0; r == CUDA_SUCCESS && i < nn; i++) {
+                        CUgraphNodeType t;
+                        if ((r = cuGraphNodeGetType(nodes[i], &t)) == CUDA_SUCCESS)
+                                fprintf(f, "\t\"node_%llx\" [label=\"%s\"];\n", (unsigned long long)ID(nodes[i]),
+                                        type_name(t));
+                }
+                for (size_t i = 0; i < ne; i++)
+                        fprintf(f, "\t\"node_%llx\" -> \"node_%llx\";\n", (unsigned long long)ID(from[i]),
+                                (unsigned long long)ID(to[i]));
+                fprintf(f, "}\n");
+                if (fclose(f) != 0 && r == CUDA_SUCCESS)
+                        r = CUDA_ERROR_OPERATING_SYSTEM;
+        }
+        free(nodes);
+        free(from);
+        free(to);
+        (void)flags;
         return r;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -408,6 +409,20 @@ static void test_explicit(void)
         CK(cuMemcpyDtoH(h, b, sizeof(h)));
         EXPECT(h[0] == 0xabcd1234u && h[N - 1] == 0xabcd1234u);
         CK(cuGraphExecDestroy(oe));
+
+        /* the client's DOT file names every node */
+        char dot[64];
+        snprintf(dot, sizeof(dot), "/tmp/e2e_graphs_%d.dot", (int)getpid());
+        CK(cuGraphDebugDotPrint(x.g, dot, 0));
+        FILE *df = fopen(dot, "r");
+        EXPECT(df != NULL);
+        char text[8192];
+        size_t tl = fread(text, 1, sizeof(text) - 1, df);
+        text[tl] = 0;
+        fclose(df);
+        unlink(dot);
+        EXPECT(strstr(text, "digraph") != NULL && strstr(text, "->") != NULL);
+        EXPECT_ERR(cuGraphDebugDotPrint(x.g, NULL, 0), CUDA_ERROR_INVALID_VALUE);
 
         /* dependencies removed and added again */
         CK(cuGraphRemoveDependencies(x.g, &x.set, &x.copy, NULL, 1));
