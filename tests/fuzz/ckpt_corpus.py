@@ -19,6 +19,11 @@ The committed seeds were made by the lupined of the commit before the codec
 the codec reads, and writes byte for byte, what the old writer wrote. Run
 again only when the format changes; files this script did not write are
 left alone. Standard library only.
+
+graphs-durable-graphjob.bin is the object "graphs" of a durable drain of
+an `e2e_graphs DIR restart` session (captured, cloned and explicit graphs,
+an exec with changed kernel parameters), copied by hand from the
+checkpoint directory; this script does not write it.
 """
 import os
 import shutil

@@ -711,7 +711,7 @@ static void real_objects(void **state)
 {
         DIR *dir = opendir(CORPUS_DIR);
         struct dirent *e;
-        int manifests = 0, v1 = 0, events = 0, replies = 0;
+        int manifests = 0, v1 = 0, events = 0, replies = 0, graphs = 0;
         assert_non_null(dir);
         while ((e = readdir(dir))) {
                 char path[4096];
@@ -738,6 +738,14 @@ static void real_objects(void **state)
                         assert_int_equal(lup_ckpt_events_encode(v, n, &again, &len2), 0);
                         free(v);
                         events++;
+                } else if (strncmp(e->d_name, "graphs-", 7) == 0) {
+                        struct lup_ckpt_graphs g;
+                        if (lup_ckpt_graphs_decode(p, len, &g, &why) != 0)
+                                fail_msg("%s: %s", e->d_name, why);
+                        assert_true(g.n_graphs > 0);
+                        assert_int_equal(lup_ckpt_graphs_encode(&g, &again, &len2), 0);
+                        lup_ckpt_graphs_free(&g);
+                        graphs++;
                 } else if (strncmp(e->d_name, "replies-", 8) == 0) {
                         struct lup_ckpt_replies r;
                         if (lup_ckpt_replies_decode(p, len, &r, &why) != 0)
@@ -758,7 +766,7 @@ static void real_objects(void **state)
                 free(p);
         }
         closedir(dir);
-        assert_true(manifests >= 6 && v1 >= 1 && events >= 1 && replies >= 1);
+        assert_true(manifests >= 6 && v1 >= 1 && events >= 1 && replies >= 1 && graphs >= 1);
 }
 
 int main(void)
