@@ -39,6 +39,8 @@
 #undef cuStreamBeginCapture
 #undef cuStreamEndCapture
 #undef cuStreamGetCaptureInfo
+#undef cuStreamUpdateCaptureDependencies
+#undef cuStreamBeginCaptureToGraph
 #undef cuGraphInstantiate
 #undef cuGraphInstantiateWithParams
 
@@ -103,6 +105,95 @@ EXPORT CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream)
         return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, 1);
 }
 
+/* Up to 8 dependencies a call; the rest are added by lupCaptureDeps. */
+static CUresult more_deps(uint64_t s, const CUgraphNode *deps, size_t n, size_t from)
+{
+        CUresult r = CUDA_SUCCESS;
+        for (size_t at = from; r == CUDA_SUCCESS && at < n; at += 8) {
+                uint64_t d[8] = { 0 };
+                size_t k = n - at < 8 ? n - at : 8;
+                for (size_t i = 0; i < k; i++)
+                        d[i] = (uint64_t)(uintptr_t)deps[at + i];
+                r = lupc_send_lupCaptureDeps((CUstream)(uintptr_t)s, CU_STREAM_ADD_CAPTURE_DEPENDENCIES, (unsigned)k,
+                                             d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]);
+        }
+        return r;
+}
+
+static bool default_edge_data(const CUgraphEdgeData *e, size_t n)
+{
+        static const CUgraphEdgeData zero;
+        for (size_t i = 0; e && i < n; i++)
+                if (memcmp(&e[i], &zero, sizeof(zero)))
+                        return false;
+        return true;
+}
+
+static CUresult begin_to_graph(CUstream st, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n,
+                               int mode)
+{
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!g || !mode_ok(mode) || (n && !deps))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!default_edge_data(edges, n))
+                return CUDA_ERROR_NOT_SUPPORTED; /* programmatic edges are not forwarded yet */
+        CUresult r = sync_mode();
+        if (r != CUDA_SUCCESS)
+                return r;
+        uint64_t s = (uint64_t)(uintptr_t)st, d[8] = { 0 };
+        size_t k = n < 8 ? n : 8;
+        for (size_t i = 0; i < k; i++)
+                d[i] = (uint64_t)(uintptr_t)deps[i];
+        r = lupc_send_lupStreamBeginCaptureToGraph(g, st, mode, (unsigned)k, d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+                                                   d[7]);
+        if (r != CUDA_SUCCESS)
+                return r;
+        atomic_fetch_add(&open_captures, 1);
+        return more_deps(s, deps, n, k);
+}
+
+EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                                                    const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                                    CUstreamCaptureMode mode)
+{
+        return begin_to_graph((CUstream)(uintptr_t)lupc_stream_id(hStream, 0), hGraph, dependencies, dependencyData,
+                              numDependencies, (int)mode);
+}
+
+static CUresult update_deps(CUstream st, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n, unsigned int flags)
+{
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if ((n && !deps) || flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!default_edge_data(edges, n))
+                return CUDA_ERROR_NOT_SUPPORTED;
+        uint64_t s = lupc_stream_id(st, 0), d[8] = { 0 };
+        size_t k = n < 8 ? n : 8;
+        for (size_t i = 0; i < k; i++)
+                d[i] = (uint64_t)(uintptr_t)deps[i];
+        /* the first call sets or adds, the others add */
+        CUresult r = lupc_send_lupCaptureDeps((CUstream)(uintptr_t)s, flags, (unsigned)k, d[0], d[1], d[2], d[3], d[4],
+                                              d[5], d[6], d[7]);
+        return r == CUDA_SUCCESS ? more_deps(s, deps, n, k) : r;
+}
+
+EXPORT CUresult CUDAAPI cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies,
+                                                             const CUgraphEdgeData *dependencyData,
+                                                             size_t numDependencies, unsigned int flags)
+{
+        return update_deps(hStream, dependencies, dependencyData, numDependencies, flags);
+}
+
+EXPORT CUresult CUDAAPI cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
+                                                          size_t numDependencies, unsigned int flags);
+EXPORT CUresult CUDAAPI cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
+                                                          size_t numDependencies, unsigned int flags)
+{
+        return update_deps(hStream, dependencies, NULL, numDependencies, flags);
+}
+
 /* What the worker says of stream s (wire id); CUDA_SUCCESS with NONE when
  * no capture is open. */
 static CUresult query(uint64_t s, CUstreamCaptureStatus *status, uint64_t *id, uint64_t *graph, uint64_t *ndeps)
@@ -134,11 +225,8 @@ EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
         r = lupc_send_lupStreamEndCapture((CUstream)(uintptr_t)s, graph);
         /* the worker ended the capture unless it refused before trying
          * (UNMATCHED: not the stream that began it) */
-        if (r != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED && r != CUDA_ERROR_ILLEGAL_STATE) {
+        if (r != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED && r != CUDA_ERROR_ILLEGAL_STATE)
                 atomic_fetch_sub(&open_captures, 1);
-                if (r != CUDA_SUCCESS)
-                        lupc_forget_handle(graph);
-        }
         *phGraph = r == CUDA_SUCCESS ? (CUgraph)(uintptr_t)graph : NULL;
         return r;
 }

@@ -123,20 +123,83 @@ CUresult lupw_lupStreamEndCapture(struct lupw_session *s, CUstream hStream, uint
         if (!c) /* not the origin of a capture this worker began: the driver's answer */
                 return r;
         struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPH, graph);
-        bool poisoned = c->poisoned;
+        bool poisoned = c->poisoned, to_graph = c->to_graph;
         capture_drop(s, c);
         if (r == CUDA_SUCCESS && poisoned) {
-                (void)be->cuGraphDestroy(g);
+                if (!to_graph)
+                        (void)be->cuGraphDestroy(g);
                 r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
         }
         if (r == CUDA_SUCCESS && e) {
                 e->real = g;
+                e->prov.flags = 0;
+        } else if (e && to_graph) { /* the client's graph stays the client's */
                 e->prov.flags = 0;
         } else if (e) {
                 lupw_nodes_forget(s, graph);
                 lupw_handle_del(s, graph);
         }
         return r;
+}
+
+/* Node ids -> the driver's nodes (n at most 8). */
+static CUresult deps_of(struct lupw_session *s, uint32_t n, const uint64_t *ids, CUgraphNode *ret)
+{
+        if (n > 8)
+                return CUDA_ERROR_INVALID_VALUE;
+        for (uint32_t i = 0; i < n; i++) {
+                struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPHNODE, ids[i]);
+                if (!e)
+                        return CUDA_ERROR_INVALID_VALUE;
+                ret[i] = (CUgraphNode)e->real;
+        }
+        return CUDA_SUCCESS;
+}
+
+CUresult lupw_lupCaptureDeps(struct lupw_session *s, CUstream hStream, unsigned int flags, unsigned int n, uint64_t d0,
+                             uint64_t d1, uint64_t d2, uint64_t d3, uint64_t d4, uint64_t d5, uint64_t d6, uint64_t d7)
+{
+        const uint64_t ids[8] = { d0, d1, d2, d3, d4, d5, d6, d7 };
+        CUgraphNode deps[8];
+        CUresult r = deps_of(s, n, ids, deps);
+        if (r != CUDA_SUCCESS)
+                return r;
+        return s->be.fn.cuStreamUpdateCaptureDependencies_v2(hStream, deps, NULL, n, flags);
+}
+
+CUresult lupw_lupStreamBeginCaptureToGraph(struct lupw_session *s, CUgraph hGraph, CUstream hStream, int mode,
+                                           unsigned int n, uint64_t d0, uint64_t d1, uint64_t d2, uint64_t d3,
+                                           uint64_t d4, uint64_t d5, uint64_t d6, uint64_t d7)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        const uint64_t ids[8] = { d0, d1, d2, d3, d4, d5, d6, d7 };
+        uint64_t sid = stream_id_of(s, hStream);
+        struct graph_hunt h = { .kind = LUPW_H_GRAPH, .real = hGraph };
+        CUgraphNode deps[8];
+        lup_u64map_each(&s->obj.handles, hunt, &h);
+        struct lupw_handle_ent *ge = lupw_handle_ent(s, LUPW_H_GRAPH, h.id);
+        if (!ge || (ge->prov.flags & LUPW_GRAPH_CAPTURING))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (s->graphs.n_caps == LUPW_MAX_CAPTURES)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = deps_of(s, n, ids, deps);
+        if (r == CUDA_SUCCESS)
+                r = be->cuStreamBeginCaptureToGraph(hStream, hGraph, n ? deps : NULL, NULL, n,
+                                                    (CUstreamCaptureMode)mode);
+        if (r != CUDA_SUCCESS)
+                return r;
+        CUstreamCaptureStatus st;
+        cuuint64_t cid = 0;
+        (void)be->cuStreamGetCaptureInfo_v3(hStream, &st, &cid, NULL, NULL, NULL, NULL);
+        s->graphs.caps[s->graphs.n_caps++] = (struct lupw_capture){ .real = hStream,
+                                                                    .stream = sid,
+                                                                    .graph = h.id,
+                                                                    .g = hGraph,
+                                                                    .cid = cid,
+                                                                    .ctx = s->ctx.bound_id,
+                                                                    .to_graph = true };
+        ge->prov.flags = LUPW_GRAPH_CAPTURING;
+        return CUDA_SUCCESS;
 }
 
 CUresult lupw_lupStreamCaptureQuery(struct lupw_session *s, CUstream hStream, int *status, uint64_t *id,
@@ -198,6 +261,13 @@ void lupw_captures_abort(struct lupw_session *s)
                 (void)lupw_bind_ctx(s, c->ctx);
                 (void)capture_graph(s, c);
                 (void)s->be.fn.cuStreamEndCapture(c->real, &g);
+                struct lupw_handle_ent *ge = lupw_handle_ent(s, LUPW_H_GRAPH, c->graph);
+                if (c->to_graph) { /* the client's graph stays, with what was captured so far */
+                        if (ge)
+                                ge->prov.flags = 0;
+                        c->lost = true;
+                        continue;
+                }
                 if (g)
                         (void)s->be.fn.cuGraphDestroy(g);
                 lup_warn("session %s: a stream capture was open at the drain; it is reported invalidated "

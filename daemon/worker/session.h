@@ -138,6 +138,7 @@ struct lupw_capture {
         uint64_t ctx;    /* the context it began in */
         bool poisoned;   /* the shim refused a call on it: it ends invalidated */
         bool lost;       /* a drain ended it: reported invalidated */
+        bool to_graph;   /* into the client's own graph (cuStreamBeginCaptureToGraph) */
 };
 /* A graph exec: it is an exec of the worker's own clone of the client's
  * graph (src), whose nodes a checkpoint saves; nodes: the client's node

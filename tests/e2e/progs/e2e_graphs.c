@@ -580,6 +580,80 @@ static void test_kernel_nodes(void)
         printf("  kernel nodes: add, set params in a graph and in an exec, exec update\n");
 }
 
+/* Capture into an existing graph after one of its nodes, and a capture's
+ * dependencies read and replaced. */
+static void test_capture_deps(void)
+{
+        CUdeviceptr a, b, c;
+        CUstream s;
+        CUgraph g, got;
+        CUgraphNode m, v[8];
+        CUstreamCaptureStatus st;
+        const CUgraphNode *deps;
+        size_t n;
+        CK(cuMemAlloc(&a, N * 4));
+        CK(cuMemAlloc(&b, N * 4));
+        CK(cuMemAlloc(&c, N * 4));
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CUDA_MEMSET_NODE_PARAMS ms = { .dst = a, .value = 3, .elementSize = 4, .width = N, .height = 1 };
+        CK(cuGraphCreate(&g, 0));
+        CK(cuGraphAddMemsetNode(&m, g, NULL, 0, &ms, ctx));
+        CK(cuStreamBeginCaptureToGraph(s, g, &m, NULL, 1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(cuStreamGetCaptureInfo(s, &st, NULL, NULL, &deps, NULL, &n));
+        EXPECT(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && n == 1 && deps[0] == m);
+        CK(cuMemcpyDtoDAsync(b, a, N * 4, s));
+        CK(cuStreamEndCapture(s, &got));
+        EXPECT(got == g);
+        n = 8;
+        CK(cuGraphGetNodes(g, v, &n));
+        EXPECT(n == 2);
+        n = 8;
+        CK(cuGraphGetRootNodes(g, v, &n));
+        EXPECT(n == 1 && v[0] == m);
+        CUgraphExec e;
+        CK(cuMemsetD32(b, 0, N));
+        CK(cuGraphInstantiateWithFlags(&e, g, 0));
+        CK(cuGraphLaunch(e, s));
+        CK(cuStreamSynchronize(s));
+        expect_u32(b, 3);
+        CK(cuGraphExecDestroy(e));
+        CK(cuGraphDestroy(g));
+
+        /* the capture's dependencies: one node, then none (a second root) */
+        CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(cuMemsetD32Async(a, 5, N, s));
+        CK(cuStreamGetCaptureInfo(s, &st, NULL, &g, &deps, NULL, &n));
+        EXPECT(n == 1);
+        CUgraphNode first = deps[0];
+        CK(cuMemsetD32Async(b, 6, N, s));
+        CK(cuStreamUpdateCaptureDependencies(s, NULL, NULL, 0, CU_STREAM_SET_CAPTURE_DEPENDENCIES));
+        CK(cuStreamGetCaptureInfo(s, &st, NULL, NULL, &deps, NULL, &n));
+        EXPECT(n == 0);
+        CK(cuMemsetD32Async(c, 7, N, s));
+        CK(cuStreamUpdateCaptureDependencies(s, &first, NULL, 1, CU_STREAM_ADD_CAPTURE_DEPENDENCIES));
+        CK(cuStreamGetCaptureInfo(s, &st, NULL, NULL, &deps, NULL, &n));
+        EXPECT(n == 2);
+        CK(cuStreamEndCapture(s, &got));
+        EXPECT(got == g);
+        n = 8;
+        CK(cuGraphGetRootNodes(g, v, &n));
+        EXPECT(n == 2);
+        CK(cuGraphInstantiateWithFlags(&e, g, 0));
+        CK(cuGraphLaunch(e, s));
+        CK(cuStreamSynchronize(s));
+        expect_u32(a, 5);
+        expect_u32(b, 6);
+        expect_u32(c, 7);
+        EXPECT_ERR(cuStreamUpdateCaptureDependencies(s, NULL, NULL, 0, 7), CUDA_ERROR_INVALID_VALUE);
+        CK(cuGraphExecDestroy(e));
+        CK(cuGraphDestroy(g));
+        CK(cuStreamDestroy(s));
+        CK(cuMemFree(a));
+        CK(cuMemFree(b));
+        CK(cuMemFree(c));
+        printf("  capture into a graph, capture dependencies read, set and added\n");
+}
+
 /* The restart scenario: a captured graph instantiated (and launched), and
  * a second, never-instantiated clone; after each restart both are
  * launched again (the clone instantiated then) with exact results. */
@@ -694,6 +768,7 @@ int main(int argc, char **argv)
         test_illegal();
         test_explicit();
         test_kernel_nodes();
+        test_capture_deps();
         if (e2e_failures) {
                 printf("e2e_graphs: %d FAILURES\n", e2e_failures);
                 return 1;
