@@ -23,6 +23,7 @@
 #define EXPORT __attribute__((visibility("default")))
 
 #undef cuGraphAddDependencies
+#undef cuGraphAddNode
 #undef cuGraphAddKernelNode
 #undef cuGraphKernelNodeSetParams
 #undef cuGraphExecKernelNodeSetParams
@@ -538,4 +539,71 @@ EXPORT CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path, u
         free(to);
         (void)flags;
         return r;
+}
+
+/* ---- the generic form: by type, to the typed adds above */
+
+static CUresult add_generic(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n,
+                            CUgraphNodeParams *p)
+{
+        static const long long zero[29];
+        if (!p || p->reserved0[0] || p->reserved0[1] || p->reserved0[2] || p->reserved2)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!default_edges(edges, n))
+                return CUDA_ERROR_NOT_SUPPORTED;
+        switch (p->type) {
+        case CU_GRAPH_NODE_TYPE_KERNEL: {
+                CUDA_KERNEL_NODE_PARAMS k;
+                memset(&k, 0, sizeof(k));
+                memcpy(&k, &p->kernel, sizeof(k) < sizeof(p->kernel) ? sizeof(k) : sizeof(p->kernel));
+                return cuGraphAddKernelNode_v2(ph, g, deps, n, &k);
+        }
+        case CU_GRAPH_NODE_TYPE_MEMSET: {
+                CUDA_MEMSET_NODE_PARAMS m = { .dst = p->memset.dst,
+                                              .pitch = p->memset.pitch,
+                                              .value = p->memset.value,
+                                              .elementSize = p->memset.elementSize,
+                                              .width = p->memset.width,
+                                              .height = p->memset.height };
+                return cuGraphAddMemsetNode(ph, g, deps, n, &m, p->memset.ctx);
+        }
+        case CU_GRAPH_NODE_TYPE_MEMCPY:
+                if (p->memcpy.flags || p->memcpy.reserved)
+                        return CUDA_ERROR_INVALID_VALUE;
+                return cuGraphAddMemcpyNode(ph, g, deps, n, &p->memcpy.copyParams, p->memcpy.copyCtx);
+        case CU_GRAPH_NODE_TYPE_EMPTY:
+                return memcmp(p->reserved1, zero, sizeof(zero)) ? CUDA_ERROR_INVALID_VALUE
+                                                                : cuGraphAddEmptyNode(ph, g, deps, n);
+        case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+                return cuGraphAddEventRecordNode(ph, g, deps, n, p->eventRecord.event);
+        case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+                return cuGraphAddEventWaitNode(ph, g, deps, n, p->eventWait.event);
+        case CU_GRAPH_NODE_TYPE_GRAPH:
+                if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
+                        return CUDA_ERROR_NOT_SUPPORTED; /* moving a graph into the node is not forwarded */
+                return cuGraphAddChildGraphNode(ph, g, deps, n, p->graph.graph);
+        default: {
+                static int once;
+                if (!__atomic_exchange_n(&once, 1, __ATOMIC_RELAXED))
+                        lup_warn("cuGraphAddNode: node type %d is not supported by lupine yet "
+                                 "(returning CUDA_ERROR_NOT_SUPPORTED)",
+                                 (int)p->type);
+                return CUDA_ERROR_NOT_SUPPORTED;
+        }
+        }
+}
+
+EXPORT CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                          const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                          CUgraphNodeParams *nodeParams)
+{
+        return add_generic(phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams);
+}
+
+EXPORT CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                       size_t numDependencies, CUgraphNodeParams *nodeParams);
+EXPORT CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                       size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+        return add_generic(phGraphNode, hGraph, dependencies, NULL, numDependencies, nodeParams);
 }

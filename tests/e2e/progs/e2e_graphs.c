@@ -575,9 +575,31 @@ static void test_kernel_nodes(void)
         CK(cuGraphExecDestroy(e2));
         CK(cuGraphDestroy(g));
         CK(cuGraphDestroy(g2));
+        /* the generic add: a kernel node after a memset node */
+        CUgraphNodeParams np;
+        memset(&np, 0, sizeof(np));
+        np.type = CU_GRAPH_NODE_TYPE_MEMSET;
+        np.memset.dst = d, np.memset.value = 1, np.memset.elementSize = 4, np.memset.width = N;
+        np.memset.height = 1;
+        CUgraphNode gm, gk;
+        CK(cuGraphCreate(&g, 0));
+        CK(cuGraphAddNode(&gm, g, NULL, NULL, 0, &np));
+        v = 55;
+        void *kp[] = { &d, &v, &n };
+        memset(&np, 0, sizeof(np));
+        np.type = CU_GRAPH_NODE_TYPE_KERNEL;
+        np.kernel.func = f_fill, np.kernel.gridDimX = 4, np.kernel.gridDimY = 1, np.kernel.gridDimZ = 1;
+        np.kernel.blockDimX = 128, np.kernel.blockDimY = 1, np.kernel.blockDimZ = 1, np.kernel.kernelParams = kp;
+        CK(cuGraphAddNode(&gk, g, &gm, NULL, 1, &np));
+        CK(cuGraphInstantiateWithFlags(&e, g, 0));
+        CK(cuGraphLaunch(e, s));
+        CK(cuStreamSynchronize(s));
+        expect_u32(d, 55);
+        CK(cuGraphExecDestroy(e));
+        CK(cuGraphDestroy(g));
         CK(cuStreamDestroy(s));
         CK(cuMemFree(d));
-        printf("  kernel nodes: add, set params in a graph and in an exec, exec update\n");
+        printf("  kernel nodes: add, set params in a graph and in an exec, exec update, the generic add\n");
 }
 
 /* Capture into an existing graph after one of its nodes, and a capture's
