@@ -607,3 +607,111 @@ EXPORT CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 {
         return add_generic(phGraphNode, hGraph, dependencies, NULL, numDependencies, nodeParams);
 }
+
+/* ---- memset and memcpy nodes' parameters (lupGraphNodeGet/Set) */
+
+EXPORT CUresult CUDAAPI cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+        unsigned t = 0;
+        uint64_t v[6];
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!hNode || !nodeParams)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = lupc_send_lupGraphNodeGet(hNode, &t, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]);
+        if (r == CUDA_SUCCESS && t != CU_GRAPH_NODE_TYPE_MEMSET)
+                r = CUDA_ERROR_INVALID_VALUE;
+        if (r == CUDA_SUCCESS)
+                *nodeParams = (CUDA_MEMSET_NODE_PARAMS){ .dst = v[0],
+                                                         .pitch = v[1],
+                                                         .value = (unsigned)v[2],
+                                                         .elementSize = (unsigned)v[3],
+                                                         .width = v[4],
+                                                         .height = v[5] };
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+        unsigned t = 0;
+        uint64_t v[6];
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!hNode || !nodeParams)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = lupc_send_lupGraphNodeGet(hNode, &t, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]);
+        if (r == CUDA_SUCCESS && t != CU_GRAPH_NODE_TYPE_MEMCPY)
+                r = CUDA_ERROR_INVALID_VALUE;
+        if (r != CUDA_SUCCESS)
+                return r;
+        memset(nodeParams, 0, sizeof(*nodeParams));
+        nodeParams->srcMemoryType = nodeParams->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        nodeParams->dstDevice = v[0];
+        nodeParams->srcDevice = v[1];
+        nodeParams->WidthInBytes = v[2];
+        nodeParams->Height = nodeParams->Depth = 1;
+        return CUDA_SUCCESS;
+}
+
+static CUresult set_memset(uint64_t exec, CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!n || !p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) || !p->width ||
+            !p->height || (p->height > 1 && p->pitch < p->width * p->elementSize))
+                return CUDA_ERROR_INVALID_VALUE;
+        uint64_t span = (p->height - 1) * (uint64_t)p->pitch + p->width * (uint64_t)p->elementSize;
+        CUresult r = lupc_check_range(p->dst, span, 1);
+        if (r != CUDA_SUCCESS)
+                return r;
+        return lupc_send_lupGraphNodeSet(exec, ID(n), CU_GRAPH_NODE_TYPE_MEMSET, p->dst, p->pitch, p->value,
+                                         p->elementSize, p->width, p->height);
+}
+
+static CUresult set_memcpy(uint64_t exec, CUgraphNode n, const CUDA_MEMCPY3D *p)
+{
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!n || !p)
+                return CUDA_ERROR_INVALID_VALUE;
+        uint64_t src = p->srcDevice + p->srcXInBytes, dst = p->dstDevice + p->dstXInBytes;
+        if (!device_side(p->srcMemoryType, src) || !device_side(p->dstMemoryType, dst) || p->Height > 1 ||
+            p->Depth > 1 || p->srcY || p->srcZ || p->dstY || p->dstZ)
+                return CUDA_ERROR_NOT_SUPPORTED; /* 1-D device to device copies only */
+        CUresult r = lupc_check_range(src, p->WidthInBytes, 1);
+        if (r == CUDA_SUCCESS)
+                r = lupc_check_range(dst, p->WidthInBytes, 1);
+        if (r != CUDA_SUCCESS)
+                return r;
+        return lupc_send_lupGraphNodeSet(exec, ID(n), CU_GRAPH_NODE_TYPE_MEMCPY, dst, src, p->WidthInBytes, 0, 0, 0);
+}
+
+EXPORT CUresult CUDAAPI cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+        return set_memset(0, hNode, nodeParams);
+}
+
+EXPORT CUresult CUDAAPI cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                       const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+        if (!hGraphExec)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (ctx && ID(ctx) != lupc_ctx_current())
+                return CUDA_ERROR_NOT_SUPPORTED;
+        return set_memset(ID(hGraphExec), hNode, memsetParams);
+}
+
+EXPORT CUresult CUDAAPI cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
+{
+        return set_memcpy(0, hNode, nodeParams);
+}
+
+EXPORT CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                       const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+        if (!hGraphExec)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (ctx && ID(ctx) != lupc_ctx_current())
+                return CUDA_ERROR_NOT_SUPPORTED;
+        return set_memcpy(ID(hGraphExec), hNode, copyParams);
+}

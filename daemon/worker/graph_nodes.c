@@ -310,3 +310,104 @@ CUresult lupw_lupGraphList(struct lupw_session *s, unsigned int what, uint64_t h
         free(v);
         return CUDA_SUCCESS;
 }
+
+/* ---- memset and memcpy nodes' parameters */
+
+uint64_t lupw_unxlate(const struct lupw_session *s, uint64_t v)
+{
+        for (size_t i = 0; i < s->obj.xlate.n; i++) {
+                const struct lup_range *r = &s->obj.xlate.r[i];
+                if (v >= r->a && v - r->a < r->size)
+                        return r->base + (v - r->a);
+        }
+        return v;
+}
+
+/* type, then MEMSET: dst, pitch, value, element size, width, height;
+ * MEMCPY: dst, src, bytes (1-D device to device; others NOT_SUPPORTED) */
+CUresult lupw_lupGraphNodeGet(struct lupw_session *s, CUgraphNode hNode, unsigned int *type, uint64_t *a, uint64_t *b,
+                              uint64_t *c, uint64_t *d, uint64_t *e, uint64_t *f)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        CUgraphNodeType t;
+        CUresult r = be->cuGraphNodeGetType(hNode, &t);
+        *a = *b = *c = *d = *e = *f = 0;
+        if (r != CUDA_SUCCESS)
+                return r;
+        *type = (unsigned)t;
+        if (t == CU_GRAPH_NODE_TYPE_MEMSET) {
+                CUDA_MEMSET_NODE_PARAMS p;
+                if ((r = be->cuGraphMemsetNodeGetParams(hNode, &p)) == CUDA_SUCCESS)
+                        *a = lupw_unxlate(s, p.dst), *b = p.pitch, *c = p.value, *d = p.elementSize, *e = p.width,
+                        *f = p.height;
+                return r;
+        }
+        if (t != CU_GRAPH_NODE_TYPE_MEMCPY)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUDA_MEMCPY3D p;
+        memset(&p, 0, sizeof(p));
+        if ((r = be->cuGraphMemcpyNodeGetParams(hNode, &p)) != CUDA_SUCCESS)
+                return r;
+        if (p.Height > 1 || p.Depth > 1 || p.srcMemoryType == CU_MEMORYTYPE_HOST ||
+            p.dstMemoryType == CU_MEMORYTYPE_HOST || p.srcMemoryType == CU_MEMORYTYPE_ARRAY ||
+            p.dstMemoryType == CU_MEMORYTYPE_ARRAY)
+                return CUDA_ERROR_NOT_SUPPORTED;
+        *a = lupw_unxlate(s, p.dstDevice + p.dstXInBytes);
+        *b = lupw_unxlate(s, p.srcDevice + p.srcXInBytes);
+        *c = p.WidthInBytes;
+        return CUDA_SUCCESS;
+}
+
+/* A node's memset/memcpy parameters set, in its graph (exec 0) or in an
+ * exec (and then in the exec's clone too, which a checkpoint saves). */
+CUresult lupw_lupGraphNodeSet(struct lupw_session *s, uint64_t exec, uint64_t node, unsigned int type, uint64_t a,
+                              uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        CUgraphExec x = NULL;
+        CUgraphNode n;
+        CUcontext cur = NULL;
+        uint64_t v;
+        (void)be->cuCtxGetCurrent(&cur);
+        if (exec) {
+                struct lupw_handle_ent *xe = lupw_handle_ent(s, LUPW_H_GRAPHEXEC, exec);
+                uint64_t xv = 0; /* its struct lupw_exec (worker/graphs.c) */
+                if (xe)
+                        lup_u64map_get(&s->graphs.exec_src, (uint64_t)(uintptr_t)xe->real, &xv);
+                struct lupw_exec *xr = (struct lupw_exec *)(uintptr_t)xv;
+                if (!xr || !lup_u64map_get(&xr->nodes, node, &v))
+                        return CUDA_ERROR_INVALID_VALUE;
+                x = (CUgraphExec)xe->real;
+                n = (CUgraphNode)(uintptr_t)v;
+        } else if (node_of(s, node, &n) != CUDA_SUCCESS) {
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+        CUresult r;
+        if (type == CU_GRAPH_NODE_TYPE_MEMSET) {
+                if (!devptr_ok(s, a))
+                        return CUDA_ERROR_INVALID_VALUE;
+                CUDA_MEMSET_NODE_PARAMS p = { .dst = lupw_xlate(s, a),
+                                              .pitch = b,
+                                              .value = (unsigned int)c,
+                                              .elementSize = (unsigned int)d,
+                                              .width = e,
+                                              .height = f };
+                r = x ? be->cuGraphExecMemsetNodeSetParams(x, n, &p, cur) : be->cuGraphMemsetNodeSetParams(n, &p);
+                if (r == CUDA_SUCCESS && x)
+                        r = be->cuGraphMemsetNodeSetParams(n, &p);
+                return r;
+        }
+        if (type != CU_GRAPH_NODE_TYPE_MEMCPY || !devptr_ok(s, a) || !devptr_ok(s, b))
+                return CUDA_ERROR_INVALID_VALUE;
+        CUDA_MEMCPY3D p;
+        memset(&p, 0, sizeof(p));
+        p.srcMemoryType = p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        p.dstDevice = lupw_xlate(s, a);
+        p.srcDevice = lupw_xlate(s, b);
+        p.WidthInBytes = c;
+        p.Height = p.Depth = 1;
+        r = x ? be->cuGraphExecMemcpyNodeSetParams(x, n, &p, cur) : be->cuGraphMemcpyNodeSetParams(n, &p);
+        if (r == CUDA_SUCCESS && x)
+                r = be->cuGraphMemcpyNodeSetParams(n, &p);
+        return r;
+}

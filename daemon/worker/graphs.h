@@ -23,6 +23,9 @@ uint64_t lupw_node_id(struct lupw_session *s, CUgraphNode real, uint64_t graph);
 uint64_t lupw_node_lookup(struct lupw_session *s, CUgraphNode real);
 CUresult lupw_node_put(struct lupw_session *s, uint64_t id, CUgraphNode real, uint64_t graph);
 void lupw_nodes_forget(struct lupw_session *s, uint64_t graph);
+/* A module global's address where it is now -> the client's (the reverse
+ * of lupw_xlate). */
+uint64_t lupw_unxlate(const struct lupw_session *s, uint64_t v);
 
 /* worker/graph_kernel.c: LUP_OP_GRAPH_KERNEL */
 extern const struct lupw_ctl_op lupw_ctl_graph_kernel;

@@ -64,17 +64,6 @@ static void note_ids(uint64_t key, uint64_t val, void *ud)
         }
 }
 
-/* A module global's address where it is now -> the client's. */
-static uint64_t unxlate(const struct lupw_session *s, uint64_t v)
-{
-        for (size_t i = 0; i < s->obj.xlate.n; i++) {
-                const struct lup_range *r = &s->obj.xlate.r[i];
-                if (v >= r->a && v - r->a < r->size)
-                        return r->base + (v - r->a);
-        }
-        return v;
-}
-
 static int new_record(struct saver *sv, uint32_t *ret)
 {
         if (sv->g.n_graphs == sv->cap) {
@@ -153,7 +142,7 @@ static int save_kernel(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode
                 if (size == 8 && s->obj.xlate.n) {
                         uint64_t v;
                         memcpy(&v, buf + off, 8);
-                        v = unxlate(s, v);
+                        v = lupw_unxlate(s, v);
                         memcpy(buf + off, &v, 8);
                 }
         }
@@ -176,8 +165,8 @@ static int save_copy(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *
         bool dev_dst = p.dstMemoryType == CU_MEMORYTYPE_DEVICE || p.dstMemoryType == CU_MEMORYTYPE_UNIFIED;
         if (!dev_src || !dev_dst || p.Height > 1 || p.Depth > 1 || p.srcY || p.srcZ || p.dstY || p.dstZ)
                 return fail(sv, -ENOTSUP, "a memcpy node that is not a 1-D device to device copy");
-        n->u.memcpy.src = unxlate(sv->s, p.srcDevice + p.srcXInBytes);
-        n->u.memcpy.dst = unxlate(sv->s, p.dstDevice + p.dstXInBytes);
+        n->u.memcpy.src = lupw_unxlate(sv->s, p.srcDevice + p.srcXInBytes);
+        n->u.memcpy.dst = lupw_unxlate(sv->s, p.dstDevice + p.dstXInBytes);
         n->u.memcpy.bytes = p.WidthInBytes;
         return 0;
 }
@@ -219,7 +208,7 @@ static int save_node(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *
                 CUDA_MEMSET_NODE_PARAMS p;
                 if (be->cuGraphMemsetNodeGetParams(node, &p) != CUDA_SUCCESS)
                         return fail(sv, -EIO, "cuGraphMemsetNodeGetParams failed");
-                n->u.memset.dst = unxlate(sv->s, p.dst);
+                n->u.memset.dst = lupw_unxlate(sv->s, p.dst);
                 n->u.memset.pitch = p.pitch;
                 n->u.memset.value = p.value;
                 n->u.memset.elem = p.elementSize;

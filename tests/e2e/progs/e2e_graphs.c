@@ -427,6 +427,32 @@ static void test_explicit(void)
         EXPECT(strstr(text, "digraph") != NULL && strstr(text, "->") != NULL);
         EXPECT_ERR(cuGraphDebugDotPrint(x.g, NULL, 0), CUDA_ERROR_INVALID_VALUE);
 
+        /* memset and copy parameters read and changed, in the graph and in an exec */
+        CUDA_MEMSET_NODE_PARAMS got;
+        CK(cuGraphMemsetNodeGetParams(x.set, &got));
+        EXPECT(got.dst == a && got.value == 0xabcd1234u && got.elementSize == 4 && got.width == N && got.height == 1);
+        CUDA_MEMCPY3D gc;
+        CK(cuGraphMemcpyNodeGetParams(x.copy, &gc));
+        EXPECT(gc.dstDevice + gc.dstXInBytes == b && gc.srcDevice + gc.srcXInBytes == a && gc.WidthInBytes == N * 4);
+        EXPECT_ERR(cuGraphMemsetNodeGetParams(x.copy, &got), CUDA_ERROR_INVALID_VALUE);
+        CUgraphExec pe;
+        CK(cuGraphInstantiateWithFlags(&pe, x.g, 0));
+        got.value = 77;
+        CK(cuGraphExecMemsetNodeSetParams(pe, x.set, &got, ctx));
+        CK(cuGraphLaunch(pe, s));
+        CK(cuStreamSynchronize(s));
+        CK(cuMemcpyDtoH(h, b, sizeof(h)));
+        EXPECT(h[0] == 77 && h[N - 1] == 77);
+        CK(cuGraphMemsetNodeGetParams(x.set, &got));
+        EXPECT(got.value == 0xabcd1234u); /* the graph's own is as it was */
+        got.value = 88;
+        CK(cuGraphMemsetNodeSetParams(x.set, &got));
+        CK(cuGraphMemsetNodeGetParams(x.set, &got));
+        EXPECT(got.value == 88);
+        got.value = 0xabcd1234u;
+        CK(cuGraphMemsetNodeSetParams(x.set, &got));
+        CK(cuGraphExecDestroy(pe));
+
         /* dependencies removed and added again */
         CK(cuGraphRemoveDependencies(x.g, &x.set, &x.copy, NULL, 1));
         size_t n = 8;
