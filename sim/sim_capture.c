@@ -433,6 +433,7 @@ static CUresult begin(CUstream h, CUgraph hGraph, const CUgraphNode *deps, const
                 sim_queue_put(drv, q);
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
+        c->to_graph = hGraph != NULL; /* the caller's graph is never freed here */
         sim_graph_lock();
         if (sim_cap_member_of(q, &other))
                 r = CUDA_ERROR_ILLEGAL_STATE;
@@ -443,7 +444,6 @@ static CUresult begin(CUstream h, CUgraph hGraph, const CUgraphNode *deps, const
         else if (!hGraph && !(c->g = sim_graph_new(false)))
                 r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS) {
-                c->to_graph = hGraph != NULL;
                 r = member_add(drv, c, q, NULL, 0, &m);
         }
         for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
