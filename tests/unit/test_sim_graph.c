@@ -259,12 +259,35 @@ static void test_stream_order(void **state)
         assert_cu(cuStreamDestroy_v2(s));
 }
 
+/* The pre-11.4 instantiate: the node on a cycle, and a log. */
+static void test_instantiate_log(void **state)
+{
+        CUgraph g;
+        CUgraphNode a, b, err = NULL;
+        CUgraphExec x;
+        char log[64] = "x";
+
+        (void)state;
+        assert_cu(cuGraphCreate(&g, 0));
+        assert_cu(cuGraphAddEmptyNode(&a, g, NULL, 0));
+        assert_cu(cuGraphAddEmptyNode(&b, g, &a, 1));
+        assert_cu(cuGraphAddDependencies_v2(g, &b, &a, NULL, 1));
+        assert_int_equal(cuGraphInstantiate_v2(&x, g, &err, log, sizeof(log)), CUDA_ERROR_INVALID_VALUE);
+        assert_true(err == a || err == b);
+        assert_string_equal(log, "graph has a cycle");
+        assert_cu(cuGraphRemoveDependencies_v2(g, &b, &a, NULL, 1));
+        assert_cu(cuGraphInstantiate_v2(&x, g, &err, log, sizeof(log)));
+        assert_string_equal(log, "");
+        assert_cu(cuGraphExecDestroy(x));
+        assert_cu(cuGraphDestroy(g));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_stale_handles),         cmocka_unit_test(test_destroy_while_pending),
                 cmocka_unit_test(test_capture_graph_changes), cmocka_unit_test(test_threads),
-                cmocka_unit_test(test_stream_order),
+                cmocka_unit_test(test_stream_order),          cmocka_unit_test(test_instantiate_log),
         };
 
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
