@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -259,6 +260,59 @@ static void test_stream_order(void **state)
         assert_cu(cuStreamDestroy_v2(s));
 }
 
+static _Atomic int big_calls, big_next, big_bad;
+
+/* Chain node i must run right after node i + 1 (the chain's dependency
+ * order), whatever ran between them. */
+static void CUDA_CB big_host(void *arg)
+{
+        int i = (int)(intptr_t)arg;
+
+        if (i != big_next)
+                big_bad++;
+        big_next = i - 1;
+        big_calls++;
+}
+
+/* 20,000 nodes, half a chain built backwards (so that creation order is
+ * no topological order), half roots: instantiation sorts in n log n, and
+ * a launch runs every node after its dependencies. */
+static void test_big_graph(void **state)
+{
+        enum {
+                HALF = 10000
+        };
+        CUgraphNode *chain = calloc(HALF, sizeof(*chain)), n;
+        CUDA_HOST_NODE_PARAMS hp = { .fn = big_host };
+        struct timespec t0, t1;
+        CUgraphExec x;
+        CUgraph g;
+
+        (void)state;
+        assert_non_null(chain);
+        assert_cu(cuGraphCreate(&g, 0));
+        for (int i = 0; i < HALF; i++) {
+                hp.userData = (void *)(intptr_t)i;
+                assert_cu(cuGraphAddHostNode(&chain[i], g, NULL, 0, &hp));
+                if (i > 0)
+                        assert_cu(cuGraphAddDependencies_v2(g, &chain[i], &chain[i - 1], NULL, 1));
+                assert_cu(cuGraphAddEmptyNode(&n, g, NULL, 0));
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        assert_cu(cuGraphInstantiateWithFlags(&x, g, 0));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 2000);
+        big_calls = big_bad = 0;
+        big_next = HALF - 1;
+        assert_cu(cuGraphLaunch(x, NULL));
+        assert_cu(cuStreamSynchronize(NULL));
+        assert_int_equal(big_calls, HALF);
+        assert_int_equal(big_bad, 0);
+        assert_cu(cuGraphExecDestroy(x));
+        assert_cu(cuGraphDestroy(g));
+        free(chain);
+}
+
 /* The pre-11.4 instantiate: the node on a cycle, and a log. */
 static void test_instantiate_log(void **state)
 {
@@ -285,9 +339,13 @@ static void test_instantiate_log(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_stale_handles),         cmocka_unit_test(test_destroy_while_pending),
-                cmocka_unit_test(test_capture_graph_changes), cmocka_unit_test(test_threads),
-                cmocka_unit_test(test_stream_order),          cmocka_unit_test(test_instantiate_log),
+                cmocka_unit_test(test_stale_handles),
+                cmocka_unit_test(test_destroy_while_pending),
+                cmocka_unit_test(test_capture_graph_changes),
+                cmocka_unit_test(test_threads),
+                cmocka_unit_test(test_stream_order),
+                cmocka_unit_test(test_instantiate_log),
+                cmocka_unit_test(test_big_graph),
         };
 
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
