@@ -904,6 +904,18 @@ static void test_mem_nodes(void)
                 CK(cuStreamSynchronize(s));
                 check_u32(h, 0xfeed, N, "graph memory");
         }
+        {
+                cuuint64_t used = 0, zero = 0;
+
+                CK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &used));
+                EXPECT(used >= N * 4);
+                CK(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &zero));
+                EXPECT_ERR(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero),
+                           CUDA_ERROR_INVALID_VALUE);
+                EXPECT_ERR(cuDeviceGetGraphMemAttribute(99, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &used),
+                           CUDA_ERROR_INVALID_DEVICE);
+                CK(cuDeviceGraphMemTrim(0));
+        }
         CK(cuGraphExecDestroy(ge));
         CK(cuGraphInstantiate(&ge, g, 0)); /* one at a time is fine */
         /* Both destroyed while the launch waits behind a slow host
