@@ -313,6 +313,38 @@ static void test_big_graph(void **state)
         free(chain);
 }
 
+/* cuGraphExecUpdate pairs nodes by creation order and compares each
+ * node's dependencies as a set. */
+static void test_update_dep_order(void **state)
+{
+        CUgraph g1, g2;
+        CUgraphNode a[3], b[3];
+        CUgraphExec x;
+        CUgraphExecUpdateResultInfo info;
+
+        (void)state;
+        assert_cu(cuGraphCreate(&g1, 0));
+        assert_cu(cuGraphCreate(&g2, 0));
+        for (int i = 0; i < 2; i++) {
+                assert_cu(cuGraphAddEmptyNode(&a[i], g1, NULL, 0));
+                assert_cu(cuGraphAddEmptyNode(&b[i], g2, NULL, 0));
+        }
+        assert_cu(cuGraphAddEmptyNode(&a[2], g1, a, 2));
+        assert_cu(cuGraphAddEmptyNode(&b[2], g2, NULL, 0));
+        assert_cu(cuGraphAddDependencies_v2(g2, &b[1], &b[2], NULL, 1));
+        assert_cu(cuGraphAddDependencies_v2(g2, &b[0], &b[2], NULL, 1));
+        assert_cu(cuGraphInstantiateWithFlags(&x, g1, 0));
+        assert_cu(cuGraphExecUpdate_v2(x, g2, &info));
+        assert_int_equal(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+        assert_cu(cuGraphRemoveDependencies_v2(g2, &b[0], &b[2], NULL, 1));
+        assert_cu(cuGraphAddDependencies_v2(g2, &b[0], &b[1], NULL, 1));
+        assert_int_equal(cuGraphExecUpdate_v2(x, g2, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+        assert_int_equal(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+        assert_cu(cuGraphExecDestroy(x));
+        assert_cu(cuGraphDestroy(g1));
+        assert_cu(cuGraphDestroy(g2));
+}
+
 /* The pre-11.4 instantiate: the node on a cycle, and a log. */
 static void test_instantiate_log(void **state)
 {
@@ -346,6 +378,7 @@ int main(void)
                 cmocka_unit_test(test_stream_order),
                 cmocka_unit_test(test_instantiate_log),
                 cmocka_unit_test(test_big_graph),
+                cmocka_unit_test(test_update_dep_order),
         };
 
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
