@@ -537,26 +537,6 @@ static bool all_joined(struct sim_capture *c)
         return ok;
 }
 
-/* Drops x from the set s of *n entries. */
-static void drop_node(struct sim_gnode **s, size_t *n, const struct sim_gnode *x)
-{
-        for (size_t i = *n; i-- > 0;)
-                if (s[i] == x)
-                        s[i] = s[--*n];
-}
-
-void sim_capture_forget_node(struct sim_gnode *n)
-{
-        for (struct sim_capture *c = sim_captures; c; c = c->next) {
-                if (c->g != n->graph)
-                        continue;
-                for (size_t i = 0; i < c->nm; i++)
-                        drop_node(c->m[i].deps, &c->m[i].n, n);
-        }
-        for (size_t i = 0; i < nevents; i++)
-                drop_node(events[i].deps, &events[i].n, n);
-}
-
 /* Ends c: its streams stop capturing, its events are forgotten. Graph
  * mutex held. */
 static void capture_end(struct sim_driver *drv, struct sim_capture *c)

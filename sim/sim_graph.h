@@ -204,9 +204,6 @@ CUresult sim_capture_forbid(struct sim_driver *drv, struct sim_queue *q);
  * invalidating the captures that forbid it, under the capture modes'
  * rules; CUDA_SUCCESS when allowed. No lock needed. */
 CUresult sim_capture_unsafe_call(void);
-/* Forgets node n (about to be destroyed) in the dependency sets of the
- * captures adding to its graph. Graph mutex held. */
-void sim_capture_forget_node(struct sim_gnode *n);
 /* Whether event h was last recorded in a capture still going. */
 bool sim_capture_event_captured(CUevent h);
 /* Whether any capture is going (cheap, no lock). */

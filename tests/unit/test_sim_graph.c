@@ -67,6 +67,14 @@ static CUgraphNode add_fill(CUgraph g, const CUgraphNode *deps, size_t n, CUdevi
         return node;
 }
 
+static size_t count_nodes(CUgraph g)
+{
+        size_t n = 0;
+
+        assert_cu(cuGraphGetNodes(g, NULL, &n));
+        return n;
+}
+
 static void spin(CUstream s, unsigned long long ns)
 {
         void *args[] = { &ns };
@@ -134,8 +142,8 @@ static void test_destroy_while_pending(void **state)
         assert_cu(cuStreamDestroy_v2(s));
 }
 
-/* A node destroyed while a capture adds to its graph leaves the
- * capture's dependency sets; the capture's graph cannot be destroyed. */
+/* While a capture adds to a graph, the graph and its nodes cannot be
+ * destroyed (the driver permits every other operation on it). */
 static void test_capture_graph_changes(void **state)
 {
         CUstream s;
@@ -158,10 +166,13 @@ static void test_capture_graph_changes(void **state)
         assert_cu(cuStreamGetCaptureInfo_v2(s, &st, &id, &cg, &deps, &nd));
         assert_int_equal(nd, 1);
         n = deps[0];
-        assert_cu(cuGraphDestroyNode(n));
+        assert_int_equal(cuGraphDestroyNode(n), CUDA_ERROR_ILLEGAL_STATE);
+        assert_cu(cuGraphAddEmptyNode(&n, cg, NULL, 0)); /* adding is fine */
         assert_cu(cuStreamGetCaptureInfo_v2(s, &st, &id, &cg, &deps, &nd));
-        assert_int_equal(nd, 0);
+        assert_int_equal(nd, 1);
         assert_cu(cuStreamEndCapture(s, &g));
+        assert_int_equal(count_nodes(g), 2);
+        assert_cu(cuGraphDestroyNode(n)); /* and, once it ended, removal too */
         assert_cu(cuGraphDestroy(g));
 
         /* No capture into a child graph. */
