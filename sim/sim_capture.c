@@ -433,6 +433,7 @@ static CUresult begin(CUstream h, CUgraph hGraph, const CUgraphNode *deps, const
                 sim_queue_put(drv, q);
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
+        c->to_graph = hGraph != NULL; /* the caller's graph is never freed here */
         sim_graph_lock();
         if (sim_cap_member_of(q, &other))
                 r = CUDA_ERROR_ILLEGAL_STATE;
@@ -443,7 +444,6 @@ static CUresult begin(CUstream h, CUgraph hGraph, const CUgraphNode *deps, const
         else if (!hGraph && !(c->g = sim_graph_new(false)))
                 r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS) {
-                c->to_graph = hGraph != NULL;
                 r = member_add(drv, c, q, NULL, 0, &m);
         }
         for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
@@ -535,26 +535,6 @@ static bool all_joined(struct sim_capture *c)
                         ok = c->m[i].deps[j]->mark == 1;
         free(stack);
         return ok;
-}
-
-/* Drops x from the set s of *n entries. */
-static void drop_node(struct sim_gnode **s, size_t *n, const struct sim_gnode *x)
-{
-        for (size_t i = *n; i-- > 0;)
-                if (s[i] == x)
-                        s[i] = s[--*n];
-}
-
-void sim_capture_forget_node(struct sim_gnode *n)
-{
-        for (struct sim_capture *c = sim_captures; c; c = c->next) {
-                if (c->g != n->graph)
-                        continue;
-                for (size_t i = 0; i < c->nm; i++)
-                        drop_node(c->m[i].deps, &c->m[i].n, n);
-        }
-        for (size_t i = 0; i < nevents; i++)
-                drop_node(events[i].deps, &events[i].n, n);
 }
 
 /* Ends c: its streams stop capturing, its events are forgotten. Graph

@@ -625,9 +625,9 @@ SIM_API CUresult cuGraphDestroyNode(CUgraphNode hNode)
                 r = CUDA_ERROR_INVALID_VALUE;
         else if (sim_graph_has_mem_nodes(n->graph))
                 r = CUDA_ERROR_NOT_SUPPORTED; /* such graphs lose no node */
+        else if (n->graph->captures)
+                r = CUDA_ERROR_ILLEGAL_STATE; /* the driver permits no node removal meanwhile */
         if (r == CUDA_SUCCESS) {
-                if (n->graph->captures)
-                        sim_capture_forget_node(n);
                 while (n->ndeps)
                         edge_remove(n->deps[n->ndeps - 1], n);
                 while (n->nouts)

@@ -38,6 +38,8 @@ struct sim_gmem {
         unsigned refs; /* graph mutex */
         struct sim_range *range;
         CUcontext ctx;
+        int dev;
+        size_t size;
 };
 
 /* What a node does, deep-copied between a graph, its clones and its
@@ -122,6 +124,9 @@ bool sim_graph_has_mem_nodes(const struct sim_graph *g);
 CUresult sim_nparams_copy(const struct sim_nparams *src, struct sim_nparams *dst, bool hidden);
 void sim_nparams_release(struct sim_driver *drv, struct sim_nparams *p);
 void sim_gmem_put(struct sim_driver *drv, struct sim_gmem *m);
+/* Counts size bytes of graph memory more (or, negative, fewer) on dev,
+ * for cuDeviceGetGraphMemAttribute (sim_graph_mem.c). Graph mutex held. */
+void sim_gmem_account(int dev, long long size);
 /* Points p->u.kernel.kp at the parameters of p->u.kernel.l. */
 CUresult sim_nparams_kernel_ptrs(struct sim_nparams *p);
 /* Parameters from a CUgraphNodeParams (cuGraphAddNode and its kin), checked
@@ -199,9 +204,6 @@ CUresult sim_capture_forbid(struct sim_driver *drv, struct sim_queue *q);
  * invalidating the captures that forbid it, under the capture modes'
  * rules; CUDA_SUCCESS when allowed. No lock needed. */
 CUresult sim_capture_unsafe_call(void);
-/* Forgets node n (about to be destroyed) in the dependency sets of the
- * captures adding to its graph. Graph mutex held. */
-void sim_capture_forget_node(struct sim_gnode *n);
 /* Whether event h was last recorded in a capture still going. */
 bool sim_capture_event_captured(CUevent h);
 /* Whether any capture is going (cheap, no lock). */

@@ -31,70 +31,110 @@ struct sim_exec *sim_exec_lookup(CUgraphExec h)
         return sim_handle_get(&execs, (uint64_t)(uintptr_t)h, SIM_TAG_EXEC);
 }
 
+/* A min-heap of node indices: the ready nodes, first created first. */
+struct ready_heap {
+        size_t *v;
+        size_t n;
+};
+
+static void heap_push(struct ready_heap *h, size_t x)
+{
+        size_t i = h->n++;
+
+        while (i > 0 && h->v[(i - 1) / 2] > x) {
+                h->v[i] = h->v[(i - 1) / 2];
+                i = (i - 1) / 2;
+        }
+        h->v[i] = x;
+}
+
+static size_t heap_pop(struct ready_heap *h)
+{
+        size_t top = h->v[0], x = h->v[--h->n], i = 0;
+
+        for (;;) {
+                size_t c = 2 * i + 1;
+
+                if (c >= h->n)
+                        break;
+                if (c + 1 < h->n && h->v[c + 1] < h->v[c])
+                        c++;
+                if (h->v[c] >= x)
+                        break;
+                h->v[i] = h->v[c];
+                i = c;
+        }
+        if (h->n)
+                h->v[i] = x;
+        return top;
+}
+
+static CUresult order_push(struct sim_exec *x, struct sim_gnode *n)
+{
+        if (x->n == x->cap) {
+                size_t ncap = x->cap ? x->cap * 2 : 16;
+                struct sim_gnode **v = realloc(x->order, ncap * sizeof(*v));
+
+                if (!v)
+                        return CUDA_ERROR_OUT_OF_MEMORY;
+                x->order = v;
+                x->cap = ncap;
+        }
+        x->order[x->n++] = n;
+        return CUDA_SUCCESS;
+}
+
 /* Appends g's nodes in a topological order to x->order (child graphs
- * expanded in place). A cycle: CUDA_ERROR_INVALID_VALUE, and a node on it
- * in *ret_err. mark: 0 unvisited, then the count of dependencies done. */
+ * expanded in place), ties broken by creation order (Kahn's walk over a
+ * heap of ready nodes). A cycle: CUDA_ERROR_INVALID_VALUE, and a node on
+ * it in *ret_err. mark: the node's index while walking, then the count of
+ * its dependencies not yet emitted. */
 static CUresult order_graph(struct sim_exec *x, struct sim_graph *g, unsigned depth, struct sim_gnode **ret_err)
 {
-        size_t done = 0, total = g->n;
-        CUresult r;
+        struct ready_heap h = { .v = malloc((g->n ? g->n : 1) * sizeof(size_t)) };
+        size_t *left = malloc((g->n ? g->n : 1) * sizeof(size_t)), done = 0;
+        CUresult r = CUDA_SUCCESS;
 
+        if (!h.v || !left) {
+                free(h.v);
+                free(left);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         if (depth > SIM_MAX_GRAPH_DEPTH)
-                return CUDA_ERROR_INVALID_VALUE;
-        for (size_t i = 0; i < g->n; i++)
-                g->nodes[i]->mark = 0;
-        /* Kahn's walk, restarting from the first ready node each round so
-         * that ties go by creation order. Graphs are small; n^2 is fine. */
-        while (done < total) {
-                struct sim_gnode *ready = NULL;
+                r = CUDA_ERROR_INVALID_VALUE;
+        for (size_t i = 0; i < g->n; i++) {
+                g->nodes[i]->mark = i;
+                left[i] = g->nodes[i]->ndeps;
+                if (!left[i])
+                        heap_push(&h, i);
+        }
+        while (r == CUDA_SUCCESS && h.n) {
+                struct sim_gnode *n = g->nodes[heap_pop(&h)];
 
-                for (size_t i = 0; i < g->n && !ready; i++) {
-                        struct sim_gnode *n = g->nodes[i];
-
-                        if (n->mark == n->ndeps)
-                                ready = n;
-                }
-                if (!ready) {
-                        for (size_t i = 0; i < g->n && !*ret_err; i++)
-                                if (g->nodes[i]->mark != (size_t)-1)
-                                        *ret_err = g->nodes[i];
-                        return CUDA_ERROR_INVALID_VALUE;
-                }
-                ready->mark = (size_t)-1;
-                for (size_t j = 0; j < ready->nouts; j++)
-                        ready->outs[j]->mark++;
                 done++;
-                if (ready->p.type == CU_GRAPH_NODE_TYPE_GRAPH) {
-                        /* The child's marks are its own; ours are kept. */
-                        size_t *saved = malloc(g->n * sizeof(*saved));
-
-                        if (!saved)
-                                return CUDA_ERROR_OUT_OF_MEMORY;
-                        for (size_t i = 0; i < g->n; i++)
-                                saved[i] = g->nodes[i]->mark;
-                        r = order_graph(x, ready->p.u.child, depth + 1, ret_err);
-                        for (size_t i = 0; i < g->n; i++)
-                                g->nodes[i]->mark = saved[i];
-                        free(saved);
-                        if (r != CUDA_SUCCESS) {
-                                if (*ret_err && (*ret_err)->graph->hidden)
-                                        *ret_err = ready;
-                                return r;
-                        }
+                for (size_t j = 0; j < n->nouts; j++)
+                        if (--left[n->outs[j]->mark] == 0)
+                                heap_push(&h, n->outs[j]->mark);
+                if (n->p.type != CU_GRAPH_NODE_TYPE_GRAPH) {
+                        r = order_push(x, n);
                         continue;
                 }
-                if (x->n == x->cap) {
-                        size_t ncap = x->cap ? x->cap * 2 : 16;
-                        struct sim_gnode **v = realloc(x->order, ncap * sizeof(*v));
-
-                        if (!v)
-                                return CUDA_ERROR_OUT_OF_MEMORY;
-                        x->order = v;
-                        x->cap = ncap;
-                }
-                x->order[x->n++] = ready;
+                r = order_graph(x, n->p.u.child, depth + 1, ret_err);
+                /* An error inside a child is the child node's, for the
+                 * caller. */
+                if (r != CUDA_SUCCESS && *ret_err && (*ret_err)->graph != g)
+                        *ret_err = n;
         }
-        return CUDA_SUCCESS;
+        if (r == CUDA_SUCCESS && done < g->n) {
+                /* What never became ready is on a cycle or behind one. */
+                for (size_t i = 0; i < g->n && !*ret_err; i++)
+                        if (left[i])
+                                *ret_err = g->nodes[i];
+                r = CUDA_ERROR_INVALID_VALUE;
+        }
+        free(h.v);
+        free(left);
+        return r;
 }
 
 static void exec_free(struct sim_driver *drv, struct sim_exec *x)

@@ -20,8 +20,10 @@ void sim_gmem_put(struct sim_driver *drv, struct sim_gmem *m)
 {
         if (!m || --m->refs > 0)
                 return;
-        if (m->range && drv)
+        if (m->range && drv) {
                 sim_range_destroy(drv, m->range);
+                sim_gmem_account(m->dev, -(long long)m->size);
+        }
         free(m);
 }
 
@@ -256,6 +258,9 @@ static CUresult build_alloc(struct sim_driver *drv, const CUDA_MEM_ALLOC_NODE_PA
         }
         m->refs = 1;
         m->ctx = p->ctx;
+        m->dev = c->dev;
+        m->size = a->bytesize;
+        sim_gmem_account(m->dev, (long long)m->size);
         p->u.alloc.mem = m;
         p->u.alloc.p = (CUDA_MEM_ALLOC_NODE_PARAMS){ .poolProps = *pp,
                                                      .bytesize = a->bytesize,

@@ -57,9 +57,15 @@ static CUgraphExecUpdateResult same_shape(struct sim_graph *a, struct sim_graph 
                         return res;
                 if (x->ndeps != y->ndeps)
                         return CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
-                for (size_t j = 0; j < x->ndeps; j++)
-                        if (x->deps[j]->mark != y->deps[j]->mark)
+                /* The same set of dependencies, in whatever order. */
+                for (size_t j = 0; j < x->ndeps; j++) {
+                        bool found = false;
+
+                        for (size_t k = 0; k < y->ndeps && !found; k++)
+                                found = x->deps[j]->mark == y->deps[k]->mark;
+                        if (!found)
                                 return CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+                }
         }
         for (size_t i = 0; i < a->n; i++)
                 if (a->nodes[i]->p.type == CU_GRAPH_NODE_TYPE_GRAPH) {

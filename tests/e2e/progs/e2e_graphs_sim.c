@@ -904,6 +904,18 @@ static void test_mem_nodes(void)
                 CK(cuStreamSynchronize(s));
                 check_u32(h, 0xfeed, N, "graph memory");
         }
+        {
+                cuuint64_t used = 0, zero = 0;
+
+                CK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &used));
+                EXPECT(used >= N * 4);
+                CK(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &zero));
+                EXPECT_ERR(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero),
+                           CUDA_ERROR_INVALID_VALUE);
+                EXPECT_ERR(cuDeviceGetGraphMemAttribute(99, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &used),
+                           CUDA_ERROR_INVALID_DEVICE);
+                CK(cuDeviceGraphMemTrim(0));
+        }
         CK(cuGraphExecDestroy(ge));
         CK(cuGraphInstantiate(&ge, g, 0)); /* one at a time is fine */
         /* Both destroyed while the launch waits behind a slow host
@@ -962,6 +974,121 @@ static void test_generic_and_bad(void)
         CK(cuMemFree(d));
 }
 
+static _Atomic int other_calls;
+
+static void CUDA_CB count_other(void *arg)
+{
+        (void)arg;
+        other_calls++;
+}
+
+static CUgraph fill_graph(CUdeviceptr *p, unsigned *v, int *cnt, size_t nodes)
+{
+        CUgraph g;
+        CUgraphNode prev = NULL;
+
+        CK(cuGraphCreate(&g, 0));
+        for (size_t i = 0; i < nodes; i++)
+                prev = add_fill(g, prev ? &prev : NULL, prev ? 1 : 0, p, v, cnt);
+        return g;
+}
+
+/* The graph setters, and the executable graph's child and memcpy
+ * setters. */
+static void test_setters(void)
+{
+        CUstream s;
+        CUevent e1, e2, got;
+        CUdeviceptr d, d2;
+        uint32_t *h;
+        unsigned v = 5;
+        int cnt = N;
+        CUgraph g, child, same, other;
+        CUgraphExec ge;
+        CUgraphNode ms, cg, cp, hn, er, ew, deps[2];
+        CUDA_MEMSET_NODE_PARAMS m = { .value = 1, .elementSize = 4, .width = N, .height = 1 };
+        CUDA_HOST_NODE_PARAMS hp = { .fn = count_host }, hp2 = { .fn = count_other };
+        CUDA_MEMCPY3D c;
+        CUgraphNodeParams np = { .type = CU_GRAPH_NODE_TYPE_MEMSET };
+
+        CK(cuStreamCreate(&s, 0));
+        CK(cuEventCreate(&e1, 0));
+        CK(cuEventCreate(&e2, 0));
+        CK(cuMemAlloc(&d, N * 4));
+        CK(cuMemAlloc(&d2, N * 4));
+        CK(cuMemAllocHost((void **)&h, N * 4));
+        CK(cuGraphCreate(&g, 0));
+        m.dst = d;
+        CK(cuGraphAddMemsetNode(&ms, g, NULL, 0, &m, ctx));
+        child = fill_graph(&d2, &v, &cnt, 1);
+        CK(cuGraphAddChildGraphNode(&cg, g, NULL, 0, child));
+        deps[0] = ms;
+        deps[1] = cg;
+        c = dtoh(h, d, N * 4);
+        CK(cuGraphAddMemcpyNode(&cp, g, deps, 2, &c, ctx));
+        CK(cuGraphAddHostNode(&hn, g, &cp, 1, &hp));
+        CK(cuGraphAddEventRecordNode(&er, g, &hn, 1, e1));
+        CK(cuGraphAddEventWaitNode(&ew, g, NULL, 0, e1));
+
+        /* Graph setters. */
+        c = dtoh(h, d2, N * 4);
+        CK(cuGraphMemcpyNodeSetParams(cp, &c));
+        np.memset = (CUDA_MEMSET_NODE_PARAMS_v2){
+                .dst = d, .value = 2, .elementSize = 4, .width = N, .height = 1, .ctx = ctx
+        };
+        CK(cuGraphNodeSetParams(ms, &np));
+        np.type = CU_GRAPH_NODE_TYPE_HOST;
+        EXPECT_ERR(cuGraphNodeSetParams(ms, &np), CUDA_ERROR_INVALID_VALUE);
+        CK(cuGraphHostNodeSetParams(hn, &hp2));
+        CK(cuGraphEventRecordNodeSetEvent(er, e2));
+        CK(cuGraphEventRecordNodeGetEvent(er, &got));
+        EXPECT(got == e2);
+        CK(cuGraphEventWaitNodeSetEvent(ew, e2));
+        CK(cuGraphEventWaitNodeGetEvent(ew, &got));
+        EXPECT(got == e2);
+        {
+                CUDA_MEMSET_NODE_PARAMS mg;
+
+                CK(cuGraphMemsetNodeGetParams(ms, &mg));
+                EXPECT(mg.value == 2);
+        }
+
+        CK(cuGraphInstantiate(&ge, g, 0));
+        other_calls = host_calls = 0;
+        CK(cuGraphLaunch(ge, s));
+        CK(cuStreamSynchronize(s));
+        check_u32(h, 5, N, "memcpy node set to the child's buffer");
+        EXPECT(other_calls == 1 && host_calls == 0);
+
+        /* The child, swapped for one of the same shape; not another. */
+        v = 8;
+        same = fill_graph(&d2, &v, &cnt, 1);
+        other = fill_graph(&d2, &v, &cnt, 2);
+        EXPECT_ERR(cuGraphExecChildGraphNodeSetParams(ge, cg, other), CUDA_ERROR_INVALID_VALUE);
+        CK(cuGraphExecChildGraphNodeSetParams(ge, cg, same));
+        CK(cuGraphLaunch(ge, s));
+        CK(cuStreamSynchronize(s));
+        check_u32(h, 8, N, "exec child graph set");
+        c = dtoh(h, d, N * 4);
+        CK(cuGraphExecMemcpyNodeSetParams(ge, cp, &c, ctx));
+        CK(cuGraphLaunch(ge, s));
+        CK(cuStreamSynchronize(s));
+        check_u32(h, 2, N, "exec memcpy set");
+        EXPECT(other_calls == 3);
+
+        CK(cuGraphExecDestroy(ge));
+        CK(cuGraphDestroy(same));
+        CK(cuGraphDestroy(other));
+        CK(cuGraphDestroy(child));
+        CK(cuGraphDestroy(g));
+        CK(cuMemFreeHost(h));
+        CK(cuMemFree(d));
+        CK(cuMemFree(d2));
+        CK(cuEventDestroy(e1));
+        CK(cuEventDestroy(e2));
+        CK(cuStreamDestroy(s));
+}
+
 int main(int argc, char **argv)
 {
         if (argc < 2) {
@@ -977,6 +1104,7 @@ int main(int argc, char **argv)
         test_manual_nodes();
         test_mem_nodes();
         test_generic_and_bad();
+        test_setters();
         CK(cuCtxSynchronize());
         if (e2e_failures) {
                 fprintf(stderr, "e2e_graphs_sim: %d unexpected error codes\n", e2e_failures);
