@@ -411,3 +411,67 @@ CUresult lupw_lupGraphNodeSet(struct lupw_session *s, uint64_t exec, uint64_t no
                 r = be->cuGraphMemcpyNodeSetParams(n, &p);
         return r;
 }
+
+/* ---- event nodes: op 0 reads the event (*got, its id), 1 sets it in the
+ * graph, 2 in an exec (and in the exec's clone) */
+
+struct ev_hunt {
+        void *real;
+        uint64_t id;
+};
+
+static void ev_of(uint64_t key, uint64_t val, void *ud)
+{
+        struct ev_hunt *h = ud;
+        const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)val;
+        if (e->kind == LUPW_H_EVENT && e->real == h->real)
+                h->id = key;
+}
+
+CUresult lupw_lupGraphEventNode(struct lupw_session *s, uint64_t exec, uint64_t node, unsigned int op, uint64_t event,
+                                uint64_t *got)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        CUgraphNode n;
+        CUgraphNodeType t;
+        CUgraphExec x = NULL;
+        void *ev = NULL;
+        uint64_t v;
+        *got = 0;
+        if (op == 2) {
+                struct lupw_handle_ent *xe = lupw_handle_ent(s, LUPW_H_GRAPHEXEC, exec);
+                uint64_t xv = 0;
+                if (xe)
+                        lup_u64map_get(&s->graphs.exec_src, (uint64_t)(uintptr_t)xe->real, &xv);
+                struct lupw_exec *xr = (struct lupw_exec *)(uintptr_t)xv;
+                if (!xr || !lup_u64map_get(&xr->nodes, node, &v))
+                        return CUDA_ERROR_INVALID_VALUE;
+                x = (CUgraphExec)xe->real;
+                n = (CUgraphNode)(uintptr_t)v;
+        } else if (op > 2 || node_of(s, node, &n) != CUDA_SUCCESS) {
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+        CUresult r = be->cuGraphNodeGetType(n, &t);
+        if (r != CUDA_SUCCESS)
+                return r;
+        bool rec = t == CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+        if (!rec && t != CU_GRAPH_NODE_TYPE_WAIT_EVENT)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (op == 0) {
+                CUevent e;
+                r = rec ? be->cuGraphEventRecordNodeGetEvent(n, &e) : be->cuGraphEventWaitNodeGetEvent(n, &e);
+                struct ev_hunt h = { .real = e };
+                if (r == CUDA_SUCCESS)
+                        lup_u64map_each(&s->obj.handles, ev_of, &h);
+                *got = h.id;
+                return r;
+        }
+        if (lupw_handle(s, LUPW_H_EVENT, event, &ev) != CUDA_SUCCESS)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (x)
+                r = rec ? be->cuGraphExecEventRecordNodeSetEvent(x, n, ev)
+                        : be->cuGraphExecEventWaitNodeSetEvent(x, n, ev);
+        if (r == CUDA_SUCCESS) /* the graph's node, or the exec's clone's */
+                r = rec ? be->cuGraphEventRecordNodeSetEvent(n, ev) : be->cuGraphEventWaitNodeSetEvent(n, ev);
+        return r;
+}

@@ -449,6 +449,17 @@ CUresult lupw_lupGraphExecUpdate(struct lupw_session *s, CUgraphExec hGraphExec,
         return CUDA_SUCCESS;
 }
 
+CUresult lupw_cuGraphExecGetFlags(struct lupw_session *s, CUgraphExec hGraphExec, uint64_t *flags)
+{
+        struct graph_hunt h = { .kind = LUPW_H_GRAPHEXEC, .real = hGraphExec };
+        lup_u64map_each(&s->obj.handles, hunt, &h);
+        struct lupw_handle_ent *xe = lupw_handle_ent(s, LUPW_H_GRAPHEXEC, h.id);
+        if (!xe)
+                return CUDA_ERROR_INVALID_VALUE;
+        *flags = xe->prov.flags & ~(uint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+        return CUDA_SUCCESS;
+}
+
 CUresult lupw_cuGraphExecDestroy(struct lupw_session *s, CUgraphExec hGraphExec)
 {
         CUresult r = s->be.fn.cuGraphExecDestroy(hGraphExec);

@@ -453,6 +453,29 @@ static void test_explicit(void)
         CK(cuGraphMemsetNodeSetParams(x.set, &got));
         CK(cuGraphExecDestroy(pe));
 
+        /* event nodes: their event read and changed */
+        CUevent got_ev, ev2;
+        CK(cuGraphEventRecordNodeGetEvent(x.rec, &got_ev));
+        EXPECT(got_ev == ev);
+        CK(cuGraphEventWaitNodeGetEvent(wait, &got_ev));
+        EXPECT(got_ev == ev);
+        CK(cuEventCreate(&ev2, CU_EVENT_DISABLE_TIMING));
+        CK(cuGraphEventRecordNodeSetEvent(x.rec, ev2));
+        CK(cuGraphEventRecordNodeGetEvent(x.rec, &got_ev));
+        EXPECT(got_ev == ev2);
+        CK(cuGraphInstantiateWithFlags(&pe, x.g, 0));
+        CK(cuGraphExecEventRecordNodeSetEvent(pe, x.rec, ev));
+        cuuint64_t fl = 1;
+        CK(cuGraphExecGetFlags(pe, &fl));
+        EXPECT(fl == 0);
+        CK(cuGraphLaunch(pe, s));
+        CK(cuEventSynchronize(ev));
+        CK(cuStreamSynchronize(s));
+        CK(cuGraphExecDestroy(pe));
+        CK(cuGraphEventRecordNodeSetEvent(x.rec, ev));
+        CK(cuEventDestroy(ev2));
+        EXPECT_ERR(cuGraphEventRecordNodeGetEvent(x.set, &got_ev), CUDA_ERROR_INVALID_VALUE);
+
         /* dependencies removed and added again */
         CK(cuGraphRemoveDependencies(x.g, &x.set, &x.copy, NULL, 1));
         size_t n = 8;
