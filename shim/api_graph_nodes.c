@@ -19,12 +19,14 @@
 #include "funcs.h"
 #include "log.h"
 #include "shim_gen.h"
+#include "u64map.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
 #undef cuGraphAddDependencies
 #undef cuGraphAddNode
 #undef cuGraphAddKernelNode
+#undef cuGraphKernelNodeGetParams
 #undef cuGraphKernelNodeSetParams
 #undef cuGraphExecKernelNodeSetParams
 #undef cuGraphExecUpdate
@@ -769,4 +771,100 @@ EXPORT CUresult CUDAAPI cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExe
 EXPORT CUresult CUDAAPI cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
         return hGraphExec ? set_event(ID(hGraphExec), hNode, event) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- kernel nodes' parameters read (LUP_OP_GRAPH_KERNEL_GET)
+ *
+ * The parameter values live in a block per node kept here, so that the
+ * pointers handed out stay valid as the driver's do (the same block is
+ * filled again by the next read of that node; a node's blocks are not
+ * freed). */
+
+struct param_block {
+        uint32_t bytes, n;
+        void **ptrs;
+        _Alignas(16) uint8_t data[];
+};
+
+static struct lup_u64map blocks = { .limit = LUP_MAX_HANDLES };
+static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct param_block *block_for(uint64_t node, const struct lupc_func_layout *lay)
+{
+        uint64_t v;
+        struct param_block *b = NULL;
+        pthread_mutex_lock(&blocks_lock);
+        if (lup_u64map_get(&blocks, node, &v))
+                b = (struct param_block *)(uintptr_t)v;
+        if (!b || b->bytes != lay->param_bytes || b->n != lay->n_params) {
+                b = calloc(1, sizeof(*b) + lay->param_bytes + 16);
+                void **p = b ? calloc(lay->n_params + 1, sizeof(*p)) : NULL;
+                if (!p || lup_u64map_put(&blocks, node, (uint64_t)(uintptr_t)b) < 0) {
+                        free(p);
+                        free(b);
+                        b = NULL;
+                } else {
+                        b->bytes = lay->param_bytes, b->n = lay->n_params, b->ptrs = p;
+                }
+        }
+        pthread_mutex_unlock(&blocks_lock);
+        return b;
+}
+
+EXPORT CUresult CUDAAPI cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+        uint8_t req[8], *rep;
+        size_t n = 0, cap = 8 + 7 * 4 + 4 + LUP_MAX_PARAM_BYTES;
+        struct lupc_func_layout lay;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!hNode || !nodeParams)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!(rep = malloc(cap)))
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        lup_put64(req, ID(hNode));
+        CUresult r = lupc_call(LUP_OP_GRAPH_KERNEL_GET, LUPC_SYNC | LUPC_CTX, req, sizeof(req), rep, cap, &n);
+        struct lup_rd rd = lup_rd_init(rep, n);
+        uint64_t f = 0;
+        uint32_t dim[7] = { 0 }, bytes = 0;
+        const uint8_t *pb = NULL;
+        if (r == CUDA_SUCCESS) {
+                lup_rd_u64(&rd, &f);
+                for (int i = 0; i < 7; i++)
+                        lup_rd_u32(&rd, &dim[i]);
+                lup_rd_u32(&rd, &bytes);
+                lup_rd_bytes(&rd, bytes, &pb);
+                if (lup_rd_finish(&rd) < 0)
+                        r = lupc_protocol_error("GRAPH_KERNEL_GET");
+        }
+        if (r == CUDA_SUCCESS && (r = lupc_func_layout(f, &lay)) == CUDA_SUCCESS && lay.param_bytes != bytes)
+                r = lupc_protocol_error("GRAPH_KERNEL_GET");
+        struct param_block *b = r == CUDA_SUCCESS ? block_for(ID(hNode), &lay) : NULL;
+        if (r == CUDA_SUCCESS && !b)
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (r == CUDA_SUCCESS) {
+                memcpy(b->data, pb, bytes);
+                for (uint32_t i = 0; i < lay.n_params; i++)
+                        b->ptrs[i] = b->data + lay.params[2 * i];
+                memset(nodeParams, 0, sizeof(*nodeParams));
+                nodeParams->func = (CUfunction)(uintptr_t)f;
+                nodeParams->gridDimX = dim[0], nodeParams->gridDimY = dim[1], nodeParams->gridDimZ = dim[2];
+                nodeParams->blockDimX = dim[3], nodeParams->blockDimY = dim[4], nodeParams->blockDimZ = dim[5];
+                nodeParams->sharedMemBytes = dim[6];
+                nodeParams->kernelParams = lay.n_params ? b->ptrs : NULL;
+        }
+        free(rep);
+        return r;
+}
+
+EXPORT CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+EXPORT CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+        CUDA_KERNEL_NODE_PARAMS k;
+        if (!nodeParams)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = cuGraphKernelNodeGetParams_v2(hNode, &k);
+        if (r == CUDA_SUCCESS)
+                memcpy(nodeParams, &k, sizeof(*nodeParams)); /* v1 is v2's prefix */
+        return r;
 }

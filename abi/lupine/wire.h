@@ -57,8 +57,10 @@ enum lup_ctl_op {
         LUP_OP_OUTPUT      = 23, /* server -> client: bytes the GPU's printf wrote,
                                   * sent before the reply of the call that flushed
                                   * them; the client writes them to its stdout */
-        LUP_OP_GRAPH_KERNEL = 32, /* u64 node, u64 graph or exec, u32 mode (LUP_GRAPH_KERNEL_*),
+        LUP_OP_GRAPH_KERNEL = 32,     /* u64 node, u64 graph or exec, u32 mode (LUP_GRAPH_KERNEL_*),
                                    * then a LAUNCH payload (stream 0); sync (worker/graph_kernel.c) */
+        LUP_OP_GRAPH_KERNEL_GET = 33, /* u64 node -> u64 function, u32 grid[3], block[3], shared
+                                       * bytes, u32 n, n parameter bytes; sync */
         LUP_OP_CTL_MAX     = 255,
 };
 

@@ -36,6 +36,7 @@ static const struct lupw_ctl_op *const ctl_ops[] = {
         [LUP_OP_BLOB]           = &lupw_ctl_blob,
         [LUP_OP_DTOH_ASYNC]     = &lupw_ctl_dtoh_async,
         [LUP_OP_GRAPH_KERNEL]   = &lupw_ctl_graph_kernel,
+        [LUP_OP_GRAPH_KERNEL_GET] = &lupw_ctl_graph_kernel_get,
 };
 /* clang-format on */
 

@@ -137,3 +137,97 @@ const struct lupw_ctl_op lupw_ctl_graph_kernel = {
         .check = gk_check,
         .run = gk_run,
 };
+
+/* ---- LUP_OP_GRAPH_KERNEL_GET: a kernel node's parameters, as the client
+ * named them (function id, module globals' client addresses) */
+
+static uint64_t get_node_id;
+
+static int gkg_check(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p, union lupw_ctl_args *ret,
+                     CUresult *ret_early)
+{
+        struct lup_rd r = lup_rd_init(p, h->len);
+        lup_rd_u64(&r, &get_node_id);
+        if (lup_rd_finish(&r) < 0) {
+                lupw_set_why(s, "malformed GRAPH_KERNEL_GET frame");
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+struct fn_hunt {
+        struct lupw_session *s;
+        CUfunction func;
+        CUkernel kern;
+        uint64_t id;
+};
+
+static void fn_of(uint64_t key, uint64_t val, void *ud)
+{
+        struct fn_hunt *h = ud;
+        const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)val;
+        CUfunction f;
+        if (h->id)
+                return;
+        if (e->kind == LUPW_H_FUNCTION && e->real == (void *)h->func)
+                h->id = key;
+        else if (e->kind == LUPW_H_KERNEL &&
+                 (e->real == (void *)h->kern ||
+                  (h->s->be.fn.cuKernelGetFunction(&f, (CUkernel)e->real) == CUDA_SUCCESS && f == h->func)))
+                h->id = key;
+}
+
+static int gkg_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,
+                   CUresult *status)
+{
+        struct lupw_handle_ent *ne = lupw_handle_ent(s, LUPW_H_GRAPHNODE, get_node_id), *fe;
+        CUDA_KERNEL_NODE_PARAMS p;
+        CUfunction fn;
+        memset(&p, 0, sizeof(p));
+        CUresult r = ne ? s->be.fn.cuGraphKernelNodeGetParams_v2((CUgraphNode)ne->real, &p) : CUDA_ERROR_INVALID_VALUE;
+        struct fn_hunt fh = { .s = s, .func = p.func, .kern = p.kern };
+        if (r == CUDA_SUCCESS) {
+                lup_u64map_each(&s->obj.handles, fn_of, &fh);
+                r = fh.id ? lupw_function(s, fh.id, &fe, &fn) : CUDA_ERROR_NOT_SUPPORTED;
+        }
+        if (r == CUDA_SUCCESS)
+                r = lupw_param_layout(s, fe, fn);
+        if (r == CUDA_SUCCESS && fe->n_params && !p.kernelParams)
+                r = CUDA_ERROR_NOT_SUPPORTED;
+        if (r != CUDA_SUCCESS) {
+                *status = r;
+                return 0;
+        }
+        lup_wr_u64(out, fh.id);
+        lup_wr_u32(out, p.gridDimX), lup_wr_u32(out, p.gridDimY), lup_wr_u32(out, p.gridDimZ);
+        lup_wr_u32(out, p.blockDimX), lup_wr_u32(out, p.blockDimY), lup_wr_u32(out, p.blockDimZ);
+        lup_wr_u32(out, p.sharedMemBytes);
+        lup_wr_u32(out, fe->param_bytes);
+        uint8_t *b = lup_wr_reserve(out, fe->param_bytes);
+        if (!b)
+                return 0; /* out->err drops the session */
+        memset(b, 0, fe->param_bytes);
+        for (uint32_t i = 0; i < fe->n_params; i++) {
+                uint32_t off = fe->params[2 * i], size = fe->params[2 * i + 1];
+                memcpy(b + off, p.kernelParams[i], size);
+                if (size == 8 && s->obj.xlate.n) {
+                        uint64_t v;
+                        memcpy(&v, b + off, 8);
+                        v = lupw_unxlate(s, v);
+                        memcpy(b + off, &v, 8);
+                }
+        }
+        return 0;
+}
+
+_Static_assert(8 + 7 * 4 + 4 + LUP_MAX_PARAM_BYTES <= LUPW_FUNC_INFO_REPLY_MAX, "the reply fits dispatch's buffer");
+
+const struct lupw_ctl_op lupw_ctl_graph_kernel_get = {
+        .name = "cuGraphKernelNodeGetParams",
+        .sync = LUPW_SYNC_ONLY,
+        .why_flag = "GRAPH_KERNEL_GET must be synchronous",
+        .need_ctx = true,
+        .reply_cap = 8 + 7 * 4 + 4 + LUP_MAX_PARAM_BYTES,
+        .check = gkg_check,
+        .run = gkg_run,
+};

@@ -28,7 +28,7 @@ void lupw_nodes_forget(struct lupw_session *s, uint64_t graph);
 uint64_t lupw_unxlate(const struct lupw_session *s, uint64_t v);
 
 /* worker/graph_kernel.c: LUP_OP_GRAPH_KERNEL */
-extern const struct lupw_ctl_op lupw_ctl_graph_kernel;
+extern const struct lupw_ctl_op lupw_ctl_graph_kernel, lupw_ctl_graph_kernel_get;
 
 struct lupine_ckpt_save;
 struct lupine_ckpt_load;

@@ -151,6 +151,23 @@ static void test_capture(void)
         CK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
         CK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
         CUgraph g = capture_forkjoin(&b, s1, s2, fork, join);
+        /* the captured nodes, listed and read */
+        CUgraphNode cn[16];
+        size_t ncn = 16;
+        int kernels = 0;
+        CK(cuGraphGetNodes(g, cn, &ncn));
+        EXPECT(ncn == 7); /* 2 memsets, 4 kernels, a copy (events only join streams) */
+        for (size_t i = 0; i < ncn; i++) {
+                CUgraphNodeType t;
+                CUDA_KERNEL_NODE_PARAMS kp;
+                CK(cuGraphNodeGetType(cn[i], &t));
+                if (t != CU_GRAPH_NODE_TYPE_KERNEL)
+                        continue;
+                CK(cuGraphKernelNodeGetParams(cn[i], &kp));
+                EXPECT(kp.func == f_saxpy || kp.func == f_fill);
+                kernels++;
+        }
+        EXPECT(kernels == 4);
         CK(cuGraphInstantiateWithFlags(&e, g, 0));
         const int launches = 50;
         /* each launch is ordered behind the exec's previous one, whatever
@@ -585,6 +602,12 @@ static void test_kernel_nodes(void)
         CK(cuGraphLaunch(e, s));
         CK(cuStreamSynchronize(s));
         expect_u32(d, 22);
+        /* the node's parameters read back: the values it holds, not the caller's */
+        CUDA_KERNEL_NODE_PARAMS rk;
+        CK(cuGraphKernelNodeGetParams(node, &rk));
+        EXPECT(rk.gridDimX == 4 && rk.blockDimX == 128 && rk.kernelParams != NULL);
+        EXPECT(*(CUdeviceptr *)rk.kernelParams[0] == d && *(unsigned *)rk.kernelParams[1] == 11 &&
+               *(int *)rk.kernelParams[2] == N);
         /* the graph's node changed: a new exec sees it, the old keeps 22 */
         v = 33;
         set_fill(NULL, node, &d, &v, &n);
