@@ -119,6 +119,13 @@ EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
         /* snapshot slot i holds attribute id i + 1 */
         if ((int)attrib < 1 || (uint32_t)attrib > d->n_attr)
                 return CUDA_ERROR_INVALID_VALUE;
+        /* the stream-ordered allocator is the shim's (shim/pool.c), whatever
+         * the server's driver says; its pools cannot be exported */
+        if (attrib == CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED ||
+            attrib == CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES) {
+                *pi = attrib == CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED;
+                return CUDA_SUCCESS;
+        }
         if (d->attr_res[attrib - 1] != CUDA_SUCCESS)
                 return (CUresult)d->attr_res[attrib - 1];
         *pi = d->attr[attrib - 1];

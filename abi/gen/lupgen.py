@@ -163,7 +163,8 @@ def parse_spec(path, symbols):
         if fn.internal:
             continue
         implemented.append(fn.name)
-        if fn.perthread and not fn.client_custom:
+        # client=custom perthread: the shim hand-writes NAME_ptsz as well
+        if fn.perthread:
             implemented.append(perthread_name(fn.name, symbols))
     for lf in local:
         implemented.append(lf.name)

@@ -144,6 +144,22 @@ def test_printf(d, progs, backend):
     check('device printf does not reach the daemon\'s log', 'device says hello' not in d.text())
 
 
+def test_pools(d, progs):
+    """The stream-ordered allocator (e2e_pools.c checks what the driver
+    documents); here also what lupine's pools do that the driver may but
+    need not: reuse on one stream, and across streams only with an ordering."""
+    r = run_prog(progs, 'e2e_pools', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
+    out = r.stdout
+    check('stream-ordered allocator: pools, attributes, ordering, threshold, bad input (e2e_pools)',
+          r.returncode == 0 and 'e2e_pools: OK' in out, out[-3000:] + r.stderr[-3000:])
+    for line in ('reuse on the same stream: yes', 'reuse across streams (internal dependencies): yes',
+                 'reuse across streams (no dependencies allowed): no',
+                 'reuse across streams (opportunistic, after a sync): yes', 'export of a pool: error 801'):
+        check(f'pools: "{line}"', line in out, out[-3000:])
+    check('pools: one log line for the refused export',
+          r.stderr.count('memory pools cannot be shared') == 1, r.stderr[-2000:])
+
+
 def test_many_clients(d, progs):
     env = client_env(f'127.0.0.1:{d.port}')
     procs = [subprocess.Popen([os.path.join(progs, 'e2e_threads')], env=env, stdout=subprocess.PIPE,
@@ -242,6 +258,7 @@ def main():
             test_programs(d, progs)
             test_kernels(d, progs, 100000 if backend == 'cuda' else 10000)
             test_printf(d, progs, backend)
+            test_pools(d, progs)
             test_many_clients(d, progs)
             test_bad_input(d)
             test_noserver(progs)
