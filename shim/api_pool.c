@@ -91,8 +91,7 @@ EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUst
         return r;
 }
 
-EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                                CUstream hStream)
+EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
         struct lupc_pool_stream st;
         CUresult r = alloc_checks(dptr, bytesize, hStream, &st);
@@ -141,7 +140,7 @@ static CUresult check_props(const CUmemPoolProps *props)
         if (props->location.id < 0 || props->location.id >= lupc_device_count())
                 return CUDA_ERROR_INVALID_VALUE;
         if (props->handleTypes & ~(unsigned)(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32 |
-                                              CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC))
+                                             CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC))
                 return CUDA_ERROR_INVALID_VALUE;
         if (props->handleTypes & (CU_MEM_HANDLE_TYPE_WIN32 | CU_MEM_HANDLE_TYPE_WIN32_KMT))
                 return CUDA_ERROR_NOT_SUPPORTED;
@@ -313,8 +312,7 @@ static CUresult no_sharing(const char *name)
 }
 
 EXPORT CUresult CUDAAPI cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
-                                                         CUmemAllocationHandleType handleType,
-                                                         unsigned long long flags)
+                                                         CUmemAllocationHandleType handleType, unsigned long long flags)
 {
         (void)handle_out, (void)pool, (void)handleType, (void)flags;
         return no_sharing("cuMemPoolExportToShareableHandle");

@@ -22,12 +22,12 @@
 #include "u64map.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct lupc_pool *pools;        /* live and destroyed-but-not-empty pools */
-static unsigned n_created;             /* live created pools */
+static struct lupc_pool *pools; /* live and destroyed-but-not-empty pools */
+static unsigned n_created;      /* live created pools */
 static uint64_t defaults[LUP_MAX_DEVICES], currents[LUP_MAX_DEVICES];
-static uint64_t tickets;               /* frees so far */
+static uint64_t tickets;                                      /* frees so far */
 static struct lup_u64map live = { .limit = LUP_MAX_HANDLES }; /* base -> struct pool_block * */
-static atomic_bool in_use;             /* a pool was ever made: the sync hooks have work */
+static atomic_bool in_use;                                    /* a pool was ever made: the sync hooks have work */
 
 static struct lupc_pool *pool_find_locked(uint64_t id)
 {

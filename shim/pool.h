@@ -28,9 +28,9 @@
 #include <stdint.h>
 #include <cuda.h>
 
-#define LUPC_MAX_POOLS 4096u          /* created pools alive at once, per process */
-#define LUPC_POOL_CHUNK (2ull << 20)  /* chunks are multiples of this */
-#define LUPC_POOL_ALIGN 512ull        /* every pool allocation starts at a multiple of this */
+#define LUPC_MAX_POOLS  4096u        /* created pools alive at once, per process */
+#define LUPC_POOL_CHUNK (2ull << 20) /* chunks are multiples of this */
+#define LUPC_POOL_ALIGN 512ull       /* every pool allocation starts at a multiple of this */
 
 /* The stream an allocation or free is ordered on. */
 struct lupc_pool_stream {
@@ -51,7 +51,7 @@ int lupc_pool_ctx_device(uint64_t ctx);
 uint64_t lupc_pool_default(int device);
 /* The current pool of a device (cuDeviceSetMemPool), or its default. */
 uint64_t lupc_pool_current(int device);
-int lupc_pool_set_current(int device, uint64_t pool);  /* -EINVAL: not a pool of that device */
+int lupc_pool_set_current(int device, uint64_t pool); /* -EINVAL: not a pool of that device */
 
 /* A new pool; -ENOSPC past LUPC_MAX_POOLS. */
 int lupc_pool_create(const CUmemPoolProps *props, uint64_t *ret_id);

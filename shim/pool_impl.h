@@ -14,19 +14,19 @@
 struct pool_chunk;
 
 struct pool_block {
-        struct pool_block *prev, *next;  /* address order in the chunk */
+        struct pool_block *prev, *next; /* address order in the chunk */
         struct pool_chunk *chunk;
         uint64_t base, size;
         bool free;
-        struct lupc_pool_stream st;      /* free: the stream it was freed on */
-        uint64_t ticket;                 /* free: its place among frees; 0 once known complete */
+        struct lupc_pool_stream st; /* free: the stream it was freed on */
+        uint64_t ticket;            /* free: its place among frees; 0 once known complete */
 };
 
 struct pool_chunk {
         struct pool_chunk *next;
         struct lupc_pool *pool;
         uint64_t base, size;
-        uint64_t ctx;                    /* the context the arena allocation was made in */
+        uint64_t ctx; /* the context the arena allocation was made in */
         struct pool_block *blocks;
         uint64_t n_live;
 };
@@ -40,7 +40,7 @@ struct lupc_pool {
         uint64_t threshold;
         int follow_events, opportunistic, internal_deps;
         uint64_t reserved, reserved_high, used, used_high;
-        unsigned char access[LUP_MAX_DEVICES];  /* CU_MEM_ACCESS_FLAGS_PROT_* per device */
+        unsigned char access[LUP_MAX_DEVICES]; /* CU_MEM_ACCESS_FLAGS_PROT_* per device */
         struct pool_chunk *chunks;
 };
 

@@ -29,12 +29,12 @@ CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstre
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream);
 
-#define KIB 1024ull
-#define MIB (1024ull * 1024ull)
-#define N_WORDS (64 * 1024)             /* 256 KiB buffers */
+#define KIB     1024ull
+#define MIB     (1024ull * 1024ull)
+#define N_WORDS (64 * 1024) /* 256 KiB buffers */
 
 static CUfunction spin_fn, fill_fn;
-static unsigned host[N_WORDS];
+static unsigned host[2 * N_WORDS]; /* the largest buffer read back */
 
 static void spin(CUstream st, unsigned long long ns)
 {
