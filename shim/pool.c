@@ -347,10 +347,11 @@ static struct pool_block *take_locked(struct pool_block *b, uint64_t n)
         return b;
 }
 
-static void block_untake_locked(struct pool_block *b)
+/* Gives a block just taken back, in the state it was taken in. */
+static void block_untake_locked(struct pool_block *b, uint64_t ticket)
 {
         b->free = true;
-        b->ticket = 0;
+        b->ticket = ticket;
         b->chunk->n_live--;
         coalesce(b);
 }
@@ -377,6 +378,7 @@ CUresult lupc_pool_alloc(uint64_t pool, size_t bytes, const struct lupc_pool_str
                         klass = 1;
                 }
         }
+        uint64_t was_ticket = b ? b->ticket : 0;
         struct pool_block *got = b ? take_locked(b, n) : NULL;
         if (b && !got)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -385,7 +387,7 @@ CUresult lupc_pool_alloc(uint64_t pool, size_t bytes, const struct lupc_pool_str
                 if (lup_u64map_put(&live, got->base, (uint64_t)(uintptr_t)got) < 0 ||
                     lupc_shadow_add(got->base, bytes, got->chunk->ctx, p->device) < 0) {
                         lup_u64map_del(&live, got->base, NULL);
-                        block_untake_locked(got);
+                        block_untake_locked(got, was_ticket);
                         r = CUDA_ERROR_OUT_OF_MEMORY;
                 } else {
                         if (klass == 2)

@@ -19,6 +19,7 @@
  * what it saw ("reuse ...: yes/no") and tests/e2e/run_e2e.py checks those
  * lines for lupine.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -359,6 +360,74 @@ static void bad_input(CUstream s)
         }
 }
 
+/* Threads allocating and freeing in one pool at once, each on its own
+ * stream, each checking its data; allocations of mixed sizes stay live
+ * across iterations so the pool's blocks interleave. */
+#define N_THREADS    4
+#define THREAD_ITERS 300
+
+struct thread_arg {
+        CUcontext ctx;
+        CUmemoryPool pool;
+        unsigned id;
+        int ok;
+};
+
+static void *pool_thread(void *p)
+{
+        struct thread_arg *t = p;
+        CUstream s;
+        CUdeviceptr keep[4] = { 0 };
+        static __thread unsigned mine[4096];
+        t->ok = 0;
+        if (cuCtxSetCurrent(t->ctx) != CUDA_SUCCESS || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+                return NULL;
+        for (unsigned i = 0; i < THREAD_ITERS; i++) {
+                size_t words = 256u << (i % 4);
+                unsigned v = t->id << 24 | i;
+                CUdeviceptr d;
+                unsigned k = i % 4;
+                if (keep[k] && cuMemFreeAsync(keep[k], s) != CUDA_SUCCESS)
+                        return NULL;
+                if (cuMemAllocFromPoolAsync(&d, words * 4, t->pool, s) != CUDA_SUCCESS ||
+                    cuMemsetD32Async(d, v, words, s) != CUDA_SUCCESS)
+                        return NULL;
+                keep[k] = d;
+                if (i % 50 == 49) {
+                        if (cuMemcpyDtoHAsync(mine, d, words * 4, s) != CUDA_SUCCESS ||
+                            cuStreamSynchronize(s) != CUDA_SUCCESS)
+                                return NULL;
+                        for (size_t w = 0; w < words; w++)
+                                if (mine[w] != v)
+                                        return NULL;
+                }
+        }
+        for (unsigned k = 0; k < 4; k++)
+                if (keep[k] && cuMemFreeAsync(keep[k], s) != CUDA_SUCCESS)
+                        return NULL;
+        t->ok = cuStreamSynchronize(s) == CUDA_SUCCESS && cuStreamDestroy(s) == CUDA_SUCCESS;
+        return NULL;
+}
+
+static void threads(CUcontext ctx)
+{
+        pthread_t th[N_THREADS];
+        struct thread_arg args[N_THREADS];
+        CUmemoryPool pool = new_pool(0);
+        for (unsigned i = 0; i < N_THREADS; i++) {
+                args[i] = (struct thread_arg){ .ctx = ctx, .pool = pool, .id = i + 1 };
+                EXPECT(pthread_create(&th[i], NULL, pool_thread, &args[i]) == 0);
+        }
+        for (unsigned i = 0; i < N_THREADS; i++) {
+                pthread_join(th[i], NULL);
+                EXPECT(args[i].ok);
+        }
+        CK(cuCtxSynchronize());
+        EXPECT(attr64(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 0);
+        EXPECT(attr64(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 0); /* threshold 0 */
+        CK(cuMemPoolDestroy(pool));
+}
+
 /* ---- restart mode */
 
 static void verify_round(CUmemoryPool pool, CUdeviceptr a, CUdeviceptr b, unsigned va, unsigned vb, CUstream s)
@@ -452,6 +521,7 @@ int main(int argc, char **argv)
         threshold_and_trim(s);
         current_pool_and_sync_free(s);
         bad_input(s);
+        threads(ctx);
         if (e2e_failures) {
                 fprintf(stderr, "e2e_pools: %d expectation(s) failed\n", e2e_failures);
                 return 1;
