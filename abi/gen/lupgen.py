@@ -49,7 +49,7 @@ class SpecError(Exception):
 
 
 class Param:
-    """dir:type[=CTYPE]:name[:range=EXPR]
+    """dir:type[=CTYPE]:name[:range=EXPR[:pitch=NAME:rows=NAME]]
 
     in   a value (or an existing handle) sent to the worker
     out  a value the worker returns (sync ops only)
@@ -78,11 +78,20 @@ class Param:
         if self.dir == 'out' and self.type in ('str', 'image'):
             raise SpecError(f'line {lineno}: {self.type} cannot be an output')
         self.range = None
+        self.rows = None  # (pitch, rows): the range is rows of it, pitch bytes apart
+        opts = {}
         for extra in parts[3:]:
-            m = re.fullmatch(r'range=([A-Za-z_][A-Za-z0-9_]*)(?:\*([0-9]+))?', extra)
-            if not m or self.type != 'devptr' or self.dir != 'in':
+            m = re.fullmatch(r'(range|pitch|rows)=([A-Za-z_][A-Za-z0-9_]*)(?:\*([0-9]+))?', extra)
+            if not m or self.type != 'devptr' or self.dir != 'in' or m.group(1) in opts or \
+                    (m.group(3) and m.group(1) != 'range'):
                 raise SpecError(f'line {lineno}: bad parameter option {extra!r}')
-            self.range = (m.group(1), int(m.group(2) or 1))
+            opts[m.group(1)] = (m.group(2), int(m.group(3) or 1))
+        if 'range' in opts:
+            self.range = opts['range']
+        if 'pitch' in opts or 'rows' in opts:
+            if not ('range' in opts and 'pitch' in opts and 'rows' in opts):
+                raise SpecError(f'line {lineno}: pitch= and rows= go together, with range=: {text!r}')
+            self.rows = (opts['pitch'][0], opts['rows'][0])
 
     @property
     def sent(self):
@@ -111,8 +120,9 @@ class Func:
         if self.outs and not self.sync:
             raise SpecError(f'line {lineno}: {name}: async ops cannot have outputs')
         for p in params:
-            if p.range and p.range[0] not in names:
-                raise SpecError(f'line {lineno}: {name}: range refers to unknown {p.range[0]}')
+            for ref in ([p.range[0]] if p.range else []) + list(p.rows or ()):
+                if ref not in names:
+                    raise SpecError(f'line {lineno}: {name}: range refers to unknown {ref}')
         if self.internal and not (self.worker_custom and name.startswith('lup')):
             raise SpecError(f'line {lineno}: internal ops must be lup* and worker=custom')
 
@@ -278,7 +288,12 @@ def gen_client_body(fn, pt_expr, validate=True):
         if p.pointer or p.type == 'str' or (p.type == 'image'):
             b.append(f'\tif (!{p.name})\n\t\treturn CUDA_ERROR_INVALID_VALUE;\n')
     for p in (fn.ins if validate else []):
-        if p.range:
+        if p.rows:
+            cnt, mul = p.range
+            pitch, rows = p.rows
+            b.append(f'\tif ((r_ = lupc_check_range2d((uint64_t){p.name}, (uint64_t){cnt}, {mul}, (uint64_t){pitch}, '
+                     f'(uint64_t){rows})) != CUDA_SUCCESS)\n\t\treturn r_;\n')
+        elif p.range:
             cnt, mul = p.range
             b.append(f'\tif ((r_ = lupc_check_range((uint64_t){p.name}, (uint64_t){cnt}, {mul})) != CUDA_SUCCESS)\n\t\treturn r_;\n')
         elif p.type == 'devptr':
@@ -596,6 +611,8 @@ def gen_worker(funcs, backend):
     h.append('\n/* Helpers the generated decoders call (daemon/worker/checks.c). */\n'
              'int lupw_check_devptr(struct lupw_session *s, uint64_t p);\n'
              'CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul);\n'
+             'CUresult lupw_check_range2d(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul,\n'
+             '                            uint64_t pitch, uint64_t rows);\n'
              'CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret);\n'
              'CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret);\n'
              'CUresult lupw_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret);\n'
@@ -651,7 +668,12 @@ def gen_worker(funcs, backend):
             c.append('\t(void)ctx;\n')
         for p in fn.ins:
             i = idx[p.name]
-            if p.range:
+            if p.rows:
+                cnt, mul = p.range
+                pitch, rows = p.rows
+                c.append(f'\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_check_range2d(s, a{i}_, a{idx[cnt]}_, {mul}, '
+                         f'a{idx[pitch]}_, a{idx[rows]}_);\n')
+            elif p.range:
                 cnt, mul = p.range
                 c.append(f'\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_check_range(s, a{i}_, a{idx[cnt]}_, {mul});\n')
             if p.dir == 'new':
