@@ -37,6 +37,13 @@ if python3 -c 'import torch' 2>/dev/null; then
         compare torch_compile python3 tests/gpu/torch_graphs.py compile
         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True compare torch_expandable python3 tests/gpu/torch_graphs.py alloc
         PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync compare torch_mallocasync python3 tests/gpu/torch_graphs.py alloc
+        # the GPT step in a CUDA graph through 2 durable restarts and 2 upgrades (its own lupined)
+        if python3 tests/gpu/gpt_graph_restarts.py "$BUILD" 120 >"$OUTDIR/gpt_graph_restarts.out" 2>&1; then
+                ok "GPT step in a CUDA graph through 2 restarts and 2 upgrades, weights bitwise equal to local"
+        else
+                bad "GPT step in a CUDA graph through 2 restarts and 2 upgrades" "$OUTDIR/gpt_graph_restarts.out"
+        fi
+        grep -h "gpt_graph_restarts: [0-9]* restarts" "$OUTDIR/gpt_graph_restarts.out"
 fi
 python3 -c 'import jax' 2>/dev/null && compare jax python3 tests/gpu/jax_check.py
 if python3 -c 'import cupy' 2>/dev/null; then
