@@ -8,16 +8,36 @@
 # (the functions abi/cuda_api.spec does not name are stubs) to see what
 # lupine still misses.
 #
-#   tests/gpu/trace_calls.sh BUILD_DIR [WORKLOAD...]
+#   tests/gpu/trace_calls.sh BUILD_DIR [--remote] [WORKLOAD...]
+#
+# --remote: through lupine instead (a lupined on the real driver, the
+# programs on the shim); NAME.failed then lists the calls that failed.
 set -u
 cd "$(dirname "$0")/../.."
-BUILD=${1:?usage: trace_calls.sh BUILD_DIR [WORKLOAD...]}
+BUILD=${1:?usage: trace_calls.sh BUILD_DIR [--remote] [WORKLOAD...]}
 shift
+remote=
+if [ "${1:-}" = --remote ]; then
+        remote=1
+        shift
+fi
 DEST=${TRACE_DIR:-/tmp/trace}
 mkdir -p "$DEST"
 audit=$PWD/$BUILD/tools/liblupine-cutrace.so
 [ -f "$audit" ] || { echo "no $audit"; exit 1; }
 real_dir=$(dirname "$(ldconfig -p | awk '/libcuda.so.1 /{print $NF; exit}')")
+libpath=$real_dir
+if [ -n "$remote" ]; then
+        OUTDIR=$DEST BUILD=$BUILD
+        pass=0 fail=0
+        ok() { :; }
+        bad() { :; }
+        . tests/gpu/compare_lib.sh
+        start_lupined || exit 1
+        trap stop_lupined EXIT
+        export LUPINE_SERVER="unix:$sock"
+        libpath=$PWD/$BUILD/shim:$libdirs
+fi
 
 declare -A W=(
         [torch_graph]="python3 tests/gpu/torch_graphs.py graph"
@@ -38,12 +58,15 @@ for n in "${names[@]}"; do
         rm -f "$t"
         start=$(date +%s)
         # shellcheck disable=SC2086
-        timeout 300 env LD_LIBRARY_PATH="$real_dir" LD_AUDIT="$audit" CUTRACE_FILE="$t" ${W[$n]} \
+        timeout 300 env LD_LIBRARY_PATH="$libpath" LD_AUDIT="$audit" CUTRACE_FILE="$t" ${W[$n]} \
                 >"$DEST/$n.out" 2>"$DEST/$n.err"
         rc=$?
-        awk '$3 == ">" { sub(/\(.*/, "", $4); c[$4]++ } END { for (k in c) print c[k], k }' "$t" |
+        grep -a ' > ' "$t" | awk '$3 == ">" { sub(/\(.*/, "", $4); c[$4]++ } END { for (k in c) print c[k], k }' |
                 sort -k2 >"$DEST/$n.calls"
         grep -o '> ET[0-9a-f]*\[[0-9]*\]' "$t" | sort | uniq -c >"$DEST/$n.tables"
+        # the calls that answered an error: count, name, result
+        grep -a ' < ' "$t" | awk '$5 == "=" && $6 != "0" && $6 != "0," { sub(/,$/, "", $6); c[$4 " " $6]++ }
+                END { for (k in c) print c[k], k }' | sort -k2 >"$DEST/$n.failed"
         gzip -c "$t" >"$DEST/$n.trace.gz"
         echo "$n: rc $rc, $(wc -l <"$DEST/$n.calls") functions, $(wc -l <"$t") trace lines, $(($(date +%s) - start)) s"
         rm -f "$t"
