@@ -17,8 +17,8 @@ static CUresult memset2d(CUdeviceptr dst, size_t pitch, uint32_t value, size_t e
                 return CUDA_ERROR_INVALID_VALUE;
         if (w == 0 || height == 0)
                 return async ? cuMemsetD8Async(dst, 0, 0, stream) : cuMemsetD8_v2(dst, 0, 0);
-        if ((height > 1 && pitch < w) || pitch % elem != 0 ||
-            __builtin_mul_overflow(pitch, height - 1, &span) || __builtin_add_overflow(span, w, &span))
+        if ((height > 1 && pitch < w) || pitch % elem != 0 || __builtin_mul_overflow(pitch, height - 1, &span) ||
+            __builtin_add_overflow(span, w, &span))
                 return CUDA_ERROR_INVALID_VALUE;
         /* the whole span first, in one allocation */
         struct sim_driver *drv = sim_driver_get();

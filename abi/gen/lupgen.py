@@ -40,6 +40,7 @@ TYPES = {
 }
 HANDLE_KINDS = ['module', 'function', 'library', 'kernel', 'stream', 'event']
 WIDTH = {'i32': 4, 'u32': 4, 'f32': 4, 'u8': 1, 'u16': 2, 'u64': 8, 'str': 2 + 4096}
+MAX_BYTES_PARAM = 256
 FLAGS = {'ctx', 'client=custom', 'worker=custom', 'perthread', 'internal'}
 DIRS = ('in', 'out', 'new', 'del')
 
@@ -63,11 +64,19 @@ class Param:
             raise SpecError(f'line {lineno}: bad parameter {text!r}')
         self.dir, tspec, self.name = parts[0], parts[1], parts[2]
         self.type, _, override = tspec.partition('=')
-        if self.type not in TYPES:
+        # bytesN: N raw bytes through a pointer (in: const void *, out: void *)
+        m = re.fullmatch(r'bytes([0-9]+)', self.type)
+        self.nbytes = int(m.group(1)) if m else 0
+        if m and not (0 < self.nbytes <= MAX_BYTES_PARAM and self.dir in ('in', 'out')):
+            raise SpecError(f'line {lineno}: bytesN needs 0 < N <= {MAX_BYTES_PARAM}, in or out: {text!r}')
+        if self.type not in TYPES and not self.nbytes:
             raise SpecError(f'line {lineno}: bad parameter {text!r}')
         if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', self.name):
             raise SpecError(f'line {lineno}: bad parameter name {self.name!r}')
-        self.ctype, self.wire, self.dtype = TYPES[self.type]
+        if self.nbytes:
+            self.ctype, self.wire, self.dtype = ('const void *' if self.dir == 'in' else 'void'), 'bytes', None
+        else:
+            self.ctype, self.wire, self.dtype = TYPES[self.type]
         if override:
             if self.type not in ('int', 'uint') or not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', override):
                 raise SpecError(f'line {lineno}: a C type override is only for int/uint enums: {text!r}')
@@ -92,6 +101,10 @@ class Param:
             if not ('range' in opts and 'pitch' in opts and 'rows' in opts):
                 raise SpecError(f'line {lineno}: pitch= and rows= go together, with range=: {text!r}')
             self.rows = (opts['pitch'][0], opts['rows'][0])
+
+    @property
+    def width(self):
+        return self.nbytes or WIDTH[self.wire]
 
     @property
     def sent(self):
@@ -127,10 +140,10 @@ class Func:
             raise SpecError(f'line {lineno}: internal ops must be lup* and worker=custom')
 
     def args_size(self):
-        return sum(WIDTH[p.wire] for p in self.ins)
+        return sum(p.width for p in self.ins)
 
     def reply_size(self):
-        return sum(WIDTH[p.wire] for p in self.outs)
+        return sum(p.width for p in self.outs)
 
 
 def parse_spec(path, symbols):
@@ -285,7 +298,7 @@ def gen_client_body(fn, pt_expr, validate=True):
     b.append(f'\tuint8_t args_[{fn.args_size()}];\n' if fn.ins else '\tuint8_t args_[1] = { 0 };\n')
     b.append('\tstruct lup_wr w_ = lup_wr_init(args_, sizeof(args_));\n')
     for p in fn.params:
-        if p.pointer or p.type == 'str' or (p.type == 'image'):
+        if p.pointer or p.type == 'str' or (p.type == 'image') or p.nbytes:
             b.append(f'\tif (!{p.name})\n\t\treturn CUDA_ERROR_INVALID_VALUE;\n')
     for p in (fn.ins if validate else []):
         if p.rows:
@@ -315,6 +328,8 @@ def gen_client_body(fn, pt_expr, validate=True):
             b.append(f'\tlup_wr_u64(&w_, {p.name}_blob_);\n')
         elif p.dir == 'new':
             b.append(f'\tlup_wr_u64(&w_, {p.name}_id_);\n')
+        elif p.nbytes:
+            b.append(f'\tlup_wr_bytes(&w_, {p.name}, {p.nbytes});\n')
         else:
             b.append(f'\tlup_wr_{p.wire}(&w_, {to_wire(p, pt_expr)});\n')
     flags = ('LUPC_SYNC' if fn.sync else 'LUPC_ASYNC') + (' | LUPC_CTX' if fn.need_ctx else '')
@@ -330,10 +345,15 @@ def gen_client_body(fn, pt_expr, validate=True):
         if fn.outs:
             b.append('\tstruct lup_rd rd_ = lup_rd_init(rep_, replen_);\n')
             for i, p in enumerate(fn.outs):
-                b.append(f'\t{p.dtype} o{i}_;\n\tlup_rd_{p.wire}(&rd_, &o{i}_);\n')
+                if p.nbytes:
+                    b.append(f'\tuint8_t o{i}_[{p.nbytes}];\n\tlup_rd_copy(&rd_, o{i}_, {p.nbytes});\n')
+                else:
+                    b.append(f'\t{p.dtype} o{i}_;\n\tlup_rd_{p.wire}(&rd_, &o{i}_);\n')
             b.append(f'\tif (lup_rd_finish(&rd_) < 0)\n\t\treturn lupc_protocol_error("{fn.name}");\n')
             for i, p in enumerate(fn.outs):
-                if p.handle or p.type == 'ctx':
+                if p.nbytes:
+                    b.append(f'\tmemcpy({p.name}, o{i}_, {p.nbytes});\n')
+                elif p.handle or p.type == 'ctx':
                     b.append(f'\t*{p.name} = ({p.ctype})(uintptr_t)o{i}_;\n')
                 else:
                     b.append(f'\t*{p.name} = ({p.ctype})o{i}_;\n')
@@ -644,6 +664,8 @@ def gen_worker(funcs, backend):
         for i, p in enumerate(fn.ins):
             if p.type == 'str':
                 c.append(f'\tconst char *a{i}_p_;\n\tsize_t a{i}_n_;\n\tlup_rd_str16(rd, LUP_MAX_STR, &a{i}_p_, &a{i}_n_);\n')
+            elif p.nbytes:
+                c.append(f'\tconst uint8_t *a{i}_ = NULL;\n\tlup_rd_bytes(rd, {p.nbytes}, &a{i}_);\n')
             else:
                 c.append(f'\t{p.dtype} a{i}_;\n\tlup_rd_{p.wire}(rd, &a{i}_);\n')
         c.append(f'\tif (lup_rd_finish(rd) < 0) {{\n\t\tlupw_set_why(s, "malformed arguments for {fn.name}");\n\t\treturn -EBADMSG;\n\t}}\n')
@@ -690,12 +712,15 @@ def gen_worker(funcs, backend):
                 c.append(f'\tCUcontext v{i}_ = NULL;\n\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_ctx(s, a{i}_, &v{i}_);\n')
         outs = {p.name: j for j, p in enumerate(fn.outs)}
         for p in fn.outs:
+            if p.nbytes:
+                c.append(f'\tuint8_t o{outs[p.name]}_[{p.nbytes}] = {{ 0 }};\n')
+                continue
             init = 'NULL' if p.handle else '0'
             c.append(f'\t{p.ctype} o{outs[p.name]}_ = {init};\n')
         call = []
         for p in fn.params:
             if p.dir == 'out':
-                call.append(f'&o{outs[p.name]}_')
+                call.append(f'o{outs[p.name]}_' if p.nbytes else f'&o{outs[p.name]}_')
                 continue
             i = idx[p.name]
             if p.dir == 'new':
@@ -730,6 +755,9 @@ def gen_worker(funcs, backend):
             c.append('\tif (st_ == CUDA_SUCCESS) {\n')
             for p in fn.outs:
                 j = outs[p.name]
+                if p.nbytes:
+                    c.append(f'\t\tlup_wr_bytes(out, o{j}_, {p.nbytes});\n')
+                    continue
                 conv = f'(uint64_t)(uintptr_t)o{j}_' if p.handle or p.type == 'ctx' else f'({p.dtype})o{j}_'
                 c.append(f'\t\tlup_wr_{p.wire}(out, {conv});\n')
             c.append('\t}\n')

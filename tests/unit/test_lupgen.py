@@ -47,6 +47,8 @@ class SpecTests(unittest.TestCase):
         funcs, _, _, _ = parse('256 cuMemsetD2D8_v2 async ctx in:devptr:d:range=W:pitch=P:rows=H in:size_t:P '
                                'in:u8:v in:size_t:W in:size_t:H\n')
         self.assertEqual((funcs[0].params[0].range, funcs[0].params[0].rows), (('W', 1), ('P', 'H')))
+        funcs, _, _, _ = parse('256 lupRaw sync internal worker=custom out:bytes128:m in:bytes40:d in:int:x\n')
+        self.assertEqual((funcs[0].args_size(), funcs[0].reply_size()), (44, 128))
 
     def test_rejects(self):
         self.bad('10 cuCtxSynchronize sync\n', 'out of range')
@@ -61,6 +63,9 @@ class SpecTests(unittest.TestCase):
         self.bad('256 cuCtxSynchronize sync in:size_t=CUfoo:x\n', 'override')
         self.bad('256 cuCtxSynchronize sync in:devptr:p:range=Q\n', 'unknown Q')
         self.bad('256 cuCtxSynchronize sync in:devptr:p:pitch=p\n', 'go together')
+        self.bad('256 cuCtxSynchronize sync in:bytes0:p\n', 'bytesN')
+        self.bad('256 cuCtxSynchronize sync in:bytes300:p\n', 'bytesN')
+        self.bad('256 cuCtxSynchronize sync new:bytes8:p\n', 'bytesN')
         self.bad('256 cuCtxSynchronize sync in:size_t:n in:devptr:p:range=n:pitch=n*2:rows=n\n', 'bad parameter option')
         self.bad('256 cuCtxSynchronize sync in:size_t:n in:devptr:p:range=n:pitch=n:rows=R\n', 'unknown R')
         self.bad('256 cuCtxSynchronize sync\nlocal cuCtxSynchronize\n', 'implemented twice')
