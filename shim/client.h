@@ -90,6 +90,7 @@ bool lupc_in_arena(uint64_t p);
 /* Device range checks against the allocation shadow (CUDA_ERROR_INVALID_VALUE). */
 CUresult lupc_check_devptr(uint64_t p);
 CUresult lupc_check_range(uint64_t p, uint64_t count, uint64_t mul);
+CUresult lupc_check_range2d(uint64_t p, uint64_t count, uint64_t mul, uint64_t pitch, uint64_t rows);
 
 struct lupc_alloc_info {
         uint64_t base;

@@ -72,6 +72,23 @@ CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, ui
         return CUDA_SUCCESS;
 }
 
+/* A 2D range: rows of count*mul bytes, pitch bytes apart; checked as the
+ * span from the first byte of the first row to the last of the last. */
+CUresult lupw_check_range2d(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul, uint64_t pitch,
+                            uint64_t rows)
+{
+        uint64_t w, span;
+        if (__builtin_mul_overflow(count, mul, &w))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (w == 0 || rows == 0)
+                return CUDA_SUCCESS;
+        if (rows > 1 && pitch < w)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (__builtin_mul_overflow(pitch, rows - 1, &span) || __builtin_add_overflow(span, w, &span))
+                return CUDA_ERROR_INVALID_VALUE;
+        return lupw_check_range(s, p, span, 1);
+}
+
 CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret)
 {
         if (ordinal < 0 || ordinal >= s->n_devices)

@@ -21,6 +21,7 @@ free_port = W.free_port
 
 class Daemon:
     def __init__(self, lupined, tmp, backend, env_extra=None, tag='main'):
+        self.backend = backend
         self.port = free_port()
         self.unix = os.path.join(tmp, f'{tag}.sock')
         self.log_path = os.path.join(tmp, f'lupined-{tag}.log')
@@ -98,6 +99,13 @@ def test_kernels(d, progs, launches):
     r = run_prog(progs, 'e2e_answers', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
     check('driver answers probe (e2e_answers; diffed against the real driver on the GPU)',
           r.returncode == 0 and 'e2e_answers: OK' in r.stdout, r.stdout[-1500:] + r.stderr[-1500:])
+    tmap = [line for line in r.stdout.splitlines() if line.startswith('tensor map:')]
+    # on a GPU, tests/gpu/runtime.sh diffs these lines against the local driver's
+    check('tensor maps encoded by the server: equal inputs give equal maps, a new address changes it, bad input refused',
+          tmap == ['tensor map: encode = 0', 'tensor map: same inputs, same map = 1',
+                   'tensor map: replaced address differs = 1', 'tensor map: address not 16-byte aligned = error 1',
+                   'tensor map: rank 6 = error 1', 'tensor map: box of 300 = error 1',
+                   'tensor map: stride not a multiple of 16 = error 1'] or d.backend != 'sim', '\n'.join(tmap))
     # cuBLASLt loads its kernels with "binary is preserved" and no values
     # array; refusing that left its GEMMs without kernels (issue 6)
     check('a library option without a values array loads, like on the driver',

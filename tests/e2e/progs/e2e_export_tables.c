@@ -4,7 +4,8 @@
  * fetched before cuInit, the integrity answer recomputed by the caller
  * from what it can see (on the main thread and on a second one),
  * context-local storage, the context checks, the hook buffers, TOOLS_TLS,
- * the context id of Relay8, module loading through the CUDART table, and
+ * the context id of Relay8, module loading through the CUDART table, the
+ * size of cuFFT's TOOLS_MODULE table, and
  * the driver's answer to ids it does not know.
  *
  * Runs through lupine (sim or GPU) and, on the GPU machine, straight on
@@ -51,6 +52,7 @@ static void *const *table(const char *hex)
 #define CHECKS "263e88607cd2614392f6bbd5006dfa7e"
 #define INTEGRITY "d4082055bde6704b8d34ba123c66e1f2"
 #define RELAY8 "21318c60971432488ca641ff7324c8f2"
+#define TOOLS_MODULE "6e163fbeb958444d835ce182aff1991e" /* cuFFT's */
 
 typedef CUresult (*integrity_fn)(uint32_t, uint64_t, uint64_t *);
 
@@ -159,13 +161,14 @@ typedef CUresult (*load_fn)(CUmodule *, const void *);
 static void check_small_tables(CUcontext primary)
 {
         void *const *checks = table(CHECKS), *const *hooks = table(HOOKS), *const *tls = table(TLS),
-                    *const *relay8 = table(RELAY8), *const *cudart = table(CUDART);
+                    *const *relay8 = table(RELAY8), *const *cudart = table(CUDART),
+                    *const *module = table(TOOLS_MODULE);
         unsigned long long id;
         uint64_t rid = 77;
 
         /* size words as driver 580 has them */
         EXPECT((uintptr_t)cudart[0] == 104 && (uintptr_t)hooks[0] == 56 && (uintptr_t)tls[0] == 24 &&
-               (uintptr_t)checks[0] == 120 && (uintptr_t)relay8[0] == 744);
+               (uintptr_t)checks[0] == 120 && (uintptr_t)relay8[0] == 744 && (uintptr_t)module[0] == 792);
         EXPECT(cudart[10] == NULL && relay8[91] == NULL);
 
         /* CUDART slot 2: the primary context, the same handle as the public API's */
