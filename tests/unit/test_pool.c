@@ -19,8 +19,8 @@
 #include "shim_gen.h"
 
 #define CTX LUP_PRIMARY_CTX_ID(0)
-#define S1 0x2000000ull
-#define S2 0x2000010ull
+#define S1  0x2000000ull
+#define S2  0x2000010ull
 #define MIB (1ull << 20)
 
 static struct {
