@@ -90,6 +90,8 @@ bool lupc_in_arena(uint64_t p);
 /* Device range checks against the allocation shadow (CUDA_ERROR_INVALID_VALUE). */
 CUresult lupc_check_devptr(uint64_t p);
 CUresult lupc_check_range(uint64_t p, uint64_t count, uint64_t mul);
+/* The index-th function of a module, in the driver's order (api_module_enum.c). */
+CUresult lupc_module_function(CUmodule mod, unsigned int index, CUfunction *ret_fn, const char **ret_name);
 CUresult lupc_check_range2d(uint64_t p, uint64_t count, uint64_t mul, uint64_t pitch, uint64_t rows);
 
 struct lupc_alloc_info {
