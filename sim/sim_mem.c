@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "sim_internal.h"
+#include "sim_graph.h"
 
 static size_t page_size(void)
 {
@@ -186,6 +187,10 @@ CUresult sim_mem_alloc_current(struct sim_driver *drv, enum sim_range_kind kind,
         CUcontext h;
         CUresult res;
 
+        /* Not stream-ordered: a capture's mode may forbid it. */
+        res = sim_capture_unsafe_call();
+        if (res != CUDA_SUCCESS)
+                return res;
         sim_wrlock(drv);
         res = sim_ctx_current(drv, &c, &h);
         if (res == CUDA_SUCCESS)
@@ -204,6 +209,9 @@ CUresult sim_mem_free_current(struct sim_driver *drv, CUdeviceptr addr, enum sim
         struct sim_range *r;
         CUresult res;
 
+        res = sim_capture_unsafe_call();
+        if (res != CUDA_SUCCESS)
+                return res;
         sim_wrlock(drv);
         res = sim_ctx_current(drv, NULL, NULL);
         if (res == CUDA_SUCCESS) {
