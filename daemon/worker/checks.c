@@ -66,6 +66,8 @@ CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, ui
         const struct arena_alloc *a = arena_find(&s->mem.arena, p);
         if (a)
                 return n > a->size - (p - a->addr) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        if (s->vmm.n_maps && lupw_vmm_covers(s, p, n)) /* the client's own mappings (worker/vmm.c) */
+                return CUDA_SUCCESS;
         struct lup_range g;
         if (!lupw_find_global(s, p, &g) || n > g.size - (p - g.base))
                 return CUDA_ERROR_INVALID_VALUE;

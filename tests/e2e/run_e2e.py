@@ -93,6 +93,9 @@ def test_kernels(d, progs, launches):
     check('kernels, streams, events, callbacks, copies (e2e_kernels)',
           r.returncode == 0 and 'e2e_kernels: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])
     print(r.stdout.strip())
+    r = run_prog(progs, 'e2e_vmm', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
+    check('virtual memory management, PCI bus ids, profiler (e2e_vmm)',
+          r.returncode == 0 and 'e2e_vmm: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])
     r = run_prog(progs, 'e2e_sticky', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
     check('a faulting kernel: the next sync returns ILLEGAL_ADDRESS', r.returncode == 0, r.stdout + r.stderr[-2000:])
     r = run_prog(progs, 'e2e_answers', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
