@@ -107,8 +107,8 @@ EXPORT CUresult CUDAAPI cuMemGetAllocationGranularity(size_t *granularity, const
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!granularity || !prop)
                 return CUDA_ERROR_INVALID_VALUE;
-        return lupc_send_lupMemGetGranularity(granularity, (int)prop->type, (int)prop->location.type,
-                                              prop->location.id, (unsigned int)prop->requestedHandleTypes,
+        return lupc_send_lupMemGetGranularity(granularity, (int)prop->type, (int)prop->location.type, prop->location.id,
+                                              (unsigned int)prop->requestedHandleTypes,
                                               prop->allocFlags.compressionType, prop->allocFlags.gpuDirectRDMACapable,
                                               prop->allocFlags.usage, (int)option);
 }

@@ -229,8 +229,13 @@ CUresult lupw_lupMemCreate(struct lupw_session *s, uint64_t id, size_t size, int
                 .id = id,
                 .size = size,
                 .refs = 1,
-                .prop = { .type = type, .loctype = loctype, .locid = locid, .htypes = htypes,
-                          .compression = compression, .rdma = rdma, .usage = usage },
+                .prop = { .type = type,
+                          .loctype = loctype,
+                          .locid = locid,
+                          .htypes = htypes,
+                          .compression = compression,
+                          .rdma = rdma,
+                          .usage = usage },
         };
         if (size == 0 || flags != 0)
                 return CUDA_ERROR_INVALID_VALUE;
@@ -314,8 +319,13 @@ CUresult lupw_lupMemGetGranularity(struct lupw_session *s, size_t *granularity, 
                                    unsigned int htypes, unsigned char compression, unsigned char rdma,
                                    unsigned short usage, int option)
 {
-        struct lup_ckpt_vmm_prop lp = { .type = type, .loctype = loctype, .locid = locid, .htypes = htypes,
-                                        .compression = compression, .rdma = rdma, .usage = usage };
+        struct lup_ckpt_vmm_prop lp = { .type = type,
+                                        .loctype = loctype,
+                                        .locid = locid,
+                                        .htypes = htypes,
+                                        .compression = compression,
+                                        .rdma = rdma,
+                                        .usage = usage };
         CUmemAllocationProp p;
         if (loctype == CU_MEM_LOCATION_TYPE_DEVICE && (locid < 0 || locid >= s->n_devices))
                 return CUDA_ERROR_INVALID_DEVICE;
@@ -407,8 +417,8 @@ CUresult lupw_cuMemUnmap(struct lupw_session *s, unsigned long long ptr, size_t 
                 const struct lupw_vmm_map *m = &s->vmm.maps[first + (long)k];
                 fail = s->be.fn.cuMemUnmap(m->addr, m->size);
                 if (fail != CUDA_SUCCESS) {
-                        lup_warn("session %s: cuMemUnmap of 0x%llx failed (%d)", s->name,
-                                 (unsigned long long)m->addr, (int)fail);
+                        lup_warn("session %s: cuMemUnmap of 0x%llx failed (%d)", s->name, (unsigned long long)m->addr,
+                                 (int)fail);
                         n = k; /* the ones before are gone: forget them */
                 }
         }
@@ -523,24 +533,26 @@ static int restore_resv(struct lupw_session *s, const struct lup_ckpt_vmm *v, ch
 
 static int restore_allocs(struct lupw_session *s, const struct lup_ckpt_vmm *v, char *why, size_t whylen)
 {
-        if (v->n_allocs &&
-            grow((void **)&s->vmm.allocs, &s->vmm.cap_allocs, v->n_allocs, sizeof(*s->vmm.allocs)) < 0)
+        if (v->n_allocs && grow((void **)&s->vmm.allocs, &s->vmm.cap_allocs, v->n_allocs, sizeof(*s->vmm.allocs)) < 0)
                 return -ENOMEM;
         for (uint32_t i = 0; i < v->n_allocs; i++) {
                 const struct lup_ckpt_vmm_alloc *c = &v->allocs[i];
-                struct lupw_vmm_alloc a = { .id = c->id, .size = c->size, .home = c->home, .prop = c->prop,
-                                            .refs = c->refs };
+                struct lupw_vmm_alloc a = {
+                        .id = c->id, .size = c->size, .home = c->home, .prop = c->prop, .refs = c->refs
+                };
                 if (find_alloc(s, c->id) || prop_check(s, &c->prop) != CUDA_SUCCESS ||
                     arena_va_reserve_at(&s->mem.arena, c->home, c->size) < 0) {
-                        snprintf(why, whylen, "the physical allocation %" PRIx64 " at 0x%" PRIx64
-                                 " is repeated, impossible here or not free in the arena", c->id, c->home);
+                        snprintf(why, whylen,
+                                 "the physical allocation %" PRIx64 " at 0x%" PRIx64
+                                 " is repeated, impossible here or not free in the arena",
+                                 c->id, c->home);
                         return -EBADMSG;
                 }
                 CUresult r = make_real(s, &a);
                 if (r != CUDA_SUCCESS) {
                         arena_va_release(&s->mem.arena, c->home, c->size);
-                        snprintf(why, whylen, "re-creating physical allocation %" PRIx64 " failed (CUresult %d)",
-                                 c->id, (int)r);
+                        snprintf(why, whylen, "re-creating physical allocation %" PRIx64 " failed (CUresult %d)", c->id,
+                                 (int)r);
                         return -EIO;
                 }
                 s->vmm.allocs[s->vmm.n_allocs++] = a;
@@ -552,8 +564,12 @@ static int restore_maps(struct lupw_session *s, const struct lup_ckpt_vmm *v, ch
 {
         for (uint32_t i = 0; i < v->n_maps; i++) {
                 const struct lup_ckpt_vmm_map *c = &v->maps[i];
-                struct lupw_vmm_map m = { .addr = c->addr, .size = c->size, .offset = c->offset, .alloc = c->alloc,
-                                          .present = c->present, .prot = c->prot };
+                struct lupw_vmm_map m = { .addr = c->addr,
+                                          .size = c->size,
+                                          .offset = c->offset,
+                                          .alloc = c->alloc,
+                                          .present = c->present,
+                                          .prot = c->prot };
                 struct lupw_vmm_alloc *a = find_alloc(s, c->alloc);
                 /* a mapping may hold an allocation whose handles were all released */
                 uint32_t refs = a ? a->refs : 0;

@@ -110,8 +110,7 @@ static void test_granularity(void)
         p.location.id = n_devices;
         EXPECT_ERR(cuMemGetAllocationGranularity(&rec, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
                    CUDA_ERROR_INVALID_DEVICE);
-        EXPECT_ERR(cuMemGetAllocationGranularity(NULL, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-                   CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuMemGetAllocationGranularity(NULL, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_ERROR_INVALID_VALUE);
 }
 
 /* reserve, create, map, access, data; two mappings of one allocation; a
@@ -229,7 +228,7 @@ static void test_bad_input(void)
 
         EXPECT_ERR(cuMemAddressReserve(&other, G + 4096 * 3 + 1, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuMemAddressReserve(&other, G, 3 * G, 0, 0), CUDA_ERROR_INVALID_VALUE); /* alignment */
-        EXPECT_ERR(cuMemAddressFree(va, 4 * G), CUDA_ERROR_INVALID_VALUE);                /* not its size */
+        EXPECT_ERR(cuMemAddressFree(va, 4 * G), CUDA_ERROR_INVALID_VALUE);                 /* not its size */
         if (through_lupine) {
                 /* shareable handles name memory of the server's driver */
                 int fd = -1;
@@ -277,7 +276,9 @@ static void test_placement(void)
  * mapped prefix as one range (kernels and copies across chunk borders) */
 static void test_growth(void)
 {
-        enum { CHUNKS = 12 };
+        enum {
+                CHUNKS = 12
+        };
         const size_t chunk = 2 * G, reserve = 64 * chunk;
         CUdeviceptr va;
         CUmemGenericAllocationHandle h[CHUNKS];
