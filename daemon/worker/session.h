@@ -452,9 +452,12 @@ int lupw_map_chunk(struct lupw_session *s, uint64_t addr, uint64_t size, const C
 /* Unmaps and releases the chunk at addr. */
 void lupw_unmap_chunk(struct lupw_session *s, uint64_t addr, uint64_t size);
 
-/* worker/vmm.c */
-/* Whether [p, p + n) lies in client mappings that follow each other. */
+/* worker/checks.c: the index of the first client mapping that ends after
+ * p, and whether [p, p + n) lies in client mappings that follow each other */
+size_t lupw_vmm_map_index(const struct lupw_session *s, uint64_t p);
 bool lupw_vmm_covers(const struct lupw_session *s, uint64_t p, uint64_t n);
+
+/* worker/vmm.c */
 /* The records a checkpoint keeps (arrays allocated: lup_ckpt_vmm_free). 0 or -ENOMEM. */
 int lupw_vmm_describe(const struct lupw_session *s, struct lup_ckpt_vmm *ret);
 /* Rebuilds them after restore_arena and before the memory is copied back:

@@ -88,19 +88,9 @@ static struct lup_ckpt_vmm_resv *find_resv(const struct lupw_session *s, uint64_
         return NULL;
 }
 
-/* index of the first mapping that ends after p */
 static size_t map_index(const struct lupw_session *s, uint64_t p)
 {
-        size_t lo = 0, hi = s->vmm.n_maps;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                const struct lupw_vmm_map *m = &s->vmm.maps[mid];
-                if (m->addr + m->size <= p)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        return lo;
+        return lupw_vmm_map_index(s, p);
 }
 
 static struct lupw_vmm_map *find_map(const struct lupw_session *s, uint64_t p)
@@ -127,21 +117,6 @@ static long tiling(const struct lupw_session *s, uint64_t p, uint64_t n, size_t 
         }
         *ret_count = i - first;
         return (long)first;
-}
-
-bool lupw_vmm_covers(const struct lupw_session *s, uint64_t p, uint64_t n)
-{
-        size_t i = map_index(s, p);
-        uint64_t at = p;
-        if (p + n < p)
-                return false;
-        while (i < s->vmm.n_maps && s->vmm.maps[i].addr <= at) {
-                at = s->vmm.maps[i].addr + s->vmm.maps[i].size;
-                if (at >= p + n)
-                        return true;
-                i++;
-        }
-        return false;
 }
 
 /* ---- reservations */
