@@ -249,10 +249,11 @@ static void test_placement(void)
         CK(cuMemAddressFree(a, 4 * G));
         /* a hint that is free is used */
         CK(cuMemAddressReserve(&b, 2 * G, 0, a + 2 * G, 0));
-        if (b != a + 2 * G)
-                printf("note: the free hint 0x%llx gave 0x%llx\n", (unsigned long long)(a + 2 * G),
-                       (unsigned long long)b);
-        EXPECT(b == a + 2 * G);
+        if (b != a + 2 * G) {
+                fprintf(stderr, "the free hint 0x%llx gave 0x%llx\n", (unsigned long long)(a + 2 * G),
+                        (unsigned long long)b);
+                e2e_failures++;
+        }
         /* a hint that is taken gives another address */
         CK(cuMemAddressReserve(&c, 2 * G, 0, b, 0));
         EXPECT(c != b && (c + 2 * G <= b || c >= b + 2 * G));
@@ -335,10 +336,12 @@ static void test_pci(void)
         EXPECT(d == 0);
         EXPECT_ERR(cuDeviceGetByPCIBusId(&d, "not a bus id"), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuDeviceGetPCIBusId(id, sizeof(id), n_devices), CUDA_ERROR_INVALID_DEVICE);
+        /* a short buffer: whatever the answer, never an unterminated string */
         char tiny[6];
         memset(tiny, 'x', sizeof(tiny));
-        CK(cuDeviceGetPCIBusId(tiny, sizeof(tiny), 0));
-        EXPECT(memchr(tiny, 0, sizeof(tiny)) != NULL);
+        CUresult r = cuDeviceGetPCIBusId(tiny, sizeof(tiny), 0);
+        printf("pci bus id in 6 bytes: %d\n", (int)r);
+        EXPECT(r != CUDA_SUCCESS || memchr(tiny, 0, sizeof(tiny)) != NULL);
 }
 
 static void test_profiler(void)
