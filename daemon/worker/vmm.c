@@ -61,6 +61,15 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
         return 0;
 }
 
+/* The VMM calls need no context of the client's, but some drivers want
+ * one current: device 0's primary (the worker's own) when none is bound,
+ * as after a restore. The next call that names a context binds it. */
+static void any_ctx(struct lupw_session *s)
+{
+        if (!s->ctx.bound_id && s->ctx.primary[0])
+                s->be.fn.cuCtxSetCurrent(s->ctx.primary[0]);
+}
+
 /* ---- lookups */
 
 static struct lupw_vmm_alloc *find_alloc(const struct lupw_session *s, uint64_t id)
@@ -189,6 +198,7 @@ static CUresult prop_check(const struct lupw_session *s, const struct lup_ckpt_v
  * plus the POSIX fd type, or imported from its fd in a hot restore. */
 static CUresult make_real(struct lupw_session *s, struct lupw_vmm_alloc *a)
 {
+        any_ctx(s);
         CUmemAllocationProp prop;
         real_prop(&a->prop, &prop);
         prop.requestedHandleTypes |= CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
@@ -241,6 +251,7 @@ static void alloc_put(struct lupw_session *s, struct lupw_vmm_alloc *a)
 {
         if (a->refs > 0 || a->maps > 0)
                 return;
+        any_ctx(s);
         lupw_unmap_chunk(s, a->home, a->size);
         arena_va_release(&s->mem.arena, a->home, a->size);
         *a = s->vmm.allocs[--s->vmm.n_allocs];
@@ -275,6 +286,7 @@ CUresult lupw_lupMemGetProps(struct lupw_session *s, int *type, int *loctype, in
         CUmemAllocationProp p;
         if (!a)
                 return CUDA_ERROR_INVALID_VALUE;
+        any_ctx(s);
         /* the driver says what it made (compression is only a request) ... */
         CUresult r = s->be.fn.cuMemGetAllocationPropertiesFromHandle(&p, a->real);
         if (r != CUDA_SUCCESS)
@@ -305,6 +317,7 @@ CUresult lupw_lupMemGetGranularity(struct lupw_session *s, size_t *granularity, 
         if (loctype == CU_MEM_LOCATION_TYPE_DEVICE && (locid < 0 || locid >= s->n_devices))
                 return CUDA_ERROR_INVALID_DEVICE;
         real_prop(&lp, &p);
+        any_ctx(s);
         return s->be.fn.cuMemGetAllocationGranularity(granularity, &p, (CUmemAllocationGranularity_flags)option);
 }
 
@@ -312,12 +325,14 @@ CUresult lupw_lupMemGetGranularity(struct lupw_session *s, size_t *granularity, 
 
 static CUresult map_real(struct lupw_session *s, const struct lupw_vmm_map *m, const struct lupw_vmm_alloc *a)
 {
+        any_ctx(s);
         return s->be.fn.cuMemMap(m->addr, m->size, m->offset, a->real, 0);
 }
 
 /* Gives the driver the access m records (none: nothing to set). */
 static CUresult access_real(struct lupw_session *s, uint64_t addr, uint64_t size, uint32_t present, uint32_t prot)
 {
+        any_ctx(s);
         CUmemAccessDesc d[LUP_MAX_DEVICES];
         size_t n = 0;
         for (int dev = 0; dev < (int)LUP_MAX_DEVICES; dev++)
@@ -388,6 +403,7 @@ CUresult lupw_cuMemUnmap(struct lupw_session *s, unsigned long long ptr, size_t 
         long first = tiling(s, ptr, size, &n);
         if (first < 0)
                 return CUDA_ERROR_INVALID_VALUE; /* not whole mappings */
+        any_ctx(s);
         for (size_t k = 0; k < n && fail == CUDA_SUCCESS; k++) {
                 const struct lupw_vmm_map *m = &s->vmm.maps[first + (long)k];
                 fail = s->be.fn.cuMemUnmap(m->addr, m->size);
@@ -596,6 +612,7 @@ int lupw_vmm_restore(struct lupw_session *s, const struct lup_ckpt_vmm *v, char 
 void lupw_vmm_release(struct lupw_session *s)
 {
         if (s->be.dl) {
+                any_ctx(s);
                 for (size_t i = 0; i < s->vmm.n_maps; i++)
                         s->be.fn.cuMemUnmap(s->vmm.maps[i].addr, s->vmm.maps[i].size);
                 for (size_t i = 0; i < s->vmm.n_allocs; i++)
