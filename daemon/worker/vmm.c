@@ -433,7 +433,9 @@ CUresult lupw_lupMemSetAccess(struct lupw_session *s, unsigned long long ptr, si
         size_t n;
         if (present == 0)
                 return CUDA_ERROR_INVALID_VALUE;
-        for (int d = 0; d < 16; d++) {
+        if (present >> LUP_MAX_DEVICES)
+                return CUDA_ERROR_INVALID_DEVICE;
+        for (int d = 0; d < (int)LUP_MAX_DEVICES; d++) {
                 uint32_t p = (prot >> (2 * d)) & 3;
                 if (((present >> d) & 1) && d >= s->n_devices)
                         return CUDA_ERROR_INVALID_DEVICE;
@@ -448,7 +450,7 @@ CUresult lupw_lupMemSetAccess(struct lupw_session *s, unsigned long long ptr, si
                 return r;
         for (size_t k = 0; k < n; k++) {
                 struct lupw_vmm_map *m = &s->vmm.maps[first + (long)k];
-                for (int d = 0; d < 16; d++) {
+                for (int d = 0; d < (int)LUP_MAX_DEVICES; d++) {
                         if (!((present >> d) & 1))
                                 continue;
                         m->present |= 1u << d;
