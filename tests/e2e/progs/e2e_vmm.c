@@ -8,7 +8,9 @@
  * documented driver behaviour, so it runs unchanged on the real driver.
  *
  * usage: e2e_vmm DIR          (DIR holds kernels.ptx)
- *        e2e_vmm DIR hold     builds a session's VMM state, prints "ready",
+ *        e2e_vmm DIR hold     builds a session's VMM state (one allocation
+ *                             held only by its two mappings, one unmapped
+ *                             with data), prints "ready",
  *                             waits for a line on stdin (the daemon restarts
  *                             meanwhile) and checks everything came back
  */
@@ -370,6 +372,7 @@ static void hold_build(struct held *s)
         map_rw(s->va + 8 * G, 2 * G, 0, s->b);
         map_rw(s->va + 12 * G, 2 * G, 0, s->b); /* b twice */
         fill(s->va + 8 * G, 2 * G, 0xb0b0b0b0u);
+        CK(cuMemRelease(s->b)); /* now only its mappings hold it */
         /* c holds data while unmapped */
         CK(cuMemAddressReserve(&tmp, 2 * G, 0, 0, 0));
         map_rw(tmp, 2 * G, 0, s->c);
@@ -392,8 +395,7 @@ static void hold_check(const struct held *s)
         EXPECT(got == s->a);
         CK(cuMemRelease(got));
         CK(cuMemRetainAllocationHandle(&got, (void *)(uintptr_t)(s->va + 12 * G)));
-        EXPECT(got == s->b);
-        CK(cuMemRelease(got));
+        EXPECT(got == s->b); /* held by its mappings only, and still the same id */
         /* the unmapped one, mapped now: its bytes */
         map_rw(s->va + 20 * G, 2 * G, 0, s->c);
         EXPECT(holds(s->va + 20 * G, 2 * G, 0xc0c0c0c0u));
@@ -418,7 +420,7 @@ static void hold_check(const struct held *s)
         CK(cuMemUnmap(s->va + 24 * G, 4 * G));
         CK(cuMemRelease(n));
         CK(cuMemRelease(s->a));
-        CK(cuMemRelease(s->b));
+        CK(cuMemRelease(s->b)); /* the reference the retain gave */
         CK(cuMemRelease(s->c));
         CK(cuMemAddressFree(s->va, 32 * G));
 }
