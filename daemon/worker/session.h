@@ -129,6 +129,7 @@ struct lupw_vmm {
         size_t n_resv, cap_resv;
         struct lupw_vmm_alloc *allocs;
         size_t n_allocs, cap_allocs;
+        struct lup_u64map ids;     /* handle id -> index in allocs */
         struct lupw_vmm_map *maps; /* sorted by addr, never overlapping */
         size_t n_maps, cap_maps;
 };

@@ -74,10 +74,20 @@ static void any_ctx(struct lupw_session *s)
 
 static struct lupw_vmm_alloc *find_alloc(const struct lupw_session *s, uint64_t id)
 {
-        for (size_t i = 0; i < s->vmm.n_allocs; i++)
-                if (s->vmm.allocs[i].id == id)
-                        return &s->vmm.allocs[i];
-        return NULL;
+        uint64_t i;
+        if (!lup_u64map_get(&s->vmm.ids, id, &i) || i >= s->vmm.n_allocs)
+                return NULL;
+        return &s->vmm.allocs[i];
+}
+
+/* Records a new allocation (room in the array was made): 0 or -errno. */
+static int alloc_add(struct lupw_session *s, const struct lupw_vmm_alloc *a)
+{
+        s->vmm.ids.limit = LUP_CKPT_MAX_VMM_ALLOCS;
+        int rc = lup_u64map_put(&s->vmm.ids, a->id, s->vmm.n_allocs);
+        if (rc == 0)
+                s->vmm.allocs[s->vmm.n_allocs++] = *a;
+        return rc;
 }
 
 /* a handle the client may still name: one reference at least */
@@ -230,7 +240,7 @@ CUresult lupw_lupMemCreate(struct lupw_session *s, uint64_t id, size_t size, int
         /* the driver's granularity is the arena's (checked at reserve: arena.c) */
         if (size % GRAN || size > LUP_ARENA_SIZE)
                 return CUDA_ERROR_INVALID_VALUE;
-        if (id == 0 || find_alloc(s, id))
+        if (id == 0 || id == UINT64_MAX || find_alloc(s, id))
                 return CUDA_ERROR_INVALID_VALUE; /* a broken client: ids are minted once */
         if (s->vmm.n_allocs >= LUP_CKPT_MAX_VMM_ALLOCS ||
             grow((void **)&s->vmm.allocs, &s->vmm.cap_allocs, s->vmm.n_allocs + 1, sizeof(*s->vmm.allocs)) < 0)
@@ -238,12 +248,13 @@ CUresult lupw_lupMemCreate(struct lupw_session *s, uint64_t id, size_t size, int
         if (arena_va_reserve(&s->mem.arena, size, 0, 0, &a.home) < 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         r = make_real(s, &a);
-        if (r != CUDA_SUCCESS) {
-                arena_va_release(&s->mem.arena, a.home, size);
-                return r;
+        if (r == CUDA_SUCCESS && alloc_add(s, &a) < 0) {
+                lupw_unmap_chunk(s, a.home, a.size);
+                r = CUDA_ERROR_OUT_OF_MEMORY;
         }
-        s->vmm.allocs[s->vmm.n_allocs++] = a;
-        return CUDA_SUCCESS;
+        if (r != CUDA_SUCCESS)
+                arena_va_release(&s->mem.arena, a.home, size);
+        return r;
 }
 
 /* Frees an allocation that neither a handle nor a mapping holds. */
@@ -254,7 +265,12 @@ static void alloc_put(struct lupw_session *s, struct lupw_vmm_alloc *a)
         any_ctx(s);
         lupw_unmap_chunk(s, a->home, a->size);
         arena_va_release(&s->mem.arena, a->home, a->size);
-        *a = s->vmm.allocs[--s->vmm.n_allocs];
+        size_t at = (size_t)(a - s->vmm.allocs), last = --s->vmm.n_allocs;
+        lup_u64map_del(&s->vmm.ids, a->id, NULL);
+        if (at != last) {
+                *a = s->vmm.allocs[last];
+                lup_u64map_put(&s->vmm.ids, a->id, at); /* replaces: cannot fail */
+        }
 }
 
 CUresult lupw_cuMemRelease(struct lupw_session *s, unsigned long long handle)
@@ -548,7 +564,11 @@ static int restore_allocs(struct lupw_session *s, const struct lup_ckpt_vmm *v, 
                                  (int)r);
                         return -EIO;
                 }
-                s->vmm.allocs[s->vmm.n_allocs++] = a;
+                if (alloc_add(s, &a) < 0) {
+                        lupw_unmap_chunk(s, a.home, a.size);
+                        arena_va_release(&s->mem.arena, c->home, c->size);
+                        return -ENOMEM;
+                }
         }
         return 0;
 }
@@ -623,5 +643,6 @@ void lupw_vmm_release(struct lupw_session *s)
         free(s->vmm.resv);
         free(s->vmm.allocs);
         free(s->vmm.maps);
+        lup_u64map_free(&s->vmm.ids);
         memset(&s->vmm, 0, sizeof(s->vmm));
 }
