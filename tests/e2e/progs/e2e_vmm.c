@@ -25,6 +25,16 @@
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #include <cudaProfiler.h>
 
+/* A documented behaviour this program is less sure the driver shows: a
+ * difference is listed and counted, and the run goes on. */
+#define SOFT(cond)                                                                          \
+        do {                                                                                \
+                if (!(cond)) {                                                              \
+                        fprintf(stderr, "%s:%d: differs: %s\n", __FILE__, __LINE__, #cond); \
+                        e2e_failures++;                                                     \
+                }                                                                           \
+        } while (0)
+
 static CUmodule mod;
 static size_t G; /* the allocation granularity */
 static int n_devices, through_lupine;
@@ -165,6 +175,11 @@ static void test_basics(void)
         CK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + 2 * G));
         CK(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, va + 2 * G));
         EXPECT(mt == CU_MEMORYTYPE_DEVICE && ord == 0);
+        void *mbase = NULL;
+        size_t msize = 0;
+        EXPECT_ERR(cuPointerGetAttribute(&mbase, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, va + 2 * G + 5), CUDA_SUCCESS);
+        EXPECT_ERR(cuPointerGetAttribute(&msize, CU_POINTER_ATTRIBUTE_MAPPING_SIZE, va + 2 * G + 5), CUDA_SUCCESS);
+        SOFT((CUdeviceptr)(uintptr_t)mbase == va && msize == 4 * G);
 
         /* remap elsewhere: h2 where the second view of h1 was */
         CK(cuMemUnmap(va + 8 * G, 4 * G));
@@ -251,11 +266,7 @@ static void test_placement(void)
         CK(cuMemAddressFree(a, 4 * G));
         /* a hint that is free is used */
         CK(cuMemAddressReserve(&b, 2 * G, 0, a + 2 * G, 0));
-        if (b != a + 2 * G) {
-                fprintf(stderr, "the free hint 0x%llx gave 0x%llx\n", (unsigned long long)(a + 2 * G),
-                        (unsigned long long)b);
-                e2e_failures++;
-        }
+        SOFT(b == a + 2 * G);
         /* a hint that is taken gives another address */
         CK(cuMemAddressReserve(&c, 2 * G, 0, b, 0));
         EXPECT(c != b && (c + 2 * G <= b || c >= b + 2 * G));
