@@ -99,9 +99,12 @@ struct lupc_alloc_info {
         uint64_t size;
         uint64_t ctx;
         int device;
+        bool vmm; /* a cuMemMap mapping: ranges may run on into the next one */
 };
 int lupc_shadow_add(uint64_t base, uint64_t size, uint64_t ctx, int device);
 int lupc_shadow_remove(uint64_t base, struct lupc_alloc_info *ret);
+/* a cuMemMap mapping (api_vmm.c): no context owns it */
+int lupc_shadow_add_vmm(uint64_t base, uint64_t size, int device);
 bool lupc_shadow_find(uint64_t p, struct lupc_alloc_info *ret);
 /* forgets every allocation of a destroyed or reset context */
 void lupc_shadow_drop_ctx(uint64_t ctx);
