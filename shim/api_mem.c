@@ -217,6 +217,16 @@ EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute at
         case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
                 *(CUmemoryPool *)data = (CUmemoryPool)(uintptr_t)lupc_pool_of(a.base);
                 break;
+        case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: /* a cuMemMap mapping's (api_vmm.c) */
+                if (!a.vmm)
+                        return CUDA_ERROR_NOT_SUPPORTED;
+                *(void **)data = (void *)(uintptr_t)a.base;
+                break;
+        case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+                if (!a.vmm)
+                        return CUDA_ERROR_NOT_SUPPORTED;
+                *(size_t *)data = (size_t)a.size;
+                break;
         default:
                 return CUDA_ERROR_NOT_SUPPORTED;
         }

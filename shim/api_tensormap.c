@@ -14,7 +14,7 @@
 #include "client.h"
 #include "shim_gen.h"
 
-#define EXPORT __attribute__((visibility("default")))
+#define EXPORT   __attribute__((visibility("default")))
 #define MAX_RANK 5
 
 /* Copies the rank-sized arrays into full-size ones; refuses what cannot be
@@ -55,18 +55,17 @@ EXPORT CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorM
         memcpy(box, boxDim, tensorRank * sizeof(*box));
         memcpy(es, elementStrides, tensorRank * sizeof(*es));
         return lupc_send_lupTensorMapEncodeTiled(tensorMap, (int)tensorDataType, tensorRank,
-                                                 (CUdeviceptr)(uintptr_t)globalAddress, d, st, box, es,
-                                                 (int)interleave, (int)swizzle, (int)l2Promotion, (int)oobFill);
+                                                 (CUdeviceptr)(uintptr_t)globalAddress, d, st, box, es, (int)interleave,
+                                                 (int)swizzle, (int)l2Promotion, (int)oobFill);
 }
 
 EXPORT CUresult CUDAAPI cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
-                                                cuuint32_t tensorRank, void *globalAddress,
-                                                const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
-                                                const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner,
-                                                cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,
-                                                const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,
-                                                CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,
-                                                CUtensorMapFloatOOBfill oobFill)
+                                                cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim,
+                                                const cuuint64_t *globalStrides, const int *pixelBoxLowerCorner,
+                                                const int *pixelBoxUpperCorner, cuuint32_t channelsPerPixel,
+                                                cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides,
+                                                CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                                                CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
 {
         cuuint64_t d[MAX_RANK], st[MAX_RANK - 1];
         cuuint32_t es[MAX_RANK] = { 0 };
@@ -81,10 +80,9 @@ EXPORT CUresult CUDAAPI cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensor
         memcpy(es, elementStrides, tensorRank * sizeof(*es));
         memcpy(lower, pixelBoxLowerCorner, (tensorRank - 2) * sizeof(*lower));
         memcpy(upper, pixelBoxUpperCorner, (tensorRank - 2) * sizeof(*upper));
-        return lupc_send_lupTensorMapEncodeIm2col(tensorMap, (int)tensorDataType, tensorRank,
-                                                  (CUdeviceptr)(uintptr_t)globalAddress, d, st, lower, upper,
-                                                  channelsPerPixel, pixelsPerColumn, es, (int)interleave,
-                                                  (int)swizzle, (int)l2Promotion, (int)oobFill);
+        return lupc_send_lupTensorMapEncodeIm2col(
+                tensorMap, (int)tensorDataType, tensorRank, (CUdeviceptr)(uintptr_t)globalAddress, d, st, lower, upper,
+                channelsPerPixel, pixelsPerColumn, es, (int)interleave, (int)swizzle, (int)l2Promotion, (int)oobFill);
 }
 
 EXPORT CUresult CUDAAPI cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress)

@@ -358,17 +358,37 @@ static CUresult relay8_stream_id(CUcontext ctx, CUstream s, unsigned long long *
 
 /* ---- TOOLS_MODULE (6e163fbe...): the tools' view of modules and functions */
 
-/* 7: cuFFT calls it with (context, module, a pointer into its own data, an
- * out pointer) right after each cuModuleLoadData. On driver 580 the real
- * slot answered CUDA_ERROR_INVALID_VALUE for every module cuFFT loaded
- * (tests/gpu/trace_calls.sh cupy_fft), and cuFFT goes on without it; a
- * refused table, on the other hand, makes cuFFT fail with
- * CUFFT_INTERNAL_ERROR. lupine gives the driver's answer and writes
- * nothing. */
-static CUresult module_slot7(CUcontext ctx, CUmodule mod, const void *what, void *out)
+/* 7: the module's functions, in the driver's order: cb(user, function,
+ * name) for each, and their count as the result (not a CUresult). cuFFT
+ * calls it after each cuModuleLoadData and launches what it collects; it
+ * never asks cuModuleGetFunction. Measured on driver 580
+ * (tests/gpu/probes/tools_module_slot7.c): the callback's result is
+ * ignored, and a NULL callback just counts. The context is the caller's. */
+typedef void (*module_fn_cb)(void *user, CUfunction f, const char *name);
+
+static size_t module_functions(CUcontext ctx, CUmodule mod, module_fn_cb cb, void *user)
 {
-        ETRACE("TOOLS_MODULE slot 7 (ctx %p, module %p, %p, %p)", (void *)ctx, (void *)mod, what, out);
-        return CUDA_ERROR_INVALID_VALUE;
+        unsigned int n = 0;
+        size_t done = 0;
+
+        ETRACE("TOOLS_MODULE slot 7 (ctx %p, module %p)", (void *)ctx, (void *)mod);
+        if (ctx && cuCtxPushCurrent(ctx) != CUDA_SUCCESS)
+                return 0;
+        if (cuModuleGetFunctionCount(&n, mod) == CUDA_SUCCESS) {
+                for (; done < n; done++) {
+                        CUfunction f;
+                        const char *name;
+                        if (cb && lupc_module_function(mod, (unsigned)done, &f, &name) != CUDA_SUCCESS)
+                                break;
+                        if (cb)
+                                cb(user, f, name);
+                }
+        }
+        if (ctx) {
+                CUcontext popped;
+                cuCtxPopCurrent(&popped);
+        }
+        return done;
 }
 
 /* ---- filling the tables, once */
@@ -438,7 +458,7 @@ static void fill_tables(void)
 
         memcpy(module_tbl, module_stubs, sizeof(module_tbl));
         module_tbl[0] = (void *)(uintptr_t)sizeof(module_tbl);
-        module_tbl[7] = (void *)module_slot7;
+        module_tbl[7] = (void *)module_functions;
 }
 
 /* ---- the lookup */
@@ -465,7 +485,7 @@ static const struct export_table tables[] = {
         { ID(f8, cf, f9, 51, 21, 46, 8b, 4e, b9, e2, fb, 46, 9e, 7c, 0d, d9), "f8cff951 (unknown, CUDA 12.9+)", NULL },
         /* NVML's, not the runtime's */
         { ID(69, a2, 8e, 9f, 24, 49, 8b, 47, b0, 30, c5, da, 33, 0e, a4, e9), "69a28e9f (NVML)", NULL },
-        /* cuFFT: slot 7 after each module load (a refusal fails cuFFT) */
+        /* cuFFT: slot 7 lists a module's functions (a refusal fails cuFFT) */
         { ID(6e, 16, 3f, be, b9, 58, 44, 4d, 83, 5c, e1, 82, af, f1, 99, 1e), "TOOLS_MODULE", module_tbl },
         /* cuBLASLt on Hopper, slots of unknown meaning: stubs */
         { ID(17, 34, dc, 26, 80, 0d, 47, 45, 87, 26, c0, f1, e7, dd, 8b, ca), "1734dc26 (cuBLASLt)", hopper_tbl },

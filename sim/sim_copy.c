@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim_copy.h"
+#include "sim_graph.h"
 
 /* Adds the distance from the first of n steps of stride to the last
  * (nothing for n <= 1) to *span; false on overflow. */
@@ -71,6 +71,36 @@ static CUresult copy_check(struct sim_driver *drv, const struct sim_copy *c)
         return r != CUDA_SUCCESS ? r : check_end(drv, &c->src, c, SIM_NEED_READ);
 }
 
+CUresult sim_copy_check(struct sim_driver *drv, const struct sim_copy *c)
+{
+        return copy_check(drv, c);
+}
+
+static void desc_end(const struct sim_box_end *e, CUmemorytype *type, const void **host, CUdeviceptr *dev,
+                     size_t *pitch, size_t *height)
+{
+        *type = e->side == SIM_SIDE_HOST     ? CU_MEMORYTYPE_HOST
+                : e->side == SIM_SIDE_DEVICE ? CU_MEMORYTYPE_DEVICE
+                                             : CU_MEMORYTYPE_UNIFIED;
+        if (e->side == SIM_SIDE_HOST)
+                *host = (const void *)e->base;
+        else
+                *dev = (CUdeviceptr)e->base;
+        *pitch = e->pitch;
+        *height = e->pitch ? e->slice / e->pitch : 0;
+}
+
+void sim_copy_to_desc(const struct sim_copy *c, CUDA_MEMCPY3D *d)
+{
+        *d = (CUDA_MEMCPY3D){ .WidthInBytes = c->width, .Height = c->height, .Depth = c->depth };
+        desc_end(&c->src, &d->srcMemoryType, &d->srcHost, &d->srcDevice, &d->srcPitch, &d->srcHeight);
+        desc_end(&c->dst, &d->dstMemoryType, (const void **)&d->dstHost, &d->dstDevice, &d->dstPitch, &d->dstHeight);
+        if (c->height <= 1 && c->depth <= 1 && d->srcPitch == 0)
+                d->srcPitch = c->width;
+        if (c->height <= 1 && c->depth <= 1 && d->dstPitch == 0)
+                d->dstPitch = c->width;
+}
+
 /* memmove: under UVA either side may overlap the other. Lock held. */
 static void copy_run(const struct sim_copy *c)
 {
@@ -85,10 +115,17 @@ static CUresult copy_exec(struct sim_driver *drv, void *arg)
 {
         const struct sim_copy *c = arg;
 
+        if (c->width == 0 || c->height == 0 || c->depth == 0)
+                return CUDA_SUCCESS;
         if (copy_check(drv, c) != CUDA_SUCCESS)
                 return CUDA_ERROR_ILLEGAL_ADDRESS;
         copy_run(c);
         return CUDA_SUCCESS;
+}
+
+CUresult sim_copy_exec(struct sim_driver *drv, void *arg)
+{
+        return copy_exec(drv, arg);
 }
 
 /* The current context, after its legacy stream has drained (and, for a
@@ -106,6 +143,8 @@ static CUresult sync_begin(struct sim_driver **ret_drv, CUcontext *ret_ctx, bool
         sim_rdlock(drv);
         r = sim_ctx_current(drv, NULL, &h);
         sim_unlock(drv);
+        if (r == CUDA_SUCCESS)
+                r = sim_capture_unsafe_call(); /* it syncs the legacy stream */
         if (r != CUDA_SUCCESS)
                 return r;
         sim_ctx_wait_legacy(drv, h);
@@ -125,10 +164,11 @@ static CUresult sync_begin(struct sim_driver **ret_drv, CUcontext *ret_ctx, bool
  * success (arg is taken either way). Empty work only checks. */
 static CUresult async_submit(CUstream stream, void *arg, bool empty,
                              CUresult (*check)(struct sim_driver *, const void *),
-                             CUresult (*exec)(struct sim_driver *, void *))
+                             CUresult (*exec)(struct sim_driver *, void *), struct sim_nparams *np)
 {
         struct sim_driver *drv = sim_driver_get();
         struct sim_queue *q = NULL;
+        CUcontext ctx;
         CUresult r;
 
         if (!drv) {
@@ -138,9 +178,18 @@ static CUresult async_submit(CUstream stream, void *arg, bool empty,
         sim_rdlock(drv);
         r = sim_ctx_current(drv, NULL, NULL);
         if (r == CUDA_SUCCESS)
-                r = sim_stream_enter(drv, stream, NULL, empty ? NULL : &q);
+                r = sim_stream_enter(drv, stream, &ctx, &q);
         if (r == CUDA_SUCCESS && !empty)
                 r = check(drv, arg);
+        if (r == CUDA_SUCCESS) {
+                /* While the stream captures, the work becomes a node. */
+                np->ctx = ctx;
+                r = sim_capture_work(drv, q, np);
+                if (r != SIM_CAPTURE_RUN)
+                        empty = true;
+                else
+                        r = CUDA_SUCCESS;
+        }
         sim_unlock(drv);
         if (r != CUDA_SUCCESS || empty) {
                 sim_queue_put(drv, q);
@@ -168,10 +217,11 @@ static bool end_pageable(struct sim_driver *drv, const struct sim_box_end *e)
  * documents: it waits for the stream, then copies before returning (a
  * DtoH must be complete on return; an HtoD must have taken the bytes).
  * Only copies between device and pinned memory are queued. */
-static CUresult async_copy(const struct sim_copy *c, CUstream stream)
+static CUresult async_copy(const struct sim_copy *c, CUstream stream, bool empty)
 {
         struct sim_driver *drv = sim_driver_get();
         struct sim_queue *q = NULL;
+        struct sim_nparams np = { .type = CU_GRAPH_NODE_TYPE_MEMCPY, .u.memcpy.box = *c };
         struct sim_copy *arg;
         bool pageable;
         CUresult r;
@@ -181,12 +231,21 @@ static CUresult async_copy(const struct sim_copy *c, CUstream stream)
         sim_rdlock(drv);
         r = sim_ctx_current(drv, NULL, NULL);
         if (r == CUDA_SUCCESS)
-                r = sim_stream_enter(drv, stream, NULL, &q);
-        if (r == CUDA_SUCCESS)
+                r = sim_stream_enter(drv, stream, &np.ctx, &q);
+        if (r == CUDA_SUCCESS && !empty)
                 r = copy_check(drv, c);
-        pageable = r == CUDA_SUCCESS && (end_pageable(drv, &c->dst) || end_pageable(drv, &c->src));
+        if (r == CUDA_SUCCESS) {
+                /* While the stream captures, the copy becomes a node. */
+                sim_copy_to_desc(c, &np.u.memcpy.desc);
+                r = sim_capture_work(drv, q, &np);
+                if (r != SIM_CAPTURE_RUN)
+                        empty = true;
+                else
+                        r = CUDA_SUCCESS;
+        }
+        pageable = r == CUDA_SUCCESS && !empty && (end_pageable(drv, &c->dst) || end_pageable(drv, &c->src));
         sim_unlock(drv);
-        if (r != CUDA_SUCCESS) {
+        if (r != CUDA_SUCCESS || empty) {
                 sim_queue_put(drv, q);
                 return r;
         }
@@ -217,10 +276,8 @@ CUresult sim_copy_submit(const struct sim_copy *c, bool async, CUstream stream)
         struct sim_driver *drv;
         CUresult r;
 
-        if (async && empty)
-                return async_submit(stream, NULL, true, NULL, NULL);
         if (async)
-                return async_copy(c, stream);
+                return async_copy(c, stream, empty);
         r = sync_begin(&drv, NULL, true);
         if (r != CUDA_SUCCESS)
                 return r;
@@ -379,11 +436,21 @@ static CUresult memset_n(CUdeviceptr dst, uint32_t value, size_t width, size_t n
                         return CUDA_ERROR_NOT_INITIALIZED;
                 if (dst % width != 0 || n > SIZE_MAX / width)
                         return CUDA_ERROR_INVALID_VALUE;
+                struct sim_nparams np = {
+                        .type = CU_GRAPH_NODE_TYPE_MEMSET,
+                        .u.memset = { .dst = dst,
+                                      .value = value,
+                                      .elementSize = (unsigned)width,
+                                      .width = n,
+                                      .height = 1,
+                                      .pitch = n * width },
+                };
+
                 arg = malloc(sizeof(*arg));
                 if (!arg)
                         return CUDA_ERROR_OUT_OF_MEMORY;
                 *arg = m;
-                return async_submit(stream, arg, n == 0, memset_check, memset_exec);
+                return async_submit(stream, arg, n == 0, memset_check, memset_exec, &np);
         }
         r = sync_begin(&drv, NULL, false);
         if (r != CUDA_SUCCESS)

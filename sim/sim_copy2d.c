@@ -9,7 +9,7 @@
  * Y offset plus Height when there is more than one slice; LOD and the
  * reserved pointers must be zero.
  */
-#include "sim_copy.h"
+#include "sim_graph.h"
 
 struct end_desc {
         CUmemorytype type;
@@ -89,14 +89,12 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, bool async, CUstream stream)
         return sim_copy_submit(&c, async, stream);
 }
 
-static CUresult copy3d(const CUDA_MEMCPY3D *p, bool async, CUstream stream)
+CUresult sim_copy3d_box(const CUDA_MEMCPY3D *p, struct sim_copy *ret)
 {
         struct sim_copy c;
         struct end_desc s, d;
         CUresult r;
 
-        if (!sim_driver_get())
-                return CUDA_ERROR_NOT_INITIALIZED;
         if (!p || p->reserved0 || p->reserved1 || p->srcLOD || p->dstLOD)
                 return CUDA_ERROR_INVALID_VALUE;
         c = (struct sim_copy){ .width = p->WidthInBytes, .height = p->Height, .depth = p->Depth };
@@ -108,6 +106,20 @@ static CUresult copy3d(const CUDA_MEMCPY3D *p, bool async, CUstream stream)
                                .pitch = p->dstPitch, .height = p->dstHeight };
         if ((r = make_end(&s, c.width, c.height, c.depth, &c.src)) != CUDA_SUCCESS ||
             (r = make_end(&d, c.width, c.height, c.depth, &c.dst)) != CUDA_SUCCESS)
+                return r;
+        *ret = c;
+        return CUDA_SUCCESS;
+}
+
+static CUresult copy3d(const CUDA_MEMCPY3D *p, bool async, CUstream stream)
+{
+        struct sim_copy c;
+        CUresult r;
+
+        if (!sim_driver_get())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        r = sim_copy3d_box(p, &c);
+        if (r != CUDA_SUCCESS)
                 return r;
         return sim_copy_submit(&c, async, stream);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "sim_internal.h"
+#include "sim_graph.h"
 
 /* What cuCtxGetApiVersion reports for contexts of the v2 API. */
 #define SIM_CTX_API_VERSION 3020
@@ -348,6 +349,8 @@ SIM_API CUresult cuCtxSynchronize(void)
         sim_rdlock(drv);
         r = sim_ctx_current(drv, NULL, NULL);
         sim_unlock(drv);
+        if (r == CUDA_SUCCESS)
+                r = sim_capture_unsafe_call();
         if (r != CUDA_SUCCESS)
                 return r;
         sim_ctx_wait_all(drv, h);

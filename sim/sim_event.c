@@ -9,7 +9,7 @@
  */
 #include <stdlib.h>
 
-#include "sim_internal.h"
+#include "sim_graph.h"
 
 #define EVENT_FLAGS (CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS)
 
@@ -42,6 +42,20 @@ static void event_put(struct sim_driver *drv, struct sim_event *e)
         pthread_mutex_lock(&drv->q_mu);
         sim_event_put_locked(e);
         pthread_mutex_unlock(&drv->q_mu);
+}
+
+struct sim_event *sim_event_get_ref(struct sim_driver *drv, CUevent h)
+{
+        struct sim_event *e = event_lookup(drv, h);
+
+        if (e)
+                event_get(drv, e);
+        return e;
+}
+
+bool sim_event_valid(struct sim_driver *drv, CUevent h)
+{
+        return event_lookup(drv, h) != NULL;
 }
 
 void sim_event_destroy_ctx_events(struct sim_driver *drv, CUcontext ctx)
@@ -110,8 +124,10 @@ SIM_API CUresult cuEventDestroy_v2(CUevent hEvent)
         return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-/* Submits an op naming event h (a record, or a wait) to stream s. */
-static CUresult event_op(CUevent h, CUstream s, bool record)
+/* Submits an op naming event h (a record, or a wait) to stream s; while
+ * s captures, or for a wait on an event recorded in a capture, the capture
+ * takes it instead (flags: CU_EVENT_RECORD_EXTERNAL/WAIT_EXTERNAL). */
+static CUresult event_op(CUevent h, CUstream s, bool record, unsigned flags)
 {
         struct sim_driver *drv = sim_driver_get();
         struct sim_queue *q = NULL;
@@ -131,11 +147,15 @@ static CUresult event_op(CUevent h, CUstream s, bool record)
         /* A record must be in the event's context; a wait may cross. */
         if (r == CUDA_SUCCESS && record && e->ctx != ctx)
                 r = CUDA_ERROR_INVALID_HANDLE;
+        if (r == CUDA_SUCCESS) {
+                r = record ? sim_capture_record(drv, q, h, flags) : sim_capture_wait(drv, q, h, flags);
+                r = r == SIM_CAPTURE_RUN ? CUDA_SUCCESS : r == CUDA_SUCCESS ? SIM_CAPTURE_RUN : r;
+        }
         if (r != CUDA_SUCCESS) {
                 sim_unlock(drv);
                 sim_queue_put(drv, q);
                 sim_op_free(op);
-                return r;
+                return r == SIM_CAPTURE_RUN ? CUDA_SUCCESS : r;
         }
         event_get(drv, e);
         if (record)
@@ -151,7 +171,7 @@ SIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsign
         /* CU_EVENT_RECORD_EXTERNAL matters only while capturing. */
         if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
                 return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-        return event_op(hEvent, hStream, true);
+        return event_op(hEvent, hStream, true, flags);
 }
 
 SIM_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
@@ -163,7 +183,7 @@ SIM_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned in
 {
         if (Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
                 return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-        return event_op(hEvent, hStream, false);
+        return event_op(hEvent, hStream, false, Flags);
 }
 
 /* Looks e up with a reference; the caller drops it with event_put. */
@@ -181,6 +201,10 @@ static CUresult event_enter(CUevent h, struct sim_driver **ret_drv, struct sim_e
         sim_unlock(drv);
         if (!e)
                 return CUDA_ERROR_INVALID_HANDLE;
+        if (sim_capture_event_captured(h)) {
+                event_put(drv, e);
+                return CUDA_ERROR_CAPTURED_EVENT;
+        }
         *ret_drv = drv;
         *ret = e;
         return CUDA_SUCCESS;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim_graph.h"
 #include "sim_module.h"
 
 #define MAX_GRID_X      2147483647u
@@ -29,15 +30,21 @@
 #define MAX_CLUSTER_PORTABLE 8
 #define MAX_CLUSTER_NONPORTABLE 16
 
-struct launch_op {
+/* A checked launch with its parameter bytes: what a stream op runs, and
+ * what a kernel node keeps. */
+struct sim_launch {
         const struct sim_twin *twin;
+        struct sim_func *func;
+        struct sim_launch_cfg cfg;
+        uint32_t nparams;
+        uint32_t offsets[SIM_TWIN_MAX_PARAMS];
         struct sim_twin_args args;
         uint8_t params[];
 };
 
 static CUresult launch_exec(struct sim_driver *drv, void *arg)
 {
-        struct launch_op *l = arg;
+        struct sim_launch *l = arg;
 
         l->args.drv = drv;
         l->args.params = l->params;
@@ -45,16 +52,13 @@ static CUresult launch_exec(struct sim_driver *drv, void *arg)
 }
 
 struct launch_config {
-        unsigned grid[3], block[3];
-        unsigned shared_bytes;
+        struct sim_launch_cfg c;
         CUstream stream;
-        bool cooperative;
-        unsigned cluster[3];    /* 0: none */
 };
 
 static int blocks_per_sm(const struct sim_func *f, int block_size, size_t dyn_smem);
 
-static CUresult check_config(const struct sim_func *f, const struct launch_config *c)
+static CUresult check_config(const struct sim_func *f, const struct sim_launch_cfg *c)
 {
         unsigned long long threads = (unsigned long long)c->block[0] * c->block[1] * c->block[2];
 
@@ -146,12 +150,102 @@ static CUresult gather_params(const struct sim_func *f, void **kernelParams, voi
         return CUDA_SUCCESS;
 }
 
+CUresult sim_launch_build(struct sim_driver *drv, CUfunction hfunc, CUcontext h, const struct sim_launch_cfg *cfg,
+                          void **kernelParams, void **extra, struct sim_launch **ret)
+{
+        struct sim_launch *l;
+        struct sim_func *f;
+        CUresult r;
+
+        f = sim_func_lookup(drv, hfunc);
+        /* A module's functions run in its context; a library's anywhere. */
+        if (!f || (f->mod->ctx && f->mod->ctx != h))
+                return CUDA_ERROR_INVALID_HANDLE;
+        r = check_config(f, cfg);
+        if (r != CUDA_SUCCESS)
+                return r;
+        l = calloc(1, sizeof(*l) + f->entry->param_bytes);
+        if (!l)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        r = gather_params(f, kernelParams, extra, l->params);
+        if (r == CUDA_SUCCESS && !f->twin)
+                r = CUDA_ERROR_NOT_SUPPORTED;   /* the sim cannot run this kernel */
+        if (r != CUDA_SUCCESS) {
+                free(l);
+                return r;
+        }
+        l->twin = f->twin;
+        l->func = f;
+        l->cfg = *cfg;
+        memcpy(l->args.grid, cfg->grid, sizeof(cfg->grid));
+        memcpy(l->args.block, cfg->block, sizeof(cfg->block));
+        l->args.shared_bytes = cfg->shared_bytes;
+        l->args.param_bytes = f->entry->param_bytes;
+        l->nparams = f->entry->nparams;
+        for (uint32_t i = 0; i < f->entry->nparams && i < SIM_TWIN_MAX_PARAMS; i++)
+                l->args.offsets[i] = l->offsets[i] = f->entry->params[i].offset;
+        if (f->twin->global) {
+                struct sim_range *g = sim_module_global(f->mod, f->twin->global);
+
+                l->args.global = g ? (CUdeviceptr)g->start : 0;
+                l->args.global_size = g ? g->size : 0;
+        }
+        *ret = l;
+        return CUDA_SUCCESS;
+}
+
+struct sim_launch *sim_launch_dup(const struct sim_launch *l)
+{
+        size_t size = sizeof(*l) + l->args.param_bytes;
+        struct sim_launch *d = malloc(size);
+
+        if (d)
+                memcpy(d, l, size);
+        return d;
+}
+
+size_t sim_launch_nparams(const struct sim_launch *l)
+{
+        return l->nparams;
+}
+
+size_t sim_launch_param_ptrs(struct sim_launch *l, void **kp, size_t max)
+{
+        size_t n = l->nparams < max ? l->nparams : max;
+
+        for (size_t i = 0; i < n; i++)
+                kp[i] = l->params + l->offsets[i];
+        return n;
+}
+
+void sim_launch_get_cfg(const struct sim_launch *l, struct sim_launch_cfg *ret)
+{
+        *ret = l->cfg;
+}
+
+struct sim_op *sim_launch_op(struct sim_launch *l, CUcontext ctx)
+{
+        bool lock = l->twin->touches_memory;
+
+        l->args.ctx = ctx;
+        return sim_op_new(launch_exec, l, lock);
+}
+
+CUresult sim_launch_submit(struct sim_driver *drv, struct sim_queue *q, struct sim_launch *l, CUcontext ctx)
+{
+        bool lock = l->twin->touches_memory;
+
+        l->args.ctx = ctx;
+        sim_printf_flush(drv, ctx);
+        return sim_queue_submit_exec(drv, q, launch_exec, l, lock);
+}
+
 static CUresult launch(CUfunction hfunc, const struct launch_config *cfg, void **kernelParams, void **extra)
 {
         struct sim_driver *drv = sim_driver_get();
         struct sim_queue *q = NULL;
-        struct launch_op *l = NULL;
-        struct sim_func *f;
+        struct sim_launch *l = NULL;
+        struct sim_nparams np;
         CUcontext h, run_ctx = NULL;
         CUresult r;
 
@@ -159,52 +253,32 @@ static CUresult launch(CUfunction hfunc, const struct launch_config *cfg, void *
                 return CUDA_ERROR_NOT_INITIALIZED;
         sim_rdlock(drv);
         r = sim_ctx_current(drv, NULL, &h);
+        if (r == CUDA_SUCCESS)
+                r = sim_launch_build(drv, hfunc, h, &cfg->c, kernelParams, extra, &l);
+        if (r == CUDA_SUCCESS)
+                r = sim_stream_enter(drv, cfg->stream, &run_ctx, &q);
         if (r != CUDA_SUCCESS)
                 goto out_unlock;
-        f = sim_func_lookup(drv, hfunc);
-        /* A module's functions run in its context; a library's anywhere. */
-        if (!f || (f->mod->ctx && f->mod->ctx != h)) {
-                r = CUDA_ERROR_INVALID_HANDLE;
-                goto out_unlock;
+        /* While the stream captures, the launch becomes a kernel node. */
+        np = (struct sim_nparams){ .type = CU_GRAPH_NODE_TYPE_KERNEL,
+                                   .ctx = run_ctx,
+                                   .u.kernel = { .l = l, .func = hfunc } };
+        r = sim_capture_work(drv, q, &np);
+        if (r != SIM_CAPTURE_RUN) {
+                l = NULL;
+                sim_unlock(drv);
+                sim_queue_put(drv, q);
+                return r;
         }
-        r = check_config(f, cfg);
-        if (r != CUDA_SUCCESS)
-                goto out_unlock;
-        l = calloc(1, sizeof(*l) + f->entry->param_bytes);
-        if (!l) {
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-                goto out_unlock;
-        }
-        r = gather_params(f, kernelParams, extra, l->params);
-        if (r != CUDA_SUCCESS)
-                goto out_unlock;
-        if (!f->twin) {
-                r = CUDA_ERROR_NOT_SUPPORTED;   /* the sim cannot run this kernel */
-                goto out_unlock;
-        }
-        l->twin = f->twin;
-        memcpy(l->args.grid, cfg->grid, sizeof(cfg->grid));
-        memcpy(l->args.block, cfg->block, sizeof(cfg->block));
-        l->args.shared_bytes = cfg->shared_bytes;
-        l->args.param_bytes = f->entry->param_bytes;
-        for (uint32_t i = 0; i < f->entry->nparams && i < SIM_TWIN_MAX_PARAMS; i++)
-                l->args.offsets[i] = f->entry->params[i].offset;
-        if (f->twin->global) {
-                struct sim_range *g = sim_module_global(f->mod, f->twin->global);
-
-                l->args.global = g ? (CUdeviceptr)g->start : 0;
-                l->args.global_size = g ? g->size : 0;
-        }
-        r = sim_stream_enter(drv, cfg->stream, &run_ctx, &q);
-        l->args.ctx = run_ctx;
+        r = CUDA_SUCCESS;
 out_unlock:
         sim_unlock(drv);
         if (r != CUDA_SUCCESS) {
                 free(l);
+                sim_queue_put(drv, q);
                 return r;
         }
-        sim_printf_flush(drv, run_ctx);
-        return sim_queue_submit_exec(drv, q, launch_exec, l, l->twin->touches_memory);
+        return sim_launch_submit(drv, q, l, run_ctx);
 }
 
 SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -213,9 +287,9 @@ SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
                                 void **kernelParams, void **extra)
 {
         struct launch_config c = {
-                .grid = { gridDimX, gridDimY, gridDimZ },
-                .block = { blockDimX, blockDimY, blockDimZ },
-                .shared_bytes = sharedMemBytes,
+                .c.grid = { gridDimX, gridDimY, gridDimZ },
+                .c.block = { blockDimX, blockDimY, blockDimZ },
+                .c.shared_bytes = sharedMemBytes,
                 .stream = hStream,
         };
 
@@ -229,11 +303,11 @@ SIM_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, 
                                            void **kernelParams)
 {
         struct launch_config c = {
-                .grid = { gridDimX, gridDimY, gridDimZ },
-                .block = { blockDimX, blockDimY, blockDimZ },
-                .shared_bytes = sharedMemBytes,
+                .c.grid = { gridDimX, gridDimY, gridDimZ },
+                .c.block = { blockDimX, blockDimY, blockDimZ },
+                .c.shared_bytes = sharedMemBytes,
+                .c.cooperative = true,
                 .stream = hStream,
-                .cooperative = true,
         };
 
         return launch(f, &c, kernelParams, NULL);
@@ -248,9 +322,9 @@ SIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, vo
         if (!config || (config->numAttrs && !config->attrs) || config->numAttrs > MAX_LAUNCH_ATTRS)
                 return CUDA_ERROR_INVALID_VALUE;
         c = (struct launch_config){
-                .grid = { config->gridDimX, config->gridDimY, config->gridDimZ },
-                .block = { config->blockDimX, config->blockDimY, config->blockDimZ },
-                .shared_bytes = config->sharedMemBytes,
+                .c.grid = { config->gridDimX, config->gridDimY, config->gridDimZ },
+                .c.block = { config->blockDimX, config->blockDimY, config->blockDimZ },
+                .c.shared_bytes = config->sharedMemBytes,
                 .stream = config->hStream,
         };
         for (unsigned i = 0; i < config->numAttrs; i++) {
@@ -258,13 +332,13 @@ SIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, vo
 
                 switch (a->id) {
                 case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-                        c.cooperative = a->value.cooperative != 0;
+                        c.c.cooperative = a->value.cooperative != 0;
                         break;
                 case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
-                        c.cluster[0] = a->value.clusterDim.x;
-                        c.cluster[1] = a->value.clusterDim.y;
-                        c.cluster[2] = a->value.clusterDim.z;
-                        if (!c.cluster[0] || !c.cluster[1] || !c.cluster[2])
+                        c.c.cluster[0] = a->value.clusterDim.x;
+                        c.c.cluster[1] = a->value.clusterDim.y;
+                        c.c.cluster[2] = a->value.clusterDim.z;
+                        if (!c.c.cluster[0] || !c.c.cluster[1] || !c.c.cluster[2])
                                 return CUDA_ERROR_INVALID_CLUSTER_SIZE;
                         break;
                 case CU_LAUNCH_ATTRIBUTE_PRIORITY:

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "sim_internal.h"
+#include "sim_graph.h"
 
 static size_t page_size(void)
 {
@@ -54,13 +55,26 @@ CUresult sim_check_device_range(struct sim_driver *drv, CUdeviceptr ptr, size_t 
 {
         struct sim_range *r = sim_range_find(drv, ptr);
 
-        if (!r || size > r->size - ((uintptr_t)ptr - r->start))
-                return CUDA_ERROR_INVALID_VALUE;
-        if ((need & SIM_NEED_READ) && !(r->access & CU_MEM_ACCESS_FLAGS_PROT_READ))
-                return CUDA_ERROR_INVALID_VALUE;
-        if ((need & SIM_NEED_WRITE) && r->access != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-                return CUDA_ERROR_INVALID_VALUE;
-        return CUDA_SUCCESS;
+        for (;;) {
+                if (!r)
+                        return CUDA_ERROR_INVALID_VALUE;
+                if ((need & SIM_NEED_READ) && !(r->access & CU_MEM_ACCESS_FLAGS_PROT_READ))
+                        return CUDA_ERROR_INVALID_VALUE;
+                if ((need & SIM_NEED_WRITE) && r->access != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+                        return CUDA_ERROR_INVALID_VALUE;
+                uintptr_t left = r->size - ((uintptr_t)ptr - r->start);
+                if (size <= left)
+                        return CUDA_SUCCESS;
+                /* VMM mappings one after the other are one range to the
+                 * device (PyTorch's expandable segments grow that way) */
+                if (r->kind != SIM_RANGE_MAPPING)
+                        return CUDA_ERROR_INVALID_VALUE;
+                ptr += left;
+                size -= left;
+                r = sim_range_find(drv, ptr);
+                if (r && r->kind != SIM_RANGE_MAPPING)
+                        return CUDA_ERROR_INVALID_VALUE;
+        }
 }
 
 CUresult sim_check_host_range(struct sim_driver *drv, const void *p, size_t size,
@@ -186,6 +200,10 @@ CUresult sim_mem_alloc_current(struct sim_driver *drv, enum sim_range_kind kind,
         CUcontext h;
         CUresult res;
 
+        /* Not stream-ordered: a capture's mode may forbid it. */
+        res = sim_capture_unsafe_call();
+        if (res != CUDA_SUCCESS)
+                return res;
         sim_wrlock(drv);
         res = sim_ctx_current(drv, &c, &h);
         if (res == CUDA_SUCCESS)
@@ -204,6 +222,9 @@ CUresult sim_mem_free_current(struct sim_driver *drv, CUdeviceptr addr, enum sim
         struct sim_range *r;
         CUresult res;
 
+        res = sim_capture_unsafe_call();
+        if (res != CUDA_SUCCESS)
+                return res;
         sim_wrlock(drv);
         res = sim_ctx_current(drv, NULL, NULL);
         if (res == CUDA_SUCCESS) {

@@ -8,7 +8,7 @@
  */
 #include <stdlib.h>
 
-#include "sim_internal.h"
+#include "sim_graph.h"
 
 static bool special_stream(CUstream h)
 {
@@ -154,6 +154,20 @@ static CUresult stream_get(CUstream h, struct sim_driver **ret_drv, struct sim_q
         return r;
 }
 
+/* A synchronisation with q: illegal while q captures (or, for the legacy
+ * stream, while a blocking stream of its context does, or while the
+ * capture modes forbid unsafe calls). SIM_CAPTURE_RUN when allowed. */
+static CUresult sync_allowed(struct sim_driver *drv, struct sim_queue *q)
+{
+        CUresult r;
+
+        if (!sim_capture_any())
+                return SIM_CAPTURE_RUN;
+        if (q->legacy && (r = sim_capture_unsafe_call()) != CUDA_SUCCESS)
+                return r;
+        return sim_capture_forbid(drv, q);
+}
+
 SIM_API CUresult cuStreamSynchronize(CUstream hStream)
 {
         struct sim_driver *drv;
@@ -163,6 +177,11 @@ SIM_API CUresult cuStreamSynchronize(CUstream hStream)
 
         if (r != CUDA_SUCCESS)
                 return r;
+        r = sync_allowed(drv, q);
+        if (r != SIM_CAPTURE_RUN) {
+                sim_queue_put(drv, q);
+                return r;
+        }
         sim_queue_wait_idle(drv, q);
         sim_queue_put(drv, q);
         sim_printf_flush(drv, ctx);
@@ -179,20 +198,39 @@ SIM_API CUresult cuStreamQuery(CUstream hStream)
 
         if (r != CUDA_SUCCESS)
                 return r;
+        r = sync_allowed(drv, q);
+        if (r != SIM_CAPTURE_RUN) {
+                sim_queue_put(drv, q);
+                return r;
+        }
         busy = sim_queue_busy(drv, q);
         sim_queue_put(drv, q);
         r = ctx_status(drv, ctx);
         return r == CUDA_SUCCESS && busy ? CUDA_ERROR_NOT_READY : r;
 }
 
-/* Submits a prepared op (events and callbacks) to stream h. */
+/* Submits a prepared op (host functions and callbacks) to stream h; while
+ * h captures, a host function becomes a host node and a callback is
+ * refused. */
 static CUresult submit(CUstream h, struct sim_op *op)
 {
-        struct sim_driver *drv;
-        struct sim_queue *q;
-        CUresult r = stream_get(h, &drv, &q, NULL);
+        struct sim_driver *drv = sim_driver_get();
+        struct sim_nparams np = { .type = CU_GRAPH_NODE_TYPE_HOST,
+                                  .u.host = { .fn = op->host_fn, .userData = op->user_data } };
+        struct sim_queue *q = NULL;
+        CUresult r;
 
-        if (r != CUDA_SUCCESS) {
+        if (!drv) {
+                sim_op_free(op);
+                return CUDA_ERROR_NOT_INITIALIZED;
+        }
+        sim_rdlock(drv);
+        r = sim_stream_enter(drv, h, &np.ctx, &q);
+        if (r == CUDA_SUCCESS)
+                r = op->host_fn ? sim_capture_work(drv, q, &np) : sim_capture_forbid(drv, q);
+        sim_unlock(drv);
+        if (r != SIM_CAPTURE_RUN) {
+                sim_queue_put(drv, q);
                 sim_op_free(op);
                 return r;
         }
@@ -342,49 +380,6 @@ SIM_API CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
                 *device = c->dev;
         sim_unlock(drv);
         return c ? CUDA_SUCCESS : CUDA_ERROR_CONTEXT_IS_DESTROYED;
-}
-
-/* The sim never captures: every stream answers "not capturing". */
-SIM_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-        struct sim_queue p;
-        CUresult r;
-
-        if (!captureStatus)
-                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-        r = stream_props(hStream, &p);
-        if (r == CUDA_SUCCESS)
-                *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
-        return r;
-}
-
-SIM_API CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-                                           cuuint64_t *id_out, CUgraph *graph_out,
-                                           const CUgraphNode **dependencies_out,
-                                           const CUgraphEdgeData **edgeData_out,
-                                           size_t *numDependencies_out)
-{
-        struct sim_queue p;
-        CUresult r;
-
-        if (!captureStatus_out)
-                return sim_driver_get() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-        r = stream_props(hStream, &p);
-        if (r != CUDA_SUCCESS)
-                return r;
-        *captureStatus_out = CU_STREAM_CAPTURE_STATUS_NONE;
-        /* The rest are defined only while capturing; leave them empty. */
-        if (id_out)
-                *id_out = 0;
-        if (graph_out)
-                *graph_out = NULL;
-        if (dependencies_out)
-                *dependencies_out = NULL;
-        if (edgeData_out)
-                *edgeData_out = NULL;
-        if (numDependencies_out)
-                *numDependencies_out = 0;
-        return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)

@@ -23,15 +23,17 @@ _Static_assert(sizeof(struct sim_tmap) <= sizeof(CUtensorMap), "a sim tensor map
 
 static CUresult check_common(CUtensorMap *map, CUtensorMapDataType dtype, cuuint32_t rank, void *addr,
                              const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *es,
-                             CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
-                             CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
+                             CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+                             CUtensorMapFloatOOBfill oob)
 {
         if (!sim_driver_get())
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!map || !dims || !es || rank == 0 || rank > MAX_RANK || (rank > 1 && !strides))
                 return CUDA_ERROR_INVALID_VALUE;
-        if ((unsigned)dtype > CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B || (unsigned)interleave > CU_TENSOR_MAP_INTERLEAVE_32B ||
-            (unsigned)swizzle > CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B || (unsigned)l2 > CU_TENSOR_MAP_L2_PROMOTION_L2_256B ||
+        if ((unsigned)dtype > CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B ||
+            (unsigned)interleave > CU_TENSOR_MAP_INTERLEAVE_32B ||
+            (unsigned)swizzle > CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B ||
+            (unsigned)l2 > CU_TENSOR_MAP_L2_PROMOTION_L2_256B ||
             (unsigned)oob > CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA)
                 return CUDA_ERROR_INVALID_VALUE;
         /* the address 16-byte aligned (32 with 32-byte interleave) */
@@ -92,8 +94,8 @@ SIM_API CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataT
         for (cuuint32_t i = 0; i < tensorRank; i++)
                 if (boxDim[i] == 0 || boxDim[i] > 256)
                         return CUDA_ERROR_INVALID_VALUE;
-        struct sim_tmap t = fill(1, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,
-                                 elementStrides, interleave, swizzle, l2Promotion, oobFill);
+        struct sim_tmap t = fill(1, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, elementStrides,
+                                 interleave, swizzle, l2Promotion, oobFill);
         for (cuuint32_t i = 0; i < tensorRank; i++)
                 t.box[i] = boxDim[i];
         pack(tensorMap, &t);
@@ -115,8 +117,8 @@ SIM_API CUresult cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapData
         if (tensorRank < 3 || !pixelBoxLowerCorner || !pixelBoxUpperCorner || channelsPerPixel == 0 ||
             channelsPerPixel > 256 || pixelsPerColumn == 0 || pixelsPerColumn > 1024)
                 return CUDA_ERROR_INVALID_VALUE;
-        struct sim_tmap t = fill(2, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,
-                                 elementStrides, interleave, swizzle, l2Promotion, oobFill);
+        struct sim_tmap t = fill(2, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, elementStrides,
+                                 interleave, swizzle, l2Promotion, oobFill);
         t.box[0] = channelsPerPixel;
         t.box[1] = pixelsPerColumn;
         for (cuuint32_t i = 0; i + 2 < tensorRank && i < 3; i++)
@@ -135,8 +137,7 @@ SIM_API CUresult cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalA
         if (!tensorMap)
                 return CUDA_ERROR_INVALID_VALUE;
         memcpy(&t, tensorMap, sizeof(t));
-        if (t.kind == 0 ||
-            (uintptr_t)globalAddress % (t.interleave == CU_TENSOR_MAP_INTERLEAVE_32B ? 32 : 16) != 0)
+        if (t.kind == 0 || (uintptr_t)globalAddress % (t.interleave == CU_TENSOR_MAP_INTERLEAVE_32B ? 32 : 16) != 0)
                 return CUDA_ERROR_INVALID_VALUE;
         t.addr = (uintptr_t)globalAddress;
         pack(tensorMap, &t);

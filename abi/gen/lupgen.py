@@ -373,9 +373,9 @@ def gen_client_body(fn, pt_expr, validate=True):
 
 
 def gen_shim(funcs, symbols, extra_h=''):
-    o = [HEADER, '#include <stdint.h>\n#include <string.h>\n#include <cuda.h>\n\n#include "buf.h"\n#include "ops.h"\n'
+    o = [HEADER, '#include <stdint.h>\n#include <string.h>\n#include <cuda.h>\n#include <cudaProfiler.h>\n\n#include "buf.h"\n#include "ops.h"\n'
          '#include "shim_gen.h"\n#include "client.h"\n\n#define EXPORT __attribute__((visibility("default")))\n\n']
-    h = [HEADER, '#ifndef LUPINE_SHIM_GEN_H\n#define LUPINE_SHIM_GEN_H\n\n#include <cuda.h>\n#include <stdint.h>\n\n']
+    h = [HEADER, '#ifndef LUPINE_SHIM_GEN_H\n#define LUPINE_SHIM_GEN_H\n\n#include <cuda.h>\n#include <cudaProfiler.h>\n#include <stdint.h>\n\n']
     for fn in funcs:
         if fn.internal or fn.client_custom:
             # marshalling helper for a hand-written or internal function
@@ -604,7 +604,7 @@ def gen_worker(funcs, backend):
         if n not in be_names:
             be_names.append(n)
     h = [HEADER, '#ifndef LUPINE_WORKER_GEN_H\n#define LUPINE_WORKER_GEN_H\n\n#include <stdbool.h>\n'
-         '#include <stdint.h>\n#include <cuda.h>\n\n#include "buf.h"\n#include "lupine/wire.h"\n\n'
+         '#include <stdint.h>\n#include <cuda.h>\n#include <cudaProfiler.h>\n\n#include "buf.h"\n#include "lupine/wire.h"\n\n'
          'struct lupw_session;\n\n'
          '/* older ABIs the worker uses that cuda.h no longer declares */\n'
          'CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);\n\n'

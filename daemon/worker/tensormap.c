@@ -12,10 +12,9 @@
 
 #define MAX_RANK 5
 
-CUresult lupw_lupTensorMapEncodeTiled(struct lupw_session *s, void *map, int dtype, unsigned int rank,
-                                      CUdeviceptr addr, const void *globalDim, const void *globalStrides,
-                                      const void *boxDim, const void *elementStrides, int interleave, int swizzle,
-                                      int l2, int oob)
+CUresult lupw_lupTensorMapEncodeTiled(struct lupw_session *s, void *map, int dtype, unsigned int rank, CUdeviceptr addr,
+                                      const void *globalDim, const void *globalStrides, const void *boxDim,
+                                      const void *elementStrides, int interleave, int swizzle, int l2, int oob)
 {
         cuuint64_t dims[MAX_RANK], strides[MAX_RANK - 1];
         cuuint32_t box[MAX_RANK], es[MAX_RANK];
@@ -27,10 +26,10 @@ CUresult lupw_lupTensorMapEncodeTiled(struct lupw_session *s, void *map, int dty
         memcpy(strides, globalStrides, sizeof(strides));
         memcpy(box, boxDim, sizeof(box));
         memcpy(es, elementStrides, sizeof(es));
-        CUresult r = s->be.fn.cuTensorMapEncodeTiled(&m, (CUtensorMapDataType)dtype, rank,
-                                                     (void *)(uintptr_t)addr, dims, strides, box, es,
-                                                     (CUtensorMapInterleave)interleave, (CUtensorMapSwizzle)swizzle,
-                                                     (CUtensorMapL2promotion)l2, (CUtensorMapFloatOOBfill)oob);
+        CUresult r = s->be.fn.cuTensorMapEncodeTiled(&m, (CUtensorMapDataType)dtype, rank, (void *)(uintptr_t)addr,
+                                                     dims, strides, box, es, (CUtensorMapInterleave)interleave,
+                                                     (CUtensorMapSwizzle)swizzle, (CUtensorMapL2promotion)l2,
+                                                     (CUtensorMapFloatOOBfill)oob);
         if (r == CUDA_SUCCESS)
                 memcpy(map, &m, sizeof(m));
         return r;
@@ -38,9 +37,8 @@ CUresult lupw_lupTensorMapEncodeTiled(struct lupw_session *s, void *map, int dty
 
 CUresult lupw_lupTensorMapEncodeIm2col(struct lupw_session *s, void *map, int dtype, unsigned int rank,
                                        CUdeviceptr addr, const void *globalDim, const void *globalStrides,
-                                       const void *lower, const void *upper, unsigned int channels,
-                                       unsigned int pixels, const void *elementStrides, int interleave, int swizzle,
-                                       int l2, int oob)
+                                       const void *lower, const void *upper, unsigned int channels, unsigned int pixels,
+                                       const void *elementStrides, int interleave, int swizzle, int l2, int oob)
 {
         cuuint64_t dims[MAX_RANK], strides[MAX_RANK - 1];
         cuuint32_t es[MAX_RANK];
@@ -54,11 +52,10 @@ CUresult lupw_lupTensorMapEncodeIm2col(struct lupw_session *s, void *map, int dt
         memcpy(lo, lower, sizeof(lo));
         memcpy(hi, upper, sizeof(hi));
         memcpy(es, elementStrides, sizeof(es));
-        CUresult r = s->be.fn.cuTensorMapEncodeIm2col(&m, (CUtensorMapDataType)dtype, rank,
-                                                      (void *)(uintptr_t)addr, dims, strides, lo, hi,
-                                                      channels, pixels, es, (CUtensorMapInterleave)interleave,
-                                                      (CUtensorMapSwizzle)swizzle, (CUtensorMapL2promotion)l2,
-                                                      (CUtensorMapFloatOOBfill)oob);
+        CUresult r = s->be.fn.cuTensorMapEncodeIm2col(&m, (CUtensorMapDataType)dtype, rank, (void *)(uintptr_t)addr,
+                                                      dims, strides, lo, hi, channels, pixels, es,
+                                                      (CUtensorMapInterleave)interleave, (CUtensorMapSwizzle)swizzle,
+                                                      (CUtensorMapL2promotion)l2, (CUtensorMapFloatOOBfill)oob);
         if (r == CUDA_SUCCESS)
                 memcpy(map, &m, sizeof(m));
         return r;

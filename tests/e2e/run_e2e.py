@@ -94,6 +94,9 @@ def test_kernels(d, progs, launches):
     check('kernels, streams, events, callbacks, copies (e2e_kernels)',
           r.returncode == 0 and 'e2e_kernels: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])
     print(r.stdout.strip())
+    r = run_prog(progs, 'e2e_vmm', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
+    check('virtual memory management, PCI bus ids, profiler (e2e_vmm)',
+          r.returncode == 0 and 'e2e_vmm: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])
     r = run_prog(progs, 'e2e_sticky', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
     check('a faulting kernel: the next sync returns ILLEGAL_ADDRESS', r.returncode == 0, r.stdout + r.stderr[-2000:])
     r = run_prog(progs, 'e2e_answers', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
@@ -248,6 +251,41 @@ def test_bad_input(d):
     s.sendall(W.frame(W.OP_PING, flags=W.F_SYNC, seq=3))
     h, _ = W.read_frame(s)
     check('session continues after bad handles', h['status'] == 0)
+    s.close()
+    test_bad_vmm(d)
+
+
+def test_bad_vmm(d):
+    """A client without the shim names VMM ranges the worker must refuse: the
+    driver would map or unmap anything in the arena, which is all one
+    reservation to it (worker/vmm.c checks)."""
+    create, release, mmap, unmap, access = 442, 443, 444, 445, 446
+    gran = 2 << 20
+    s, _, base = W.handshake(('127.0.0.1', d.port), 'bad-vmm')
+    seq = [0]
+
+    def call(op, payload):
+        seq[0] += 1
+        s.sendall(W.frame(op, payload, flags=W.F_SYNC, seq=seq[0]))
+        return W.read_frame(s)[0]['status']
+
+    mk = lambda hid: struct.pack('<QQiiiIBBHQ', hid, gran, 1, 1, 0, 0, 0, 0, 0, 0)
+    check('vmm bad input: a physical allocation is made', call(create, mk(0x5001)) == 0)
+    check('vmm bad input: its id again -> INVALID_VALUE', call(create, mk(0x5001)) == 1)
+    for where, ptr in (('in the arena outside any reservation', base), ('outside the arena', 0x10000000)):
+        st = call(mmap, struct.pack('<QQQQQ', ptr, gran, 0, 0x5001, 0))
+        check(f'vmm bad input: a map {where} -> INVALID_VALUE', st == 1, str(st))
+    for k in range(4):  # the worker's own chunks (the allocation's home among them) stay mapped
+        st = call(unmap, struct.pack('<QQ', base + k * gran, gran))
+        check(f'vmm bad input: unmapping the worker\'s arena at +{k * 2} MiB -> INVALID_VALUE', st == 1, str(st))
+    st = call(access, struct.pack('<QQII', base, gran, 1 << 20, 0))
+    check('vmm bad input: access for device 20 -> INVALID_DEVICE', st == 101, str(st))
+    check('vmm bad input: releasing a handle that names nothing -> INVALID_VALUE',
+          call(release, struct.pack('<Q', 0x9999)) == 1)
+    check('vmm bad input: release of the real one', call(release, struct.pack('<Q', 0x5001)) == 0)
+    seq[0] += 1
+    s.sendall(W.frame(W.OP_PING, flags=W.F_SYNC, seq=seq[0]))
+    check('vmm bad input: the session goes on', W.read_frame(s)[0]['status'] == 0 and d.alive())
     s.close()
 
 

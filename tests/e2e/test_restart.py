@@ -37,6 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lupwire as W  # noqa: E402
+import test_vmm_restart  # noqa: E402
 
 check = W.Checks()
 FAILED = check.failed
@@ -422,6 +423,7 @@ def main():
             lanes_and_write_fault(lupined, progs, shim, tmp)
             memory_checksums(lupined, progs, shim, tmp)
             direct_and_verify(lupined, progs, shim, tmp)
+            test_vmm_restart.run(lupined, progs, shim, kernels, tmp, check)  # the client's VMM, three restarts
             # stream-ordered pools across a durable restart, an upgrade and a hot restart
             import test_pools_restart
             test_pools_restart.pools_across_restarts(lupined, progs, shim, kernels, tmp)
@@ -430,7 +432,7 @@ def main():
             check('harness', False, repr(e))
         if FAILED:
             for f in ('lupined.log', 'lupined4.log', 'lupined2.log', 'lupined3.log', 'lupined5.log',
-                      'lupined6.log', 'lupined7.log'):
+                      'lupined6.log', 'lupined7.log', 'vmm-durable.log', 'vmm-hot.log', 'vmm-upgrade.log'):
                 p = os.path.join(tmp, f)
                 if os.path.exists(p):
                     print(f'---- {f} (tail) ----')

@@ -5,7 +5,7 @@
  * from what it can see (on the main thread and on a second one),
  * context-local storage, the context checks, the hook buffers, TOOLS_TLS,
  * the context id of Relay8, module loading through the CUDART table, the
- * size of cuFFT's TOOLS_MODULE table, and
+ * module-function listing of cuFFT's TOOLS_MODULE table, and
  * the driver's answer to ids it does not know.
  *
  * Runs through lupine (sim or GPU) and, on the GPU machine, straight on
@@ -236,6 +236,66 @@ static void check_wrapper_load(void)
         CK(cuModuleUnload(m));
 }
 
+/* TOOLS_MODULE slot 7, as cuFFT uses it: the module's functions, each
+ * handed to a callback with its name, and their count as the result; the
+ * same list as cuModuleEnumerateFunctions, and each one launchable. */
+struct fn_list {
+        int n;
+        CUfunction f[64];
+        char name[64][64];
+};
+
+static void collect(void *user, CUfunction f, const char *name)
+{
+        struct fn_list *l = user;
+        if (l->n < 64) {
+                l->f[l->n] = f;
+                snprintf(l->name[l->n], sizeof(l->name[0]), "%s", name ? name : "");
+        }
+        l->n++;
+}
+
+static void check_module_functions(CUcontext primary)
+{
+        typedef size_t (*iterate_fn)(CUcontext, CUmodule, void (*)(void *, CUfunction, const char *), void *);
+        iterate_fn iterate = (iterate_fn)table(TOOLS_MODULE)[7];
+        char path[4096];
+        CUmodule m;
+        unsigned int n = 0;
+        static struct fn_list l;
+
+        snprintf(path, sizeof(path), "%s/kernels.fatbin", dir);
+        CK(cuModuleLoad(&m, path));
+        CK(cuModuleGetFunctionCount(&n, m));
+        EXPECT(n > 1 && n <= 64);
+        EXPECT(iterate(primary, m, collect, &l) == n && l.n == (int)n);
+        EXPECT(iterate(primary, m, NULL, NULL) == n);
+        CUfunction all[64];
+        CK(cuModuleEnumerateFunctions(all, n, m));
+        EXPECT_ERR(cuModuleEnumerateFunctions(all, n - 1, m), CUDA_ERROR_INVALID_VALUE);
+        int found = -1;
+        for (int i = 0; i < l.n && i < 64; i++) {
+                const char *name = NULL;
+                CK(cuFuncGetName(&name, all[i]));
+                EXPECT(name && !strcmp(name, l.name[i]));
+                if (!strcmp(l.name[i], "fill_u32"))
+                        found = i;
+        }
+        EXPECT(found >= 0);
+        if (found >= 0) { /* fill_u32(out, value, n), launched through the listed handle */
+                CUdeviceptr d;
+                unsigned int v = 0x5eed, host[64];
+                int count = 64;
+                CK(cuMemAlloc(&d, sizeof(host)));
+                void *args[] = { &d, &v, &count };
+                CK(cuLaunchKernel(l.f[found], 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
+                CK(cuMemcpyDtoH(host, d, sizeof(host)));
+                EXPECT(host[0] == 0x5eed && host[63] == 0x5eed);
+                CK(cuMemFree(d));
+        }
+        CK(cuModuleUnload(m));
+}
+
 static void check_unknown_ids(void)
 {
         const void *t = (const void *)1;
@@ -268,6 +328,7 @@ int main(int argc, char **argv)
         check_small_tables(primary);
         check_cls(primary);
         check_wrapper_load();
+        check_module_functions(primary);
         /* the runtime's cudaFree(0) arrives as cuMemFree(0): a no-op */
         EXPECT_ERR(cuMemFree(0), CUDA_SUCCESS);
 
