@@ -11,7 +11,7 @@
 #include "client.h"
 #include "shim_gen.h"
 
-#define EXPORT __attribute__((visibility("default")))
+#define EXPORT     __attribute__((visibility("default")))
 #define NAME_CHUNK 192
 
 CUresult lupc_module_function(CUmodule mod, unsigned int index, CUfunction *ret_fn, const char **ret_name)
