@@ -79,8 +79,9 @@ EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmem
                 const CUmemAccessDesc *d = &desc[i];
                 if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
                         return CUDA_ERROR_INVALID_VALUE;
+                /* driver 580 answers INVALID_VALUE for a device that does not exist */
                 if (d->location.id < 0 || d->location.id >= lupc_device_count())
-                        return CUDA_ERROR_INVALID_DEVICE;
+                        return CUDA_ERROR_INVALID_VALUE;
                 if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && d->flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
                     d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
                         return CUDA_ERROR_INVALID_VALUE;

@@ -377,8 +377,15 @@ static CUresult map_check(struct lupw_session *s, const struct lupw_vmm_map *m, 
         struct lupw_vmm_alloc *a = live_alloc(s, m->alloc);
         if (!a || m->size == 0 || m->addr % GRAN || m->size % GRAN || m->offset % GRAN)
                 return CUDA_ERROR_INVALID_VALUE;
-        if (m->offset > a->size || m->size > a->size - m->offset)
-                return CUDA_ERROR_INVALID_VALUE;
+        /* Driver 580 maps whole allocations only ("offset: currently must be
+         * zero"): a mapping past the end at an offset is INVALID_VALUE, any
+         * other part of an allocation NOT_SUPPORTED, as it answered on the
+         * H200 (tests/e2e/progs/e2e_vmm.c). */
+        if (m->offset != 0)
+                return m->offset > a->size || m->size > a->size - m->offset ? CUDA_ERROR_INVALID_VALUE
+                                                                            : CUDA_ERROR_NOT_SUPPORTED;
+        if (m->size != a->size)
+                return CUDA_ERROR_NOT_SUPPORTED;
         if (!find_resv(s, m->addr, m->size))
                 return CUDA_ERROR_INVALID_VALUE; /* not inside one reservation of this session */
         size_t i = map_index(s, m->addr);
@@ -416,6 +423,12 @@ CUresult lupw_cuMemUnmap(struct lupw_session *s, unsigned long long ptr, size_t 
 {
         CUresult fail = CUDA_SUCCESS;
         size_t n;
+        /* nothing mapped in a range of a reservation: done (driver 580 says
+         * CUDA_SUCCESS) */
+        size_t at = map_index(s, ptr);
+        if (size && ptr + size > ptr && find_resv(s, ptr, size) &&
+            (at >= s->vmm.n_maps || s->vmm.maps[at].addr >= ptr + size))
+                return CUDA_SUCCESS;
         long first = tiling(s, ptr, size, &n);
         if (first < 0)
                 return CUDA_ERROR_INVALID_VALUE; /* not whole mappings */
@@ -449,12 +462,13 @@ CUresult lupw_lupMemSetAccess(struct lupw_session *s, unsigned long long ptr, si
         size_t n;
         if (present == 0)
                 return CUDA_ERROR_INVALID_VALUE;
+        /* a device that does not exist: INVALID_VALUE, as driver 580 says */
         if (present >> LUP_MAX_DEVICES)
-                return CUDA_ERROR_INVALID_DEVICE;
+                return CUDA_ERROR_INVALID_VALUE;
         for (int d = 0; d < (int)LUP_MAX_DEVICES; d++) {
                 uint32_t p = (prot >> (2 * d)) & 3;
                 if (((present >> d) & 1) && d >= s->n_devices)
-                        return CUDA_ERROR_INVALID_DEVICE;
+                        return CUDA_ERROR_INVALID_VALUE;
                 if (p == 2 || (p && !((present >> d) & 1)))
                         return CUDA_ERROR_INVALID_VALUE;
         }
