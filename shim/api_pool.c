@@ -314,7 +314,12 @@ static CUresult no_sharing(const char *name)
 EXPORT CUresult CUDAAPI cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
                                                          CUmemAllocationHandleType handleType, unsigned long long flags)
 {
-        (void)handle_out, (void)pool, (void)handleType, (void)flags;
+        CUmemPoolProps props;
+        (void)flags;
+        /* a pool made without that handle type cannot be exported on any
+         * driver: INVALID_VALUE, as driver 580 answers */
+        if (!handle_out || lupc_pool_props((uint64_t)(uintptr_t)pool, &props) < 0 || !(props.handleTypes & handleType))
+                return lupc_initialized() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
         return no_sharing("cuMemPoolExportToShareableHandle");
 }
 

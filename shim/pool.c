@@ -610,6 +610,16 @@ CUresult lupc_pool_get_access(uint64_t pool, int device, CUmemAccess_flags *ret_
         return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+int lupc_pool_props(uint64_t pool, CUmemPoolProps *ret)
+{
+        pthread_mutex_lock(&lock);
+        struct lupc_pool *p = pool_find_locked(pool);
+        if (p)
+                *ret = p->props;
+        pthread_mutex_unlock(&lock);
+        return p ? 0 : -1;
+}
+
 CUresult lupc_pool_set_access(uint64_t pool, const CUmemAccessDesc *map, size_t count)
 {
         pthread_mutex_lock(&lock);

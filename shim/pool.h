@@ -88,5 +88,7 @@ CUresult lupc_pool_set_attr(uint64_t pool, CUmemPool_attribute attr, const void 
 /* Access of one device to the pool: CU_MEM_ACCESS_FLAGS_PROT_*. */
 CUresult lupc_pool_get_access(uint64_t pool, int device, CUmemAccess_flags *ret_flags);
 CUresult lupc_pool_set_access(uint64_t pool, const CUmemAccessDesc *map, size_t count);
+/* The properties a pool was made with; -1 for no such pool. */
+int lupc_pool_props(uint64_t pool, CUmemPoolProps *ret);
 
 #endif

@@ -80,9 +80,11 @@ CUresult pool_set_access_locked(struct lupc_pool *p, const CUmemAccessDesc *map,
 {
         for (size_t i = 0; i < count; i++) {
                 const CUmemAccessDesc *d = &map[i];
-                if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE || d->location.id < 0 ||
-                    d->location.id >= lupc_device_count())
+                if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
                         return CUDA_ERROR_INVALID_VALUE;
+                /* a device that does not exist: driver 580 says INVALID_DEVICE */
+                if (d->location.id < 0 || d->location.id >= lupc_device_count())
+                        return CUDA_ERROR_INVALID_DEVICE;
                 if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && d->flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
                     d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
                         return CUDA_ERROR_INVALID_VALUE;

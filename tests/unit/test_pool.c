@@ -419,7 +419,7 @@ static void attributes(void **state)
         assert_int_equal(lupc_pool_get_attr(pool, (CUmemPool_attribute)99, &z), CUDA_ERROR_INVALID_VALUE);
         CUmemAccessDesc d = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1 },
                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-        assert_int_equal(lupc_pool_set_access(pool, &d, 1), CUDA_ERROR_INVALID_VALUE);
+        assert_int_equal(lupc_pool_set_access(pool, &d, 1), CUDA_ERROR_INVALID_DEVICE); /* driver 580 */
         d.location.id = 0;
         d.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
         assert_int_equal(lupc_pool_set_access(pool, &d, 1), CUDA_ERROR_INVALID_VALUE);
