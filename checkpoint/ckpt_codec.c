@@ -149,6 +149,8 @@ static size_t manifest_size(const struct lup_ckpt_manifest *m)
         for (uint32_t i = 0; i < m->n_globals; i++)
                 b += 34 + str_len(m->globals[i].name);
         b += 4 + (size_t)m->n_settings * 28;
+        if (m->version >= 3)
+                b += lup_ckpt_vmm_size(&m->vmm);
         return b;
 }
 
@@ -247,6 +249,8 @@ int lup_ckpt_manifest_encode(const struct lup_ckpt_manifest *m, uint8_t **ret_bu
         lup_wr_u32(&w, m->primaries);
         encode_arena(&w, m);
         encode_handles(&w, m);
+        if (m->version >= 3)
+                lup_ckpt_vmm_encode(&w, &m->vmm);
         lup_sealed_end(&w, &lup_ckpt_manifest_kind);
         if (w.err || w.len != cap) {
                 free(buf);
@@ -267,6 +271,7 @@ void lup_ckpt_manifest_free(struct lup_ckpt_manifest *m)
         free(m->handles);
         free(m->globals);
         free(m->settings);
+        lup_ckpt_vmm_free(&m->vmm);
         free(m->strings);
         free(m->hashes);
         m->slabs = NULL;
@@ -532,6 +537,8 @@ int lup_ckpt_manifest_decode(const uint8_t *p, size_t n, struct lup_ckpt_manifes
                 rc = decode_handles(&d);
         if (rc == 0)
                 rc = decode_settings(&d);
+        if (rc == 0 && version >= 3)
+                rc = lup_ckpt_vmm_decode(&d.r, m->n_devices, &m->vmm, &d.why);
         if (rc == 0 && lup_rd_finish(&d.r) < 0)
                 rc = bad(&d, -EBADMSG, "trailing bytes in the manifest");
 out:

@@ -31,6 +31,7 @@
  *      u32 n, n x global { u64 addr, u64 size, u64 holder, str16 name,
  *                          u64 hash (of glob/<addr>) }
  *      u32 n, n x setting { u64 holder, u32 kind, u32 key, i32 device, u64 value }
+ *      (version 3 and later) the client's virtual memory: see "vmm" below
  *
  * "events" (version 1): u32 n, n x { u64 id, u8 have_when, u64 when_ms as
  * the bits of a double }. "replies" (version 1): u64 start, u64 end, u64 n,
@@ -66,7 +67,7 @@ static inline uint64_t lup_ckpt_pieces(uint64_t size)
 #define LUP_CKPT_MEM_DURABLE 1u
 #define LUP_CKPT_MEM_HOT     2u
 
-#define LUP_CKPT_MANIFEST_VERSION     2u           /* 2: memory flags after the version */
+#define LUP_CKPT_MANIFEST_VERSION     3u           /* 2: memory flags after the version; 3: vmm */
 #define LUP_CKPT_MANIFEST_VERSION_MIN 1u           /* the oldest this lupined reads */
 #define LUP_CKPT_MANIFEST_MAX         (256u << 20) /* the largest manifest a restore reads */
 
@@ -167,6 +168,67 @@ struct lup_ckpt_setting {
 };
 
 /*
+ * ---- vmm: the client's virtual memory management (daemon/worker/vmm.c),
+ * at the end of a version-3 manifest's body:
+ *
+ *      u32 n, n x reservation { u64 addr, u64 size }
+ *      u32 n, n x allocation  { u64 id, u64 size, u64 home, i32 type,
+ *                               i32 location type, i32 location id,
+ *                               u32 requested handle types, u8 compression,
+ *                               u8 gpuDirectRDMA, u16 usage, u32 refs }
+ *      u32 n, n x mapping     { u64 addr, u64 size, u64 offset, u64 allocation id,
+ *                               u32 present, u32 prot }
+ *
+ * An allocation's contents are the chunk at its home (mem/<home>), saved
+ * and exported like every chunk. A mapping's present has bit d set for
+ * each device d it gave access to, prot holds 2 bits per device (the
+ * CU_MEM_ACCESS_FLAGS_PROT_* value). The codec checks counts, sizes,
+ * alignment (LUP_ARENA_GRANULE; a reservation's size is only a page
+ * multiple), overflow and devices; the worker judges the rest (inside the
+ * arena, no overlaps, ids that exist).
+ */
+#define LUP_CKPT_MAX_VMM_RESV   4096u
+#define LUP_CKPT_MAX_VMM_ALLOCS 65536u
+#define LUP_CKPT_MAX_VMM_MAPS   65536u
+
+struct lup_ckpt_vmm_resv {
+        uint64_t addr, size;
+};
+
+struct lup_ckpt_vmm_prop {
+        int32_t type, loctype, locid;
+        uint32_t htypes;
+        uint8_t compression, rdma;
+        uint16_t usage;
+};
+
+struct lup_ckpt_vmm_alloc {
+        uint64_t id, size, home;
+        struct lup_ckpt_vmm_prop prop;
+        uint32_t refs;
+};
+
+struct lup_ckpt_vmm_map {
+        uint64_t addr, size, offset, alloc;
+        uint32_t present, prot;
+};
+
+struct lup_ckpt_vmm {
+        uint32_t n_resv, n_allocs, n_maps;
+        struct lup_ckpt_vmm_resv *resv;
+        struct lup_ckpt_vmm_alloc *allocs;
+        struct lup_ckpt_vmm_map *maps;
+};
+
+/* checkpoint/ckpt_vmm.c: the bytes the section takes, and writing it */
+size_t lup_ckpt_vmm_size(const struct lup_ckpt_vmm *v);
+void lup_ckpt_vmm_encode(struct lup_wr *w, const struct lup_ckpt_vmm *v);
+/* Reads the section into *v (arrays allocated; lup_ckpt_vmm_free frees
+ * them, also after a failure). 0, -EBADMSG or -ENOMEM with *ret_why. */
+int lup_ckpt_vmm_decode(struct lup_rd *r, uint32_t n_devices, struct lup_ckpt_vmm *v, const char **ret_why);
+void lup_ckpt_vmm_free(struct lup_ckpt_vmm *v);
+
+/*
  * Everything a restore needs to rebuild a session. Before an encode the
  * builder owns what the pointers point to; a decode allocates the arrays,
  * and keeps names and piece hashes in `strings` and `hashes`, all freed
@@ -192,8 +254,9 @@ struct lup_ckpt_manifest {
         struct lup_ckpt_handle *handles;
         struct lup_ckpt_global *globals;
         struct lup_ckpt_setting *settings;
-        char *strings;    /* a decode's names */
-        uint64_t *hashes; /* a decode's piece hashes */
+        struct lup_ckpt_vmm vmm; /* version 3 */
+        char *strings;           /* a decode's names */
+        uint64_t *hashes;        /* a decode's piece hashes */
 };
 
 /* Frees a decoded manifest's storage (or a builder's arrays) and zeroes

@@ -404,3 +404,49 @@ void arena_slab_info(const struct arena *a, size_t i, uint64_t *ret_addr, uint32
         *ret_block = a->slabs[i]->block;
         *ret_device = a->slabs[i]->device;
 }
+
+/* ---- bare VA */
+
+int arena_va_reserve_at(struct arena *a, uint64_t addr, uint64_t size)
+{
+        if (!size || size % a->granule || addr % a->granule || !arena_contains(a, addr) ||
+            size > a->size - (addr - a->base))
+                return -EINVAL;
+        return va_take_exact(a, addr, size);
+}
+
+int arena_va_reserve(struct arena *a, uint64_t size, uint64_t align, uint64_t hint, uint64_t *ret_addr)
+{
+        if (!size || size % a->granule || (align & (align - 1)))
+                return -EINVAL;
+        if (align < a->granule)
+                align = a->granule;
+        if (hint && hint % align == 0 && arena_va_reserve_at(a, hint, size) == 0) {
+                *ret_addr = hint;
+                return 0;
+        }
+        for (size_t i = 0; i < a->n_free; i++) {
+                const struct arena_range *r = &a->free_va[i];
+                uint64_t start = (r->addr + align - 1) & ~(align - 1);
+                if (start < r->addr || start - r->addr > r->size || size > r->size - (start - r->addr))
+                        continue;
+                int rc = va_take_exact(a, start, size);
+                if (rc == 0)
+                        *ret_addr = start;
+                return rc == -EINVAL ? -ENOMEM : rc;
+        }
+        return -ENOMEM;
+}
+
+int arena_va_release(struct arena *a, uint64_t addr, uint64_t size)
+{
+        if (!size || size % a->granule || addr % a->granule || !arena_contains(a, addr) ||
+            size > a->size - (addr - a->base))
+                return -EINVAL;
+        for (size_t i = 0; i < a->n_free; i++) {
+                const struct arena_range *r = &a->free_va[i];
+                if (r->addr < addr + size && addr < r->addr + r->size)
+                        return -EINVAL;
+        }
+        return va_give(a, addr, size);
+}

@@ -81,4 +81,18 @@ int arena_import_alloc(struct arena *a, uint64_t addr, uint64_t size, uint64_t c
 size_t arena_slab_count(const struct arena *a);
 void arena_slab_info(const struct arena *a, size_t i, uint64_t *ret_addr, uint32_t *ret_block, int *ret_device);
 
+/* ---- bare VA (the client's VMM reservations, the worker's home ranges of
+ * its physical allocations): taken out of the free list, so no allocation
+ * lands there, and never mapped through ops. */
+/* size: a multiple of the granule; align: 0 (the granule) or a power of
+ * two (raised to the granule); hint: used when [hint, hint + size) is free
+ * and aligned, else the first fit. 0, -EINVAL (bad size or alignment) or
+ * -ENOMEM (no free range that large). */
+int arena_va_reserve(struct arena *a, uint64_t size, uint64_t align, uint64_t hint, uint64_t *ret_addr);
+/* Exactly [addr, addr + size) (a restore): 0 or -EINVAL when not all free. */
+int arena_va_reserve_at(struct arena *a, uint64_t addr, uint64_t size);
+/* Gives a range that arena_va_reserve*() took back: 0, or -EINVAL when it
+ * is not granular, outside the arena or overlaps free VA. */
+int arena_va_release(struct arena *a, uint64_t addr, uint64_t size);
+
 #endif

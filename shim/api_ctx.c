@@ -8,6 +8,7 @@
 
 #include "client.h"
 #include "ctx_local.h"
+#include "pool.h"
 #include "shim_gen.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -107,6 +108,7 @@ EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
         if (r == CUDA_SUCCESS) {
                 lupc_primary_reset(dev);
                 lupc_shadow_drop_ctx(LUP_PRIMARY_CTX_ID(dev));
+                lupc_pool_drop_ctx(LUP_PRIMARY_CTX_ID(dev));
                 lupc_ctx_local_gone(LUP_PRIMARY_CTX_ID(dev));
         }
         return r;
@@ -167,6 +169,7 @@ EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
         if (r == CUDA_SUCCESS) {
                 lupc_ctx_forget(id);
                 lupc_shadow_drop_ctx(id);
+                lupc_pool_drop_ctx(id);
                 lupc_ctx_local_gone(id);
         }
         return r;

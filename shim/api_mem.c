@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "pool.h"
 #include "shim_gen.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -45,6 +46,10 @@ EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
         /* Freeing 0 does nothing: the runtime's cudaFree(0), which cuBLAS
          * uses to make sure a context exists, comes down as cuMemFree(0). */
         if (dptr == 0)
+                return CUDA_SUCCESS;
+        /* Stream-ordered memory may be freed here too; the caller vouches
+         * that nothing uses it any more, so it is reusable at once. */
+        if (lupc_pool_free(dptr, NULL) == CUDA_SUCCESS)
                 return CUDA_SUCCESS;
         /* Only the start of a live allocation can be freed; anything else is
          * refused here, before it reaches the network. */
@@ -214,6 +219,19 @@ EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute at
                 break;
         case CU_POINTER_ATTRIBUTE_MAPPED:
                 put_bool(data, true);
+                break;
+        case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+                *(CUmemoryPool *)data = (CUmemoryPool)(uintptr_t)lupc_pool_of(a.base);
+                break;
+        case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: /* a cuMemMap mapping's (api_vmm.c) */
+                if (!a.vmm)
+                        return CUDA_ERROR_NOT_SUPPORTED;
+                *(void **)data = (void *)(uintptr_t)a.base;
+                break;
+        case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+                if (!a.vmm)
+                        return CUDA_ERROR_NOT_SUPPORTED;
+                *(size_t *)data = (size_t)a.size;
                 break;
         default:
                 return CUDA_ERROR_NOT_SUPPORTED;

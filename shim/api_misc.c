@@ -184,3 +184,13 @@ EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cud
 {
         return proc_address(symbol, pfn, cudaVersion, flags, NULL);
 }
+
+/* Deprecated: every driver since CUDA 12.0 answers this, whatever the
+ * arguments (cudaProfiler.h is not included: its declaration is marked
+ * deprecated). */
+EXPORT CUresult CUDAAPI cuProfilerInitialize(const char *configFile, const char *outputFile, int outputMode);
+EXPORT CUresult CUDAAPI cuProfilerInitialize(const char *configFile, const char *outputFile, int outputMode)
+{
+        (void)configFile, (void)outputFile, (void)outputMode;
+        return CUDA_ERROR_NOT_SUPPORTED;
+}

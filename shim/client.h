@@ -90,15 +90,21 @@ bool lupc_in_arena(uint64_t p);
 /* Device range checks against the allocation shadow (CUDA_ERROR_INVALID_VALUE). */
 CUresult lupc_check_devptr(uint64_t p);
 CUresult lupc_check_range(uint64_t p, uint64_t count, uint64_t mul);
+/* The index-th function of a module, in the driver's order (api_module_enum.c). */
+CUresult lupc_module_function(CUmodule mod, unsigned int index, CUfunction *ret_fn, const char **ret_name);
+CUresult lupc_check_range2d(uint64_t p, uint64_t count, uint64_t mul, uint64_t pitch, uint64_t rows);
 
 struct lupc_alloc_info {
         uint64_t base;
         uint64_t size;
         uint64_t ctx;
         int device;
+        bool vmm; /* a cuMemMap mapping: ranges may run on into the next one */
 };
 int lupc_shadow_add(uint64_t base, uint64_t size, uint64_t ctx, int device);
 int lupc_shadow_remove(uint64_t base, struct lupc_alloc_info *ret);
+/* a cuMemMap mapping (api_vmm.c): no context owns it */
+int lupc_shadow_add_vmm(uint64_t base, uint64_t size, int device);
 bool lupc_shadow_find(uint64_t p, struct lupc_alloc_info *ret);
 /* forgets every allocation of a destroyed or reset context */
 void lupc_shadow_drop_ctx(uint64_t ctx);

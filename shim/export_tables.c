@@ -82,6 +82,16 @@ STUB10(relay8, 8)
 STUB10(relay8, 9)
 STUB10(hopper, )
 STUB10(hopper, 1)
+STUB10(module, )
+STUB10(module, 1)
+STUB10(module, 2)
+STUB10(module, 3)
+STUB10(module, 4)
+STUB10(module, 5)
+STUB10(module, 6)
+STUB10(module, 7)
+STUB10(module, 8)
+STUB10(module, 9)
 
 /* ---- table words, as driver 580 (CUDA 13.0) has them */
 
@@ -93,6 +103,7 @@ STUB10(hopper, 1)
 #define INTEGRITY_WORDS 3
 #define RELAY8_WORDS 93
 #define HOPPER_WORDS 17
+#define MODULE_WORDS    99 /* 792 bytes */
 
 static void *cudart_tbl[CUDART_WORDS];
 static void *hooks_tbl[HOOKS_WORDS];
@@ -102,6 +113,7 @@ static void *checks_tbl[CHECKS_WORDS];
 static void *integrity_tbl[INTEGRITY_WORDS];
 static void *relay8_tbl[RELAY8_WORDS];
 static void *hopper_tbl[HOPPER_WORDS];
+static void *module_tbl[MODULE_WORDS];
 
 /* ---- CUDART_INTERFACE (6bd5fb6c...) */
 
@@ -344,6 +356,41 @@ static CUresult relay8_stream_id(CUcontext ctx, CUstream s, unsigned long long *
         return cuStreamGetId(s, id);
 }
 
+/* ---- TOOLS_MODULE (6e163fbe...): the tools' view of modules and functions */
+
+/* 7: the module's functions, in the driver's order: cb(user, function,
+ * name) for each, and their count as the result (not a CUresult). cuFFT
+ * calls it after each cuModuleLoadData and launches what it collects; it
+ * never asks cuModuleGetFunction. Measured on driver 580
+ * (tests/gpu/probes/tools_module_slot7.c): the callback's result is
+ * ignored, and a NULL callback just counts. The context is the caller's. */
+typedef void (*module_fn_cb)(void *user, CUfunction f, const char *name);
+
+static size_t module_functions(CUcontext ctx, CUmodule mod, module_fn_cb cb, void *user)
+{
+        unsigned int n = 0;
+        size_t done = 0;
+
+        ETRACE("TOOLS_MODULE slot 7 (ctx %p, module %p)", (void *)ctx, (void *)mod);
+        if (ctx && cuCtxPushCurrent(ctx) != CUDA_SUCCESS)
+                return 0;
+        if (cuModuleGetFunctionCount(&n, mod) == CUDA_SUCCESS) {
+                for (; done < n; done++) {
+                        CUfunction f;
+                        const char *name;
+                        if (cb && lupc_module_function(mod, (unsigned)done, &f, &name) != CUDA_SUCCESS)
+                                break;
+                        if (cb)
+                                cb(user, f, name);
+                }
+        }
+        if (ctx) {
+                CUcontext popped;
+                cuCtxPopCurrent(&popped);
+        }
+        return done;
+}
+
 /* ---- filling the tables, once */
 
 static void fill_tables(void)
@@ -352,6 +399,10 @@ static void fill_tables(void)
         static void *const hooks_stubs[] = { PTR10(hooks, ) };
         static void *const checks_stubs[] = { PTR10(checks, ), PTR10(checks, 1) };
         static void *const hopper_stubs[] = { PTR10(hopper, ), PTR10(hopper, 1) };
+        static void *const module_stubs[] = {
+                PTR10(module, ),  PTR10(module, 1), PTR10(module, 2), PTR10(module, 3), PTR10(module, 4),
+                PTR10(module, 5), PTR10(module, 6), PTR10(module, 7), PTR10(module, 8), PTR10(module, 9),
+        };
         static void *const relay8_stubs[] = {
                 PTR10(relay8, ),  PTR10(relay8, 1), PTR10(relay8, 2), PTR10(relay8, 3), PTR10(relay8, 4),
                 PTR10(relay8, 5), PTR10(relay8, 6), PTR10(relay8, 7), PTR10(relay8, 8), PTR10(relay8, 9),
@@ -404,6 +455,10 @@ static void fill_tables(void)
          * NOT_SUPPORTED lets it take its other path. */
         memcpy(hopper_tbl, hopper_stubs, sizeof(hopper_tbl));
         hopper_tbl[0] = (void *)(uintptr_t)sizeof(hopper_tbl);
+
+        memcpy(module_tbl, module_stubs, sizeof(module_tbl));
+        module_tbl[0] = (void *)(uintptr_t)sizeof(module_tbl);
+        module_tbl[7] = (void *)module_functions;
 }
 
 /* ---- the lookup */
@@ -419,7 +474,8 @@ struct export_table {
 
 static const struct export_table tables[] = {
         { ID(6b, d5, fb, 6c, 5b, f4, e7, 4a, 89, 87, d9, 39, 12, fd, 9d, f9), "CUDART_INTERFACE", cudart_tbl },
-        { ID(a0, 94, 79, 8c, 2e, 74, 2e, 74, 93, f2, 08, 00, 20, 0c, 0a, 66), "TOOLS_RUNTIME_CALLBACK_HOOKS", hooks_tbl },
+        { ID(a0, 94, 79, 8c, 2e, 74, 2e, 74, 93, f2, 08, 00, 20, 0c, 0a, 66), "TOOLS_RUNTIME_CALLBACK_HOOKS",
+          hooks_tbl },
         { ID(42, d8, 5a, 81, 23, f6, cb, 47, 82, 98, f6, e7, 8a, 3a, ec, dc), "TOOLS_TLS", tls_tbl },
         { ID(c6, 93, 33, 6e, 11, 21, df, 11, a8, c3, 68, f3, 55, d8, 95, 93), "CONTEXT_LOCAL_STORAGE", cls_tbl },
         { ID(26, 3e, 88, 60, 7c, d2, 61, 43, 92, f6, bb, d5, 00, 6d, fa, 7e), "CONTEXT_CHECKS", checks_tbl },
@@ -429,6 +485,8 @@ static const struct export_table tables[] = {
         { ID(f8, cf, f9, 51, 21, 46, 8b, 4e, b9, e2, fb, 46, 9e, 7c, 0d, d9), "f8cff951 (unknown, CUDA 12.9+)", NULL },
         /* NVML's, not the runtime's */
         { ID(69, a2, 8e, 9f, 24, 49, 8b, 47, b0, 30, c5, da, 33, 0e, a4, e9), "69a28e9f (NVML)", NULL },
+        /* cuFFT: slot 7 lists a module's functions (a refusal fails cuFFT) */
+        { ID(6e, 16, 3f, be, b9, 58, 44, 4d, 83, 5c, e1, 82, af, f1, 99, 1e), "TOOLS_MODULE", module_tbl },
         /* cuBLASLt on Hopper, slots of unknown meaning: stubs */
         { ID(17, 34, dc, 26, 80, 0d, 47, 45, 87, 26, c0, f1, e7, dd, 8b, ca), "1734dc26 (cuBLASLt)", hopper_tbl },
 };

@@ -46,19 +46,35 @@ bool lupc_in_arena(uint64_t p)
         return p >= arena_base && p - arena_base < arena_size;
 }
 
-/* ---- allocations: payload a = owning context, b = device */
+/* ---- allocations: payload a = owning context, b = device, and bit 32 of
+ * b for a VMM mapping */
+
+#define SHADOW_VMM (1ull << 32)
 
 static pthread_rwlock_t alloc_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct lup_rangemap allocs;
 
 static struct lupc_alloc_info info_of(const struct lup_range *r)
 {
-        return (struct lupc_alloc_info){ .base = r->base, .size = r->size, .ctx = r->a, .device = (int)r->b };
+        return (struct lupc_alloc_info){ .base = r->base,
+                                         .size = r->size,
+                                         .ctx = r->a,
+                                         .device = (int)(uint32_t)r->b,
+                                         .vmm = (r->b & SHADOW_VMM) != 0 };
 }
 
 int lupc_shadow_add(uint64_t base, uint64_t size, uint64_t ctx, int device)
 {
         struct lup_range r = { .base = base, .size = size, .a = ctx, .b = (uint64_t)device };
+        pthread_rwlock_wrlock(&alloc_lock);
+        int rc = lup_rangemap_add(&allocs, &r);
+        pthread_rwlock_unlock(&alloc_lock);
+        return rc;
+}
+
+int lupc_shadow_add_vmm(uint64_t base, uint64_t size, int device)
+{
+        struct lup_range r = { .base = base, .size = size, .b = (uint32_t)device | SHADOW_VMM };
         pthread_rwlock_wrlock(&alloc_lock);
         int rc = lup_rangemap_add(&allocs, &r);
         pthread_rwlock_unlock(&alloc_lock);
@@ -102,9 +118,33 @@ CUresult lupc_check_range(uint64_t p, uint64_t count, uint64_t mul)
                 return CUDA_ERROR_INVALID_VALUE;
         if (!lupc_shadow_find(p, &a))
                 return CUDA_ERROR_INVALID_VALUE;
-        if (n > a.size - (p - a.base))
-                return CUDA_ERROR_INVALID_VALUE;
+        /* VMM mappings one after the other are one range to the driver
+         * (PyTorch's expandable segments grow that way) */
+        while (n > a.size - (p - a.base)) {
+                uint64_t end = a.base + a.size;
+                if (!a.vmm || !lupc_shadow_find(end, &a) || !a.vmm)
+                        return CUDA_ERROR_INVALID_VALUE;
+                n -= end - p;
+                p = end;
+        }
         return CUDA_SUCCESS;
+}
+
+/* rows of count*mul bytes, pitch bytes apart (daemon/worker/checks.c checks
+ * the same span again) */
+CUresult lupc_check_range2d(uint64_t p, uint64_t count, uint64_t mul, uint64_t pitch, uint64_t rows)
+{
+        uint64_t w, span;
+
+        if (__builtin_mul_overflow(count, mul, &w))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (w == 0 || rows == 0)
+                return CUDA_SUCCESS;
+        if (rows > 1 && pitch < w)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (__builtin_mul_overflow(pitch, rows - 1, &span) || __builtin_add_overflow(span, w, &span))
+                return CUDA_ERROR_INVALID_VALUE;
+        return lupc_check_range(p, span, 1);
 }
 
 /* ---- contexts */

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <cudaProfiler.h>
+
 #include "sim_internal.h"
 
 static struct sim_driver the_driver;
@@ -216,4 +218,24 @@ SIM_API CUresult cuDriverGetVersion(int *driverVersion)
                 return CUDA_ERROR_INVALID_VALUE;
         *driverVersion = CUDA_VERSION;
         return CUDA_SUCCESS;
+}
+
+/* Profiler control: there is no profiler to start, and none to report
+ * that, so start and stop succeed once the driver is up (the real
+ * driver's answer without a profiler attached). cuProfilerInitialize is
+ * CUDA_ERROR_NOT_SUPPORTED on every driver since 12.0. */
+SIM_API CUresult cuProfilerStart(void)
+{
+        return sim_driver_get() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+SIM_API CUresult cuProfilerStop(void)
+{
+        return sim_driver_get() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+SIM_API CUresult cuProfilerInitialize(const char *configFile, const char *outputFile, CUoutput_mode outputMode)
+{
+        (void)configFile, (void)outputFile, (void)outputMode;
+        return CUDA_ERROR_NOT_SUPPORTED;
 }

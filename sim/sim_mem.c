@@ -55,13 +55,26 @@ CUresult sim_check_device_range(struct sim_driver *drv, CUdeviceptr ptr, size_t 
 {
         struct sim_range *r = sim_range_find(drv, ptr);
 
-        if (!r || size > r->size - ((uintptr_t)ptr - r->start))
-                return CUDA_ERROR_INVALID_VALUE;
-        if ((need & SIM_NEED_READ) && !(r->access & CU_MEM_ACCESS_FLAGS_PROT_READ))
-                return CUDA_ERROR_INVALID_VALUE;
-        if ((need & SIM_NEED_WRITE) && r->access != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-                return CUDA_ERROR_INVALID_VALUE;
-        return CUDA_SUCCESS;
+        for (;;) {
+                if (!r)
+                        return CUDA_ERROR_INVALID_VALUE;
+                if ((need & SIM_NEED_READ) && !(r->access & CU_MEM_ACCESS_FLAGS_PROT_READ))
+                        return CUDA_ERROR_INVALID_VALUE;
+                if ((need & SIM_NEED_WRITE) && r->access != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+                        return CUDA_ERROR_INVALID_VALUE;
+                uintptr_t left = r->size - ((uintptr_t)ptr - r->start);
+                if (size <= left)
+                        return CUDA_SUCCESS;
+                /* VMM mappings one after the other are one range to the
+                 * device (PyTorch's expandable segments grow that way) */
+                if (r->kind != SIM_RANGE_MAPPING)
+                        return CUDA_ERROR_INVALID_VALUE;
+                ptr += left;
+                size -= left;
+                r = sim_range_find(drv, ptr);
+                if (r && r->kind != SIM_RANGE_MAPPING)
+                        return CUDA_ERROR_INVALID_VALUE;
+        }
 }
 
 CUresult sim_check_host_range(struct sim_driver *drv, const void *p, size_t size,

@@ -376,9 +376,11 @@ SIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
-        /* The header says offset "currently must be zero"; so does the sim. */
-        if (size == 0 || !granular(size) || !granular(ptr) || offset != 0 || flags != 0 ||
-            ptr > UINTPTR_MAX || size > UINTPTR_MAX - start)
+        /* The header says offset "currently must be zero", but drivers
+         * since 11.x map at a granular offset into the allocation (the
+         * bytes at offset appear at ptr); so does the sim. */
+        if (size == 0 || !granular(size) || !granular(ptr) || !granular(offset) || flags != 0 || ptr > UINTPTR_MAX ||
+            size > UINTPTR_MAX - start)
                 return CUDA_ERROR_INVALID_VALUE;
         m = calloc(1, sizeof(*m));
         if (!m)
@@ -386,7 +388,7 @@ SIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
         sim_wrlock(drv);
         a = vmm_lookup(drv, handle);
-        if (!a || size > a->size)
+        if (!a || offset > a->size || size > a->size - offset)
                 goto out_free;
         i = sim_svec_find_le(&drv->reservations, start);
         if (i < 0)

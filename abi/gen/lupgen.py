@@ -43,6 +43,7 @@ TYPES = {
 }
 HANDLE_KINDS = ['module', 'function', 'library', 'kernel', 'stream', 'event', 'graph', 'graphexec', 'graphnode']
 WIDTH = {'i32': 4, 'u32': 4, 'f32': 4, 'u8': 1, 'u16': 2, 'u64': 8, 'str': 2 + 4096}
+MAX_BYTES_PARAM = 256
 FLAGS = {'ctx', 'client=custom', 'worker=custom', 'perthread', 'internal'}
 DIRS = ('in', 'out', 'new', 'del')
 
@@ -52,7 +53,7 @@ class SpecError(Exception):
 
 
 class Param:
-    """dir:type[=CTYPE]:name[:range=EXPR]
+    """dir:type[=CTYPE]:name[:range=EXPR[:pitch=NAME:rows=NAME]]
 
     in   a value (or an existing handle) sent to the worker
     out  a value the worker returns (sync ops only)
@@ -66,11 +67,19 @@ class Param:
             raise SpecError(f'line {lineno}: bad parameter {text!r}')
         self.dir, tspec, self.name = parts[0], parts[1], parts[2]
         self.type, _, override = tspec.partition('=')
-        if self.type not in TYPES:
+        # bytesN: N raw bytes through a pointer (in: const void *, out: void *)
+        m = re.fullmatch(r'bytes([0-9]+)', self.type)
+        self.nbytes = int(m.group(1)) if m else 0
+        if m and not (0 < self.nbytes <= MAX_BYTES_PARAM and self.dir in ('in', 'out')):
+            raise SpecError(f'line {lineno}: bytesN needs 0 < N <= {MAX_BYTES_PARAM}, in or out: {text!r}')
+        if self.type not in TYPES and not self.nbytes:
             raise SpecError(f'line {lineno}: bad parameter {text!r}')
         if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', self.name):
             raise SpecError(f'line {lineno}: bad parameter name {self.name!r}')
-        self.ctype, self.wire, self.dtype = TYPES[self.type]
+        if self.nbytes:
+            self.ctype, self.wire, self.dtype = ('const void *' if self.dir == 'in' else 'void'), 'bytes', None
+        else:
+            self.ctype, self.wire, self.dtype = TYPES[self.type]
         if override:
             if self.type not in ('int', 'uint') or not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', override):
                 raise SpecError(f'line {lineno}: a C type override is only for int/uint enums: {text!r}')
@@ -81,11 +90,24 @@ class Param:
         if self.dir == 'out' and self.type in ('str', 'image'):
             raise SpecError(f'line {lineno}: {self.type} cannot be an output')
         self.range = None
+        self.rows = None  # (pitch, rows): the range is rows of it, pitch bytes apart
+        opts = {}
         for extra in parts[3:]:
-            m = re.fullmatch(r'range=([A-Za-z_][A-Za-z0-9_]*)(?:\*([0-9]+))?', extra)
-            if not m or self.type != 'devptr' or self.dir != 'in':
+            m = re.fullmatch(r'(range|pitch|rows)=([A-Za-z_][A-Za-z0-9_]*)(?:\*([0-9]+))?', extra)
+            if not m or self.type != 'devptr' or self.dir != 'in' or m.group(1) in opts or \
+                    (m.group(3) and m.group(1) != 'range'):
                 raise SpecError(f'line {lineno}: bad parameter option {extra!r}')
-            self.range = (m.group(1), int(m.group(2) or 1))
+            opts[m.group(1)] = (m.group(2), int(m.group(3) or 1))
+        if 'range' in opts:
+            self.range = opts['range']
+        if 'pitch' in opts or 'rows' in opts:
+            if not ('range' in opts and 'pitch' in opts and 'rows' in opts):
+                raise SpecError(f'line {lineno}: pitch= and rows= go together, with range=: {text!r}')
+            self.rows = (opts['pitch'][0], opts['rows'][0])
+
+    @property
+    def width(self):
+        return self.nbytes or WIDTH[self.wire]
 
     @property
     def sent(self):
@@ -114,16 +136,17 @@ class Func:
         if self.outs and not self.sync:
             raise SpecError(f'line {lineno}: {name}: async ops cannot have outputs')
         for p in params:
-            if p.range and p.range[0] not in names:
-                raise SpecError(f'line {lineno}: {name}: range refers to unknown {p.range[0]}')
+            for ref in ([p.range[0]] if p.range else []) + list(p.rows or ()):
+                if ref not in names:
+                    raise SpecError(f'line {lineno}: {name}: range refers to unknown {ref}')
         if self.internal and not (self.worker_custom and name.startswith('lup')):
             raise SpecError(f'line {lineno}: internal ops must be lup* and worker=custom')
 
     def args_size(self):
-        return sum(WIDTH[p.wire] for p in self.ins)
+        return sum(p.width for p in self.ins)
 
     def reply_size(self):
-        return sum(WIDTH[p.wire] for p in self.outs)
+        return sum(p.width for p in self.outs)
 
 
 def parse_spec(path, symbols):
@@ -166,7 +189,8 @@ def parse_spec(path, symbols):
         if fn.internal:
             continue
         implemented.append(fn.name)
-        if fn.perthread and not fn.client_custom:
+        # client=custom perthread: the shim hand-writes NAME_ptsz as well
+        if fn.perthread:
             implemented.append(perthread_name(fn.name, symbols))
     for lf in local:
         implemented.append(lf.name)
@@ -278,10 +302,15 @@ def gen_client_body(fn, pt_expr, validate=True):
     b.append(f'\tuint8_t args_[{fn.args_size()}];\n' if fn.ins else '\tuint8_t args_[1] = { 0 };\n')
     b.append('\tstruct lup_wr w_ = lup_wr_init(args_, sizeof(args_));\n')
     for p in fn.params:
-        if p.pointer or p.type == 'str' or (p.type == 'image'):
+        if p.pointer or p.type == 'str' or (p.type == 'image') or p.nbytes:
             b.append(f'\tif (!{p.name})\n\t\treturn CUDA_ERROR_INVALID_VALUE;\n')
     for p in (fn.ins if validate else []):
-        if p.range:
+        if p.rows:
+            cnt, mul = p.range
+            pitch, rows = p.rows
+            b.append(f'\tif ((r_ = lupc_check_range2d((uint64_t){p.name}, (uint64_t){cnt}, {mul}, (uint64_t){pitch}, '
+                     f'(uint64_t){rows})) != CUDA_SUCCESS)\n\t\treturn r_;\n')
+        elif p.range:
             cnt, mul = p.range
             b.append(f'\tif ((r_ = lupc_check_range((uint64_t){p.name}, (uint64_t){cnt}, {mul})) != CUDA_SUCCESS)\n\t\treturn r_;\n')
         elif p.type == 'devptr':
@@ -303,6 +332,8 @@ def gen_client_body(fn, pt_expr, validate=True):
             b.append(f'\tlup_wr_u64(&w_, {p.name}_blob_);\n')
         elif p.dir == 'new':
             b.append(f'\tlup_wr_u64(&w_, {p.name}_id_);\n')
+        elif p.nbytes:
+            b.append(f'\tlup_wr_bytes(&w_, {p.name}, {p.nbytes});\n')
         else:
             b.append(f'\tlup_wr_{p.wire}(&w_, {to_wire(p, pt_expr)});\n')
     flags = ('LUPC_SYNC' if fn.sync else 'LUPC_ASYNC') + (' | LUPC_CTX' if fn.need_ctx else '')
@@ -318,10 +349,15 @@ def gen_client_body(fn, pt_expr, validate=True):
         if fn.outs:
             b.append('\tstruct lup_rd rd_ = lup_rd_init(rep_, replen_);\n')
             for i, p in enumerate(fn.outs):
-                b.append(f'\t{p.dtype} o{i}_;\n\tlup_rd_{p.wire}(&rd_, &o{i}_);\n')
+                if p.nbytes:
+                    b.append(f'\tuint8_t o{i}_[{p.nbytes}];\n\tlup_rd_copy(&rd_, o{i}_, {p.nbytes});\n')
+                else:
+                    b.append(f'\t{p.dtype} o{i}_;\n\tlup_rd_{p.wire}(&rd_, &o{i}_);\n')
             b.append(f'\tif (lup_rd_finish(&rd_) < 0)\n\t\treturn lupc_protocol_error("{fn.name}");\n')
             for i, p in enumerate(fn.outs):
-                if p.handle or p.type == 'ctx':
+                if p.nbytes:
+                    b.append(f'\tmemcpy({p.name}, o{i}_, {p.nbytes});\n')
+                elif p.handle or p.type == 'ctx':
                     b.append(f'\t*{p.name} = ({p.ctype})(uintptr_t)o{i}_;\n')
                 else:
                     b.append(f'\t*{p.name} = ({p.ctype})o{i}_;\n')
@@ -340,9 +376,9 @@ def gen_client_body(fn, pt_expr, validate=True):
 
 
 def gen_shim(funcs, symbols, extra_h=''):
-    o = [HEADER, '#include <stdint.h>\n#include <string.h>\n#include <cuda.h>\n\n#include "buf.h"\n#include "ops.h"\n'
+    o = [HEADER, '#include <stdint.h>\n#include <string.h>\n#include <cuda.h>\n#include <cudaProfiler.h>\n\n#include "buf.h"\n#include "ops.h"\n'
          '#include "shim_gen.h"\n#include "client.h"\n\n#define EXPORT __attribute__((visibility("default")))\n\n']
-    h = [HEADER, '#ifndef LUPINE_SHIM_GEN_H\n#define LUPINE_SHIM_GEN_H\n\n#include <cuda.h>\n#include <stdint.h>\n\n']
+    h = [HEADER, '#ifndef LUPINE_SHIM_GEN_H\n#define LUPINE_SHIM_GEN_H\n\n#include <cuda.h>\n#include <cudaProfiler.h>\n#include <stdint.h>\n\n']
     for fn in funcs:
         if fn.internal or fn.client_custom:
             # marshalling helper for a hand-written or internal function
@@ -571,7 +607,7 @@ def gen_worker(funcs, backend):
         if n not in be_names:
             be_names.append(n)
     h = [HEADER, '#ifndef LUPINE_WORKER_GEN_H\n#define LUPINE_WORKER_GEN_H\n\n#include <stdbool.h>\n'
-         '#include <stdint.h>\n#include <cuda.h>\n\n#include "buf.h"\n#include "lupine/wire.h"\n\n'
+         '#include <stdint.h>\n#include <cuda.h>\n#include <cudaProfiler.h>\n\n#include "buf.h"\n#include "lupine/wire.h"\n\n'
          'struct lupw_session;\n\n'
          '/* older ABIs the worker uses that cuda.h no longer declares */\n'
          'CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);\n\n'
@@ -599,6 +635,8 @@ def gen_worker(funcs, backend):
     h.append('\n/* Helpers the generated decoders call (daemon/worker/checks.c). */\n'
              'int lupw_check_devptr(struct lupw_session *s, uint64_t p);\n'
              'CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul);\n'
+             'CUresult lupw_check_range2d(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul,\n'
+             '                            uint64_t pitch, uint64_t rows);\n'
              'CUresult lupw_stream(struct lupw_session *s, uint64_t id, CUstream *ret);\n'
              'CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret);\n'
              'CUresult lupw_ctx(struct lupw_session *s, uint64_t id, CUcontext *ret);\n'
@@ -630,6 +668,8 @@ def gen_worker(funcs, backend):
         for i, p in enumerate(fn.ins):
             if p.type == 'str':
                 c.append(f'\tconst char *a{i}_p_;\n\tsize_t a{i}_n_;\n\tlup_rd_str16(rd, LUP_MAX_STR, &a{i}_p_, &a{i}_n_);\n')
+            elif p.nbytes:
+                c.append(f'\tconst uint8_t *a{i}_ = NULL;\n\tlup_rd_bytes(rd, {p.nbytes}, &a{i}_);\n')
             else:
                 c.append(f'\t{p.dtype} a{i}_;\n\tlup_rd_{p.wire}(rd, &a{i}_);\n')
         c.append(f'\tif (lup_rd_finish(rd) < 0) {{\n\t\tlupw_set_why(s, "malformed arguments for {fn.name}");\n\t\treturn -EBADMSG;\n\t}}\n')
@@ -654,7 +694,12 @@ def gen_worker(funcs, backend):
             c.append('\t(void)ctx;\n')
         for p in fn.ins:
             i = idx[p.name]
-            if p.range:
+            if p.rows:
+                cnt, mul = p.range
+                pitch, rows = p.rows
+                c.append(f'\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_check_range2d(s, a{i}_, a{idx[cnt]}_, {mul}, '
+                         f'a{idx[pitch]}_, a{idx[rows]}_);\n')
+            elif p.range:
                 cnt, mul = p.range
                 c.append(f'\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_check_range(s, a{i}_, a{idx[cnt]}_, {mul});\n')
             if p.dir == 'new':
@@ -671,12 +716,15 @@ def gen_worker(funcs, backend):
                 c.append(f'\tCUcontext v{i}_ = NULL;\n\tif (st_ == CUDA_SUCCESS)\n\t\tst_ = lupw_ctx(s, a{i}_, &v{i}_);\n')
         outs = {p.name: j for j, p in enumerate(fn.outs)}
         for p in fn.outs:
+            if p.nbytes:
+                c.append(f'\tuint8_t o{outs[p.name]}_[{p.nbytes}] = {{ 0 }};\n')
+                continue
             init = 'NULL' if p.handle else '0'
             c.append(f'\t{p.ctype} o{outs[p.name]}_ = {init};\n')
         call = []
         for p in fn.params:
             if p.dir == 'out':
-                call.append(f'&o{outs[p.name]}_')
+                call.append(f'o{outs[p.name]}_' if p.nbytes else f'&o{outs[p.name]}_')
                 continue
             i = idx[p.name]
             if p.dir == 'new':
@@ -711,6 +759,9 @@ def gen_worker(funcs, backend):
             c.append('\tif (st_ == CUDA_SUCCESS) {\n')
             for p in fn.outs:
                 j = outs[p.name]
+                if p.nbytes:
+                    c.append(f'\t\tlup_wr_bytes(out, o{j}_, {p.nbytes});\n')
+                    continue
                 conv = f'(uint64_t)(uintptr_t)o{j}_' if p.handle or p.type == 'ctx' else f'({p.dtype})o{j}_'
                 c.append(f'\t\tlup_wr_{p.wire}(out, {conv});\n')
             c.append('\t}\n')

@@ -37,16 +37,11 @@ static int chunk_add(struct lupw_session *s, uint64_t addr, uint64_t size, CUmem
         return 0;
 }
 
-static int arena_map(void *ud, uint64_t addr, uint64_t size, int device)
+int lupw_map_chunk(struct lupw_session *s, uint64_t addr, uint64_t size, const CUmemAllocationProp *prop,
+                   CUmemGenericAllocationHandle *ret)
 {
-        struct lupw_session *s = ud;
         const struct lupw_backend *be = &s->be.fn;
-        CUmemAllocationProp prop = {
-                .type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
-                /* exportable, so a hot restart can hand the memory to the next worker */
-                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-        };
+        int device = prop->location.id;
         CUmemAccessDesc access = {
                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
                 .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
@@ -59,7 +54,7 @@ static int arena_map(void *ud, uint64_t addr, uint64_t size, int device)
 
         if (hot < 0)
                 return (int)CUDA_ERROR_INVALID_VALUE;
-        r = hot ? CUDA_SUCCESS : be->cuMemCreate(&h, size, &prop, 0);
+        r = hot ? CUDA_SUCCESS : be->cuMemCreate(&h, size, prop, 0);
         if (r != CUDA_SUCCESS)
                 return (int)r;
         r = be->cuMemMap(addr, size, 0, h, 0);
@@ -72,6 +67,8 @@ static int arena_map(void *ud, uint64_t addr, uint64_t size, int device)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
                 goto out_unmap;
         }
+        if (ret)
+                *ret = h;
         return 0;
 
 out_unmap:
@@ -83,6 +80,17 @@ out_release:
                 lupw_hot_unimport(s, addr, size);
         }
         return (int)r;
+}
+
+static int arena_map(void *ud, uint64_t addr, uint64_t size, int device)
+{
+        CUmemAllocationProp prop = {
+                .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
+                /* exportable, so a hot restart can hand the memory to the next worker */
+                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+        };
+        return lupw_map_chunk(ud, addr, size, &prop, NULL);
 }
 
 static void arena_unmap(void *ud, uint64_t addr, uint64_t size)
@@ -102,6 +110,11 @@ static void arena_unmap(void *ud, uint64_t addr, uint64_t size)
 }
 
 const struct arena_ops lupw_arena_ops = { .map = arena_map, .unmap = arena_unmap };
+
+void lupw_unmap_chunk(struct lupw_session *s, uint64_t addr, uint64_t size)
+{
+        arena_unmap(s, addr, size);
+}
 
 void lupw_release_all(struct lupw_session *s)
 {

@@ -56,6 +56,37 @@ int lupw_check_devptr(struct lupw_session *s, uint64_t p)
         return 0;
 }
 
+/* The client's VMM mappings (worker/vmm.c keeps them; the lookups are here
+ * so that range checks need nothing of vmm.c). */
+size_t lupw_vmm_map_index(const struct lupw_session *s, uint64_t p)
+{
+        size_t lo = 0, hi = s->vmm.n_maps;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                const struct lupw_vmm_map *m = &s->vmm.maps[mid];
+                if (m->addr + m->size <= p)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+bool lupw_vmm_covers(const struct lupw_session *s, uint64_t p, uint64_t n)
+{
+        size_t i = lupw_vmm_map_index(s, p);
+        uint64_t at = p;
+        if (p + n < p)
+                return false;
+        while (i < s->vmm.n_maps && s->vmm.maps[i].addr <= at) {
+                at = s->vmm.maps[i].addr + s->vmm.maps[i].size;
+                if (at >= p + n)
+                        return true;
+                i++;
+        }
+        return false;
+}
+
 CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul)
 {
         uint64_t n;
@@ -66,10 +97,29 @@ CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, ui
         const struct arena_alloc *a = arena_find(&s->mem.arena, p);
         if (a)
                 return n > a->size - (p - a->addr) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        if (s->vmm.n_maps && lupw_vmm_covers(s, p, n)) /* the client's own mappings (worker/vmm.c) */
+                return CUDA_SUCCESS;
         struct lup_range g;
         if (!lupw_find_global(s, p, &g) || n > g.size - (p - g.base))
                 return CUDA_ERROR_INVALID_VALUE;
         return CUDA_SUCCESS;
+}
+
+/* A 2D range: rows of count*mul bytes, pitch bytes apart; checked as the
+ * span from the first byte of the first row to the last of the last. */
+CUresult lupw_check_range2d(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul, uint64_t pitch,
+                            uint64_t rows)
+{
+        uint64_t w, span;
+        if (__builtin_mul_overflow(count, mul, &w))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (w == 0 || rows == 0)
+                return CUDA_SUCCESS;
+        if (rows > 1 && pitch < w)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (__builtin_mul_overflow(pitch, rows - 1, &span) || __builtin_add_overflow(span, w, &span))
+                return CUDA_ERROR_INVALID_VALUE;
+        return lupw_check_range(s, p, span, 1);
 }
 
 CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret)

@@ -391,6 +391,8 @@ static int build_manifest(struct saver *sv, uint32_t mem, uint64_t epoch, struct
                 save_handles(sv, m, &hl);
         if (sv->rc == 0)
                 save_globals(sv, m);
+        if (sv->rc == 0)
+                sv->rc = lupw_vmm_describe(s, &m->vmm); /* the client's VMM (worker/vmm.c) */
         free(hl.ids);
         return sv->rc;
 }

@@ -109,6 +109,8 @@ static int gk_run(struct lupw_session *s, const struct lup_hdr *h, const union l
 {
         CUDA_KERNEL_NODE_PARAMS p;
         struct lupw_handle_ent *ne;
+        if (*status != CUDA_SUCCESS) /* latched, or check() refused it: not executed */
+                return 0;
         CUresult r = params_of(s, &a->launch, &p);
         if (r == CUDA_SUCCESS) {
                 switch (gk.mode) {
@@ -180,6 +182,8 @@ static void fn_of(uint64_t key, uint64_t val, void *ud)
 static int gkg_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,
                    CUresult *status)
 {
+        if (*status != CUDA_SUCCESS) /* latched: not executed */
+                return 0;
         struct lupw_handle_ent *ne = lupw_handle_ent(s, LUPW_H_GRAPHNODE, get_node_id), *fe;
         CUDA_KERNEL_NODE_PARAMS p;
         CUfunction fn;

@@ -521,6 +521,7 @@ out_release:
                 s->rx.buf = NULL;
         if (s->copy.staging_pinned)
                 s->copy.staging = NULL;
+        lupw_vmm_release(s);
         lupw_release_all(s);
         backend_close(&s->be);
 out_free:;

@@ -393,6 +393,8 @@ static int apply_manifest(struct restorer *r, const struct lup_ckpt_manifest *m)
         int rc = restore_contexts(r, m);
         if (rc == 0)
                 rc = restore_arena(r, m);
+        if (rc == 0 && (rc = lupw_vmm_restore(s, &m->vmm, r->why, sizeof(r->why))) < 0)
+                rc = fail(r, rc, "%s", r->why); /* the client's VMM (worker/vmm.c): homes before memory */
         if (rc == 0)
                 rc = restore_memory(r, m);
         free_spans(r);

@@ -9,6 +9,7 @@
 
 #include "arena.h"
 #include "backend.h"
+#include "ckpt_codec.h"
 #include "config.h"
 #include "lupine/checkpoint_provider.h"
 #include "ctl_codec.h"
@@ -103,6 +104,34 @@ struct lupw_memory {
         bool reserved;             /* the arena's range is reserved in the driver */
         struct lupw_chunk *chunks; /* mapped physical chunks */
         size_t n_chunks, cap_chunks;
+};
+
+/* The client's virtual memory management (worker/vmm.c): reservations in
+ * the arena, physical allocations and mappings. Each physical allocation
+ * stays mapped at a home range of the arena that only the worker uses, a
+ * chunk of s->mem.chunks: checkpoints save it and hot restarts export it
+ * like any chunk, mapped or not by the client. */
+struct lupw_vmm_alloc {
+        uint64_t id; /* the client's handle */
+        uint64_t size;
+        uint64_t home; /* [home, home + size) */
+        CUmemGenericAllocationHandle real;
+        struct lup_ckpt_vmm_prop prop; /* as the client asked */
+        uint32_t refs;                 /* handle references: create + retains - releases */
+        uint32_t maps;                 /* client mappings of it */
+};
+struct lupw_vmm_map {
+        uint64_t addr, size, offset, alloc;
+        uint32_t present, prot; /* access per device: as struct lup_ckpt_vmm_map */
+};
+struct lupw_vmm {
+        struct lup_ckpt_vmm_resv *resv; /* size as the client gave it */
+        size_t n_resv, cap_resv;
+        struct lupw_vmm_alloc *allocs;
+        size_t n_allocs, cap_allocs;
+        struct lup_u64map ids;     /* handle id -> index in allocs */
+        struct lupw_vmm_map *maps; /* sorted by addr, never overlapping */
+        size_t n_maps, cap_maps;
 };
 
 /* Contexts (worker/checks.c binds them, worker/ops.c creates them). */
@@ -251,6 +280,7 @@ struct lupw_session {
         const char *why;   /* reason for closing the connection */
 
         struct lupw_memory mem;
+        struct lupw_vmm vmm;
         struct lupw_contexts ctx;
         struct lupw_objects obj;
         struct lupw_graphs graphs;
@@ -446,5 +476,28 @@ CUresult lupw_take_latched(struct lupw_session *s);
 /* worker/arena_map.c */
 void lupw_release_all(struct lupw_session *s);
 extern const struct arena_ops lupw_arena_ops;
+/* Creates (or, in a hot restore, imports) a chunk of prop's device at
+ * [addr, addr + size) of the arena, mapped read-write for that device,
+ * and adds it to s->mem.chunks; *ret (if not NULL) its handle. 0 or a
+ * positive CUresult. The POSIX fd handle type must be in prop. */
+int lupw_map_chunk(struct lupw_session *s, uint64_t addr, uint64_t size, const CUmemAllocationProp *prop,
+                   CUmemGenericAllocationHandle *ret);
+/* Unmaps and releases the chunk at addr. */
+void lupw_unmap_chunk(struct lupw_session *s, uint64_t addr, uint64_t size);
+
+/* worker/checks.c: the index of the first client mapping that ends after
+ * p, and whether [p, p + n) lies in client mappings that follow each other */
+size_t lupw_vmm_map_index(const struct lupw_session *s, uint64_t p);
+bool lupw_vmm_covers(const struct lupw_session *s, uint64_t p, uint64_t n);
+
+/* worker/vmm.c */
+/* The records a checkpoint keeps (arrays allocated: lup_ckpt_vmm_free). 0 or -ENOMEM. */
+int lupw_vmm_describe(const struct lupw_session *s, struct lup_ckpt_vmm *ret);
+/* Rebuilds them after restore_arena and before the memory is copied back:
+ * reservations, allocations at their homes (imported from fds in a hot
+ * restore), mappings with their access. 0, or -errno with why. */
+int lupw_vmm_restore(struct lupw_session *s, const struct lup_ckpt_vmm *v, char *why, size_t whylen);
+/* Unmaps and releases all of it (the session ends). */
+void lupw_vmm_release(struct lupw_session *s);
 
 #endif

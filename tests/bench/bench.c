@@ -151,6 +151,21 @@ int main(int argc, char **argv)
         fflush(stdout);
         bench_graph(empty, quick);
 
+        /* stream-ordered allocation: alloc/free pairs on one stream, no
+         * synchronisation until the end (through lupine no round trip) */
+        int pairs = quick ? 20000 : 200000;
+        CUdeviceptr pa;
+        a = now_us();
+        for (int i = 0; i < pairs; i++) {
+                CK(cuMemAllocAsync(&pa, 1 << 20, 0));
+                CK(cuMemFreeAsync(pa, 0));
+        }
+        CK(cuCtxSynchronize());
+        us = now_us() - a;
+        printf("{\"case\": \"cuMemAllocAsync+cuMemFreeAsync\", \"pairs\": %d, \"per_s\": %.0f, \"us\": %.1f}\n", pairs,
+               pairs / us * 1e6, us);
+        fflush(stdout);
+
         const size_t sizes[] = { 64, 64 << 10, 1 << 20, 64 << 20, 1u << 30 };
         size_t maxn = quick ? (64u << 20) : (1u << 30);
         CUdeviceptr big;

@@ -21,6 +21,7 @@ free_port = W.free_port
 
 class Daemon:
     def __init__(self, lupined, tmp, backend, env_extra=None, tag='main'):
+        self.backend = backend
         self.port = free_port()
         self.unix = os.path.join(tmp, f'{tag}.sock')
         self.log_path = os.path.join(tmp, f'lupined-{tag}.log')
@@ -93,6 +94,9 @@ def test_kernels(d, progs, launches):
     check('kernels, streams, events, callbacks, copies (e2e_kernels)',
           r.returncode == 0 and 'e2e_kernels: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])
     print(r.stdout.strip())
+    r = run_prog(progs, 'e2e_vmm', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
+    check('virtual memory management, PCI bus ids, profiler (e2e_vmm)',
+          r.returncode == 0 and 'e2e_vmm: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])
     r = run_prog(progs, 'e2e_graphs', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
     check('stream capture and graphs (e2e_graphs)', r.returncode == 0 and 'e2e_graphs: OK' in r.stdout,
           r.stdout[-3000:] + r.stderr[-3000:])
@@ -102,6 +106,13 @@ def test_kernels(d, progs, launches):
     r = run_prog(progs, 'e2e_answers', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
     check('driver answers probe (e2e_answers; diffed against the real driver on the GPU)',
           r.returncode == 0 and 'e2e_answers: OK' in r.stdout, r.stdout[-1500:] + r.stderr[-1500:])
+    tmap = [line for line in r.stdout.splitlines() if line.startswith('tensor map:')]
+    # on a GPU, tests/gpu/runtime.sh diffs these lines against the local driver's
+    check('tensor maps encoded by the server: equal inputs give equal maps, a new address changes it, bad input refused',
+          tmap == ['tensor map: encode = 0', 'tensor map: same inputs, same map = 1',
+                   'tensor map: replaced address differs = 1', 'tensor map: address not 16-byte aligned = error 1',
+                   'tensor map: rank 6 = error 1', 'tensor map: box of 300 = error 1',
+                   'tensor map: stride not a multiple of 16 = error 1'] or d.backend != 'sim', '\n'.join(tmap))
     # cuBLASLt loads its kernels with "binary is preserved" and no values
     # array; refusing that left its GEMMs without kernels (issue 6)
     check('a library option without a values array loads, like on the driver',
@@ -146,6 +157,24 @@ def test_printf(d, progs, backend):
         check(f'device printf on the client\'s stdout, in order (e2e_printf via {server.split(":")[0]})',
               problem is None, f'{problem}\n{r.stdout[-3000:]}{r.stderr[-2000:]}')
     check('device printf does not reach the daemon\'s log', 'device says hello' not in d.text())
+
+
+def test_pools(d, progs):
+    """The stream-ordered allocator (e2e_pools.c checks what the driver
+    documents); here also what lupine's pools do that the driver may but
+    need not: reuse on one stream, and across streams only with an ordering."""
+    r = run_prog(progs, 'e2e_pools', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
+    out = r.stdout
+    check('stream-ordered allocator: pools, attributes, ordering, threshold, bad input (e2e_pools)',
+          r.returncode == 0 and 'e2e_pools: OK' in out, out[-3000:] + r.stderr[-3000:])
+    for line in ('reuse on the same stream: yes', 'reuse across streams (internal dependencies): yes',
+                 'reuse across streams (no dependencies allowed): no',
+                 'reuse across streams (opportunistic, after a sync): yes', 'export of a pool: error 1'):
+        check(f'pools: "{line}"', line in out, out[-3000:])
+    check('pools: a shareable pool is not exported (801)', 'export of a shareable pool: error 801' in r.stderr,
+          r.stderr[-2000:])
+    check('pools: one log line for the refused export',
+          r.stderr.count('memory pools cannot be shared') == 1, r.stderr[-2000:])
 
 
 def test_many_clients(d, progs):
@@ -229,6 +258,41 @@ def test_bad_input(d):
     h, _ = W.read_frame(s)
     check('session continues after bad handles', h['status'] == 0)
     s.close()
+    test_bad_vmm(d)
+
+
+def test_bad_vmm(d):
+    """A client without the shim names VMM ranges the worker must refuse: the
+    driver would map or unmap anything in the arena, which is all one
+    reservation to it (worker/vmm.c checks)."""
+    create, release, mmap, unmap, access = 442, 443, 444, 445, 446
+    gran = 2 << 20
+    s, _, base = W.handshake(('127.0.0.1', d.port), 'bad-vmm')
+    seq = [0]
+
+    def call(op, payload):
+        seq[0] += 1
+        s.sendall(W.frame(op, payload, flags=W.F_SYNC, seq=seq[0]))
+        return W.read_frame(s)[0]['status']
+
+    mk = lambda hid: struct.pack('<QQiiiIBBHQ', hid, gran, 1, 1, 0, 0, 0, 0, 0, 0)
+    check('vmm bad input: a physical allocation is made', call(create, mk(0x5001)) == 0)
+    check('vmm bad input: its id again -> INVALID_VALUE', call(create, mk(0x5001)) == 1)
+    for where, ptr in (('in the arena outside any reservation', base), ('outside the arena', 0x10000000)):
+        st = call(mmap, struct.pack('<QQQQQ', ptr, gran, 0, 0x5001, 0))
+        check(f'vmm bad input: a map {where} -> INVALID_VALUE', st == 1, str(st))
+    for k in range(4):  # the worker's own chunks (the allocation's home among them) stay mapped
+        st = call(unmap, struct.pack('<QQ', base + k * gran, gran))
+        check(f'vmm bad input: unmapping the worker\'s arena at +{k * 2} MiB -> INVALID_VALUE', st == 1, str(st))
+    st = call(access, struct.pack('<QQII', base, gran, 1 << 20, 0))
+    check('vmm bad input: access for device 20 -> INVALID_VALUE (driver 580)', st == 1, str(st))
+    check('vmm bad input: releasing a handle that names nothing -> INVALID_VALUE',
+          call(release, struct.pack('<Q', 0x9999)) == 1)
+    check('vmm bad input: release of the real one', call(release, struct.pack('<Q', 0x5001)) == 0)
+    seq[0] += 1
+    s.sendall(W.frame(W.OP_PING, flags=W.F_SYNC, seq=seq[0]))
+    check('vmm bad input: the session goes on', W.read_frame(s)[0]['status'] == 0 and d.alive())
+    s.close()
 
 
 def main():
@@ -246,6 +310,7 @@ def main():
             test_programs(d, progs)
             test_kernels(d, progs, 100000 if backend == 'cuda' else 10000)
             test_printf(d, progs, backend)
+            test_pools(d, progs)
             test_many_clients(d, progs)
             test_bad_input(d)
             test_noserver(progs)

@@ -202,11 +202,11 @@ def upgrade(lupined, progs, shim, kernels, lupinectl, tmp):
         while time.time() < deadline:
             with open(log_path) as f:
                 text = f.read()
-            if text.count("serving its client's connection again") >= 2:
+            if text.count("serving its client's connection again at seq") >= 2:
                 break
             time.sleep(0.1)
         check('upgrade (SIGHUP): both sessions serve their connections again in the new image',
-              text.count("serving its client's connection again") >= 2, text[-3000:])
+              text.count("serving its client's connection again at seq") >= 2, text[-3000:])
         check('upgrade (SIGHUP): memory mapped from fds, zero bytes copied',
               len(re.findall(r'hot restore: (\d+) of \1 chunk\(s\) .* 0 bytes copied', text)) >= 2, text[-3000:])
         time.sleep(0.8)
@@ -216,11 +216,11 @@ def upgrade(lupined, progs, shim, kernels, lupinectl, tmp):
         while time.time() < deadline:
             with open(log_path) as f:
                 text = f.read()
-            if text.count("serving its client's connection again") >= 4:
+            if text.count("serving its client's connection again at seq") >= 4:
                 break
             time.sleep(0.1)
         check('upgrade (lupinectl): both sessions carried over again',
-              text.count("serving its client's connection again") >= 4, text[-3000:])
+              text.count("serving its client's connection again at seq") >= 4, text[-3000:])
         for i, c in enumerate(cs):
             ok, out = finished_ok(c)
             check(f'upgrade: client {i} never saw a disconnect and has exact data', ok, out)

@@ -21,7 +21,9 @@ checked on the GPU and the other way round, and a flipped bit in saved
 memory is refused by either check. --checkpoint-verify reads saved memory
 back through the directory provider and through the example provider
 with direct writes, every piece matching the GPU's hash, and fails a save
-whose read-back has one bit flipped.
+whose read-back has one bit flipped. Stream-ordered pools keep their
+allocations, data and attributes across a durable restart, an upgrade and
+a hot restart (test_pools_restart.py).
 """
 import os
 import random
@@ -35,6 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lupwire as W  # noqa: E402
+import test_vmm_restart  # noqa: E402
 
 check = W.Checks()
 FAILED = check.failed
@@ -420,11 +423,16 @@ def main():
             lanes_and_write_fault(lupined, progs, shim, tmp)
             memory_checksums(lupined, progs, shim, tmp)
             direct_and_verify(lupined, progs, shim, tmp)
+            test_vmm_restart.run(lupined, progs, shim, kernels, tmp, check)  # the client's VMM, three restarts
+            # stream-ordered pools across a durable restart, an upgrade and a hot restart
+            import test_pools_restart
+            test_pools_restart.pools_across_restarts(lupined, progs, shim, kernels, tmp)
+            FAILED.extend(test_pools_restart.FAILED)
         except Exception as e:  # a harness failure is a test failure, with the logs
             check('harness', False, repr(e))
         if FAILED:
             for f in ('lupined.log', 'lupined4.log', 'lupined2.log', 'lupined3.log', 'lupined5.log',
-                      'lupined6.log', 'lupined7.log'):
+                      'lupined6.log', 'lupined7.log', 'vmm-durable.log', 'vmm-hot.log', 'vmm-upgrade.log'):
                 p = os.path.join(tmp, f)
                 if os.path.exists(p):
                     print(f'---- {f} (tail) ----')

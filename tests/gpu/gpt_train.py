@@ -3,10 +3,14 @@
 """A small GPT trained with fixed seeds: 4 layers, width 128, 4 heads,
 context 64, batch 32, a Conv1d token mixer in each block, AdamW.
 
-usage: gpt_train.py STEPS OUT.pt
+usage: gpt_train.py STEPS [OUT.pt] [--graph]
 Prints ms/step (after 10 warm-up steps) and a digest of the final weights;
 writes the final state dict to OUT.pt so two runs can be compared bit for
-bit (run it on the local driver and through lupine in the same job)."""
+bit (run it on the local driver and through lupine in the same job).
+--graph: after 3 eager steps on a side stream, the whole step (forward,
+backward, AdamW with capturable=True) is captured once in a CUDA graph and
+replayed for every later step, as the PyTorch docs show for whole-network
+capture."""
 import hashlib
 import os
 import sys
@@ -58,8 +62,10 @@ class GPT(nn.Module):
 
 
 def main():
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 120
-    out = sys.argv[2] if len(sys.argv) > 2 else None
+    args = [a for a in sys.argv[1:] if a != '--graph']
+    graph = '--graph' in sys.argv[1:]
+    steps = int(args[0]) if args else 120
+    out = args[1] if len(args) > 1 else None
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
@@ -70,20 +76,43 @@ def main():
     g = torch.Generator().manual_seed(42)
     corpus = torch.cumsum(torch.randint(0, 7, (200000,), generator=g), 0) % VOCAB
     model = GPT().to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, capturable=graph)
     starts = torch.randint(0, len(corpus) - CTX - 1, (steps, BATCH), generator=g)
     t0 = None
+    static_x = torch.zeros((BATCH, CTX), dtype=torch.long, device=dev)
+    static_y = torch.zeros((BATCH, CTX), dtype=torch.long, device=dev)
+    side = torch.cuda.Stream()
+    cuda_graph = None
+
+    def train_step():
+        loss = F.cross_entropy(model(static_x).view(-1, VOCAB), static_y.view(-1))
+        loss.backward()
+        opt.step()
+        return loss
+
     for step in range(steps):
         if step == 10:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
         ix = starts[step]
-        x = torch.stack([corpus[i:i + CTX] for i in ix]).to(dev, non_blocking=True)
-        y = torch.stack([corpus[i + 1:i + CTX + 1] for i in ix]).to(dev, non_blocking=True)
-        loss = F.cross_entropy(model(x).view(-1, VOCAB), y.view(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        static_x.copy_(torch.stack([corpus[i:i + CTX] for i in ix]), non_blocking=True)
+        static_y.copy_(torch.stack([corpus[i + 1:i + CTX + 1] for i in ix]), non_blocking=True)
+        if not graph:
+            opt.zero_grad(set_to_none=True)
+            loss = train_step()
+        elif step < 3:  # warm-up on a side stream before the capture
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                opt.zero_grad(set_to_none=True)
+                loss = train_step()
+            torch.cuda.current_stream().wait_stream(side)
+        else:
+            if cuda_graph is None:
+                cuda_graph = torch.cuda.CUDAGraph()
+                opt.zero_grad(set_to_none=True)
+                with torch.cuda.graph(cuda_graph):
+                    loss = train_step()
+            cuda_graph.replay()
         if step % 20 == 0 or step == steps - 1:
             print(f'step {step} loss {loss.item():.4f}', flush=True)
     torch.cuda.synchronize()

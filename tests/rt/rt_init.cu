@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The CUDA runtime (as nvcc links it: static, or shared with -cudart shared)
 // initialising through lupine and doing plain memory work plus one launch of
-// a kernel the simulator knows (vec_add_f32 of tests/kernels/kernels.cu).
+// a kernel the simulator knows (vec_add_f32 of tests/kernels/kernels.cu),
+// and stream-ordered allocations (cudaMallocAsync, cudaFreeAsync).
 // Exit 0 and "rt_init: OK" when every result is right.
 #include <cstdio>
 #include <cstdlib>
@@ -57,6 +58,27 @@ int main()
         for (int i = 0; i < N; i++)
                 if (h[i] != 3.0f * i) { std::fprintf(stderr, "c[%d] = %f\n", i, h[i]); return 1; }
         CK(cudaEventDestroy(ev));
+        // the stream-ordered allocator as the runtime drives it
+        // (cudaMallocAsync: lupine's pools are in the shim, shim/pool.c)
+        int pools = 0;
+        CK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, 0));
+        if (!pools) { std::fprintf(stderr, "no memory pools\n"); return 1; }
+        float *pa;
+        CK(cudaMallocAsync((void **)&pa, N * sizeof(float), s));
+        CK(cudaMemcpyAsync(pa, c, N * sizeof(float), cudaMemcpyDeviceToDevice, s));
+        CK(cudaFreeAsync(pa, s));
+        CK(cudaMallocAsync((void **)&pa, N * sizeof(float), s)); // stream order: the same memory may serve again
+        std::memset(h, 0, N * sizeof(float));
+        CK(cudaMemcpyAsync(h, pa, N * sizeof(float), cudaMemcpyDeviceToHost, s));
+        CK(cudaFreeAsync(pa, s));
+        CK(cudaStreamSynchronize(s));
+        for (int i = 0; i < N; i++)
+                if (h[i] != 3.0f * i) { std::fprintf(stderr, "async c[%d] = %f\n", i, h[i]); return 1; }
+        cudaMemPool_t mp;
+        unsigned long long used = 1;
+        CK(cudaDeviceGetDefaultMemPool(&mp, 0));
+        CK(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrUsedMemCurrent, &used));
+        if (used != 0) { std::fprintf(stderr, "pool still uses %llu bytes\n", used); return 1; }
         CK(cudaStreamDestroy(s));
         CK(cudaFree(a)); CK(cudaFree(b)); CK(cudaFree(c)); CK(cudaFreeHost(h));
         CK(cudaDeviceReset());

@@ -167,6 +167,77 @@ static void contains(void **state)
         assert_int_equal(arena_init(&a, BASE + 1, 1 << 30, GRAN, &ops, &f), -EINVAL);
 }
 
+/* VMM reservations: carved out of the free VA, never mapped through ops,
+ * never handed to arena_alloc; hints and alignment as the driver takes them. */
+static void va_reservations(void **state)
+{
+        struct fake f = { .limit = 1ull << 40 };
+        struct arena a;
+        uint64_t r1, r2, r3, p;
+        assert_int_equal(arena_init(&a, BASE, 1ull << 30, GRAN, &ops, &f), 0);
+        assert_int_equal(arena_alloc(&a, 4 << 20, 0, 1, &p), 0);
+        assert_int_equal(arena_va_reserve(&a, 8 << 20, 0, 0, &r1), 0);
+        assert_int_equal(r1, BASE + (4 << 20));
+        assert_int_equal(f.maps, 1); /* bare VA: nothing mapped */
+        /* a free hint is used */
+        assert_int_equal(arena_va_reserve(&a, 2 << 20, 0, BASE + (64 << 20), &r2), 0);
+        assert_int_equal(r2, BASE + (64 << 20));
+        /* a hint that is taken, or outside the arena, gives any address */
+        assert_int_equal(arena_va_reserve(&a, 2 << 20, 0, r1, &r3), 0);
+        assert_true(r3 != r1 && arena_contains(&a, r3));
+        assert_int_equal(arena_va_release(&a, r3, 2 << 20), 0);
+        assert_int_equal(arena_va_reserve(&a, 2 << 20, 0, 0x1000000000ull, &r3), 0);
+        assert_true(arena_contains(&a, r3));
+        assert_int_equal(arena_va_release(&a, r3, 2 << 20), 0);
+        /* alignment: a power of two, at least the granule */
+        assert_int_equal(arena_va_reserve(&a, 2 << 20, 3 << 20, 0, &r3), -EINVAL);
+        assert_int_equal(arena_va_reserve(&a, 2 << 20, 32 << 20, 0, &r3), 0);
+        assert_int_equal(r3 % (32 << 20), 0);
+        assert_int_equal(arena_va_release(&a, r3, 2 << 20), 0);
+        /* a hint that is not aligned as asked is not used */
+        assert_int_equal(arena_va_reserve(&a, 2 << 20, 32 << 20, BASE + (66 << 20), &r3), 0);
+        assert_int_equal(r3 % (32 << 20), 0);
+        assert_int_equal(arena_va_release(&a, r3, 2 << 20), 0);
+        assert_int_equal(arena_va_reserve(&a, 3 << 20, 0, 0, &r3), -EINVAL);
+        assert_int_equal(arena_va_reserve(&a, 0, 0, 0, &r3), -EINVAL);
+        assert_int_equal(arena_va_reserve(&a, 2ull << 30, 0, 0, &r3), -ENOMEM);
+        /* allocations go around reservations */
+        for (int i = 0; i < 8; i++) {
+                uint64_t q;
+                assert_int_equal(arena_alloc(&a, 2 << 20, 0, 1, &q), 0);
+                assert_true(q + (2 << 20) <= r1 || q >= r1 + (8 << 20));
+                assert_true(q + (2 << 20) <= r2 || q >= r2 + (2 << 20));
+        }
+        /* release: only what is taken, only whole granules inside the arena */
+        assert_int_equal(arena_va_release(&a, r1, 3 << 20), -EINVAL);
+        assert_int_equal(arena_va_release(&a, BASE + (512 << 20), 2 << 20), -EINVAL); /* free already */
+        assert_int_equal(arena_va_release(&a, BASE - GRAN, GRAN), -EINVAL);
+        assert_int_equal(arena_va_release(&a, r1, 8 << 20), 0);
+        assert_int_equal(arena_va_release(&a, r1, 8 << 20), -EINVAL); /* twice */
+        /* exactly there again (a restore), and not over a taken range */
+        assert_int_equal(arena_va_reserve_at(&a, r1, 8 << 20), 0);
+        assert_int_equal(arena_va_reserve_at(&a, r1, 2 << 20), -EINVAL);
+        assert_int_equal(arena_va_reserve_at(&a, p, 2 << 20), -EINVAL);
+        arena_destroy(&a);
+}
+
+/* The sizing docs/status.md states: a 1 TiB arena holds the home ranges
+ * of all of an H200's memory (141 GiB) and five of PyTorch's expandable
+ * segment reservations (1.125 x 141 GiB each; one per pool, small and
+ * large, per stream that allocates), not a sixth. */
+static void va_sizing(void **state)
+{
+        struct fake f = { .limit = 1ull << 40 };
+        struct arena a;
+        uint64_t seg = (141ull << 30) / 8 * 9 / GRAN * GRAN, r;
+        assert_int_equal(arena_init(&a, BASE, LUP_ARENA_SIZE, GRAN, &ops, &f), 0);
+        assert_int_equal(arena_va_reserve(&a, 141ull << 30, 0, 0, &r), 0); /* homes: all of the GPU */
+        for (int i = 0; i < 5; i++)
+                assert_int_equal(arena_va_reserve(&a, seg, 0, 0, &r), 0);
+        assert_int_equal(arena_va_reserve(&a, seg, 0, 0, &r), -ENOMEM);
+        arena_destroy(&a);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -177,6 +248,8 @@ int main(void)
                 cmocka_unit_test(address_space_exhaustion),
                 cmocka_unit_test(free_by_owner),
                 cmocka_unit_test(contains),
+                cmocka_unit_test(va_reservations),
+                cmocka_unit_test(va_sizing),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,6 +43,16 @@ static struct lup_ckpt_handle handles[4] = {
 static struct lup_ckpt_global globals[1] = { { 0x7f0000001000ull, 4, 0x1000000, "counter_bias", 0x1234 } };
 static struct lup_ckpt_setting settings[2] = { { 0x10000, 1, 2, 0, 4096 }, { 0x1000001, 3, 8, 0, -7 } };
 
+static struct lup_ckpt_vmm_resv vresv[2] = { { 0x200010000000ull, 64ull << 20 }, { 0x200020000000ull, 4096 } };
+static struct lup_ckpt_vmm_alloc vallocs[2] = {
+        { 0x1000010, 4u << 20, 0x200030000000ull, { 1, 1, 0, 1, 0, 1, 0 }, 1 },
+        { 0x1000011, 2u << 20, 0x200030400000ull, { 1, 1, 1, 0, 0, 0, 0 }, 0 },
+};
+static struct lup_ckpt_vmm_map vmaps[2] = {
+        { 0x200010000000ull, 4u << 20, 0, 0x1000010, 1, 3 },
+        { 0x200010600000ull, 2u << 20, 0, 0x1000011, 3, 0x7 },
+};
+
 static void sample(struct lup_ckpt_manifest *m, uint32_t mem)
 {
         bool durable = mem & LUP_CKPT_MEM_DURABLE;
@@ -79,6 +89,7 @@ static void sample(struct lup_ckpt_manifest *m, uint32_t mem)
         m->globals = globals;
         m->n_settings = 2;
         m->settings = settings;
+        m->vmm = (struct lup_ckpt_vmm){ 2, 2, 2, vresv, vallocs, vmaps };
 }
 
 static void encode(const struct lup_ckpt_manifest *m, uint8_t **ret, size_t *ret_len)
@@ -141,6 +152,15 @@ static void assert_same(const struct lup_ckpt_manifest *a, const struct lup_ckpt
         }
         assert_int_equal(a->n_settings, b->n_settings);
         assert_memory_equal(a->settings, b->settings, a->n_settings * sizeof(a->settings[0]));
+        assert_int_equal(a->vmm.n_resv, b->vmm.n_resv);
+        assert_int_equal(a->vmm.n_allocs, b->vmm.n_allocs);
+        assert_int_equal(a->vmm.n_maps, b->vmm.n_maps);
+        if (a->vmm.n_resv)
+                assert_memory_equal(a->vmm.resv, b->vmm.resv, a->vmm.n_resv * sizeof(a->vmm.resv[0]));
+        if (a->vmm.n_allocs)
+                assert_memory_equal(a->vmm.allocs, b->vmm.allocs, a->vmm.n_allocs * sizeof(a->vmm.allocs[0]));
+        if (a->vmm.n_maps)
+                assert_memory_equal(a->vmm.maps, b->vmm.maps, a->vmm.n_maps * sizeof(a->vmm.maps[0]));
 }
 
 static void manifest_round_trip(void **state)
@@ -308,6 +328,61 @@ static void manifest_bad_fields(void **state)
         memcpy(b, buf, len - 8);
         b[len - 8] = 0;
         expect_refused(b, len + 1, -EBADMSG, "trailing bytes in the manifest");
+        free(b);
+        free(buf);
+}
+
+/* The vmm section (version 3) is last: its records sit just before the
+ * trailer, the last mapping at len - 8 - 40. */
+static void manifest_vmm_bad_records(void **state)
+{
+        struct lup_ckpt_manifest m;
+        uint8_t *buf;
+        size_t len;
+        const char *bad = "malformed virtual memory record";
+        sample(&m, LUP_CKPT_MEM_DURABLE);
+        encode(&m, &buf, &len);
+        uint8_t *b = malloc(len);
+        size_t map = len - 8 - 40, alloc = len - 8 - 4 - 2 * 40 - 48, maps_n = len - 8 - 2 * 40 - 4;
+        memcpy(b, buf, len);
+        lup_put64(b + map, 0x200010600000ull + 4096); /* not on a granule */
+        expect_refused(b, len, -EBADMSG, bad);
+        memcpy(b, buf, len);
+        lup_put64(b + map + 16, 4096); /* the offset neither */
+        expect_refused(b, len, -EBADMSG, bad);
+        memcpy(b, buf, len);
+        lup_put32(b + map + 32, 1u << 5); /* a device the session does not have */
+        expect_refused(b, len, -EBADMSG, bad);
+        memcpy(b, buf, len);
+        lup_put32(b + map + 36, 0x2); /* no such access value */
+        expect_refused(b, len, -EBADMSG, bad);
+        memcpy(b, buf, len);
+        lup_put32(b + map + 36, 0x33); /* access for a device not named */
+        expect_refused(b, len, -EBADMSG, bad);
+        memcpy(b, buf, len);
+        lup_put32(b + alloc + 32, 2); /* location: device 2 of 2 */
+        expect_refused(b, len, -EBADMSG, bad);
+        memcpy(b, buf, len);
+        lup_put64(b + alloc + 8, 0); /* empty */
+        expect_refused(b, len, -EBADMSG, bad);
+        memcpy(b, buf, len);
+        lup_put64(b + alloc, 0); /* no id */
+        expect_refused(b, len, -EBADMSG, bad);
+        memcpy(b, buf, len);
+        lup_put32(b + maps_n, LUP_CKPT_MAX_VMM_MAPS + 1); /* over the limit */
+        expect_refused(b, len, -EBADMSG, bad);
+        memcpy(b, buf, len);
+        lup_put32(b + maps_n, 3); /* more records than there are bytes */
+        expect_refused(b, len, -EBADMSG, bad);
+        /* a version-2 manifest has no vmm section, and still reads */
+        struct lup_ckpt_manifest got;
+        const char *why = NULL;
+        m.version = 2;
+        free(buf);
+        encode(&m, &buf, &len);
+        assert_int_equal(lup_ckpt_manifest_decode(buf, len, &got, &why), 0);
+        assert_int_equal(got.vmm.n_resv + got.vmm.n_allocs + got.vmm.n_maps, 0);
+        lup_ckpt_manifest_free(&got);
         free(b);
         free(buf);
 }
@@ -779,6 +854,7 @@ int main(void)
                 cmocka_unit_test(manifest_truncations),
                 cmocka_unit_test(manifest_flipped_bytes),
                 cmocka_unit_test(manifest_bad_fields),
+                cmocka_unit_test(manifest_vmm_bad_records),
                 cmocka_unit_test(manifest_hot_records_no_pieces),
                 cmocka_unit_test(manifest_long_names),
                 cmocka_unit_test(manifest_version1),

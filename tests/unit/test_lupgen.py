@@ -14,7 +14,7 @@ spec = importlib.util.spec_from_file_location('lupgen', GEN)
 lupgen = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(lupgen)
 
-SYMS = {'cuMemAlloc', 'cuMemAlloc_v2', 'cuMemsetD8_v2', 'cuMemsetD8_v2_ptds', 'cuCtxSynchronize'}
+SYMS = {'cuMemAlloc', 'cuMemAlloc_v2', 'cuMemsetD8_v2', 'cuMemsetD8_v2_ptds', 'cuMemsetD2D8_v2', 'cuCtxSynchronize'}
 
 
 def parse(text):
@@ -44,6 +44,11 @@ class SpecTests(unittest.TestCase):
         funcs, local, backend, impl = parse('256 cuMemsetD8_v2 async ctx perthread in:devptr:d:range=N in:u8:v in:size_t:N\n')
         self.assertEqual(impl, ['cuMemsetD8_v2', 'cuMemsetD8_v2_ptds'])
         self.assertEqual(funcs[0].args_size(), 17)
+        funcs, _, _, _ = parse('256 cuMemsetD2D8_v2 async ctx in:devptr:d:range=W:pitch=P:rows=H in:size_t:P '
+                               'in:u8:v in:size_t:W in:size_t:H\n')
+        self.assertEqual((funcs[0].params[0].range, funcs[0].params[0].rows), (('W', 1), ('P', 'H')))
+        funcs, _, _, _ = parse('256 lupRaw sync internal worker=custom out:bytes128:m in:bytes40:d in:int:x\n')
+        self.assertEqual((funcs[0].args_size(), funcs[0].reply_size()), (44, 128))
 
     def test_rejects(self):
         self.bad('10 cuCtxSynchronize sync\n', 'out of range')
@@ -57,6 +62,12 @@ class SpecTests(unittest.TestCase):
         self.bad('256 cuCtxSynchronize sync out:str:x\n', 'cannot be an output')
         self.bad('256 cuCtxSynchronize sync in:size_t=CUfoo:x\n', 'override')
         self.bad('256 cuCtxSynchronize sync in:devptr:p:range=Q\n', 'unknown Q')
+        self.bad('256 cuCtxSynchronize sync in:devptr:p:pitch=p\n', 'go together')
+        self.bad('256 cuCtxSynchronize sync in:bytes0:p\n', 'bytesN')
+        self.bad('256 cuCtxSynchronize sync in:bytes300:p\n', 'bytesN')
+        self.bad('256 cuCtxSynchronize sync new:bytes8:p\n', 'bytesN')
+        self.bad('256 cuCtxSynchronize sync in:size_t:n in:devptr:p:range=n:pitch=n*2:rows=n\n', 'bad parameter option')
+        self.bad('256 cuCtxSynchronize sync in:size_t:n in:devptr:p:range=n:pitch=n:rows=R\n', 'unknown R')
         self.bad('256 cuCtxSynchronize sync\nlocal cuCtxSynchronize\n', 'implemented twice')
         self.bad('256 lupThing sync internal\n', 'internal ops')
         self.bad('local cuMemsetD8_v2 perthread=f:sideways\n', 'bad local flag')

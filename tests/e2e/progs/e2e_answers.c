@@ -5,7 +5,8 @@
  * the value: every device attribute, context settings and ids, function and
  * kernel attributes (also after a kernel's attribute was set through a
  * function handle, as the runtime does), occupancy, the NULL library,
- * pointer attributes of plain host memory. Run it on the local driver and
+ * pointer attributes of plain host memory, tensor-map encoding (results, and
+ * whether equal inputs give equal maps). Run it on the local driver and
  * through lupine and diff the two outputs (tests/gpu/runtime.sh does): a
  * library that fails only through lupine usually trips over one of these.
  *
@@ -169,6 +170,35 @@ static void pointer_answers(void)
         show("host pointer: context is NULL", r, c == NULL);
 }
 
+/* A float tensor of 64 x 32, tiles of 16 x 8. */
+static CUresult encode(CUtensorMap *m, CUdeviceptr p, cuuint32_t rank, cuuint64_t stride, cuuint32_t box0)
+{
+        cuuint64_t dims[5] = { 64, 32, 1, 1, 1 }, strides[4] = { stride, stride * 32, stride * 32, stride * 32 };
+        cuuint32_t box[5] = { box0, 8, 1, 1, 1 }, es[5] = { 1, 1, 1, 1, 1 };
+        return cuTensorMapEncodeTiled(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, rank, (void *)(uintptr_t)p, dims, strides,
+                                      box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                      CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+static void tensormap_answers(void)
+{
+        CUdeviceptr p;
+        CUtensorMap a, b, c;
+
+        CK(cuMemAlloc(&p, 1 << 20));
+        CUresult r = encode(&a, p, 2, 256, 16);
+        show("tensor map: encode", r, 0);
+        SHOW("tensor map: same inputs, same map", encode(&b, p, 2, 256, 16), !memcmp(&a, &b, sizeof(a)));
+        c = a;
+        SHOW("tensor map: replaced address differs", cuTensorMapReplaceAddress(&c, (void *)(uintptr_t)(p + 4096)),
+             memcmp(&a, &c, sizeof(a)) != 0);
+        SHOW("tensor map: address not 16-byte aligned", encode(&b, p + 4, 2, 256, 16), 0);
+        SHOW("tensor map: rank 6", encode(&b, p, 6, 256, 16), 0);
+        SHOW("tensor map: box of 300", encode(&b, p, 2, 256, 300), 0);
+        SHOW("tensor map: stride not a multiple of 16", encode(&b, p, 2, 260, 16), 0);
+        CK(cuMemFree(p));
+}
+
 int main(int argc, char **argv)
 {
         CUcontext ctx;
@@ -192,6 +222,7 @@ int main(int argc, char **argv)
         context_answers(ctx);
         function_answers(argv[1]);
         pointer_answers();
+        tensormap_answers();
         CK(cuDevicePrimaryCtxRelease(0));
         printf("e2e_answers: OK\n");
         return e2e_failures ? 1 : 0;

@@ -199,6 +199,16 @@ static void test_memory(void)
         CK(cuMemcpyDtoH(buf, m, 48));
         for (int i = 0; i < 48; i++)
                 EXPECT(buf[i] == (i < 16 ? 1 : i < 32 ? 2 : 3));
+        /* 2D: rows of 40 bytes, 64 apart; the bytes between rows stay */
+        CK(cuMemsetD8(m, 0, sizeof(buf)));
+        CK(cuMemsetD2D8(m, 64, 0x11, 40, 4));
+        CK(cuMemsetD2D16(m + 256, 64, 0x2222, 20, 4));
+        CK(cuMemsetD2D32Async(m + 512, 64, 0x33333333, 10, 4, 0));
+        CK(cuMemcpyDtoH(buf, m, 768));
+        for (int i = 0; i < 768; i++)
+                EXPECT(buf[i] == (i % 64 >= 40 ? 0 : i < 256 ? 0x11 : i < 512 ? 0x22 : 0x33));
+        EXPECT_ERR(cuMemsetD2D8(m, 64, 0, 64, sizeof(buf) / 64 + 1), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuMemsetD2D8Async(m + 4000, 64, 0, 40, 2, 0), CUDA_ERROR_INVALID_VALUE);
 
         /* errors the real driver gives, with the same CUresult */
         EXPECT_ERR(cuMemsetD8(m, 0, sizeof(buf) + 1), CUDA_ERROR_INVALID_VALUE);

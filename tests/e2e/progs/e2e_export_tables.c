@@ -4,7 +4,8 @@
  * fetched before cuInit, the integrity answer recomputed by the caller
  * from what it can see (on the main thread and on a second one),
  * context-local storage, the context checks, the hook buffers, TOOLS_TLS,
- * the context id of Relay8, module loading through the CUDART table, and
+ * the context id of Relay8, module loading through the CUDART table, the
+ * module-function listing of cuFFT's TOOLS_MODULE table, and
  * the driver's answer to ids it does not know.
  *
  * Runs through lupine (sim or GPU) and, on the GPU machine, straight on
@@ -51,6 +52,7 @@ static void *const *table(const char *hex)
 #define CHECKS "263e88607cd2614392f6bbd5006dfa7e"
 #define INTEGRITY "d4082055bde6704b8d34ba123c66e1f2"
 #define RELAY8 "21318c60971432488ca641ff7324c8f2"
+#define TOOLS_MODULE "6e163fbeb958444d835ce182aff1991e" /* cuFFT's */
 
 typedef CUresult (*integrity_fn)(uint32_t, uint64_t, uint64_t *);
 
@@ -159,13 +161,14 @@ typedef CUresult (*load_fn)(CUmodule *, const void *);
 static void check_small_tables(CUcontext primary)
 {
         void *const *checks = table(CHECKS), *const *hooks = table(HOOKS), *const *tls = table(TLS),
-                    *const *relay8 = table(RELAY8), *const *cudart = table(CUDART);
+                    *const *relay8 = table(RELAY8), *const *cudart = table(CUDART),
+                    *const *module = table(TOOLS_MODULE);
         unsigned long long id;
         uint64_t rid = 77;
 
         /* size words as driver 580 has them */
         EXPECT((uintptr_t)cudart[0] == 104 && (uintptr_t)hooks[0] == 56 && (uintptr_t)tls[0] == 24 &&
-               (uintptr_t)checks[0] == 120 && (uintptr_t)relay8[0] == 744);
+               (uintptr_t)checks[0] == 120 && (uintptr_t)relay8[0] == 744 && (uintptr_t)module[0] == 792);
         EXPECT(cudart[10] == NULL && relay8[91] == NULL);
 
         /* CUDART slot 2: the primary context, the same handle as the public API's */
@@ -233,6 +236,66 @@ static void check_wrapper_load(void)
         CK(cuModuleUnload(m));
 }
 
+/* TOOLS_MODULE slot 7, as cuFFT uses it: the module's functions, each
+ * handed to a callback with its name, and their count as the result; the
+ * same list as cuModuleEnumerateFunctions, and each one launchable. */
+struct fn_list {
+        int n;
+        CUfunction f[64];
+        char name[64][64];
+};
+
+static void collect(void *user, CUfunction f, const char *name)
+{
+        struct fn_list *l = user;
+        if (l->n < 64) {
+                l->f[l->n] = f;
+                snprintf(l->name[l->n], sizeof(l->name[0]), "%s", name ? name : "");
+        }
+        l->n++;
+}
+
+static void check_module_functions(CUcontext primary)
+{
+        typedef size_t (*iterate_fn)(CUcontext, CUmodule, void (*)(void *, CUfunction, const char *), void *);
+        iterate_fn iterate = (iterate_fn)table(TOOLS_MODULE)[7];
+        char path[4096];
+        CUmodule m;
+        unsigned int n = 0;
+        static struct fn_list l;
+
+        snprintf(path, sizeof(path), "%s/kernels.fatbin", dir);
+        CK(cuModuleLoad(&m, path));
+        CK(cuModuleGetFunctionCount(&n, m));
+        EXPECT(n > 1 && n <= 64);
+        EXPECT(iterate(primary, m, collect, &l) == n && l.n == (int)n);
+        EXPECT(iterate(primary, m, NULL, NULL) == n);
+        CUfunction all[64];
+        CK(cuModuleEnumerateFunctions(all, n, m));
+        EXPECT_ERR(cuModuleEnumerateFunctions(all, n - 1, m), CUDA_ERROR_INVALID_VALUE);
+        int found = -1;
+        for (int i = 0; i < l.n && i < 64; i++) {
+                const char *name = NULL;
+                CK(cuFuncGetName(&name, all[i]));
+                EXPECT(name && !strcmp(name, l.name[i]));
+                if (!strcmp(l.name[i], "fill_u32"))
+                        found = i;
+        }
+        EXPECT(found >= 0);
+        if (found >= 0) { /* fill_u32(out, value, n), launched through the listed handle */
+                CUdeviceptr d;
+                unsigned int v = 0x5eed, host[64];
+                int count = 64;
+                CK(cuMemAlloc(&d, sizeof(host)));
+                void *args[] = { &d, &v, &count };
+                CK(cuLaunchKernel(l.f[found], 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
+                CK(cuMemcpyDtoH(host, d, sizeof(host)));
+                EXPECT(host[0] == 0x5eed && host[63] == 0x5eed);
+                CK(cuMemFree(d));
+        }
+        CK(cuModuleUnload(m));
+}
+
 static void check_unknown_ids(void)
 {
         const void *t = (const void *)1;
@@ -265,6 +328,7 @@ int main(int argc, char **argv)
         check_small_tables(primary);
         check_cls(primary);
         check_wrapper_load();
+        check_module_functions(primary);
         /* the runtime's cudaFree(0) arrives as cuMemFree(0): a no-op */
         EXPECT_ERR(cuMemFree(0), CUDA_SUCCESS);
 

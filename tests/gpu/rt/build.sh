@@ -13,5 +13,6 @@ for link in static shared; do
         [ $link = shared ] && flags=(-cudart shared)
         nvcc -O2 -no-compress "${arch[@]}" "${flags[@]}" -o "$out/rt_init_$link" "$here/../../rt/rt_init.cu"
         nvcc -O2 "${arch[@]}" "${flags[@]}" -o "$out/rt_full_$link" "$here/rt_full.cu" -lcublas -lcudnn
+        nvcc -O2 "${arch[@]}" "${flags[@]}" -o "$out/rt_families_$link" "$here/rt_families.cu" -lcuda
 done
 echo "built in $out"
