@@ -211,8 +211,6 @@ static CUresult query(uint64_t s, CUstreamCaptureStatus *status, uint64_t *id, u
 
 EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 {
-        if (!phGraph)
-                return CUDA_ERROR_INVALID_VALUE;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
         uint64_t s = lupc_stream_id(hStream, 0), id, graph, ndeps;
@@ -220,8 +218,12 @@ EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
         CUresult r = query(s, &st, &id, &graph, &ndeps);
         if (r != CUDA_SUCCESS)
                 return r;
+        /* not capturing comes first: driver 580 answers ILLEGAL_STATE even
+         * for a NULL phGraph */
         if (st == CU_STREAM_CAPTURE_STATUS_NONE)
                 return CUDA_ERROR_ILLEGAL_STATE;
+        if (!phGraph)
+                return CUDA_ERROR_INVALID_VALUE;
         r = lupc_send_lupStreamEndCapture((CUstream)(uintptr_t)s, graph);
         /* the worker ended the capture unless it refused before trying
          * (UNMATCHED: not the stream that began it) */
@@ -300,7 +302,9 @@ EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream, CUstreamCapture
 
 EXPORT CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
-        if (!mode || !mode_ok((int)*mode))
+        /* any value is taken, as driver 580 takes it (a NULL mode crashes
+         * the driver; lupine refuses it) */
+        if (!mode)
                 return CUDA_ERROR_INVALID_VALUE;
         int old = thread_mode_set ? thread_mode : CU_STREAM_CAPTURE_MODE_GLOBAL;
         thread_mode = (int)*mode;

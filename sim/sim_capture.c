@@ -385,7 +385,8 @@ SIM_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 
         if (!sim_driver_get())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (!mode || !mode_valid(*mode))
+        /* any value is taken, as driver 580 takes it */
+        if (!mode)
                 return CUDA_ERROR_INVALID_VALUE;
         thread_mode = *mode;
         *mode = old;
