@@ -161,10 +161,22 @@ EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hG
                               numDependencies, (int)mode);
 }
 
+static CUresult query(uint64_t s, CUstreamCaptureStatus *ret_status, uint64_t *ret_id, uint64_t *ret_graph,
+                      uint64_t *ret_ndeps);
+
 static CUresult update_deps(CUstream st, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n, unsigned int flags)
 {
+        uint64_t id, graph, ndeps;
+        CUstreamCaptureStatus status;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
+        /* a stream that is not capturing comes first: driver 580 answers
+         * ILLEGAL_STATE before it looks at the flags */
+        CUresult q = query(lupc_stream_id(st, 0), &status, &id, &graph, &ndeps);
+        if (q != CUDA_SUCCESS)
+                return q;
+        if (status == CU_STREAM_CAPTURE_STATUS_NONE)
+                return CUDA_ERROR_ILLEGAL_STATE;
         if ((n && !deps) || flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES)
                 return CUDA_ERROR_INVALID_VALUE;
         if (!default_edge_data(edges, n))

@@ -35,8 +35,9 @@ static CUresult kernel_node(uint32_t mode, uint64_t node, uint64_t target, const
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!p || !target || !node)
                 return CUDA_ERROR_INVALID_VALUE;
+        /* kern is used only when func is NULL (the runtime may set both) */
         uint64_t f = p->func ? ID(p->func) : ID(p->kern);
-        if (!f || (p->kern && p->func))
+        if (!f)
                 return CUDA_ERROR_INVALID_VALUE;
         if (p->ctx && ID(p->ctx) != lupc_ctx_current())
                 return CUDA_ERROR_NOT_SUPPORTED; /* nodes run in the calling thread's context here */

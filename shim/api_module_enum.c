@@ -55,8 +55,9 @@ EXPORT CUresult CUDAAPI cuModuleEnumerateFunctions(CUfunction *functions, unsign
         CUresult r = lupc_send_lupModuleFunctionCount(&n, mod);
         if (r != CUDA_SUCCESS)
                 return r;
+        /* fewer slots than functions: the first ones, as driver 580 does */
         if (numFunctions < n)
-                return CUDA_ERROR_INVALID_VALUE;
+                n = numFunctions;
         for (unsigned int i = 0; i < n; i++)
                 if ((r = lupc_module_function(mod, i, &functions[i], NULL)) != CUDA_SUCCESS)
                         return r;

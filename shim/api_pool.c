@@ -156,6 +156,11 @@ EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps
         CUresult r = check_props(poolProps);
         if (r != CUDA_SUCCESS)
                 return r;
+        /* a cap beyond the device's memory: OUT_OF_MEMORY at once, as
+         * driver 580 answers for SIZE_MAX */
+        const struct lupc_device *dev = lupc_device(poolProps->location.id);
+        if (dev && poolProps->maxSize > dev->total_mem)
+                return CUDA_ERROR_OUT_OF_MEMORY;
         uint64_t id;
         /* handleTypes are kept, but the export calls below refuse */
         if (lupc_pool_create(poolProps, &id) < 0)

@@ -124,10 +124,15 @@ bool lupc_pool_lookup(uint64_t pool, int *ret_device)
 
 /* ---- chunks */
 
+#define POOL_CAP_ROUND (32ull << 20)
+
 static CUresult chunk_new_locked(struct lupc_pool *p, uint64_t need, uint64_t ctx, struct pool_chunk **ret)
 {
         uint64_t size = (need + LUPC_POOL_CHUNK - 1) / LUPC_POOL_CHUNK * LUPC_POOL_CHUNK;
-        if (p->props.maxSize && (size > p->props.maxSize || p->reserved > p->props.maxSize - size))
+        /* driver 580 rounds the cap up to 32 MiB: 4 MiB held 32 MiB, 64 MiB
+         * and 1 GiB held just that (tests/gpu/probes/pool_maxsize.c) */
+        uint64_t cap = p->props.maxSize ? (p->props.maxSize + POOL_CAP_ROUND - 1) / POOL_CAP_ROUND * POOL_CAP_ROUND : 0;
+        if (cap && (size > cap || p->reserved > cap - size))
                 return CUDA_ERROR_OUT_OF_MEMORY;
         struct pool_chunk *c = calloc(1, sizeof(*c));
         struct pool_block *b = calloc(1, sizeof(*b));

@@ -114,6 +114,11 @@ static int save_kernel(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode
         struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_FUNCTION, id);
         if (!e)
                 e = lupw_handle_ent(s, LUPW_H_KERNEL, id);
+        /* a function the client launched only in a capture (or a kernel
+         * whose layout no launch fetched): ask the driver now, through the
+         * node's function */
+        if (e && !e->have_params && p.func)
+                lupw_param_layout(s, e, p.func);
         if (!e || !e->have_params)
                 return fail(sv, -ENOTSUP, "a kernel node's parameter layout is unknown");
         const uint8_t *packed = NULL;

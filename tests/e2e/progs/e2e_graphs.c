@@ -279,6 +279,8 @@ static void test_illegal(void)
         CK(cuMemsetD8Async(d, 3, 4096, s2));
         EXPECT_ERR(cuStreamEndCapture(s2, &g), CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
         CUresult r = cuStreamEndCapture(s, &g);
+        if (r != CUDA_ERROR_STREAM_CAPTURE_UNJOINED && r != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+                fprintf(stderr, "ending the origin after an unmatched end: error %d\n", (int)r);
         EXPECT(r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
         CK(cuStreamIsCapturing(s2, &st));
         EXPECT(st == CU_STREAM_CAPTURE_STATUS_NONE);
@@ -742,7 +744,8 @@ static void test_capture_deps(void)
         expect_u32(a, 5);
         expect_u32(b, 6);
         expect_u32(c, 7);
-        EXPECT_ERR(cuStreamUpdateCaptureDependencies(s, NULL, NULL, 0, 7), CUDA_ERROR_INVALID_VALUE);
+        /* not capturing: ILLEGAL_STATE before the flags are looked at (driver 580) */
+        EXPECT_ERR(cuStreamUpdateCaptureDependencies(s, NULL, NULL, 0, 7), CUDA_ERROR_ILLEGAL_STATE);
         CK(cuGraphExecDestroy(e));
         CK(cuGraphDestroy(g));
         CK(cuStreamDestroy(s));

@@ -120,8 +120,8 @@ static void test_granularity(void)
         EXPECT(G > 0 && (G & (G - 1)) == 0 && rec >= G && rec % G == 0);
         printf("granularity: minimum %zu, recommended %zu\n", G, rec);
         p.location.id = n_devices;
-        EXPECT_ERR(cuMemGetAllocationGranularity(&rec, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-                   CUDA_ERROR_INVALID_DEVICE);
+        /* driver 580 answers for a device that does not exist */
+        EXPECT_ERR(cuMemGetAllocationGranularity(&rec, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
         EXPECT_ERR(cuMemGetAllocationGranularity(NULL, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_ERROR_INVALID_VALUE);
 }
 
@@ -158,7 +158,8 @@ static void test_basics(void)
                 EXPECT(holds(va + 16 * G, G, 0x33333333u));
                 CK(cuMemUnmap(va + 16 * G, G));
         }
-        EXPECT_ERR(cuMemMap(va + 16 * G, 2 * G, 3 * G, h1, 0), CUDA_ERROR_INVALID_VALUE); /* past its end */
+        /* at an offset past its end: still NOT_SUPPORTED on driver 580 */
+        EXPECT_ERR(cuMemMap(va + 16 * G, 2 * G, 3 * G, h1, 0), CUDA_ERROR_NOT_SUPPORTED);
         /* part of an allocation: driver 580 maps whole ones only */
         EXPECT_ERR(cuMemMap(va + 16 * G, 2 * G, 0, h1, 0), CUDA_ERROR_NOT_SUPPORTED);
 
@@ -221,7 +222,11 @@ static void test_bad_input(void)
         p = prop_dev(0);
         EXPECT_ERR(cuMemCreate(&hb, (total / G + 1) * G, &p, 0), CUDA_ERROR_OUT_OF_MEMORY);
 
-        EXPECT_ERR(cuMemMap(va + 7 * G, 2 * G, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* runs out of the reservation */
+        /* a map that runs out of the reservation: driver 580 maps it (the VA
+         * after it is free); lupine cannot let a client map arena VA it
+         * did not reserve, and refuses */
+        if (through_lupine)
+                EXPECT_ERR(cuMemMap(va + 7 * G, 2 * G, 0, h, 0), CUDA_ERROR_INVALID_VALUE);
         /* larger than the allocation, or a part of it: NOT_SUPPORTED on driver 580 */
         EXPECT_ERR(cuMemMap(va, 4 * G, 0, h, 0), CUDA_ERROR_NOT_SUPPORTED);
         map_rw(va, 2 * G, 0, h);
