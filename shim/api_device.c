@@ -164,7 +164,13 @@ EXPORT CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice de
                 return r;
         if (!pci_of(d, &domain, &bus, &slot))
                 return CUDA_ERROR_NOT_SUPPORTED;
-        snprintf(pciBusId, (size_t)len, "%04x:%02x:%02x.0", domain, bus, slot);
+        char id[32];
+        int n = snprintf(id, sizeof(id), "%04x:%02x:%02x.0", domain, bus, slot);
+        /* a buffer that cannot hold it: INVALID_VALUE, as driver 580 said for
+         * 6 bytes on the H200 (not a truncated id) */
+        if (n < 0 || n >= len)
+                return CUDA_ERROR_INVALID_VALUE;
+        memcpy(pciBusId, id, (size_t)n + 1);
         return CUDA_SUCCESS;
 }
 

@@ -113,6 +113,8 @@ CUresult lupw_lupStreamEndCapture(struct lupw_session *s, CUstream hStream, uint
         CUresult r;
         if (c && c->graph == 0)
                 c->graph = graph;
+        else if (c && graph == 0)
+                graph = c->graph; /* an invalidated capture: the shim was told no graph */
         else if (c && c->graph != graph)
                 return CUDA_ERROR_INVALID_VALUE; /* the shim names the capture's graph */
         if (c && c->lost) {                      /* ended by a drain */
