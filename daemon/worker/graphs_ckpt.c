@@ -395,8 +395,27 @@ int lupw_graphs_save(struct lupw_session *s, struct lupine_ckpt_save *save)
                 lup_u64map_each(&s->obj.handles, note_ids, &sv);
                 lup_u64map_each(&s->obj.handles, collect_graphs, &l);
         }
-        for (size_t i = 0; rc == 0 && i < l.n; i++)
+        for (size_t i = 0; rc == 0 && i < l.n; i++) {
+                uint32_t mark = sv.g.n_graphs;
                 rc = save_one(&sv, l.ids[i]);
+                if (rc != -ENOTSUP)
+                        continue;
+                /* A graph with a node lupine cannot save yet: the session is
+                 * kept without it (its memory, every other object), and the
+                 * graph or exec is gone after the restore: a launch of it
+                 * then fails with CUDA_ERROR_INVALID_HANDLE. Losing the
+                 * whole session for one graph would be worse. */
+                lup_err("session %s: checkpoint: graph %#llx is left out (%s); after the restore, using it fails "
+                        "with CUDA_ERROR_INVALID_HANDLE",
+                        s->name, (unsigned long long)l.ids[i], sv.why);
+                for (uint32_t j = mark; j < sv.g.n_graphs; j++) {
+                        free(sv.g.graphs[j].nodes);
+                        free(sv.g.graphs[j].edges);
+                }
+                sv.g.n_graphs = mark;
+                sv.why[0] = 0;
+                rc = 0;
+        }
         if (rc == 0)
                 rc = save_captures(&sv);
         if (rc == 0 && (rc = lup_ckpt_graphs_encode(&sv.g, &obj, &len)) < 0)
