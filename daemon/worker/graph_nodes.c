@@ -105,6 +105,29 @@ static bool devptr_ok(struct lupw_session *s, uint64_t p)
         return lupw_find_global(s, p, NULL) || arena_contains(&s->mem.arena, p);
 }
 
+CUDA_MEMSET_NODE_PARAMS lupw_memset_node_params(const struct lupw_session *s, uint64_t dst, uint64_t pitch,
+                                                uint32_t value, uint32_t elem, uint64_t width, uint64_t height)
+{
+        return (CUDA_MEMSET_NODE_PARAMS){ .dst = lupw_xlate(s, dst),
+                                          .pitch = pitch,
+                                          .value = value,
+                                          .elementSize = elem,
+                                          .width = width,
+                                          .height = height };
+}
+
+CUDA_MEMCPY3D lupw_copy_node_params(const struct lupw_session *s, uint64_t dst, uint64_t src, uint64_t bytes)
+{
+        CUDA_MEMCPY3D p;
+        memset(&p, 0, sizeof(p));
+        p.srcMemoryType = p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        p.dstDevice = lupw_xlate(s, dst);
+        p.srcDevice = lupw_xlate(s, src);
+        p.WidthInBytes = bytes;
+        p.Height = p.Depth = 1;
+        return p;
+}
+
 CUresult lupw_lupGraphAddNode(struct lupw_session *s, uint64_t node, CUgraph hGraph, unsigned int type, uint64_t a,
                               uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f)
 {
@@ -128,25 +151,14 @@ CUresult lupw_lupGraphAddNode(struct lupw_session *s, uint64_t node, CUgraph hGr
         case CU_GRAPH_NODE_TYPE_MEMSET: {
                 if (!devptr_ok(s, a))
                         return CUDA_ERROR_INVALID_VALUE;
-                CUDA_MEMSET_NODE_PARAMS p = { .dst = lupw_xlate(s, a),
-                                              .pitch = b,
-                                              .value = (unsigned int)c,
-                                              .elementSize = (unsigned int)d,
-                                              .width = e,
-                                              .height = f };
+                CUDA_MEMSET_NODE_PARAMS p = lupw_memset_node_params(s, a, b, (uint32_t)c, (uint32_t)d, e, f);
                 r = be->cuGraphAddMemsetNode(&n, hGraph, NULL, 0, &p, cur);
                 break;
         }
         case CU_GRAPH_NODE_TYPE_MEMCPY: {
                 if (!devptr_ok(s, a) || !devptr_ok(s, b))
                         return CUDA_ERROR_INVALID_VALUE;
-                CUDA_MEMCPY3D p;
-                memset(&p, 0, sizeof(p));
-                p.srcMemoryType = p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-                p.dstDevice = lupw_xlate(s, a);
-                p.srcDevice = lupw_xlate(s, b);
-                p.WidthInBytes = c;
-                p.Height = p.Depth = 1;
+                CUDA_MEMCPY3D p = lupw_copy_node_params(s, a, b, c);
                 r = be->cuGraphAddMemcpyNode(&n, hGraph, NULL, 0, &p, cur);
                 break;
         }
@@ -386,12 +398,7 @@ CUresult lupw_lupGraphNodeSet(struct lupw_session *s, uint64_t exec, uint64_t no
         if (type == CU_GRAPH_NODE_TYPE_MEMSET) {
                 if (!devptr_ok(s, a))
                         return CUDA_ERROR_INVALID_VALUE;
-                CUDA_MEMSET_NODE_PARAMS p = { .dst = lupw_xlate(s, a),
-                                              .pitch = b,
-                                              .value = (unsigned int)c,
-                                              .elementSize = (unsigned int)d,
-                                              .width = e,
-                                              .height = f };
+                CUDA_MEMSET_NODE_PARAMS p = lupw_memset_node_params(s, a, b, (uint32_t)c, (uint32_t)d, e, f);
                 r = x ? be->cuGraphExecMemsetNodeSetParams(x, n, &p, cur) : be->cuGraphMemsetNodeSetParams(n, &p);
                 if (r == CUDA_SUCCESS && x)
                         r = be->cuGraphMemsetNodeSetParams(n, &p);
@@ -399,13 +406,7 @@ CUresult lupw_lupGraphNodeSet(struct lupw_session *s, uint64_t exec, uint64_t no
         }
         if (type != CU_GRAPH_NODE_TYPE_MEMCPY || !devptr_ok(s, a) || !devptr_ok(s, b))
                 return CUDA_ERROR_INVALID_VALUE;
-        CUDA_MEMCPY3D p;
-        memset(&p, 0, sizeof(p));
-        p.srcMemoryType = p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-        p.dstDevice = lupw_xlate(s, a);
-        p.srcDevice = lupw_xlate(s, b);
-        p.WidthInBytes = c;
-        p.Height = p.Depth = 1;
+        CUDA_MEMCPY3D p = lupw_copy_node_params(s, a, b, c);
         r = x ? be->cuGraphExecMemcpyNodeSetParams(x, n, &p, cur) : be->cuGraphMemcpyNodeSetParams(n, &p);
         if (r == CUDA_SUCCESS && x)
                 r = be->cuGraphMemcpyNodeSetParams(n, &p);

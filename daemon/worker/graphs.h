@@ -23,6 +23,12 @@ uint64_t lupw_node_id(struct lupw_session *s, CUgraphNode real, uint64_t graph);
 uint64_t lupw_node_lookup(struct lupw_session *s, CUgraphNode real);
 CUresult lupw_node_put(struct lupw_session *s, uint64_t id, CUgraphNode real, uint64_t graph);
 void lupw_nodes_forget(struct lupw_session *s, uint64_t graph);
+/* The driver's parameters of the memset and memcpy nodes lupine makes
+ * (a memcpy node is a 1-D device-to-device copy), from the client's
+ * addresses, translated to where module globals are now. */
+CUDA_MEMSET_NODE_PARAMS lupw_memset_node_params(const struct lupw_session *s, uint64_t dst, uint64_t pitch,
+                                                uint32_t value, uint32_t elem, uint64_t width, uint64_t height);
+CUDA_MEMCPY3D lupw_copy_node_params(const struct lupw_session *s, uint64_t dst, uint64_t src, uint64_t bytes);
 /* A module global's address where it is now -> the client's (the reverse
  * of lupw_xlate). */
 uint64_t lupw_unxlate(const struct lupw_session *s, uint64_t v);

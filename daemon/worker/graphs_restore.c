@@ -80,22 +80,13 @@ static CUresult add_node(struct builder *b, CUgraphNode *ret, CUgraph g, const s
         case LUP_GNODE_KERNEL:
                 return add_kernel(b, ret, g, n);
         case LUP_GNODE_MEMSET: {
-                CUDA_MEMSET_NODE_PARAMS p = { .dst = lupw_xlate(s, n->u.memset.dst),
-                                              .pitch = n->u.memset.pitch,
-                                              .value = n->u.memset.value,
-                                              .elementSize = n->u.memset.elem,
-                                              .width = n->u.memset.width,
-                                              .height = n->u.memset.height };
+                CUDA_MEMSET_NODE_PARAMS p =
+                        lupw_memset_node_params(s, n->u.memset.dst, n->u.memset.pitch, n->u.memset.value,
+                                                n->u.memset.elem, n->u.memset.width, n->u.memset.height);
                 return be->cuGraphAddMemsetNode(ret, g, NULL, 0, &p, cur);
         }
         case LUP_GNODE_MEMCPY: {
-                CUDA_MEMCPY3D p;
-                memset(&p, 0, sizeof(p));
-                p.srcMemoryType = p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-                p.srcDevice = lupw_xlate(s, n->u.memcpy.src);
-                p.dstDevice = lupw_xlate(s, n->u.memcpy.dst);
-                p.WidthInBytes = n->u.memcpy.bytes;
-                p.Height = p.Depth = 1;
+                CUDA_MEMCPY3D p = lupw_copy_node_params(s, n->u.memcpy.dst, n->u.memcpy.src, n->u.memcpy.bytes);
                 return be->cuGraphAddMemcpyNode(ret, g, NULL, 0, &p, cur);
         }
         case LUP_GNODE_EMPTY:
