@@ -23,6 +23,27 @@ struct lup_rangemap {
         size_t n, cap;
 };
 
+/* The span of rows rows of count*mul bytes, pitch bytes apart, from the
+ * first byte of the first row to the last of the last (0: nothing to
+ * touch): what the shim and the worker check a 2-D range against. -1 when
+ * it overflows, or when rows overlap (pitch below the row). */
+static inline int lup_span2d(uint64_t count, uint64_t mul, uint64_t pitch, uint64_t rows, uint64_t *ret_span)
+{
+        uint64_t w, span;
+        if (__builtin_mul_overflow(count, mul, &w))
+                return -1;
+        if (w == 0 || rows == 0) {
+                *ret_span = 0;
+                return 0;
+        }
+        if (rows > 1 && pitch < w)
+                return -1;
+        if (__builtin_mul_overflow(pitch, rows - 1, &span) || __builtin_add_overflow(span, w, &span))
+                return -1;
+        *ret_span = span;
+        return 0;
+}
+
 /* -EEXIST if it overlaps a range already present, -EINVAL for size 0, -ENOMEM. */
 int lup_rangemap_add(struct lup_rangemap *m, const struct lup_range *range);
 /* Removes the range starting exactly at base; -ENOENT if there is none. */

@@ -130,21 +130,15 @@ CUresult lupc_check_range(uint64_t p, uint64_t count, uint64_t mul)
         return CUDA_SUCCESS;
 }
 
-/* rows of count*mul bytes, pitch bytes apart (daemon/worker/checks.c checks
+/* rows of count*mul bytes, pitch bytes apart (lup_span2d; the worker checks
  * the same span again) */
 CUresult lupc_check_range2d(uint64_t p, uint64_t count, uint64_t mul, uint64_t pitch, uint64_t rows)
 {
-        uint64_t w, span;
+        uint64_t span;
 
-        if (__builtin_mul_overflow(count, mul, &w))
+        if (lup_span2d(count, mul, pitch, rows, &span) < 0)
                 return CUDA_ERROR_INVALID_VALUE;
-        if (w == 0 || rows == 0)
-                return CUDA_SUCCESS;
-        if (rows > 1 && pitch < w)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (__builtin_mul_overflow(pitch, rows - 1, &span) || __builtin_add_overflow(span, w, &span))
-                return CUDA_ERROR_INVALID_VALUE;
-        return lupc_check_range(p, span, 1);
+        return span ? lupc_check_range(p, span, 1) : CUDA_SUCCESS;
 }
 
 /* ---- contexts */

@@ -33,7 +33,6 @@ bool lupw_find_global(const struct lupw_session *s, uint64_t p, struct lup_range
         return lup_rangemap_find(&s->obj.globals, p, ret);
 }
 
-
 uint64_t lupw_xlate(const struct lupw_session *s, uint64_t p)
 {
         struct lup_range r;
@@ -105,21 +104,15 @@ CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, ui
         return CUDA_SUCCESS;
 }
 
-/* A 2D range: rows of count*mul bytes, pitch bytes apart; checked as the
- * span from the first byte of the first row to the last of the last. */
+/* A 2-D range (lup_span2d): the span from the first byte of its first row
+ * to the last of its last, as the shim checked it. */
 CUresult lupw_check_range2d(struct lupw_session *s, uint64_t p, uint64_t count, uint64_t mul, uint64_t pitch,
                             uint64_t rows)
 {
-        uint64_t w, span;
-        if (__builtin_mul_overflow(count, mul, &w))
+        uint64_t span;
+        if (lup_span2d(count, mul, pitch, rows, &span) < 0)
                 return CUDA_ERROR_INVALID_VALUE;
-        if (w == 0 || rows == 0)
-                return CUDA_SUCCESS;
-        if (rows > 1 && pitch < w)
-                return CUDA_ERROR_INVALID_VALUE;
-        if (__builtin_mul_overflow(pitch, rows - 1, &span) || __builtin_add_overflow(span, w, &span))
-                return CUDA_ERROR_INVALID_VALUE;
-        return lupw_check_range(s, p, span, 1);
+        return span ? lupw_check_range(s, p, span, 1) : CUDA_SUCCESS;
 }
 
 CUresult lupw_device(struct lupw_session *s, int32_t ordinal, CUdevice *ret)
