@@ -19,7 +19,6 @@ With $OUT set, lupined's logs are copied to $OUT/gpt_graph_restarts.log.
 """
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpt_upgrades import SHA_RE, torch_libdirs, wait_for  # noqa: E402
+from gpt_upgrades import SHA_RE, finish, torch_libdirs, wait_for  # noqa: E402
 
 
 def start_daemon(build, sock, ckdir, log, env):
@@ -100,17 +99,7 @@ def main():
                 done += 1
             c.wait(timeout=900)
         finally:
-            if c.poll() is None:
-                c.kill()
-            err = c.stderr.read()
-            d.send_signal(signal.SIGTERM)
-            try:
-                d.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                d.kill()
-            log.close()
-            if os.environ.get('OUT'):
-                shutil.copy(logp, os.path.join(os.environ['OUT'], 'gpt_graph_restarts.log'))
+            err = finish(c, d, log, logp, 'gpt_graph_restarts')
         text = open(logp, errors='replace').read()
         got = SHA_RE.search(''.join(out_lines))
         same = bool(got) and got.group(1) == ref.group(1)

@@ -52,6 +52,24 @@ def wait_for(path, pattern, count, timeout):
     return False
 
 
+def finish(client, daemon, log, logp, name):
+    """The end of a run: the client killed if it still runs, the daemon
+    stopped (SIGTERM, then SIGKILL after 120 s), its log closed and copied
+    to $OUT/NAME.log. Returns the client's stderr."""
+    if client.poll() is None:
+        client.kill()
+    err = client.stderr.read()
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        daemon.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+    log.close()
+    if os.environ.get('OUT'):
+        shutil.copy(logp, os.path.join(os.environ['OUT'], f'{name}.log'))
+    return err
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -113,17 +131,7 @@ def main():
                       f'restore finished', flush=True)
             c.wait(timeout=900)
         finally:
-            if c.poll() is None:
-                c.kill()
-            err = c.stderr.read()
-            d.send_signal(signal.SIGTERM)
-            try:
-                d.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                d.kill()
-            log.close()
-            if os.environ.get('OUT'):
-                shutil.copy(logp, os.path.join(os.environ['OUT'], 'gpt_upgrades.log'))
+            err = finish(c, d, log, logp, 'gpt_upgrades')
         text = open(logp, errors='replace').read()
         out = ''.join(out_lines)
         got = SHA_RE.search(out)
