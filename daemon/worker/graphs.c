@@ -111,10 +111,10 @@ CUresult lupw_lupStreamEndCapture(struct lupw_session *s, CUstream hStream, uint
         struct lupw_capture *c = lupw_capture_find(s, hStream, 0);
         CUgraph g = NULL;
         CUresult r;
-        if (c && c->graph == 0)
+        if (c && graph == 0) /* an invalidated capture: the shim was told no graph */
+                graph = capture_graph(s, c);
+        else if (c && c->graph == 0)
                 c->graph = graph;
-        else if (c && graph == 0)
-                graph = c->graph; /* an invalidated capture: the shim was told no graph */
         else if (c && c->graph != graph)
                 return CUDA_ERROR_INVALID_VALUE; /* the shim names the capture's graph */
         if (c && c->lost) {                      /* ended by a drain */
