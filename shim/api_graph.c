@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "gmem.h"
 #include "log.h"
 #include "shim_gen.h"
 
@@ -242,6 +243,8 @@ EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
         if (r != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED && r != CUDA_ERROR_ILLEGAL_STATE)
                 atomic_fetch_sub(&open_captures, 1);
         *phGraph = r == CUDA_SUCCESS ? (CUgraph)(uintptr_t)graph : NULL;
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED && r != CUDA_ERROR_ILLEGAL_STATE)
+                lupc_gmem_graph_gone(graph); /* no graph: its memory nodes' memory goes */
         return r;
 }
 
