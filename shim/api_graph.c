@@ -244,7 +244,7 @@ EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
                 atomic_fetch_sub(&open_captures, 1);
         *phGraph = r == CUDA_SUCCESS ? (CUgraph)(uintptr_t)graph : NULL;
         if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED && r != CUDA_ERROR_ILLEGAL_STATE)
-                lupc_gmem_graph_gone(graph); /* no graph: its memory nodes' memory goes */
+                lupc_gmem_capture_failed(graph); /* no graph: what it allocated goes */
         return r;
 }
 

@@ -39,7 +39,9 @@ struct gm_alloc {
         uint64_t dptr, size, graph;
         uint64_t alloc_node, free_node; /* 0: none (or its graph is gone) */
         int dev;
-        bool live; /* a launch allocated it, nothing freed it since */
+        bool live;          /* a launch allocated it, nothing freed it since */
+        bool captured;      /* its alloc node is a capture's */
+        bool free_captured; /* its free node is a capture's */
         CUmemPoolProps props;
         CUmemAccessDesc access[GM_MAX_ACCESS];
         size_t n_access;
@@ -230,8 +232,9 @@ static CUresult check_props(const CUDA_MEM_ALLOC_NODE_PARAMS *p)
         return CUDA_SUCCESS;
 }
 
-EXPORT CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-                                               size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+EXPORT CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                               const CUgraphNode *dependencies, size_t numDependencies,
+                                               CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
@@ -314,6 +317,49 @@ EXPORT CUresult CUDAAPI cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdevicep
         return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+bool lupc_gmem_has_mem_nodes(uint64_t graph)
+{
+        pthread_mutex_lock(&mu);
+        bool mem = n_allocs && has_mem_nodes(graph);
+        pthread_mutex_unlock(&mu);
+        return mem;
+}
+
+CUresult lupc_gmem_add_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
+{
+        if (p->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+                return cuGraphAddMemFreeNode(ph, g, deps, n, p->free.dptr);
+        CUDA_MEM_ALLOC_NODE_PARAMS a = { .poolProps = p->alloc.poolProps,
+                                         .accessDescs = p->alloc.accessDescs,
+                                         .accessDescCount = p->alloc.accessDescCount,
+                                         .bytesize = p->alloc.bytesize };
+        CUresult r = cuGraphAddMemAllocNode(ph, g, deps, n, &a);
+        if (r == CUDA_SUCCESS)
+                p->alloc.dptr = a.dptr;
+        return r;
+}
+
+bool lupc_gmem_node_params(uint64_t node, CUgraphNodeParams *ret)
+{
+        pthread_mutex_lock(&mu);
+        const struct gm_alloc *a = alloc_of_node(node, false), *f = a ? NULL : alloc_of_node(node, true);
+        if (a) {
+                memset(ret, 0, sizeof(*ret));
+                ret->type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+                ret->alloc.poolProps = a->props;
+                ret->alloc.accessDescs = a->n_access ? a->access : NULL;
+                ret->alloc.accessDescCount = a->n_access;
+                ret->alloc.bytesize = a->size;
+                ret->alloc.dptr = a->dptr;
+        } else if (f) {
+                memset(ret, 0, sizeof(*ret));
+                ret->type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+                ret->free.dptr = f->dptr;
+        }
+        pthread_mutex_unlock(&mu);
+        return a || f;
+}
+
 /* ---- the graph calls that must know of memory nodes */
 
 EXPORT CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
@@ -333,17 +379,45 @@ EXPORT CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *t
         return lupc_send_cuGraphNodeGetType(hNode, type);
 }
 
+/* Whether node is one of the graphs' (the graphs with memory nodes, at
+ * most 64 of them asked). */
+static bool in_mem_graph(uint64_t node)
+{
+        uint64_t g[64];
+        size_t ng = 0;
+        pthread_mutex_lock(&mu);
+        for (size_t i = 0; i < n_graphs && ng < 64; i++)
+                if (graphs[i].alive && has_mem_nodes(graphs[i].graph))
+                        g[ng++] = graphs[i].graph;
+        pthread_mutex_unlock(&mu);
+        for (size_t i = 0; i < ng; i++) {
+                size_t n = 0;
+                if (cuGraphGetNodes((CUgraph)(uintptr_t)g[i], NULL, &n) != CUDA_SUCCESS || !n)
+                        continue;
+                CUgraphNode *v = calloc(n, sizeof(*v));
+                bool found = false;
+                if (v && cuGraphGetNodes((CUgraph)(uintptr_t)g[i], v, &n) == CUDA_SUCCESS)
+                        for (size_t j = 0; j < n && !found; j++)
+                                found = (uint64_t)(uintptr_t)v[j] == node;
+                free(v);
+                if (found)
+                        return true;
+        }
+        return false;
+}
+
 EXPORT CUresult CUDAAPI cuGraphDestroyNode(CUgraphNode hNode)
 {
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
         uint64_t n = (uint64_t)(uintptr_t)hNode;
         pthread_mutex_lock(&mu);
-        bool mem = alloc_of_node(n, false) || alloc_of_node(n, true);
+        bool mem = alloc_of_node(n, false) || alloc_of_node(n, true), any = n_allocs > 0;
         pthread_mutex_unlock(&mu);
-        /* a graph with memory nodes loses no node on the driver; lupine
-         * knows the graph of its memory nodes only */
-        return mem ? CUDA_ERROR_NOT_SUPPORTED : lupc_send_cuGraphDestroyNode(hNode);
+        /* a graph with memory nodes loses no node */
+        if (mem || (any && in_mem_graph(n)))
+                return CUDA_ERROR_NOT_SUPPORTED;
+        return lupc_send_cuGraphDestroyNode(hNode);
 }
 
 EXPORT CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
@@ -377,6 +451,28 @@ void lupc_gmem_graph_gone(uint64_t g)
                                 allocs[i].alloc_node = allocs[i].free_node = 0;
                 release();
         }
+        pthread_mutex_unlock(&mu);
+}
+
+void lupc_gmem_capture_failed(uint64_t g)
+{
+        pthread_mutex_lock(&mu);
+        for (size_t i = 0; i < n_allocs;) {
+                struct gm_alloc *a = &allocs[i];
+                if (a->graph != g || !a->captured || a->live) {
+                        i++;
+                        continue;
+                }
+                account(a->dev, -(int64_t)a->size);
+                unreserve(a->dptr);
+                *a = allocs[--n_allocs];
+        }
+        for (size_t i = 0; i < n_allocs; i++) /* frees captured of memory the graph had before */
+                if (allocs[i].graph == g && allocs[i].free_captured)
+                        allocs[i].free_node = 0, allocs[i].free_captured = false;
+        struct gm_graph *x = graph_find(g);
+        if (x && !x->exec && !has_mem_nodes(g))
+                *x = graphs[--n_graphs];
         pthread_mutex_unlock(&mu);
 }
 
@@ -429,7 +525,8 @@ static CUresult launch(CUgraphExec hGraphExec, CUstream hStream, int per_thread)
         pthread_mutex_lock(&mu);
         for (size_t i = 0; x && i < n_graphs && !g; i++)
                 if (graphs[i].exec == x)
-                        g = graphs[i].graph, auto_free = graphs[i].flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+                        g = graphs[i].graph,
+                        auto_free = graphs[i].flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
         for (size_t i = 0; g && i < n_allocs; i++)
                 unfreed |= allocs[i].graph == g && allocs[i].live;
         pthread_mutex_unlock(&mu);
@@ -470,6 +567,13 @@ CUresult lupc_gmem_capture_alloc(CUdeviceptr *dptr, size_t bytes, const CUmemPoo
                 r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* not a capture of this process */
         if (r == CUDA_SUCCESS)
                 r = record(graph, node, p, bytes, props, NULL, 0);
+        if (r == CUDA_SUCCESS) {
+                pthread_mutex_lock(&mu);
+                struct gm_alloc *a = alloc_at(p);
+                if (a)
+                        a->captured = true;
+                pthread_mutex_unlock(&mu);
+        }
         if (r != CUDA_SUCCESS) {
                 unreserve(p);
                 return r;
@@ -500,7 +604,7 @@ CUresult lupc_gmem_capture_free(CUdeviceptr dptr, CUstream s)
                 return r;
         pthread_mutex_lock(&mu);
         if ((a = alloc_at(dptr)) && a->graph == graph)
-                a->free_node = node;
+                a->free_node = node, a->free_captured = true;
         pthread_mutex_unlock(&mu);
         return CUDA_SUCCESS;
 }

@@ -176,8 +176,18 @@ static void test_explicit(void)
         EXPECT_ERR(cuGraphAddMemFreeNode(&fn, x.g, NULL, 0, x.p), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuGraphAddMemFreeNode(&fn, x.g, NULL, 0, x.p + 4), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuGraphAddMemFreeNode(&fn, x.g, NULL, 0, plain), CUDA_ERROR_INVALID_VALUE);
+        /* such a graph loses no node and no edge, and cannot be cloned */
         EXPECT_ERR(cuGraphClone(&c, x.g), CUDA_ERROR_NOT_SUPPORTED);
         EXPECT_ERR(cuGraphDestroyNode(x.an), CUDA_ERROR_NOT_SUPPORTED);
+        EXPECT_ERR(cuGraphDestroyNode(x.k), CUDA_ERROR_NOT_SUPPORTED);
+        EXPECT_ERR(cuGraphRemoveDependencies(x.g, &x.k, &x.cp, NULL, 1), CUDA_ERROR_NOT_SUPPORTED);
+        {
+                CUgraph parent;
+                CUgraphNode child;
+                CK(cuGraphCreate(&parent, 0));
+                EXPECT_ERR(cuGraphAddChildGraphNode(&child, parent, NULL, 0, x.g), CUDA_ERROR_INVALID_VALUE);
+                CK(cuGraphDestroy(parent));
+        }
         CK(cuGraphInstantiateWithFlags(&e, x.g, 0));
         EXPECT_ERR(cuGraphInstantiateWithFlags(&e2, x.g, 0), CUDA_ERROR_INVALID_VALUE); /* one at a time */
         for (int i = 0; i < 3; i++) /* freed in the graph: relaunches are fine */
@@ -213,7 +223,7 @@ static void test_unfreed(void)
         CK(cuStreamSynchronize(s));
         expect_u32(p, 0x1234, "graph memory after the launch");
         EXPECT_ERR(cuGraphLaunch(e, s), CUDA_ERROR_INVALID_VALUE); /* not freed yet */
-        CK(cuMemsetD32Async(p, 7, N, s));                           /* still the caller's */
+        CK(cuMemsetD32Async(p, 7, N, s));                          /* still the caller's */
         CK(cuStreamSynchronize(s));
         expect_u32(p, 7, "graph memory written by the stream");
         CK(cuMemFreeAsync(p, s));
@@ -329,6 +339,62 @@ static void test_captured(void)
                 CK(cuGraphDestroy(c.g));
         }
         CK(cuMemFree(out));
+        CK(cuStreamDestroy(s));
+}
+
+/* cuGraphAddNode's generic form of both nodes */
+static void test_generic(void)
+{
+        CUgraph g;
+        CUgraphNode an, k, fn;
+        CUgraphNodeParams np;
+        CUgraphExec e;
+        CUstream s;
+        unsigned v = 0x600d;
+        int cnt = N;
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CK(cuGraphCreate(&g, 0));
+        memset(&np, 0, sizeof(np));
+        np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+        np.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        np.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        np.alloc.bytesize = N * 4;
+        CK(cuGraphAddNode(&an, g, NULL, NULL, 0, &np));
+        CUdeviceptr p = np.alloc.dptr;
+        EXPECT(p != 0 && type_of(an) == CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+        k = add_fill(g, &an, 1, &p, &v, &cnt);
+        memset(&np, 0, sizeof(np));
+        np.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+        np.free.dptr = p + 8;
+        EXPECT_ERR(cuGraphAddNode(&fn, g, &k, NULL, 1, &np), CUDA_ERROR_INVALID_VALUE);
+        np.free.dptr = p;
+        CK(cuGraphAddNode(&fn, g, &k, NULL, 1, &np));
+        EXPECT(type_of(fn) == CU_GRAPH_NODE_TYPE_MEM_FREE);
+        CK(cuGraphInstantiateWithFlags(&e, g, 0));
+        CK(cuGraphLaunch(e, s));
+        CK(cuGraphLaunch(e, s));
+        CK(cuStreamSynchronize(s));
+        CK(cuGraphExecDestroy(e));
+        CK(cuGraphDestroy(g));
+        CK(cuStreamDestroy(s));
+}
+
+/* A capture that fails takes its allocations with it. */
+static void test_capture_invalidated(void)
+{
+        CUstream s;
+        CUgraph g = NULL;
+        CUdeviceptr p;
+        cuuint64_t before = 0, after = 1;
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &before));
+        CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(cuMemAllocAsync(&p, N * 4, s));
+        EXPECT_ERR(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        EXPECT_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        EXPECT(g == NULL);
+        CK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &after));
+        EXPECT(after == before);
         CK(cuStreamDestroy(s));
 }
 
@@ -466,6 +532,8 @@ int main(int argc, char **argv)
         test_explicit();
         test_unfreed();
         test_captured();
+        test_generic();
+        test_capture_invalidated();
         test_attributes();
         test_bad();
         if (e2e_failures) {
