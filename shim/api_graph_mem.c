@@ -40,6 +40,7 @@ struct gm_alloc {
         uint64_t alloc_node, free_node; /* 0: none (or its graph is gone) */
         int dev;
         bool live;          /* a launch allocated it, nothing freed it since */
+        bool has_free;      /* its graph frees it (kept when the graph is gone) */
         bool captured;      /* its alloc node is a capture's */
         bool free_captured; /* its free node is a capture's */
         CUmemPoolProps props;
@@ -268,7 +269,7 @@ EXPORT CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph 
         uint64_t g = (uint64_t)(uintptr_t)hGraph, node = 0;
         pthread_mutex_lock(&mu);
         struct gm_alloc *a = alloc_at(dptr);
-        bool ok = a && a->graph == g && a->alloc_node && !a->free_node;
+        bool ok = a && a->graph == g && a->alloc_node && !a->has_free;
         pthread_mutex_unlock(&mu);
         /* only memory of this graph's alloc nodes, freed once */
         if (!ok)
@@ -278,7 +279,7 @@ EXPORT CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph 
                 return r;
         pthread_mutex_lock(&mu);
         if ((a = alloc_at(dptr)) && a->graph == g)
-                a->free_node = node;
+                a->free_node = node, a->has_free = true;
         pthread_mutex_unlock(&mu);
         *phGraphNode = (CUgraphNode)(uintptr_t)node;
         return CUDA_SUCCESS;
@@ -469,7 +470,7 @@ void lupc_gmem_capture_failed(uint64_t g)
         }
         for (size_t i = 0; i < n_allocs; i++) /* frees captured of memory the graph had before */
                 if (allocs[i].graph == g && allocs[i].free_captured)
-                        allocs[i].free_node = 0, allocs[i].free_captured = false;
+                        allocs[i].free_node = 0, allocs[i].has_free = allocs[i].free_captured = false;
         struct gm_graph *x = graph_find(g);
         if (x && !x->exec && !has_mem_nodes(g))
                 *x = graphs[--n_graphs];
@@ -537,7 +538,7 @@ static CUresult launch(CUgraphExec hGraphExec, CUstream hStream, int per_thread)
                 return r;
         pthread_mutex_lock(&mu);
         for (size_t i = 0; i < n_allocs; i++)
-                if (allocs[i].graph == g && !allocs[i].free_node)
+                if (allocs[i].graph == g && !allocs[i].has_free)
                         allocs[i].live = true;
         pthread_mutex_unlock(&mu);
         return r;
@@ -593,7 +594,7 @@ CUresult lupc_gmem_capture_free(CUdeviceptr dptr, CUstream s)
         uint64_t g = (uint64_t)(uintptr_t)cg, node = 0, graph = 0;
         pthread_mutex_lock(&mu);
         struct gm_alloc *a = alloc_at(dptr);
-        bool ok = a && a->graph == g && a->alloc_node && !a->free_node;
+        bool ok = a && a->graph == g && a->alloc_node && !a->has_free;
         pthread_mutex_unlock(&mu);
         if (!a || st != CU_STREAM_CAPTURE_STATUS_ACTIVE)
                 return LUPC_GMEM_NOT_MINE;
@@ -604,7 +605,7 @@ CUresult lupc_gmem_capture_free(CUdeviceptr dptr, CUstream s)
                 return r;
         pthread_mutex_lock(&mu);
         if ((a = alloc_at(dptr)) && a->graph == graph)
-                a->free_node = node, a->free_captured = true;
+                a->free_node = node, a->has_free = a->free_captured = true;
         pthread_mutex_unlock(&mu);
         return CUDA_SUCCESS;
 }

@@ -195,8 +195,10 @@ static void test_explicit(void)
         CK(cuGraphExecDestroy(e));
         CK(cuGraphInstantiateWithFlags(&e, x.g, 0));
         launch_explicit(e, &x, s);
+        CK(cuGraphDestroy(x.g)); /* the exec keeps the graph's memory */
+        launch_explicit(e, &x, s);
+        launch_explicit(e, &x, s);
         CK(cuGraphExecDestroy(e));
-        CK(cuGraphDestroy(x.g));
         CK(cuMemFree(out));
         CK(cuMemFree(plain));
         CK(cuStreamDestroy(s));
