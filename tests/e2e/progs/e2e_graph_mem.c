@@ -477,6 +477,16 @@ static int restart_mode(void)
         /* kept goes through each restart allocated, with its contents */
         CK(cuGraphLaunch(ec, s));
         CK(cuStreamSynchronize(s));
+        /* a capture left open: the drain ends it, and its allocation goes */
+        CUstream s2;
+        CUdeviceptr open_p;
+        cuuint64_t used_before = 0, used_open = 0, used_after = 0;
+        CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+        CK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used_before));
+        CK(cuStreamBeginCapture(s2, CU_STREAM_CAPTURE_MODE_RELAXED));
+        CK(cuMemAllocAsync(&open_p, 1 << 20, s2));
+        CK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used_open));
+        EXPECT(used_open == used_before + (1 << 20));
         printf("ready\n");
         fflush(stdout);
         char line[64];
@@ -489,6 +499,14 @@ static int restart_mode(void)
                         EXPECT(h[i] == c.v);
                 EXPECT_ERR(cuGraphLaunch(ec, s), CUDA_ERROR_INVALID_VALUE); /* still not freed */
                 CK(cuMemFree(c.kept));
+                if (round == 1) {
+                        CUgraph none = NULL;
+                        EXPECT_ERR(cuStreamEndCapture(s2, &none), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+                        EXPECT(none == NULL);
+                        CK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used_after));
+                        EXPECT(used_after == used_before);
+                        CK(cuStreamDestroy(s2));
+                }
                 check_explicit_nodes(&x);
                 launch_explicit(ex, &x, s);
                 launch_captured(ec, &c, s);
