@@ -123,9 +123,13 @@ static struct gm_alloc *alloc_at(uint64_t dptr)
         return NULL;
 }
 
+static bool deferred; /* a release waits for the open captures to end */
+
 /* Gives back the memory nothing holds any more (lock held). */
 static void release(void)
 {
+        if ((deferred = lupc_captures_open() > 0))
+                return;
         for (size_t i = 0; i < n_allocs;) {
                 struct gm_alloc *a = &allocs[i];
                 const struct gm_graph *x = graph_find(a->graph);
@@ -458,22 +462,27 @@ void lupc_gmem_graph_gone(uint64_t g)
 void lupc_gmem_capture_failed(uint64_t g)
 {
         pthread_mutex_lock(&mu);
-        for (size_t i = 0; i < n_allocs;) {
+        for (size_t i = 0; i < n_allocs; i++) {
                 struct gm_alloc *a = &allocs[i];
-                if (a->graph != g || !a->captured || a->live) {
-                        i++;
-                        continue;
-                }
-                account(a->dev, -(int64_t)a->size);
-                unreserve(a->dptr);
-                *a = allocs[--n_allocs];
+                if (a->graph == g && a->captured && !a->live) /* no graph holds it: release() frees it */
+                        a->graph = 0, a->alloc_node = a->free_node = 0, a->has_free = false;
+                else if (a->graph == g && a->free_captured) /* a capture's free of memory the graph had */
+                        a->free_node = 0, a->has_free = a->free_captured = false;
         }
-        for (size_t i = 0; i < n_allocs; i++) /* frees captured of memory the graph had before */
-                if (allocs[i].graph == g && allocs[i].free_captured)
-                        allocs[i].free_node = 0, allocs[i].has_free = allocs[i].free_captured = false;
         struct gm_graph *x = graph_find(g);
         if (x && !x->exec && !has_mem_nodes(g))
                 *x = graphs[--n_graphs];
+        release();
+        pthread_mutex_unlock(&mu);
+}
+
+void lupc_gmem_capture_ended(int still_open)
+{
+        if (still_open)
+                return;
+        pthread_mutex_lock(&mu);
+        if (deferred)
+                release();
         pthread_mutex_unlock(&mu);
 }
 
@@ -534,8 +543,9 @@ static CUresult launch(CUgraphExec hGraphExec, CUstream hStream, int per_thread)
         if (unfreed && !auto_free) /* the last launch's allocations are not freed yet */
                 return CUDA_ERROR_INVALID_VALUE;
         CUresult r = lupc_send_cuGraphLaunch(hGraphExec, w);
-        if (r != CUDA_SUCCESS || !g)
-                return r;
+        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+        if (r != CUDA_SUCCESS || !g || (cuStreamIsCapturing(w, &cs) == CUDA_SUCCESS && cs))
+                return r; /* captured, not run: it allocates nothing yet */
         pthread_mutex_lock(&mu);
         for (size_t i = 0; i < n_allocs; i++)
                 if (allocs[i].graph == g && !allocs[i].has_free)

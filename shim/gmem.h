@@ -26,6 +26,12 @@ CUresult lupc_gmem_free(CUdeviceptr dptr);
 void lupc_gmem_graph_gone(uint64_t graph);
 /* A capture into graph ended without one: what it allocated goes. */
 void lupc_gmem_capture_failed(uint64_t graph);
+/* A capture ended; still_open: how many this process has open. Graph
+ * memory is given back only while none is (the worker's free synchronises
+ * the context, which would invalidate a capture). */
+void lupc_gmem_capture_ended(int still_open);
+/* api_graph.c: how many stream captures this process has open. */
+int lupc_captures_open(void);
 /* Whether graph has memory alloc or free nodes. */
 bool lupc_gmem_has_mem_nodes(uint64_t graph);
 /* cuGraphAddNode of a MEM_ALLOC or MEM_FREE node (p->alloc.dptr set). */

@@ -400,6 +400,41 @@ static void test_capture_invalidated(void)
         CK(cuStreamDestroy(s));
 }
 
+/* Graph memory given back while another stream captures (global mode):
+ * the capture is not disturbed. */
+static void test_destroy_during_capture(void)
+{
+        struct explicit_graph x;
+        CUdeviceptr out, p;
+        CUgraphExec e;
+        CUgraph g;
+        CUstream s, s2;
+        cuuint64_t held = 0, after = 0;
+        int cnt = 64;
+        unsigned v = 3;
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+        CK(cuMemAlloc(&out, N * 4));
+        CK(cuMemAlloc(&p, 256));
+        build_explicit(&x, out, 41);
+        CK(cuGraphInstantiateWithFlags(&e, x.g, 0));
+        launch_explicit(e, &x, s);
+        CK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &held));
+        CK(cuStreamBeginCapture(s2, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        void *kp[] = { &p, &v, &cnt };
+        CK(cuLaunchKernel(f_fill, 1, 1, 1, 64, 1, 1, 0, s2, kp, NULL));
+        CK(cuGraphExecDestroy(e));
+        CK(cuGraphDestroy(x.g));
+        CK(cuStreamEndCapture(s2, &g));
+        CK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &after));
+        EXPECT(after <= held);
+        CK(cuGraphDestroy(g));
+        CK(cuMemFree(out));
+        CK(cuMemFree(p));
+        CK(cuStreamDestroy(s));
+        CK(cuStreamDestroy(s2));
+}
+
 static void test_attributes(void)
 {
         struct explicit_graph x;
@@ -554,6 +589,7 @@ int main(int argc, char **argv)
         test_captured();
         test_generic();
         test_capture_invalidated();
+        test_destroy_during_capture();
         test_attributes();
         test_bad();
         if (e2e_failures) {
