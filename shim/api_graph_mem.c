@@ -178,10 +178,18 @@ static CUresult reserve(uint64_t bytes, int dev, uint64_t *ret)
         return r;
 }
 
+/* A reservation no node got: a record of no graph, which release() frees
+ * (once no capture is open). */
 static void unreserve(uint64_t p)
 {
-        if (lupc_shadow_remove(p, NULL) == 0)
+        pthread_mutex_lock(&mu);
+        struct gm_alloc *a = alloc_new();
+        if (a)
+                *a = (struct gm_alloc){ .dptr = p, .dev = -1 };
+        else if (lupc_shadow_remove(p, NULL) == 0)
                 (void)lupc_send_cuMemFree_v2(p);
+        release();
+        pthread_mutex_unlock(&mu);
 }
 
 static CUresult record(uint64_t graph, uint64_t node, uint64_t p, uint64_t bytes, const CUmemPoolProps *props,

@@ -485,6 +485,19 @@ static void test_bad(void)
         EXPECT_ERR(cuGraphAddMemAllocNode(&n, g, NULL, 0, &ap), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuGraphAddMemAllocNode(&n, g, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuGraphAddMemFreeNode(&n, g, NULL, 0, 0x1000), CUDA_ERROR_INVALID_VALUE);
+        { /* a dependency of another graph: no node, and nothing kept */
+                CUgraph g2;
+                CUgraphNode other;
+                cuuint64_t before = 0, after = 1;
+                CK(cuGraphCreate(&g2, 0));
+                CK(cuGraphAddEmptyNode(&other, g2, NULL, 0));
+                CK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &before));
+                ap = alloc_params(4096);
+                EXPECT_ERR(cuGraphAddMemAllocNode(&n, g, &other, 1, &ap), CUDA_ERROR_INVALID_VALUE);
+                CK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &after));
+                EXPECT(after == before);
+                CK(cuGraphDestroy(g2));
+        }
         size_t count = 1;
         CK(cuGraphGetNodes(g, NULL, &count));
         EXPECT(count == 0); /* nothing was added */
