@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "gmem.h"
 #include "log.h"
 #include "shim_gen.h"
 
@@ -123,7 +124,7 @@ EXPORT CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgra
                                                  CUgraph childGraph)
 {
         const uint64_t v[6] = { ID(childGraph) };
-        if (!childGraph)
+        if (!childGraph || lupc_gmem_has_mem_nodes(ID(childGraph))) /* such a graph cannot be cloned */
                 return CUDA_ERROR_INVALID_VALUE;
         return add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_GRAPH, v);
 }
@@ -146,6 +147,8 @@ static CUresult edges(unsigned add, CUgraph g, const CUgraphNode *from, const CU
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!g || (n && (!from || !to)))
                 return CUDA_ERROR_INVALID_VALUE;
+        if (!add && lupc_gmem_has_mem_nodes(ID(g)))
+                return CUDA_ERROR_NOT_SUPPORTED; /* a graph with memory nodes loses no edge */
         if (!default_edges(data, n))
                 return CUDA_ERROR_NOT_SUPPORTED; /* programmatic edges are not forwarded yet */
         CUresult r = CUDA_SUCCESS;
@@ -432,6 +435,9 @@ static CUresult add_generic(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
                 if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
                         return CUDA_ERROR_NOT_SUPPORTED; /* moving a graph into the node is not forwarded */
                 return cuGraphAddChildGraphNode(ph, g, deps, n, p->graph.graph);
+        case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        case CU_GRAPH_NODE_TYPE_MEM_FREE:
+                return lupc_gmem_add_node(ph, g, deps, n, p);
         default: {
                 static int once;
                 if (!__atomic_exchange_n(&once, 1, __ATOMIC_RELAXED))

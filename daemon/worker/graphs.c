@@ -70,6 +70,11 @@ static uint64_t capture_graph(struct lupw_session *s, struct lupw_capture *c)
         return c->graph;
 }
 
+uint64_t lupw_capture_graph(struct lupw_session *s, struct lupw_capture *c)
+{
+        return capture_graph(s, c);
+}
+
 static uint64_t stream_id_of(struct lupw_session *s, CUstream real)
 {
         uint64_t v = (uint64_t)(uintptr_t)real;

@@ -9,6 +9,8 @@ void lupw_graphs_init(struct lupw_session *s);
 void lupw_graphs_free(struct lupw_session *s);
 /* The capture whose origin is `real`, or whose driver id is cid. */
 struct lupw_capture *lupw_capture_find(struct lupw_session *s, CUstream real, uint64_t cid);
+/* The client id of the graph capture c builds. */
+uint64_t lupw_capture_graph(struct lupw_session *s, struct lupw_capture *c);
 /* A drain: ends every open capture (their partial graphs are dropped). */
 void lupw_captures_abort(struct lupw_session *s);
 /* An exec's record: made (NULL when out of memory), or looked up. */
