@@ -294,6 +294,8 @@ CUresult lupw_cuGraphDestroy(struct lupw_session *s, CUgraph hGraph)
         uint64_t gid = s->cur.parent;
         if (e && (e->prov.flags & LUPW_GRAPH_CAPTURING))
                 return CUDA_ERROR_INVALID_VALUE; /* still being captured: only cuStreamEndCapture ends it */
+        if (e && (e->prov.flags & LUPW_GRAPH_OWNED))
+                return CUDA_ERROR_INVALID_VALUE; /* a child graph node's graph is the node's */
         CUresult r = s->be.fn.cuGraphDestroy(hGraph);
         if (r == CUDA_SUCCESS)
                 lupw_nodes_forget(s, gid);
