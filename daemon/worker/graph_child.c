@@ -259,3 +259,38 @@ CUresult lupw_lupGraphNodeEnabled(struct lupw_session *s, CUgraphExec hGraphExec
         *got = v;
         return r;
 }
+
+/* After cuGraphExecUpdate made exec `to` (of clone to_src) out of `from`
+ * (of from_src), the nodes turned off in `from` are turned off in `to`:
+ * the driver's update keeps them. The graphs have the same shape, so
+ * their nodes pair in the driver's order. */
+CUresult lupw_exec_carry_off(struct lupw_session *s, CUgraphExec from, CUgraph from_src, CUgraphExec to, CUgraph to_src)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        size_t nf = 0, nt = 0;
+        CUresult r = be->cuGraphGetNodes(from_src, NULL, &nf);
+        if (r == CUDA_SUCCESS)
+                r = be->cuGraphGetNodes(to_src, NULL, &nt);
+        if (r != CUDA_SUCCESS || nf != nt)
+                return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+        CUgraphNode *vf = calloc(nf + 1, sizeof(*vf)), *vt = calloc(nt + 1, sizeof(*vt));
+        if (!vf || !vt)
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (r == CUDA_SUCCESS && nf)
+                r = be->cuGraphGetNodes(from_src, vf, &nf);
+        if (r == CUDA_SUCCESS && nt)
+                r = be->cuGraphGetNodes(to_src, vt, &nt);
+        for (size_t i = 0; r == CUDA_SUCCESS && i < nf; i++) {
+                CUgraphNodeType t;
+                unsigned on = 1;
+                if (be->cuGraphNodeGetType(vf[i], &t) != CUDA_SUCCESS ||
+                    (t != CU_GRAPH_NODE_TYPE_KERNEL && t != CU_GRAPH_NODE_TYPE_MEMSET &&
+                     t != CU_GRAPH_NODE_TYPE_MEMCPY))
+                        continue;
+                if (be->cuGraphNodeGetEnabled(from, vf[i], &on) == CUDA_SUCCESS && !on)
+                        r = be->cuGraphNodeSetEnabled(to, vt[i], 0);
+        }
+        free(vf);
+        free(vt);
+        return r;
+}

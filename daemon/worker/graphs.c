@@ -437,6 +437,12 @@ static CUresult exec_update(struct lupw_session *s, CUgraphExec hGraphExec, CUgr
         r = instantiate(s, &ne, hGraph, gid, xe->prov.flags);
         if (r != CUDA_SUCCESS)
                 return r;
+        struct lupw_exec *nx = lupw_exec_get(s, ne);
+        if (nx && (r = lupw_exec_carry_off(s, hGraphExec, x->src, ne, nx->src)) != CUDA_SUCCESS) {
+                exec_free(s, ne, true);
+                (void)be->cuGraphExecDestroy(ne);
+                return r; /* the old exec stays the one in use */
+        }
         exec_free(s, hGraphExec, true);
         (void)be->cuGraphExecDestroy(hGraphExec);
         xe->real = ne;

@@ -40,6 +40,9 @@ uint64_t lupw_unxlate(const struct lupw_session *s, uint64_t v);
 #define LUPW_GRAPH_OWNED 2u
 void lupw_child_forget(struct lupw_session *s, uint64_t node);
 uint64_t lupw_graph_id_of(struct lupw_session *s, CUgraph real);
+/* cuGraphExecUpdate: the nodes off in exec `from` turned off in `to`. */
+CUresult lupw_exec_carry_off(struct lupw_session *s, CUgraphExec from, CUgraph from_src, CUgraphExec to,
+                             CUgraph to_src);
 
 /* worker/graph_kernel.c: LUP_OP_GRAPH_KERNEL */
 extern const struct lupw_ctl_op lupw_ctl_graph_kernel, lupw_ctl_graph_kernel_get;

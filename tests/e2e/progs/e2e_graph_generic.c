@@ -367,6 +367,24 @@ static void test_enabled(void)
         launch(e);
         EXPECT_U32(a, 51);
         EXPECT_U32(c, 0);
+        /* an update from a graph of the same shape keeps what is off */
+        unsigned v2 = 61;
+        void *args2[3];
+        CUgraph g2;
+        CK(cuGraphCreate(&g2, 0));
+        CUgraphNode k2 = add(g2, NULL, 0, kernel_params(&a, &v2, args2));
+        CUgraphNode m2 = add(g2, &k2, 1, memset_params(b, 62));
+        CUgraphNode cp2 = add(g2, &m2, 1, memcpy_params(c, b));
+        add(g2, &cp2, 1, ep);
+        CUgraphExecUpdateResultInfo info;
+        CK(cuGraphExecUpdate(e, g2, &info));
+        EXPECT(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);
+        CK(cuMemsetD32(c, 0, N));
+        launch(e);
+        EXPECT_U32(a, 61);
+        EXPECT_U32(b, 62);
+        EXPECT_U32(c, 0); /* the copy is still off */
+        CK(cuGraphDestroy(g2));
         /* a new exec of the graph has every node on */
         CUgraphExec e2;
         CK(cuGraphInstantiateWithFlags(&e2, g, 0));
