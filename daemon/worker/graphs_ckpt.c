@@ -16,10 +16,14 @@
  * the same flags.
  *
  * Node kinds saved: kernel, memset, memcpy (device to device, 1-D), empty,
- * event record, event wait, child graph. A graph holding another kind
- * (host, memory alloc/free, conditional, ...) fails the session's
- * checkpoint with a log line naming it: a restore must never run a graph
- * that differs from the one the client built.
+ * event record, event wait, child graph. A child graph node's graph that
+ * the client holds (cuGraphChildGraphNodeGetGraph) is saved with its node,
+ * under its id, with its nodes' ids; an exec's nodes that
+ * cuGraphNodeSetEnabled turned off are listed (read from the driver
+ * here). A graph holding another kind (host, memory alloc/free,
+ * conditional, ...) fails the session's checkpoint with a log line naming
+ * it: a restore must never run a graph that differs from the one the
+ * client built.
  */
 #include <errno.h>
 #include <inttypes.h>
