@@ -206,6 +206,19 @@ static void test_set_params(void)
         EXPECT_ERR(cuGraphNodeSetParams(rec, &rp), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuGraphEventWaitNodeSetEvent(rec, e1), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuGraphEventWaitNodeGetEvent(rec, &got), CUDA_ERROR_INVALID_VALUE);
+        /* the per-kind calls on a node of another kind */
+        CUDA_KERNEL_NODE_PARAMS kp;
+        CUDA_MEMCPY3D cg;
+        p = kernel_params(&a, &w, args);
+        memcpy(&kp, &p.kernel, sizeof(kp));
+        EXPECT_ERR(cuGraphKernelNodeSetParams(m, &kp), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuGraphExecKernelNodeSetParams(e, m, &kp), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuGraphKernelNodeGetParams(m, &kp), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuGraphMemsetNodeSetParams(k, &mp), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuGraphExecMemsetNodeSetParams(e, cp, &mp, ctx), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuGraphMemcpyNodeGetParams(m, &cg), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuGraphEventRecordNodeGetEvent(empty, &got), CUDA_ERROR_INVALID_VALUE);
+        p = memset_params(b, 8);
         CUgraph other;
         CK(cuGraphCreate(&other, 0));
         CUgraphNode stranger = add(other, NULL, 0, memset_params(b, 9));
