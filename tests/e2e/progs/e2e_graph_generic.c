@@ -223,6 +223,18 @@ static void test_set_params(void)
         CK(cuGraphCreate(&other, 0));
         CUgraphNode stranger = add(other, NULL, 0, memset_params(b, 9));
         EXPECT_ERR(cuGraphExecNodeSetParams(e, stranger, &p), CUDA_ERROR_INVALID_VALUE);
+        /* conditional nodes are refused (not the driver's answer: it
+         * makes them) */
+        if (through_lupine) {
+                CUgraphNodeParams cond;
+                CUgraphNode cn;
+                memset(&cond, 0, sizeof(cond));
+                cond.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+                cond.conditional.type = CU_GRAPH_COND_TYPE_IF;
+                cond.conditional.size = 1;
+                cond.conditional.ctx = ctx;
+                EXPECT_ERR(cuGraphAddNode(&cn, other, NULL, NULL, 0, &cond), CUDA_ERROR_NOT_SUPPORTED);
+        }
         launch(e); /* nothing of the refused calls took */
         EXPECT_U32(b, 7);
         CK(cuGraphDestroy(other));
