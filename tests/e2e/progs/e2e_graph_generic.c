@@ -155,7 +155,7 @@ static void test_set_params(void)
         CK(cuGraphNodeSetParams(m, &p));
         p = memcpy_params(a, b); /* the copy now goes to a, after the kernel wrote it */
         CK(cuGraphNodeSetParams(cp, &p));
-        CK(cuGraphNodeSetParams(empty, &ep));
+        EXPECT_ERR(cuGraphNodeSetParams(empty, &ep), CUDA_SUCCESS); /* nothing to set: not refused */
         rp.eventRecord.event = e2;
         CK(cuGraphNodeSetParams(rec, &rp));
         CK(cuGraphEventRecordNodeGetEvent(rec, &got));
@@ -180,7 +180,7 @@ static void test_set_params(void)
         CK(cuGraphExecNodeSetParams(e, m, &p));
         p = memcpy_params(a, b);
         CK(cuGraphExecNodeSetParams(e, cp, &p));
-        CK(cuGraphExecNodeSetParams(e, empty, &ep));
+        EXPECT_ERR(cuGraphExecNodeSetParams(e, empty, &ep), CUDA_SUCCESS);
         rp.eventRecord.event = e1;
         CK(cuGraphExecNodeSetParams(e, rec, &rp));
         launch(e);
@@ -303,10 +303,11 @@ static void test_child_graphs(void)
         memset(&cp, 0, sizeof(cp));
         cp.type = CU_GRAPH_NODE_TYPE_GRAPH;
         cp.graph.graph = same2;
-        CK(cuGraphExecNodeSetParams(e2, child, &cp));
+        CUresult r = cuGraphExecNodeSetParams(e2, child, &cp);
+        EXPECT_ERR(r, CUDA_SUCCESS); /* the table in cuda.h: "child graph: topology must match" */
         launch(e2);
-        EXPECT_U32(a, 4);
-        EXPECT_U32(kd, 41);
+        EXPECT_U32(a, r == CUDA_SUCCESS ? 4 : 3);
+        EXPECT_U32(kd, r == CUDA_SUCCESS ? 41 : 42);
         /* a graph of another shape, and a node that is not a child graph node */
         EXPECT_ERR(cuGraphExecChildGraphNodeSetParams(e2, child, inner), CUDA_ERROR_INVALID_VALUE);
         CUgraph plain;
@@ -319,14 +320,14 @@ static void test_child_graphs(void)
         EXPECT_ERR(cuGraphChildGraphNodeGetGraph(pm, &cg2), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuGraphChildGraphNodeGetGraph(child, NULL), CUDA_ERROR_INVALID_VALUE);
         launch(e2);
-        EXPECT_U32(a, 4);
+        EXPECT_U32(a, r == CUDA_SUCCESS ? 4 : 3);
         /* the node's graph is not the client's to destroy (the real driver
          * is not asked: what it does there is not documented) */
         if (through_lupine)
                 EXPECT_ERR(cuGraphDestroy(cg), CUDA_ERROR_INVALID_VALUE);
         /* the graph's child replaced through the generic form: a new graph */
         cp.graph.graph = same;
-        CUresult r = cuGraphNodeSetParams(child, &cp);
+        r = cuGraphNodeSetParams(child, &cp);
         EXPECT_ERR(r, CUDA_SUCCESS);
         if (r == CUDA_SUCCESS) {
                 CK(cuGraphChildGraphNodeGetGraph(child, &cg2));
@@ -393,7 +394,7 @@ static void test_enabled(void)
         EXPECT_U32(a, 51);
         EXPECT_U32(c, 0);
         /* an update from a graph of the same shape keeps what is off */
-        unsigned v2 = 61;
+        unsigned v2 = 61, got_c = 0;
         void *args2[3];
         CUgraph g2;
         CK(cuGraphCreate(&g2, 0));
@@ -408,7 +409,11 @@ static void test_enabled(void)
         launch(e);
         EXPECT_U32(a, 61);
         EXPECT_U32(b, 62);
-        EXPECT_U32(c, 0); /* the copy is still off */
+        CK(cuMemcpyDtoH(&got_c, c, sizeof(got_c)));
+        if (got_c != 0) { /* the copy is still off (not fatal: the driver's rule is not written down) */
+                fprintf(stderr, "%s:%d: the exec update turned a disabled node on\n", __FILE__, __LINE__);
+                e2e_failures++;
+        }
         CK(cuGraphDestroy(g2));
         /* a new exec of the graph has every node on */
         CUgraphExec e2;
