@@ -173,15 +173,14 @@ static pthread_mutex_t owned_lock = PTHREAD_MUTEX_INITIALIZER;
 
 EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 {
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
         pthread_mutex_lock(&owned_lock);
         bool is_owned = lup_u64map_get(&owned, ID(hGraph), NULL);
         pthread_mutex_unlock(&owned_lock);
-        if (is_owned && lupc_initialized())
+        if (is_owned)
                 return CUDA_ERROR_INVALID_VALUE; /* the node's: only the node's end destroys it */
-        CUresult r = lupc_send_cuGraphDestroy(hGraph);
-        if (r == CUDA_SUCCESS)
-                lupc_forget_handle(ID(hGraph));
-        return r;
+        return lupc_send_cuGraphDestroy(hGraph); /* fire-and-forget; it forgets the handle */
 }
 
 EXPORT CUresult CUDAAPI cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
