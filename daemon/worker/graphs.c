@@ -134,9 +134,9 @@ CUresult lupw_lupStreamEndCapture(struct lupw_session *s, CUstream hStream, uint
         }
         if (r == CUDA_SUCCESS && e) {
                 e->real = g;
-                e->prov.flags = 0;
-        } else if (e && to_graph) { /* the client's graph stays the client's */
-                e->prov.flags = 0;
+                e->prov.flags &= ~LUPW_GRAPH_CAPTURING;
+        } else if (e && to_graph) {                     /* the client's graph stays the client's */
+                e->prov.flags &= ~LUPW_GRAPH_CAPTURING; /* an owned graph stays owned */
         } else if (e) {
                 lupw_nodes_forget(s, graph);
                 lupw_handle_del(s, graph);
@@ -200,7 +200,7 @@ CUresult lupw_lupStreamBeginCaptureToGraph(struct lupw_session *s, CUgraph hGrap
                                                                     .cid = cid,
                                                                     .ctx = s->ctx.bound_id,
                                                                     .to_graph = true };
-        ge->prov.flags = LUPW_GRAPH_CAPTURING;
+        ge->prov.flags |= LUPW_GRAPH_CAPTURING;
         return CUDA_SUCCESS;
 }
 
@@ -266,7 +266,7 @@ void lupw_captures_abort(struct lupw_session *s)
                 struct lupw_handle_ent *ge = lupw_handle_ent(s, LUPW_H_GRAPH, c->graph);
                 if (c->to_graph) { /* the client's graph stays, with what was captured so far */
                         if (ge)
-                                ge->prov.flags = 0;
+                                ge->prov.flags &= ~LUPW_GRAPH_CAPTURING;
                         c->lost = true;
                         continue;
                 }
