@@ -135,8 +135,8 @@ CUresult lupw_lupStreamEndCapture(struct lupw_session *s, CUstream hStream, uint
         if (r == CUDA_SUCCESS && e) {
                 e->real = g;
                 e->prov.flags &= ~LUPW_GRAPH_CAPTURING;
-        } else if (e && to_graph) {                     /* the client's graph stays the client's */
-                e->prov.flags &= ~LUPW_GRAPH_CAPTURING; /* an owned graph stays owned */
+        } else if (e && to_graph) { /* the client's graph stays the client's (a node's, the node's) */
+                e->prov.flags &= ~LUPW_GRAPH_CAPTURING;
         } else if (e) {
                 lupw_nodes_forget(s, graph);
                 lupw_handle_del(s, graph);
