@@ -132,10 +132,11 @@ static CUresult set_generic(CUgraphExec exec, CUgraphNode n, CUgraphNodeParams *
                 return exec ? cuGraphExecEventWaitNodeSetEvent(exec, n, p->eventWait.event)
                             : cuGraphEventWaitNodeSetEvent(n, p->eventWait.event);
         case CU_GRAPH_NODE_TYPE_EMPTY: {
-                cuuint64_t flags;
+                unsigned got;
                 if (!tail_zero(p, 0))
                         return CUDA_ERROR_INVALID_VALUE;
-                return exec ? cuGraphExecGetFlags(exec, &flags) : CUDA_SUCCESS; /* nothing to set */
+                /* nothing to set; in an exec, the node must be one of its graph's */
+                return exec ? lupc_send_lupGraphNodeEnabled(exec, ID(n), 2, 0, &got) : CUDA_SUCCESS;
         }
         case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
         case CU_GRAPH_NODE_TYPE_MEM_FREE:

@@ -223,6 +223,8 @@ static void test_set_params(void)
         CK(cuGraphCreate(&other, 0));
         CUgraphNode stranger = add(other, NULL, 0, memset_params(b, 9));
         EXPECT_ERR(cuGraphExecNodeSetParams(e, stranger, &p), CUDA_ERROR_INVALID_VALUE);
+        CUgraphNode stranger_empty = add(other, &stranger, 1, ep);
+        EXPECT_ERR(cuGraphExecNodeSetParams(e, stranger_empty, &ep), CUDA_ERROR_INVALID_VALUE);
         /* conditional nodes are refused (not the driver's answer: it
          * makes them) */
         if (through_lupine) {
