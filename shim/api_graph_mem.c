@@ -443,16 +443,6 @@ EXPORT CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGrap
         return mem ? CUDA_ERROR_NOT_SUPPORTED : lupc_send_cuGraphClone(phGraphClone, originalGraph);
 }
 
-EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
-{
-        if (!lupc_initialized())
-                return CUDA_ERROR_NOT_INITIALIZED;
-        CUresult r = lupc_send_cuGraphDestroy(hGraph);
-        if (r == CUDA_SUCCESS)
-                lupc_gmem_graph_gone((uint64_t)(uintptr_t)hGraph);
-        return r;
-}
-
 void lupc_gmem_graph_gone(uint64_t g)
 {
         pthread_mutex_lock(&mu);

@@ -574,55 +574,56 @@ EXPORT CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, C
 
 /* ---- event nodes */
 
-static CUresult get_event(CUgraphNode n, CUevent *ret)
+/* kind: 4 an event record node, 8 an event wait node (lupGraphEventNode) */
+static CUresult get_event(CUgraphNode n, CUevent *ret, unsigned kind)
 {
         uint64_t id = 0;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!n || !ret)
                 return CUDA_ERROR_INVALID_VALUE;
-        CUresult r = lupc_send_lupGraphEventNode(0, ID(n), 0, 0, &id);
+        CUresult r = lupc_send_lupGraphEventNode(0, ID(n), kind, 0, &id);
         if (r == CUDA_SUCCESS)
                 *ret = (CUevent)(uintptr_t)id;
         return r;
 }
 
-static CUresult set_event(uint64_t exec, CUgraphNode n, CUevent ev)
+static CUresult set_event(uint64_t exec, CUgraphNode n, CUevent ev, unsigned kind)
 {
         uint64_t id;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!n || !ev)
                 return CUDA_ERROR_INVALID_VALUE;
-        return lupc_send_lupGraphEventNode(exec, ID(n), exec ? 2 : 1, ID(ev), &id);
+        return lupc_send_lupGraphEventNode(exec, ID(n), (exec ? 2 : 1) | kind, ID(ev), &id);
 }
 
 EXPORT CUresult CUDAAPI cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
-        return get_event(hNode, event_out);
+        return get_event(hNode, event_out, 4);
 }
 
 EXPORT CUresult CUDAAPI cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
-        return get_event(hNode, event_out);
+        return get_event(hNode, event_out, 8);
 }
 
 EXPORT CUresult CUDAAPI cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
-        return set_event(0, hNode, event);
+        return set_event(0, hNode, event, 4);
 }
 
 EXPORT CUresult CUDAAPI cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
-        return set_event(0, hNode, event);
+        return set_event(0, hNode, event, 8);
 }
 
 EXPORT CUresult CUDAAPI cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
-        return hGraphExec ? set_event(ID(hGraphExec), hNode, event) : CUDA_ERROR_INVALID_VALUE;
+        return hGraphExec ? set_event(ID(hGraphExec), hNode, event, 4) : CUDA_ERROR_INVALID_VALUE;
 }
 
 EXPORT CUresult CUDAAPI cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
-        return hGraphExec ? set_event(ID(hGraphExec), hNode, event) : CUDA_ERROR_INVALID_VALUE;
+        return hGraphExec ? set_event(ID(hGraphExec), hNode, event, 8) : CUDA_ERROR_INVALID_VALUE;
 }
