@@ -132,13 +132,10 @@ static CUresult set_generic(CUgraphExec exec, CUgraphNode n, CUgraphNodeParams *
                         return CUDA_ERROR_INVALID_VALUE;
                 return exec ? cuGraphExecEventWaitNodeSetEvent(exec, n, p->eventWait.event)
                             : cuGraphEventWaitNodeSetEvent(n, p->eventWait.event);
-        case CU_GRAPH_NODE_TYPE_EMPTY: {
-                unsigned got;
-                if (!tail_zero(p, 0))
-                        return CUDA_ERROR_INVALID_VALUE;
-                /* nothing to set; in an exec, the node must be one of its graph's */
-                return exec ? lupc_send_lupGraphNodeEnabled(exec, ID(n), 2, 0, &got) : CUDA_SUCCESS;
-        }
+        case CU_GRAPH_NODE_TYPE_EMPTY:
+                /* nothing to set: driver 580 says SUCCESS even for an empty
+                 * node of another graph than the exec's */
+                return tail_zero(p, 0) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
         case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
         case CU_GRAPH_NODE_TYPE_MEM_FREE:
                 return CUDA_ERROR_INVALID_VALUE; /* their parameters cannot be changed */

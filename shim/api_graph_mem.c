@@ -493,8 +493,8 @@ EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CU
         struct gm_graph *x = has_mem_nodes(g) ? graph_find(g) : NULL;
         bool busy = x && x->exec;
         pthread_mutex_unlock(&mu);
-        if (busy) /* one exec at a time of a graph with memory nodes */
-                return CUDA_ERROR_INVALID_VALUE;
+        if (busy) /* one exec at a time of a graph with memory nodes (driver 580: NOT_SUPPORTED) */
+                return CUDA_ERROR_NOT_SUPPORTED;
         CUresult r = lupc_send_cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
         if (r != CUDA_SUCCESS || !x)
                 return r;

@@ -124,8 +124,10 @@ EXPORT CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgra
                                                  CUgraph childGraph)
 {
         const uint64_t v[6] = { ID(childGraph) };
-        if (!childGraph || lupc_gmem_has_mem_nodes(ID(childGraph))) /* such a graph cannot be cloned */
+        if (!childGraph)
                 return CUDA_ERROR_INVALID_VALUE;
+        if (lupc_gmem_has_mem_nodes(ID(childGraph))) /* cannot be cloned: NOT_SUPPORTED on driver 580 */
+                return CUDA_ERROR_NOT_SUPPORTED;
         return add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_GRAPH, v);
 }
 

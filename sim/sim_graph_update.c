@@ -187,6 +187,10 @@ SIM_API CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hN
                         return CUDA_ERROR_INVALID_VALUE;
                 return cuGraphExecChildGraphNodeSetParams(hGraphExec, hNode, nodeParams->graph.graph);
         }
+        /* an empty node has nothing to set: driver 580 says SUCCESS, even
+         * for an empty node of another graph */
+        if (nodeParams->type == CU_GRAPH_NODE_TYPE_EMPTY)
+                return CUDA_SUCCESS;
         sim_wrlock(drv);
         sim_graph_lock();
         x = sim_exec_lookup(hGraphExec);
@@ -313,7 +317,7 @@ SIM_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgr
         if (!n || !c || n->p.type != CU_GRAPH_NODE_TYPE_GRAPH || sim_graph_has_mem_nodes(c))
                 r = CUDA_ERROR_INVALID_VALUE;
         else if (same_shape(n->p.u.child, c, 0, &err) != CU_GRAPH_EXEC_UPDATE_SUCCESS)
-                r = CUDA_ERROR_INVALID_VALUE;
+                r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE; /* driver 580's answer */
         if (r == CUDA_SUCCESS)
                 r = take_params(drv, n->p.u.child, c, 0);
         sim_graph_unlock();

@@ -244,18 +244,15 @@ CUresult lupw_lupGraphExecChild(struct lupw_session *s, CUgraphExec hGraphExec, 
         return CUDA_SUCCESS;
 }
 
-/* op 0: read the bit into *got; 1: set it to `on`; 2: only whether the
- * node is one of the exec's (an empty node's generic set) */
+/* op 0: read the bit into *got; 1: set it to `on` */
 CUresult lupw_lupGraphNodeEnabled(struct lupw_session *s, CUgraphExec hGraphExec, uint64_t node, unsigned int op,
                                   unsigned int on, unsigned int *got)
 {
         CUgraphNode cn = exec_node(s, hGraphExec, node);
         unsigned v = 0;
         *got = 0;
-        if (!cn || op > 2)
+        if (!cn || op > 1)
                 return CUDA_ERROR_INVALID_VALUE;
-        if (op == 2)
-                return CUDA_SUCCESS;
         if (op == 1)
                 return s->be.fn.cuGraphNodeSetEnabled(hGraphExec, cn, on);
         CUresult r = s->be.fn.cuGraphNodeGetEnabled(hGraphExec, cn, &v);

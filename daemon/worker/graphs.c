@@ -230,7 +230,12 @@ CUresult lupw_lupStreamCaptureQuery(struct lupw_session *s, CUstream hStream, in
         *status = (int)st;
         *id = st == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : cid;
         *ndeps = st == CU_STREAM_CAPTURE_STATUS_ACTIVE ? n : 0;
-        c = st == CU_STREAM_CAPTURE_STATUS_NONE ? NULL : lupw_capture_find(s, NULL, cid);
+        /* the origin's record first: the capture id the driver reports for
+         * an invalidated capture need not be the one it began with */
+        if (st == CU_STREAM_CAPTURE_STATUS_NONE)
+                c = NULL;
+        else if (!c)
+                c = lupw_capture_find(s, NULL, cid);
         if (c && c->poisoned)
                 *status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
         *graph = c ? capture_graph(s, c) : 0;

@@ -1067,7 +1067,8 @@ static void test_setters(void)
         v = 8;
         same = fill_graph(&d2, &v, &cnt, 1);
         other = fill_graph(&d2, &v, &cnt, 2);
-        EXPECT_ERR(cuGraphExecChildGraphNodeSetParams(ge, cg, other), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuGraphExecChildGraphNodeSetParams(ge, cg, other),
+                   CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE); /* driver 580 */
         CK(cuGraphExecChildGraphNodeSetParams(ge, cg, same));
         CK(cuGraphLaunch(ge, s));
         CK(cuStreamSynchronize(s));
