@@ -33,6 +33,16 @@ CUDA_MEMCPY3D lupw_copy_node_params(const struct lupw_session *s, uint64_t dst, 
  * of lupw_xlate). */
 uint64_t lupw_unxlate(const struct lupw_session *s, uint64_t v);
 
+/* worker/graph_host.c: host nodes. The function every host node of the
+ * driver runs (its userData is the shim's token); an exec's split into
+ * segments around its host nodes (made again, or freed), and a node's
+ * parameters carried from the exec's clone into its segment after a
+ * cuGraphExec*SetParams (id: the node's id, n: the clone's node). */
+void lupw_host_noop(void *token);
+CUresult lupw_split_build(struct lupw_session *s, struct lupw_exec *x, unsigned long long flags);
+void lupw_split_free(struct lupw_session *s, struct lupw_exec *x);
+CUresult lupw_split_sync(struct lupw_session *s, struct lupw_exec *x, uint64_t id, CUgraphNode n);
+
 /* worker/graph_kernel.c: LUP_OP_GRAPH_KERNEL */
 extern const struct lupw_ctl_op lupw_ctl_graph_kernel, lupw_ctl_graph_kernel_get;
 

@@ -16,8 +16,9 @@
  * the same flags.
  *
  * Node kinds saved: kernel, memset, memcpy (device to device, 1-D), empty,
- * event record, event wait, child graph. A graph holding another kind
- * (host, memory alloc/free, conditional, ...) fails the session's
+ * event record, event wait, child graph, host (its token: the client's
+ * function stays in the client). A graph holding another kind
+ * (memory alloc/free, conditional, ...) fails the session's
  * checkpoint with a log line naming it: a restore must never run a graph
  * that differs from the one the client built.
  */
@@ -233,6 +234,15 @@ static int save_node(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *
                         return fail(sv, -ENOTSUP, "an event node's event is not the client's");
                 n->u.event = id;
                 return 0;
+        case LUP_GNODE_HOST: { /* the token; the client keeps the function */
+                CUDA_HOST_NODE_PARAMS p;
+                if (be->cuGraphHostNodeGetParams(node, &p) != CUDA_SUCCESS)
+                        return fail(sv, -EIO, "cuGraphHostNodeGetParams failed");
+                if (p.fn != lupw_host_noop || !p.userData)
+                        return fail(sv, -ENOTSUP, "a host node lupine did not make");
+                n->u.token = (uint64_t)(uintptr_t)p.userData;
+                return 0;
+        }
         case LUP_GNODE_GRAPH: {
                 uint32_t ci;
                 int rc;

@@ -97,6 +97,10 @@ static CUresult add_node(struct builder *b, CUgraphNode *ret, CUgraph g, const s
                         return r;
                 return n->type == LUP_GNODE_EVENT_RECORD ? be->cuGraphAddEventRecordNode(ret, g, NULL, 0, ev)
                                                          : be->cuGraphAddEventWaitNode(ret, g, NULL, 0, ev);
+        case LUP_GNODE_HOST: {
+                CUDA_HOST_NODE_PARAMS p = { .fn = lupw_host_noop, .userData = (void *)(uintptr_t)n->u.token };
+                return be->cuGraphAddHostNode(ret, g, NULL, 0, &p);
+        }
         case LUP_GNODE_GRAPH: {
                 CUgraph child;
                 if (b->g->graphs[n->u.child].role != LUP_GRAPH_ROLE_CHILD)
@@ -204,6 +208,8 @@ static int install(struct builder *b, uint32_t idx)
                         if (x->nodes[i].id &&
                             lup_u64map_put(&xr->nodes, x->nodes[i].id, (uint64_t)(uintptr_t)b->exec_nodes[i]) < 0)
                                 r = CUDA_ERROR_OUT_OF_MEMORY;
+                if (r == CUDA_SUCCESS) /* host nodes: its segments again */
+                        r = lupw_split_build(s, xr, x->flags);
                 if (r == CUDA_SUCCESS && (r = lupw_handle_put(s, LUPW_H_GRAPHEXEC, x->id, e)) != CUDA_SUCCESS)
                         (void)be->cuGraphExecDestroy(e);
         }
