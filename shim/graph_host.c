@@ -149,9 +149,9 @@ static CUresult plan_fetch(uint64_t exec, uint32_t n)
         p->n = n;
         for (uint32_t off = 0; off < n; off += LUP_GRAPH_LIST_PAGE) {
                 uint64_t total, v[LUP_GRAPH_LIST_PAGE];
-                CUresult r = lupc_send_lupGraphHostPlan((CUgraphExec)(uintptr_t)exec, off, &total, &v[0], &v[1],
-                                                        &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9],
-                                                        &v[10], &v[11], &v[12], &v[13], &v[14], &v[15]);
+                CUresult r = lupc_send_lupGraphHostPlan((CUgraphExec)(uintptr_t)exec, off, &total, &v[0], &v[1], &v[2],
+                                                        &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11],
+                                                        &v[12], &v[13], &v[14], &v[15]);
                 if (r == CUDA_SUCCESS && total != n)
                         r = CUDA_ERROR_UNKNOWN;
                 if (r != CUDA_SUCCESS) {

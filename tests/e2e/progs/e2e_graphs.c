@@ -1049,6 +1049,30 @@ static int restart_mode(void)
         CK(cuGraphInstantiateWithFlags(&ke, kg, 0));
         kv = 8;
         set_fill(ke, knode, &kd, &kv, &kn);
+        /* host nodes: an exec whose second host node was set in the exec
+         * (and its kernel's parameters), and a captured host function */
+        struct host_graph hg;
+        CUgraphExec he, hc;
+        build_host_graph(&hg);
+        CK(cuGraphInstantiateWithFlags(&he, hg.g, 0));
+        run_host_graph(&hg, he, s1, 1, 2, 5, 3);
+        CUDA_HOST_NODE_PARAMS hp = { .fn = host_rec, .userData = (void *)(intptr_t)22 };
+        CK(cuGraphExecHostNodeSetParams(he, hg.h2, &hp));
+        unsigned hv8 = 8;
+        void *hpb[] = { &hg.b, &hv8, &hg.n };
+        CUDA_KERNEL_NODE_PARAMS hkp = fill_params(hpb);
+        CK(cuGraphExecKernelNodeSetParams(he, hg.kb, &hkp));
+        run_host_graph(&hg, he, s1, 1, 22, 8, 3);
+        CUgraph hcg;
+        CUdeviceptr ha;
+        CK(cuMemAlloc(&ha, N * 4));
+        hl.watch[7] = ha;
+        CK(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(cuMemsetD32Async(ha, 4, N, s1));
+        CK(cuLaunchHostFunc(s1, host_rec, (void *)(intptr_t)7));
+        fill(ha, 7, N, s1);
+        CK(cuStreamEndCapture(s1, &hcg));
+        CK(cuGraphInstantiateWithFlags(&hc, hcg, 0));
         CK(cuGraphInstantiateWithFlags(&e, g, 0));
         int total = 0;
         for (int i = 0; i < 3; i++, total++)
@@ -1088,6 +1112,19 @@ static int restart_mode(void)
                 CK(cuStreamSynchronize(s1));
                 expect_u32(kd, 7);
                 CK(cuGraphExecDestroy(ke2));
+                /* the host node execs as they were; a new exec of the graph */
+                run_host_graph(&hg, he, s1, 1, 22, 8, 3);
+                CUgraphExec he2;
+                CK(cuGraphInstantiateWithFlags(&he2, hg.g, 0));
+                run_host_graph(&hg, he2, s1, 1, 2, 5, 3);
+                CK(cuGraphExecDestroy(he2));
+                CK(cuMemsetD32(ha, 0, N));
+                CK(cuGraphLaunch(hc, s1));
+                CK(cuStreamSynchronize(s1));
+                const int ids7[1] = { 7 };
+                const unsigned seen4[1] = { 4 };
+                expect_seq(1, ids7, seen4);
+                expect_u32(ha, 7);
                 printf("again %d\n", round);
                 fflush(stdout);
         }
@@ -1097,6 +1134,10 @@ static int restart_mode(void)
         CK(cuGraphDestroy(x.g));
         CK(cuGraphExecDestroy(ke));
         CK(cuGraphDestroy(kg));
+        CK(cuGraphExecDestroy(he));
+        CK(cuGraphExecDestroy(hc));
+        CK(cuGraphDestroy(hg.g));
+        CK(cuGraphDestroy(hcg));
         printf("e2e_graphs restart: OK\n");
         return 0;
 }
