@@ -432,11 +432,14 @@ CUresult lupw_lupGraphLaunchSeg(struct lupw_session *s, CUgraphExec hGraphExec, 
  * client's functions. */
 CUresult lupw_cuGraphLaunch(struct lupw_session *s, CUgraphExec hGraphExec, CUstream hStream)
 {
+        static bool told;
         struct lupw_exec *x = exec_of(s, hGraphExec);
         if (x && x->n_segs) {
-                lup_warn("session %s: cuGraphLaunch of a graph exec with host nodes as a whole (its segments must be "
-                         "launched one by one): refused",
-                         s->name);
+                if (!told)
+                        lup_warn("session %s: cuGraphLaunch of a graph exec with host nodes as a whole (its "
+                                 "segments must be launched one by one): refused",
+                                 s->name);
+                told = true;
                 return CUDA_ERROR_INVALID_VALUE;
         }
         return s->be.fn.cuGraphLaunch(hGraphExec, hStream);
