@@ -17,9 +17,9 @@
  * calls each function in the calling thread; then segment 1, and so on.
  * An exec without host nodes launches as before, at no extra cost. The
  * difference from CUDA: the enqueuing thread waits for the work before
- * each host node and runs the function itself (docs/status.md). Launching
- * such an exec into a capturing stream is refused
- * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, the capture invalidated).
+ * each host node and runs the function itself (docs/status.md). Launched
+ * into a capturing stream, such an exec is captured as its segments (child
+ * graph nodes) and its host nodes, in plan order.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -206,21 +206,27 @@ EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CU
         return r;
 }
 
+/* Into a capturing stream, each segment's launch is captured (a child
+ * graph node) and each host node captured again with its token, in plan
+ * order; otherwise the host functions run here between the segments. */
 static CUresult launch_split(uint64_t exec, uint64_t stream, struct plan *p)
 {
-        CUresult r = lupc_capture_refuse(stream, "cuGraphLaunch of a graph with host nodes");
+        bool capturing = false;
+        CUresult r = lupc_capture_active(stream, &capturing);
         uint32_t level = 0;
         for (uint32_t at = 0; r == CUDA_SUCCESS && at < p->n; level++) {
                 uint64_t hdr = p->w[at++], cnt = hdr >> 1;
                 if (hdr & 1)
                         r = lupc_send_lupGraphLaunchSeg((CUgraphExec)(uintptr_t)exec, level,
                                                         (CUstream)(uintptr_t)stream);
-                if (r == CUDA_SUCCESS && cnt)
+                if (r == CUDA_SUCCESS && cnt && !capturing)
                         r = cuStreamSynchronize((CUstream)(uintptr_t)stream);
                 for (uint64_t k = 0; r == CUDA_SUCCESS && k < cnt; k++, at += 2) {
                         struct host_fn h;
                         if (at + 1 >= p->n || !token_get(p->w[at + 1], &h))
                                 r = CUDA_ERROR_INVALID_VALUE;
+                        else if (capturing)
+                                r = lupc_send_lupLaunchHostFuncCapture((CUstream)(uintptr_t)stream, p->w[at + 1]);
                         else
                                 h.fn(h.ud);
                 }
