@@ -121,6 +121,7 @@ struct split {
         uint8_t *host;
         uint32_t *level;
         uint32_t n_levels, n_host;
+        bool children; /* it has child graph nodes */
 };
 
 static void split_done(struct split *sp)
@@ -285,6 +286,7 @@ static CUresult classify(struct lupw_session *s, struct lupw_exec *x, struct spl
                 CUgraphNodeType t;
                 if ((r = be->cuGraphNodeGetType(sp->nodes[i], &t)) == CUDA_SUCCESS && t == CU_GRAPH_NODE_TYPE_HOST)
                         sp->host[i] = 1, sp->n_host++;
+                sp->children |= r == CUDA_SUCCESS && t == CU_GRAPH_NODE_TYPE_GRAPH;
         }
         if (r != CUDA_SUCCESS || !sp->n_host)
                 return r;
@@ -304,7 +306,7 @@ CUresult lupw_split_build(struct lupw_session *s, struct lupw_exec *x, unsigned 
         memset(&sp, 0, sizeof(sp));
         lupw_split_free(s, x);
         CUresult r = classify(s, x, &sp);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS && sp.children)
                 r = hosts_in_children(&s->be.fn, x->src, 0, &nested);
         if (r == CUDA_SUCCESS && nested) {
                 lup_warn("session %s: a graph with a host node inside a child graph node cannot be instantiated "
