@@ -936,6 +936,45 @@ static void test_host_captured(CUstream s)
         CK(cuMemFree(b));
 }
 
+/* Two host nodes as roots (their order between them is free), a kernel
+ * after both, and a host node last that sees the kernel's result. */
+static void test_host_roots(CUstream s)
+{
+        CUdeviceptr a;
+        CUgraph g;
+        CUgraphExec ge;
+        CUgraphNode h[3], k;
+        unsigned four = 4;
+        int nn = N;
+        CK(cuMemAlloc(&a, N * 4));
+        hl.watch[33] = a;
+        CK(cuGraphCreate(&g, 0));
+        for (int i = 0; i < 2; i++) {
+                CUDA_HOST_NODE_PARAMS hp = { .fn = host_rec, .userData = (void *)(intptr_t)(31 + i) };
+                CK(cuGraphAddHostNode(&h[i], g, NULL, 0, &hp));
+        }
+        void *p[] = { &a, &four, &nn };
+        CUDA_KERNEL_NODE_PARAMS kp = fill_params(p);
+        CK(cuGraphAddKernelNode(&k, g, h, 2, &kp));
+        CUDA_HOST_NODE_PARAMS hp = { .fn = host_rec, .userData = (void *)(intptr_t)33 };
+        CK(cuGraphAddHostNode(&h[2], g, &k, 1, &hp));
+        CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+        for (int i = 0; i < 2; i++) {
+                CK(cuMemsetD32(a, 0, N));
+                CK(cuGraphLaunch(ge, s));
+                CK(cuStreamSynchronize(s));
+                EXPECT(hl.n == 3);
+                EXPECT((hl.seq[0] == 31 && hl.seq[1] == 32) || (hl.seq[0] == 32 && hl.seq[1] == 31));
+                EXPECT(hl.seq[2] == 33);
+                EXPECT(!through_lupine || hl.seen[2] == 4);
+                hl.n = 0;
+                expect_u32(a, 4);
+        }
+        CK(cuGraphExecDestroy(ge));
+        CK(cuGraphDestroy(g));
+        CK(cuMemFree(a));
+}
+
 static void test_host_nodes(void)
 {
         struct host_graph x;
@@ -1009,6 +1048,7 @@ static void test_host_nodes(void)
         }
         EXPECT(hl.n == 0);
         test_host_captured(s);
+        test_host_roots(s);
         CK(cuGraphExecDestroy(ge));
         CK(cuGraphExecDestroy(ge2));
         CK(cuGraphDestroy(x.g));
