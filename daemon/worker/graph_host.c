@@ -20,10 +20,11 @@
  *
  * The plan the shim reads (lupGraphHostPlan), per level: a word
  * (1 if the segment exists | the number of host nodes << 1), then per host
- * node, in increasing node id, its node id and its token.
+ * node, in increasing node id (then token), its node id (0 for one from a
+ * child graph) and its token.
  *
- * A host node inside a child graph node is refused at instantiation
- * (CUDA_ERROR_NOT_SUPPORTED): its function would be the worker's no-op.
+ * Host nodes inside child graph nodes are brought up into the exec's clone
+ * first (worker/graph_flatten.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -60,57 +61,6 @@ void lupw_split_free(struct lupw_session *s, struct lupw_exec *x)
         x->seg_graphs = NULL;
         x->plan = NULL;
         x->n_segs = x->n_plan = 0;
-}
-
-/* The nodes of g (malloc'ed, *ret_n of them). */
-static CUresult nodes_of(const struct lupw_backend *be, CUgraph g, CUgraphNode **ret, size_t *ret_n)
-{
-        size_t n = 0;
-        CUresult r = be->cuGraphGetNodes(g, NULL, &n);
-        CUgraphNode *v = r == CUDA_SUCCESS ? calloc(n + 1, sizeof(*v)) : NULL;
-        if (r == CUDA_SUCCESS && !v)
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-        if (r == CUDA_SUCCESS && n)
-                r = be->cuGraphGetNodes(g, v, &n);
-        if (r != CUDA_SUCCESS) {
-                free(v);
-                return r;
-        }
-        *ret = v;
-        *ret_n = n;
-        return CUDA_SUCCESS;
-}
-
-/* Whether a child graph node of g (at any depth) holds a host node. */
-static CUresult hosts_in_children(const struct lupw_backend *be, CUgraph g, int depth, bool *ret)
-{
-        CUgraphNode *v;
-        size_t n;
-        if (depth > 64)
-                return CUDA_ERROR_NOT_SUPPORTED;
-        CUresult r = nodes_of(be, g, &v, &n);
-        if (r != CUDA_SUCCESS)
-                return r;
-        for (size_t i = 0; r == CUDA_SUCCESS && !*ret && i < n; i++) {
-                CUgraphNodeType t;
-                CUgraph child;
-                if ((r = be->cuGraphNodeGetType(v[i], &t)) != CUDA_SUCCESS || t != CU_GRAPH_NODE_TYPE_GRAPH)
-                        continue;
-                if ((r = be->cuGraphChildGraphNodeGetGraph(v[i], &child)) != CUDA_SUCCESS)
-                        break;
-                CUgraphNode *cv;
-                size_t cn;
-                if ((r = nodes_of(be, child, &cv, &cn)) != CUDA_SUCCESS)
-                        break;
-                for (size_t k = 0; r == CUDA_SUCCESS && k < cn && !*ret; k++)
-                        if ((r = be->cuGraphNodeGetType(cv[k], &t)) == CUDA_SUCCESS && t == CU_GRAPH_NODE_TYPE_HOST)
-                                *ret = true;
-                free(cv);
-                if (r == CUDA_SUCCESS && !*ret)
-                        r = hosts_in_children(be, child, depth + 1, ret);
-        }
-        free(v);
-        return r;
 }
 
 /* What a split is computed from: the clone's nodes, edges, and per node
@@ -226,7 +176,9 @@ static int host_cmp(const void *a, const void *b)
         const struct host_ent *x = a, *y = b;
         if (x->level != y->level)
                 return x->level < y->level ? -1 : 1;
-        return x->id < y->id ? -1 : x->id > y->id;
+        if (x->id != y->id)
+                return x->id < y->id ? -1 : 1;
+        return x->token < y->token ? -1 : x->token > y->token;
 }
 
 static void reverse(uint64_t key, uint64_t val, void *ud)
@@ -250,8 +202,11 @@ static CUresult make_plan(struct lupw_session *s, struct lupw_exec *x, const str
                         continue;
                 if ((r = s->be.fn.cuGraphHostNodeGetParams(sp->nodes[i], &p)) != CUDA_SUCCESS)
                         break;
-                if (p.fn != lupw_host_noop || !lup_u64map_get(&rev, (uint64_t)(uintptr_t)sp->nodes[i], &h[k].id))
+                if (p.fn != lupw_host_noop)
                         r = CUDA_ERROR_NOT_SUPPORTED; /* not a node lupine made */
+                /* id 0: one brought up from a child graph, no client id */
+                if (!lup_u64map_get(&rev, (uint64_t)(uintptr_t)sp->nodes[i], &h[k].id))
+                        h[k].id = 0;
                 h[k].level = sp->level[i];
                 h[k++].token = (uint64_t)(uintptr_t)p.userData;
         }
@@ -275,7 +230,7 @@ static CUresult make_plan(struct lupw_session *s, struct lupw_exec *x, const str
 static CUresult classify(struct lupw_session *s, struct lupw_exec *x, struct split *sp)
 {
         const struct lupw_backend *be = &s->be.fn;
-        CUresult r = nodes_of(be, x->src, &sp->nodes, &sp->n);
+        CUresult r = lupw_graph_nodes(be, x->src, &sp->nodes, &sp->n);
         if (r != CUDA_SUCCESS)
                 return r;
         sp->host = calloc(sp->n + 1, 1);
@@ -302,17 +257,16 @@ static CUresult classify(struct lupw_session *s, struct lupw_exec *x, struct spl
 CUresult lupw_split_build(struct lupw_session *s, struct lupw_exec *x, unsigned long long flags)
 {
         struct split sp;
-        bool nested = false;
+        int inlined = 0;
         memset(&sp, 0, sizeof(sp));
         lupw_split_free(s, x);
         CUresult r = classify(s, x, &sp);
-        if (r == CUDA_SUCCESS && sp.children)
-                r = hosts_in_children(&s->be.fn, x->src, 0, &nested);
-        if (r == CUDA_SUCCESS && nested) {
-                lup_warn("session %s: a graph with a host node inside a child graph node cannot be instantiated "
-                         "through lupine yet (returning CUDA_ERROR_NOT_SUPPORTED)",
-                         s->name);
-                r = CUDA_ERROR_NOT_SUPPORTED;
+        if (r == CUDA_SUCCESS && sp.children) /* host nodes in child graphs: brought up (graph_flatten.c) */
+                r = lupw_graph_flatten(s, x, &inlined);
+        if (r == CUDA_SUCCESS && inlined) {
+                split_done(&sp);
+                memset(&sp, 0, sizeof(sp));
+                r = classify(s, x, &sp);
         }
         if (r != CUDA_SUCCESS || !sp.n_host) {
                 split_done(&sp);

@@ -43,6 +43,12 @@ CUresult lupw_split_build(struct lupw_session *s, struct lupw_exec *x, unsigned 
 void lupw_split_free(struct lupw_session *s, struct lupw_exec *x);
 CUresult lupw_split_sync(struct lupw_session *s, struct lupw_exec *x, uint64_t id, CUgraphNode n);
 
+/* worker/graph_flatten.c: a graph's nodes (malloc'ed); every child graph
+ * node of an exec's clone that holds a host node replaced by copies of its
+ * nodes (*ret_n: how many were). */
+CUresult lupw_graph_nodes(const struct lupw_backend *be, CUgraph g, CUgraphNode **ret, size_t *ret_n);
+CUresult lupw_graph_flatten(struct lupw_session *s, struct lupw_exec *x, int *ret_n);
+
 /* worker/graph_kernel.c: LUP_OP_GRAPH_KERNEL */
 extern const struct lupw_ctl_op lupw_ctl_graph_kernel, lupw_ctl_graph_kernel_get;
 

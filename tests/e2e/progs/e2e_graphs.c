@@ -936,6 +936,51 @@ static void test_host_captured(CUstream s)
         CK(cuMemFree(b));
 }
 
+/* The diamond as a child graph node (nested once more), between a memset
+ * of e before it and a host node after it that reads a: the child's host
+ * nodes run in its order, the last one after all of it. */
+static CUgraph host_child_graph(const struct host_graph *x, CUgraph *inner)
+{
+        CUgraph outer;
+        CUgraphNode m, cn, h;
+        CK(cuGraphCreate(inner, 0));
+        CK(cuGraphAddChildGraphNode(&cn, *inner, NULL, 0, x->g));
+        CK(cuGraphCreate(&outer, 0));
+        CUDA_MEMSET_NODE_PARAMS ms = { .dst = x->e, .value = 6, .elementSize = 4, .width = N, .height = 1 };
+        CK(cuGraphAddMemsetNode(&m, outer, NULL, 0, &ms, ctx));
+        CK(cuGraphAddChildGraphNode(&cn, outer, &m, 1, *inner));
+        CUDA_HOST_NODE_PARAMS hp = { .fn = host_rec, .userData = (void *)(intptr_t)40 };
+        CK(cuGraphAddHostNode(&h, outer, &cn, 1, &hp));
+        hl.watch[40] = x->a;
+        return outer;
+}
+
+static void run_host_child(const struct host_graph *x, CUgraphExec ce, CUstream s, int id1)
+{
+        CK(cuMemsetD32(x->c, 0, N));
+        CK(cuGraphLaunch(ce, s));
+        CK(cuStreamSynchronize(s));
+        const int ids[3] = { id1, 2, 40 };
+        const unsigned seen[3] = { 1, 1, 9 };
+        expect_seq(3, ids, seen);
+        expect_u32(x->a, 9);
+        expect_u32(x->b, 5);
+        expect_u32(x->c, 1);
+        expect_u32(x->e, 3); /* the child's memset of e runs after the outer one */
+}
+
+static void test_host_child(const struct host_graph *x, CUstream s)
+{
+        CUgraph inner, outer = host_child_graph(x, &inner);
+        CUgraphExec ce;
+        CK(cuGraphInstantiateWithFlags(&ce, outer, 0));
+        for (int i = 0; i < 2; i++)
+                run_host_child(x, ce, s, 11);
+        CK(cuGraphExecDestroy(ce));
+        CK(cuGraphDestroy(outer));
+        CK(cuGraphDestroy(inner));
+}
+
 /* Two host nodes as roots (their order between them is free), a kernel
  * after both, and a host node last that sees the kernel's result. */
 static void test_host_roots(CUstream s)
@@ -1036,17 +1081,8 @@ static void test_host_nodes(void)
         run_host_graph(&x, cge, s, 11, 2, 5, 3);
         CK(cuGraphExecDestroy(cge));
         CK(cuGraphDestroy(cg));
-        if (through_lupine) {
-                /* a host node inside a child graph: not yet */
-                CUgraph outer;
-                CUgraphNode cn;
-                CUgraphExec ce;
-                CK(cuGraphCreate(&outer, 0));
-                CK(cuGraphAddChildGraphNode(&cn, outer, NULL, 0, x.g));
-                EXPECT_ERR(cuGraphInstantiateWithFlags(&ce, outer, 0), CUDA_ERROR_NOT_SUPPORTED);
-                CK(cuGraphDestroy(outer));
-        }
         EXPECT(hl.n == 0);
+        test_host_child(&x, s);
         test_host_captured(s);
         test_host_roots(s);
         CK(cuGraphExecDestroy(ge));
@@ -1109,7 +1145,10 @@ static int restart_mode(void)
         CUDA_KERNEL_NODE_PARAMS hkp = fill_params(hpb);
         CK(cuGraphExecKernelNodeSetParams(he, hg.kb, &hkp));
         run_host_graph(&hg, he, s1, 1, 22, 8, 3);
-        CUgraph hcg;
+        CUgraph hinner, houter = host_child_graph(&hg, &hinner), hcg;
+        CUgraphExec hce;
+        CK(cuGraphInstantiateWithFlags(&hce, houter, 0));
+        run_host_child(&hg, hce, s1, 1);
         CUdeviceptr ha;
         CK(cuMemAlloc(&ha, N * 4));
         hl.watch[7] = ha;
@@ -1171,6 +1210,7 @@ static int restart_mode(void)
                 const unsigned seen4[1] = { 4 };
                 expect_seq(1, ids7, seen4);
                 expect_u32(ha, 7);
+                run_host_child(&hg, hce, s1, 1); /* host nodes brought up from child graphs */
                 printf("again %d\n", round);
                 fflush(stdout);
         }
@@ -1184,6 +1224,9 @@ static int restart_mode(void)
         CK(cuGraphExecDestroy(hc));
         CK(cuGraphDestroy(hg.g));
         CK(cuGraphDestroy(hcg));
+        CK(cuGraphExecDestroy(hce));
+        CK(cuGraphDestroy(houter));
+        CK(cuGraphDestroy(hinner));
         printf("e2e_graphs restart: OK\n");
         return 0;
 }
