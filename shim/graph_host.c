@@ -12,7 +12,9 @@
  *
  * An exec whose graph has host nodes is split by the worker into segments
  * (daemon/worker/graph_host.c says how); the plan comes back at
- * instantiation. cuGraphLaunch of such an exec launches segment 0
+ * instantiation. The exported cuGraphInstantiateWithFlags, cuGraphLaunch
+ * and cuGraphExecDestroy are shim/api_graph_mem.c's, which call the
+ * lupc_host_* functions here. cuGraphLaunch of such an exec launches segment 0
  * (fire-and-forget), and if host nodes follow it, waits for the stream and
  * calls each function in the calling thread; then segment 1, and so on.
  * An exec without host nodes launches as before, at no extra cost. The
@@ -37,7 +39,6 @@
 
 #define MAX_TOKENS (1u << 24)
 
-#undef cuGraphLaunch
 
 struct host_fn {
         CUhostFn fn;
@@ -193,14 +194,20 @@ static void plan_set_token(uint64_t exec, uint64_t node, uint64_t token)
 
 /* ---- instantiate, launch, destroy */
 
-EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+CUresult lupc_host_exec_destroy(CUgraphExec e)
+{
+        CUresult r = lupc_send_cuGraphExecDestroy(e);
+        if (r == CUDA_SUCCESS && atomic_load(&n_plans))
+                plan_put(ID(e), NULL);
+        return r;
+}
+
+CUresult lupc_host_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
         unsigned int n = 0;
-        if (!lupc_initialized())
-                return CUDA_ERROR_NOT_INITIALIZED;
         CUresult r = lupc_send_lupGraphInstantiate(phGraphExec, hGraph, flags, &n);
         if (r == CUDA_SUCCESS && n && (r = plan_fetch(ID(*phGraphExec), n)) != CUDA_SUCCESS) {
-                (void)cuGraphExecDestroy(*phGraphExec);
+                (void)lupc_host_exec_destroy(*phGraphExec);
                 *phGraphExec = NULL;
         }
         return r;
@@ -234,37 +241,13 @@ static CUresult launch_split(uint64_t exec, uint64_t stream, struct plan *p)
         return r;
 }
 
-static CUresult launch(CUgraphExec e, CUstream s, int per_thread)
+CUresult lupc_host_launch(CUgraphExec e, CUstream stream)
 {
-        if (!lupc_initialized())
-                return CUDA_ERROR_NOT_INITIALIZED;
-        uint64_t stream = lupc_stream_id(s, per_thread);
         struct plan *p = atomic_load(&n_plans) ? plan_copy(ID(e)) : NULL;
         if (!p)
-                return lupc_send_cuGraphLaunch(e, (CUstream)(uintptr_t)stream);
-        CUresult r = launch_split(ID(e), stream, p);
+                return lupc_send_cuGraphLaunch(e, stream);
+        CUresult r = launch_split(ID(e), ID(stream), p);
         free(p);
-        return r;
-}
-
-EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-        return launch(hGraphExec, hStream, 0);
-}
-
-EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
-EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-        return launch(hGraphExec, hStream, 1);
-}
-
-EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-        if (!lupc_initialized())
-                return CUDA_ERROR_NOT_INITIALIZED;
-        CUresult r = lupc_send_cuGraphExecDestroy(hGraphExec);
-        if (r == CUDA_SUCCESS && atomic_load(&n_plans))
-                plan_put(ID(hGraphExec), NULL);
         return r;
 }
 

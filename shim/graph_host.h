@@ -16,6 +16,12 @@ CUresult lupc_graph_add(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, siz
 CUresult lupc_capture_active(uint64_t stream, bool *ret);
 
 /* shim/graph_host.c */
+/* The worker's calls behind cuGraphInstantiateWithFlags, cuGraphLaunch
+ * (stream: the wire id) and cuGraphExecDestroy (shim/api_graph_mem.c),
+ * with the exec's host node plan fetched, followed and dropped. */
+CUresult lupc_host_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
+CUresult lupc_host_launch(CUgraphExec e, CUstream stream);
+CUresult lupc_host_exec_destroy(CUgraphExec e);
 /* The exec's host node plan read again (after cuGraphExecUpdate). */
 CUresult lupc_host_plan_refresh(uint64_t exec);
 /* cuLaunchHostFunc on a stream in an active capture: captured as a host

@@ -353,9 +353,45 @@ CUresult lupw_split_sync(struct lupw_session *s, struct lupw_exec *x, uint64_t i
                 r = be->cuGraphEventWaitNodeGetEvent(n, &e);
                 return r == CUDA_SUCCESS ? be->cuGraphExecEventWaitNodeSetEvent(seg, cn, e) : r;
         }
+        case CU_GRAPH_NODE_TYPE_GRAPH: {
+                CUgraph child;
+                r = be->cuGraphChildGraphNodeGetGraph(n, &child);
+                return r == CUDA_SUCCESS ? be->cuGraphExecChildGraphNodeSetParams(seg, cn, child) : r;
+        }
         default:
                 return CUDA_SUCCESS;
         }
+}
+
+/* The enable bits of exec `main`'s nodes (cuGraphNodeSetEnabled) carried
+ * into the segments of its split. */
+CUresult lupw_split_carry_enabled(struct lupw_session *s, struct lupw_exec *x, CUgraphExec main)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        CUgraphNode *v;
+        size_t n;
+        if (!x->n_segs)
+                return CUDA_SUCCESS;
+        CUresult r = lupw_graph_nodes(be, x->src, &v, &n);
+        if (r != CUDA_SUCCESS)
+                return r;
+        for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
+                CUgraphNodeType t;
+                unsigned on = 1;
+                CUgraphNode cn;
+                if (be->cuGraphNodeGetType(v[i], &t) != CUDA_SUCCESS ||
+                    (t != CU_GRAPH_NODE_TYPE_KERNEL && t != CU_GRAPH_NODE_TYPE_MEMSET &&
+                     t != CU_GRAPH_NODE_TYPE_MEMCPY) ||
+                    be->cuGraphNodeGetEnabled(main, v[i], &on) != CUDA_SUCCESS)
+                        continue; /* a node brought up from a child graph is not the exec's own */
+                for (uint32_t j = 0; j < x->n_segs; j++)
+                        if (x->segs[j] && be->cuGraphNodeFindInClone(&cn, v[i], x->seg_graphs[j]) == CUDA_SUCCESS) {
+                                r = be->cuGraphNodeSetEnabled(x->segs[j], cn, on);
+                                break;
+                        }
+        }
+        free(v);
+        return r;
 }
 
 /* ---- ops */
