@@ -981,6 +981,45 @@ static void test_host_child(const struct host_graph *x, CUstream s)
         CK(cuGraphDestroy(inner));
 }
 
+/* A child graph node (without host nodes) before a host node: the exec's
+ * child set with cuGraphExecChildGraphNodeSetParams reaches the split
+ * exec. */
+static void test_host_child_set(CUstream s)
+{
+        CUdeviceptr e;
+        CUgraph g, c1, c2;
+        CUgraphNode m, cn, h;
+        CUgraphExec ge;
+        CK(cuMemAlloc(&e, N * 4));
+        hl.watch[50] = e;
+        CUDA_MEMSET_NODE_PARAMS ms = { .dst = e, .value = 7, .elementSize = 4, .width = N, .height = 1 };
+        CK(cuGraphCreate(&c1, 0));
+        CK(cuGraphAddMemsetNode(&m, c1, NULL, 0, &ms, ctx));
+        ms.value = 8;
+        CK(cuGraphCreate(&c2, 0));
+        CK(cuGraphAddMemsetNode(&m, c2, NULL, 0, &ms, ctx));
+        CK(cuGraphCreate(&g, 0));
+        CK(cuGraphAddChildGraphNode(&cn, g, NULL, 0, c1));
+        CUDA_HOST_NODE_PARAMS hp = { .fn = host_rec, .userData = (void *)(intptr_t)50 };
+        CK(cuGraphAddHostNode(&h, g, &cn, 1, &hp));
+        CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+        const int ids[1] = { 50 };
+        const unsigned seen7[1] = { 7 }, seen8[1] = { 8 };
+        CK(cuGraphLaunch(ge, s));
+        CK(cuStreamSynchronize(s));
+        expect_seq(1, ids, seen7);
+        CK(cuGraphExecChildGraphNodeSetParams(ge, cn, c2));
+        CK(cuGraphLaunch(ge, s));
+        CK(cuStreamSynchronize(s));
+        expect_seq(1, ids, seen8);
+        expect_u32(e, 8);
+        CK(cuGraphExecDestroy(ge));
+        CK(cuGraphDestroy(g));
+        CK(cuGraphDestroy(c1));
+        CK(cuGraphDestroy(c2));
+        CK(cuMemFree(e));
+}
+
 /* Two host nodes as roots (their order between them is free), a kernel
  * after both, and a host node last that sees the kernel's result. */
 static void test_host_roots(CUstream s)
@@ -1069,6 +1108,19 @@ static void test_host_nodes(void)
         EXPECT(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);
         run_host_graph(&x, ge, s, 11, 2, 5, 3);
 
+        /* a node of a split exec turned off and on again (its segment's) */
+        CK(cuGraphNodeSetEnabled(ge, x.kb, 0));
+        CK(cuMemsetD32(x.b, 0, N));
+        CK(cuMemsetD32(x.c, 0, N));
+        CK(cuGraphLaunch(ge, s));
+        CK(cuStreamSynchronize(s));
+        const int ids_off[2] = { 11, 2 };
+        expect_seq(2, ids_off, NULL);
+        expect_u32(x.b, 0);
+        expect_u32(x.c, 1);
+        CK(cuGraphNodeSetEnabled(ge, x.kb, 1));
+        run_host_graph(&x, ge, s, 11, 2, 5, 3);
+
         /* the exec launched into a capture: a graph that runs it */
         CUgraph cg;
         CUgraphExec cge;
@@ -1085,6 +1137,7 @@ static void test_host_nodes(void)
         test_host_child(&x, s);
         test_host_captured(s);
         test_host_roots(s);
+        test_host_child_set(s);
         CK(cuGraphExecDestroy(ge));
         CK(cuGraphExecDestroy(ge2));
         CK(cuGraphDestroy(x.g));
