@@ -35,6 +35,7 @@ static size_t node_size(const struct lup_ckpt_gnode *n)
                 return 9 + 24;
         case LUP_GNODE_EVENT_RECORD:
         case LUP_GNODE_WAIT_EVENT:
+        case LUP_GNODE_HOST:
                 return 9 + 8;
         case LUP_GNODE_GRAPH:
                 return 9 + 4;
@@ -77,6 +78,9 @@ static void put_node(struct lup_wr *w, const struct lup_ckpt_gnode *n)
                 break;
         case LUP_GNODE_GRAPH:
                 lup_wr_u32(w, n->u.child);
+                break;
+        case LUP_GNODE_HOST:
+                lup_wr_u64(w, n->u.token);
                 break;
         default: /* EMPTY */
                 break;
@@ -181,6 +185,11 @@ static int get_node(struct lup_rd *r, struct lup_ckpt_gnode *n, uint32_t n_graph
         case LUP_GNODE_GRAPH:
                 lup_rd_u32(r, &n->u.child);
                 if (!r->err && n->u.child >= n_graphs)
+                        return -EBADMSG;
+                break;
+        case LUP_GNODE_HOST:
+                lup_rd_u64(r, &n->u.token);
+                if (!r->err && !n->u.token)
                         return -EBADMSG;
                 break;
         case LUP_GNODE_EMPTY:

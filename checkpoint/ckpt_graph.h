@@ -29,6 +29,8 @@
  *                GRAPH   u32 index of the child's record (role CHILD; its
  *                        id: the client's id of the node's graph, which
  *                        cuGraphChildGraphNodeGetGraph gave, or 0)
+ *                HOST    u64 token (the shim's, never 0: the client's
+ *                        function and data are in the client)
  *
  * Device addresses are the client's (module globals before any
  * translation); ids are client ids. The decoder checks every count
@@ -59,6 +61,7 @@
 #define LUP_GNODE_KERNEL       0
 #define LUP_GNODE_MEMCPY       1
 #define LUP_GNODE_MEMSET       2
+#define LUP_GNODE_HOST         3
 #define LUP_GNODE_GRAPH        4
 #define LUP_GNODE_EMPTY        5
 #define LUP_GNODE_WAIT_EVENT   6
@@ -84,6 +87,7 @@ struct lup_ckpt_gnode {
                 } memcpy;
                 uint64_t event;
                 uint32_t child;
+                uint64_t token; /* HOST */
         } u;
 };
 

@@ -17,7 +17,9 @@
  *
  * What the shim does itself and the driver could not capture: host<->device
  * copies (their bytes travel through the worker's staging buffers, which
- * are reused) and host functions. On a capturing stream they are refused
+ * are reused) and cuStreamAddCallback (the driver refuses it too; a
+ * cuLaunchHostFunc is captured as a host node, shim/graph_host.c). On a
+ * capturing stream they are refused
  * with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, a log line, and the capture
  * is invalidated in the worker, as the driver does with an illegal call:
  * cuStreamEndCapture then answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
@@ -32,6 +34,7 @@
 
 #include "client.h"
 #include "gmem.h"
+#include "graph_host.h"
 #include "log.h"
 #include "shim_gen.h"
 
@@ -354,7 +357,17 @@ CUresult lupc_capture_refuse(uint64_t stream, const char *what)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
-/* ---- instantiation: every form ends in cuGraphInstantiateWithFlags */
+CUresult lupc_capture_active(uint64_t stream, bool *ret)
+{
+        uint64_t id, graph, ndeps;
+        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+        CUresult r = atomic_load(&open_captures) > 0 ? query(stream, &st, &id, &graph, &ndeps) : CUDA_SUCCESS;
+        *ret = r == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        return r;
+}
+
+/* ---- instantiation: every form ends in cuGraphInstantiateWithFlags
+ * (shim/graph_host.c) */
 
 static CUresult instantiate_old(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
                                 size_t bufferSize)

@@ -11,6 +11,7 @@
 #include "client.h"
 #include "ctl_codec.h"
 #include "funcs.h"
+#include "graph_host.h"
 #include "log.h"
 #include "shim_gen.h"
 #include "u64map.h"
@@ -108,6 +109,8 @@ EXPORT CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGr
         if (r != CUDA_SUCCESS)
                 return r;
         r = (CUresult)status;
+        if (r == CUDA_SUCCESS) /* the exec's host node plan, made again by the worker */
+                r = lupc_host_plan_refresh((uint64_t)(uintptr_t)hGraphExec);
         resultInfo->result = (CUgraphExecUpdateResult)result;
         resultInfo->errorNode = (CUgraphNode)(uintptr_t)err;
         resultInfo->errorFromNode = (CUgraphNode)(uintptr_t)from;

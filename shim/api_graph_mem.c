@@ -27,6 +27,7 @@
 
 #include "client.h"
 #include "gmem.h"
+#include "graph_host.h"
 #include "log.h"
 #include "pool.h"
 #include "shim_gen.h"
@@ -495,7 +496,7 @@ EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CU
         pthread_mutex_unlock(&mu);
         if (busy) /* one exec at a time of a graph with memory nodes (driver 580: NOT_SUPPORTED) */
                 return CUDA_ERROR_NOT_SUPPORTED;
-        CUresult r = lupc_send_cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
+        CUresult r = lupc_host_instantiate(phGraphExec, hGraph, flags);
         if (r != CUDA_SUCCESS || !x)
                 return r;
         pthread_mutex_lock(&mu);
@@ -511,7 +512,7 @@ EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        CUresult r = lupc_send_cuGraphExecDestroy(hGraphExec);
+        CUresult r = lupc_host_exec_destroy(hGraphExec);
         if (r != CUDA_SUCCESS)
                 return r;
         pthread_mutex_lock(&mu);
@@ -540,7 +541,7 @@ static CUresult launch(CUgraphExec hGraphExec, CUstream hStream, int per_thread)
         pthread_mutex_unlock(&mu);
         if (unfreed && !auto_free) /* the last launch's allocations are not freed yet */
                 return CUDA_ERROR_INVALID_VALUE;
-        CUresult r = lupc_send_cuGraphLaunch(hGraphExec, w);
+        CUresult r = lupc_host_launch(hGraphExec, w);
         CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
         if (r != CUDA_SUCCESS || !g || (cuStreamIsCapturing(w, &cs) == CUDA_SUCCESS && cs))
                 return r; /* captured, not run: it allocates nothing yet */

@@ -16,6 +16,7 @@
 
 #include "client.h"
 #include "gmem.h"
+#include "graph_host.h"
 #include "log.h"
 #include "shim_gen.h"
 
@@ -45,6 +46,12 @@ static CUresult add_node(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, si
         if (r == CUDA_SUCCESS)
                 *ph = (CUgraphNode)(uintptr_t)id;
         return r;
+}
+
+CUresult lupc_graph_add(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n, unsigned type,
+                        const uint64_t v[6])
+{
+        return add_node(ph, g, deps, n, type, v);
 }
 
 EXPORT CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
@@ -433,6 +440,10 @@ static CUresult add_generic(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
                 return cuGraphAddEventRecordNode(ph, g, deps, n, p->eventRecord.event);
         case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
                 return cuGraphAddEventWaitNode(ph, g, deps, n, p->eventWait.event);
+        case CU_GRAPH_NODE_TYPE_HOST: {
+                CUDA_HOST_NODE_PARAMS h = { .fn = p->host.fn, .userData = p->host.userData };
+                return cuGraphAddHostNode(ph, g, deps, n, &h);
+        }
         case CU_GRAPH_NODE_TYPE_GRAPH:
                 if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
                         return CUDA_ERROR_NOT_SUPPORTED; /* moving a graph into the node is not forwarded */

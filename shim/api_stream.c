@@ -7,9 +7,12 @@
  * the shim waits for the stream's earlier work, runs the function, and only
  * then returns, so everything queued afterwards also runs after it. The
  * difference from CUDA is that the enqueuing thread waits and runs the
- * function itself (docs/status.md).
+ * function itself (docs/status.md). During a capture, cuLaunchHostFunc is
+ * captured as a host node (shim/graph_host.c); cuStreamAddCallback is
+ * refused, as the driver refuses it.
  */
 #include "client.h"
+#include "graph_host.h"
 #include "shim_gen.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -50,11 +53,16 @@ EXPORT CUresult CUDAAPI cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUg
 
 EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 {
+        bool captured = false;
         if (!fn)
                 return CUDA_ERROR_INVALID_VALUE;
-        CUresult r = lupc_capture_refuse(lupc_stream_id(hStream, 0), "cuLaunchHostFunc");
-        if (r == CUDA_SUCCESS)
-                r = cuStreamSynchronize(hStream);
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        /* in a capture: a host node of the graph (shim/graph_host.c) */
+        CUresult r = lupc_host_capture(lupc_stream_id(hStream, 0), fn, userData, &captured);
+        if (r != CUDA_SUCCESS || captured)
+                return r;
+        r = cuStreamSynchronize(hStream);
         if (r != CUDA_SUCCESS)
                 return r;
         fn(userData);

@@ -241,7 +241,9 @@ CUresult lupw_lupGraphExecChild(struct lupw_session *s, CUgraphExec hGraphExec, 
                 lup_err("session %s: cuGraphExecChildGraphNodeSetParams: the exec changed, but its copy kept for a "
                         "checkpoint could not follow (CUresult %d): a restore brings back the parameters before",
                         s->name, (int)r);
-        return CUDA_SUCCESS;
+        uint64_t xv = 0; /* a split exec: the segment holding the node (worker/graph_host.c) */
+        lup_u64map_get(&s->graphs.exec_src, (uint64_t)(uintptr_t)hGraphExec, &xv);
+        return xv ? lupw_split_sync(s, (struct lupw_exec *)(uintptr_t)xv, node, cn) : CUDA_SUCCESS;
 }
 
 /* op 0: read the bit into *got; 1: set it to `on` */
@@ -253,8 +255,14 @@ CUresult lupw_lupGraphNodeEnabled(struct lupw_session *s, CUgraphExec hGraphExec
         *got = 0;
         if (!cn || op > 1)
                 return CUDA_ERROR_INVALID_VALUE;
-        if (op == 1)
-                return s->be.fn.cuGraphNodeSetEnabled(hGraphExec, cn, on);
+        if (op == 1) { /* a split exec's segments too (worker/graph_host.c) */
+                uint64_t xv = 0;
+                CUresult r = s->be.fn.cuGraphNodeSetEnabled(hGraphExec, cn, on);
+                lup_u64map_get(&s->graphs.exec_src, (uint64_t)(uintptr_t)hGraphExec, &xv);
+                if (r == CUDA_SUCCESS && xv)
+                        r = lupw_split_carry_enabled(s, (struct lupw_exec *)(uintptr_t)xv, hGraphExec);
+                return r;
+        }
         CUresult r = s->be.fn.cuGraphNodeGetEnabled(hGraphExec, cn, &v);
         *got = v;
         return r;

@@ -101,7 +101,7 @@ static CUresult gk_exec_set(struct lupw_session *s, const CUDA_KERNEL_NODE_PARAM
         /* the exec's clone carries the change into a checkpoint */
         if (r == CUDA_SUCCESS)
                 r = s->be.fn.cuGraphKernelNodeSetParams_v2((CUgraphNode)(uintptr_t)v, p);
-        return r;
+        return r == CUDA_SUCCESS ? lupw_split_sync(s, x, gk.node, (CUgraphNode)(uintptr_t)v) : r;
 }
 
 static int gk_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,

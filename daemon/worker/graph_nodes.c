@@ -175,6 +175,13 @@ CUresult lupw_lupGraphAddNode(struct lupw_session *s, uint64_t node, CUgraph hGr
                         return CUDA_ERROR_INVALID_VALUE;
                 r = be->cuGraphAddChildGraphNode(&n, hGraph, NULL, 0, h);
                 break;
+        case CU_GRAPH_NODE_TYPE_HOST: { /* a: the shim's token (worker/graph_host.c) */
+                CUDA_HOST_NODE_PARAMS p = { .fn = lupw_host_noop, .userData = (void *)(uintptr_t)a };
+                if (!a)
+                        return CUDA_ERROR_INVALID_VALUE;
+                r = be->cuGraphAddHostNode(&n, hGraph, NULL, 0, &p);
+                break;
+        }
         default:
                 return CUDA_ERROR_NOT_SUPPORTED;
         }
@@ -351,6 +358,13 @@ CUresult lupw_lupGraphNodeGet(struct lupw_session *s, CUgraphNode hNode, unsigne
         if (r != CUDA_SUCCESS)
                 return r;
         *type = (unsigned)t;
+        if (t == CU_GRAPH_NODE_TYPE_HOST) { /* a: its token */
+                CUDA_HOST_NODE_PARAMS p;
+                if ((r = be->cuGraphHostNodeGetParams(hNode, &p)) == CUDA_SUCCESS && p.fn != lupw_host_noop)
+                        r = CUDA_ERROR_NOT_SUPPORTED; /* not a node lupine made */
+                *a = r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)p.userData : 0;
+                return r;
+        }
         if (t == CU_GRAPH_NODE_TYPE_MEMSET) {
                 CUDA_MEMSET_NODE_PARAMS p;
                 if ((r = be->cuGraphMemsetNodeGetParams(hNode, &p)) == CUDA_SUCCESS)
@@ -383,6 +397,7 @@ CUresult lupw_lupGraphNodeSet(struct lupw_session *s, uint64_t exec, uint64_t no
         CUgraphExec x = NULL;
         CUgraphNode n;
         CUcontext cur = NULL;
+        struct lupw_exec *xr = NULL;
         uint64_t v;
         (void)be->cuCtxGetCurrent(&cur);
         if (exec) {
@@ -390,7 +405,7 @@ CUresult lupw_lupGraphNodeSet(struct lupw_session *s, uint64_t exec, uint64_t no
                 uint64_t xv = 0; /* its struct lupw_exec (worker/graphs.c) */
                 if (xe)
                         lup_u64map_get(&s->graphs.exec_src, (uint64_t)(uintptr_t)xe->real, &xv);
-                struct lupw_exec *xr = (struct lupw_exec *)(uintptr_t)xv;
+                xr = (struct lupw_exec *)(uintptr_t)xv;
                 if (!xr || !lup_u64map_get(&xr->nodes, node, &v))
                         return CUDA_ERROR_INVALID_VALUE;
                 x = (CUgraphExec)xe->real;
@@ -399,22 +414,30 @@ CUresult lupw_lupGraphNodeSet(struct lupw_session *s, uint64_t exec, uint64_t no
                 return CUDA_ERROR_INVALID_VALUE;
         }
         CUresult r;
-        if (type == CU_GRAPH_NODE_TYPE_MEMSET) {
+        if (type == CU_GRAPH_NODE_TYPE_HOST) { /* a: the new token */
+                CUDA_HOST_NODE_PARAMS p = { .fn = lupw_host_noop, .userData = (void *)(uintptr_t)a };
+                if (!a)
+                        return CUDA_ERROR_INVALID_VALUE;
+                r = x ? be->cuGraphExecHostNodeSetParams(x, n, &p) : be->cuGraphHostNodeSetParams(n, &p);
+                if (r == CUDA_SUCCESS && x)
+                        r = be->cuGraphHostNodeSetParams(n, &p);
+        } else if (type == CU_GRAPH_NODE_TYPE_MEMSET) {
                 if (!devptr_ok(s, a))
                         return CUDA_ERROR_INVALID_VALUE;
                 CUDA_MEMSET_NODE_PARAMS p = lupw_memset_node_params(s, a, b, (uint32_t)c, (uint32_t)d, e, f);
                 r = x ? be->cuGraphExecMemsetNodeSetParams(x, n, &p, cur) : be->cuGraphMemsetNodeSetParams(n, &p);
                 if (r == CUDA_SUCCESS && x)
                         r = be->cuGraphMemsetNodeSetParams(n, &p);
-                return r;
+        } else {
+                if (type != CU_GRAPH_NODE_TYPE_MEMCPY || !devptr_ok(s, a) || !devptr_ok(s, b))
+                        return CUDA_ERROR_INVALID_VALUE;
+                CUDA_MEMCPY3D p = lupw_copy_node_params(s, a, b, c);
+                r = x ? be->cuGraphExecMemcpyNodeSetParams(x, n, &p, cur) : be->cuGraphMemcpyNodeSetParams(n, &p);
+                if (r == CUDA_SUCCESS && x)
+                        r = be->cuGraphMemcpyNodeSetParams(n, &p);
         }
-        if (type != CU_GRAPH_NODE_TYPE_MEMCPY || !devptr_ok(s, a) || !devptr_ok(s, b))
-                return CUDA_ERROR_INVALID_VALUE;
-        CUDA_MEMCPY3D p = lupw_copy_node_params(s, a, b, c);
-        r = x ? be->cuGraphExecMemcpyNodeSetParams(x, n, &p, cur) : be->cuGraphMemcpyNodeSetParams(n, &p);
-        if (r == CUDA_SUCCESS && x)
-                r = be->cuGraphMemcpyNodeSetParams(n, &p);
-        return r;
+        /* a split exec's segment (or plan) gets it too */
+        return r == CUDA_SUCCESS && xr ? lupw_split_sync(s, xr, node, n) : r;
 }
 
 /* ---- event nodes: op 0 reads the event (*got, its id), 1 sets it in the
@@ -441,6 +464,7 @@ CUresult lupw_lupGraphEventNode(struct lupw_session *s, uint64_t exec, uint64_t 
         CUgraphNode n;
         CUgraphNodeType t;
         CUgraphExec x = NULL;
+        struct lupw_exec *xr = NULL;
         void *ev = NULL;
         uint64_t v;
         unsigned want = op >> 2;
@@ -453,7 +477,7 @@ CUresult lupw_lupGraphEventNode(struct lupw_session *s, uint64_t exec, uint64_t 
                 uint64_t xv = 0;
                 if (xe)
                         lup_u64map_get(&s->graphs.exec_src, (uint64_t)(uintptr_t)xe->real, &xv);
-                struct lupw_exec *xr = (struct lupw_exec *)(uintptr_t)xv;
+                xr = (struct lupw_exec *)(uintptr_t)xv;
                 if (!xr || !lup_u64map_get(&xr->nodes, node, &v))
                         return CUDA_ERROR_INVALID_VALUE;
                 x = (CUgraphExec)xe->real;
@@ -483,5 +507,5 @@ CUresult lupw_lupGraphEventNode(struct lupw_session *s, uint64_t exec, uint64_t 
                         : be->cuGraphExecEventWaitNodeSetEvent(x, n, ev);
         if (r == CUDA_SUCCESS) /* the graph's node, or the exec's clone's */
                 r = rec ? be->cuGraphEventRecordNodeSetEvent(n, ev) : be->cuGraphEventWaitNodeSetEvent(n, ev);
-        return r;
+        return r == CUDA_SUCCESS && xr ? lupw_split_sync(s, xr, node, n) : r;
 }

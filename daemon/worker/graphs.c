@@ -346,6 +346,7 @@ static void exec_free(struct lupw_session *s, CUgraphExec exec, bool destroy_src
         if (!lup_u64map_del(&s->graphs.exec_src, (uint64_t)(uintptr_t)exec, &v))
                 return;
         struct lupw_exec *x = (struct lupw_exec *)(uintptr_t)v;
+        lupw_split_free(s, x);
         if (destroy_src)
                 (void)s->be.fn.cuGraphDestroy(x->src);
         lup_u64map_free(&x->nodes);
@@ -393,6 +394,8 @@ static CUresult instantiate(struct lupw_session *s, CUgraphExec *ret, CUgraph g,
                 r = CUDA_ERROR_OUT_OF_MEMORY;
         else
                 r = map_clone(s, x, g, gid);
+        if (r == CUDA_SUCCESS) /* host nodes: segments launched one by one */
+                r = lupw_split_build(s, x, flags);
         if (r != CUDA_SUCCESS) {
                 if (x)
                         exec_free(s, *ret, false);
@@ -417,6 +420,16 @@ CUresult lupw_cuGraphInstantiateWithFlags(struct lupw_session *s, CUgraphExec *p
         s->obj.prov.parent = gid;
         s->obj.prov.flags = (uint32_t)flags;
         return CUDA_SUCCESS;
+}
+
+/* The same, and how many words the exec's host node plan has (0: none). */
+CUresult lupw_lupGraphInstantiate(struct lupw_session *s, CUgraphExec *phGraphExec, CUgraph hGraph,
+                                  unsigned long long flags, unsigned int *plan)
+{
+        CUresult r = lupw_cuGraphInstantiateWithFlags(s, phGraphExec, hGraph, flags);
+        struct lupw_exec *x = r == CUDA_SUCCESS ? lupw_exec_get(s, *phGraphExec) : NULL;
+        *plan = x ? x->n_plan : 0;
+        return r;
 }
 
 /* cuGraphExecUpdate: the driver judges whether hGraph fits the exec; if it
@@ -448,7 +461,9 @@ static CUresult exec_update(struct lupw_session *s, CUgraphExec hGraphExec, CUgr
         if (r != CUDA_SUCCESS)
                 return r;
         struct lupw_exec *nx = lupw_exec_get(s, ne);
-        if (nx && (r = lupw_exec_carry_off(s, hGraphExec, x->src, ne, nx->src)) != CUDA_SUCCESS) {
+        if (nx && (r = lupw_exec_carry_off(s, hGraphExec, x->src, ne, nx->src)) == CUDA_SUCCESS)
+                r = lupw_split_carry_enabled(s, nx, ne); /* and into its segments */
+        if (nx && r != CUDA_SUCCESS) {
                 exec_free(s, ne, true);
                 (void)be->cuGraphExecDestroy(ne);
                 return r; /* the old exec stays the one in use */

@@ -35,6 +35,23 @@ CUDA_MEMCPY3D lupw_copy_node_params(const struct lupw_session *s, uint64_t dst, 
  * of lupw_xlate). */
 uint64_t lupw_unxlate(const struct lupw_session *s, uint64_t v);
 
+/* worker/graph_host.c: host nodes. The function every host node of the
+ * driver runs (its userData is the shim's token); an exec's split into
+ * segments around its host nodes (made again, or freed), and a node's
+ * parameters carried from the exec's clone into its segment after a
+ * cuGraphExec*SetParams (id: the node's id, n: the clone's node). */
+void lupw_host_noop(void *token);
+CUresult lupw_split_build(struct lupw_session *s, struct lupw_exec *x, unsigned long long flags);
+void lupw_split_free(struct lupw_session *s, struct lupw_exec *x);
+CUresult lupw_split_sync(struct lupw_session *s, struct lupw_exec *x, uint64_t id, CUgraphNode n);
+CUresult lupw_split_carry_enabled(struct lupw_session *s, struct lupw_exec *x, CUgraphExec main);
+
+/* worker/graph_flatten.c: a graph's nodes (malloc'ed); every child graph
+ * node of an exec's clone that holds a host node replaced by copies of its
+ * nodes (*ret_n: how many were). */
+CUresult lupw_graph_nodes(const struct lupw_backend *be, CUgraph g, CUgraphNode **ret, size_t *ret_n);
+CUresult lupw_graph_flatten(struct lupw_session *s, struct lupw_exec *x, int *ret_n);
+
 /* worker/graph_child.c: a child graph node's graph handed to the client
  * (a GRAPH handle with prov.flags LUPW_GRAPH_OWNED, prov.parent the node's
  * id); forgetting the one node `node` owns, with its nodes' ids (and theirs,

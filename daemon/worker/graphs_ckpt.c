@@ -16,11 +16,12 @@
  * the same flags.
  *
  * Node kinds saved: kernel, memset, memcpy (device to device, 1-D), empty,
- * event record, event wait, child graph. A child graph node's graph that
+ * event record, event wait, child graph, host (its token: the client's
+ * function stays in the client). A child graph node's graph that
  * the client holds (cuGraphChildGraphNodeGetGraph) is saved with its node,
  * under its id, with its nodes' ids; an exec's nodes that
  * cuGraphNodeSetEnabled turned off are listed (read from the driver
- * here). A graph holding another kind (host, memory alloc/free,
+ * here). A graph holding another kind (memory alloc/free,
  * conditional, ...) fails the session's checkpoint with a log line naming
  * it: a restore must never run a graph that differs from the one the
  * client built.
@@ -239,6 +240,15 @@ static int save_node(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *
                         return fail(sv, -ENOTSUP, "an event node's event is not the client's");
                 n->u.event = id;
                 return 0;
+        case LUP_GNODE_HOST: { /* the token; the client keeps the function */
+                CUDA_HOST_NODE_PARAMS p;
+                if (be->cuGraphHostNodeGetParams(node, &p) != CUDA_SUCCESS)
+                        return fail(sv, -EIO, "cuGraphHostNodeGetParams failed");
+                if (p.fn != lupw_host_noop || !p.userData)
+                        return fail(sv, -ENOTSUP, "a host node lupine did not make");
+                n->u.token = (uint64_t)(uintptr_t)p.userData;
+                return 0;
+        }
         case LUP_GNODE_GRAPH: {
                 uint32_t ci;
                 int rc;
@@ -264,8 +274,14 @@ static int note_off(struct saver *sv, uint32_t idx, uint32_t i, CUgraphNode n, u
         unsigned on = 1;
         if (type != LUP_GNODE_KERNEL && type != LUP_GNODE_MEMSET && type != LUP_GNODE_MEMCPY)
                 return 0; /* the only kinds that can be turned off */
-        if (sv->s->be.fn.cuGraphNodeGetEnabled(sv->exec, n, &on) != CUDA_SUCCESS)
+        if (sv->s->be.fn.cuGraphNodeGetEnabled(sv->exec, n, &on) != CUDA_SUCCESS) {
+                uint64_t id;
+                /* a node brought up from a child graph (worker/graph_flatten.c)
+                 * is not the exec's own: never turned off */
+                if (!lup_u64map_get(&sv->rev, (uint64_t)(uintptr_t)n, &id))
+                        return 0;
                 return fail(sv, -EIO, "cuGraphNodeGetEnabled failed");
+        }
         if (on)
                 return 0;
         if (sv->g.n_off == sv->cap_off) {

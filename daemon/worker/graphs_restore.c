@@ -125,6 +125,10 @@ static CUresult add_node(struct builder *b, CUgraphNode *ret, CUgraph g, const s
                         return r;
                 return n->type == LUP_GNODE_EVENT_RECORD ? be->cuGraphAddEventRecordNode(ret, g, NULL, 0, ev)
                                                          : be->cuGraphAddEventWaitNode(ret, g, NULL, 0, ev);
+        case LUP_GNODE_HOST: {
+                CUDA_HOST_NODE_PARAMS p = { .fn = lupw_host_noop, .userData = (void *)(uintptr_t)n->u.token };
+                return be->cuGraphAddHostNode(ret, g, NULL, 0, &p);
+        }
         case LUP_GNODE_GRAPH: {
                 CUgraph child;
                 if (b->g->graphs[n->u.child].role != LUP_GRAPH_ROLE_CHILD)
@@ -239,6 +243,10 @@ static int install(struct builder *b, uint32_t idx)
                 for (uint32_t i = 0; r == CUDA_SUCCESS && b->exec_nodes && i < b->g->n_off; i++)
                         if (b->g->off[i].graph == idx)
                                 r = be->cuGraphNodeSetEnabled(e, b->exec_nodes[b->g->off[i].node], 0);
+                if (r == CUDA_SUCCESS) /* host nodes: its segments again, with those bits */
+                        r = lupw_split_build(s, xr, x->flags);
+                if (r == CUDA_SUCCESS)
+                        r = lupw_split_carry_enabled(s, xr, e);
                 if (r == CUDA_SUCCESS && (r = lupw_handle_put(s, LUPW_H_GRAPHEXEC, x->id, e)) != CUDA_SUCCESS)
                         (void)be->cuGraphExecDestroy(e);
         }

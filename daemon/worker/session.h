@@ -175,6 +175,13 @@ struct lupw_capture {
 struct lupw_exec {
         CUgraph src;
         struct lup_u64map nodes;
+        /* with host nodes (worker/graph_host.c): per level of the plan, the
+         * exec of its segment (NULL: none) and the segment's graph; plan:
+         * the words the shim reads (n_segs and n_plan 0: no host nodes) */
+        uint32_t n_segs, n_plan;
+        CUgraphExec *segs;
+        CUgraph *seg_graphs;
+        uint64_t *plan;
 };
 #define LUPW_MAX_CAPTURES    64
 #define LUPW_GRAPH_CAPTURING 1u /* a graph entry's prov.flags: still being captured */

@@ -756,7 +756,7 @@ static void graphs_bad_fields(void **state)
         free(buf);
         nodes[1].u.memset.elem = 4;
         /* an unknown node type, and an unknown role */
-        nodes[3].type = 3; /* a host node */
+        nodes[3].type = 12; /* a batch memory op node */
         assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
         assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), -EBADMSG);
         free(buf);
@@ -850,6 +850,38 @@ static void graphs_disabled_nodes(void **state)
         free(buf);
 }
 
+/* A host node: its token round-trips; a token of 0 is refused. */
+static void graphs_host_node(void **state)
+{
+        struct lup_ckpt_gnode nodes[2];
+        struct lup_ckpt_gedge edge = { 0, 1 };
+        struct lup_ckpt_graph x = {
+                .id = 0x1040, .role = LUP_GRAPH_ROLE_EXEC, .n_nodes = 2, .nodes = nodes, .n_edges = 1, .edges = &edge
+        };
+        struct lup_ckpt_graphs g = { .n_graphs = 1, .graphs = &x }, d;
+        uint8_t *buf;
+        size_t len;
+        const char *why;
+        memset(nodes, 0, sizeof(nodes));
+        nodes[0].type = LUP_GNODE_HOST, nodes[0].id = 0x1080, nodes[0].u.token = 0x123456789abcull;
+        nodes[1].type = LUP_GNODE_EMPTY, nodes[1].id = 0x1090;
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), 0);
+        assert_int_equal(d.graphs[0].n_nodes, 2);
+        assert_int_equal(d.graphs[0].nodes[0].type, LUP_GNODE_HOST);
+        assert_int_equal(d.graphs[0].nodes[0].id, 0x1080);
+        assert_int_equal(d.graphs[0].nodes[0].u.token, 0x123456789abcull);
+        assert_int_equal(d.graphs[0].nodes[1].id, 0x1090);
+        lup_ckpt_graphs_free(&d);
+        for (size_t n = 0; n < len; n++)
+                assert_int_not_equal(lup_ckpt_graphs_decode(buf, n, &d, &why), 0);
+        free(buf);
+        nodes[0].u.token = 0;
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), -EBADMSG);
+        free(buf);
+}
+
 static void real_objects(void **state)
 {
         DIR *dir = opendir(CORPUS_DIR);
@@ -932,6 +964,7 @@ int main(void)
                 cmocka_unit_test(graphs_round_trip),
                 cmocka_unit_test(graphs_bad_fields),
                 cmocka_unit_test(graphs_disabled_nodes),
+                cmocka_unit_test(graphs_host_node),
                 cmocka_unit_test(real_objects),
         };
         /* clang-format on */

@@ -62,7 +62,7 @@ static void proc_address_versions(void **state)
 static void unsupported_stubs_answer(void **state)
 {
         CUdriverProcAddressQueryResult st;
-        CUresult (*fn)(void) = (CUresult(*)(void))resolve("cuGraphAddHostNode", 13000, 0, &st);
+        CUresult (*fn)(void) = (CUresult(*)(void))resolve("cuGraphAddBatchMemOpNode", 13000, 0, &st);
         assert_non_null(fn);
         assert_int_equal(fn(), CUDA_ERROR_NOT_SUPPORTED);
         assert_int_equal(fn(), CUDA_ERROR_NOT_SUPPORTED); /* logs only once; still answers */

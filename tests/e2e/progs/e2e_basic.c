@@ -254,13 +254,13 @@ static void test_misc(void)
         /* a miss is a successful query with a status, as in the driver */
         CK(cuGetProcAddress("cuNoSuchFunction", &fn, 13000, 0, &st));
         EXPECT(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND && fn == NULL);
-        CK(cuGetProcAddress("cuGraphAddHostNode", &fn, 13000, 0, &st));
+        CK(cuGetProcAddress("cuGraphAddBatchMemOpNode", &fn, 13000, 0, &st));
         EXPECT(fn != NULL);
         if (through_lupine) {
                 /* an unimplemented function resolves to a stub that says
                  * NOT_SUPPORTED instead of crashing */
-                CUresult (*host_node)(void *, unsigned) = (CUresult(*)(void *, unsigned))fn;
-                EXPECT(host_node(NULL, 0) == CUDA_ERROR_NOT_SUPPORTED);
+                CUresult (*batch_node)(void *, unsigned) = (CUresult(*)(void *, unsigned))fn;
+                EXPECT(batch_node(NULL, 0) == CUDA_ERROR_NOT_SUPPORTED);
                 EXPECT(cuArrayCreate(NULL, NULL) == CUDA_ERROR_NOT_SUPPORTED);
         }
 }

@@ -11,6 +11,7 @@
  *                                   them and checks ("again N" per line)
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -755,6 +756,399 @@ static void test_capture_deps(void)
         printf("  capture into a graph, capture dependencies read, set and added\n");
 }
 
+/* ---- host nodes: the functions run in graph order (through lupine: in
+ * the client, where one may read device memory, which shows what the
+ * device work before it left) */
+
+struct host_log {
+        int n;
+        int seq[16];
+        unsigned seen[16];
+        CUdeviceptr watch[64]; /* per userData: what it reads (0: nothing) */
+};
+static struct host_log hl;
+
+static void CUDA_CB host_rec(void *p)
+{
+        int id = (int)(intptr_t)p;
+        if (hl.n >= 16)
+                return;
+        hl.seen[hl.n] = 0;
+        if (through_lupine && id < 64 && hl.watch[id])
+                CK(cuMemcpyDtoH(&hl.seen[hl.n], hl.watch[id], 4));
+        hl.seq[hl.n++] = id;
+}
+
+static void expect_seq(int n, const int *ids, const unsigned *seen)
+{
+        if (hl.n != n) {
+                fprintf(stderr, "host functions ran %d times, expected %d\n", hl.n, n);
+                exit(1);
+        }
+        for (int i = 0; i < n; i++) {
+                if (hl.seq[i] != ids[i]) {
+                        fprintf(stderr, "host function %d was %d, expected %d\n", i, hl.seq[i], ids[i]);
+                        exit(1);
+                }
+                if (through_lupine && seen && hl.seen[i] != seen[i]) {
+                        fprintf(stderr, "host function %d saw %u, expected %u\n", i, hl.seen[i], seen[i]);
+                        exit(1);
+                }
+        }
+        hl.n = 0;
+}
+
+static CUDA_KERNEL_NODE_PARAMS fill_params(void **p)
+{
+        return (CUDA_KERNEL_NODE_PARAMS){ .func = f_fill,
+                                          .gridDimX = 4,
+                                          .gridDimY = 1,
+                                          .gridDimZ = 1,
+                                          .blockDimX = 128,
+                                          .blockDimY = 1,
+                                          .blockDimZ = 1,
+                                          .kernelParams = p };
+}
+
+/* The diamond: a = 1 (memset), e = 3 (memset, a second root); H1 (reads
+ * a); b = 5 (kernel) and c = a (copy), both after H1; H2 after both
+ * (reads c); a = 9 (kernel) after H2. */
+struct host_graph {
+        CUgraph g;
+        CUgraphNode ma, me, h1, kb, cc, h2, ka;
+        CUdeviceptr a, b, c, e;
+        unsigned vb, va;
+        int n;
+};
+
+static void build_host_graph(struct host_graph *x)
+{
+        CK(cuMemAlloc(&x->a, N * 4));
+        CK(cuMemAlloc(&x->b, N * 4));
+        CK(cuMemAlloc(&x->c, N * 4));
+        CK(cuMemAlloc(&x->e, N * 4));
+        x->vb = 5, x->va = 9, x->n = N;
+        CK(cuGraphCreate(&x->g, 0));
+        CUDA_MEMSET_NODE_PARAMS ms = { .dst = x->a, .value = 1, .elementSize = 4, .width = N, .height = 1 };
+        CK(cuGraphAddMemsetNode(&x->ma, x->g, NULL, 0, &ms, ctx));
+        ms.dst = x->e, ms.value = 3;
+        CK(cuGraphAddMemsetNode(&x->me, x->g, NULL, 0, &ms, ctx));
+        CUDA_HOST_NODE_PARAMS hp = { .fn = host_rec, .userData = (void *)(intptr_t)1 };
+        CK(cuGraphAddHostNode(&x->h1, x->g, &x->ma, 1, &hp));
+        void *pb[] = { &x->b, &x->vb, &x->n };
+        CUDA_KERNEL_NODE_PARAMS kp = fill_params(pb);
+        CK(cuGraphAddKernelNode(&x->kb, x->g, &x->h1, 1, &kp));
+        CUDA_MEMCPY3D cp;
+        memset(&cp, 0, sizeof(cp));
+        cp.srcMemoryType = cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        cp.srcDevice = x->a, cp.dstDevice = x->c, cp.WidthInBytes = N * 4, cp.Height = cp.Depth = 1;
+        CK(cuGraphAddMemcpyNode(&x->cc, x->g, &x->h1, 1, &cp, ctx));
+        CUgraphNode two[2] = { x->kb, x->cc };
+        /* the generic form for the second host node */
+        CUgraphNodeParams np;
+        memset(&np, 0, sizeof(np));
+        np.type = CU_GRAPH_NODE_TYPE_HOST;
+        np.host.fn = host_rec;
+        np.host.userData = (void *)(intptr_t)2;
+        CK(cuGraphAddNode(&x->h2, x->g, two, NULL, 2, &np));
+        void *pa[] = { &x->a, &x->va, &x->n };
+        kp = fill_params(pa);
+        CK(cuGraphAddKernelNode(&x->ka, x->g, &x->h2, 1, &kp));
+        hl.watch[1] = hl.watch[11] = x->a;
+        hl.watch[2] = hl.watch[22] = x->c;
+}
+
+/* One launch, checked: the host functions in order, what they saw, and
+ * the data (c cleared first: H2 must see the copy). */
+static void run_host_graph(const struct host_graph *x, CUgraphExec ge, CUstream s, int id1, int id2, unsigned vb,
+                           unsigned ve)
+{
+        CK(cuMemsetD32(x->c, 0, N));
+        CK(cuGraphLaunch(ge, s));
+        CK(cuStreamSynchronize(s));
+        const int ids[2] = { id1, id2 };
+        const unsigned seen[2] = { 1, 1 };
+        expect_seq(2, ids, seen);
+        expect_u32(x->a, 9);
+        expect_u32(x->b, vb);
+        expect_u32(x->c, 1);
+        expect_u32(x->e, ve);
+}
+
+static void test_host_captured(CUstream s)
+{
+        CUdeviceptr a, b;
+        CUgraph g;
+        CUgraphExec ge;
+        CUgraphNode v[8];
+        size_t n = 8;
+        unsigned seven = 7, six = 6;
+        int nn = N;
+        CK(cuMemAlloc(&a, N * 4));
+        CK(cuMemAlloc(&b, N * 4));
+        hl.watch[7] = a;
+        CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(cuMemsetD32Async(a, 4, N, s));
+        CK(cuLaunchHostFunc(s, host_rec, (void *)(intptr_t)7));
+        void *p[] = { &a, &seven, &nn };
+        CK(cuLaunchKernel(f_fill, 4, 1, 1, 128, 1, 1, 0, s, p, NULL));
+        fill(b, six, N, s);
+        EXPECT_ERR(cuStreamAddCallback(s, (CUstreamCallback)(void *)host_rec, NULL, 0),
+                   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        EXPECT_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        EXPECT(hl.n == 0); /* nothing ran while capturing */
+
+        CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(cuMemsetD32Async(a, 4, N, s));
+        CK(cuLaunchHostFunc(s, host_rec, (void *)(intptr_t)7));
+        CK(cuLaunchKernel(f_fill, 4, 1, 1, 128, 1, 1, 0, s, p, NULL));
+        fill(b, six, N, s);
+        CK(cuStreamEndCapture(s, &g));
+        EXPECT(hl.n == 0);
+        CK(cuGraphGetNodes(g, v, &n));
+        EXPECT(n == 4);
+        int hosts = 0;
+        for (size_t i = 0; i < n; i++) {
+                CUgraphNodeType t;
+                CK(cuGraphNodeGetType(v[i], &t));
+                if (t != CU_GRAPH_NODE_TYPE_HOST)
+                        continue;
+                CUDA_HOST_NODE_PARAMS hp;
+                CK(cuGraphHostNodeGetParams(v[i], &hp));
+                EXPECT(hp.fn == host_rec && hp.userData == (void *)(intptr_t)7);
+                hosts++;
+        }
+        EXPECT(hosts == 1);
+        CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+        for (int i = 0; i < 2; i++) {
+                CK(cuMemsetD32(a, 0, N));
+                CK(cuGraphLaunch(ge, s));
+                CK(cuStreamSynchronize(s));
+                const int ids[1] = { 7 };
+                const unsigned seen[1] = { 4 };
+                expect_seq(1, ids, seen);
+                expect_u32(a, 7);
+                expect_u32(b, 6);
+        }
+        CK(cuGraphExecDestroy(ge));
+        CK(cuGraphDestroy(g));
+        CK(cuMemFree(a));
+        CK(cuMemFree(b));
+}
+
+/* The diamond as a child graph node (nested once more), between a memset
+ * of e before it and a host node after it that reads a: the child's host
+ * nodes run in its order, the last one after all of it. */
+static CUgraph host_child_graph(const struct host_graph *x, CUgraph *inner)
+{
+        CUgraph outer;
+        CUgraphNode m, cn, h;
+        CK(cuGraphCreate(inner, 0));
+        CK(cuGraphAddChildGraphNode(&cn, *inner, NULL, 0, x->g));
+        CK(cuGraphCreate(&outer, 0));
+        CUDA_MEMSET_NODE_PARAMS ms = { .dst = x->e, .value = 6, .elementSize = 4, .width = N, .height = 1 };
+        CK(cuGraphAddMemsetNode(&m, outer, NULL, 0, &ms, ctx));
+        CK(cuGraphAddChildGraphNode(&cn, outer, &m, 1, *inner));
+        CUDA_HOST_NODE_PARAMS hp = { .fn = host_rec, .userData = (void *)(intptr_t)40 };
+        CK(cuGraphAddHostNode(&h, outer, &cn, 1, &hp));
+        hl.watch[40] = x->a;
+        return outer;
+}
+
+static void run_host_child(const struct host_graph *x, CUgraphExec ce, CUstream s, int id1)
+{
+        CK(cuMemsetD32(x->c, 0, N));
+        CK(cuGraphLaunch(ce, s));
+        CK(cuStreamSynchronize(s));
+        const int ids[3] = { id1, 2, 40 };
+        const unsigned seen[3] = { 1, 1, 9 };
+        expect_seq(3, ids, seen);
+        expect_u32(x->a, 9);
+        expect_u32(x->b, 5);
+        expect_u32(x->c, 1);
+        expect_u32(x->e, 3); /* the child's memset of e runs after the outer one */
+}
+
+static void test_host_child(const struct host_graph *x, CUstream s)
+{
+        CUgraph inner, outer = host_child_graph(x, &inner);
+        CUgraphExec ce;
+        CK(cuGraphInstantiateWithFlags(&ce, outer, 0));
+        for (int i = 0; i < 2; i++)
+                run_host_child(x, ce, s, 11);
+        CK(cuGraphExecDestroy(ce));
+        CK(cuGraphDestroy(outer));
+        CK(cuGraphDestroy(inner));
+}
+
+/* A child graph node (without host nodes) before a host node: the exec's
+ * child set with cuGraphExecChildGraphNodeSetParams reaches the split
+ * exec. */
+static void test_host_child_set(CUstream s)
+{
+        CUdeviceptr e;
+        CUgraph g, c1, c2;
+        CUgraphNode m, cn, h;
+        CUgraphExec ge;
+        CK(cuMemAlloc(&e, N * 4));
+        hl.watch[50] = e;
+        CUDA_MEMSET_NODE_PARAMS ms = { .dst = e, .value = 7, .elementSize = 4, .width = N, .height = 1 };
+        CK(cuGraphCreate(&c1, 0));
+        CK(cuGraphAddMemsetNode(&m, c1, NULL, 0, &ms, ctx));
+        ms.value = 8;
+        CK(cuGraphCreate(&c2, 0));
+        CK(cuGraphAddMemsetNode(&m, c2, NULL, 0, &ms, ctx));
+        CK(cuGraphCreate(&g, 0));
+        CK(cuGraphAddChildGraphNode(&cn, g, NULL, 0, c1));
+        CUDA_HOST_NODE_PARAMS hp = { .fn = host_rec, .userData = (void *)(intptr_t)50 };
+        CK(cuGraphAddHostNode(&h, g, &cn, 1, &hp));
+        CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+        const int ids[1] = { 50 };
+        const unsigned seen7[1] = { 7 }, seen8[1] = { 8 };
+        CK(cuGraphLaunch(ge, s));
+        CK(cuStreamSynchronize(s));
+        expect_seq(1, ids, seen7);
+        CK(cuGraphExecChildGraphNodeSetParams(ge, cn, c2));
+        CK(cuGraphLaunch(ge, s));
+        CK(cuStreamSynchronize(s));
+        expect_seq(1, ids, seen8);
+        expect_u32(e, 8);
+        CK(cuGraphExecDestroy(ge));
+        CK(cuGraphDestroy(g));
+        CK(cuGraphDestroy(c1));
+        CK(cuGraphDestroy(c2));
+        CK(cuMemFree(e));
+}
+
+/* Two host nodes as roots (their order between them is free), a kernel
+ * after both, and a host node last that sees the kernel's result. */
+static void test_host_roots(CUstream s)
+{
+        CUdeviceptr a;
+        CUgraph g;
+        CUgraphExec ge;
+        CUgraphNode h[3], k;
+        unsigned four = 4;
+        int nn = N;
+        CK(cuMemAlloc(&a, N * 4));
+        hl.watch[33] = a;
+        CK(cuGraphCreate(&g, 0));
+        for (int i = 0; i < 2; i++) {
+                CUDA_HOST_NODE_PARAMS hp = { .fn = host_rec, .userData = (void *)(intptr_t)(31 + i) };
+                CK(cuGraphAddHostNode(&h[i], g, NULL, 0, &hp));
+        }
+        void *p[] = { &a, &four, &nn };
+        CUDA_KERNEL_NODE_PARAMS kp = fill_params(p);
+        CK(cuGraphAddKernelNode(&k, g, h, 2, &kp));
+        CUDA_HOST_NODE_PARAMS hp = { .fn = host_rec, .userData = (void *)(intptr_t)33 };
+        CK(cuGraphAddHostNode(&h[2], g, &k, 1, &hp));
+        CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+        for (int i = 0; i < 2; i++) {
+                CK(cuMemsetD32(a, 0, N));
+                CK(cuGraphLaunch(ge, s));
+                CK(cuStreamSynchronize(s));
+                EXPECT(hl.n == 3);
+                EXPECT((hl.seq[0] == 31 && hl.seq[1] == 32) || (hl.seq[0] == 32 && hl.seq[1] == 31));
+                EXPECT(hl.seq[2] == 33);
+                EXPECT(!through_lupine || hl.seen[2] == 4);
+                hl.n = 0;
+                expect_u32(a, 4);
+        }
+        CK(cuGraphExecDestroy(ge));
+        CK(cuGraphDestroy(g));
+        CK(cuMemFree(a));
+}
+
+static void test_host_nodes(void)
+{
+        struct host_graph x;
+        CUstream s;
+        CUgraphExec ge, ge2;
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        build_host_graph(&x);
+        CUDA_HOST_NODE_PARAMS hp = { .fn = NULL, .userData = NULL };
+        CUgraphNode bad;
+        EXPECT_ERR(cuGraphAddHostNode(&bad, x.g, NULL, 0, &hp), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuGraphAddHostNode(&bad, x.g, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuGraphHostNodeGetParams(x.kb, &hp), CUDA_ERROR_INVALID_VALUE);
+        CK(cuGraphHostNodeGetParams(x.h2, &hp));
+        EXPECT(hp.fn == host_rec && hp.userData == (void *)(intptr_t)2);
+        CUgraphNodeType t;
+        CK(cuGraphNodeGetType(x.h1, &t));
+        EXPECT(t == CU_GRAPH_NODE_TYPE_HOST);
+        CK(cuGraphInstantiateWithFlags(&ge, x.g, 0));
+        for (int i = 0; i < 3; i++)
+                run_host_graph(&x, ge, s, 1, 2, 5, 3);
+
+        /* set in the graph: a new exec sees it, the old one does not */
+        hp = (CUDA_HOST_NODE_PARAMS){ .fn = host_rec, .userData = (void *)(intptr_t)11 };
+        CK(cuGraphHostNodeSetParams(x.h1, &hp));
+        CK(cuGraphInstantiateWithFlags(&ge2, x.g, 0));
+        run_host_graph(&x, ge2, s, 11, 2, 5, 3);
+        run_host_graph(&x, ge, s, 1, 2, 5, 3);
+
+        /* set in the exec: the graph keeps its own; and the other nodes'
+         * exec set params (a kernel, a memset) reach a split exec */
+        hp.userData = (void *)(intptr_t)22;
+        CK(cuGraphExecHostNodeSetParams(ge, x.h2, &hp));
+        unsigned v8 = 8;
+        void *pb[] = { &x.b, &v8, &x.n };
+        CUDA_KERNEL_NODE_PARAMS kp = fill_params(pb);
+        CK(cuGraphExecKernelNodeSetParams(ge, x.kb, &kp));
+        CUDA_MEMSET_NODE_PARAMS ms = { .dst = x.e, .value = 13, .elementSize = 4, .width = N, .height = 1 };
+        CK(cuGraphExecMemsetNodeSetParams(ge, x.me, &ms, ctx));
+        run_host_graph(&x, ge, s, 1, 22, 8, 13);
+        CK(cuGraphHostNodeGetParams(x.h2, &hp));
+        EXPECT(hp.userData == (void *)(intptr_t)2);
+        EXPECT_ERR(cuGraphExecHostNodeSetParams(ge, x.kb, &hp), CUDA_ERROR_INVALID_VALUE);
+
+        /* exec update: the exec takes the graph's parameters */
+        CUgraphExecUpdateResultInfo info;
+        CK(cuGraphExecUpdate(ge, x.g, &info));
+        EXPECT(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);
+        run_host_graph(&x, ge, s, 11, 2, 5, 3);
+
+        /* a node of a split exec turned off and on again (its segment's) */
+        CK(cuGraphNodeSetEnabled(ge, x.kb, 0));
+        CK(cuMemsetD32(x.b, 0, N));
+        CK(cuMemsetD32(x.c, 0, N));
+        CK(cuGraphLaunch(ge, s));
+        CK(cuStreamSynchronize(s));
+        const int ids_off[2] = { 11, 2 };
+        expect_seq(2, ids_off, NULL);
+        expect_u32(x.b, 0);
+        expect_u32(x.c, 1);
+        CK(cuGraphNodeSetEnabled(ge, x.kb, 1));
+        run_host_graph(&x, ge, s, 11, 2, 5, 3);
+
+        /* the exec launched into a capture: a graph that runs it */
+        CUgraph cg;
+        CUgraphExec cge;
+        CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(cuGraphLaunch(ge, s));
+        CK(cuStreamEndCapture(s, &cg));
+        EXPECT(hl.n == 0);
+        CK(cuGraphInstantiateWithFlags(&cge, cg, 0));
+        run_host_graph(&x, cge, s, 11, 2, 5, 3);
+        run_host_graph(&x, cge, s, 11, 2, 5, 3);
+        CK(cuGraphExecDestroy(cge));
+        CK(cuGraphDestroy(cg));
+        EXPECT(hl.n == 0);
+        test_host_child(&x, s);
+        test_host_captured(s);
+        test_host_roots(s);
+        test_host_child_set(s);
+        CK(cuGraphExecDestroy(ge));
+        CK(cuGraphExecDestroy(ge2));
+        CK(cuGraphDestroy(x.g));
+        CK(cuStreamDestroy(s));
+        CK(cuMemFree(x.a));
+        CK(cuMemFree(x.b));
+        CK(cuMemFree(x.c));
+        CK(cuMemFree(x.e));
+        printf("  host nodes: explicit and captured, in graph order, get/set params, exec set params, exec update\n");
+}
+
 /* The restart scenario: a captured graph instantiated (and launched), and
  * a second, never-instantiated clone; after each restart both are
  * launched again (the clone instantiated then) with exact results. */
@@ -790,6 +1184,33 @@ static int restart_mode(void)
         CK(cuGraphInstantiateWithFlags(&ke, kg, 0));
         kv = 8;
         set_fill(ke, knode, &kd, &kv, &kn);
+        /* host nodes: an exec whose second host node was set in the exec
+         * (and its kernel's parameters), and a captured host function */
+        struct host_graph hg;
+        CUgraphExec he, hc;
+        build_host_graph(&hg);
+        CK(cuGraphInstantiateWithFlags(&he, hg.g, 0));
+        run_host_graph(&hg, he, s1, 1, 2, 5, 3);
+        CUDA_HOST_NODE_PARAMS hp = { .fn = host_rec, .userData = (void *)(intptr_t)22 };
+        CK(cuGraphExecHostNodeSetParams(he, hg.h2, &hp));
+        unsigned hv8 = 8;
+        void *hpb[] = { &hg.b, &hv8, &hg.n };
+        CUDA_KERNEL_NODE_PARAMS hkp = fill_params(hpb);
+        CK(cuGraphExecKernelNodeSetParams(he, hg.kb, &hkp));
+        run_host_graph(&hg, he, s1, 1, 22, 8, 3);
+        CUgraph hinner, houter = host_child_graph(&hg, &hinner), hcg;
+        CUgraphExec hce;
+        CK(cuGraphInstantiateWithFlags(&hce, houter, 0));
+        run_host_child(&hg, hce, s1, 1);
+        CUdeviceptr ha;
+        CK(cuMemAlloc(&ha, N * 4));
+        hl.watch[7] = ha;
+        CK(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(cuMemsetD32Async(ha, 4, N, s1));
+        CK(cuLaunchHostFunc(s1, host_rec, (void *)(intptr_t)7));
+        fill(ha, 7, N, s1);
+        CK(cuStreamEndCapture(s1, &hcg));
+        CK(cuGraphInstantiateWithFlags(&hc, hcg, 0));
         CK(cuGraphInstantiateWithFlags(&e, g, 0));
         int total = 0;
         for (int i = 0; i < 3; i++, total++)
@@ -829,6 +1250,20 @@ static int restart_mode(void)
                 CK(cuStreamSynchronize(s1));
                 expect_u32(kd, 7);
                 CK(cuGraphExecDestroy(ke2));
+                /* the host node execs as they were; a new exec of the graph */
+                run_host_graph(&hg, he, s1, 1, 22, 8, 3);
+                CUgraphExec he2;
+                CK(cuGraphInstantiateWithFlags(&he2, hg.g, 0));
+                run_host_graph(&hg, he2, s1, 1, 2, 5, 3);
+                CK(cuGraphExecDestroy(he2));
+                CK(cuMemsetD32(ha, 0, N));
+                CK(cuGraphLaunch(hc, s1));
+                CK(cuStreamSynchronize(s1));
+                const int ids7[1] = { 7 };
+                const unsigned seen4[1] = { 4 };
+                expect_seq(1, ids7, seen4);
+                expect_u32(ha, 7);
+                run_host_child(&hg, hce, s1, 1); /* host nodes brought up from child graphs */
                 printf("again %d\n", round);
                 fflush(stdout);
         }
@@ -838,6 +1273,13 @@ static int restart_mode(void)
         CK(cuGraphDestroy(x.g));
         CK(cuGraphExecDestroy(ke));
         CK(cuGraphDestroy(kg));
+        CK(cuGraphExecDestroy(he));
+        CK(cuGraphExecDestroy(hc));
+        CK(cuGraphDestroy(hg.g));
+        CK(cuGraphDestroy(hcg));
+        CK(cuGraphExecDestroy(hce));
+        CK(cuGraphDestroy(houter));
+        CK(cuGraphDestroy(hinner));
         printf("e2e_graphs restart: OK\n");
         return 0;
 }
@@ -870,6 +1312,7 @@ int main(int argc, char **argv)
         test_explicit();
         test_kernel_nodes();
         test_capture_deps();
+        test_host_nodes();
         if (e2e_failures) {
                 printf("e2e_graphs: %d FAILURES\n", e2e_failures);
                 return 1;
