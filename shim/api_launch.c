@@ -6,6 +6,7 @@
  * error; failures inside the kernel surface at the next synchronous call.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,6 +148,8 @@ static CUresult launch(const struct launch *l)
                 return CUDA_ERROR_INVALID_VALUE;
         if ((r = lupc_pack_params(&lay, l->params, l->extra, pb)) != CUDA_SUCCESS)
                 return r;
+        if (atomic_load_explicit(&lupc_host_n, memory_order_relaxed))
+                lupc_mapped_scan(pb, lay.param_bytes); /* pinned memory the kernel may use (api_mapped.c) */
         return lupc_call(LUP_OP_LAUNCH, LUPC_ASYNC | LUPC_CTX, frame, w.len, NULL, 0, NULL);
 }
 

@@ -9,6 +9,7 @@
  */
 #include "conn.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "ctl_codec.h"
@@ -35,6 +36,9 @@ CUresult lupc_call(uint16_t op, unsigned flags, const void *args, size_t argslen
                 return r;
         if (lup_trace_level() >= 1)
                 lup_tracef("%s %s", lup_op_name(op) ? lup_op_name(op) : "?", (flags & LUPC_SYNC) ? "sync" : "async");
+        bool mapped = atomic_load_explicit(&lupc_mapped_n, memory_order_relaxed) != 0;
+        if (mapped)
+                lupc_mapped_before(flags, op); /* api_mapped.c */
         if (!(flags & LUPC_SYNC))
                 return lupc_send_frame(op, 0, ctx, args, argslen, NULL, 0, NULL, 0);
 
@@ -43,6 +47,8 @@ CUresult lupc_call(uint16_t op, unsigned flags, const void *args, size_t argslen
         if (r != CUDA_SUCCESS)
                 return r;
         lupc_wait_reply(&w);
+        if (mapped)
+                lupc_mapped_after();
         if (ret_replen)
                 *ret_replen = w.len;
         if (w.status != CUDA_SUCCESS && lup_trace_level() >= 1)
@@ -87,6 +93,8 @@ CUresult lupc_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream)
         if (r != CUDA_SUCCESS)
                 return r;
         lupc_wait_reply(&w);
+        if (atomic_load_explicit(&lupc_mapped_n, memory_order_relaxed))
+                lupc_mapped_after(); /* a synchronisation point for mapped memory too */
         if (w.status == CUDA_SUCCESS && w.len != n)
                 return lupc_protocol_error("cuMemcpyDtoH");
         return w.status;

@@ -1,0 +1,234 @@
+# SPDX-License-Identifier: MIT
+"""Mapped (zero-copy) host memory through lupined on the simulator:
+
+  e2e_mapped         zero-copy vector adds, memsets and copies on mapped
+                     host pointers, a kernel spinning on a host-set flag, a
+                     host polling a kernel-set flag, flags, attributes, bad
+                     input (the program runs unchanged on the real driver);
+  durable, hot, upgrade
+                     e2e_mapped's hold mode keeps mapped memory with data
+                     written by both sides while the daemon restarts
+                     (SIGTERM and a new daemon; SIGTERM under a fake service
+                     manager with the fd store; SIGHUP twice), then checks
+                     the data at the same addresses and uses it.
+
+usage: test_mapped.py LUPINED PROGS_DIR SHIM_DIR KERNELS_DIR"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lupwire as W  # noqa: E402
+from sdharness import ServiceManager  # noqa: E402
+
+check = W.Checks()
+
+
+def plain(lupined, progs, shim, kernels, tmp):
+    port = W.free_port()
+    log = open(os.path.join(tmp, 'mapped-plain.log'), 'a')
+    env = dict(os.environ)
+    env.pop('LD_LIBRARY_PATH', None)
+    d = subprocess.Popen([lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}'],
+                         stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        check('mapped: the daemon starts', W.wait_port(port, d))
+        cenv = dict(os.environ)
+        cenv['LUPINE_SERVER'] = f'127.0.0.1:{port}'
+        cenv['LD_LIBRARY_PATH'] = shim
+        try:
+            r = subprocess.run([os.path.join(progs, 'e2e_mapped'), kernels], env=cenv, capture_output=True,
+                               text=True, timeout=120)
+            out, err, rc = r.stdout, r.stderr, r.returncode
+        except subprocess.TimeoutExpired as e:
+            out, err, rc = str(e.stdout), str(e.stderr), -1
+        print(out, end='')
+        check('mapped: zero-copy adds, memsets and copies, both spin flags, flags, attributes, bad input '
+              '(e2e_mapped)', rc == 0 and 'e2e_mapped: OK' in out, out[-2000:] + err[-3000:])
+    finally:
+        d.send_signal(signal.SIGTERM)
+        try:
+            d.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            d.kill()
+        log.close()
+
+
+def _client(progs, kernels, shim, port, name, reconnect='120'):
+    env = dict(os.environ)
+    env['LUPINE_SERVER'] = f'127.0.0.1:{port}'
+    env['LUPINE_SESSION'] = name
+    env['LUPINE_RECONNECT_TIMEOUT'] = reconnect
+    env['LD_LIBRARY_PATH'] = shim + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
+    return subprocess.Popen([os.path.join(progs, 'e2e_mapped'), kernels, 'hold'], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _read_line(f, timeout):
+    got = []
+    t = threading.Thread(target=lambda: got.append(f.readline()), daemon=True)
+    t.start()
+    t.join(timeout)
+    return got[0] if got else None
+
+
+def _finish(c, check, what):
+    """Lets the client go on and collects its verdict."""
+    try:
+        c.stdin.write('go\n')
+        c.stdin.flush()
+        out, err = c.communicate(timeout=120)
+    except (subprocess.TimeoutExpired, BrokenPipeError):
+        c.kill()
+        out, err = c.communicate()
+    check(f'mapped ({what}): mapped memory at the same addresses with both sides writes; kernels, memsets, copies and a spin flag work after',
+          c.returncode == 0 and 'e2e_mapped hold: OK' in out, out[-1500:] + err[-3000:])
+
+
+def _ready(c, check, what):
+    line = _read_line(c.stdout, 60)
+    while line and not line.startswith('ready:'):  # what e2e_mapped says first
+        line = _read_line(c.stdout, 60)
+    check(f'mapped ({what}): mapped memory with data from host and GPU built',
+          line is not None and line.startswith('ready:'), repr(line))
+    return line is not None
+
+
+def durable(lupined, progs, shim, kernels, tmp, check):
+    port = W.free_port()
+    ck = os.path.join(tmp, 'mapped-durable')
+    log = open(os.path.join(tmp, 'mapped-durable.log'), 'a')
+    env = dict(os.environ)
+    env.pop('LD_LIBRARY_PATH', None)
+    env.pop('NOTIFY_SOCKET', None)
+    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
+            '--checkpoint-mode', 'durable', '--session-ttl', '120', '--drain-timeout', '30']
+    d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+    c = None
+    try:
+        check('mapped (durable): the daemon starts', W.wait_port(port, d))
+        c = _client(progs, kernels, shim, port, 'mapdur')
+        if _ready(c, check, 'durable'):
+            d.send_signal(signal.SIGTERM)
+            check('mapped (durable): the drain exits 0', d.wait(timeout=60) == 0)
+            d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+            check('mapped (durable): the new daemon starts', W.wait_port(port, d))
+            _finish(c, check, 'durable')
+        with open(log.name) as f:
+            text = f.read()
+        check('mapped (durable): restored from the durable checkpoint, memory copied',
+              re.search(r'mapdur: restored checkpoint epoch \d+', text) is not None and
+              'mapdur: hot restore' not in text, text[-3000:])
+    finally:
+        if c and c.poll() is None:
+            c.kill()
+            c.communicate()
+        d.send_signal(signal.SIGTERM)
+        try:
+            d.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            d.kill()
+        log.close()
+
+
+def hot(lupined, progs, shim, kernels, tmp, check):
+    port = W.free_port()
+    ck = os.path.join(tmp, 'mapped-hot')
+    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
+            '--checkpoint-mode', 'hot', '--session-ttl', '120', '--drain-timeout', '30']
+    with ServiceManager(argv, tmp, log_path=os.path.join(tmp, 'mapped-hot.log')) as m:
+        m.start()
+        check('mapped (hot): the daemon starts', m.wait_for('READY', '1') is not None, m.log())
+        c = _client(progs, kernels, shim, port, 'maphot')
+        try:
+            if _ready(c, check, 'hot'):
+                rc = m.stop()
+                check('mapped (hot): the drain exits 0', rc == 0, m.log()[-2000:])
+                m.restart_with_stored_fds()
+                hit = m.wait_log(r'maphot: hot restore: (\d+) of (\d+) chunk\(s\) \(([\d.]+) GiB\) mapped from '
+                                 r'their fds, (\d+) bytes copied', timeout=30)
+                check('mapped (hot): every chunk mapped from its fd, zero bytes copied',
+                      hit is not None and hit.group(1) == hit.group(2) and hit.group(4) == '0', m.log()[-3000:])
+                _finish(c, check, 'hot')
+        finally:
+            if c.poll() is None:
+                c.kill()
+                c.communicate()
+            m.stop()
+
+
+def upgrade(lupined, progs, shim, kernels, tmp, check):
+    port = W.free_port()
+    ck = os.path.join(tmp, 'mapped-up')
+    log_path = os.path.join(tmp, 'mapped-upgrade.log')
+    log = open(log_path, 'a')
+    env = dict(os.environ)
+    env.pop('LD_LIBRARY_PATH', None)
+    env.pop('NOTIFY_SOCKET', None)
+    d = subprocess.Popen([lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
+                          '--session-ttl', '120', '--drain-timeout', '30'],
+                         stdout=log, stderr=subprocess.STDOUT, env=env)
+    c = None
+    try:
+        check('mapped (upgrade): the daemon starts', W.wait_port(port, d))
+        c = _client(progs, kernels, shim, port, 'mapup', reconnect='0')
+        if _ready(c, check, 'upgrade'):
+            # twice: the second upgrade hands on memory the first one imported
+            for n in (1, 2):
+                d.send_signal(signal.SIGHUP)
+                deadline = time.time() + 30
+                while time.time() < deadline:
+                    with open(log_path) as f:
+                        if f.read().count("mapup: serving its client's connection again at seq") >= n:
+                            break
+                    time.sleep(0.1)
+                with open(log_path) as f:
+                    text = f.read()
+                check(f'mapped (upgrade {n}): the session is carried over, memory from fds, zero bytes copied',
+                      len(re.findall(r'mapup: hot restore: (\d+) of \1 chunk\(s\) .* 0 bytes copied', text)) >= n,
+                      text[-3000:])
+            _finish(c, check, 'upgrade')
+    finally:
+        if c and c.poll() is None:
+            c.kill()
+            c.communicate()
+        d.send_signal(signal.SIGTERM)
+        try:
+            d.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            d.kill()
+        log.close()
+
+
+def main():
+    if len(sys.argv) < 5:
+        print(__doc__)
+        return 2
+    lupined, progs, shim, kernels = sys.argv[1:5]
+    shim = os.path.abspath(shim)
+    with tempfile.TemporaryDirectory(prefix='lupine-mapped-') as tmp:
+        try:
+            plain(lupined, progs, shim, kernels, tmp)
+            durable(lupined, progs, shim, kernels, tmp, check)
+            hot(lupined, progs, shim, kernels, tmp, check)
+            upgrade(lupined, progs, shim, kernels, tmp, check)
+        except Exception as e:  # a harness failure is a test failure, with the logs
+            check('harness', False, repr(e))
+        if check.failed:
+            for f in ('mapped-plain.log', 'mapped-durable.log', 'mapped-hot.log', 'mapped-upgrade.log'):
+                p = os.path.join(tmp, f)
+                if os.path.exists(p):
+                    print(f'---- {f} (tail) ----')
+                    with open(p) as fh:
+                        print(fh.read()[-5000:])
+    print(f'mapped: {"FAILED: " + ", ".join(check.failed) if check.failed else "all passed"}')
+    return 1 if check.failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
