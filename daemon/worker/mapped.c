@@ -66,14 +66,22 @@ static bool overlaps(const struct lupw_session *s, uint64_t va, uint64_t size)
         return a->size && va < a->base + a->size && a->base < va + size;
 }
 
-/* Pages for [va, va + size) at the same address if it is free here. */
+/* Pages for [va, va + size) at the same address if it is free here.
+ * LUPINE_TEST_MAPPED_ELSEWHERE=1 (tests) always places them elsewhere, to
+ * exercise the translated case. */
 static uint8_t *map_pages(uint64_t va, uint64_t size, size_t *ret_len, uint64_t *ret_off)
 {
+        static int elsewhere = -1;
+        if (elsewhere < 0) {
+                const char *e = getenv("LUPINE_TEST_MAPPED_ELSEWHERE");
+                elsewhere = e && *e == '1';
+        }
         uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
         uint64_t base = va & ~(pg - 1), end = (va + size + pg - 1) & ~(pg - 1);
         size_t len = (size_t)(end - base);
-        void *p = mmap((void *)(uintptr_t)base, len, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        void *p = elsewhere ? MAP_FAILED
+                            : mmap((void *)(uintptr_t)base, len, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
         if (p != MAP_FAILED && (uint64_t)(uintptr_t)p != base) {
                 munmap(p, len); /* a kernel without MAP_FIXED_NOREPLACE treats it as a hint */
                 p = MAP_FAILED;

@@ -29,11 +29,16 @@ from sdharness import ServiceManager  # noqa: E402
 check = W.Checks()
 
 
-def plain(lupined, progs, shim, kernels, tmp):
+def plain(lupined, progs, shim, kernels, tmp, elsewhere=False):
+    """elsewhere: the worker places every mirror away from the client's
+    address, so every pointer to mapped memory is translated."""
     port = W.free_port()
     log = open(os.path.join(tmp, 'mapped-plain.log'), 'a')
     env = dict(os.environ)
     env.pop('LD_LIBRARY_PATH', None)
+    what = ' (mirrors away from the client addresses)' if elsewhere else ''
+    if elsewhere:
+        env['LUPINE_TEST_MAPPED_ELSEWHERE'] = '1'
     d = subprocess.Popen([lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}'],
                          stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
@@ -48,8 +53,13 @@ def plain(lupined, progs, shim, kernels, tmp):
         except subprocess.TimeoutExpired as e:
             out, err, rc = str(e.stdout), str(e.stderr), -1
         print(out, end='')
-        check('mapped: zero-copy adds, memsets and copies, both spin flags, flags, attributes, bad input '
-              '(e2e_mapped)', rc == 0 and 'e2e_mapped: OK' in out, out[-2000:] + err[-3000:])
+        check(f'mapped: zero-copy adds, memsets and copies, both spin flags, flags, attributes, bad input '
+              f'(e2e_mapped){what}', rc == 0 and 'e2e_mapped: OK' in out, out[-2000:] + err[-3000:])
+        if elsewhere:
+            with open(log.name) as f:
+                text = f.read()
+            check('mapped: the worker said its mirrors are elsewhere, pointers translated',
+                  'pointers to it are translated' in text, text[-2000:])
     finally:
         d.send_signal(signal.SIGTERM)
         try:
@@ -124,6 +134,8 @@ def durable(lupined, progs, shim, kernels, tmp, check):
         check('mapped (durable): restored from the durable checkpoint, memory copied',
               re.search(r'mapdur: restored checkpoint epoch \d+', text) is not None and
               'mapdur: hot restore' not in text, text[-3000:])
+        check('mapped (durable): every mirror made again at the client\'s own address (none translated)',
+              'pointers to it are translated' not in text, text[-3000:])
     finally:
         if c and c.poll() is None:
             c.kill()
@@ -214,6 +226,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix='lupine-mapped-') as tmp:
         try:
             plain(lupined, progs, shim, kernels, tmp)
+            plain(lupined, progs, shim, kernels, tmp, elsewhere=True)
             durable(lupined, progs, shim, kernels, tmp, check)
             hot(lupined, progs, shim, kernels, tmp, check)
             upgrade(lupined, progs, shim, kernels, tmp, check)
