@@ -27,13 +27,28 @@
 static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
 static struct lup_rangemap host_ranges;
 atomic_uint lupc_host_n; /* ranges: launches look for them in parameters only when there are any */
+_Atomic uint64_t lupc_host_lo, lupc_host_hi; /* every range lies in [lo, hi) */
+
+/* hlock held */
+static void note_bounds(void)
+{
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (size_t i = 0; i < host_ranges.n; i++) {
+                const struct lup_range *r = &host_ranges.r[i];
+                lo = r->base < lo ? r->base : lo;
+                hi = r->base + r->size > hi ? r->base + r->size : hi;
+        }
+        atomic_store(&lupc_host_lo, lo);
+        atomic_store(&lupc_host_hi, hi);
+        atomic_store(&lupc_host_n, (unsigned)host_ranges.n);
+}
 
 static int host_add(uint64_t base, uint64_t size, unsigned int flags, bool allocated)
 {
         struct lup_range r = { .base = base, .size = size, .a = flags, .b = allocated };
         pthread_mutex_lock(&hlock);
         int rc = lup_rangemap_add(&host_ranges, &r);
-        atomic_store(&lupc_host_n, (unsigned)host_ranges.n);
+        note_bounds();
         pthread_mutex_unlock(&hlock);
         return rc;
 }
@@ -45,7 +60,7 @@ static int host_remove(uint64_t base, bool allocated)
         pthread_mutex_lock(&hlock);
         if (lup_rangemap_find(&host_ranges, base, &r) && r.base == base && r.b == (uint64_t)allocated)
                 rc = lup_rangemap_remove(&host_ranges, base, NULL);
-        atomic_store(&lupc_host_n, (unsigned)host_ranges.n);
+        note_bounds();
         pthread_mutex_unlock(&hlock);
         return rc;
 }

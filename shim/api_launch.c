@@ -59,7 +59,7 @@ static uint8_t *launch_frame(void)
         return frame_buf;
 }
 
-CUresult lupc_pack_params(const struct lupc_func_layout *lay, void **params, void **extra, uint8_t *out)
+static CUresult pack_params(const struct lupc_func_layout *lay, void **params, void **extra, uint8_t *out)
 {
         if (extra) {
                 const void *buf = NULL;
@@ -89,6 +89,16 @@ CUresult lupc_pack_params(const struct lupc_func_layout *lay, void **params, voi
                 memcpy(out + lay->params[2 * i], params[i], lay->params[2 * i + 1]);
         }
         return CUDA_SUCCESS;
+}
+
+/* Launches and graph kernel nodes: pinned memory a parameter points into
+ * gets its mirror on the GPU host (api_mapped.c). */
+CUresult lupc_pack_params(const struct lupc_func_layout *lay, void **params, void **extra, uint8_t *out)
+{
+        CUresult r = pack_params(lay, params, extra, out);
+        if (r == CUDA_SUCCESS && atomic_load_explicit(&lupc_host_n, memory_order_relaxed))
+                lupc_mapped_scan(out, lay->param_bytes);
+        return r;
 }
 
 static CUresult launch(const struct launch *l)
@@ -148,8 +158,6 @@ static CUresult launch(const struct launch *l)
                 return CUDA_ERROR_INVALID_VALUE;
         if ((r = lupc_pack_params(&lay, l->params, l->extra, pb)) != CUDA_SUCCESS)
                 return r;
-        if (atomic_load_explicit(&lupc_host_n, memory_order_relaxed))
-                lupc_mapped_scan(pb, lay.param_bytes); /* pinned memory the kernel may use (api_mapped.c) */
         return lupc_call(LUP_OP_LAUNCH, LUPC_ASYNC | LUPC_CTX, frame, w.len, NULL, 0, NULL);
 }
 

@@ -257,12 +257,15 @@ CUresult lupc_mapped_use(uint64_t p, uint64_t n)
 
 void lupc_mapped_scan(const uint8_t *params, size_t n)
 {
+        uint64_t lo = atomic_load_explicit(&lupc_host_lo, memory_order_relaxed);
+        uint64_t hi = atomic_load_explicit(&lupc_host_hi, memory_order_relaxed);
         for (size_t off = 0; off + 8 <= n; off += 8) {
                 uint64_t v;
                 memcpy(&v, params + off, 8);
                 uint64_t base, size;
                 unsigned int flags;
-                if (v && lupc_host_find(v, &base, &size, &flags))
+                /* device pointers and small values never take the lock */
+                if (v >= lo && v < hi && !lupc_in_arena(v) && lupc_host_find(v, &base, &size, &flags))
                         (void)lupc_mapped_use(v, 1); /* a failure shows as the kernel's fault */
         }
 }
