@@ -26,7 +26,7 @@
 /* payload a = cuMemHostAlloc flags, b = 1 if allocated here (else registered) */
 static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
 static struct lup_rangemap host_ranges;
-atomic_uint lupc_host_n; /* ranges: launches look for them in parameters only when there are any */
+atomic_uint lupc_host_n;                     /* ranges: launches look for them in parameters only when there are any */
 _Atomic uint64_t lupc_host_lo, lupc_host_hi; /* every range lies in [lo, hi) */
 
 /* hlock held */

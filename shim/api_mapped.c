@@ -49,10 +49,10 @@ static struct mirror mirrors[MAX_MIRROR];
 static size_t n_mirrors;
 static uint8_t *frame; /* FRAME_CAP + 16 bytes: pushes and pull answers */
 
-atomic_uint lupc_mapped_n;            /* mirrors: the hot path's only cost */
-static atomic_ulong async_seq;        /* asynchronous calls sent while mirrors exist */
-static atomic_ulong idle_seq;         /* async_seq when a context synchronisation began */
-static __thread int in_mapped;        /* this thread is exchanging: no hooks */
+atomic_uint lupc_mapped_n;     /* mirrors: the hot path's only cost */
+static atomic_ulong async_seq; /* asynchronous calls sent while mirrors exist */
+static atomic_ulong idle_seq;  /* async_seq when a context synchronisation began */
+static __thread int in_mapped; /* this thread is exchanging: no hooks */
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static bool poller_started, poller_asleep;
 
@@ -145,18 +145,27 @@ static CUresult pull_one(struct mirror *m)
         return CUDA_SUCCESS;
 }
 
-static void exchange_locked(bool pull)
+/* false when an exchange failed (the session is gone, most likely: the
+ * program's own calls report that); said once */
+static bool exchange_locked(bool pull)
 {
+        static bool said;
+        bool ok = true;
         in_mapped = 1;
         for (size_t i = 0; i < n_mirrors; i++) {
                 CUresult r = push_one(&mirrors[i]);
                 if (r == CUDA_SUCCESS && pull)
                         r = pull_one(&mirrors[i]);
-                if (r != CUDA_SUCCESS)
-                        lup_warn("mapped memory at %#llx: exchange with the GPU host failed (error %d)",
+                if (r != CUDA_SUCCESS && !said) {
+                        said = true;
+                        lup_warn("mapped memory at %#llx: exchange with the GPU host failed (error %d); "
+                                 "further failures are not logged",
                                  (unsigned long long)mirrors[i].base, (int)r);
+                }
+                ok = ok && r == CUDA_SUCCESS;
         }
         in_mapped = 0;
+        return ok;
 }
 
 /* ---- the poller */
@@ -173,9 +182,10 @@ static void *poller(void *arg)
                         pthread_cond_wait(&wake, &mlock);
                         poller_asleep = false;
                 }
-                exchange_locked(true);
+                bool ok = exchange_locked(true);
                 pthread_mutex_unlock(&mlock);
-                nanosleep(&ts, NULL);
+                struct timespec slow = { 0, 100000000 }; /* after a failure: 100 ms */
+                nanosleep(ok ? &ts : &slow, NULL);
                 pthread_mutex_lock(&mlock);
         }
         return NULL;

@@ -111,7 +111,7 @@ void lupc_shadow_drop_ctx(uint64_t ctx);
 
 /* registered or cuMemAllocHost'ed host memory (api_hostmem.c) */
 bool lupc_host_find(uint64_t p, uint64_t *ret_base, uint64_t *ret_size, unsigned int *ret_flags);
-extern _Atomic unsigned int lupc_host_n;       /* pinned ranges */
+extern _Atomic unsigned int lupc_host_n;            /* pinned ranges */
 extern _Atomic uint64_t lupc_host_lo, lupc_host_hi; /* they all lie in [lo, hi) */
 
 /* ---- mapped host memory (api_mapped.c) */

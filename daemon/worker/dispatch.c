@@ -107,7 +107,7 @@ int lupw_run_op(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *
                 return rc;
         /* A latched async failure is the answer to the next sync call, which
          * is then not executed (its arguments are still validated). */
-        CUresult res = sync ? lupw_take_latched(s) : CUDA_SUCCESS;
+        CUresult res = sync && !op->keeps_latched ? lupw_take_latched(s) : CUDA_SUCCESS;
         if (res == CUDA_SUCCESS)
                 res = early;
         if (res == CUDA_SUCCESS && op->need_ctx)

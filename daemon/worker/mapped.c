@@ -42,9 +42,9 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
-#define USER_TOP  (1ull << 47) /* x86-64 user space; also below arm64's */
-#define SPAN_HDR  12u          /* u64 offset, u32 length */
-#define PULL_HDR  8u           /* u64 next */
+#define USER_TOP       (1ull << 47) /* x86-64 user space; also below arm64's */
+#define SPAN_HDR       12u          /* u64 offset, u32 length */
+#define PULL_HDR       8u           /* u64 next */
 #define PULL_REPLY_CAP (LUP_BULK_CHUNK)
 
 static struct lupw_mirror *mirror_at(const struct lupw_session *s, uint64_t va)
@@ -62,6 +62,11 @@ static bool overlaps(const struct lupw_session *s, uint64_t va, uint64_t size)
                 if (va < r->base + r->size && r->base < va + size)
                         return true;
         }
+        return false;
+}
+
+static bool in_arena(const struct lupw_session *s, uint64_t va, uint64_t size)
+{
         const struct arena *a = &s->mem.arena;
         return a->size && va < a->base + a->size && a->base < va + size;
 }
@@ -118,7 +123,7 @@ static void bind_any(struct lupw_session *s)
 static CUresult make_mirror(struct lupw_session *s, uint64_t va, uint64_t size, uint32_t flags,
                             struct lupw_mirror **ret)
 {
-        if (size == 0 || va == 0 || va >= USER_TOP || size > USER_TOP - va)
+        if (size == 0 || va == 0 || va >= USER_TOP || size > USER_TOP - va || in_arena(s, va, size))
                 return CUDA_ERROR_INVALID_VALUE;
         if (s->mapped.ranges.n >= LUPW_MAX_MIRRORS || size > LUPW_MAX_MAPPED_BYTES - s->mapped.bytes)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -209,14 +214,14 @@ static int push_check(struct lupw_session *s, const struct lup_hdr *h, const uin
                 ret->payload = p;
                 return 0;
         }
-        while (!r.err && lup_rd_left(&r) > 0) {
+        bool bad = false;
+        while (!r.err && !bad && lup_rd_left(&r) > 0) {
                 lup_rd_u64(&r, &off);
                 lup_rd_u32(&r, &n);
                 lup_rd_bytes(&r, n, &data);
-                if (!r.err && (n == 0 || off > m->size || n > m->size - off))
-                        break;
+                bad = n == 0 || off > m->size || n > m->size - off;
         }
-        if (r.err || lup_rd_left(&r) != 0) {
+        if (r.err || bad || lup_rd_left(&r) != 0) {
                 lupw_set_why(s, "malformed MAPPED_PUSH");
                 return -EBADMSG;
         }
@@ -224,8 +229,8 @@ static int push_check(struct lupw_session *s, const struct lup_hdr *h, const uin
         return 0;
 }
 
-static int push_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a,
-                    struct lup_wr *out, CUresult *status)
+static int push_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,
+                    CUresult *status)
 {
         (void)out;
         if (*status != CUDA_SUCCESS)
@@ -315,8 +320,8 @@ static void diff_spans(struct lupw_mirror *m, uint64_t *at, struct lup_wr *w)
 
 static uint8_t pull_reply[PULL_REPLY_CAP];
 
-static int pull_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a,
-                    struct lup_wr *out, CUresult *status)
+static int pull_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,
+                    CUresult *status)
 {
         (void)out;
         if (*status != CUDA_SUCCESS)
@@ -337,6 +342,7 @@ const struct lupw_ctl_op lupw_ctl_mapped_pull = {
         .name = "mapped memory (device writes)",
         .sync = LUPW_SYNC_ONLY,
         .why_flag = "MAPPED_PULL must be synchronous",
+        .keeps_latched = true, /* the shim's own exchange: the program's next call gets the error */
         .check = pull_check,
         .run = pull_run,
 };
@@ -373,8 +379,8 @@ int lupw_mapped_save(struct lupw_session *s, struct lupine_ckpt_save *save)
         return rc;
 }
 
-static int load_one(struct lupw_session *s, struct lupine_ckpt_load *ld, const struct lup_ckpt_mapped *rec,
-                    char *why, size_t whylen)
+static int load_one(struct lupw_session *s, struct lupine_ckpt_load *ld, const struct lup_ckpt_mapped *rec, char *why,
+                    size_t whylen)
 {
         char name[40];
         uint8_t *obj;

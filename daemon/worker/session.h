@@ -349,7 +349,8 @@ struct lupw_ctl_op {
         enum lupw_sync_rule sync;
         const char *why_flag; /* a frame whose LUP_F_SYNC breaks the rule */
         bool need_ctx;
-        size_t reply_cap; /* the largest `out` payload */
+        size_t reply_cap;   /* the largest `out` payload */
+        bool keeps_latched; /* a sync op the program never sees (MAPPED_PULL): step 3 is skipped */
         int (*check)(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p, union lupw_ctl_args *ret,
                      CUresult *ret_early);
         int (*run)(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,

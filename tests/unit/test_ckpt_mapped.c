@@ -57,10 +57,10 @@ static void bad_records(void **state)
 {
         (void)state;
         const struct lup_ckpt_mapped bad[][2] = {
-                { { .va = 0x1000, .size = 0 }, { .va = 0x9000, .size = 1 } },                 /* empty */
-                { { .va = 0, .size = 16 }, { .va = 0x9000, .size = 1 } },                     /* at 0 */
-                { { .va = 0x1000, .size = 0x2000 }, { .va = 0x2000, .size = 16 } },           /* overlap */
-                { { .va = 1ull << 60, .size = 16 }, { .va = 0x9000, .size = 1 } },            /* not user space */
+                { { .va = 0x1000, .size = 0 }, { .va = 0x9000, .size = 1 } },                  /* empty */
+                { { .va = 0, .size = 16 }, { .va = 0x9000, .size = 1 } },                      /* at 0 */
+                { { .va = 0x1000, .size = 0x2000 }, { .va = 0x2000, .size = 16 } },            /* overlap */
+                { { .va = 1ull << 60, .size = 16 }, { .va = 0x9000, .size = 1 } },             /* not user space */
                 { { .va = 0x1000, .size = UINT64_MAX - 0x800 }, { .va = 0x9000, .size = 1 } }, /* wraps */
                 { { .va = 0x1000, .size = LUP_CKPT_MAX_MAPPED_BYTES }, { .va = 1ull << 40, .size = 1 } }, /* total */
         };

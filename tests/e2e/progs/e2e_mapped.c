@@ -297,9 +297,9 @@ static void test_bad_input(void)
 #define HN (1 << 15)
 
 struct held {
-        uint32_t *a; /* cuMemHostAlloc(DEVICEMAP) */
-        uint32_t *r; /* registered */
-        uint32_t *c; /* the GPU's results */
+        uint32_t *a;   /* cuMemHostAlloc(DEVICEMAP) */
+        uint32_t *r;   /* registered */
+        uint32_t *c;   /* the GPU's results */
         CUdeviceptr d; /* device memory beside them */
 };
 
