@@ -52,6 +52,7 @@ static uint8_t *frame; /* FRAME_CAP + 16 bytes: pushes and pull answers */
 atomic_uint lupc_mapped_n;     /* mirrors: the hot path's only cost */
 static atomic_ulong async_seq; /* asynchronous calls sent while mirrors exist */
 static atomic_ulong idle_seq;  /* async_seq when a context synchronisation began */
+static atomic_int sync_calls;  /* the program's synchronous calls under way */
 static __thread int in_mapped; /* this thread is exchanging: no hooks */
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static bool poller_started, poller_asleep;
@@ -182,7 +183,11 @@ static void *poller(void *arg)
                         pthread_cond_wait(&wake, &mlock);
                         poller_asleep = false;
                 }
-                bool ok = exchange_locked(true);
+                /* While a call of the program waits in the worker, which runs
+                 * one call at a time, a pull would wait behind it holding
+                 * mlock and stall every other thread's calls: push only (the
+                 * program's call pulls when it returns). */
+                bool ok = exchange_locked(atomic_load(&sync_calls) == 0);
                 pthread_mutex_unlock(&mlock);
                 struct timespec slow = { 0, 100000000 }; /* after a failure: 100 ms */
                 nanosleep(ok ? &ts : &slow, NULL);
@@ -197,6 +202,8 @@ void lupc_mapped_before(unsigned flags, uint16_t op)
 {
         if (in_mapped)
                 return;
+        if (flags & LUPC_SYNC)
+                atomic_fetch_add(&sync_calls, 1);
         pthread_mutex_lock(&mlock);
         exchange_locked(false);
         if (!(flags & LUPC_SYNC)) {
@@ -214,6 +221,7 @@ void lupc_mapped_after(void)
 {
         if (in_mapped)
                 return;
+        atomic_fetch_sub(&sync_calls, 1);
         pthread_mutex_lock(&mlock);
         exchange_locked(true);
         pthread_mutex_unlock(&mlock);
