@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -121,9 +122,31 @@ EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
         (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY | \
          CU_MEMHOSTREGISTER_READ_ONLY)
 
+/* Whether [p, p + n) lies in writable mappings of this process (the GPU
+ * writes mapped memory, and its writes are copied into it). */
+static bool host_memory_writable(uintptr_t p, size_t n)
+{
+        FILE *f = fopen("/proc/self/maps", "re");
+        char line[512];
+        uintptr_t at = p;
+        if (!f)
+                return true; /* cannot tell: as before */
+        while (at < p + n && fgets(line, sizeof(line), f)) {
+                unsigned long lo, hi;
+                char perms[8];
+                if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= at)
+                        continue;
+                if (lo > at || perms[1] != 'w')
+                        break;
+                at = hi;
+        }
+        fclose(f);
+        return at >= p + n;
+}
+
 /* Whether every page of [p, p + n) is mapped in this process (mincore
- * fails with ENOMEM on a hole). */
-static bool host_memory_mapped(const void *p, size_t n)
+ * fails with ENOMEM on a hole), and writable unless read_only. */
+static bool host_memory_mapped(const void *p, size_t n, bool read_only)
 {
         uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)p & ~(pg - 1);
         unsigned char vec[64];
@@ -132,7 +155,7 @@ static bool host_memory_mapped(const void *p, size_t n)
                 if (mincore((void *)at, len, vec) < 0)
                         return false;
         }
-        return true;
+        return read_only || host_memory_writable((uintptr_t)p, n);
 }
 
 EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
@@ -143,7 +166,7 @@ EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned 
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (Flags & CU_MEMHOSTREGISTER_IOMEMORY)
                 return CUDA_ERROR_NOT_SUPPORTED; /* no PCI BAR of this machine can reach the GPU */
-        if (!host_memory_mapped(p, bytesize))
+        if (!host_memory_mapped(p, bytesize, (Flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0))
                 return CUDA_ERROR_INVALID_VALUE;
         int rc = host_add((uint64_t)(uintptr_t)p, bytesize, Flags, false);
         if (rc == -EEXIST)

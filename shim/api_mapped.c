@@ -42,6 +42,7 @@
 struct mirror {
         uint64_t base, size;
         uint8_t *shadow; /* what the worker's mirror was last known to hold */
+        bool read_only;  /* registered READ_ONLY: never pulled (the GPU may not write it) */
 };
 
 static pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER; /* mirrors, frame, the exchanges */
@@ -155,7 +156,7 @@ static bool exchange_locked(bool pull)
         in_mapped = 1;
         for (size_t i = 0; i < n_mirrors; i++) {
                 CUresult r = push_one(&mirrors[i]);
-                if (r == CUDA_SUCCESS && pull)
+                if (r == CUDA_SUCCESS && pull && !mirrors[i].read_only)
                         r = pull_one(&mirrors[i]);
                 if (r != CUDA_SUCCESS && !said) {
                         said = true;
@@ -245,7 +246,12 @@ static CUresult activate(uint64_t base, uint64_t size, unsigned int flags)
                 free(shadow);
                 return r;
         }
-        mirrors[n_mirrors++] = (struct mirror){ .base = base, .size = size, .shadow = shadow };
+        mirrors[n_mirrors++] = (struct mirror){
+                .base = base,
+                .size = size,
+                .shadow = shadow,
+                .read_only = (flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0,
+        };
         atomic_store(&lupc_mapped_n, (unsigned)n_mirrors);
         if (!poller_started) {
                 pthread_t t;

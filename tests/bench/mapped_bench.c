@@ -18,13 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CK(call)                                                                               \
-        do {                                                                                   \
-                CUresult r_ = (call);                                                          \
-                if (r_ != CUDA_SUCCESS) {                                                      \
+#define CK(call)                                                                                  \
+        do {                                                                                      \
+                CUresult r_ = (call);                                                             \
+                if (r_ != CUDA_SUCCESS) {                                                         \
                         fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, r_); \
-                        exit(1);                                                               \
-                }                                                                              \
+                        exit(1);                                                                  \
+                }                                                                                 \
         } while (0)
 
 static double now_us(void)

@@ -288,6 +288,26 @@ static void test_bad_input(void)
         EXPECT_ERR(cuMemHostAlloc(&p, 64, 0x80), CUDA_ERROR_INVALID_VALUE);
         /* a memset on memory no longer registered */
         EXPECT_ERR(cuMemsetD8((CUdeviceptr)(uintptr_t)buf, 0, 16), CUDA_ERROR_INVALID_VALUE);
+        /* read-only memory: only with CU_MEMHOSTREGISTER_READ_ONLY, and the GPU reads it */
+        uint32_t *ro = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        EXPECT(ro != MAP_FAILED);
+        ro[5] = 0x12345678u;
+        EXPECT(mprotect(ro, pg, PROT_READ) == 0);
+        EXPECT_ERR(cuMemHostRegister(ro, pg, CU_MEMHOSTREGISTER_DEVICEMAP), CUDA_ERROR_INVALID_VALUE);
+        CUresult rr = cuMemHostRegister(ro, pg, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY);
+        if (rr == CUDA_SUCCESS) {
+                uint32_t got[8];
+                CK(cuMemAlloc(&d, 32));
+                CK(cuMemcpyDtoD(d, (CUdeviceptr)(uintptr_t)ro, 32));
+                CK(cuMemcpyDtoH(got, d, 32));
+                EXPECT(got[5] == 0x12345678u && got[0] == 0);
+                CK(cuCtxSynchronize());
+                CK(cuMemFree(d));
+                CK(cuMemHostUnregister(ro));
+        } else {
+                EXPECT_ERR(rr, CUDA_ERROR_NOT_SUPPORTED); /* a device without read-only registration */
+        }
+        munmap(ro, pg);
         free(buf);
         printf("bad input: %s\n", e2e_failures ? "differs" : "ok");
 }
