@@ -14,7 +14,7 @@ const struct lup_sealed lup_ckpt_graphs_kind = {
         .name = "graphs",
         .magic = GRAPHS_MAGIC,
         .version_min = 1,
-        .version_max = 1,
+        .version_max = 2,
         .min_len = LUP_SEALED_OVERHEAD + 8,
         .max_len = LUP_CKPT_GRAPHS_MAX,
         .why_damaged = "object graphs is damaged",
@@ -85,20 +85,23 @@ static void put_node(struct lup_wr *w, const struct lup_ckpt_gnode *n)
 
 int lup_ckpt_graphs_encode(const struct lup_ckpt_graphs *g, uint8_t **ret_buf, size_t *ret_len)
 {
-        size_t cap = LUP_SEALED_OVERHEAD + 8 + (size_t)g->n_caps * 24;
+        size_t cap = LUP_SEALED_OVERHEAD + 12 + (size_t)g->n_caps * 24 + (size_t)g->n_off * 8;
         for (uint32_t i = 0; i < g->n_graphs; i++) {
                 const struct lup_ckpt_graph *x = &g->graphs[i];
                 cap += 8 + 1 + 24 + 8 + (size_t)x->n_edges * 8;
                 for (uint32_t j = 0; j < x->n_nodes; j++)
                         cap += node_size(&x->nodes[j]);
         }
+        uint32_t version = g->version ? g->version : 2;
+        if (version > 2 || (version == 1 && g->n_off))
+                return -EINVAL;
         if (cap > LUP_CKPT_GRAPHS_MAX)
                 return -E2BIG;
         uint8_t *buf = malloc(cap);
         if (!buf)
                 return -ENOMEM;
         struct lup_wr w = lup_wr_init(buf, cap);
-        lup_sealed_begin(&w, &lup_ckpt_graphs_kind, 1);
+        lup_sealed_begin(&w, &lup_ckpt_graphs_kind, version);
         lup_wr_u32(&w, g->n_graphs);
         for (uint32_t i = 0; i < g->n_graphs; i++) {
                 const struct lup_ckpt_graph *x = &g->graphs[i];
@@ -121,6 +124,12 @@ int lup_ckpt_graphs_encode(const struct lup_ckpt_graphs *g, uint8_t **ret_buf, s
                 lup_wr_u64(&w, g->caps[i].stream);
                 lup_wr_u64(&w, g->caps[i].graph);
                 lup_wr_u64(&w, g->caps[i].cid);
+        }
+        if (version >= 2)
+                lup_wr_u32(&w, g->n_off);
+        for (uint32_t i = 0; i < g->n_off; i++) {
+                lup_wr_u32(&w, g->off[i].graph);
+                lup_wr_u32(&w, g->off[i].node);
         }
         lup_sealed_end(&w, &lup_ckpt_graphs_kind);
         if (w.err) {
@@ -212,7 +221,30 @@ static int get_graph(struct lup_rd *r, struct lup_ckpt_graph *x, uint32_t n_grap
         return r->err ? -EBADMSG : 0;
 }
 
-static int decode_body(struct lup_rd *r, struct lup_ckpt_graphs *g)
+/* version 2's disabled exec nodes: each names a node that can be disabled
+ * (kernel, memset, memcpy) of an exec's record */
+static int decode_off(struct lup_rd *r, struct lup_ckpt_graphs *g)
+{
+        lup_rd_u32(r, &g->n_off);
+        if (r->err || g->n_off > LUP_CKPT_MAX_GRAPH_OFF || (uint64_t)g->n_off * 8 != lup_rd_left(r))
+                return -EBADMSG;
+        if (g->n_off && !(g->off = calloc(g->n_off, sizeof(*g->off))))
+                return -ENOMEM;
+        for (uint32_t i = 0; i < g->n_off; i++) {
+                struct lup_ckpt_goff *o = &g->off[i];
+                lup_rd_u32(r, &o->graph);
+                lup_rd_u32(r, &o->node);
+                if (r->err || o->graph >= g->n_graphs || g->graphs[o->graph].role != LUP_GRAPH_ROLE_EXEC ||
+                    o->node >= g->graphs[o->graph].n_nodes)
+                        return -EBADMSG;
+                uint8_t t = g->graphs[o->graph].nodes[o->node].type;
+                if (t != LUP_GNODE_KERNEL && t != LUP_GNODE_MEMSET && t != LUP_GNODE_MEMCPY)
+                        return -EBADMSG;
+        }
+        return 0;
+}
+
+static int decode_body(struct lup_rd *r, struct lup_ckpt_graphs *g, uint32_t version)
 {
         lup_rd_u32(r, &g->n_graphs);
         if (r->err || g->n_graphs > LUP_CKPT_MAX_GRAPHS || (uint64_t)g->n_graphs * 41 > lup_rd_left(r))
@@ -225,7 +257,9 @@ static int decode_body(struct lup_rd *r, struct lup_ckpt_graphs *g)
                         return rc;
         }
         lup_rd_u32(r, &g->n_caps);
-        if (r->err || g->n_caps > LUP_CKPT_MAX_CAPTURES || (uint64_t)g->n_caps * 24 != lup_rd_left(r))
+        uint64_t rest = version >= 2 ? 4 : 0; /* the disabled nodes' count after the captures */
+        if (r->err || g->n_caps > LUP_CKPT_MAX_CAPTURES || (uint64_t)g->n_caps * 24 + rest > lup_rd_left(r) ||
+            (version < 2 && (uint64_t)g->n_caps * 24 != lup_rd_left(r)))
                 return -EBADMSG;
         if (g->n_caps && !(g->caps = calloc(g->n_caps, sizeof(*g->caps))))
                 return -ENOMEM;
@@ -233,6 +267,11 @@ static int decode_body(struct lup_rd *r, struct lup_ckpt_graphs *g)
                 lup_rd_u64(r, &g->caps[i].stream);
                 lup_rd_u64(r, &g->caps[i].graph);
                 lup_rd_u64(r, &g->caps[i].cid);
+        }
+        if (version >= 2) {
+                int rc = decode_off(r, g);
+                if (rc < 0)
+                        return rc;
         }
         return lup_rd_finish(r) < 0 ? -EBADMSG : 0;
 }
@@ -252,7 +291,8 @@ int lup_ckpt_graphs_decode(const uint8_t *p, size_t n, struct lup_ckpt_graphs *r
         }
         memcpy(g.raw, p, n);
         r = lup_rd_init(g.raw + (r.p - p) + r.off, lup_rd_left(&r));
-        rc = decode_body(&r, &g);
+        g.version = version;
+        rc = decode_body(&r, &g, version);
         if (rc < 0) {
                 lup_ckpt_graphs_free(&g);
                 *ret_why = rc == -ENOMEM ? "out of memory" : lup_ckpt_graphs_kind.why_damaged;
@@ -273,6 +313,7 @@ void lup_ckpt_graphs_free(struct lup_ckpt_graphs *g)
         }
         free(g->graphs);
         free(g->caps);
+        free(g->off);
         free(g->raw);
         memset(g, 0, sizeof(*g));
 }

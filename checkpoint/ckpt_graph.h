@@ -13,6 +13,10 @@
  *              u32 n, n x edge { u32 from, u32 to }  (indices of nodes)
  *      }
  *      u32 n, n x capture { u64 stream, u64 graph, u64 capture id }
+ *      version 2: u32 n, n x disabled { u32 graph, u32 node }  (an exec
+ *              record's node that cuGraphNodeSetEnabled turned off: indices
+ *              of a record of role EXEC and of one of its kernel, memset or
+ *              memcpy nodes)
  *
  *   node bodies: KERNEL  u64 function id, u32 grid[3], u32 block[3],
  *                        u32 shared bytes, u32 n, n param bytes
@@ -22,7 +26,9 @@
  *                MEMCPY  u64 dst, u64 src, u64 bytes (device to device)
  *                EMPTY   nothing
  *                EVENT_RECORD, WAIT_EVENT  u64 event id
- *                GRAPH   u32 index of the child's record (role CHILD)
+ *                GRAPH   u32 index of the child's record (role CHILD; its
+ *                        id: the client's id of the node's graph, which
+ *                        cuGraphChildGraphNodeGetGraph gave, or 0)
  *
  * Device addresses are the client's (module globals before any
  * translation); ids are client ids. The decoder checks every count
@@ -40,13 +46,14 @@
 
 #define LUP_GRAPH_ROLE_GRAPH 0 /* a graph the client holds (id: the graph's) */
 #define LUP_GRAPH_ROLE_EXEC  1 /* an exec's own copy of its graph (id: the exec's; flags: instantiate flags) */
-#define LUP_GRAPH_ROLE_CHILD 2 /* the graph of a child graph node (id 0) */
+#define LUP_GRAPH_ROLE_CHILD 2 /* the graph of a child graph node (id: the client's, or 0) */
 
 #define LUP_CKPT_MAX_GRAPHS      65536u
 #define LUP_CKPT_MAX_GRAPH_NODES (1u << 20) /* per graph */
 #define LUP_CKPT_MAX_GRAPH_EDGES (1u << 22) /* per graph */
 #define LUP_CKPT_MAX_CAPTURES    64u        /* the worker's LUPW_MAX_CAPTURES */
 #define LUP_CKPT_GRAPHS_MAX      (1024ull << 20)
+#define LUP_CKPT_MAX_GRAPH_OFF   (1u << 22) /* disabled exec nodes, in all */
 
 /* node types (the values of CUgraphNodeType) */
 #define LUP_GNODE_KERNEL       0
@@ -97,12 +104,20 @@ struct lup_ckpt_capture {
         uint64_t stream, graph, cid;
 };
 
+/* an exec's node turned off (cuGraphNodeSetEnabled): record and node indices */
+struct lup_ckpt_goff {
+        uint32_t graph, node;
+};
+
 /* A decode allocates the arrays (the kernel bytes point into `raw`, a copy
  * of the object); lup_ckpt_graphs_free() frees them. */
 struct lup_ckpt_graphs {
         uint32_t n_graphs, n_caps;
         struct lup_ckpt_graph *graphs;
         struct lup_ckpt_capture *caps;
+        uint32_t n_off;
+        struct lup_ckpt_goff *off;
+        uint32_t version; /* a decode's: the object's; an encode writes 0 (and 2) as 2, 1 as 1 (no n_off) */
         uint8_t *raw;
 };
 

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "gmem.h"
 #include "log.h"
 #include "shim_gen.h"
 
@@ -242,6 +243,9 @@ EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
         if (r != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED && r != CUDA_ERROR_ILLEGAL_STATE)
                 atomic_fetch_sub(&open_captures, 1);
         *phGraph = r == CUDA_SUCCESS ? (CUgraph)(uintptr_t)graph : NULL;
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED && r != CUDA_ERROR_ILLEGAL_STATE)
+                lupc_gmem_capture_failed(graph); /* no graph: what it allocated goes */
+        lupc_gmem_capture_ended(atomic_load(&open_captures));
         return r;
 }
 
@@ -325,6 +329,11 @@ EXPORT CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *m
         /* the worker learns it before this thread's next call that cares
          * (capture begin, and every call while a capture is open) */
         return atomic_load(&open_captures) > 0 && lupc_initialized() ? sync_mode() : CUDA_SUCCESS;
+}
+
+int lupc_captures_open(void)
+{
+        return atomic_load(&open_captures);
 }
 
 CUresult lupc_capture_refuse(uint64_t stream, const char *what)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "gmem.h"
 #include "log.h"
 #include "shim_gen.h"
 
@@ -123,7 +124,7 @@ EXPORT CUresult CUDAAPI cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgra
                                                  CUgraph childGraph)
 {
         const uint64_t v[6] = { ID(childGraph) };
-        if (!childGraph)
+        if (!childGraph || lupc_gmem_has_mem_nodes(ID(childGraph))) /* such a graph cannot be cloned */
                 return CUDA_ERROR_INVALID_VALUE;
         return add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_GRAPH, v);
 }
@@ -146,6 +147,8 @@ static CUresult edges(unsigned add, CUgraph g, const CUgraphNode *from, const CU
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!g || (n && (!from || !to)))
                 return CUDA_ERROR_INVALID_VALUE;
+        if (!add && lupc_gmem_has_mem_nodes(ID(g)))
+                return CUDA_ERROR_NOT_SUPPORTED; /* a graph with memory nodes loses no edge */
         if (!default_edges(data, n))
                 return CUDA_ERROR_NOT_SUPPORTED; /* programmatic edges are not forwarded yet */
         CUresult r = CUDA_SUCCESS;
@@ -432,6 +435,9 @@ static CUresult add_generic(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
                 if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
                         return CUDA_ERROR_NOT_SUPPORTED; /* moving a graph into the node is not forwarded */
                 return cuGraphAddChildGraphNode(ph, g, deps, n, p->graph.graph);
+        case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        case CU_GRAPH_NODE_TYPE_MEM_FREE:
+                return lupc_gmem_add_node(ph, g, deps, n, p);
         default: {
                 static int once;
                 if (!__atomic_exchange_n(&once, 1, __ATOMIC_RELAXED))
@@ -568,55 +574,56 @@ EXPORT CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, C
 
 /* ---- event nodes */
 
-static CUresult get_event(CUgraphNode n, CUevent *ret)
+/* kind: 4 an event record node, 8 an event wait node (lupGraphEventNode) */
+static CUresult get_event(CUgraphNode n, CUevent *ret, unsigned kind)
 {
         uint64_t id = 0;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!n || !ret)
                 return CUDA_ERROR_INVALID_VALUE;
-        CUresult r = lupc_send_lupGraphEventNode(0, ID(n), 0, 0, &id);
+        CUresult r = lupc_send_lupGraphEventNode(0, ID(n), kind, 0, &id);
         if (r == CUDA_SUCCESS)
                 *ret = (CUevent)(uintptr_t)id;
         return r;
 }
 
-static CUresult set_event(uint64_t exec, CUgraphNode n, CUevent ev)
+static CUresult set_event(uint64_t exec, CUgraphNode n, CUevent ev, unsigned kind)
 {
         uint64_t id;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!n || !ev)
                 return CUDA_ERROR_INVALID_VALUE;
-        return lupc_send_lupGraphEventNode(exec, ID(n), exec ? 2 : 1, ID(ev), &id);
+        return lupc_send_lupGraphEventNode(exec, ID(n), (exec ? 2 : 1) | kind, ID(ev), &id);
 }
 
 EXPORT CUresult CUDAAPI cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
-        return get_event(hNode, event_out);
+        return get_event(hNode, event_out, 4);
 }
 
 EXPORT CUresult CUDAAPI cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
 {
-        return get_event(hNode, event_out);
+        return get_event(hNode, event_out, 8);
 }
 
 EXPORT CUresult CUDAAPI cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
-        return set_event(0, hNode, event);
+        return set_event(0, hNode, event, 4);
 }
 
 EXPORT CUresult CUDAAPI cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
-        return set_event(0, hNode, event);
+        return set_event(0, hNode, event, 8);
 }
 
 EXPORT CUresult CUDAAPI cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
-        return hGraphExec ? set_event(ID(hGraphExec), hNode, event) : CUDA_ERROR_INVALID_VALUE;
+        return hGraphExec ? set_event(ID(hGraphExec), hNode, event, 4) : CUDA_ERROR_INVALID_VALUE;
 }
 
 EXPORT CUresult CUDAAPI cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
-        return hGraphExec ? set_event(ID(hGraphExec), hNode, event) : CUDA_ERROR_INVALID_VALUE;
+        return hGraphExec ? set_event(ID(hGraphExec), hNode, event, 8) : CUDA_ERROR_INVALID_VALUE;
 }

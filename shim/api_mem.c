@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "gmem.h"
 #include "pool.h"
 #include "shim_gen.h"
 
@@ -49,6 +50,9 @@ EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
                 return CUDA_SUCCESS;
         /* Stream-ordered memory may be freed here too; the caller vouches
          * that nothing uses it any more, so it is reusable at once. */
+        CUresult g = lupc_gmem_free(dptr); /* graph memory a launch left allocated */
+        if (g != LUPC_GMEM_NOT_MINE)
+                return g;
         if (lupc_pool_free(dptr, NULL) == CUDA_SUCCESS)
                 return CUDA_SUCCESS;
         /* Only the start of a live allocation can be freed; anything else is

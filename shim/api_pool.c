@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 
 #include "client.h"
+#include "gmem.h"
 #include "log.h"
 #include "pool.h"
 #include "shim_gen.h"
@@ -45,18 +46,14 @@ CUresult lupc_pool_stream_of(CUstream s, struct lupc_pool_stream *ret)
 }
 
 /*
- * HOOK (stream capture): during a capture the driver turns an allocation
- * into a graph mem-alloc node owned by the graph, and a free into a
- * mem-free node. Capture is not forwarded yet; once cuStreamIsCapturing
- * can answer ACTIVE, such a call is refused here (the driver's answer for
- * what a capture cannot take), so the pools are never touched by it.
+ * Stream capture: an allocation on a capturing stream becomes a memory
+ * alloc node of the capture's graph, and a free of such memory a free node
+ * (shim/api_graph_mem.c); the pools are never touched by them.
  */
-static CUresult capture_check(CUstream s)
+static bool capturing(CUstream s)
 {
         CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-        if (cuStreamIsCapturing(s, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE)
-                return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        return CUDA_SUCCESS;
+        return cuStreamIsCapturing(s, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 static CUresult alloc_checks(CUdeviceptr *dptr, size_t bytes, CUstream s, struct lupc_pool_stream *st)
@@ -72,7 +69,16 @@ static CUresult alloc_checks(CUdeviceptr *dptr, size_t bytes, CUstream s, struct
                 return CUDA_ERROR_INVALID_VALUE;
         if (bytes > LUP_MAX_COPY)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        return capture_check(s);
+        return CUDA_SUCCESS;
+}
+
+/* The pool's properties go with the alloc node. */
+static CUresult captured_alloc(CUdeviceptr *dptr, size_t bytes, uint64_t pool, CUstream s)
+{
+        CUmemPoolProps props;
+        if (lupc_pool_props(pool, &props) < 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        return lupc_gmem_capture_alloc(dptr, bytes, &props, s);
 }
 
 EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -86,6 +92,8 @@ EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUst
         if (!pool)
                 return CUDA_ERROR_INVALID_CONTEXT;
         uint64_t p;
+        if (capturing(hStream))
+                return captured_alloc(dptr, bytesize, pool, hStream);
         if ((r = lupc_pool_alloc(pool, bytesize, &st, &p)) == CUDA_SUCCESS)
                 *dptr = p;
         return r;
@@ -98,6 +106,8 @@ EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesi
         if (r != CUDA_SUCCESS)
                 return r;
         uint64_t p;
+        if (capturing(hStream))
+                return captured_alloc(dptr, bytesize, (uint64_t)(uintptr_t)pool, hStream);
         if ((r = lupc_pool_alloc((uint64_t)(uintptr_t)pool, bytesize, &st, &p)) == CUDA_SUCCESS)
                 *dptr = p;
         return r;
@@ -111,7 +121,13 @@ EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
                 return CUDA_ERROR_NOT_INITIALIZED;
         if ((r = lupc_pool_stream_of(hStream, &st)) != CUDA_SUCCESS)
                 return r;
-        if ((r = capture_check(hStream)) != CUDA_SUCCESS)
+        if (capturing(hStream)) {
+                r = lupc_gmem_capture_free(dptr, hStream);
+                /* other memory than the capture's: the driver's free nodes
+                 * take graph memory only here */
+                return r == LUPC_GMEM_NOT_MINE ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : r;
+        }
+        if ((r = lupc_gmem_free(dptr)) != LUPC_GMEM_NOT_MINE)
                 return r;
         return lupc_pool_free(dptr, &st);
 }

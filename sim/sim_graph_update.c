@@ -179,6 +179,14 @@ SIM_API CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hN
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!nodeParams)
                 return CUDA_ERROR_INVALID_VALUE;
+        /* A child graph: its nodes' parameters, as
+         * cuGraphExecChildGraphNodeSetParams (the driver's table of what
+         * an exec takes: topology must match, recursively). */
+        if (nodeParams->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+                if (nodeParams->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
+                        return CUDA_ERROR_INVALID_VALUE;
+                return cuGraphExecChildGraphNodeSetParams(hGraphExec, hNode, nodeParams->graph.graph);
+        }
         sim_wrlock(drv);
         sim_graph_lock();
         x = sim_exec_lookup(hGraphExec);
@@ -186,8 +194,6 @@ SIM_API CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hN
         if (!n || n->p.type != nodeParams->type || n->p.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
             n->p.type == CU_GRAPH_NODE_TYPE_MEM_FREE)
                 r = CUDA_ERROR_INVALID_VALUE;
-        else if (n->p.type == CU_GRAPH_NODE_TYPE_GRAPH)
-                r = CUDA_ERROR_INVALID_VALUE; /* cuGraphExecChildGraphNodeSetParams does children */
         else
                 r = sim_nparams_from_generic(drv, n->graph, nodeParams, &p);
         if (r == CUDA_SUCCESS && sim_nparams_updatable(&n->p, &p) != CU_GRAPH_EXEC_UPDATE_SUCCESS) {

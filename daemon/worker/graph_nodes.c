@@ -83,6 +83,7 @@ void lupw_nodes_forget(struct lupw_session *s, uint64_t graph)
         lup_u64map_each(&s->obj.handles, nodes_of, &o);
         for (size_t i = 0; i < o.n; i++) {
                 struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPHNODE, o.ids[i]);
+                lupw_child_forget(s, o.ids[i]); /* the graph a child graph node owns, if the client has it */
                 if (e)
                         lup_u64map_del(&s->graphs.node_ids, (uint64_t)(uintptr_t)e->real, NULL);
                 lupw_handle_del(s, o.ids[i]);
@@ -196,9 +197,12 @@ CUresult lupw_lupGraphEdge(struct lupw_session *s, unsigned int add, CUgraph hGr
 
 CUresult lupw_cuGraphDestroyNode(struct lupw_session *s, CUgraphNode hNode)
 {
+        uint64_t id = s->cur.parent; /* hNode's */
         CUresult r = s->be.fn.cuGraphDestroyNode(hNode);
         if (r == CUDA_SUCCESS)
                 lup_u64map_del(&s->graphs.node_ids, (uint64_t)(uintptr_t)hNode, NULL);
+        if (r == CUDA_SUCCESS)
+                lupw_child_forget(s, id);
         return r;
 }
 
@@ -414,7 +418,8 @@ CUresult lupw_lupGraphNodeSet(struct lupw_session *s, uint64_t exec, uint64_t no
 }
 
 /* ---- event nodes: op 0 reads the event (*got, its id), 1 sets it in the
- * graph, 2 in an exec (and in the exec's clone) */
+ * graph, 2 in an exec (and in the exec's clone); plus 4: the node must be
+ * an event record node, 8: an event wait node */
 
 struct ev_hunt {
         void *real;
@@ -438,7 +443,11 @@ CUresult lupw_lupGraphEventNode(struct lupw_session *s, uint64_t exec, uint64_t 
         CUgraphExec x = NULL;
         void *ev = NULL;
         uint64_t v;
+        unsigned want = op >> 2;
         *got = 0;
+        op &= 3;
+        if (want > 2)
+                return CUDA_ERROR_INVALID_VALUE;
         if (op == 2) {
                 struct lupw_handle_ent *xe = lupw_handle_ent(s, LUPW_H_GRAPHEXEC, exec);
                 uint64_t xv = 0;
@@ -456,7 +465,7 @@ CUresult lupw_lupGraphEventNode(struct lupw_session *s, uint64_t exec, uint64_t 
         if (r != CUDA_SUCCESS)
                 return r;
         bool rec = t == CU_GRAPH_NODE_TYPE_EVENT_RECORD;
-        if (!rec && t != CU_GRAPH_NODE_TYPE_WAIT_EVENT)
+        if ((!rec && t != CU_GRAPH_NODE_TYPE_WAIT_EVENT) || (want == 1 && !rec) || (want == 2 && rec))
                 return CUDA_ERROR_INVALID_VALUE;
         if (op == 0) {
                 CUevent e;

@@ -70,6 +70,11 @@ static uint64_t capture_graph(struct lupw_session *s, struct lupw_capture *c)
         return c->graph;
 }
 
+uint64_t lupw_capture_graph(struct lupw_session *s, struct lupw_capture *c)
+{
+        return capture_graph(s, c);
+}
+
 static uint64_t stream_id_of(struct lupw_session *s, CUstream real)
 {
         uint64_t v = (uint64_t)(uintptr_t)real;
@@ -111,10 +116,10 @@ CUresult lupw_lupStreamEndCapture(struct lupw_session *s, CUstream hStream, uint
         struct lupw_capture *c = lupw_capture_find(s, hStream, 0);
         CUgraph g = NULL;
         CUresult r;
-        if (c && c->graph == 0)
+        if (c && graph == 0) /* an invalidated capture: the shim was told no graph */
+                graph = capture_graph(s, c);
+        else if (c && c->graph == 0)
                 c->graph = graph;
-        else if (c && graph == 0)
-                graph = c->graph; /* an invalidated capture: the shim was told no graph */
         else if (c && c->graph != graph)
                 return CUDA_ERROR_INVALID_VALUE; /* the shim names the capture's graph */
         if (c && c->lost) {                      /* ended by a drain */
@@ -134,9 +139,9 @@ CUresult lupw_lupStreamEndCapture(struct lupw_session *s, CUstream hStream, uint
         }
         if (r == CUDA_SUCCESS && e) {
                 e->real = g;
-                e->prov.flags = 0;
-        } else if (e && to_graph) { /* the client's graph stays the client's */
-                e->prov.flags = 0;
+                e->prov.flags &= ~LUPW_GRAPH_CAPTURING;
+        } else if (e && to_graph) { /* the client's graph stays the client's (a node's, the node's) */
+                e->prov.flags &= ~LUPW_GRAPH_CAPTURING;
         } else if (e) {
                 lupw_nodes_forget(s, graph);
                 lupw_handle_del(s, graph);
@@ -200,7 +205,7 @@ CUresult lupw_lupStreamBeginCaptureToGraph(struct lupw_session *s, CUgraph hGrap
                                                                     .cid = cid,
                                                                     .ctx = s->ctx.bound_id,
                                                                     .to_graph = true };
-        ge->prov.flags = LUPW_GRAPH_CAPTURING;
+        ge->prov.flags |= LUPW_GRAPH_CAPTURING;
         return CUDA_SUCCESS;
 }
 
@@ -266,7 +271,7 @@ void lupw_captures_abort(struct lupw_session *s)
                 struct lupw_handle_ent *ge = lupw_handle_ent(s, LUPW_H_GRAPH, c->graph);
                 if (c->to_graph) { /* the client's graph stays, with what was captured so far */
                         if (ge)
-                                ge->prov.flags = 0;
+                                ge->prov.flags &= ~LUPW_GRAPH_CAPTURING;
                         c->lost = true;
                         continue;
                 }
@@ -294,6 +299,8 @@ CUresult lupw_cuGraphDestroy(struct lupw_session *s, CUgraph hGraph)
         uint64_t gid = s->cur.parent;
         if (e && (e->prov.flags & LUPW_GRAPH_CAPTURING))
                 return CUDA_ERROR_INVALID_VALUE; /* still being captured: only cuStreamEndCapture ends it */
+        if (e && (e->prov.flags & LUPW_GRAPH_OWNED))
+                return CUDA_ERROR_INVALID_VALUE; /* a child graph node's graph is the node's */
         CUresult r = s->be.fn.cuGraphDestroy(hGraph);
         if (r == CUDA_SUCCESS)
                 lupw_nodes_forget(s, gid);
@@ -435,6 +442,12 @@ static CUresult exec_update(struct lupw_session *s, CUgraphExec hGraphExec, CUgr
         r = instantiate(s, &ne, hGraph, gid, xe->prov.flags);
         if (r != CUDA_SUCCESS)
                 return r;
+        struct lupw_exec *nx = lupw_exec_get(s, ne);
+        if (nx && (r = lupw_exec_carry_off(s, hGraphExec, x->src, ne, nx->src)) != CUDA_SUCCESS) {
+                exec_free(s, ne, true);
+                (void)be->cuGraphExecDestroy(ne);
+                return r; /* the old exec stays the one in use */
+        }
         exec_free(s, hGraphExec, true);
         (void)be->cuGraphExecDestroy(hGraphExec);
         xe->real = ne;

@@ -9,6 +9,8 @@ void lupw_graphs_init(struct lupw_session *s);
 void lupw_graphs_free(struct lupw_session *s);
 /* The capture whose origin is `real`, or whose driver id is cid. */
 struct lupw_capture *lupw_capture_find(struct lupw_session *s, CUstream real, uint64_t cid);
+/* The client id of the graph capture c builds. */
+uint64_t lupw_capture_graph(struct lupw_session *s, struct lupw_capture *c);
 /* A drain: ends every open capture (their partial graphs are dropped). */
 void lupw_captures_abort(struct lupw_session *s);
 /* An exec's record: made (NULL when out of memory), or looked up. */
@@ -32,6 +34,17 @@ CUDA_MEMCPY3D lupw_copy_node_params(const struct lupw_session *s, uint64_t dst, 
 /* A module global's address where it is now -> the client's (the reverse
  * of lupw_xlate). */
 uint64_t lupw_unxlate(const struct lupw_session *s, uint64_t v);
+
+/* worker/graph_child.c: a child graph node's graph handed to the client
+ * (a GRAPH handle with prov.flags LUPW_GRAPH_OWNED, prov.parent the node's
+ * id); forgetting the one node `node` owns, with its nodes' ids (and theirs,
+ * nested); the client id of a driver graph (0: none). */
+#define LUPW_GRAPH_OWNED 2u
+void lupw_child_forget(struct lupw_session *s, uint64_t node);
+uint64_t lupw_graph_id_of(struct lupw_session *s, CUgraph real);
+/* cuGraphExecUpdate: the nodes off in exec `from` turned off in `to`. */
+CUresult lupw_exec_carry_off(struct lupw_session *s, CUgraphExec from, CUgraph from_src, CUgraphExec to,
+                             CUgraph to_src);
 
 /* worker/graph_kernel.c: LUP_OP_GRAPH_KERNEL */
 extern const struct lupw_ctl_op lupw_ctl_graph_kernel, lupw_ctl_graph_kernel_get;

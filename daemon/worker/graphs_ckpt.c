@@ -16,10 +16,14 @@
  * the same flags.
  *
  * Node kinds saved: kernel, memset, memcpy (device to device, 1-D), empty,
- * event record, event wait, child graph. A graph holding another kind
- * (host, memory alloc/free, conditional, ...) fails the session's
- * checkpoint with a log line naming it: a restore must never run a graph
- * that differs from the one the client built.
+ * event record, event wait, child graph. A child graph node's graph that
+ * the client holds (cuGraphChildGraphNodeGetGraph) is saved with its node,
+ * under its id, with its nodes' ids; an exec's nodes that
+ * cuGraphNodeSetEnabled turned off are listed (read from the driver
+ * here). A graph holding another kind (host, memory alloc/free,
+ * conditional, ...) fails the session's checkpoint with a log line naming
+ * it: a restore must never run a graph that differs from the one the
+ * client built.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -41,6 +45,8 @@ struct saver {
         uint32_t cap;
         uint8_t **bufs; /* kernel parameter copies, one per kernel node */
         size_t n_bufs, cap_bufs;
+        CUgraphExec exec; /* while an exec is saved: the exec (its nodes' enable bits) */
+        uint32_t cap_off;
         char why[200];
 };
 
@@ -182,7 +188,7 @@ static int walk(struct saver *sv, CUgraph g, uint32_t idx);
 static uint64_t node_id(struct saver *sv, uint8_t role, CUgraphNode n)
 {
         uint64_t id = 0;
-        if (role == LUP_GRAPH_ROLE_GRAPH)
+        if (role != LUP_GRAPH_ROLE_EXEC) /* a graph's, or a child graph's the client named */
                 return lupw_node_lookup(sv->s, n);
         if (role == LUP_GRAPH_ROLE_EXEC)
                 lup_u64map_get(&sv->rev, (uint64_t)(uintptr_t)n, &id);
@@ -241,6 +247,7 @@ static int save_node(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *
                 if ((rc = new_record(sv, &ci)) < 0)
                         return rc;
                 sv->g.graphs[ci].role = LUP_GRAPH_ROLE_CHILD;
+                sv->g.graphs[ci].id = lupw_graph_id_of(sv->s, child); /* cuGraphChildGraphNodeGetGraph's */
                 n->u.child = ci;
                 return walk(sv, child, ci);
         }
@@ -249,6 +256,28 @@ static int save_node(struct saver *sv, CUgraphNode node, struct lup_ckpt_gnode *
                          (int)t);
                 return -ENOTSUP;
         }
+}
+
+/* An exec's node that cuGraphNodeSetEnabled turned off: recorded. */
+static int note_off(struct saver *sv, uint32_t idx, uint32_t i, CUgraphNode n, uint8_t type)
+{
+        unsigned on = 1;
+        if (type != LUP_GNODE_KERNEL && type != LUP_GNODE_MEMSET && type != LUP_GNODE_MEMCPY)
+                return 0; /* the only kinds that can be turned off */
+        if (sv->s->be.fn.cuGraphNodeGetEnabled(sv->exec, n, &on) != CUDA_SUCCESS)
+                return fail(sv, -EIO, "cuGraphNodeGetEnabled failed");
+        if (on)
+                return 0;
+        if (sv->g.n_off == sv->cap_off) {
+                uint32_t ncap = sv->cap_off ? sv->cap_off * 2 : 16;
+                struct lup_ckpt_goff *o = ncap <= LUP_CKPT_MAX_GRAPH_OFF ? realloc(sv->g.off, ncap * sizeof(*o)) : NULL;
+                if (!o)
+                        return fail(sv, -ENOMEM, "too many disabled graph nodes");
+                sv->g.off = o;
+                sv->cap_off = ncap;
+        }
+        sv->g.off[sv->g.n_off++] = (struct lup_ckpt_goff){ .graph = idx, .node = i };
+        return 0;
 }
 
 static int node_index(const struct lup_u64map *m, CUgraphNode n, uint32_t *ret)
@@ -309,6 +338,8 @@ static int walk(struct saver *sv, CUgraph g, uint32_t idx)
                         rc = fail(sv, -ENOMEM, "out of memory");
                 else if ((rc = save_node(sv, nodes[i], &sv->g.graphs[idx].nodes[i])) == 0)
                         sv->g.graphs[idx].nodes[i].id = node_id(sv, sv->g.graphs[idx].role, nodes[i]);
+                if (rc == 0 && sv->g.graphs[idx].role == LUP_GRAPH_ROLE_EXEC)
+                        rc = note_off(sv, idx, (uint32_t)i, nodes[i], sv->g.graphs[idx].nodes[i].type);
         }
         if (rc == 0)
                 rc = walk_edges(sv, g, &sv->g.graphs[idx], &index);
@@ -341,6 +372,8 @@ static int save_one(struct saver *sv, uint64_t id)
                 e = lupw_handle_ent(s, LUPW_H_GRAPHEXEC, id);
         if (!e || (!exec && (e->prov.flags & LUPW_GRAPH_CAPTURING)))
                 return 0; /* a capture's graph: captures do not outlive a drain */
+        if (!exec && (e->prov.flags & LUPW_GRAPH_OWNED))
+                return 0; /* a child graph node's graph: saved with its node */
         struct lupw_exec *xr = exec ? lupw_exec_get(s, (CUgraphExec)e->real) : NULL;
         if (exec && !xr)
                 return fail(sv, -EIO, "a graph exec without its graph");
@@ -358,6 +391,7 @@ static int save_one(struct saver *sv, uint64_t id)
         x->ctx = e->ctx;
         x->parent = e->prov.parent;
         x->flags = exec ? e->prov.flags : 0;
+        sv->exec = exec ? (CUgraphExec)e->real : NULL;
         return walk(sv, g, idx);
 }
 
@@ -396,7 +430,7 @@ int lupw_graphs_save(struct lupw_session *s, struct lupine_ckpt_save *save)
                 lup_u64map_each(&s->obj.handles, collect_graphs, &l);
         }
         for (size_t i = 0; rc == 0 && i < l.n; i++) {
-                uint32_t mark = sv.g.n_graphs;
+                uint32_t mark = sv.g.n_graphs, mark_off = sv.g.n_off;
                 rc = save_one(&sv, l.ids[i]);
                 if (rc != -ENOTSUP)
                         continue;
@@ -413,6 +447,7 @@ int lupw_graphs_save(struct lupw_session *s, struct lupine_ckpt_save *save)
                         free(sv.g.graphs[j].edges);
                 }
                 sv.g.n_graphs = mark;
+                sv.g.n_off = mark_off;
                 sv.why[0] = 0;
                 rc = 0;
         }
@@ -435,6 +470,7 @@ int lupw_graphs_save(struct lupw_session *s, struct lupine_ckpt_save *save)
         }
         free(sv.g.graphs);
         free(sv.g.caps);
+        free(sv.g.off);
         lup_u64map_free(&sv.ids);
         lup_u64map_free(&sv.rev);
         return rc;

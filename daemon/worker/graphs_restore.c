@@ -68,6 +68,34 @@ static CUresult add_kernel(struct builder *b, CUgraphNode *ret, CUgraph g, const
 
 static int build(struct builder *b, uint32_t idx, CUgraph *ret);
 
+/* A child graph the client holds by id (cuGraphChildGraphNodeGetGraph):
+ * moved into its node, so that the graph under that id and the nodes in
+ * it are the node's own again. */
+static CUresult add_owned_child(struct builder *b, CUgraphNode *ret, CUgraph g, const struct lup_ckpt_gnode *n,
+                                CUgraph child, int *rc)
+{
+        struct lupw_session *s = b->s;
+        uint64_t id = b->g->graphs[n->u.child].id;
+        CUgraphNodeParams p;
+        if (!n->id || lupw_handle_fresh(s, id) < 0) {
+                *rc = fail(b, -EBADMSG, "a child graph's id is malformed, repeated, or of a node without one",
+                           n->u.child);
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+        memset(&p, 0, sizeof(p));
+        p.type = CU_GRAPH_NODE_TYPE_GRAPH;
+        p.graph.graph = child;
+        p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+        CUresult r = s->be.fn.cuGraphAddNode_v2(ret, g, NULL, NULL, 0, &p);
+        if (r != CUDA_SUCCESS)
+                return r;
+        b->built[n->u.child] = NULL; /* the node's from here */
+        lupw_prov_free(&s->obj.prov);
+        s->obj.prov.parent = n->id;
+        s->obj.prov.flags = LUPW_GRAPH_OWNED;
+        return lupw_handle_put(s, LUPW_H_GRAPH, id, child);
+}
+
 static CUresult add_node(struct builder *b, CUgraphNode *ret, CUgraph g, const struct lup_ckpt_gnode *n, int *rc)
 {
         struct lupw_session *s = b->s;
@@ -103,6 +131,8 @@ static CUresult add_node(struct builder *b, CUgraphNode *ret, CUgraph g, const s
                         return CUDA_ERROR_INVALID_VALUE;
                 if ((*rc = build(b, n->u.child, &child)) < 0)
                         return CUDA_ERROR_INVALID_VALUE;
+                if (b->g->graphs[n->u.child].id)
+                        return add_owned_child(b, ret, g, n, child, rc);
                 return be->cuGraphAddChildGraphNode(ret, g, NULL, 0, child); /* the node holds a copy */
         }
         default:
@@ -137,11 +167,12 @@ static int build(struct builder *b, uint32_t idx, CUgraph *ret)
         }
         if (r == CUDA_SUCCESS && x->n_edges)
                 r = be->cuGraphAddDependencies_v2(g, from, to, NULL, x->n_edges);
-        /* a graph's nodes the client named keep their ids */
-        for (uint32_t i = 0; r == CUDA_SUCCESS && rc == 0 && x->role == LUP_GRAPH_ROLE_GRAPH && i < x->n_nodes; i++) {
+        /* a graph's nodes the client named keep their ids (a child
+         * graph's too, when the client holds that graph by id) */
+        for (uint32_t i = 0; r == CUDA_SUCCESS && rc == 0 && x->role != LUP_GRAPH_ROLE_EXEC && i < x->n_nodes; i++) {
                 if (!x->nodes[i].id)
                         continue;
-                if (lupw_handle_fresh(b->s, x->nodes[i].id) < 0)
+                if (!x->id || lupw_handle_fresh(b->s, x->nodes[i].id) < 0)
                         rc = fail(b, -EBADMSG, "a node id is malformed or repeated", idx);
                 else
                         r = lupw_node_put(b->s, x->nodes[i].id, nodes[i], x->id);
@@ -204,6 +235,10 @@ static int install(struct builder *b, uint32_t idx)
                         if (x->nodes[i].id &&
                             lup_u64map_put(&xr->nodes, x->nodes[i].id, (uint64_t)(uintptr_t)b->exec_nodes[i]) < 0)
                                 r = CUDA_ERROR_OUT_OF_MEMORY;
+                /* the nodes cuGraphNodeSetEnabled had turned off */
+                for (uint32_t i = 0; r == CUDA_SUCCESS && b->exec_nodes && i < b->g->n_off; i++)
+                        if (b->g->off[i].graph == idx)
+                                r = be->cuGraphNodeSetEnabled(e, b->exec_nodes[b->g->off[i].node], 0);
                 if (r == CUDA_SUCCESS && (r = lupw_handle_put(s, LUPW_H_GRAPHEXEC, x->id, e)) != CUDA_SUCCESS)
                         (void)be->cuGraphExecDestroy(e);
         }

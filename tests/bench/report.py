@@ -72,6 +72,9 @@ def main():
                   f" {tcp[k]['gbps'] / stream['gbps']:.2f}x (target >= 0.9x)")
     if 'launch throughput' in tcp and 'launch throughput' in local:
         print(f"launch throughput over TCP vs local: {tcp['launch throughput']['per_s'] / local['launch throughput']['per_s']:.2f}x (target >= 0.9x)")
+    k = 'graph of 200 kernels'
+    if k in tcp and k in local:
+        print(f"{k} launches over TCP vs local: {tcp[k]['per_s'] / local[k]['per_s']:.2f}x (target >= 0.9x)")
     k = 'cuMemAllocAsync+cuMemFreeAsync'
     if k in tcp and k in local:
         print(f"{k} pairs over TCP vs local: {tcp[k]['per_s'] / local[k]['per_s']:.2f}x (target >= 0.5x)")

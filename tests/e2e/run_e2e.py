@@ -101,6 +101,13 @@ def test_kernels(d, progs, launches):
     check('stream capture and graphs (e2e_graphs)', r.returncode == 0 and 'e2e_graphs: OK' in r.stdout,
           r.stdout[-3000:] + r.stderr[-3000:])
     print(r.stdout.strip())
+    r = run_prog(progs, 'e2e_graph_mem', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
+    check('graph memory: alloc and free nodes, captured cuMemAllocAsync (e2e_graph_mem)',
+          r.returncode == 0 and 'e2e_graph_mem: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])
+    r = run_prog(progs, 'e2e_graph_generic', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
+    check('generic node parameters, child graphs, enable bits (e2e_graph_generic)',
+          r.returncode == 0 and 'e2e_graph_generic: OK' in r.stdout, r.stdout[-3000:] + r.stderr[-3000:])
+    print(r.stdout.strip())
     r = run_prog(progs, 'e2e_sticky', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])
     check('a faulting kernel: the next sync returns ILLEGAL_ADDRESS', r.returncode == 0, r.stdout + r.stderr[-2000:])
     r = run_prog(progs, 'e2e_answers', client_env(f'127.0.0.1:{d.port}'), args=[KERNELS])

@@ -371,11 +371,15 @@ class LineReader:
 
 
 def graphs_across_restarts(lupined, progs, shim, kernels, tmp):
-    """A session holding an instantiated captured graph and a graph never
-    instantiated goes through a durable restart (no service manager), a
-    hot one (fd store) and an upgrade (SIGHUP); after each, the exec is
-    launched again and the other graph instantiated and launched, with
-    exact results (the checks are in e2e_graphs.c, restart mode)."""
+    """Two sessions go through a durable restart (no service manager), a
+    hot one (fd store) and an upgrade (SIGHUP): e2e_graphs' (an
+    instantiated captured graph, a graph never instantiated, an explicit
+    graph, a kernel node changed in its exec), e2e_graph_mem's (graphs with
+    memory alloc and free nodes, explicit and captured) and
+    e2e_graph_generic's (an exec with a node turned off and a child graph's
+    parameters set, the child graph node's graph held by id and added to).
+    After each restart every exec is launched again with exact results (the
+    checks are in the programs' restart modes)."""
     port = W.free_port()
     ck = os.path.join(tmp, 'ck6')
     argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
@@ -385,62 +389,74 @@ def graphs_across_restarts(lupined, progs, shim, kernels, tmp):
     env.pop('NOTIFY_SOCKET', None)
     with open(log_path, 'a') as log:
         d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-    cenv = dict(os.environ)
-    cenv.update({'LUPINE_SERVER': f'127.0.0.1:{port}', 'LUPINE_SESSION': 'graphjob',
-                 'LUPINE_RECONNECT_TIMEOUT': '120'})
-    cenv['LD_LIBRARY_PATH'] = shim + (':' + cenv['LD_LIBRARY_PATH'] if cenv.get('LD_LIBRARY_PATH') else '')
-    c = None
+    jobs = (('graphjob', 'e2e_graphs', 'graphs'), ('gmemjob', 'e2e_graph_mem', 'graph memory'),
+            ('graphgeneric', 'e2e_graph_generic', 'generic graph parameters'))
+    clients = []
     m = None
     try:
         check('graphs: the daemon starts', W.wait_port(port, d))
-        c = subprocess.Popen([os.path.join(progs, 'e2e_graphs'), kernels, 'restart'], env=cenv,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        lines = LineReader(c.stdout)
-        while True:
-            line = lines.line(60)
-            if line is None or line == '' or line.startswith('ready'):
-                break
-        check('graphs: captured, instantiated and launched before the restarts', line and line.startswith('ready'),
-              repr(line))
+        for session, prog, what in jobs:
+            cenv = dict(os.environ)
+            cenv.update({'LUPINE_SERVER': f'127.0.0.1:{port}', 'LUPINE_SESSION': session,
+                         'LUPINE_RECONNECT_TIMEOUT': '120'})
+            cenv['LD_LIBRARY_PATH'] = shim + (':' + cenv['LD_LIBRARY_PATH'] if cenv.get('LD_LIBRARY_PATH') else '')
+            c = subprocess.Popen([os.path.join(progs, prog), kernels, 'restart'], env=cenv, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            lines = LineReader(c.stdout)
+            clients.append((session, prog, what, c, lines))
+            while True:
+                line = lines.line(60)
+                if line is None or line == '' or line.startswith('ready'):
+                    break
+            check(f'{what}: captured, instantiated and launched before the restarts',
+                  line and line.startswith('ready'), repr(line))
 
-        def go(what, n):
-            c.stdin.write('go\n')
-            c.stdin.flush()
-            got = lines.line(90)
-            check(f'graphs: relaunched after the {what} restart with exact results', got == f'again {n}\n',
-                  repr(got))
+        def go(kind, n):
+            for session, prog, what, c, lines in clients:
+                c.stdin.write('go\n')
+                c.stdin.flush()
+                got = lines.line(90)
+                check(f'{what}: relaunched after the {kind} restart with exact results', got == f'again {n}\n',
+                      repr(got))
 
         d.send_signal(signal.SIGTERM)
         check('graphs: the durable drain exits 0', d.wait(timeout=60) == 0)
         with open(log_path) as f:
             text = f.read()
-        check('graphs: the durable checkpoint has the graphs', 'graphjob: checkpoint epoch' in text and
-              'checkpoint: graphs:' not in text, text[-3000:])
+        for session, prog, what, c, lines in clients:
+            check(f'{what}: the durable checkpoint has the graphs', f'{session}: checkpoint epoch' in text and
+                  'checkpoint: graphs:' not in text and
+                  'is left out' not in text, text[-3000:])
         m = ServiceManager(argv, tmp, log_path=os.path.join(tmp, 'graphs-sd.log'))
         m.start()
         check('graphs: restarted under the service manager', m.wait_for('READY', '1') is not None, m.log())
         go('durable', 1)
         check('graphs: the hot drain exits 0', m.stop() == 0, m.log()[-2000:])
         m.restart_with_stored_fds()
-        check('graphs: hot restore', m.wait_log(r'graphjob: hot restore', timeout=30) is not None, m.log()[-3000:])
+        for session, prog, what, c, lines in clients:
+            check(f'{what}: hot restore', m.wait_log(rf'{session}: hot restore', timeout=30) is not None,
+                  m.log()[-3000:])
         go('hot', 2)
         m.proc.send_signal(signal.SIGHUP)
-        check('graphs: the upgrade carries the session over',
-              m.wait_log(r"graphjob.*serving its client's connection again", timeout=30) is not None,
-              m.log()[-3000:])
+        for session, prog, what, c, lines in clients:
+            check(f'{what}: the upgrade carries the session over',
+                  m.wait_log(rf"{session}.*serving its client's connection again", timeout=30) is not None,
+                  m.log()[-3000:])
         go('upgrade', 3)
-        c.stdin.write('end\n')
-        c.stdin.flush()
-        c.stdin.close()
-        out = ''.join(iter(lambda: lines.line(60) or '', ''))
-        c.wait(timeout=60)
-        err = c.stderr.read()
-        check('graphs: the client ends cleanly', c.returncode == 0 and 'e2e_graphs restart: OK' in out,
-              out[-1000:] + err[-2000:])
+        for session, prog, what, c, lines in clients:
+            c.stdin.write('end\n')
+            c.stdin.flush()
+            c.stdin.close()
+            out = ''.join(iter(lambda: lines.line(60) or '', ''))
+            c.wait(timeout=60)
+            err = c.stderr.read()
+            check(f'{what}: the client ends cleanly', c.returncode == 0 and f'{prog} restart: OK' in out,
+                  out[-1000:] + err[-2000:])
     finally:
-        if c and c.poll() is None:
-            c.kill()
-            c.communicate()
+        for session, prog, what, c, lines in clients:
+            if c.poll() is None:
+                c.kill()
+                c.communicate()
         if d.poll() is None:
             d.kill()
         if m:

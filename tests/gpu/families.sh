@@ -25,7 +25,7 @@ bad() { fail=$((fail + 1)); failed+=("$1"); echo "FAIL $1"; [ -n "${2:-}" ] && t
 start_lupined || { echo "lupine families: FAILED, lupined did not start"; exit 1; }
 
 # driver-API programs of each family (tests/e2e/progs), then nvcc-built ones
-for p in e2e_graphs e2e_pools e2e_vmm e2e_mapped; do
+for p in e2e_graphs e2e_graph_mem e2e_graph_generic e2e_pools e2e_vmm e2e_mapped; do
         if [ -x "$BUILD/tests/$p" ]; then compare "$p" "$BUILD/tests/$p" tests/kernels; else bad "$p (not built)"; fi
 done
 for p in rt_families_static rt_families_shared; do
@@ -37,6 +37,8 @@ if python3 -c 'import torch' 2>/dev/null; then
         compare torch_compile python3 tests/gpu/torch_graphs.py compile
         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True compare torch_expandable python3 tests/gpu/torch_graphs.py alloc
         PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync compare torch_mallocasync python3 tests/gpu/torch_graphs.py alloc
+        # torch.cuda.graph over the cudaMallocAsync allocator: captured graph memory nodes
+        PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync compare torch_graph_mallocasync python3 tests/gpu/torch_graphs.py graph
         # the GPT step in a CUDA graph through 2 durable restarts and 2 upgrades (its own lupined)
         if python3 tests/gpu/gpt_graph_restarts.py "$BUILD" 120 >"$OUTDIR/gpt_graph_restarts.out" 2>&1; then
                 ok "GPT step in a CUDA graph through 2 restarts and 2 upgrades, weights bitwise equal to local"

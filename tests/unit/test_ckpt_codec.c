@@ -782,6 +782,74 @@ static void graphs_bad_fields(void **state)
         free(buf);
 }
 
+/* Version 2's exec nodes turned off (cuGraphNodeSetEnabled), and the old
+ * version 1 form still written and read. */
+static void graphs_disabled_nodes(void **state)
+{
+        struct lup_ckpt_graphs g, d;
+        struct lup_ckpt_graph x[3];
+        struct lup_ckpt_gnode nodes[7];
+        struct lup_ckpt_gedge edges[3];
+        struct lup_ckpt_capture cap;
+        struct lup_ckpt_goff off[2] = { { 1, 0 }, { 1, 2 } }; /* the exec's kernel and memcpy nodes */
+        uint8_t *buf, *again;
+        size_t len, len2;
+        const char *why;
+        graphs_sample(&g, x, nodes, edges, &cap);
+        g.n_off = 2, g.off = off;
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), 0);
+        assert_int_equal(d.version, 2);
+        assert_int_equal(d.n_off, 2);
+        assert_int_equal(d.off[0].graph, 1);
+        assert_int_equal(d.off[0].node, 0);
+        assert_int_equal(d.off[1].node, 2);
+        assert_int_equal(lup_ckpt_graphs_encode(&d, &again, &len2), 0);
+        assert_int_equal(len2, len);
+        assert_memory_equal(again, buf, len);
+        free(again);
+        lup_ckpt_graphs_free(&d);
+        for (size_t n = 0; n < len; n++)
+                assert_int_not_equal(lup_ckpt_graphs_decode(buf, n, &d, &why), 0);
+        free(buf);
+        /* what a record names must be a disableable node of an exec's record */
+        const struct lup_ckpt_goff bad[] = {
+                { 0, 0 }, /* record 0 is a graph, not an exec */
+                { 3, 0 }, /* no record 3 */
+                { 1, 6 }, /* the exec's record has 6 nodes */
+                { 1, 3 }, /* an empty node cannot be disabled */
+                { 1, 4 }, /* nor an event record node */
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                g.n_off = 1, g.off = (struct lup_ckpt_goff *)&bad[i];
+                assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+                assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), -EBADMSG);
+                free(buf);
+        }
+        /* a count past the limit, resealed */
+        g.n_off = 1, g.off = off;
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+        lup_put32(buf + len - 8 - 8 - 4, LUP_CKPT_MAX_GRAPH_OFF + 1); /* before the one record and the seal */
+        reseal(buf, len, lup_ckpt_graphs_kind.magic);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), -EBADMSG);
+        free(buf);
+        /* version 1: no such records, and none can be written in it */
+        g.version = 1;
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), -EINVAL);
+        g.n_off = 0;
+        assert_int_equal(lup_ckpt_graphs_encode(&g, &buf, &len), 0);
+        assert_int_equal(lup_ckpt_graphs_decode(buf, len, &d, &why), 0);
+        assert_int_equal(d.version, 1);
+        assert_int_equal(d.n_off, 0);
+        assert_int_equal(d.n_graphs, 3);
+        assert_int_equal(lup_ckpt_graphs_encode(&d, &again, &len2), 0);
+        assert_int_equal(len2, len);
+        assert_memory_equal(again, buf, len);
+        free(again);
+        lup_ckpt_graphs_free(&d);
+        free(buf);
+}
+
 static void real_objects(void **state)
 {
         DIR *dir = opendir(CORPUS_DIR);
@@ -863,6 +931,7 @@ int main(void)
                 cmocka_unit_test(sealed_helper),
                 cmocka_unit_test(graphs_round_trip),
                 cmocka_unit_test(graphs_bad_fields),
+                cmocka_unit_test(graphs_disabled_nodes),
                 cmocka_unit_test(real_objects),
         };
         /* clang-format on */
