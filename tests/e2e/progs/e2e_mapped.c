@@ -14,6 +14,7 @@
  *                                   after a line on stdin (the daemon was
  *                                   restarted meanwhile) checks and uses it
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,6 +236,43 @@ static void test_host_polls_kernel(void)
         CK(cuMemFreeHost((void *)m));
 }
 
+/* Another thread answers the kernel's flag while this one polls the
+ * stream with cuStreamQuery (each query a synchronous call). */
+static volatile uint32_t *qm;
+static void *answerer(void *arg)
+{
+        double w;
+        (void)arg;
+        if (poll_u32(&qm[0], 1u, 15.0, &w) == 1u)
+                __atomic_store_n(&qm[1], 1u, __ATOMIC_RELEASE);
+        return NULL;
+}
+
+static void test_thread_answers_while_querying(void)
+{
+        unsigned long long timeout = 10000000000ull;
+        CUstream s;
+        pthread_t t;
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CK(cuMemHostAlloc((void **)&qm, 8, CU_MEMHOSTALLOC_DEVICEMAP));
+        qm[0] = 0, qm[1] = 0;
+        CUdeviceptr flag = (CUdeviceptr)(uintptr_t)qm, ack = flag + 4;
+        void *args[] = { &flag, &ack, &timeout };
+        EXPECT(pthread_create(&t, NULL, answerer, NULL) == 0);
+        CK(cuLaunchKernel(f_raise, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
+        double t0 = now_s();
+        CUresult q;
+        while ((q = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY && now_s() - t0 < 20)
+                usleep(100);
+        EXPECT(q == CUDA_SUCCESS);
+        pthread_join(t, NULL);
+        EXPECT(qm[0] == 2u); /* the kernel saw the other thread's answer */
+        printf("another thread answers a kernel's flag while this one queries the stream: ok (%.3f ms)\n",
+               (now_s() - t0) * 1e3);
+        CK(cuMemFreeHost((void *)qm));
+        CK(cuStreamDestroy(s));
+}
+
 static void test_attributes(void)
 {
         void *p;
@@ -415,6 +453,7 @@ int main(int argc, char **argv)
         test_memset_copy();
         test_kernel_waits_for_host();
         test_host_polls_kernel();
+        test_thread_answers_while_querying();
         test_attributes();
         test_bad_input();
         CK(cuDevicePrimaryCtxRelease(dev));
