@@ -168,6 +168,8 @@ def hot(lupined, progs, shim, kernels, tmp, check):
                 check('mapped (hot): every chunk mapped from its fd, zero bytes copied',
                       hit is not None and hit.group(1) == hit.group(2) and hit.group(4) == '0', m.log()[-3000:])
                 _finish(c, check, 'hot')
+                check('mapped (hot): every mirror made again at the client\'s own address (none translated)',
+                      'pointers to it are translated' not in m.log(), m.log()[-2000:])
         finally:
             if c.poll() is None:
                 c.kill()
@@ -206,6 +208,10 @@ def upgrade(lupined, progs, shim, kernels, tmp, check):
                       len(re.findall(r'mapup: hot restore: (\d+) of \1 chunk\(s\) .* 0 bytes copied', text)) >= n,
                       text[-3000:])
             _finish(c, check, 'upgrade')
+            with open(log_path) as f:
+                text = f.read()
+            check('mapped (upgrade): every mirror made again at the client\'s own address (none translated)',
+                  'pointers to it are translated' not in text, text[-2000:])
     finally:
         if c and c.poll() is None:
             c.kill()
