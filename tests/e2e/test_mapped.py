@@ -54,6 +54,7 @@ def plain(lupined, progs, shim, kernels, tmp, elsewhere=False):
         except subprocess.TimeoutExpired as e:
             out, err, rc = str(e.stdout), str(e.stderr), -1
         print(out, end='')
+        print(''.join(line + '\n' for line in err.splitlines() if line.startswith('e2e_mapped: delay')), end='')
         check(f'mapped: zero-copy adds, memsets and copies, both spin flags, flags, attributes, bad input '
               f'(e2e_mapped){what}', rc == 0 and 'e2e_mapped: OK' in out, out[-2000:] + err[-3000:])
         if elsewhere:
