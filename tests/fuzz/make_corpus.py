@@ -152,6 +152,7 @@ WIRE = {  # type -> struct format of its wire encoding
     'int': 'i', 'uint': 'I', 'u8': 'B', 'u16': 'H', 'u32': 'I', 'u64': 'Q', 'ull': 'Q',
     'size_t': 'Q', 'device': 'i', 'devptr': 'Q', 'ctx': 'Q', 'stream': 'Q', 'module': 'Q',
     'function': 'Q', 'library': 'Q', 'kernel': 'Q', 'event': 'Q', 'image': 'Q', 'float': 'f',
+    'graph': 'Q', 'graphexec': 'Q', 'graphnode': 'Q',
 }
 
 
@@ -189,6 +190,8 @@ def encode_args(params, values):
         if t == 'str':
             b = v.encode()
             out += struct.pack('<H', len(b)) + b
+        elif re.fullmatch(r'bytes[0-9]+', t):
+            out += v  # bytesN: N raw bytes
         else:
             out += struct.pack('<' + WIRE[t], v)
     return out
@@ -213,6 +216,10 @@ def default_value(d, t, pname, params):
         return 1  # a blob id; the fake session has uploaded none
     if t == 'str':
         return 'kernel'
+    if re.fullmatch(r'bytes[0-9]+', t):
+        return bytes(int(t[5:]))
+    if t in ('graph', 'graphexec', 'graphnode'):
+        return UNKNOWN_ID
     if t == 'float':
         return 0.0
     # a count a range refers to: small, so the range fits
