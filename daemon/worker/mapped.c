@@ -197,6 +197,18 @@ CUresult lupw_lupHostMapDestroy(struct lupw_session *s, uint64_t va)
         return CUDA_SUCCESS;
 }
 
+void lupw_mapped_release(struct lupw_session *s)
+{
+        for (size_t i = 0; i < s->mapped.ranges.n; i++) {
+                struct lupw_mirror *m = (struct lupw_mirror *)(uintptr_t)s->mapped.ranges.r[i].a;
+                if (m->dptr != m->va)
+                        lup_rangemap_remove(&s->obj.xlate, m->va, NULL);
+                mirror_free(s, m, true);
+        }
+        lup_rangemap_free(&s->mapped.ranges);
+        s->mapped.bytes = 0;
+}
+
 /* ---- contents */
 
 /* Checks a PUSH payload: an exact mirror address, then spans inside it. */

@@ -7,6 +7,8 @@
 
 extern const struct lupw_ctl_op lupw_ctl_mapped_push;
 extern const struct lupw_ctl_op lupw_ctl_mapped_pull;
+/* Every mirror goes (worker/arena_map.c, lupw_release_all). */
+void lupw_mapped_release(struct lupw_session *s);
 /* The "mapped" object and each mirror's bytes: 0 or the provider's -errno. */
 int lupw_mapped_save(struct lupw_session *s, struct lupine_ckpt_save *save);
 /* Makes the checkpoint's mirrors again (none in an older one): 0 or -errno
