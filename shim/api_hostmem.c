@@ -4,15 +4,18 @@
  *
  * "Pinned" memory lives in the client process: the GPU is elsewhere, so
  * page-locking it would buy nothing. It is still tracked, so pointer queries
- * and cuMemFreeHost behave as CUDA documents. Memory mapped into the device
- * address space (cuMemHostGetDevicePointer) cannot exist across a network
- * and is refused with CUDA_ERROR_NOT_SUPPORTED.
+ * and cuMemFreeHost behave as CUDA documents. Used as device memory (UVA:
+ * every pinned range is mapped), a range gets a mirror on the GPU host
+ * that api_mapped.c keeps in step with it.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "log.h"
@@ -24,12 +27,29 @@
 /* payload a = cuMemHostAlloc flags, b = 1 if allocated here (else registered) */
 static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
 static struct lup_rangemap host_ranges;
+atomic_uint lupc_host_n;                     /* ranges: launches look for them in parameters only when there are any */
+_Atomic uint64_t lupc_host_lo, lupc_host_hi; /* every range lies in [lo, hi) */
+
+/* hlock held */
+static void note_bounds(void)
+{
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (size_t i = 0; i < host_ranges.n; i++) {
+                const struct lup_range *r = &host_ranges.r[i];
+                lo = r->base < lo ? r->base : lo;
+                hi = r->base + r->size > hi ? r->base + r->size : hi;
+        }
+        atomic_store(&lupc_host_lo, lo);
+        atomic_store(&lupc_host_hi, hi);
+        atomic_store(&lupc_host_n, (unsigned)host_ranges.n);
+}
 
 static int host_add(uint64_t base, uint64_t size, unsigned int flags, bool allocated)
 {
         struct lup_range r = { .base = base, .size = size, .a = flags, .b = allocated };
         pthread_mutex_lock(&hlock);
         int rc = lup_rangemap_add(&host_ranges, &r);
+        note_bounds();
         pthread_mutex_unlock(&hlock);
         return rc;
 }
@@ -41,6 +61,7 @@ static int host_remove(uint64_t base, bool allocated)
         pthread_mutex_lock(&hlock);
         if (lup_rangemap_find(&host_ranges, base, &r) && r.base == base && r.b == (uint64_t)allocated)
                 rc = lup_rangemap_remove(&host_ranges, base, NULL);
+        note_bounds();
         pthread_mutex_unlock(&hlock);
         return rc;
 }
@@ -86,18 +107,67 @@ EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
 {
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
+        uint64_t base, size;
+        unsigned int flags;
+        if (!lupc_host_find((uint64_t)(uintptr_t)p, &base, &size, &flags) || base != (uint64_t)(uintptr_t)p)
+                return CUDA_ERROR_INVALID_VALUE;
+        lupc_mapped_forget(base);
         if (host_remove((uint64_t)(uintptr_t)p, true) < 0)
                 return CUDA_ERROR_INVALID_VALUE;
         free(p);
         return CUDA_SUCCESS;
 }
 
+#define REGISTER_FLAGS                                                                              \
+        (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY | \
+         CU_MEMHOSTREGISTER_READ_ONLY)
+
+/* Whether [p, p + n) lies in writable mappings of this process (the GPU
+ * writes mapped memory, and its writes are copied into it). */
+static bool host_memory_writable(uintptr_t p, size_t n)
+{
+        FILE *f = fopen("/proc/self/maps", "re");
+        char line[512];
+        uintptr_t at = p;
+        if (!f)
+                return true; /* cannot tell: as before */
+        while (at < p + n && fgets(line, sizeof(line), f)) {
+                unsigned long lo, hi;
+                char perms[8];
+                if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= at)
+                        continue;
+                if (lo > at || perms[1] != 'w')
+                        break;
+                at = hi;
+        }
+        fclose(f);
+        return at >= p + n;
+}
+
+/* Whether every page of [p, p + n) is mapped in this process (mincore
+ * fails with ENOMEM on a hole), and writable unless read_only. */
+static bool host_memory_mapped(const void *p, size_t n, bool read_only)
+{
+        uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)p & ~(pg - 1);
+        unsigned char vec[64];
+        for (uintptr_t at = start; at < (uintptr_t)p + n; at += 64 * pg) {
+                size_t len = (uintptr_t)p + n - at < 64 * pg ? (uintptr_t)p + n - at : 64 * pg;
+                if (mincore((void *)at, len, vec) < 0)
+                        return false;
+        }
+        return read_only || host_memory_writable((uintptr_t)p, n);
+}
+
 EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
-        if (!p || bytesize == 0)
+        if (!p || bytesize == 0 || bytesize > UINT64_MAX - (uintptr_t)p || (Flags & ~(unsigned)REGISTER_FLAGS))
                 return CUDA_ERROR_INVALID_VALUE;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
+        if (Flags & CU_MEMHOSTREGISTER_IOMEMORY)
+                return CUDA_ERROR_NOT_SUPPORTED; /* no PCI BAR of this machine can reach the GPU */
+        if (!host_memory_mapped(p, bytesize, (Flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0))
+                return CUDA_ERROR_INVALID_VALUE;
         int rc = host_add((uint64_t)(uintptr_t)p, bytesize, Flags, false);
         if (rc == -EEXIST)
                 return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
@@ -108,7 +178,20 @@ EXPORT CUresult CUDAAPI cuMemHostUnregister(void *p)
 {
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        return host_remove((uint64_t)(uintptr_t)p, false) < 0 ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_SUCCESS;
+        uint64_t base, size;
+        unsigned int flags;
+        struct lup_range r;
+        pthread_mutex_lock(&hlock);
+        bool found = lup_rangemap_find(&host_ranges, (uint64_t)(uintptr_t)p, &r);
+        pthread_mutex_unlock(&hlock);
+        /* the driver: memory it does not know is "not registered", an
+         * interior pointer or cuMemHostAlloc memory an invalid value */
+        if (!found)
+                return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+        if (r.b || r.base != (uint64_t)(uintptr_t)p || !lupc_host_find(r.base, &base, &size, &flags))
+                return CUDA_ERROR_INVALID_VALUE;
+        lupc_mapped_forget(base);
+        return host_remove(base, false) < 0 ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_SUCCESS;
 }
 
 EXPORT CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
@@ -116,23 +199,31 @@ EXPORT CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
         uint64_t base, size;
         if (!pFlags)
                 return CUDA_ERROR_INVALID_VALUE;
-        if (!lupc_host_find((uint64_t)(uintptr_t)p, &base, &size, pFlags))
+        struct lup_range r;
+        pthread_mutex_lock(&hlock);
+        bool found = lup_rangemap_find(&host_ranges, (uint64_t)(uintptr_t)p, &r);
+        pthread_mutex_unlock(&hlock);
+        (void)base, (void)size;
+        /* cuMemHostAlloc memory only; under UVA it is always mapped */
+        if (!found || !r.b)
                 return CUDA_ERROR_INVALID_VALUE;
+        *pFlags = (unsigned int)r.a | CU_MEMHOSTALLOC_DEVICEMAP;
         return CUDA_SUCCESS;
 }
 
 EXPORT CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
-        static atomic_int said;
-
-        if (!pdptr || Flags != 0)
+        if (!pdptr || !p || Flags != 0)
                 return CUDA_ERROR_INVALID_VALUE;
-        /* the device cannot reach this machine's memory; PyTorch's stack asks
-         * (and copes): say it once, never silently */
-        if (!atomic_exchange(&said, 1))
-                lup_info("cuMemHostGetDevicePointer: a GPU on another host cannot map this machine's memory; "
-                         "answering CUDA_ERROR_NOT_SUPPORTED");
-        return CUDA_ERROR_NOT_SUPPORTED;
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!lupc_ctx_current())
+                return CUDA_ERROR_INVALID_CONTEXT;
+        /* the device address is the host address (api_mapped.c) */
+        CUresult r = lupc_mapped_use((uint64_t)(uintptr_t)p, 1);
+        if (r == CUDA_SUCCESS)
+                *pdptr = (CUdeviceptr)(uintptr_t)p;
+        return r;
 }
 
 EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,

@@ -6,6 +6,7 @@
  * error; failures inside the kernel surface at the next synchronous call.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +59,7 @@ static uint8_t *launch_frame(void)
         return frame_buf;
 }
 
-CUresult lupc_pack_params(const struct lupc_func_layout *lay, void **params, void **extra, uint8_t *out)
+static CUresult pack_params(const struct lupc_func_layout *lay, void **params, void **extra, uint8_t *out)
 {
         if (extra) {
                 const void *buf = NULL;
@@ -88,6 +89,16 @@ CUresult lupc_pack_params(const struct lupc_func_layout *lay, void **params, voi
                 memcpy(out + lay->params[2 * i], params[i], lay->params[2 * i + 1]);
         }
         return CUDA_SUCCESS;
+}
+
+/* Launches and graph kernel nodes: pinned memory a parameter points into
+ * gets its mirror on the GPU host (api_mapped.c). */
+CUresult lupc_pack_params(const struct lupc_func_layout *lay, void **params, void **extra, uint8_t *out)
+{
+        CUresult r = pack_params(lay, params, extra, out);
+        if (r == CUDA_SUCCESS && atomic_load_explicit(&lupc_host_n, memory_order_relaxed))
+                lupc_mapped_scan(out, lay->param_bytes);
+        return r;
 }
 
 static CUresult launch(const struct launch *l)

@@ -185,8 +185,13 @@ EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute at
                 case CU_POINTER_ATTRIBUTE_MAPPED:
                         put_bool(data, attribute == CU_POINTER_ATTRIBUTE_MAPPED);
                         return CUDA_SUCCESS;
-                case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-                        return CUDA_ERROR_NOT_SUPPORTED; /* not mapped into the remote device */
+                case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: {
+                        /* UVA: the host address (api_mapped.c mirrors it) */
+                        CUresult r = lupc_mapped_use(ptr, 1);
+                        if (r == CUDA_SUCCESS)
+                                *(CUdeviceptr *)data = ptr;
+                        return r;
+                }
                 default:
                         return CUDA_ERROR_INVALID_VALUE;
                 }

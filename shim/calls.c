@@ -9,6 +9,7 @@
  */
 #include "conn.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "ctl_codec.h"
@@ -35,14 +36,22 @@ CUresult lupc_call(uint16_t op, unsigned flags, const void *args, size_t argslen
                 return r;
         if (lup_trace_level() >= 1)
                 lup_tracef("%s %s", lup_op_name(op) ? lup_op_name(op) : "?", (flags & LUPC_SYNC) ? "sync" : "async");
+        bool mapped = atomic_load_explicit(&lupc_mapped_n, memory_order_relaxed) != 0;
+        if (mapped)
+                lupc_mapped_before(flags, op); /* api_mapped.c */
         if (!(flags & LUPC_SYNC))
                 return lupc_send_frame(op, 0, ctx, args, argslen, NULL, 0, NULL, 0);
 
         struct lupc_waiter w = { .rep = rep, .cap = rep ? repcap : 0 };
         r = lupc_send_frame(op, LUP_F_SYNC, ctx, args, argslen, NULL, 0, &w, 0);
-        if (r != CUDA_SUCCESS)
+        if (r != CUDA_SUCCESS) {
+                if (mapped)
+                        lupc_mapped_after();
                 return r;
+        }
         lupc_wait_reply(&w);
+        if (mapped)
+                lupc_mapped_after();
         if (ret_replen)
                 *ret_replen = w.len;
         if (w.status != CUDA_SUCCESS && lup_trace_level() >= 1)
@@ -80,13 +89,21 @@ CUresult lupc_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream)
                 return r;
         if (lup_trace_level() >= 1)
                 lup_tracef("cuMemcpyDtoH %zu bytes", n);
+        bool mapped = atomic_load_explicit(&lupc_mapped_n, memory_order_relaxed) != 0;
+        if (mapped)
+                lupc_mapped_before(LUPC_SYNC, LUP_OP_MEMCPY_DTOH); /* api_mapped.c */
         uint8_t a[LUP_DTOH_SIZE];
         lup_dtoh_encode(a, &(struct lup_dtoh){ .src = src, .size = n, .stream = stream });
         struct lupc_waiter w = { .rep = dst, .cap = n };
         r = lupc_send_frame(LUP_OP_MEMCPY_DTOH, LUP_F_SYNC, ctx, a, sizeof(a), NULL, 0, &w, 0);
-        if (r != CUDA_SUCCESS)
+        if (r != CUDA_SUCCESS) {
+                if (mapped)
+                        lupc_mapped_after();
                 return r;
+        }
         lupc_wait_reply(&w);
+        if (mapped)
+                lupc_mapped_after(); /* a synchronisation point for mapped memory too */
         if (w.status == CUDA_SUCCESS && w.len != n)
                 return lupc_protocol_error("cuMemcpyDtoH");
         return w.status;

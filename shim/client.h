@@ -111,6 +111,23 @@ void lupc_shadow_drop_ctx(uint64_t ctx);
 
 /* registered or cuMemAllocHost'ed host memory (api_hostmem.c) */
 bool lupc_host_find(uint64_t p, uint64_t *ret_base, uint64_t *ret_size, unsigned int *ret_flags);
+extern _Atomic unsigned int lupc_host_n;            /* pinned ranges */
+extern _Atomic uint64_t lupc_host_lo, lupc_host_hi; /* they all lie in [lo, hi) */
+
+/* ---- mapped host memory (api_mapped.c) */
+extern _Atomic unsigned int lupc_mapped_n; /* ranges mirrored on the GPU host */
+/* [p, p + n) lies in one pinned range: it gets its mirror if it has none.
+ * CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (not pinned memory) or the error
+ * making the mirror gave. */
+CUresult lupc_mapped_use(uint64_t p, uint64_t n);
+/* Kernel parameters: every 8-byte word that points into pinned memory. */
+void lupc_mapped_scan(const uint8_t *params, size_t n);
+/* The range at base goes away (freed, unregistered): its mirror too. */
+void lupc_mapped_forget(uint64_t base);
+/* calls.c, while lupc_mapped_n: before each call (the host's changes go
+ * first) and after each synchronous one (the device's come back). */
+void lupc_mapped_before(unsigned flags, uint16_t op);
+void lupc_mapped_after(void);
 
 /* contexts: ids are minted here; primary context ids are fixed per device */
 struct lupc_ctx_info {

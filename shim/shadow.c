@@ -117,7 +117,7 @@ CUresult lupc_check_range(uint64_t p, uint64_t count, uint64_t mul)
         if (__builtin_mul_overflow(count, mul, &n) || n > LUP_MAX_COPY)
                 return CUDA_ERROR_INVALID_VALUE;
         if (!lupc_shadow_find(p, &a))
-                return CUDA_ERROR_INVALID_VALUE;
+                return lupc_mapped_use(p, n); /* pinned host memory, as device memory (api_mapped.c) */
         /* VMM mappings one after the other are one range to the driver
          * (PyTorch's expandable segments grow that way) */
         while (n > a.size - (p - a.base)) {

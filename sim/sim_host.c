@@ -8,6 +8,8 @@
  * belong to the context current when they were made and go with it.
  */
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "sim_internal.h"
 
@@ -50,6 +52,19 @@ SIM_API CUresult cuMemFreeHost(void *p)
         return sim_mem_free_current(drv, (uintptr_t)p, SIM_RANGE_HOST_ALLOC, CUDA_ERROR_INVALID_VALUE);
 }
 
+/* Whether every page of [p, p + n) is mapped (mincore: ENOMEM on a hole). */
+static bool pages_mapped(uintptr_t p, size_t n)
+{
+        uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+        unsigned char vec[64];
+        for (uintptr_t at = p & ~(pg - 1); at < p + n; at += 64 * pg) {
+                size_t len = p + n - at < 64 * pg ? p + n - at : 64 * pg;
+                if (mincore((void *)at, len, vec) < 0)
+                        return false;
+        }
+        return true;
+}
+
 SIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
         struct sim_driver *drv = sim_driver_get();
@@ -65,6 +80,8 @@ SIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fla
                 return CUDA_ERROR_INVALID_VALUE;
         if (Flags & CU_MEMHOSTREGISTER_IOMEMORY)
                 return CUDA_ERROR_NOT_SUPPORTED;        /* no PCI BARs here */
+        if (!pages_mapped(start, bytesize))
+                return CUDA_ERROR_INVALID_VALUE; /* memory the process does not have */
         r = calloc(1, sizeof(*r));
         if (!r)
                 return CUDA_ERROR_OUT_OF_MEMORY;

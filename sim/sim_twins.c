@@ -282,6 +282,58 @@ static CUresult twin_lupine_piece_hash(const struct sim_twin_args *a)
         return CUDA_SUCCESS;
 }
 
+/* ---- tests/kernels/mapped.cu: flags in mapped host memory. They poll
+ * with short sleeps rather than spin, to leave the CPU to the host side. */
+
+static uint64_t twin_now_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void twin_nap(void)
+{
+        struct timespec ts = { 0, 20000 };
+        nanosleep(&ts, NULL);
+}
+
+static CUresult twin_wait_flag_u32(const struct sim_twin_args *a)
+{
+        volatile uint32_t *flag;
+        uint32_t *out, v;
+        uint64_t timeout;
+        CUresult r;
+
+        param(a, 2, &timeout, sizeof(timeout));
+        if ((r = mem(a, param_ptr(a, 0), 4, SIM_NEED_READ, (void **)&flag)) != CUDA_SUCCESS ||
+            (r = mem(a, param_ptr(a, 1), 4, SIM_NEED_WRITE, (void **)&out)) != CUDA_SUCCESS)
+                return r;
+        uint64_t start = twin_now_ns();
+        while ((v = __atomic_load_n(flag, __ATOMIC_ACQUIRE)) == 0 && twin_now_ns() - start < timeout)
+                twin_nap();
+        __atomic_store_n(out, v ? v : 0xffffffffu, __ATOMIC_RELEASE);
+        return CUDA_SUCCESS;
+}
+
+static CUresult twin_raise_wait_u32(const struct sim_twin_args *a)
+{
+        volatile uint32_t *flag, *ack;
+        uint64_t timeout;
+        CUresult r;
+
+        param(a, 2, &timeout, sizeof(timeout));
+        if ((r = mem(a, param_ptr(a, 0), 4, SIM_NEED_WRITE, (void **)&flag)) != CUDA_SUCCESS ||
+            (r = mem(a, param_ptr(a, 1), 4, SIM_NEED_READ, (void **)&ack)) != CUDA_SUCCESS)
+                return r;
+        __atomic_store_n(flag, 1u, __ATOMIC_RELEASE);
+        uint64_t start = twin_now_ns();
+        while (__atomic_load_n(ack, __ATOMIC_ACQUIRE) == 0 && twin_now_ns() - start < timeout)
+                twin_nap();
+        __atomic_store_n(flag, __atomic_load_n(ack, __ATOMIC_ACQUIRE) ? 2u : 3u, __ATOMIC_RELEASE);
+        return CUDA_SUCCESS;
+}
+
 static const struct sim_twin twins[] = {
         { "vec_add_f32", 4, { 8, 8, 8, 4 }, NULL, true, twin_vec_add_f32 },
         { "saxpy_f32", 4, { 4, 8, 8, 4 }, NULL, true, twin_saxpy_f32 },
@@ -295,6 +347,8 @@ static const struct sim_twin twins[] = {
         /* under the lock: it finds its context's FIFO */
         { "printf_hello", 1, { 4 }, NULL, true, twin_printf_hello },
         { "lupine_piece_hash", 3, { 8, 8, 8 }, NULL, true, twin_lupine_piece_hash },
+        { "wait_flag_u32", 3, { 8, 8, 8 }, NULL, true, twin_wait_flag_u32 },
+        { "raise_wait_u32", 3, { 8, 8, 8 }, NULL, true, twin_raise_wait_u32 },
 };
 
 /* Any kernel named empty* runs as a no-op, whatever its parameters. */

@@ -61,6 +61,10 @@ enum lup_ctl_op {
                                    * then a LAUNCH payload (stream 0); sync (worker/graph_kernel.c) */
         LUP_OP_GRAPH_KERNEL_GET = 33, /* u64 node -> u64 function, u32 grid[3], block[3], shared
                                        * bytes, u32 n, n parameter bytes; sync */
+        LUP_OP_MAPPED_PUSH = 36,      /* u64 va, then spans (u64 offset, u32 n, n bytes): the host's
+                                  * changes to a mapped range; async (worker/mapped.c) */
+        LUP_OP_MAPPED_PULL = 37,      /* u64 va, u64 from -> u64 next, then spans as above: the
+                                  * GPU's changes from offset from on; sync */
         LUP_OP_CTL_MAX     = 255,
 };
 

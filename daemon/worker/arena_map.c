@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "worker/mapped.h"
 #include "worker/session.h"
 
 /* Takes fd (an imported chunk's, or -1) on success only. */
@@ -123,6 +124,7 @@ void lupw_release_all(struct lupw_session *s)
         for (int i = 0; i < s->n_devices; i++)
                 if (s->ctx.primary[i])
                         s->be.fn.cuCtxSetCurrent(s->ctx.primary[i]), s->be.fn.cuCtxSynchronize();
+        lupw_mapped_release(s); /* mapped host memory (worker/mapped.c) */
         if (s->mem.reserved) {
                 arena_destroy(&s->mem.arena);
                 s->be.fn.cuMemAddressFree(LUP_ARENA_BASE + (uint64_t)s->slot * LUP_ARENA_SIZE, LUP_ARENA_SIZE);

@@ -45,6 +45,8 @@ int lupw_check_devptr(struct lupw_session *s, uint64_t p)
 {
         if (lupw_find_global(s, p, NULL))
                 return 0;
+        if (s->mapped.ranges.n && lup_rangemap_find(&s->mapped.ranges, p, NULL))
+                return 0; /* mapped host memory's mirror (worker/mapped.c) */
         /* The shim checks every pointer against its own shadow first, so a
          * pointer outside the arena can only come from a broken or hostile
          * client: that is a protocol violation, not a CUDA error. */
@@ -99,6 +101,8 @@ CUresult lupw_check_range(struct lupw_session *s, uint64_t p, uint64_t count, ui
         if (s->vmm.n_maps && lupw_vmm_covers(s, p, n)) /* the client's own mappings (worker/vmm.c) */
                 return CUDA_SUCCESS;
         struct lup_range g;
+        if (s->mapped.ranges.n && lup_rangemap_find(&s->mapped.ranges, p, &g)) /* worker/mapped.c */
+                return n > g.size - (p - g.base) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
         if (!lupw_find_global(s, p, &g) || n > g.size - (p - g.base))
                 return CUDA_ERROR_INVALID_VALUE;
         return CUDA_SUCCESS;

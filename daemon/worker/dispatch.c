@@ -18,6 +18,7 @@
 #include "log.h"
 #include "ops.h"
 #include "worker/graphs.h"
+#include "worker/mapped.h"
 #include "worker/session.h"
 
 /* ---- one sequence for every op (the steps: worker/session.h) */
@@ -37,6 +38,8 @@ static const struct lupw_ctl_op *const ctl_ops[] = {
         [LUP_OP_DTOH_ASYNC]     = &lupw_ctl_dtoh_async,
         [LUP_OP_GRAPH_KERNEL]   = &lupw_ctl_graph_kernel,
         [LUP_OP_GRAPH_KERNEL_GET] = &lupw_ctl_graph_kernel_get,
+        [LUP_OP_MAPPED_PUSH]    = &lupw_ctl_mapped_push,
+        [LUP_OP_MAPPED_PULL]    = &lupw_ctl_mapped_pull,
 };
 /* clang-format on */
 
@@ -104,7 +107,7 @@ int lupw_run_op(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *
                 return rc;
         /* A latched async failure is the answer to the next sync call, which
          * is then not executed (its arguments are still validated). */
-        CUresult res = sync ? lupw_take_latched(s) : CUDA_SUCCESS;
+        CUresult res = sync && !op->keeps_latched ? lupw_take_latched(s) : CUDA_SUCCESS;
         if (res == CUDA_SUCCESS)
                 res = early;
         if (res == CUDA_SUCCESS && op->need_ctx)

@@ -193,6 +193,23 @@ struct lupw_graphs {
         uint64_t next_node_id;      /* the next id the worker gives a driver-made node */
 };
 
+/* Mapped host memory: one mirror per client range (worker/mapped.c). */
+struct lupw_mirror {
+        uint64_t va, size; /* the client's range */
+        uint32_t flags;    /* as the client gave them */
+        uint8_t *map;      /* the pages mapped here: [map, map + map_len) */
+        size_t map_len;
+        uint8_t *host;   /* the range's first byte in them */
+        uint8_t *shadow; /* what the client was last known to hold (size bytes) */
+        uint64_t dptr;   /* the device's address of host[0] */
+};
+#define LUPW_MAX_MIRRORS      4096u
+#define LUPW_MAX_MAPPED_BYTES (16ull << 30)
+struct lupw_mapped {
+        struct lup_rangemap ranges; /* client range -> a: its struct lupw_mirror * */
+        uint64_t bytes;             /* all mirrors' sizes */
+};
+
 /* What the call being executed named, for the creators that remember it. */
 struct lupw_current_call {
         uint64_t parent;                  /* the handle the current call named last */
@@ -291,6 +308,7 @@ struct lupw_session {
         struct lupw_contexts ctx;
         struct lupw_objects obj;
         struct lupw_graphs graphs;
+        struct lupw_mapped mapped;
         struct lupw_current_call cur;
         struct lupw_rx rx;
         struct lupw_copy copy;
@@ -338,7 +356,8 @@ struct lupw_ctl_op {
         enum lupw_sync_rule sync;
         const char *why_flag; /* a frame whose LUP_F_SYNC breaks the rule */
         bool need_ctx;
-        size_t reply_cap; /* the largest `out` payload */
+        size_t reply_cap;   /* the largest `out` payload */
+        bool keeps_latched; /* a sync op the program never sees (MAPPED_PULL): step 3 is skipped */
         int (*check)(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p, union lupw_ctl_args *ret,
                      CUresult *ret_early);
         int (*run)(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,

@@ -17,6 +17,7 @@ backend=cuda
 "$BUILD/tests/bench/tcpbench" > "$OUTDIR/bench-tcp.jsonl"
 if [ "$backend" = cuda ]; then
         LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/bench/bench" tests/kernels $QUICK > "$OUTDIR/bench-local.jsonl"
+        LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/bench/mapped_bench" tests/kernels $QUICK >> "$OUTDIR/bench-local.jsonl"
 fi
 tmp=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))
@@ -27,6 +28,10 @@ trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 100); do [ -S "$tmp/s" ] && break; sleep 0.05; done
 LUPINE_SERVER="127.0.0.1:$port" LD_LIBRARY_PATH="$BUILD/shim" "$BUILD/tests/bench/bench" tests/kernels $QUICK \
         > "$OUTDIR/bench-lupine-tcp.jsonl"
+LUPINE_SERVER="127.0.0.1:$port" LD_LIBRARY_PATH="$BUILD/shim" "$BUILD/tests/bench/mapped_bench" tests/kernels $QUICK \
+        >> "$OUTDIR/bench-lupine-tcp.jsonl"
 LUPINE_SERVER="unix:$tmp/s" LD_LIBRARY_PATH="$BUILD/shim" "$BUILD/tests/bench/bench" tests/kernels $QUICK \
         > "$OUTDIR/bench-lupine-unix.jsonl"
+LUPINE_SERVER="unix:$tmp/s" LD_LIBRARY_PATH="$BUILD/shim" "$BUILD/tests/bench/mapped_bench" tests/kernels $QUICK \
+        >> "$OUTDIR/bench-lupine-unix.jsonl"
 python3 tests/bench/report.py "$OUTDIR"

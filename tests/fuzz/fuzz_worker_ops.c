@@ -253,7 +253,10 @@ static void fuzz_ctl_op(uint16_t sel, uint64_t ctx, const uint8_t *p, size_t n)
                 assert(rh.op == op && rh.seq == 1 && rh.flags == LUP_F_REPLY);
                 assert(LUP_HDR_SIZE + rh.len == s->out.len);
         }
-        if (latched && rc == 0) {
+        if (latched && rc == 0 && lupw_ctl_op(op)->keeps_latched) {
+                /* MAPPED_PULL: the error stays for the program's next call */
+                assert(s->latched == FZ_LATCHED);
+        } else if (latched && rc == 0) {
                 /* answered with the latched error, not executed */
                 assert(s->latched == CUDA_SUCCESS && drv.calls == calls_before);
                 assert(s->out.len == LUP_HDR_SIZE && lup_le32(s->out.buf + 12) == FZ_LATCHED);

@@ -328,6 +328,11 @@ def ctl_seeds():
     add('func-info-latched.bin', 19, struct.pack('<Q', FZ_FUNC), SYNC | LATCHED)
     add('func-info-nosync.bin', 19, struct.pack('<Q', FZ_FUNC))
     add('func-info-unknown.bin', 19, struct.pack('<Q', FZ_STREAM), SYNC)
+    # mapped host memory (daemon/worker/mapped.c): the fake session has no mirror
+    add('mapped-push.bin', 36, struct.pack('<QQI', 0x7e0000000000, 0, 3) + b'abc')
+    add('mapped-push-sync.bin', 36, struct.pack('<Q', 0x7e0000000000), SYNC)
+    add('mapped-pull.bin', 37, struct.pack('<QQ', 0x7e0000000000, 0), SYNC)
+    add('mapped-pull-latched.bin', 37, struct.pack('<QQ', 0x7e0000000000, 0), SYNC | LATCHED)
     add('blob.bin', 20, struct.pack('<QQQ', LUP_FIRST_HANDLE_ID + 0x100, 8, 0) + b'12345678')
     add('blob-part.bin', 20, struct.pack('<QQQ', LUP_FIRST_HANDLE_ID + 0x100, 16, 0) + b'12345678')
     add('blob-offset.bin', 20, struct.pack('<QQQ', LUP_FIRST_HANDLE_ID + 0x100, 16, 8) + b'12345678')

@@ -25,7 +25,7 @@ bad() { fail=$((fail + 1)); failed+=("$1"); echo "FAIL $1"; [ -n "${2:-}" ] && t
 start_lupined || { echo "lupine families: FAILED, lupined did not start"; exit 1; }
 
 # driver-API programs of each family (tests/e2e/progs), then nvcc-built ones
-for p in e2e_graphs e2e_graph_mem e2e_graph_generic e2e_pools e2e_vmm; do
+for p in e2e_graphs e2e_graph_mem e2e_graph_generic e2e_pools e2e_vmm e2e_mapped; do
         if [ -x "$BUILD/tests/$p" ]; then compare "$p" "$BUILD/tests/$p" tests/kernels; else bad "$p (not built)"; fi
 done
 for p in rt_families_static rt_families_shared; do

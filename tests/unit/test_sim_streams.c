@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -513,6 +514,15 @@ static void test_host_memory(void **state)
         assert_cu(cuMemHostRegister_v2(reg, 4096, CU_MEMHOSTREGISTER_READ_ONLY));
         assert_int_equal(cuMemcpyHtoD_v2((CUdeviceptr)reg, v, 4), CUDA_ERROR_INVALID_VALUE);
         assert_cu(cuMemHostUnregister(reg));
+        /* memory the process does not have: the driver's INVALID_VALUE */
+        void *hole = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        assert_true(hole != MAP_FAILED);
+        munmap((char *)hole + 4096, 4096);
+        assert_int_equal(cuMemHostRegister_v2(hole, 3 * 4096, CU_MEMHOSTREGISTER_DEVICEMAP), CUDA_ERROR_INVALID_VALUE);
+        assert_cu(cuMemHostRegister_v2(hole, 4096, CU_MEMHOSTREGISTER_DEVICEMAP));
+        assert_cu(cuMemHostUnregister(hole));
+        munmap(hole, 4096);
+        munmap((char *)hole + 8192, 4096);
 
         assert_int_equal(cuMemFree_v2((CUdeviceptr)pinned), CUDA_ERROR_INVALID_VALUE);
         assert_cu(cuMemFreeHost(pinned));
