@@ -38,6 +38,8 @@ struct lupd_config {
         char checkpoint_config[4096];   /* --checkpoint-config: passed to the provider's open() */
         int drain_timeout_s;            /* --drain-timeout (default 60) */
         int session_ttl_s;              /* --session-ttl (default 3600) */
+        /* limits against clients that exhaust the daemon (issue 15, docs/security.md) */
+        int detach_grace_s;                  /* --detach-grace: never-checkpointed detached sessions; 0: off */
         enum lupd_ckpt_mode checkpoint_mode; /* --checkpoint-mode (issue 5) */
         int checkpoint_lanes;           /* --checkpoint-lanes; 0: LUPINE_CHECKPOINT_LANES or automatic */
         bool checkpoint_verify;         /* --checkpoint-verify (or LUPINE_CHECKPOINT_VERIFY=1) */

@@ -49,6 +49,7 @@ enum {
         OPT_CHECKPOINT_LANES,
         OPT_CHECKPOINT_VERIFY,
         OPT_HOT,
+        OPT_DETACH_GRACE,
 };
 
 static const struct option long_options[] = {
@@ -67,6 +68,7 @@ static const struct option long_options[] = {
         { "checkpoint-lanes", required_argument, NULL, OPT_CHECKPOINT_LANES },
         { "checkpoint-verify", no_argument, NULL, OPT_CHECKPOINT_VERIFY },
         { "hot", no_argument, NULL, OPT_HOT },
+        { "detach-grace", required_argument, NULL, OPT_DETACH_GRACE },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { "worker", no_argument, NULL, OPT_WORKER },
@@ -146,6 +148,13 @@ static const char usage_text[] =
 "                          checkpoint loudly. Costs a full read of the memory.\n"
 "                          Default: LUPINE_CHECKPOINT_VERIFY=1 turns it on.\n"
 "\n"
+"Limits against clients that would exhaust the daemon (docs/security.md; each\n"
+"is shown by `lupinectl status` and logged with \"limit hit\" when reached):\n"
+"      --detach-grace SECONDS\n"
+"                          How long a session that was never checkpointed is\n"
+"                          kept once its client is gone without GOODBYE, instead\n"
+"                          of --session-ttl, 0..%d (default %d; 0: the TTL).\n"
+"\n"
 "Internal options (the supervisor passes them to the workers it starts;\n"
 "not for use by hand):\n"
 "      --worker            Run as a per-session worker process.\n"
@@ -202,7 +211,8 @@ static void print_usage(FILE *f)
 {
         fprintf(f, usage_text, LUPD_MAX_LISTEN, LUPD_DEFAULT_PORT, LUPD_MAX_SESSIONS, LUPD_MAX_SESSIONS,
                 LUPD_DRAIN_TIMEOUT_MAX_S, LUPD_DRAIN_TIMEOUT_DEFAULT_S, LUPD_SESSION_TTL_MAX_S,
-                LUPD_SESSION_TTL_DEFAULT_S, LUPD_CKPT_LANES_MAX, LUPD_SHUTDOWN_GRACE_MS / 1000);
+                LUPD_SESSION_TTL_DEFAULT_S, LUPD_CKPT_LANES_MAX, LUPD_SESSION_TTL_MAX_S, LUPD_DETACH_GRACE_DEFAULT_S,
+                LUPD_SHUTDOWN_GRACE_MS / 1000);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -409,6 +419,21 @@ static int parse_checkpoint_option(int c, const char *arg, struct lupd_config *c
         }
 }
 
+/* The limits (the third part of --help): 1 when c is one of them and was
+ * taken, 0 when it is not, or -EINVAL after printing what is wrong. */
+static int parse_limit_option(int c, const char *arg, struct lupd_config *cfg)
+{
+        switch (c) {
+        case OPT_DETACH_GRACE:
+                if (parse_int(arg, 0, LUPD_SESSION_TTL_MAX_S, &cfg->detach_grace_s) < 0)
+                        return usage_error("--detach-grace %s: expected a number of seconds from 0 to %d", arg,
+                                           LUPD_SESSION_TTL_MAX_S);
+                return 1;
+        default:
+                return 0;
+        }
+}
+
 /* Returns 0 to run, 1 to exit 0 at once (--help, --version), or -EINVAL
  * after printing what is wrong. */
 static int parse_args(int argc, char **argv, struct lupd_config *cfg)
@@ -463,6 +488,8 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                         break;
                 default:
                         r = parse_checkpoint_option(c, optarg, cfg);
+                        if (r == 0)
+                                r = parse_limit_option(c, optarg, cfg);
                         if (r < 0)
                                 return r;
                         if (r > 0)
@@ -536,6 +563,7 @@ int main(int argc, char **argv)
                 .hello_timeout_ms = LUPD_HELLO_TIMEOUT_MS,
                 .drain_timeout_s = LUPD_DRAIN_TIMEOUT_DEFAULT_S,
                 .session_ttl_s = LUPD_SESSION_TTL_DEFAULT_S,
+                .detach_grace_s = LUPD_DETACH_GRACE_DEFAULT_S,
                 .ctl_fd = -1,
         };
         int r;

@@ -170,6 +170,10 @@ struct sup {
         uint32_t drain_flags;   /* LUPD_DRAIN_* this drain sends */
         struct sup_held *held;  /* fds for the re-exec: memory, connections */
         size_t n_held, cap_held;
+        /* limits hit since the start (docs/security.md, lupinectl status) */
+        struct {
+                uint64_t detach_grace; /* sessions ended by --detach-grace */
+        } hits;
 };
 
 static inline int safe_close(int fd)

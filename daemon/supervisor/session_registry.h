@@ -88,6 +88,9 @@ struct lupd_session {
         bool hot_conn;                  /* restore worker was handed its client's connection */
         uint64_t hot_fds;               /* memory fds received (HOT_MEM) */
         uint64_t hot_bytes;             /* ... and the bytes they hold */
+        /* limits (docs/security.md) */
+        bool in_grace;        /* DETACHED, never checkpointed: --detach-grace applies */
+        uint64_t detached_ms; /* CLOCK_MONOTONIC ms of the last DETACHED */
         uint8_t ctl_buf[LUPD_CTL_RECV_BUF];
         /* recvmsg state for the ring: fds arrive with HOT_MEM and HANDBACK */
         struct iovec ctl_iov;

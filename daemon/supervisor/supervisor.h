@@ -35,6 +35,7 @@
 /* --session-ttl: how long a session without a client is kept. */
 #define LUPD_SESSION_TTL_DEFAULT_S 3600
 #define LUPD_SESSION_TTL_MAX_S (30 * 86400)
+#define LUPD_DETACH_GRACE_DEFAULT_S  60
 /* While draining or restoring, systemd hears EXTEND_TIMEOUT_USEC of
  * LUPD_EXTEND_USEC every LUPD_EXTEND_INTERVAL_MS, so TimeoutStopSec= and
  * TimeoutStartSec= need not guess how long checkpoints take; the drain

@@ -31,11 +31,12 @@ struct worker_argv {
         char backend[32];
         char level[32];
         char ttl[48];
+        char grace[48];
         char lanes[48];
         char ckpt[sizeof(((struct lupd_config *)0)->checkpoint_provider) + 32];
         char ckpt_config[sizeof(((struct lupd_config *)0)->checkpoint_config) + 32];
         char restore[LUP_MAX_NAME + 32];
-        char *argv[14];
+        char *argv[20];
 };
 
 static void worker_argv_build(const struct lupd_config *cfg, const char *restore, bool hot, struct worker_argv *a)
@@ -63,6 +64,8 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
                 }
         }
         a->argv[n++] = a->ttl;
+        snprintf(a->grace, sizeof(a->grace), "--detach-grace=%d", cfg->detach_grace_s);
+        a->argv[n++] = a->grace;
         if (cfg->checkpoint_lanes > 0) {
                 snprintf(a->lanes, sizeof(a->lanes), "--checkpoint-lanes=%d", cfg->checkpoint_lanes);
                 a->argv[n++] = a->lanes;

@@ -91,6 +91,22 @@ static void drop_connection(struct lupw_session *s)
         s->out.len = 0;
 }
 
+/* Whether the detach grace (--detach-grace) applies rather than the TTL:
+ * the session was never checkpointed (neither restored nor drained), so
+ * nothing but its client's word says it is worth keeping. A HELLO-then-
+ * close client would otherwise hold an arena slot and a worker for the
+ * whole TTL (issue 15, finding 1; docs/security.md). */
+static bool detach_grace_applies(const struct lupw_session *s)
+{
+        return s->cfg->detach_grace_s > 0 && s->cfg->detach_grace_s < s->cfg->session_ttl_s && !s->cfg->restore[0] &&
+               !s->ckpt.drained && s->ckpt.epoch == 0;
+}
+
+static int detach_ttl_s(const struct lupw_session *s)
+{
+        return detach_grace_applies(s) ? s->cfg->detach_grace_s : s->cfg->session_ttl_s;
+}
+
 static void detach(struct lupw_session *s, const char *why)
 {
         drop_connection(s);
@@ -99,8 +115,9 @@ static void detach(struct lupw_session *s, const char *why)
                 s->loop.stop = true;
                 return;
         }
-        lup_info("session %s: client %s after seq %llu; keeping the session %d s for it to come back", s->name, why,
-                 (unsigned long long)s->last_seq, s->cfg->session_ttl_s);
+        lup_info("session %s: client %s after seq %llu; keeping the session %d s for it to come back%s", s->name, why,
+                 (unsigned long long)s->last_seq, detach_ttl_s(s),
+                 detach_grace_applies(s) ? " (--detach-grace: never checkpointed)" : "");
         s->loop.ttl_armed = false;
         lupw_ctl_send(s, LUPD_CTL_DETACHED, 0, 0, false);
 }
@@ -360,7 +377,7 @@ static int serve(struct lupw_session *s)
                         s->loop.ctl_armed = true;
                 }
                 if (s->fd < 0 && !s->loop.ttl_armed) {
-                        s->loop.ttl.tv_sec = s->cfg->session_ttl_s;
+                        s->loop.ttl.tv_sec = detach_ttl_s(s);
                         s->loop.ttl.tv_nsec = 0;
                         sqe = io_uring_get_sqe(&s->loop.ring);
                         io_uring_prep_timeout(sqe, &s->loop.ttl, 0, 0);
@@ -404,7 +421,14 @@ static int serve(struct lupw_session *s)
                                 if (gen != s->loop.conn_gen || s->fd >= 0)
                                         continue;
                                 s->loop.ttl_armed = false;
-                                if (res == -ETIME) {
+                                if (res == -ETIME && detach_grace_applies(s)) {
+                                        lup_warn("session %s: limit hit: detach grace: never checkpointed and its "
+                                                 "client left without GOODBYE; ended after %d s (--detach-grace), "
+                                                 "not the %d s TTL",
+                                                 s->name, s->cfg->detach_grace_s, s->cfg->session_ttl_s);
+                                        lupw_forget_checkpoint(s);
+                                        s->loop.stop = true;
+                                } else if (res == -ETIME) {
                                         lup_info("session %s: expired unclaimed after %d s", s->name,
                                                  s->cfg->session_ttl_s);
                                         lupw_forget_checkpoint(s);

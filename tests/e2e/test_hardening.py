@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""e2e: the daemon's limits and fixes of issue 15 (docs/security.md).
+
+Usage: test_hardening.py PATH/TO/lupined PATH/TO/lupinectl [CASE...]
+
+One case per finding, each against its own `lupined --backend sim`, driven
+with raw wire frames (tests/e2e/lupwire.py):
+  detach-grace   slots filled by HELLO-then-close clients free up after
+                 --detach-grace, not the TTL; shown by lupinectl, logged;
+
+Standard library only. Exit 0 on pass, 1 on failure (naming the case).
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_supervisor_sessions as sv  # noqa: E402
+
+CUDA_ERROR_DEVICE_UNAVAILABLE = 46
+fail = sv.fail
+
+
+class Daemon(sv.Daemon):
+    """sv.Daemon with a UNIX listener too, for lupinectl."""
+
+    def __init__(self, exe, tmp, label, args):
+        self.sock = os.path.join(tmp, f"{label}.sock")
+        super().__init__(exe, tmp, label, ["--listen", f"unix:{self.sock}"] + args)
+
+
+def ctl_status(ctlexe, d):
+    r = subprocess.run([ctlexe, "--socket", d.sock, "status"], capture_output=True, text=True, timeout=10)
+    return r.returncode, r.stdout + r.stderr
+
+
+def limit_line(text, name):
+    """(value, hits) from lupinectl status's limits, or None."""
+    m = re.search(rf"^\s+{re.escape(name)}\s+(-?\d+)\s+hit (\d+) time", text, re.M)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+# ---- finding 1: slot exhaustion by HELLO-then-close ------------------------
+
+def test_detach_grace(exe, ctlexe, tmp):
+    case = "detach-grace"
+    ck = os.path.join(tmp, "ck-grace")
+    d = Daemon(exe, tmp, "grace", ["--checkpoint-dir", ck, "--max-sessions", "3", "--session-ttl", "3600",
+                                   "--detach-grace", "2"])
+    try:
+        if not d.wait_ready():
+            fail(case, "daemon did not become ready")
+            return
+        for i in range(3):  # the attacker: HELLO, then close without GOODBYE
+            s, tok = sv.new_session(d, case, f"squat{i}")
+            if not s:
+                return
+            s.close()
+        for i in range(3):
+            if not d.wait_log(rf"session squat{i} detached", 5):
+                fail(case, f"squat{i} was not reported detached")
+        t0 = time.monotonic()
+        s, h, p = sv.hello(d.addr, "legit")
+        with s:
+            if h is None or h["status"] == 0:
+                fail(case, f"a 4th session got in while 3 slots were held: {h}")
+        rc, text = ctl_status(ctlexe, d)
+        if rc != 0 or limit_line(text, "detach_grace_s") != (2, 0):
+            fail(case, f"lupinectl status (exit {rc}) does not show detach_grace_s 2, hit 0: {text!r}")
+        # After the grace (2 s), not the TTL (3600 s), a new client gets in.
+        got = None
+        while time.monotonic() - t0 < 8:
+            s, h, p = sv.hello(d.addr, "legit")
+            if h is not None and h["status"] == 0:
+                got = s
+                break
+            s.close()
+            time.sleep(0.2)
+        if got is None:
+            fail(case, "no new client got in within 8 s of the squatters leaving")
+            return
+        took = time.monotonic() - t0
+        sv.goodbye(got)
+        got.close()
+        if took < 1.0:
+            fail(case, f"a slot came free after {took:.1f} s, before the grace")
+        for i in range(3):
+            if not d.wait_log(rf"limit hit: session squat{i} ended by the detach grace \(2 s", 3):
+                fail(case, f"no 'limit hit' line for squat{i}")
+        rc, text = ctl_status(ctlexe, d)
+        if limit_line(text, "detach_grace_s") != (2, 3):
+            fail(case, f"lupinectl status does not count 3 hits of detach_grace_s: {text!r}")
+        rc, _ = d.stop()
+        if rc != 0:
+            fail(case, f"exit {rc} (want 0)")
+    finally:
+        d.close()
+    print(f"ok   {case}", flush=True)
+
+
+CASES = {
+    "detach-grace": test_detach_grace,
+}
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 1
+    exe, ctlexe = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    names = sys.argv[3:] or list(CASES)
+    with tempfile.TemporaryDirectory(prefix="lupined-hardening-") as tmp:
+        for name in names:
+            before = len(sv.failures)
+            CASES[name](exe, ctlexe, tmp)
+            for fn in sorted(os.listdir(tmp)):
+                if fn.endswith(".log"):
+                    if len(sv.failures) > before:
+                        with open(os.path.join(tmp, fn), "rb") as f:
+                            print(f"---- {fn} ----\n" + f.read().decode("utf-8", "replace")[-6000:])
+                    os.remove(os.path.join(tmp, fn))
+    if sv.failures:
+        print(f"{len(sv.failures)} case(s) failed:")
+        for f in sv.failures:
+            print("  " + f)
+        return 1
+    print("all cases passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
