@@ -40,6 +40,8 @@ struct lupd_config {
         int session_ttl_s;              /* --session-ttl (default 3600) */
         /* limits against clients that exhaust the daemon (issue 15, docs/security.md) */
         int detach_grace_s;                  /* --detach-grace: never-checkpointed detached sessions; 0: off */
+        int max_pending;                     /* --max-pending: connections before HELLO, in total */
+        int max_pending_per_peer;            /* --max-pending-per-peer: ... from one address (UNIX: one uid) */
         enum lupd_ckpt_mode checkpoint_mode; /* --checkpoint-mode (issue 5) */
         int checkpoint_lanes;           /* --checkpoint-lanes; 0: LUPINE_CHECKPOINT_LANES or automatic */
         bool checkpoint_verify;         /* --checkpoint-verify (or LUPINE_CHECKPOINT_VERIFY=1) */

@@ -50,6 +50,8 @@ enum {
         OPT_CHECKPOINT_VERIFY,
         OPT_HOT,
         OPT_DETACH_GRACE,
+        OPT_MAX_PENDING,
+        OPT_MAX_PENDING_PER_PEER,
 };
 
 static const struct option long_options[] = {
@@ -69,6 +71,8 @@ static const struct option long_options[] = {
         { "checkpoint-verify", no_argument, NULL, OPT_CHECKPOINT_VERIFY },
         { "hot", no_argument, NULL, OPT_HOT },
         { "detach-grace", required_argument, NULL, OPT_DETACH_GRACE },
+        { "max-pending", required_argument, NULL, OPT_MAX_PENDING },
+        { "max-pending-per-peer", required_argument, NULL, OPT_MAX_PENDING_PER_PEER },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { "worker", no_argument, NULL, OPT_WORKER },
@@ -154,6 +158,14 @@ static const char usage_text[] =
 "                          How long a session that was never checkpointed is\n"
 "                          kept once its client is gone without GOODBYE, instead\n"
 "                          of --session-ttl, 0..%d (default %d; 0: the TTL).\n"
+"      --max-pending N     Connections that have not finished HELLO, in total,\n"
+"                          1..%d (default %d). A newcomer is never turned away\n"
+"                          for want of room: the oldest pending connection of\n"
+"                          the peer holding the most is closed instead.\n"
+"      --max-pending-per-peer N\n"
+"                          The same for one peer address (on a UNIX socket: one\n"
+"                          uid), 0..%d (default %d; 0: no per-peer limit); its\n"
+"                          oldest pending connection makes room.\n"
 "\n"
 "Internal options (the supervisor passes them to the workers it starts;\n"
 "not for use by hand):\n"
@@ -212,6 +224,7 @@ static void print_usage(FILE *f)
         fprintf(f, usage_text, LUPD_MAX_LISTEN, LUPD_DEFAULT_PORT, LUPD_MAX_SESSIONS, LUPD_MAX_SESSIONS,
                 LUPD_DRAIN_TIMEOUT_MAX_S, LUPD_DRAIN_TIMEOUT_DEFAULT_S, LUPD_SESSION_TTL_MAX_S,
                 LUPD_SESSION_TTL_DEFAULT_S, LUPD_CKPT_LANES_MAX, LUPD_SESSION_TTL_MAX_S, LUPD_DETACH_GRACE_DEFAULT_S,
+                LUPD_PENDING_LIMIT_MAX, LUPD_PENDING_DEFAULT, LUPD_PENDING_LIMIT_MAX, LUPD_PENDING_PER_PEER_DEFAULT,
                 LUPD_SHUTDOWN_GRACE_MS / 1000);
 }
 
@@ -429,6 +442,16 @@ static int parse_limit_option(int c, const char *arg, struct lupd_config *cfg)
                         return usage_error("--detach-grace %s: expected a number of seconds from 0 to %d", arg,
                                            LUPD_SESSION_TTL_MAX_S);
                 return 1;
+        case OPT_MAX_PENDING:
+                if (parse_int(arg, 1, LUPD_PENDING_LIMIT_MAX, &cfg->max_pending) < 0)
+                        return usage_error("--max-pending %s: expected a number from 1 to %d", arg,
+                                           LUPD_PENDING_LIMIT_MAX);
+                return 1;
+        case OPT_MAX_PENDING_PER_PEER:
+                if (parse_int(arg, 0, LUPD_PENDING_LIMIT_MAX, &cfg->max_pending_per_peer) < 0)
+                        return usage_error("--max-pending-per-peer %s: expected a number from 0 to %d", arg,
+                                           LUPD_PENDING_LIMIT_MAX);
+                return 1;
         default:
                 return 0;
         }
@@ -564,6 +587,8 @@ int main(int argc, char **argv)
                 .drain_timeout_s = LUPD_DRAIN_TIMEOUT_DEFAULT_S,
                 .session_ttl_s = LUPD_SESSION_TTL_DEFAULT_S,
                 .detach_grace_s = LUPD_DETACH_GRACE_DEFAULT_S,
+                .max_pending = LUPD_PENDING_DEFAULT,
+                .max_pending_per_peer = LUPD_PENDING_PER_PEER_DEFAULT,
                 .ctl_fd = -1,
         };
         int r;

@@ -113,6 +113,8 @@ static void admin_limit(struct lup_admin_status *st, const char *name, int64_t v
 static void admin_limits(const struct sup *s, struct lup_admin_status *st)
 {
         admin_limit(st, "detach_grace_s", s->cfg->detach_grace_s, s->hits.detach_grace);
+        admin_limit(st, "max_pending", s->cfg->max_pending, s->hits.pending_total);
+        admin_limit(st, "max_pending_per_peer", s->cfg->max_pending_per_peer, s->hits.pending_peer);
 }
 
 static void admin_status(struct sup *s, int idx)

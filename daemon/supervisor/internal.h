@@ -101,6 +101,8 @@ struct conn {
         bool have_hdr;          /* hdr is decoded; now reading the payload */
         bool unix_listener;     /* accepted on a UNIX socket (ADMIN is allowed there) */
         uint64_t deadline;      /* CLOCK_MONOTONIC ms by which HELLO must be complete */
+        uint64_t accept_no;     /* order of acceptance: the lowest is the oldest */
+        uint8_t peer_key[17];   /* family byte + address (IPv4/IPv6), or + uid (UNIX) */
         size_t got;             /* bytes of the current part (header, then payload) */
         struct lup_hdr hdr;
         uint8_t hdr_buf[LUP_HDR_SIZE];
@@ -172,8 +174,11 @@ struct sup {
         size_t n_held, cap_held;
         /* limits hit since the start (docs/security.md, lupinectl status) */
         struct {
-                uint64_t detach_grace; /* sessions ended by --detach-grace */
+                uint64_t detach_grace;  /* sessions ended by --detach-grace */
+                uint64_t pending_total; /* pending connections evicted: --max-pending */
+                uint64_t pending_peer;  /* ... --max-pending-per-peer */
         } hits;
+        uint64_t accept_no; /* connections accepted so far */
 };
 
 static inline int safe_close(int fd)

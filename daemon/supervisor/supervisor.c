@@ -18,9 +18,11 @@
  * systemd READY=1. SIGINT/SIGTERM end it: with a provider by draining
  * (supervisor/drain.c), without one by telling each worker to SHUTDOWN.
  *
- * What a hostile peer can make us hold: LUPD_MAX_PENDING connections of at
- * most LUP_HDR_SIZE + LUPD_HELLO_MAX_PAYLOAD bytes, each for at most
- * hello_timeout_ms, and at most CONN_LOG_BURST log lines per window.
+ * What a hostile peer can make us hold: --max-pending connections (and as
+ * many more being closed) of at most LUP_HDR_SIZE + LUPD_HELLO_MAX_PAYLOAD
+ * bytes, each for at most hello_timeout_ms and only until newer ones push
+ * it out (supervisor/conn_slots.c), and at most CONN_LOG_BURST log lines
+ * per window.
  * Descriptors held at once: LUPD_MAX_PENDING + LUPD_MAX_LISTEN +
  * LUP_ARENA_SLOTS control sockets + a few, well under the default
  * RLIMIT_NOFILE of 1024.

@@ -16,8 +16,14 @@
 #define LUPINE_VERSION "unknown" /* meson passes the project version */
 #endif
 
-/* Pre-HELLO connections held at once; further ones are closed at accept. */
-#define LUPD_MAX_PENDING 256
+/* Slots for pre-HELLO connections. At most --max-pending of them (up to
+ * LUPD_PENDING_LIMIT_MAX) are open at once; the rest is room for those
+ * evicted but whose cancelled recv has not completed yet, so that an
+ * eviction frees room for the newcomer at once (supervisor/conn_slots.c). */
+#define LUPD_MAX_PENDING              512
+#define LUPD_PENDING_LIMIT_MAX        (LUPD_MAX_PENDING / 2)
+#define LUPD_PENDING_DEFAULT          256
+#define LUPD_PENDING_PER_PEER_DEFAULT 32
 /* The largest HELLO payload the supervisor reads. A HELLO is about 170
  * bytes today; the slack leaves room for auth fields without letting 256
  * pending peers pin LUP_MAX_PAYLOAD (1 MiB) each. */

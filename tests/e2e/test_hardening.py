@@ -8,11 +8,17 @@ One case per finding, each against its own `lupined --backend sim`, driven
 with raw wire frames (tests/e2e/lupwire.py):
   detach-grace   slots filled by HELLO-then-close clients free up after
                  --detach-grace, not the TTL; shown by lupinectl, logged;
+  idle-flood     500 connections that send one byte and nothing more, from
+                 the client's own address and then from 25 others: a new client
+                 and a resume still get in within 1 s (--max-pending,
+                 --max-pending-per-peer);
 
 Standard library only. Exit 0 on pass, 1 on failure (naming the case).
 """
 import os
 import re
+import resource
+import socket
 import subprocess
 import sys
 import tempfile
@@ -102,8 +108,90 @@ def test_detach_grace(exe, ctlexe, tmp):
     print(f"ok   {case}", flush=True)
 
 
+# ---- finding 2: idle connections ------------------------------------------
+
+def flood(port, n, sources):
+    """n connections that send one byte and nothing more, round-robin from
+    the source addresses; returns the sockets (the daemon may close them)."""
+    socks = []
+    for i in range(n):
+        s = socket.socket()
+        try:
+            s.bind((sources[i % len(sources)], 0))
+            s.settimeout(2)
+            s.connect(("127.0.0.1", port))
+            s.send(b"\x01")
+        except OSError:
+            pass
+        socks.append(s)
+    return socks
+
+
+def timed_hello(d, name, token=bytes(16)):
+    t0 = time.monotonic()
+    s, h, p = sv.hello(d.addr, name, token)
+    return s, h, p, time.monotonic() - t0
+
+
+def test_idle_flood(exe, ctlexe, tmp):
+    case = "idle-flood"
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2048:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    ck = os.path.join(tmp, "ck-flood")
+    # A HELLO deadline of 30 s: what lets the client in must be the limits.
+    d = Daemon(exe, tmp, "flood", ["--checkpoint-dir", ck, "--max-pending", "128", "--max-pending-per-peer", "16",
+                                   "--hello-timeout-ms=30000"])
+    socks = []
+    try:
+        if not d.wait_ready():
+            fail(case, "daemon did not become ready")
+            return
+        s, tok = sv.new_session(d, case, "keeper")
+        if not s:
+            return
+        s.close()  # detached, to be resumed under the flood
+        if not d.wait_log(r"session keeper detached", 5):
+            fail(case, "keeper was not reported detached")
+        # The client's own address first: with room left in total, the
+        # per-peer limit is the one that bites.
+        for label, sources in (("the client's own address", ["127.0.0.1"]),
+                               ("25 addresses", [f"127.0.0.{i}" for i in range(2, 27)])):
+            socks += flood(d.port, 500, sources)
+            time.sleep(0.3)  # let the daemon take them all in
+            s, h, p, took = timed_hello(d, f"newcomer{len(socks)}")
+            with s:
+                if h is None or h["status"] != 0 or took > 1.0:
+                    fail(case, f"flood from {label}: a new client: {h} {sv.refusal(p)!r} after {took:.2f} s")
+                else:
+                    sv.goodbye(s)
+            s, h, p, took = timed_hello(d, "keeper", tok)
+            with s:
+                if h is None or h["status"] != 0 or took > 1.0:
+                    fail(case, f"flood from {label}: the resume: {h} {sv.refusal(p)!r} after {took:.2f} s")
+            time.sleep(0.3)  # the resumed connection is closed again: detached
+        rc, text = ctl_status(ctlexe, d)
+        tot, per = limit_line(text, "max_pending"), limit_line(text, "max_pending_per_peer")
+        if rc != 0 or not tot or not per or tot[0] != 128 or per[0] != 16 or tot[1] == 0 or per[1] == 0:
+            fail(case, f"lupinectl status (exit {rc}) lacks max_pending 128 / max_pending_per_peer 16 with hits: "
+                       f"{text!r}")
+        if not d.wait_log(r"limit hit: \d+ connections have not finished HELLO \(--max-pending\)", 1):
+            fail(case, "no 'limit hit' line for --max-pending")
+        if not d.wait_log(r"limit hit: 16 connections from this peer have not finished HELLO", 1):
+            fail(case, "no 'limit hit' line for --max-pending-per-peer")
+        rc, _ = d.stop()
+        if rc != 0:
+            fail(case, f"exit {rc} (want 0)")
+    finally:
+        for s in socks:
+            s.close()
+        d.close()
+    print(f"ok   {case}", flush=True)
+
+
 CASES = {
     "detach-grace": test_detach_grace,
+    "idle-flood": test_idle_flood,
 }
 
 
