@@ -42,6 +42,9 @@ struct lupd_config {
         int detach_grace_s;                  /* --detach-grace: never-checkpointed detached sessions; 0: off */
         int max_pending;                     /* --max-pending: connections before HELLO, in total */
         int max_pending_per_peer;            /* --max-pending-per-peer: ... from one address (UNIX: one uid) */
+        int upload_cap_session_mib;          /* --upload-cap-session: unused BLOB bytes, one session; 0: off */
+        int upload_cap_total_mib;            /* --upload-cap-total: ... all sessions; 0: off */
+        int upload_acct_fd;                  /* worker: hidden --upload-acct-fd (daemon/upload_acct.h), or -1 */
         enum lupd_ckpt_mode checkpoint_mode; /* --checkpoint-mode (issue 5) */
         int checkpoint_lanes;           /* --checkpoint-lanes; 0: LUPINE_CHECKPOINT_LANES or automatic */
         bool checkpoint_verify;         /* --checkpoint-verify (or LUPINE_CHECKPOINT_VERIFY=1) */

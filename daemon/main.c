@@ -52,6 +52,9 @@ enum {
         OPT_DETACH_GRACE,
         OPT_MAX_PENDING,
         OPT_MAX_PENDING_PER_PEER,
+        OPT_UPLOAD_CAP_SESSION,
+        OPT_UPLOAD_CAP_TOTAL,
+        OPT_UPLOAD_ACCT_FD,
 };
 
 static const struct option long_options[] = {
@@ -73,6 +76,9 @@ static const struct option long_options[] = {
         { "detach-grace", required_argument, NULL, OPT_DETACH_GRACE },
         { "max-pending", required_argument, NULL, OPT_MAX_PENDING },
         { "max-pending-per-peer", required_argument, NULL, OPT_MAX_PENDING_PER_PEER },
+        { "upload-cap-session", required_argument, NULL, OPT_UPLOAD_CAP_SESSION },
+        { "upload-cap-total", required_argument, NULL, OPT_UPLOAD_CAP_TOTAL },
+        { "upload-acct-fd", required_argument, NULL, OPT_UPLOAD_ACCT_FD },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { "worker", no_argument, NULL, OPT_WORKER },
@@ -166,11 +172,20 @@ static const char usage_text[] =
 "                          The same for one peer address (on a UNIX socket: one\n"
 "                          uid), 0..%d (default %d; 0: no per-peer limit); its\n"
 "                          oldest pending connection makes room.\n"
+"      --upload-cap-session MIB\n"
+"                          Module images a session has uploaded and no call has\n"
+"                          used yet, 0..%d MiB (default %d; 0: the protocol's\n"
+"                          2 GiB). An upload past it is dropped and the call\n"
+"                          naming it fails with CUDA_ERROR_OUT_OF_MEMORY.\n"
+"      --upload-cap-total MIB\n"
+"                          The same over all sessions, 0..%d MiB (default %d;\n"
+"                          0: off).\n"
 "\n"
 "Internal options (the supervisor passes them to the workers it starts;\n"
 "not for use by hand):\n"
 "      --worker            Run as a per-session worker process.\n"
 "      --ctl-fd=N          The worker's control socket (required with --worker).\n"
+"      --upload-acct-fd=N  The supervisor's upload accounting (daemon/upload_acct.h).\n"
 "      --restore=SESSION   Restore SESSION from its newest checkpoint and wait\n"
 "                          for its client (needs a checkpoint provider).\n"
 "\n"
@@ -225,7 +240,8 @@ static void print_usage(FILE *f)
                 LUPD_DRAIN_TIMEOUT_MAX_S, LUPD_DRAIN_TIMEOUT_DEFAULT_S, LUPD_SESSION_TTL_MAX_S,
                 LUPD_SESSION_TTL_DEFAULT_S, LUPD_CKPT_LANES_MAX, LUPD_SESSION_TTL_MAX_S, LUPD_DETACH_GRACE_DEFAULT_S,
                 LUPD_PENDING_LIMIT_MAX, LUPD_PENDING_DEFAULT, LUPD_PENDING_LIMIT_MAX, LUPD_PENDING_PER_PEER_DEFAULT,
-                LUPD_SHUTDOWN_GRACE_MS / 1000);
+                LUPD_UPLOAD_CAP_SESSION_MAX_MIB, LUPD_UPLOAD_CAP_SESSION_DEFAULT_MIB, LUPD_UPLOAD_CAP_TOTAL_MAX_MIB,
+                LUPD_UPLOAD_CAP_TOTAL_DEFAULT_MIB, LUPD_SHUTDOWN_GRACE_MS / 1000);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -452,6 +468,20 @@ static int parse_limit_option(int c, const char *arg, struct lupd_config *cfg)
                         return usage_error("--max-pending-per-peer %s: expected a number from 0 to %d", arg,
                                            LUPD_PENDING_LIMIT_MAX);
                 return 1;
+        case OPT_UPLOAD_CAP_SESSION:
+                if (parse_int(arg, 0, LUPD_UPLOAD_CAP_SESSION_MAX_MIB, &cfg->upload_cap_session_mib) < 0)
+                        return usage_error("--upload-cap-session %s: expected a number of MiB from 0 to %d", arg,
+                                           LUPD_UPLOAD_CAP_SESSION_MAX_MIB);
+                return 1;
+        case OPT_UPLOAD_CAP_TOTAL:
+                if (parse_int(arg, 0, LUPD_UPLOAD_CAP_TOTAL_MAX_MIB, &cfg->upload_cap_total_mib) < 0)
+                        return usage_error("--upload-cap-total %s: expected a number of MiB from 0 to %d", arg,
+                                           LUPD_UPLOAD_CAP_TOTAL_MAX_MIB);
+                return 1;
+        case OPT_UPLOAD_ACCT_FD:
+                if (parse_int(arg, 0, INT_MAX, &cfg->upload_acct_fd) < 0)
+                        return usage_error("--upload-acct-fd=%s: expected a file descriptor number", arg);
+                return 1;
         default:
                 return 0;
         }
@@ -589,6 +619,9 @@ int main(int argc, char **argv)
                 .detach_grace_s = LUPD_DETACH_GRACE_DEFAULT_S,
                 .max_pending = LUPD_PENDING_DEFAULT,
                 .max_pending_per_peer = LUPD_PENDING_PER_PEER_DEFAULT,
+                .upload_cap_session_mib = LUPD_UPLOAD_CAP_SESSION_DEFAULT_MIB,
+                .upload_cap_total_mib = LUPD_UPLOAD_CAP_TOTAL_DEFAULT_MIB,
+                .upload_acct_fd = -1,
                 .ctl_fd = -1,
         };
         int r;

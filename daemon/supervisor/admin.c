@@ -26,6 +26,7 @@
 #include "admin.h"
 #include "log.h"
 #include "supervisor/internal.h"
+#include "upload_acct.h"
 
 int sup_admin_check_header(struct sup *s, int idx)
 {
@@ -115,6 +116,10 @@ static void admin_limits(const struct sup *s, struct lup_admin_status *st)
         admin_limit(st, "detach_grace_s", s->cfg->detach_grace_s, s->hits.detach_grace);
         admin_limit(st, "max_pending", s->cfg->max_pending, s->hits.pending_total);
         admin_limit(st, "max_pending_per_peer", s->cfg->max_pending_per_peer, s->hits.pending_peer);
+        admin_limit(st, "upload_cap_session_mib", s->cfg->upload_cap_session_mib,
+                    s->upload_acct ? atomic_load(&s->upload_acct->refused_session) : 0);
+        admin_limit(st, "upload_cap_total_mib", s->cfg->upload_cap_total_mib,
+                    s->upload_acct ? atomic_load(&s->upload_acct->refused_total) : 0);
 }
 
 static void admin_status(struct sup *s, int idx)

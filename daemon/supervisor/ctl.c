@@ -33,6 +33,7 @@
 #include "ctl.h"
 #include "log.h"
 #include "supervisor/internal.h"
+#include "upload_acct.h"
 
 static const char *errno_text(int32_t status)
 {
@@ -393,6 +394,9 @@ void sup_reap_workers(struct sup *s)
                 }
                 struct lupd_session *se = &s->reg.s[idx];
                 log_worker_exit(s, se, st);
+                /* what it still held in uploads is no one's now */
+                if (s->upload_acct && se->slot >= 0 && se->slot < (int)LUP_ARENA_SLOTS)
+                        atomic_store(&s->upload_acct->slot[se->slot], 0);
                 if (se->phase == LUPD_PHASE_DETACHED && se->in_grace &&
                     sup_now_ms() - se->detached_ms + 500 >= (uint64_t)s->cfg->detach_grace_s * 1000) {
                         s->hits.detach_grace++;

@@ -179,6 +179,9 @@ struct sup {
                 uint64_t pending_peer;  /* ... --max-pending-per-peer */
         } hits;
         uint64_t accept_no; /* connections accepted so far */
+        /* uploaded-but-unused bytes per arena slot (daemon/upload_acct.h) */
+        int upload_acct_fd; /* -1: none (the total cap is not enforced) */
+        struct lupd_upload_acct *upload_acct;
 };
 
 static inline int safe_close(int fd)
@@ -273,6 +276,9 @@ int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hd
 int sup_session_restore(struct sup *s, int idx);
 /* LUPD_CTL_SHUTDOWN to every live worker; returns how many were told. */
 int sup_workers_shutdown(struct sup *s);
+/* The upload accounting memfd workers get as LUPD_UPLOAD_ACCT_FD: 0, or
+ * -errno (logged; --upload-cap-total is then not enforced). */
+int sup_upload_acct_open(struct sup *s);
 /* SIGKILL every live worker, saying which. */
 void sup_workers_kill(struct sup *s);
 /* SIGKILL one worker, unless it was reaped already (its pid may be

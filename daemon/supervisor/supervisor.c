@@ -429,6 +429,7 @@ int supervisor_main(struct lupd_config *cfg)
         }
         s->cfg = cfg;
         s->sigfd = -1;
+        s->upload_acct_fd = -1;
         s->checkpoints = lupd_have_checkpoints(cfg);
         for (int i = 0; i < LUPD_MAX_PENDING; i++)
                 s->conns[i].fd = -1;
@@ -450,6 +451,7 @@ int supervisor_main(struct lupd_config *cfg)
         if (r < 0)
                 goto out_free;
         watchdog_setup(s);
+        (void)sup_upload_acct_open(s); /* logged; the daemon serves without it */
         r = signals_setup(s);
         if (r < 0)
                 goto out_free;

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """e2e: the daemon's limits and fixes of issue 15 (docs/security.md).
 
-Usage: test_hardening.py PATH/TO/lupined PATH/TO/lupinectl [CASE...]
+Usage: test_hardening.py LUPINED LUPINECTL PROGS_DIR SHIM_DIR KERNELS_DIR [CASE...]
 
 One case per finding, each against its own `lupined --backend sim`, driven
 with raw wire frames (tests/e2e/lupwire.py):
@@ -12,6 +12,10 @@ with raw wire frames (tests/e2e/lupwire.py):
                  the client's own address and then from 25 others: a new client
                  and a resume still get in within 1 s (--max-pending,
                  --max-pending-per-peer);
+  upload-caps    an upload past --upload-cap-session, then past
+                 --upload-cap-total (other sessions hold unused uploads), is
+                 refused with CUDA_ERROR_OUT_OF_MEMORY to that client alone
+                 (tests/e2e/progs/e2e_upload_cap.c), logged, counted;
 
 Standard library only. Exit 0 on pass, 1 on failure (naming the case).
 """
@@ -19,16 +23,20 @@ import os
 import re
 import resource
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lupwire as w  # noqa: E402
 import test_supervisor_sessions as sv  # noqa: E402
 
 CUDA_ERROR_DEVICE_UNAVAILABLE = 46
+OP_BLOB = 20
 fail = sv.fail
+PROGS = SHIM = KERNELS = None  # from the command line
 
 
 class Daemon(sv.Daemon):
@@ -42,6 +50,47 @@ class Daemon(sv.Daemon):
 def ctl_status(ctlexe, d):
     r = subprocess.run([ctlexe, "--socket", d.sock, "status"], capture_output=True, text=True, timeout=10)
     return r.returncode, r.stdout + r.stderr
+
+
+def client_env(port, name):
+    env = dict(os.environ)
+    env["LUPINE_SERVER"] = f"127.0.0.1:{port}"
+    env["LUPINE_SESSION"] = name
+    env["LUPINE_RECONNECT_TIMEOUT"] = "30"
+    env["LD_LIBRARY_PATH"] = SHIM + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
+def start_prog(d, name, *args):
+    return subprocess.Popen([os.path.join(PROGS, name)] + list(args), env=client_env(d.port, name),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def expect_line(proc, want, case, timeout=30):
+    """Reads proc's stdout until the line `want`; False (and fail) if it
+    ends first. A thread-free read: the programs print little."""
+    import select
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if r:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.strip() == want:
+                return True
+    fail(case, f"{os.path.basename(proc.args[0])} did not print {want!r} (exit {proc.poll()}): "
+               f"{proc.stderr.read() if proc.poll() is not None else ''}")
+    return False
+
+
+def sync_ping(s, seq):
+    """A synchronous PING: the worker has executed everything before it."""
+    s.sendall(w.frame(w.OP_PING, flags=w.F_SYNC, seq=seq))
+    while True:
+        h, _ = w.read_frame(s)
+        if h["op"] == w.OP_PING and h["seq"] == seq:
+            return h
 
 
 def limit_line(text, name):
@@ -189,18 +238,97 @@ def test_idle_flood(exe, ctlexe, tmp):
     print(f"ok   {case}", flush=True)
 
 
+# ---- finding 3: uploads ----------------------------------------------------
+
+def hold_upload(d, case, name, nbytes):
+    """A session that uploads nbytes of an image (BLOB frames) no call uses;
+    returns (socket, next seq) or (None, 0)."""
+    s, tok = sv.new_session(d, case, name)
+    if not s:
+        return None, 0
+    seq, chunk, blob = 1, 256 << 10, 0x7000
+    for off in range(0, nbytes, chunk):
+        n = min(chunk, nbytes - off)
+        s.sendall(w.frame(OP_BLOB, struct.pack("<QQQ", blob, nbytes, off) + b"\xab" * n, seq=seq))
+        seq += 1
+    sync_ping(s, seq)
+    return s, seq + 1
+
+
+def test_upload_caps(exe, ctlexe, tmp):
+    case = "upload-caps"
+    ck = os.path.join(tmp, "ck-upload")
+    d = Daemon(exe, tmp, "upload", ["--checkpoint-dir", ck, "--upload-cap-session", "1", "--upload-cap-total", "2"])
+    holders, prog = [], None
+    try:
+        if not d.wait_ready():
+            fail(case, "daemon did not become ready")
+            return
+        prog = start_prog(d, "e2e_upload_cap")
+        if not expect_line(prog, "holders?", case):
+            return
+        if not d.wait_log(r"session e2e_upload_cap: limit hit: an upload of \d+ bytes would hold \d+ "
+                          r"uploaded-but-unused bytes in this session, over the cap of 1048576 \(--upload-cap-session\)",
+                          3):
+            fail(case, "no 'limit hit' line for --upload-cap-session")
+        for i in range(2):  # together they hold the whole total cap, unused
+            s, seq = hold_upload(d, case, f"holder{i}", 1 << 20)
+            if not s:
+                return
+            holders.append((s, seq))
+        prog.stdin.write("go\n")
+        prog.stdin.flush()
+        if not expect_line(prog, "released?", case):
+            return
+        if not d.wait_log(r"session e2e_upload_cap: limit hit: .* in all sessions, over the cap of 2097152 "
+                          r"\(--upload-cap-total\)", 3):
+            fail(case, "no 'limit hit' line for --upload-cap-total")
+        # the holders were not affected: they still answer
+        for i, (s, seq) in enumerate(holders):
+            try:
+                sync_ping(s, seq)
+                sv.goodbye(s, seq + 1)
+            except (OSError, ConnectionError) as e:
+                fail(case, f"holder{i} was affected by another session's refusal: {e}")
+            if not d.wait_log(rf"worker \d+ for session holder{i} exited", 5):
+                fail(case, f"holder{i} did not end on GOODBYE")
+        prog.stdin.write("go\n")
+        prog.stdin.flush()
+        out, err = prog.communicate(timeout=30)
+        if prog.returncode != 0 or "e2e_upload_cap: OK" not in out:
+            fail(case, f"e2e_upload_cap exit {prog.returncode}: {out.strip()!r} {err.strip()[-1000:]!r}")
+        rc, text = ctl_status(ctlexe, d)
+        cs, ct = limit_line(text, "upload_cap_session_mib"), limit_line(text, "upload_cap_total_mib")
+        if rc != 0 or not cs or not ct or cs[0] != 1 or ct[0] != 2 or cs[1] < 1 or ct[1] < 2:
+            fail(case, f"lupinectl status (exit {rc}) lacks the upload caps with their hits: {text!r}")
+        rc, _ = d.stop()
+        if rc != 0:
+            fail(case, f"exit {rc} (want 0)")
+    finally:
+        for s, _ in holders:
+            s.close()
+        if prog and prog.poll() is None:
+            prog.kill()
+            prog.wait()
+        d.close()
+    print(f"ok   {case}", flush=True)
+
+
 CASES = {
     "detach-grace": test_detach_grace,
     "idle-flood": test_idle_flood,
+    "upload-caps": test_upload_caps,
 }
 
 
 def main():
-    if len(sys.argv) < 3:
+    global PROGS, SHIM, KERNELS
+    if len(sys.argv) < 6:
         print(__doc__, file=sys.stderr)
         return 1
     exe, ctlexe = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    names = sys.argv[3:] or list(CASES)
+    PROGS, SHIM, KERNELS = (os.path.abspath(a) for a in sys.argv[3:6])
+    names = sys.argv[6:] or list(CASES)
     with tempfile.TemporaryDirectory(prefix="lupined-hardening-") as tmp:
         for name in names:
             before = len(sv.failures)
