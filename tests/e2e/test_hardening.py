@@ -16,6 +16,11 @@ with raw wire frames (tests/e2e/lupwire.py):
                  --upload-cap-total (other sessions hold unused uploads), is
                  refused with CUDA_ERROR_OUT_OF_MEMORY to that client alone
                  (tests/e2e/progs/e2e_upload_cap.c), logged, counted;
+  quarantine     checkpoints with a truncated manifest, a truncated memory
+                 object and a flipped COMMITTED byte are logged and moved to
+                 DIR/.quarantine at start, one whose manifest the worker
+                 finds garbled when restoring too; new sessions of those
+                 names then drain (exit 0);
 
 Standard library only. Exit 0 on pass, 1 on failure (naming the case).
 """
@@ -314,10 +319,126 @@ def test_upload_caps(exe, ctlexe, tmp):
     print(f"ok   {case}", flush=True)
 
 
+# ---- finding 6: damaged checkpoints -----------------------------------------
+
+def epoch_dir(ck, name):
+    sdir = os.path.join(ck, name)
+    eps = sorted(e for e in os.listdir(sdir) if re.fullmatch(r"[0-9a-f]{16}", e))
+    return os.path.join(sdir, eps[-1]) if eps else None
+
+
+def truncate_by_one(path):
+    n = os.path.getsize(path)
+    os.truncate(path, n - 1)
+
+
+def damage(ck, case):
+    """Damages the three checkpoints; False if one cannot be."""
+    ok = True
+    for name, how in (("dmg-manifest", "manifest"), ("dmg-mem", "mem"), ("dmg-marker", "marker"),
+                      ("dmg-content", "content")):
+        ed = epoch_dir(ck, name)
+        if ed is None:
+            fail(case, f"{name} has no checkpoint to damage")
+            ok = False
+            continue
+        if how == "manifest":
+            truncate_by_one(os.path.join(ed, "manifest"))
+        elif how == "content":  # the same size: only the worker can tell
+            with open(os.path.join(ed, "manifest"), "r+b") as f:
+                f.seek(40)
+                b = f.read(1)
+                f.seek(40)
+                f.write(bytes([b[0] ^ 0xFF]))
+        elif how == "marker":
+            with open(os.path.join(ed, "COMMITTED"), "r+b") as f:
+                f.seek(20)
+                b = f.read(1)
+                f.seek(20)
+                f.write(bytes([b[0] ^ 0x10]))
+        else:
+            mem = [os.path.join(r, f) for r, _, fs in os.walk(ed) for f in fs
+                   if os.path.relpath(os.path.join(r, f), ed).startswith("mem") and
+                   os.path.getsize(os.path.join(r, f)) > 0]
+            if not mem:
+                fail(case, f"{name}: no memory object to truncate in {sorted(os.listdir(ed))}")
+                ok = False
+                continue
+            truncate_by_one(sorted(mem)[0])
+    return ok
+
+
+def test_quarantine(exe, ctlexe, tmp):
+    case = "quarantine"
+    ck = os.path.join(tmp, "ck-quarantine")
+    names = ("dmg-manifest", "dmg-mem", "dmg-marker", "dmg-content")
+    d = Daemon(exe, tmp, "quarantine-1", ["--checkpoint-dir", ck])
+    procs = []
+    try:
+        if not d.wait_ready():
+            fail(case, "daemon did not become ready")
+            return
+        for n in names:
+            p = subprocess.Popen([os.path.join(PROGS, "e2e_restart"), KERNELS, "100000", "20"],
+                                 env=client_env(d.port, n), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(p)
+        for n in names:
+            if not d.wait_log(rf"session {n}: serving", 10):
+                fail(case, f"{n} was not served")
+        time.sleep(1.0)  # some rounds: memory to checkpoint
+        rc, _ = d.stop(60)
+        if rc != 0:
+            fail(case, f"the first drain: exit {rc} (want 0)")
+            return
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        d.close()
+    if not damage(ck, case):
+        return
+    d = Daemon(exe, tmp, "quarantine-2", ["--checkpoint-dir", ck])
+    try:
+        if not d.wait_ready():
+            fail(case, "the second daemon did not become ready")
+            return
+        why = {"dmg-manifest": "on disk where the marker says", "dmg-mem": "on disk where the marker says",
+               "dmg-marker": "marker is damaged", "dmg-content": ""}
+        for n in names:
+            if not d.wait_log(rf"checkpoint of session {n} epoch [0-9a-f]{{16}} is damaged: [^\n]*{why[n]}[^\n]*; "
+                              rf"moved to {re.escape(ck)}/\.quarantine/{n}\.", 1):
+                fail(case, f"no quarantine line naming {n} and why")
+        if not d.wait_log(r"1 session\(s\) to restore", 1) or \
+                not d.wait_log(r"session dmg-content cannot be restored from checkpoint epoch", 1):
+            fail(case, "want only dmg-content listed for restore, and refused by its worker")
+        q = os.path.join(ck, ".quarantine")
+        got = sorted(os.listdir(q)) if os.path.isdir(q) else []
+        if len(got) != 4 or any(epoch_dir(ck, n) for n in names):
+            fail(case, f"quarantine holds {got}; the session directories still hold epochs: "
+                       f"{[n for n in names if epoch_dir(ck, n)]}")
+        socks = []
+        for n in names:  # the names are usable again, and so is their next drain
+            s, tok = sv.new_session(d, case, n)
+            if s:
+                socks.append(s)
+        rc, _ = d.stop(60)
+        if rc != 0:
+            fail(case, f"the drain of the new sessions: exit {rc} (want 0)")
+        for n in names:
+            if not re.search(rf"session {n} checkpointed", d.log()):
+                fail(case, f"the new session {n} was not checkpointed")
+        for s in socks:
+            s.close()
+    finally:
+        d.close()
+    print(f"ok   {case}", flush=True)
+
+
 CASES = {
     "detach-grace": test_detach_grace,
     "idle-flood": test_idle_flood,
     "upload-caps": test_upload_caps,
+    "quarantine": test_quarantine,
 }
 
 

@@ -617,7 +617,6 @@ static void leftovers_by_hand(void **state)
 {
         struct suite_env *env = *state;
         struct lupine_ckpt_instance *inst = open_faulty(env, NULL);
-        struct lupine_ckpt_save *s = NULL;
         struct lupine_ckpt_load *l = NULL;
         struct dir_marker m = { .epoch = 9, .objects = 0, .bytes = 0, .session = "job" };
         uint8_t marker[DIR_MARKER_MAX];
@@ -645,9 +644,18 @@ static void leftovers_by_hand(void **state)
         assert_int_equal(P->load_begin(inst, "job", 8, &l, NULL), -EBADMSG);
         assert_int_equal(P->list(inst, count_cb, listed), 0);
         assert_string_equal(listed, "job|");
-        /* an incomplete epoch 9 blocks a save of 9 (by hand to fix), not of 10 */
-        assert_int_equal(P->save_begin(inst, "job", 9, &s), -EEXIST);
-        assert_non_null(strstr(P->last_error(inst), "not a complete checkpoint"));
+        /* listing moved the damaged epochs 8 and 9 into the quarantine
+         * (issue 15, finding 6): a save of 9 is possible again */
+        assert_false(exists(env, "job/0000000000000009", S_IFDIR));
+        assert_false(exists(env, "job/0000000000000008", S_IFDIR));
+        assert_true(exists(env, ".quarantine", S_IFDIR));
+        assert_int_equal(P->load_begin(inst, "job", 8, &l, NULL), -ENOENT);
+        make_dir(env, "job/0000000000000009"); /* damaged again, after the listing */
+        write_file(env, "job/0000000000000009/manifest", "half", 4);
+        save_small(P, inst, "job", 9, 42); /* save_begin moves it aside itself */
+        check_small(P, inst, "job", 0, 9, 42);
+        /* a plain file by the epoch's name goes too */
+        write_file(env, "job/000000000000000a", "x", 1);
         save_small(P, inst, "job", 10, 41);
         check_small(P, inst, "job", 0, 10, 41);
         assert_false(exists(env, "job/0000000000000001", S_IFDIR));
