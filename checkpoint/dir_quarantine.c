@@ -39,8 +39,8 @@ static int quarantine_one(struct lupine_ckpt_instance *inst, int session_fd, con
                 return qfd;
         }
         for (int n = 0; n < 100; n++) {
-                int k = n ? snprintf(dest, sizeof(dest), "%s.%s.%" PRId64 ".%d", sdir, ename, dir_now_unix(), n) :
-                            snprintf(dest, sizeof(dest), "%s.%s.%" PRId64, sdir, ename, dir_now_unix());
+                int k = n ? snprintf(dest, sizeof(dest), "%s.%s.%" PRId64 ".%d", sdir, ename, dir_now_unix(), n)
+                          : snprintf(dest, sizeof(dest), "%s.%s.%" PRId64, sdir, ename, dir_now_unix());
                 if (k < 0 || (size_t)k >= sizeof(dest)) {
                         r = -ENAMETOOLONG;
                         break;

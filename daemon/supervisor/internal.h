@@ -165,6 +165,7 @@ struct sup {
         int n_lost;             /* ... whose state is gone */
         int n_kept;             /* ... that failed, but their older checkpoint stands */
         int n_ended;            /* ... that ended by themselves meanwhile */
+        int n_own_error;        /* ... that ended by their own sticky CUDA error (not checkpointed) */
         /* hot checkpoint and upgrade (supervisor/fdstore.c, supervisor/upgrade.c) */
         bool upgrade;           /* this drain ends in a re-exec, not an exit */
         bool upgrade_stop;      /* ... unless SIGTERM/SIGINT came meanwhile: then an exit */

@@ -485,13 +485,13 @@ int supervisor_main(struct lupd_config *cfg)
                 status = sup_upgrade_stop(s);
         } else if (status == 0 && s->upgrade) {
                 lup_info("upgrade: drain finished: %d of %d session(s) checkpointed, %d lost, %d ended by "
-                         "themselves, %d kept their previous checkpoint",
-                         s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept);
+                         "themselves, %d kept their previous checkpoint, %d ended by their own error",
+                         s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept, s->n_own_error);
                 status = sup_upgrade_exec(s); /* returns only if it failed */
         } else if (status == 0 && s->stop == SUP_DRAIN) {
                 lup_info("drain finished: %d of %d session(s) checkpointed, %d lost, %d ended by themselves, "
-                         "%d kept their previous checkpoint",
-                         s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept);
+                         "%d kept their previous checkpoint, %d ended by their own error",
+                         s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept, s->n_own_error);
                 status = s->n_lost ? 1 : 0;
                 if (status)
                         lup_err("lupined stopped; %d session(s) were lost", s->n_lost);

@@ -206,6 +206,25 @@ static bool recv_quiesce(struct lupw_session *s)
         return alive;
 }
 
+/* Errors a kernel of the session's own leaves in its context for good: the
+ * context is unusable, and so is its memory (CUDA driver API, "sticky"
+ * errors). */
+static bool sticky_error(CUresult r)
+{
+        switch (r) {
+        case CUDA_ERROR_ILLEGAL_ADDRESS:
+        case CUDA_ERROR_HARDWARE_STACK_ERROR:
+        case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+        case CUDA_ERROR_MISALIGNED_ADDRESS:
+        case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+        case CUDA_ERROR_INVALID_PC:
+        case CUDA_ERROR_LAUNCH_FAILED:
+                return true;
+        default:
+                return false;
+        }
+}
+
 /* Stops taking calls, finishes what was received, synchronises, says
  * GOODBYE (executed up to N) -- or, for an upgrade (HANDBACK), keeps the
  * connection for the next daemon --, checkpoints (the memory contents
@@ -228,6 +247,7 @@ static void drain(struct lupw_session *s, uint32_t flags)
         CUresult r = lupw_sync_all(s);
         if (r != CUDA_SUCCESS)
                 lupw_latch(s, r, "drain");
+        bool own_error = sticky_error(r);
         /* Device printf output that synchronisation wrote goes out now and
          * into the reply log, which the checkpoint keeps: this process's
          * stdout ends with it. */
@@ -243,7 +263,23 @@ static void drain(struct lupw_session *s, uint32_t flags)
         if ((flags & LUPD_DRAIN_HOT) && lupw_hot_export(s, &fds) >= 0)
                 mem |= LUP_CKPT_MEM_HOT;
         int status;
-        if (mem == 0) {
+        if (own_error) {
+                /* Its memory cannot be read back, and a checkpoint of a
+                 * broken context would only bring the breakage back. */
+                const char *en = NULL;
+                if (s->be.fn.cuGetErrorName)
+                        (void)s->be.fn.cuGetErrorName(r, &en);
+                if (s->ckpt.epoch)
+                        lup_warn("session %s: ended by its own error: its CUDA context has the sticky error %d (%s); "
+                                 "not checkpointed; its previous checkpoint, epoch %llu, is kept",
+                                 s->name, (int)r, en ? en : "?", (unsigned long long)s->ckpt.epoch);
+                else
+                        lup_warn("session %s: ended by its own error: its CUDA context has the sticky error %d (%s); "
+                                 "not checkpointed (it has no earlier checkpoint)",
+                                 s->name, (int)r, en ? en : "?");
+                status = -ENOTRECOVERABLE;
+                mem = 0;
+        } else if (mem == 0) {
                 lup_err("session %s: hot checkpoint impossible and no durable copy was asked for; the previous "
                         "checkpoint (if any) stays",
                         s->name);
@@ -276,7 +312,7 @@ static void drain(struct lupw_session *s, uint32_t flags)
                 }
         }
         lupw_ctl_send(s, LUPD_CTL_DRAINED, status, 0, false);
-        s->loop.exit_status = status == 0 ? 0 : 1;
+        s->loop.exit_status = status == 0 || status == -ENOTRECOVERABLE ? 0 : 1;
         s->loop.stop = true;
 }
 

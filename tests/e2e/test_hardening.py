@@ -21,6 +21,10 @@ with raw wire frames (tests/e2e/lupwire.py):
                  DIR/.quarantine at start, one whose manifest the worker
                  finds garbled when restoring too; new sessions of those
                  names then drain (exit 0);
+  sticky         a session with a sticky error of its own (700) at a drain
+                 is "ended by its own error", not LOST; its previous
+                 checkpoint stays; the drain exits 0, checkpointing a
+                 healthy session beside it;
 
 Standard library only. Exit 0 on pass, 1 on failure (naming the case).
 """
@@ -45,11 +49,16 @@ PROGS = SHIM = KERNELS = None  # from the command line
 
 
 class Daemon(sv.Daemon):
-    """sv.Daemon with a UNIX listener too, for lupinectl."""
+    """sv.Daemon with a UNIX listener too, for lupinectl, and a port of the
+    caller's choosing (a restart on the same port) if asked."""
 
-    def __init__(self, exe, tmp, label, args):
+    def __init__(self, exe, tmp, label, args, port=None):
         self.sock = os.path.join(tmp, f"{label}.sock")
+        if port is not None:
+            args = args + ["--listen", f"127.0.0.1:{port}"]
         super().__init__(exe, tmp, label, ["--listen", f"unix:{self.sock}"] + args)
+        if port is not None:  # sv.Daemon's own port is listened on too, unused
+            self.port, self.addr = port, ("127.0.0.1", port)
 
 
 def ctl_status(ctlexe, d):
@@ -434,11 +443,78 @@ def test_quarantine(exe, ctlexe, tmp):
     print(f"ok   {case}", flush=True)
 
 
+# ---- finding 8: a tenant's sticky error -------------------------------------
+
+def send_line(proc):
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+
+
+def test_sticky(exe, ctlexe, tmp):
+    case = "sticky"
+    ck = os.path.join(tmp, "ck-sticky")
+    port = sv.free_port()
+    d = Daemon(exe, tmp, "sticky-1", ["--checkpoint-dir", ck], port=port)
+    prog, healthy = None, None
+    try:
+        if not d.wait_ready():
+            fail(case, "daemon did not become ready")
+            return
+        prog = subprocess.Popen([os.path.join(PROGS, "e2e_sticky_drain"), KERNELS], env=client_env(port, "sticky-job"),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if not expect_line(prog, "clean", case):
+            return
+        rc, _ = d.stop(60)  # a clean checkpoint: epoch 1
+        if rc != 0 or not re.search(r"session sticky-job checkpointed", d.log()):
+            fail(case, f"the clean drain: exit {rc}, or no 'checkpointed' line")
+            return
+        d.close()
+        # the same port: the client reconnects and resumes there
+        d = Daemon(exe, tmp, "sticky-2", ["--checkpoint-dir", ck], port=port)
+        if not d.wait_ready():
+            fail(case, "the second daemon did not become ready")
+            return
+        healthy, _ = sv.new_session(d, case, "healthy")
+        send_line(prog)  # the client resumes, then runs the kernel that faults
+        if not expect_line(prog, "sticky", case):
+            return
+        if not d.wait_log(r"session sticky-job resumed by the client", 1):
+            fail(case, "sticky-job did not resume its restored session")
+        rc, _ = d.stop(60)
+        log = d.log()
+        if rc != 0:
+            fail(case, f"the drain with a sticky session: exit {rc} (want 0: not lupine's failure)")
+        if not re.search(r"session sticky-job: ended by its own error: its CUDA context has the sticky error "
+                         r"(700|717) \(CUDA_ERROR_\w+\); not checkpointed; its previous checkpoint, epoch 1, is kept",
+                         log):
+            fail(case, "no worker line naming the sticky error and the kept epoch")
+        if not re.search(r"session sticky-job ended by its own error: ", log) or \
+                re.search(r"session sticky-job LOST", log):
+            fail(case, "the supervisor did not report sticky-job as ended by its own error (or said LOST)")
+        if not re.search(r"session healthy checkpointed", log):
+            fail(case, "the healthy session beside it was not checkpointed")
+        if not re.search(r"drain finished: 1 of 2 session\(s\) checkpointed, 0 lost, .*1 ended by their own error",
+                         log):
+            fail(case, "the drain summary does not count 1 session ended by its own error")
+        ed = epoch_dir(ck, "sticky-job")
+        if not ed or not ed.endswith("0000000000000001") or not os.path.exists(os.path.join(ed, "COMMITTED")):
+            fail(case, f"the previous checkpoint (epoch 1) is not kept: {ed}")
+    finally:
+        if healthy:
+            healthy.close()
+        if prog and prog.poll() is None:
+            prog.kill()
+            prog.communicate()
+        d.close()
+    print(f"ok   {case}", flush=True)
+
+
 CASES = {
     "detach-grace": test_detach_grace,
     "idle-flood": test_idle_flood,
     "upload-caps": test_upload_caps,
     "quarantine": test_quarantine,
+    "sticky": test_sticky,
 }
 
 
