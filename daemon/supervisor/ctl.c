@@ -89,6 +89,10 @@ static void on_attached(struct sup *s, int idx, int32_t status)
                 sup_status_update(s);
         } else if (status == -EPERM) {
                 lup_warn("session %s: resume by %s refused: wrong resume token", se->name, peer);
+        } else if (status == -ESTALE) {
+                lup_warn("session %s: resume by %s refused: stale checkpoint: the client has seen later calls "
+                         "executed than the restored checkpoint holds (the worker's line says which)",
+                         se->name, peer);
         } else {
                 lup_warn("session %s: resume by %s failed: %s", se->name, peer, errno_text(status));
         }

@@ -152,6 +152,22 @@ static void attach(struct lupw_session *s, const uint8_t *msg, size_t n, int fd)
                 lupw_ctl_send(s, LUPD_CTL_ATTACHED, -EPERM, 0, false);
                 return;
         }
+        if (hello.last_seq_seen > s->last_seq) {
+                /* The client saw calls executed that this session never
+                 * did: after a hard crash an older checkpoint was restored.
+                 * Going on would run its later calls on the wrong state
+                 * (issue 15, finding 7). The session stays as it was. */
+                char stale[512];
+                snprintf(stale, sizeof(stale),
+                         "stale checkpoint: session %s was restored at seq %llu, but this client has seen calls up "
+                         "to seq %llu executed (an older checkpoint was restored after a crash); the resume is "
+                         "refused",
+                         s->name, (unsigned long long)s->last_seq, (unsigned long long)hello.last_seq_seen);
+                lupw_refuse_on(s, fd, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, stale);
+                close(fd);
+                lupw_ctl_send(s, LUPD_CTL_ATTACHED, -ESTALE, 0, false);
+                return;
+        }
         bool was_connected = s->fd >= 0;
         drop_connection(s);
         lupw_tx_set_fd(s, fd);

@@ -21,6 +21,9 @@ with raw wire frames (tests/e2e/lupwire.py):
                  DIR/.quarantine at start, one whose manifest the worker
                  finds garbled when restoring too; new sessions of those
                  names then drain (exit 0);
+  stale-resume   after a hard crash (SIGKILL of supervisor and worker) an
+                 older checkpoint is restored; a resume from a client that
+                 saw later calls executed is refused, saying why;
   sticky         a session with a sticky error of its own (700) at a drain
                  is "ended by its own error", not LOST; its previous
                  checkpoint stays; the drain exits 0, checkpointing a
@@ -443,6 +446,85 @@ def test_quarantine(exe, ctlexe, tmp):
     print(f"ok   {case}", flush=True)
 
 
+# ---- finding 7: a stale resume ----------------------------------------------
+
+def pings(s, first, n):
+    for seq in range(first, first + n):
+        sync_ping(s, seq)
+    return first + n - 1
+
+
+def test_stale_resume(exe, ctlexe, tmp):
+    case = "stale-resume"
+    ck = os.path.join(tmp, "ck-stale")
+    d = Daemon(exe, tmp, "stale-1", ["--checkpoint-dir", ck])
+    try:
+        if not d.wait_ready():
+            fail(case, "daemon did not become ready")
+            return
+        s, tok = sv.new_session(d, case, "stale")
+        if not s:
+            return
+        with s:
+            last = pings(s, 1, 3)  # executed up to 3
+            rc, _ = d.stop(60)  # checkpointed at seq 3
+        if rc != 0:
+            fail(case, f"the first drain: exit {rc}")
+            return
+    finally:
+        d.close()
+    d = Daemon(exe, tmp, "stale-2", ["--checkpoint-dir", ck])
+    try:
+        if not d.wait_ready():
+            fail(case, "the second daemon did not become ready")
+            return
+        s, h, p = sv.hello(d.addr, "stale", tok)
+        if h is None or h["status"] != 0:
+            fail(case, f"the resume on the second daemon: {h} {sv.refusal(p)!r}")
+            return
+        last = pings(s, last + 1, 3)  # executed up to 6, never checkpointed
+        pids = sv.worker_pids(d.proc.pid)
+        d.proc.kill()  # a hard crash: the supervisor and its worker
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        d.proc.wait()
+        s.close()
+    finally:
+        d.close()
+    d = Daemon(exe, tmp, "stale-3", ["--checkpoint-dir", ck])
+    try:
+        if not d.wait_ready() or not d.wait_log(r"session stale restored into arena slot", 1):
+            fail(case, "the third daemon did not restore the older checkpoint")
+            return
+        s = w.connect(d.addr)
+        with s:
+            s.sendall(w.frame(w.OP_HELLO, sv.hello_payload("stale", tok, last), flags=w.F_SYNC, seq=last + 1))
+            try:
+                h, p = w.read_frame(s)
+            except (ConnectionError, OSError):
+                h, p = None, b""
+        why = sv.refusal(p) or ""
+        if h is None or h["status"] != CUDA_ERROR_DEVICE_UNAVAILABLE or "stale checkpoint" not in why or \
+                "restored at seq 3" not in why or "seq 6 executed" not in why:
+            fail(case, f"a resume from a client that saw seq 6 after a restore at seq 3: {h} {why!r}")
+        if not d.wait_log(r"session stale: resume by \S+ refused: stale checkpoint", 3):
+            fail(case, "no supervisor line for the stale resume")
+        # one that saw no more than the checkpoint still resumes
+        s, h, p = sv.hello(d.addr, "stale", tok)
+        with s:
+            if h is None or h["status"] != 0:
+                fail(case, f"a resume that saw nothing past the checkpoint was refused: {h} {sv.refusal(p)!r}")
+        rc, _ = d.stop(60)
+        if rc != 0:
+            fail(case, f"exit {rc} (want 0)")
+    finally:
+        d.close()
+    print(f"ok   {case}", flush=True)
+
+
 # ---- finding 8: a tenant's sticky error -------------------------------------
 
 def send_line(proc):
@@ -514,6 +596,7 @@ CASES = {
     "idle-flood": test_idle_flood,
     "upload-caps": test_upload_caps,
     "quarantine": test_quarantine,
+    "stale-resume": test_stale_resume,
     "sticky": test_sticky,
 }
 
