@@ -32,6 +32,7 @@ struct lupd_config {
         bool insecure;                  /* --insecure: unauthenticated non-loopback access */
         int hello_timeout_ms;           /* hidden --hello-timeout-ms; LUPD_HELLO_TIMEOUT_MS */
         bool no_multishot_accept;       /* hidden --no-multishot-accept: test the fallback */
+        bool check_arena;               /* hidden --check-arena: print the usable arena slots, exit */
         /* sessions and checkpoints (issue 4) */
         char checkpoint_dir[4096];      /* --checkpoint-dir: the built-in directory provider */
         char checkpoint_provider[4096]; /* --checkpoint-provider / LUPINE_CHECKPOINT_LIBRARY */

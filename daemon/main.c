@@ -29,9 +29,10 @@
 #define EXIT_USAGE 2
 
 /* Hidden test knobs stay out of --help: --hello-timeout-ms=N (1..600000)
- * shortens the HELLO deadline so the e2e tests run fast, and
+ * shortens the HELLO deadline so the e2e tests run fast,
  * --no-multishot-accept exercises the one-shot accept path of kernels
- * before 5.19. */
+ * before 5.19, and --check-arena prints how many arena slots this process
+ * could use and exits (0 if all of them). */
 enum {
         OPT_LOG_LEVEL = 0x100,
         OPT_INSECURE,
@@ -55,6 +56,7 @@ enum {
         OPT_UPLOAD_CAP_SESSION,
         OPT_UPLOAD_CAP_TOTAL,
         OPT_UPLOAD_ACCT_FD,
+        OPT_CHECK_ARENA,
 };
 
 static const struct option long_options[] = {
@@ -79,6 +81,7 @@ static const struct option long_options[] = {
         { "upload-cap-session", required_argument, NULL, OPT_UPLOAD_CAP_SESSION },
         { "upload-cap-total", required_argument, NULL, OPT_UPLOAD_CAP_TOTAL },
         { "upload-acct-fd", required_argument, NULL, OPT_UPLOAD_ACCT_FD },
+        { "check-arena", no_argument, NULL, OPT_CHECK_ARENA },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { "worker", no_argument, NULL, OPT_WORKER },
@@ -477,6 +480,9 @@ static int parse_limit_option(int c, const char *arg, struct lupd_config *cfg)
                 if (parse_int(arg, 0, LUPD_UPLOAD_CAP_TOTAL_MAX_MIB, &cfg->upload_cap_total_mib) < 0)
                         return usage_error("--upload-cap-total %s: expected a number of MiB from 0 to %d", arg,
                                            LUPD_UPLOAD_CAP_TOTAL_MAX_MIB);
+                return 1;
+        case OPT_CHECK_ARENA:
+                cfg->check_arena = true;
                 return 1;
         case OPT_UPLOAD_ACCT_FD:
                 if (parse_int(arg, 0, INT_MAX, &cfg->upload_acct_fd) < 0)

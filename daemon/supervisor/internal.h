@@ -6,6 +6,7 @@
  * the graph and fails on a cycle):
  *   supervisor/sd_fds.c      fds inherited through LISTEN_FDS (supervisor/sd_fds.h);
  *   supervisor/session_registry.c  sessions by name, slot and pid (its own header);
+ *   supervisor/arena_check.c which arena slots are usable (finding 5 of issue 15);
  *   supervisor/base.c        clock, SQEs, cancellation, log limit, STATUS= lines;
  *   supervisor/conn_slots.c  pending-connection slots: taking, closing, the recv;
  *   supervisor/fdstore.c     the hot checkpoint's fds: the fd store, kept fds, hot restore;
@@ -191,6 +192,13 @@ static inline int safe_close(int fd)
                 close(fd);
         return -1;
 }
+
+/* ---- supervisor/arena_check.c */
+
+/* Reserves and releases every arena slot's range once, marking in
+ * s->reg.unusable (and logging) those that overlap a mapping. Returns how
+ * many are usable. */
+int sup_arena_check(struct sup *s);
 
 /* ---- supervisor/base.c */
 

@@ -105,6 +105,7 @@ struct lupd_registry {
         struct lupd_session s[LUP_ARENA_SLOTS];
         int max_sessions;               /* 1..LUPD_MAX_SESSIONS */
         int n_used;                     /* entries not FREE */
+        uint64_t unusable;              /* arena slots never handed out (supervisor/arena_check.c) */
 };
 
 /* Sets every entry FREE (ctl_fd = -1, slot = -1) and the session limit. */
@@ -113,7 +114,8 @@ void lupd_registry_init(struct lupd_registry *reg, int max_sessions);
 /* Claims an entry for a new session called `name` (a valid session name,
  * NUL-terminated) together with the lowest free arena slot. Returns the
  * entry index, -EINVAL for a bad name, -EBUSY if a session of that name is
- * registered, or -ENOSPC if max_sessions entries are in use. The entry is
+ * registered, or -ENOSPC if max_sessions entries are in use (or every
+ * usable arena slot, see `unusable`). The entry is
  * LIVE, phase STARTING, pid 0, ctl_fd -1. */
 int lupd_registry_claim(struct lupd_registry *reg, const char *name);
 

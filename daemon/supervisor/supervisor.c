@@ -436,6 +436,12 @@ int supervisor_main(struct lupd_config *cfg)
         for (int i = 0; i < LUPD_MAX_LISTEN; i++)
                 s->listeners[i].fd = -1;
         lupd_registry_init(&s->reg, cfg->max_sessions);
+        if (cfg->check_arena) {
+                int usable = sup_arena_check(s);
+                printf("arena: %d of %u slots usable\n", usable, LUP_ARENA_SLOTS);
+                free(s);
+                return usable == (int)LUP_ARENA_SLOTS ? 0 : 1;
+        }
         if (cfg->hello_timeout_ms <= 0)
                 cfg->hello_timeout_ms = LUPD_HELLO_TIMEOUT_MS;
         /* Deadlines are checked on a tick a quarter of the timeout long,
@@ -450,6 +456,7 @@ int supervisor_main(struct lupd_config *cfg)
         r = lupd_sd_fds_collect();
         if (r < 0)
                 goto out_free;
+        (void)sup_arena_check(s); /* logged; unusable slots are never handed out */
         watchdog_setup(s);
         (void)sup_upload_acct_open(s); /* logged; the daemon serves without it */
         r = signals_setup(s);

@@ -24,6 +24,9 @@ with raw wire frames (tests/e2e/lupwire.py):
   stale-resume   after a hard crash (SIGKILL of supervisor and worker) an
                  older checkpoint is restored; a resume from a client that
                  saw later calls executed is refused, saying why;
+  arena-slots    under ASLR, all 64 arena slots are usable at 40 starts of
+                 lupined (--check-arena), and no slot overlaps a mapping of
+                 a running supervisor or worker (but the worker's own);
   sticky         a session with a sticky error of its own (700) at a drain
                  is "ended by its own error", not LOST; its previous
                  checkpoint stays; the drain exits 0, checkpointing a
@@ -446,6 +449,66 @@ def test_quarantine(exe, ctlexe, tmp):
     print(f"ok   {case}", flush=True)
 
 
+# ---- finding 5: arena slots clear of every mapping --------------------------
+
+ARENA_BASE, ARENA_SIZE, HOLE_FIRST, HOLE_SLOTS = 0x200000000000, 1 << 40, 53, 3  # abi/lupine/wire.h
+
+
+def slot_base(n):
+    return ARENA_BASE + (n + (HOLE_SLOTS if n >= HOLE_FIRST else 0)) * ARENA_SIZE
+
+
+def maps_of(pid):
+    out = []
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            a, b = (int(x, 16) for x in line.split()[0].split("-"))
+            out.append((a, b, line.strip()))
+    return out
+
+
+def test_arena_slots(exe, ctlexe, tmp):
+    case = "arena-slots"
+    try:
+        with open("/proc/sys/kernel/randomize_va_space") as f:
+            aslr = f.read().strip()
+    except OSError:
+        aslr = "?"
+    if aslr == "0":
+        sv.note(case, "ASLR is off on this machine: the layouts below do not vary")
+    for i in range(40):
+        r = subprocess.run([exe, "--check-arena"], capture_output=True, text=True, timeout=10)
+        if r.returncode != 0 or "arena: 64 of 64 slots usable" not in r.stdout:
+            fail(case, f"start {i}: exit {r.returncode}: {r.stdout.strip()} {r.stderr.strip()[-800:]}")
+            break
+    d = Daemon(exe, tmp, "arena", [])
+    try:
+        if not d.wait_ready():
+            fail(case, "daemon did not become ready")
+            return
+        if not d.wait_log(r"arena: 64 of 64 slots usable", 1):
+            fail(case, "no 'arena: 64 of 64 slots usable' line at start")
+        s, _ = sv.new_session(d, case, "mapped")
+        if not s:
+            return
+        with s:
+            pids = sv.worker_pids(d.proc.pid)
+            for pid, own in [(d.proc.pid, None)] + [(p, 0) for p in pids]:
+                for a, b, line in maps_of(pid):
+                    for n in range(64):
+                        lo = slot_base(n)
+                        if n != own and a < lo + ARENA_SIZE and b > lo:
+                            fail(case, f"slot {n} overlaps a mapping of {pid}: {line}")
+            rc, text = ctl_status(ctlexe, d)
+            if limit_line(text, "arena_slots_usable") != (64, 0):
+                fail(case, f"lupinectl status does not show arena_slots_usable 64: {text!r}")
+            sv.goodbye(s)
+        d.stop()
+    finally:
+        d.close()
+    print(f"ok   {case}", flush=True)
+
+
 # ---- finding 7: a stale resume ----------------------------------------------
 
 def pings(s, first, n):
@@ -596,6 +659,7 @@ CASES = {
     "idle-flood": test_idle_flood,
     "upload-caps": test_upload_caps,
     "quarantine": test_quarantine,
+    "arena-slots": test_arena_slots,
     "stale-resume": test_stale_resume,
     "sticky": test_sticky,
 }
