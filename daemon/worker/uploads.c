@@ -30,7 +30,7 @@ static struct lupd_upload_acct *acct_map(const struct lupw_session *s)
         if (acct_tried)
                 return g_acct;
         acct_tried = true;
-        if (s->cfg->upload_acct_fd < 3) /* none (-1; 0 in a zeroed config: stdio is never it) */
+        if (!s->cfg || s->cfg->upload_acct_fd < 3) /* none (-1; 0 in a zeroed config: stdio is never it) */
                 return NULL;
         p = mmap(NULL, sizeof(*g_acct), PROT_READ | PROT_WRITE, MAP_SHARED, s->cfg->upload_acct_fd, 0);
         if (p == MAP_FAILED) {
@@ -52,8 +52,9 @@ static _Atomic uint64_t *my_counter(const struct lupw_session *s)
 
 int lupw_upload_reserve(struct lupw_session *s, uint64_t n, char *why, size_t cap)
 {
-        uint64_t cap_s = (uint64_t)s->cfg->upload_cap_session_mib * MIB;
-        uint64_t cap_t = (uint64_t)s->cfg->upload_cap_total_mib * MIB;
+        /* no configuration (the fuzz harness): the protocol's bound only */
+        uint64_t cap_s = s->cfg ? (uint64_t)s->cfg->upload_cap_session_mib * MIB : 0;
+        uint64_t cap_t = s->cfg ? (uint64_t)s->cfg->upload_cap_total_mib * MIB : 0;
         _Atomic uint64_t *mine;
 
         if (s->obj.blob_bytes + n > LUP_MAX_BLOB_BYTES || (cap_s && s->obj.blob_bytes + n > cap_s)) {
@@ -86,7 +87,7 @@ int lupw_upload_reserve(struct lupw_session *s, uint64_t n, char *why, size_t ca
 
 void lupw_upload_unreserve(struct lupw_session *s, uint64_t n)
 {
-        _Atomic uint64_t *mine = s->cfg->upload_cap_total_mib ? my_counter(s) : NULL;
+        _Atomic uint64_t *mine = s->cfg && s->cfg->upload_cap_total_mib ? my_counter(s) : NULL;
 
         s->obj.blob_bytes -= n;
         if (mine)
