@@ -67,7 +67,8 @@
 #define DIR_STRIPES         16u                 /* files a positionally written object is striped over */
 #define DIR_STRIPE_UNIT     (4ull << 20)        /* bytes per stripe before the next file */
 #define DIR_TMP_PREFIX      ".tmp-"
-#define DIR_QUARANTINE      ".quarantine" /* damaged epochs, moved aside (dir_quarantine.c) */
+#define DIR_QUARANTINE             ".quarantine" /* damaged epochs, moved aside (dir_quarantine.c) */
+#define DIR_QUARANTINE_MIN_AGE_SEC 60            /* ... at list, only if unchanged this long (shared filesystems) */
 #define DIR_EPOCH_HEX       16
 
 /* ---- fault injection (LUPINE_DIR_PROVIDER_FAIL, a test facility) */
@@ -238,11 +239,13 @@ int dir_newest_committed(int session_fd, const char *session, uint64_t *ret_epoc
 
 /* If ROOT/<sdir>/<epoch> exists and is damaged (its marker or tree does
  * not check out), moves it to ROOT/.quarantine/ and logs why, naming the
- * session. 1 if moved, 0 if it is complete (or absent: -ENOENT), -errno
- * if it cannot be read or moved. */
+ * session; with min_age_s > 0 only if nothing in it changed for that many
+ * seconds (else -EAGAIN, logged). 1 if moved, 0 if it is complete, -errno
+ * if it is absent (-ENOENT), cannot be read or moved. */
 int dir_quarantine_epoch(struct lupine_ckpt_instance *inst, int session_fd, const char *sdir, const char *session,
-                         uint64_t epoch);
-/* The same for every epoch directory of the session: how many were moved. */
+                         uint64_t epoch, int64_t min_age_s);
+/* The same for every epoch directory of the session, each unchanged for
+ * DIR_QUARANTINE_MIN_AGE_SEC: how many were moved. */
 int dir_quarantine_damaged(struct lupine_ckpt_instance *inst, int session_fd, const char *sdir, const char *session);
 
 /* ---- dir_walk.c */

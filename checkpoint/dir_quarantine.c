@@ -64,7 +64,7 @@ static int quarantine_one(struct lupine_ckpt_instance *inst, int session_fd, con
 }
 
 int dir_quarantine_epoch(struct lupine_ckpt_instance *inst, int session_fd, const char *sdir, const char *session,
-                         uint64_t epoch)
+                         uint64_t epoch, int64_t min_age_s)
 {
         char ename[DIR_EPOCH_HEX + 1], why[256] = "";
         struct dir_marker m;
@@ -85,6 +85,16 @@ int dir_quarantine_epoch(struct lupine_ckpt_instance *inst, int session_fd, cons
                 return 0; /* complete: nothing to do */
         if (r != -EBADMSG && r != -ENOENT)
                 return r; /* unreadable now; maybe fine later */
+        /* On a filesystem shared between hosts, an epoch another host just
+         * committed may show up here before all of it does: only an epoch
+         * left alone for a while is judged at start. */
+        int64_t mt;
+        if (min_age_s > 0 && dir_tree_newest_mtime(session_fd, ename, &mt) == 0 && dir_now_unix() - mt < min_age_s) {
+                lup_warn("checkpoint of session %s epoch %s looks damaged (%s) but changed %lld s ago; left in place "
+                         "for now (it may still be arriving on a shared filesystem)",
+                         session, ename, why, (long long)(dir_now_unix() - mt));
+                return -EAGAIN;
+        }
         r = quarantine_one(inst, session_fd, sdir, session, ename, why);
         return r < 0 ? r : 1;
 }
@@ -119,7 +129,7 @@ int dir_quarantine_damaged(struct lupine_ckpt_instance *inst, int session_fd, co
                 if (!dir_epoch_parse(de->d_name, &e))
                         continue;
                 seen++;
-                moved += dir_quarantine_epoch(inst, session_fd, sdir, session, e) > 0;
+                moved += dir_quarantine_epoch(inst, session_fd, sdir, session, e, DIR_QUARANTINE_MIN_AGE_SEC) > 0;
         }
         closedir(d);
         return moved;

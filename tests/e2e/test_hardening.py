@@ -380,6 +380,13 @@ def damage(ck, case):
                 ok = False
                 continue
             truncate_by_one(sorted(mem)[0])
+        # as if damaged a while ago: a listing leaves an epoch that changed
+        # in the last minute alone (it may be arriving on a shared filesystem)
+        then = time.time() - 120
+        for r, dirs, fs in os.walk(ed, topdown=False):
+            for x in fs + dirs:
+                os.utime(os.path.join(r, x), (then, then))
+        os.utime(ed, (then, then))
     return ok
 
 
