@@ -46,5 +46,5 @@ int main(int argc, char **argv)
         EXPECT(r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_INVALID_ADDRESS_SPACE);
         wait_line("sticky");
         printf("e2e_sticky_drain: done\n");
-        return 0;
+        return e2e_failures ? 1 : 0;
 }
