@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -84,7 +85,10 @@ int dir_marker_decode(const uint8_t *buf, size_t len, struct dir_marker *ret)
         return 0;
 }
 
-int dir_epoch_verify(int epoch_fd, const char *session, uint64_t epoch, struct dir_marker *ret)
+#define WHY(...) (why ? (void)snprintf(why, why_cap, __VA_ARGS__) : (void)0)
+
+int dir_epoch_check(int epoch_fd, const char *session, uint64_t epoch, struct dir_marker *ret, char *why,
+                    size_t why_cap)
 {
         struct dir_tree_count tc = { .strict = true };
         struct dir_marker m;
@@ -94,15 +98,20 @@ int dir_epoch_verify(int epoch_fd, const char *session, uint64_t epoch, struct d
         int fd, r;
 
         fd = openat(epoch_fd, DIR_MARKER_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return errno == ENOENT ? -ENOENT : -errno;
+        if (fd < 0) {
+                r = errno == ENOENT ? -ENOENT : -errno;
+                WHY("no readable " DIR_MARKER_NAME " marker (%s)", strerror(-r));
+                return r;
+        }
         if (fstat(fd, &st) < 0) {
                 r = -errno;
                 close(fd);
+                WHY("cannot stat the " DIR_MARKER_NAME " marker (%s)", strerror(-r));
                 return r;
         }
         if (!S_ISREG(st.st_mode) || st.st_size < 4 || (uint64_t)st.st_size > DIR_MARKER_MAX) {
                 close(fd);
+                WHY("the " DIR_MARKER_NAME " marker is not a file of 4 to %u bytes", DIR_MARKER_MAX);
                 return -EBADMSG;
         }
         while (got < (size_t)st.st_size) {
@@ -112,26 +121,44 @@ int dir_epoch_verify(int epoch_fd, const char *session, uint64_t epoch, struct d
                 if (n <= 0) {
                         r = n < 0 ? -errno : -EBADMSG;
                         close(fd);
+                        WHY("cannot read the " DIR_MARKER_NAME " marker (%s)", strerror(-r));
                         return r;
                 }
                 got += (size_t)n;
         }
         close(fd);
         r = dir_marker_decode(buf, got, &m);
-        if (r < 0)
+        if (r < 0) {
+                WHY("the " DIR_MARKER_NAME " marker is damaged (bad magic, version or checksum)");
                 return r;
-        if (m.epoch != epoch || strcmp(m.session, session) != 0)
+        }
+        if (m.epoch != epoch || strcmp(m.session, session) != 0) {
+                WHY("the " DIR_MARKER_NAME " marker names session %s epoch %llu", m.session,
+                    (unsigned long long)m.epoch);
                 return -EBADMSG;
+        }
         fd = openat(epoch_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
         r = dir_tree_count(fd, true, &tc);
-        if (r < 0)
+        if (r < 0) {
+                WHY("the objects cannot be counted (%s)", strerror(-r));
                 return r;
-        if (tc.files != m.objects || tc.bytes != m.bytes)
+        }
+        if (tc.files != m.objects || tc.bytes != m.bytes) {
+                WHY("%llu object file(s) of %llu bytes on disk where the marker says %llu of %llu (an object is "
+                    "missing, extra or truncated)",
+                    (unsigned long long)tc.files, (unsigned long long)tc.bytes, (unsigned long long)m.objects,
+                    (unsigned long long)m.bytes);
                 return -EBADMSG;
+        }
         *ret = m;
         return 0;
+}
+
+int dir_epoch_verify(int epoch_fd, const char *session, uint64_t epoch, struct dir_marker *ret)
+{
+        return dir_epoch_check(epoch_fd, session, epoch, ret, NULL, 0);
 }
 
 /* ---- finding committed epochs */

@@ -67,6 +67,8 @@
 #define DIR_STRIPES         16u                 /* files a positionally written object is striped over */
 #define DIR_STRIPE_UNIT     (4ull << 20)        /* bytes per stripe before the next file */
 #define DIR_TMP_PREFIX      ".tmp-"
+#define DIR_QUARANTINE             ".quarantine" /* damaged epochs, moved aside (dir_quarantine.c) */
+#define DIR_QUARANTINE_MIN_AGE_SEC 60            /* ... at list, only if unchanged this long (shared filesystems) */
 #define DIR_EPOCH_HEX       16
 
 /* ---- fault injection (LUPINE_DIR_PROVIDER_FAIL, a test facility) */
@@ -224,11 +226,27 @@ int dir_marker_decode(const uint8_t *buf, size_t len, struct dir_marker *ret);
  * this session and epoch and that the tree holds exactly the objects and
  * bytes it claims. 0 if the epoch is complete, else -ENOENT/-EBADMSG/-errno. */
 int dir_epoch_verify(int epoch_fd, const char *session, uint64_t epoch, struct dir_marker *ret);
+/* The same, saying what is wrong in why[why_cap] (optional) on failure. */
+int dir_epoch_check(int epoch_fd, const char *session, uint64_t epoch, struct dir_marker *ret, char *why,
+                    size_t why_cap);
 /* The newest epoch of the session whose marker and tree check out;
  * -ENOENT if none. ret_marker and ret_fd (that epoch's directory) are
  * optional. */
 int dir_newest_committed(int session_fd, const char *session, uint64_t *ret_epoch, struct dir_marker *ret_marker,
                          int *ret_fd);
+
+/* ---- dir_quarantine.c */
+
+/* If ROOT/<sdir>/<epoch> exists and is damaged (its marker or tree does
+ * not check out), moves it to ROOT/.quarantine/ and logs why, naming the
+ * session; with min_age_s > 0 only if nothing in it changed for that many
+ * seconds (else -EAGAIN, logged). 1 if moved, 0 if it is complete, -errno
+ * if it is absent (-ENOENT), cannot be read or moved. */
+int dir_quarantine_epoch(struct lupine_ckpt_instance *inst, int session_fd, const char *sdir, const char *session,
+                         uint64_t epoch, int64_t min_age_s);
+/* The same for every epoch directory of the session, each unchanged for
+ * DIR_QUARANTINE_MIN_AGE_SEC: how many were moved. */
+int dir_quarantine_damaged(struct lupine_ckpt_instance *inst, int session_fd, const char *sdir, const char *session);
 
 /* ---- dir_walk.c */
 

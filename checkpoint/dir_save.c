@@ -300,6 +300,9 @@ int dir_save_begin(struct lupine_ckpt_instance *inst, const char *session, uint6
                 goto out_free;
         }
         dir_epoch_name(epoch, ename);
+        /* A damaged epoch by this name (e.g. of an earlier session called
+         * the same) goes to the quarantine first; only what is left blocks. */
+        (void)dir_quarantine_epoch(inst, save->session_fd, sdir, session, epoch, 0);
         if (fstatat(save->session_fd, ename, &st, AT_SYMLINK_NOFOLLOW) == 0) {
                 r = dir_fail(inst, -EEXIST, "%s/%s/%s exists but is not a complete checkpoint; remove it by hand",
                              inst->root, sdir, ename);

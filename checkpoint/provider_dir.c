@@ -416,6 +416,9 @@ static int dir_list(struct lupine_ckpt_instance *inst, int (*fn)(const struct lu
                 sfd = dir_open_dir_at(dirfd(d), de->d_name);
                 if (sfd < 0)
                         continue; /* removed meanwhile, or not a directory */
+                /* listing is what the daemon does at start: damaged epochs
+                 * are logged and moved aside here, so their names are free */
+                (void)dir_quarantine_damaged(inst, sfd, de->d_name, info.session);
                 int nr = dir_newest_committed(sfd, info.session, &epoch, &m, NULL);
                 close(sfd);
                 if (nr < 0)

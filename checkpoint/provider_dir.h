@@ -23,4 +23,10 @@
 /* The provider's table; static, never NULL. */
 const struct lupine_checkpoint_provider *lupine_dir_provider(void);
 
+/* For an instance of the directory provider: moves the session's epoch
+ * into ROOT/.quarantine/ whole, logging `why` (what the caller found wrong
+ * with its contents, e.g. a manifest that does not decode), so that the
+ * name is usable again (checkpoint/dir_quarantine.c). 0 or -errno. */
+int lupine_dir_quarantine(struct lupine_ckpt_instance *inst, const char *session, uint64_t epoch, const char *why);
+
 #endif

@@ -179,6 +179,11 @@ static int cmd_status(const char *path, bool json)
                st->draining ? "draining" : st->stopping ? "stopping" : "not draining", st->n);
         for (int i = 0; i < st->n; i++)
                 printf("%-24s slot %-3d %-17s pid %d\n", st->s[i].name, st->s[i].slot, st->s[i].state, st->s[i].pid);
+        if (st->n_limits > 0)
+                printf("limits (0: off; docs/security.md):\n");
+        for (int i = 0; i < st->n_limits; i++)
+                printf("  %-24s %-14lld hit %lld time(s)\n", st->limits[i].name, (long long)st->limits[i].value,
+                       (long long)st->limits[i].hits);
         free(text);
         free(st);
         return 0;

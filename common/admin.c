@@ -135,6 +135,28 @@ out_put:
         return r;
 }
 
+/* "limits" and "limit_hits", when st has any. */
+static int limits_encode(struct json_object *top, const struct lup_admin_status *st)
+{
+        struct json_object *lim, *hits;
+        int r;
+
+        if (st->n_limits <= 0)
+                return 0;
+        if ((r = obj_add(top, "limits", json_object_new_object())) < 0 ||
+            (r = obj_add(top, "limit_hits", json_object_new_object())) < 0)
+                return r;
+        lim = json_object_object_get(top, "limits");
+        hits = json_object_object_get(top, "limit_hits");
+        for (int i = 0; i < st->n_limits && i < (int)LUP_ADMIN_MAX_LIMITS; i++) {
+                const struct lup_admin_limit *l = &st->limits[i];
+                if ((r = obj_add(lim, l->name, json_object_new_int64(l->value))) < 0 ||
+                    (r = obj_add(hits, l->name, json_object_new_int64(l->hits))) < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int lup_admin_status_encode(const struct lup_admin_status *st, char **ret_text, size_t *ret_len)
 {
         struct json_object *top, *arr;
@@ -162,6 +184,8 @@ int lup_admin_status_encode(const struct lup_admin_status *st, char **ret_text, 
                 if ((r = session_encode(arr, &st->s[i])) < 0)
                         goto out_put;
         if ((r = obj_add(top, "count", json_object_new_int(st->n))) < 0)
+                goto out_put;
+        if ((r = limits_encode(top, st)) < 0)
                 goto out_put;
         /* No "\/": nothing reads the text as HTML. */
         s = json_object_to_json_string_length(top, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
@@ -239,6 +263,36 @@ static int get_bool(struct json_object *obj, const char *key, bool *out)
         return 0;
 }
 
+/* "limits" (and the hits under the same names in "limit_hits"). */
+static int limits_read(struct json_object *top, struct lup_admin_status *st, const char **ret_why)
+{
+        struct json_object *lim, *hits, *h;
+
+        if (get_typed(top, "limits", json_type_object, &lim) < 0 ||
+            get_typed(top, "limit_hits", json_type_object, &hits) < 0) {
+                *ret_why = "limits of the wrong type";
+                return -EBADMSG;
+        }
+        if (!lim)
+                return 0;
+        json_object_object_foreach(lim, key, val)
+        {
+                struct lup_admin_limit *l = &st->limits[st->n_limits];
+
+                if (st->n_limits >= (int)LUP_ADMIN_MAX_LIMITS || strlen(key) >= sizeof(l->name) ||
+                    !json_object_is_type(val, json_type_int)) {
+                        *ret_why = "a limit of the wrong type or size, or too many";
+                        return -EBADMSG;
+                }
+                memcpy(l->name, key, strlen(key) + 1);
+                l->value = json_object_get_int64(val);
+                if (hits && json_object_object_get_ex(hits, key, &h) && json_object_is_type(h, json_type_int))
+                        l->hits = json_object_get_int64(h);
+                st->n_limits++;
+        }
+        return 0;
+}
+
 static int status_read(struct json_object *top, struct lup_admin_status *st, const char **ret_why)
 {
         struct json_object *arr;
@@ -256,6 +310,8 @@ static int status_read(struct json_object *top, struct lup_admin_status *st, con
                 *ret_why = "a daemon field of the wrong type or size";
                 return -EBADMSG;
         }
+        if (limits_read(top, st, ret_why) < 0)
+                return -EBADMSG;
         if (!arr)
                 return 0;
         if (json_object_array_length(arr) > LUP_ARENA_SLOTS) {

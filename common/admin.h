@@ -58,6 +58,15 @@ struct lup_admin_session {
         int pid;
 };
 
+/* One configured limit (docs/security.md): sent as "limits": {NAME: VALUE}
+ * and "limit_hits": {NAME: HITS}, after "count", only when there are any. */
+#define LUP_ADMIN_MAX_LIMITS 16u
+struct lup_admin_limit {
+        char name[LUP_ADMIN_MAX_WORD];
+        int64_t value; /* 0: off */
+        int64_t hits;  /* times it refused or ended something since the start */
+};
+
 struct lup_admin_status {
         char version[LUP_ADMIN_MAX_WORD];
         char backend[LUP_ADMIN_MAX_WORD];
@@ -65,6 +74,8 @@ struct lup_admin_status {
         int max_sessions;
         int n; /* sessions; sent as "count" too */
         struct lup_admin_session s[LUP_ARENA_SLOTS];
+        int n_limits;
+        struct lup_admin_limit limits[LUP_ADMIN_MAX_LIMITS];
 };
 
 /* The STATUS JSON object for st, into a malloc'd NUL-terminated

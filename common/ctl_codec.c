@@ -73,8 +73,7 @@ static int decode_dev(struct lup_rd *r, struct lup_hello_dev *d)
 
 static bool arena_ok(uint64_t base, uint64_t size)
 {
-        return base >= LUP_ARENA_BASE && size == LUP_ARENA_SIZE && (base - LUP_ARENA_BASE) % LUP_ARENA_SIZE == 0 &&
-               (base - LUP_ARENA_BASE) / LUP_ARENA_SIZE < LUP_ARENA_SLOTS;
+        return size == LUP_ARENA_SIZE && lup_arena_slot_of(base) >= 0;
 }
 
 int lup_hello_reply_decode(const uint8_t *p, size_t n, bool resend, struct lup_hello_reply *ret,

@@ -32,12 +32,20 @@ struct lupd_config {
         bool insecure;                  /* --insecure: unauthenticated non-loopback access */
         int hello_timeout_ms;           /* hidden --hello-timeout-ms; LUPD_HELLO_TIMEOUT_MS */
         bool no_multishot_accept;       /* hidden --no-multishot-accept: test the fallback */
+        bool check_arena;               /* hidden --check-arena: print the usable arena slots, exit */
         /* sessions and checkpoints (issue 4) */
         char checkpoint_dir[4096];      /* --checkpoint-dir: the built-in directory provider */
         char checkpoint_provider[4096]; /* --checkpoint-provider / LUPINE_CHECKPOINT_LIBRARY */
         char checkpoint_config[4096];   /* --checkpoint-config: passed to the provider's open() */
         int drain_timeout_s;            /* --drain-timeout (default 60) */
         int session_ttl_s;              /* --session-ttl (default 3600) */
+        /* limits against clients that exhaust the daemon (issue 15, docs/security.md) */
+        int detach_grace_s;                  /* --detach-grace: never-checkpointed detached sessions; 0: off */
+        int max_pending;                     /* --max-pending: connections before HELLO, in total */
+        int max_pending_per_peer;            /* --max-pending-per-peer: ... from one address (UNIX: one uid) */
+        int upload_cap_session_mib;          /* --upload-cap-session: unused BLOB bytes, one session; 0: off */
+        int upload_cap_total_mib;            /* --upload-cap-total: ... all sessions; 0: off */
+        int upload_acct_fd;                  /* worker: hidden --upload-acct-fd (daemon/upload_acct.h), or -1 */
         enum lupd_ckpt_mode checkpoint_mode; /* --checkpoint-mode (issue 5) */
         int checkpoint_lanes;           /* --checkpoint-lanes; 0: LUPINE_CHECKPOINT_LANES or automatic */
         bool checkpoint_verify;         /* --checkpoint-verify (or LUPINE_CHECKPOINT_VERIFY=1) */

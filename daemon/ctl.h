@@ -55,8 +55,10 @@
  *     sealed memfd holding them second: a frame the worker had read in
  *     part when it stopped. The rest is still in the socket.
  *   LUPD_CTL_DRAINED (worker -> supervisor): u32 type, i32 status
- *     (0: checkpoint committed; < 0: -errno, the session is lost; the
- *     worker logged why).
+ *     (0: checkpoint committed; -ENOTRECOVERABLE: not checkpointed because
+ *     the session's CUDA context has a sticky error of its own, and older
+ *     checkpoints stay; other < 0: -errno, the session is lost; the worker
+ *     logged why).
  *
  * A restore worker started with --hot first reads, before it touches the
  * driver (supervisor -> worker, sent right after the fork):

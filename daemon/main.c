@@ -29,9 +29,10 @@
 #define EXIT_USAGE 2
 
 /* Hidden test knobs stay out of --help: --hello-timeout-ms=N (1..600000)
- * shortens the HELLO deadline so the e2e tests run fast, and
+ * shortens the HELLO deadline so the e2e tests run fast,
  * --no-multishot-accept exercises the one-shot accept path of kernels
- * before 5.19. */
+ * before 5.19, and --check-arena prints how many arena slots this process
+ * could use and exits (0 if all of them). */
 enum {
         OPT_LOG_LEVEL = 0x100,
         OPT_INSECURE,
@@ -49,6 +50,13 @@ enum {
         OPT_CHECKPOINT_LANES,
         OPT_CHECKPOINT_VERIFY,
         OPT_HOT,
+        OPT_DETACH_GRACE,
+        OPT_MAX_PENDING,
+        OPT_MAX_PENDING_PER_PEER,
+        OPT_UPLOAD_CAP_SESSION,
+        OPT_UPLOAD_CAP_TOTAL,
+        OPT_UPLOAD_ACCT_FD,
+        OPT_CHECK_ARENA,
 };
 
 static const struct option long_options[] = {
@@ -67,6 +75,13 @@ static const struct option long_options[] = {
         { "checkpoint-lanes", required_argument, NULL, OPT_CHECKPOINT_LANES },
         { "checkpoint-verify", no_argument, NULL, OPT_CHECKPOINT_VERIFY },
         { "hot", no_argument, NULL, OPT_HOT },
+        { "detach-grace", required_argument, NULL, OPT_DETACH_GRACE },
+        { "max-pending", required_argument, NULL, OPT_MAX_PENDING },
+        { "max-pending-per-peer", required_argument, NULL, OPT_MAX_PENDING_PER_PEER },
+        { "upload-cap-session", required_argument, NULL, OPT_UPLOAD_CAP_SESSION },
+        { "upload-cap-total", required_argument, NULL, OPT_UPLOAD_CAP_TOTAL },
+        { "upload-acct-fd", required_argument, NULL, OPT_UPLOAD_ACCT_FD },
+        { "check-arena", no_argument, NULL, OPT_CHECK_ARENA },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { "worker", no_argument, NULL, OPT_WORKER },
@@ -146,10 +161,34 @@ static const char usage_text[] =
 "                          checkpoint loudly. Costs a full read of the memory.\n"
 "                          Default: LUPINE_CHECKPOINT_VERIFY=1 turns it on.\n"
 "\n"
+"Limits against clients that would exhaust the daemon (docs/security.md; each\n"
+"is shown by `lupinectl status` and logged with \"limit hit\" when reached):\n"
+"      --detach-grace SECONDS\n"
+"                          How long a session that was never checkpointed is\n"
+"                          kept once its client is gone without GOODBYE, instead\n"
+"                          of --session-ttl, 0..%d (default %d; 0: the TTL).\n"
+"      --max-pending N     Connections that have not finished HELLO, in total,\n"
+"                          1..%d (default %d). A newcomer is never turned away\n"
+"                          for want of room: the oldest pending connection of\n"
+"                          the peer holding the most is closed instead.\n"
+"      --max-pending-per-peer N\n"
+"                          The same for one peer address (on a UNIX socket: one\n"
+"                          uid), 0..%d (default %d; 0: no per-peer limit); its\n"
+"                          oldest pending connection makes room.\n"
+"      --upload-cap-session MIB\n"
+"                          Module images a session has uploaded and no call has\n"
+"                          used yet, 0..%d MiB (default %d; 0: the protocol's\n"
+"                          2 GiB). An upload past it is dropped and the call\n"
+"                          naming it fails with CUDA_ERROR_OUT_OF_MEMORY.\n"
+"      --upload-cap-total MIB\n"
+"                          The same over all sessions, 0..%d MiB (default %d;\n"
+"                          0: off).\n"
+"\n"
 "Internal options (the supervisor passes them to the workers it starts;\n"
 "not for use by hand):\n"
 "      --worker            Run as a per-session worker process.\n"
 "      --ctl-fd=N          The worker's control socket (required with --worker).\n"
+"      --upload-acct-fd=N  The supervisor's upload accounting (daemon/upload_acct.h).\n"
 "      --restore=SESSION   Restore SESSION from its newest checkpoint and wait\n"
 "                          for its client (needs a checkpoint provider).\n"
 "\n"
@@ -202,7 +241,10 @@ static void print_usage(FILE *f)
 {
         fprintf(f, usage_text, LUPD_MAX_LISTEN, LUPD_DEFAULT_PORT, LUPD_MAX_SESSIONS, LUPD_MAX_SESSIONS,
                 LUPD_DRAIN_TIMEOUT_MAX_S, LUPD_DRAIN_TIMEOUT_DEFAULT_S, LUPD_SESSION_TTL_MAX_S,
-                LUPD_SESSION_TTL_DEFAULT_S, LUPD_CKPT_LANES_MAX, LUPD_SHUTDOWN_GRACE_MS / 1000);
+                LUPD_SESSION_TTL_DEFAULT_S, LUPD_CKPT_LANES_MAX, LUPD_SESSION_TTL_MAX_S, LUPD_DETACH_GRACE_DEFAULT_S,
+                LUPD_PENDING_LIMIT_MAX, LUPD_PENDING_DEFAULT, LUPD_PENDING_LIMIT_MAX, LUPD_PENDING_PER_PEER_DEFAULT,
+                LUPD_UPLOAD_CAP_SESSION_MAX_MIB, LUPD_UPLOAD_CAP_SESSION_DEFAULT_MIB, LUPD_UPLOAD_CAP_TOTAL_MAX_MIB,
+                LUPD_UPLOAD_CAP_TOTAL_DEFAULT_MIB, LUPD_SHUTDOWN_GRACE_MS / 1000);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -409,6 +451,48 @@ static int parse_checkpoint_option(int c, const char *arg, struct lupd_config *c
         }
 }
 
+/* The limits (the third part of --help): 1 when c is one of them and was
+ * taken, 0 when it is not, or -EINVAL after printing what is wrong. */
+static int parse_limit_option(int c, const char *arg, struct lupd_config *cfg)
+{
+        switch (c) {
+        case OPT_DETACH_GRACE:
+                if (parse_int(arg, 0, LUPD_SESSION_TTL_MAX_S, &cfg->detach_grace_s) < 0)
+                        return usage_error("--detach-grace %s: expected a number of seconds from 0 to %d", arg,
+                                           LUPD_SESSION_TTL_MAX_S);
+                return 1;
+        case OPT_MAX_PENDING:
+                if (parse_int(arg, 1, LUPD_PENDING_LIMIT_MAX, &cfg->max_pending) < 0)
+                        return usage_error("--max-pending %s: expected a number from 1 to %d", arg,
+                                           LUPD_PENDING_LIMIT_MAX);
+                return 1;
+        case OPT_MAX_PENDING_PER_PEER:
+                if (parse_int(arg, 0, LUPD_PENDING_LIMIT_MAX, &cfg->max_pending_per_peer) < 0)
+                        return usage_error("--max-pending-per-peer %s: expected a number from 0 to %d", arg,
+                                           LUPD_PENDING_LIMIT_MAX);
+                return 1;
+        case OPT_UPLOAD_CAP_SESSION:
+                if (parse_int(arg, 0, LUPD_UPLOAD_CAP_SESSION_MAX_MIB, &cfg->upload_cap_session_mib) < 0)
+                        return usage_error("--upload-cap-session %s: expected a number of MiB from 0 to %d", arg,
+                                           LUPD_UPLOAD_CAP_SESSION_MAX_MIB);
+                return 1;
+        case OPT_UPLOAD_CAP_TOTAL:
+                if (parse_int(arg, 0, LUPD_UPLOAD_CAP_TOTAL_MAX_MIB, &cfg->upload_cap_total_mib) < 0)
+                        return usage_error("--upload-cap-total %s: expected a number of MiB from 0 to %d", arg,
+                                           LUPD_UPLOAD_CAP_TOTAL_MAX_MIB);
+                return 1;
+        case OPT_CHECK_ARENA:
+                cfg->check_arena = true;
+                return 1;
+        case OPT_UPLOAD_ACCT_FD:
+                if (parse_int(arg, 0, INT_MAX, &cfg->upload_acct_fd) < 0)
+                        return usage_error("--upload-acct-fd=%s: expected a file descriptor number", arg);
+                return 1;
+        default:
+                return 0;
+        }
+}
+
 /* Returns 0 to run, 1 to exit 0 at once (--help, --version), or -EINVAL
  * after printing what is wrong. */
 static int parse_args(int argc, char **argv, struct lupd_config *cfg)
@@ -463,6 +547,8 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                         break;
                 default:
                         r = parse_checkpoint_option(c, optarg, cfg);
+                        if (r == 0)
+                                r = parse_limit_option(c, optarg, cfg);
                         if (r < 0)
                                 return r;
                         if (r > 0)
@@ -536,6 +622,12 @@ int main(int argc, char **argv)
                 .hello_timeout_ms = LUPD_HELLO_TIMEOUT_MS,
                 .drain_timeout_s = LUPD_DRAIN_TIMEOUT_DEFAULT_S,
                 .session_ttl_s = LUPD_SESSION_TTL_DEFAULT_S,
+                .detach_grace_s = LUPD_DETACH_GRACE_DEFAULT_S,
+                .max_pending = LUPD_PENDING_DEFAULT,
+                .max_pending_per_peer = LUPD_PENDING_PER_PEER_DEFAULT,
+                .upload_cap_session_mib = LUPD_UPLOAD_CAP_SESSION_DEFAULT_MIB,
+                .upload_cap_total_mib = LUPD_UPLOAD_CAP_TOTAL_DEFAULT_MIB,
+                .upload_acct_fd = -1,
                 .ctl_fd = -1,
         };
         int r;

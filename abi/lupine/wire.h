@@ -102,11 +102,35 @@ static inline int lup_primary_ctx_device(uint64_t id)
         return (int)((id - LUP_PRIMARY_CTX_ID(0)) / LUP_CTX_ID_STEP);
 }
 
-/* The VA arena: session slot n owns [LUP_ARENA_BASE + n*LUP_ARENA_SIZE, +LUP_ARENA_SIZE). */
+/* The VA arena: session slot n owns [lup_arena_slot_base(n), +LUP_ARENA_SIZE):
+ * LUP_ARENA_BASE + n*LUP_ARENA_SIZE, except that the slots from
+ * LUP_ARENA_HOLE_FIRST on sit LUP_ARENA_HOLE_SLOTS sizes higher. The hole,
+ * [0x550000000000, 0x580000000000), is where x86-64 Linux puts a PIE
+ * executable (2/3 of the 47-bit space, 0x555555554000, plus up to 1 TiB of
+ * ASLR) and its heap after it: a slot there collided with the worker's and
+ * the client's own program (issue 15, finding 5). All 64 slots end below
+ * 0x630000000000, under the shared libraries' area at the top. */
 #define LUP_ARENA_BASE       0x200000000000ull
 #define LUP_ARENA_SIZE       (1ull << 40)
 #define LUP_ARENA_SLOTS      64u
 #define LUP_ARENA_GRANULE    (2ull << 20)
+#define LUP_ARENA_HOLE_FIRST 53u
+#define LUP_ARENA_HOLE_SLOTS 3u
+
+static inline uint64_t lup_arena_slot_base(uint32_t slot)
+{
+        return LUP_ARENA_BASE +
+               ((uint64_t)slot + (slot >= LUP_ARENA_HOLE_FIRST ? LUP_ARENA_HOLE_SLOTS : 0)) * LUP_ARENA_SIZE;
+}
+
+/* The slot whose range begins at base, or -1. */
+static inline int lup_arena_slot_of(uint64_t base)
+{
+        for (uint32_t n = 0; n < LUP_ARENA_SLOTS; n++)
+                if (lup_arena_slot_base(n) == base)
+                        return (int)n;
+        return -1;
+}
 
 /*
  * HELLO request payload:

@@ -26,6 +26,7 @@
 #include "admin.h"
 #include "log.h"
 #include "supervisor/internal.h"
+#include "upload_acct.h"
 
 int sup_admin_check_header(struct sup *s, int idx)
 {
@@ -97,6 +98,31 @@ static const char *admin_state_name(enum lupd_session_phase phase)
         return "unknown";
 }
 
+static void admin_limit(struct lup_admin_status *st, const char *name, int64_t value, uint64_t hits)
+{
+        struct lup_admin_limit *l;
+
+        if (st->n_limits >= (int)LUP_ADMIN_MAX_LIMITS)
+                return;
+        l = &st->limits[st->n_limits++];
+        snprintf(l->name, sizeof(l->name), "%s", name);
+        l->value = value;
+        l->hits = (int64_t)hits;
+}
+
+/* The limits of docs/security.md, under the names it uses. */
+static void admin_limits(const struct sup *s, struct lup_admin_status *st)
+{
+        admin_limit(st, "detach_grace_s", s->cfg->detach_grace_s, s->hits.detach_grace);
+        admin_limit(st, "max_pending", s->cfg->max_pending, s->hits.pending_total);
+        admin_limit(st, "max_pending_per_peer", s->cfg->max_pending_per_peer, s->hits.pending_peer);
+        admin_limit(st, "upload_cap_session_mib", s->cfg->upload_cap_session_mib,
+                    s->upload_acct ? atomic_load(&s->upload_acct->refused_session) : 0);
+        admin_limit(st, "arena_slots_usable", (int64_t)LUP_ARENA_SLOTS - __builtin_popcountll(s->reg.unusable), 0);
+        admin_limit(st, "upload_cap_total_mib", s->cfg->upload_cap_total_mib,
+                    s->upload_acct ? atomic_load(&s->upload_acct->refused_total) : 0);
+}
+
 static void admin_status(struct sup *s, int idx)
 {
         struct lup_admin_status *st = calloc(1, sizeof(*st));
@@ -126,6 +152,7 @@ static void admin_status(struct sup *s, int idx)
                 out->pid = (int)se->pid;
                 st->n++;
         }
+        admin_limits(s, st);
         r = lup_admin_status_encode(st, &text, &len);
         if (r < 0) {
                 sup_conn_close(s, idx, (uint32_t)-r, "ADMIN STATUS: cannot write the reply: %s", strerror(-r));

@@ -1,9 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The pending-connection slots: taking a freshly accepted connection (or
- * closing it at once when LUPD_MAX_PENDING wait already), arming the recv
- * into its buffers, and closing it, with one rate-limited log line and,
- * when its header was valid, a refusal the client can show its user.
+ * The pending-connection slots: taking a freshly accepted connection,
+ * arming the recv into its buffers, and closing it, with one rate-limited
+ * log line and, when its header was valid, a refusal the client can show
+ * its user.
+ *
+ * A flood of connections that never finish HELLO must not lock anyone out
+ * (issue 15, finding 2; docs/security.md). So a newcomer is never refused
+ * for want of room: when its peer (address, or uid on a UNIX socket)
+ * already has --max-pending-per-peer pending, that peer's oldest pending
+ * connection is closed; when --max-pending are pending in total, the
+ * oldest of the peer holding the most is. A legitimate client sends its
+ * HELLO at once and is gone to a worker long before it would be the
+ * oldest; an idle flooder's connections are always the oldest.
  * Reading and judging the first frame is supervisor/conn.c; it and
  * everything else that ends a pending connection (the tick's HELLO
  * deadline, a drain, a shutdown, admin.c) call down to here.
@@ -53,6 +62,115 @@ static void describe_peer(int fd, const struct lup_endpoint *ep, char *out, size
                 snprintf(out, cap, "[%s]:%u", host, (unsigned)ntohs(in6->sin6_port));
         } else {
                 snprintf(out, cap, "a peer of family %d on %s", (int)ss.ss_family, ep->text);
+        }
+}
+
+/* Who a connection is from, for --max-pending-per-peer: the address (not
+ * the port) of an IP peer, the uid of a UNIX-socket peer. */
+static void peer_key_of(int fd, const struct lup_endpoint *ep, uint8_t key[static 17])
+{
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+
+        memset(key, 0, 17);
+        if (ep->family == AF_UNIX) {
+                struct ucred cred;
+                socklen_t clen = sizeof(cred);
+                key[0] = AF_UNIX;
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
+                        memcpy(key + 1, &cred.uid, sizeof(cred.uid));
+                return;
+        }
+        if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+                return;
+        key[0] = (uint8_t)ss.ss_family;
+        if (ss.ss_family == AF_INET)
+                memcpy(key + 1, &((const struct sockaddr_in *)&ss)->sin_addr, 4);
+        else if (ss.ss_family == AF_INET6)
+                memcpy(key + 1, &((const struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+}
+
+static bool conn_open(const struct conn *c)
+{
+        return c->fd >= 0 && !c->closing;
+}
+
+/* Pending connections (not closing) from peer key, or all when key is
+ * NULL; *ret_oldest is the oldest of them (-1 if none). */
+static int pending_count(const struct sup *s, const uint8_t *key, int *ret_oldest)
+{
+        int n = 0, oldest = -1;
+
+        for (int i = 0; i < LUPD_MAX_PENDING; i++) {
+                const struct conn *c = &s->conns[i];
+                if (!conn_open(c) || (key && memcmp(c->peer_key, key, sizeof(c->peer_key)) != 0))
+                        continue;
+                n++;
+                if (oldest < 0 || c->accept_no < s->conns[oldest].accept_no)
+                        oldest = i;
+        }
+        *ret_oldest = oldest;
+        return n;
+}
+
+/* The oldest pending connection of the peer with the most pending: one
+ * pass, the peers counted in a small open-addressed table. */
+static int pending_victim(const struct sup *s)
+{
+        enum {
+                BUCKETS = 2 * LUPD_MAX_PENDING
+        };
+        struct {
+                int rep; /* a connection of this peer (its key), -1: empty */
+                int n, oldest;
+        } tab[BUCKETS];
+        int best = -1;
+
+        for (int b = 0; b < BUCKETS; b++)
+                tab[b].rep = -1;
+        for (int i = 0; i < LUPD_MAX_PENDING; i++) {
+                const struct conn *c = &s->conns[i];
+                uint32_t h = 2166136261u;
+                if (!conn_open(c))
+                        continue;
+                for (size_t k = 0; k < sizeof(c->peer_key); k++)
+                        h = (h ^ c->peer_key[k]) * 16777619u;
+                int b = (int)(h % BUCKETS);
+                while (tab[b].rep >= 0 && memcmp(s->conns[tab[b].rep].peer_key, c->peer_key, sizeof(c->peer_key)))
+                        b = (b + 1) % BUCKETS;
+                if (tab[b].rep < 0) {
+                        tab[b].rep = tab[b].oldest = i;
+                        tab[b].n = 0;
+                }
+                tab[b].n++;
+                if (c->accept_no < s->conns[tab[b].oldest].accept_no)
+                        tab[b].oldest = i;
+                if (best < 0 || tab[b].n > tab[best].n)
+                        best = b;
+        }
+        return best < 0 ? -1 : tab[best].oldest;
+}
+
+/* Makes room for a newcomer from peer key under both limits (logged,
+ * counted). */
+static void pending_make_room(struct sup *s, const uint8_t *key, const char *peer)
+{
+        int oldest, victim;
+
+        if (s->cfg->max_pending_per_peer > 0 && pending_count(s, key, &oldest) >= s->cfg->max_pending_per_peer &&
+            oldest >= 0) {
+                s->hits.pending_peer++;
+                sup_conn_close(s, oldest, 0,
+                               "limit hit: %d connections from this peer have not finished HELLO "
+                               "(--max-pending-per-peer); the oldest makes room for %s",
+                               s->cfg->max_pending_per_peer, peer);
+        }
+        while (pending_count(s, NULL, &oldest) >= s->cfg->max_pending && (victim = pending_victim(s)) >= 0) {
+                s->hits.pending_total++;
+                sup_conn_close(s, victim, 0,
+                               "limit hit: %d connections have not finished HELLO (--max-pending); the oldest "
+                               "of the peer holding the most makes room for %s",
+                               s->cfg->max_pending, peer);
         }
 }
 
@@ -148,6 +266,7 @@ int sup_conn_arm_recv(struct sup *s, int idx)
 void sup_conn_new(struct sup *s, const struct listener *l, int fd)
 {
         char peer[sizeof(((struct conn *)0)->peer)];
+        uint8_t key[sizeof(((struct conn *)0)->peer_key)];
         struct conn *c;
         int idx;
 
@@ -156,9 +275,13 @@ void sup_conn_new(struct sup *s, const struct listener *l, int fd)
                 return;
         }
         describe_peer(fd, l->ep, peer, sizeof(peer));
+        peer_key_of(fd, l->ep, key);
+        pending_make_room(s, key, peer);
+        /* Evicted connections whose recv is still being cancelled hold
+         * their slots a little longer: only then is there none. */
         if (s->n_conns >= LUPD_MAX_PENDING) {
                 if (sup_conn_log_allow(s))
-                        lup_info("closing connection from %s: too many connections waiting for HELLO (limit %d)", peer,
+                        lup_info("closing connection from %s: all %d connection slots are closing", peer,
                                  LUPD_MAX_PENDING);
                 close(fd);
                 return;
@@ -172,6 +295,8 @@ void sup_conn_new(struct sup *s, const struct listener *l, int fd)
         memset(c, 0, sizeof(*c));
         c->fd = fd;
         c->deadline = sup_now_ms() + (uint64_t)s->cfg->hello_timeout_ms;
+        c->accept_no = ++s->accept_no;
+        memcpy(c->peer_key, key, sizeof(key));
         memcpy(c->peer, peer, sizeof(peer));
         c->unix_listener = l->ep->family == AF_UNIX;
         s->n_conns++;

@@ -33,6 +33,7 @@
 #include "ctl.h"
 #include "log.h"
 #include "supervisor/internal.h"
+#include "upload_acct.h"
 
 static const char *errno_text(int32_t status)
 {
@@ -88,6 +89,10 @@ static void on_attached(struct sup *s, int idx, int32_t status)
                 sup_status_update(s);
         } else if (status == -EPERM) {
                 lup_warn("session %s: resume by %s refused: wrong resume token", se->name, peer);
+        } else if (status == -ESTALE) {
+                lup_warn("session %s: resume by %s refused: stale checkpoint: the client has seen later calls "
+                         "executed than the restored checkpoint holds (the worker's line says which)",
+                         se->name, peer);
         } else {
                 lup_warn("session %s: resume by %s failed: %s", se->name, peer, errno_text(status));
         }
@@ -99,9 +104,12 @@ static void on_detached(struct sup *s, int idx)
 
         if (se->phase == LUPD_PHASE_SERVING)
                 se->phase = LUPD_PHASE_DETACHED;
+        /* the worker's rule (worker/loop.c): a session never checkpointed */
+        se->in_grace = !se->restore && s->cfg->detach_grace_s > 0 && s->cfg->detach_grace_s < s->cfg->session_ttl_s;
+        se->detached_ms = sup_now_ms();
         lup_info("session %s detached: its client connection was lost; the session is kept for up to %d s "
-                 "for the client to resume",
-                 se->name, s->cfg->session_ttl_s);
+                 "for the client to resume (%d s if it was never checkpointed: --detach-grace)",
+                 se->name, s->cfg->session_ttl_s, s->cfg->detach_grace_s);
         sup_status_update(s);
 }
 
@@ -390,6 +398,16 @@ void sup_reap_workers(struct sup *s)
                 }
                 struct lupd_session *se = &s->reg.s[idx];
                 log_worker_exit(s, se, st);
+                /* what it still held in uploads is no one's now */
+                if (s->upload_acct && se->slot >= 0 && se->slot < (int)LUP_ARENA_SLOTS)
+                        atomic_store(&s->upload_acct->slot[se->slot], 0);
+                if (se->phase == LUPD_PHASE_DETACHED && se->in_grace &&
+                    sup_now_ms() - se->detached_ms + 500 >= (uint64_t)s->cfg->detach_grace_s * 1000) {
+                        s->hits.detach_grace++;
+                        lup_warn("limit hit: session %s ended by the detach grace (%d s, --detach-grace): never "
+                                 "checkpointed and its client left without GOODBYE; its slot is free",
+                                 se->name, s->cfg->detach_grace_s);
+                }
                 se->reaped = true;
                 se->wait_status = st;
                 /* The name and slot are free from now on; the entry once

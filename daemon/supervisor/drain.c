@@ -28,7 +28,11 @@
  * stops instead (supervisor/upgrade.c: sup_upgrade_cancel, sup_upgrade_stop).
  *
  * Each session gets exactly one verdict line: "session NAME checkpointed",
- * "session NAME LOST: why", or one of two that lose nothing:
+ * "session NAME LOST: why", or one of three that lose nothing:
+ *   - a session whose CUDA context has a sticky error of its own (an
+ *     illegal address, say) cannot be checkpointed: "session NAME ended by
+ *     its own error" (DRAINED -ENOTRECOVERABLE); its older checkpoint, if
+ *     any, is kept, and the drain's exit status does not count it;
  *   - a session restored at start and never touched since whose new
  *     checkpoint failed keeps its older one (the provider never lets a
  *     failed save damage the committed checkpoint before it);
@@ -130,7 +134,12 @@ static int drain_left(const struct sup *s)
         return n;
 }
 
-enum verdict { CHECKPOINTED, FAILED, ENDED };
+enum verdict {
+        CHECKPOINTED,
+        FAILED,
+        ENDED,
+        OWN_ERROR
+};
 
 static void drain_verdict(struct sup *s, int idx, enum verdict v, const char *why)
 {
@@ -148,6 +157,13 @@ static void drain_verdict(struct sup *s, int idx, enum verdict v, const char *wh
                                                    : "kept for the re-exec");
                 else
                         lup_info("session %s checkpointed", se->name);
+        } else if (v == OWN_ERROR) {
+                /* The tenant's bug, not lupine's failure (issue 15,
+                 * finding 8): it does not fail the drain. */
+                s->n_own_error++;
+                lup_warn("session %s ended by its own error: %s; it was not checkpointed again, and its previous "
+                         "checkpoint (if it has one) is kept",
+                         se->name, why);
         } else if (v == ENDED) {
                 s->n_ended++;
                 lup_info("session %s ended before it could be checkpointed (%s)", se->name, why);
@@ -169,6 +185,11 @@ void sup_drain_on_drained(struct sup *s, int idx, int32_t status)
 
         if (status == 0) {
                 drain_verdict(s, idx, CHECKPOINTED, NULL);
+                return;
+        }
+        if (status == -ENOTRECOVERABLE) {
+                drain_verdict(s, idx, OWN_ERROR,
+                              "its CUDA context has a sticky error of its own making (the worker's log names it)");
                 return;
         }
         snprintf(why, sizeof(why), "the checkpoint failed: %s (the worker's log says more)",

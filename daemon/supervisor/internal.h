@@ -6,6 +6,7 @@
  * the graph and fails on a cycle):
  *   supervisor/sd_fds.c      fds inherited through LISTEN_FDS (supervisor/sd_fds.h);
  *   supervisor/session_registry.c  sessions by name, slot and pid (its own header);
+ *   supervisor/arena_check.c which arena slots are usable (finding 5 of issue 15);
  *   supervisor/base.c        clock, SQEs, cancellation, log limit, STATUS= lines;
  *   supervisor/conn_slots.c  pending-connection slots: taking, closing, the recv;
  *   supervisor/fdstore.c     the hot checkpoint's fds: the fd store, kept fds, hot restore;
@@ -101,6 +102,8 @@ struct conn {
         bool have_hdr;          /* hdr is decoded; now reading the payload */
         bool unix_listener;     /* accepted on a UNIX socket (ADMIN is allowed there) */
         uint64_t deadline;      /* CLOCK_MONOTONIC ms by which HELLO must be complete */
+        uint64_t accept_no;     /* order of acceptance: the lowest is the oldest */
+        uint8_t peer_key[17];   /* family byte + address (IPv4/IPv6), or + uid (UNIX) */
         size_t got;             /* bytes of the current part (header, then payload) */
         struct lup_hdr hdr;
         uint8_t hdr_buf[LUP_HDR_SIZE];
@@ -163,6 +166,7 @@ struct sup {
         int n_lost;             /* ... whose state is gone */
         int n_kept;             /* ... that failed, but their older checkpoint stands */
         int n_ended;            /* ... that ended by themselves meanwhile */
+        int n_own_error;        /* ... that ended by their own sticky CUDA error (not checkpointed) */
         /* hot checkpoint and upgrade (supervisor/fdstore.c, supervisor/upgrade.c) */
         bool upgrade;           /* this drain ends in a re-exec, not an exit */
         bool upgrade_stop;      /* ... unless SIGTERM/SIGINT came meanwhile: then an exit */
@@ -170,6 +174,16 @@ struct sup {
         uint32_t drain_flags;   /* LUPD_DRAIN_* this drain sends */
         struct sup_held *held;  /* fds for the re-exec: memory, connections */
         size_t n_held, cap_held;
+        /* limits hit since the start (docs/security.md, lupinectl status) */
+        struct {
+                uint64_t detach_grace;  /* sessions ended by --detach-grace */
+                uint64_t pending_total; /* pending connections evicted: --max-pending */
+                uint64_t pending_peer;  /* ... --max-pending-per-peer */
+        } hits;
+        uint64_t accept_no; /* connections accepted so far */
+        /* uploaded-but-unused bytes per arena slot (daemon/upload_acct.h) */
+        int upload_acct_fd; /* -1: none (the total cap is not enforced) */
+        struct lupd_upload_acct *upload_acct;
 };
 
 static inline int safe_close(int fd)
@@ -178,6 +192,13 @@ static inline int safe_close(int fd)
                 close(fd);
         return -1;
 }
+
+/* ---- supervisor/arena_check.c */
+
+/* Reserves and releases every arena slot's range once, marking in
+ * s->reg.unusable (and logging) those that overlap a mapping. Returns how
+ * many are usable. */
+int sup_arena_check(struct sup *s);
 
 /* ---- supervisor/base.c */
 
@@ -264,6 +285,9 @@ int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hd
 int sup_session_restore(struct sup *s, int idx);
 /* LUPD_CTL_SHUTDOWN to every live worker; returns how many were told. */
 int sup_workers_shutdown(struct sup *s);
+/* The upload accounting memfd workers get as LUPD_UPLOAD_ACCT_FD: 0, or
+ * -errno (logged; --upload-cap-total is then not enforced). */
+int sup_upload_acct_open(struct sup *s);
 /* SIGKILL every live worker, saying which. */
 void sup_workers_kill(struct sup *s);
 /* SIGKILL one worker, unless it was reaped already (its pid may be

@@ -52,10 +52,10 @@ static int claim(struct lupd_registry *reg, const char *name, bool want_slot)
                 return -ENOSPC;
         if (want_slot) {
                 for (int i = 0; i < (int)LUP_ARENA_SLOTS && slot < 0; i++)
-                        if (slot_holder(reg, i) < 0)
+                        if (!(reg->unusable >> i & 1) && slot_holder(reg, i) < 0)
                                 slot = i;
                 if (slot < 0)
-                        return -ENOSPC; /* cannot happen: entries >= registered sessions */
+                        return -ENOSPC; /* every usable slot is held */
         }
 
         struct lupd_session *se = &reg->s[free_idx];

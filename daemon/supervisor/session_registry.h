@@ -88,6 +88,9 @@ struct lupd_session {
         bool hot_conn;                  /* restore worker was handed its client's connection */
         uint64_t hot_fds;               /* memory fds received (HOT_MEM) */
         uint64_t hot_bytes;             /* ... and the bytes they hold */
+        /* limits (docs/security.md) */
+        bool in_grace;        /* DETACHED, never checkpointed: --detach-grace applies */
+        uint64_t detached_ms; /* CLOCK_MONOTONIC ms of the last DETACHED */
         uint8_t ctl_buf[LUPD_CTL_RECV_BUF];
         /* recvmsg state for the ring: fds arrive with HOT_MEM and HANDBACK */
         struct iovec ctl_iov;
@@ -102,6 +105,7 @@ struct lupd_registry {
         struct lupd_session s[LUP_ARENA_SLOTS];
         int max_sessions;               /* 1..LUPD_MAX_SESSIONS */
         int n_used;                     /* entries not FREE */
+        uint64_t unusable;              /* arena slots never handed out (supervisor/arena_check.c) */
 };
 
 /* Sets every entry FREE (ctl_fd = -1, slot = -1) and the session limit. */
@@ -110,7 +114,8 @@ void lupd_registry_init(struct lupd_registry *reg, int max_sessions);
 /* Claims an entry for a new session called `name` (a valid session name,
  * NUL-terminated) together with the lowest free arena slot. Returns the
  * entry index, -EINVAL for a bad name, -EBUSY if a session of that name is
- * registered, or -ENOSPC if max_sessions entries are in use. The entry is
+ * registered, or -ENOSPC if max_sessions entries are in use (or every
+ * usable arena slot, see `unusable`). The entry is
  * LIVE, phase STARTING, pid 0, ctl_fd -1. */
 int lupd_registry_claim(struct lupd_registry *reg, const char *name);
 

@@ -18,9 +18,11 @@
  * systemd READY=1. SIGINT/SIGTERM end it: with a provider by draining
  * (supervisor/drain.c), without one by telling each worker to SHUTDOWN.
  *
- * What a hostile peer can make us hold: LUPD_MAX_PENDING connections of at
- * most LUP_HDR_SIZE + LUPD_HELLO_MAX_PAYLOAD bytes, each for at most
- * hello_timeout_ms, and at most CONN_LOG_BURST log lines per window.
+ * What a hostile peer can make us hold: --max-pending connections (and as
+ * many more being closed) of at most LUP_HDR_SIZE + LUPD_HELLO_MAX_PAYLOAD
+ * bytes, each for at most hello_timeout_ms and only until newer ones push
+ * it out (supervisor/conn_slots.c), and at most CONN_LOG_BURST log lines
+ * per window.
  * Descriptors held at once: LUPD_MAX_PENDING + LUPD_MAX_LISTEN +
  * LUP_ARENA_SLOTS control sockets + a few, well under the default
  * RLIMIT_NOFILE of 1024.
@@ -427,12 +429,19 @@ int supervisor_main(struct lupd_config *cfg)
         }
         s->cfg = cfg;
         s->sigfd = -1;
+        s->upload_acct_fd = -1;
         s->checkpoints = lupd_have_checkpoints(cfg);
         for (int i = 0; i < LUPD_MAX_PENDING; i++)
                 s->conns[i].fd = -1;
         for (int i = 0; i < LUPD_MAX_LISTEN; i++)
                 s->listeners[i].fd = -1;
         lupd_registry_init(&s->reg, cfg->max_sessions);
+        if (cfg->check_arena) {
+                int usable = sup_arena_check(s);
+                printf("arena: %d of %u slots usable\n", usable, LUP_ARENA_SLOTS);
+                free(s);
+                return usable == (int)LUP_ARENA_SLOTS ? 0 : 1;
+        }
         if (cfg->hello_timeout_ms <= 0)
                 cfg->hello_timeout_ms = LUPD_HELLO_TIMEOUT_MS;
         /* Deadlines are checked on a tick a quarter of the timeout long,
@@ -447,7 +456,9 @@ int supervisor_main(struct lupd_config *cfg)
         r = lupd_sd_fds_collect();
         if (r < 0)
                 goto out_free;
+        (void)sup_arena_check(s); /* logged; unusable slots are never handed out */
         watchdog_setup(s);
+        (void)sup_upload_acct_open(s); /* logged; the daemon serves without it */
         r = signals_setup(s);
         if (r < 0)
                 goto out_free;
@@ -481,13 +492,13 @@ int supervisor_main(struct lupd_config *cfg)
                 status = sup_upgrade_stop(s);
         } else if (status == 0 && s->upgrade) {
                 lup_info("upgrade: drain finished: %d of %d session(s) checkpointed, %d lost, %d ended by "
-                         "themselves, %d kept their previous checkpoint",
-                         s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept);
+                         "themselves, %d kept their previous checkpoint, %d ended by their own error",
+                         s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept, s->n_own_error);
                 status = sup_upgrade_exec(s); /* returns only if it failed */
         } else if (status == 0 && s->stop == SUP_DRAIN) {
                 lup_info("drain finished: %d of %d session(s) checkpointed, %d lost, %d ended by themselves, "
-                         "%d kept their previous checkpoint",
-                         s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept);
+                         "%d kept their previous checkpoint, %d ended by their own error",
+                         s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept, s->n_own_error);
                 status = s->n_lost ? 1 : 0;
                 if (status)
                         lup_err("lupined stopped; %d session(s) were lost", s->n_lost);

@@ -16,8 +16,21 @@
 #define LUPINE_VERSION "unknown" /* meson passes the project version */
 #endif
 
-/* Pre-HELLO connections held at once; further ones are closed at accept. */
-#define LUPD_MAX_PENDING 256
+/* Slots for pre-HELLO connections. At most --max-pending of them (up to
+ * LUPD_PENDING_LIMIT_MAX) are open at once; the rest is room for those
+ * evicted but whose cancelled recv has not completed yet, so that an
+ * eviction frees room for the newcomer at once (supervisor/conn_slots.c). */
+#define LUPD_MAX_PENDING                    512
+#define LUPD_PENDING_LIMIT_MAX              (LUPD_MAX_PENDING / 2)
+#define LUPD_PENDING_DEFAULT                256
+#define LUPD_PENDING_PER_PEER_DEFAULT       32
+/* --upload-cap-session, --upload-cap-total (MiB): uploaded-but-unused
+ * module images (worker/uploads.c). The session cap cannot exceed the
+ * protocol's LUP_MAX_BLOB_BYTES (2 GiB). */
+#define LUPD_UPLOAD_CAP_SESSION_DEFAULT_MIB 1024
+#define LUPD_UPLOAD_CAP_SESSION_MAX_MIB     2048
+#define LUPD_UPLOAD_CAP_TOTAL_DEFAULT_MIB   8192
+#define LUPD_UPLOAD_CAP_TOTAL_MAX_MIB       (1 << 30)
 /* The largest HELLO payload the supervisor reads. A HELLO is about 170
  * bytes today; the slack leaves room for auth fields without letting 256
  * pending peers pin LUP_MAX_PAYLOAD (1 MiB) each. */
@@ -35,6 +48,7 @@
 /* --session-ttl: how long a session without a client is kept. */
 #define LUPD_SESSION_TTL_DEFAULT_S 3600
 #define LUPD_SESSION_TTL_MAX_S (30 * 86400)
+#define LUPD_DETACH_GRACE_DEFAULT_S  60
 /* While draining or restoring, systemd hears EXTEND_TIMEOUT_USEC of
  * LUPD_EXTEND_USEC every LUPD_EXTEND_INTERVAL_MS, so TimeoutStopSec= and
  * TimeoutStartSec= need not guess how long checkpoints take; the drain

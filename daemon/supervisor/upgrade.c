@@ -302,9 +302,10 @@ int sup_upgrade_stop(struct sup *s)
                         "durable copy, if the checkpoint mode wrote one",
                         dropped);
         lup_info("drain finished (upgrade cancelled): %d of %d session(s) checkpointed, %d lost, %d ended by "
-                 "themselves, %d kept their previous checkpoint; %zu memory fd(s) put in the fd store, %zu client "
-                 "connection(s) closed (their clients reconnect to the next start); not re-executing",
-                 s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept, stored, conns);
+                 "themselves, %d kept their previous checkpoint, %d ended by their own error; %zu memory fd(s) put "
+                 "in the fd store, %zu client connection(s) closed (their clients reconnect to the next start); not "
+                 "re-executing",
+                 s->n_checkpointed, s->n_drain, s->n_lost, s->n_ended, s->n_kept, s->n_own_error, stored, conns);
         if (s->n_lost) {
                 lup_err("lupined stopped; %d session(s) were lost", s->n_lost);
                 return 1;

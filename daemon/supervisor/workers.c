@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "ctl.h"
 #include "log.h"
 #include "supervisor/internal.h"
+#include "upload_acct.h"
 
 /* LUPD_CTL_ASSIGN: u32 type, u32 slot, u64 seq, u32 lane, u32 len, HELLO. */
 #define CTL_ASSIGN_FIXED 24u
@@ -31,14 +33,17 @@ struct worker_argv {
         char backend[32];
         char level[32];
         char ttl[48];
+        char grace[48];
+        char cap_s[48], cap_t[48], acct[48];
         char lanes[48];
         char ckpt[sizeof(((struct lupd_config *)0)->checkpoint_provider) + 32];
         char ckpt_config[sizeof(((struct lupd_config *)0)->checkpoint_config) + 32];
         char restore[LUP_MAX_NAME + 32];
-        char *argv[14];
+        char *argv[20];
 };
 
-static void worker_argv_build(const struct lupd_config *cfg, const char *restore, bool hot, struct worker_argv *a)
+static void worker_argv_build(const struct lupd_config *cfg, const char *restore, bool hot, int acct_fd,
+                              struct worker_argv *a)
 {
         int n = 0;
 
@@ -63,6 +68,16 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
                 }
         }
         a->argv[n++] = a->ttl;
+        snprintf(a->grace, sizeof(a->grace), "--detach-grace=%d", cfg->detach_grace_s);
+        a->argv[n++] = a->grace;
+        snprintf(a->cap_s, sizeof(a->cap_s), "--upload-cap-session=%d", cfg->upload_cap_session_mib);
+        a->argv[n++] = a->cap_s;
+        snprintf(a->cap_t, sizeof(a->cap_t), "--upload-cap-total=%d", cfg->upload_cap_total_mib);
+        a->argv[n++] = a->cap_t;
+        if (acct_fd >= 0) {
+                snprintf(a->acct, sizeof(a->acct), "--upload-acct-fd=%d", LUPD_UPLOAD_ACCT_FD);
+                a->argv[n++] = a->acct;
+        }
         if (cfg->checkpoint_lanes > 0) {
                 snprintf(a->lanes, sizeof(a->lanes), "--checkpoint-lanes=%d", cfg->checkpoint_lanes);
                 a->argv[n++] = a->lanes;
@@ -79,7 +94,7 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
 }
 
 /* Child side of the fork: only async-signal-safe calls from here on. */
-static _Noreturn void worker_exec(const char *exe, int ctl, char *const argv[])
+static _Noreturn void worker_exec(const char *exe, int ctl, int acct, char *const argv[])
 {
         sigset_t none;
 
@@ -97,13 +112,48 @@ static _Noreturn void worker_exec(const char *exe, int ctl, char *const argv[])
         } else if (dup2(ctl, 3) < 0) {
                 _exit(127);
         }
+        /* acct is above 9 (sup_upload_acct_open), so fd 3 never was it */
+        if (acct >= 0 && dup2(acct, LUPD_UPLOAD_ACCT_FD) < 0)
+                _exit(127);
 #ifdef SYS_close_range
         /* Everything else is O_CLOEXEC already; this also catches any
          * descriptor some library opened without it. */
-        (void)syscall(SYS_close_range, 4u, ~0u, 0u);
+        (void)syscall(SYS_close_range, LUPD_UPLOAD_ACCT_FD + 1u, ~0u, 0u);
 #endif
         execv(exe, argv);
         _exit(127);
+}
+
+int sup_upload_acct_open(struct sup *s)
+{
+        int fd = memfd_create("lupined-uploads", MFD_CLOEXEC), r;
+        void *p;
+
+        s->upload_acct_fd = -1;
+        if (fd < 0)
+                goto fail;
+        if (ftruncate(fd, sizeof(struct lupd_upload_acct)) < 0)
+                goto fail_close;
+        p = mmap(NULL, sizeof(struct lupd_upload_acct), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+                goto fail_close;
+        /* above the fds worker_exec() moves into place */
+        s->upload_acct_fd = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+        if (s->upload_acct_fd < 0) {
+                munmap(p, sizeof(struct lupd_upload_acct));
+                goto fail_close;
+        }
+        close(fd);
+        s->upload_acct = p;
+        return 0;
+fail_close:
+        r = -errno;
+        close(fd);
+        errno = -r;
+fail:
+        r = -errno;
+        lup_warn("cannot create the upload accounting memfd: %s; --upload-cap-total is not enforced", strerror(-r));
+        return r;
 }
 
 /*
@@ -119,7 +169,7 @@ static int worker_spawn(struct sup *s, int idx, const char *restore, bool hot, c
         int sv[2], r;
         pid_t pid;
 
-        worker_argv_build(s->cfg, restore, hot, &a);
+        worker_argv_build(s->cfg, restore, hot, s->upload_acct_fd, &a);
         /* Both ends stay blocking: the worker expects that of its end, and
          * the supervisor only ever sends into a fresh, empty pair (ASSIGN)
          * or with MSG_DONTWAIT (everything else). */
@@ -139,7 +189,7 @@ static int worker_spawn(struct sup *s, int idx, const char *restore, bool hot, c
                 goto out_close_pair;
         }
         if (pid == 0)
-                worker_exec(s->cfg->self_exe, sv[1], a.argv);
+                worker_exec(s->cfg->self_exe, sv[1], s->upload_acct_fd, a.argv);
 
         close(sv[1]);
         se->pid = pid;

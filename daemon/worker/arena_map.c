@@ -127,7 +127,7 @@ void lupw_release_all(struct lupw_session *s)
         lupw_mapped_release(s); /* mapped host memory (worker/mapped.c) */
         if (s->mem.reserved) {
                 arena_destroy(&s->mem.arena);
-                s->be.fn.cuMemAddressFree(LUP_ARENA_BASE + (uint64_t)s->slot * LUP_ARENA_SIZE, LUP_ARENA_SIZE);
+                s->be.fn.cuMemAddressFree(lup_arena_slot_base(s->slot), LUP_ARENA_SIZE);
                 s->mem.reserved = false;
         }
         for (int i = 0; i < s->ctx.n_slots; i++)

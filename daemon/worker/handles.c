@@ -16,11 +16,17 @@
 #include "log.h"
 #include "provider_load.h"
 #include "worker/session.h"
+#include "worker/uploads.h"
 
 struct blob {
         uint64_t total, received;
-        uint8_t *data;
+        uint8_t *data; /* NULL when refused */
+        bool refused;  /* over an upload cap: its chunks are dropped, its call fails */
 };
+
+/* What lupw_blob_take() hands a call for a refused upload: the image check
+ * (lupw_check_image) turns it into CUDA_ERROR_OUT_OF_MEMORY. */
+static const uint8_t refused_image[1];
 
 void lupw_handles_init(struct lupw_session *s)
 {
@@ -192,15 +198,27 @@ static int blob_run(struct lupw_session *s, const struct lup_hdr *h, const union
         uint64_t v;
         struct blob *b;
         if (!lup_u64map_get(&s->obj.blobs, c->id, &v)) {
-                if (c->offset != 0 || s->obj.blob_bytes + c->total > LUP_MAX_BLOB_BYTES) {
-                        lupw_set_why(s,
-                                     c->offset ? "BLOB chunk for an unknown blob" : "too many bytes uploaded at once");
+                char why[256];
+                if (c->offset != 0) {
+                        lupw_set_why(s, "BLOB chunk for an unknown blob");
                         return -EBADMSG;
                 }
                 b = calloc(1, sizeof(*b));
-                if (b)
+                if (b && lupw_upload_reserve(s, c->total, why, sizeof(why)) < 0) {
+                        /* Refused, not a protocol error: the call that
+                         * names it fails with CUDA_ERROR_OUT_OF_MEMORY. */
+                        lup_warn("session %s: limit hit: %s; the call using it gets CUDA_ERROR_OUT_OF_MEMORY", s->name,
+                                 why);
+                        b->refused = true;
+                } else if (b) {
                         b->data = malloc(c->total);
-                if (!b || !b->data || lup_u64map_put(&s->obj.blobs, c->id, (uint64_t)(uintptr_t)b) < 0) {
+                        if (!b->data)
+                                lupw_upload_unreserve(s, c->total);
+                }
+                if (!b || (!b->data && !b->refused) ||
+                    lup_u64map_put(&s->obj.blobs, c->id, (uint64_t)(uintptr_t)b) < 0) {
+                        if (b && b->data)
+                                lupw_upload_unreserve(s, c->total);
                         if (b)
                                 free(b->data);
                         free(b);
@@ -208,7 +226,6 @@ static int blob_run(struct lupw_session *s, const struct lup_hdr *h, const union
                         return -EBADMSG;
                 }
                 b->total = c->total;
-                s->obj.blob_bytes += c->total;
         } else {
                 b = (struct blob *)(uintptr_t)v;
         }
@@ -216,7 +233,8 @@ static int blob_run(struct lupw_session *s, const struct lup_hdr *h, const union
                 lupw_set_why(s, "BLOB chunk out of order or past the end");
                 return -EBADMSG;
         }
-        memcpy(b->data + c->offset, c->data, c->n);
+        if (b->data)
+                memcpy(b->data + c->offset, c->data, c->n);
         b->received += c->n;
         return 0;
 }
@@ -241,6 +259,12 @@ int lupw_blob_take(struct lupw_session *s, uint64_t id, const void **ret, size_t
                 lupw_set_why(s, "call names an incomplete blob");
                 return -EBADMSG;
         }
+        if (b->refused) {
+                *ret = refused_image;
+                *ret_len = 0;
+                s->cur.blob_len = 0;
+                return 0;
+        }
         *ret = b->data;
         *ret_len = (size_t)b->total;
         s->cur.blob_len = (size_t)b->total;
@@ -252,7 +276,8 @@ void lupw_blob_release(struct lupw_session *s, uint64_t id)
         uint64_t v;
         if (lup_u64map_del(&s->obj.blobs, id, &v)) {
                 struct blob *b = (struct blob *)(uintptr_t)v;
-                s->obj.blob_bytes -= b->total;
+                if (!b->refused)
+                        lupw_upload_unreserve(s, b->total);
                 free_blob(id, v, NULL);
         }
 }
@@ -262,6 +287,8 @@ CUresult lupw_check_image(const void *p, size_t n)
         int kind;
         const uint8_t *start;
         size_t size;
+        if (p == refused_image)
+                return CUDA_ERROR_OUT_OF_MEMORY; /* an upload over its cap (lupw_blob_take) */
         if (lup_image_measure(p, n, &kind, &start, &size) < 0 || size != n || start != p)
                 return CUDA_ERROR_INVALID_IMAGE;
         return CUDA_SUCCESS;

@@ -104,7 +104,7 @@ const char *lupw_open_device(struct lupw_session *s, CUresult *ret_status)
 int lupw_reserve_arena(struct lupw_session *s, uint32_t slot, char *err, size_t errlen)
 {
         const struct lupw_backend *be = &s->be.fn;
-        uint64_t want = LUP_ARENA_BASE + (uint64_t)slot * LUP_ARENA_SIZE;
+        uint64_t want = lup_arena_slot_base(slot);
         CUdeviceptr got = 0;
         CUresult r = be->cuMemAddressReserve(&got, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, want, 0);
         if (r != CUDA_SUCCESS || got != want) {

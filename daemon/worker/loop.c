@@ -91,6 +91,22 @@ static void drop_connection(struct lupw_session *s)
         s->out.len = 0;
 }
 
+/* Whether the detach grace (--detach-grace) applies rather than the TTL:
+ * the session was never checkpointed (neither restored nor drained), so
+ * nothing but its client's word says it is worth keeping. A HELLO-then-
+ * close client would otherwise hold an arena slot and a worker for the
+ * whole TTL (issue 15, finding 1; docs/security.md). */
+static bool detach_grace_applies(const struct lupw_session *s)
+{
+        return s->cfg->detach_grace_s > 0 && s->cfg->detach_grace_s < s->cfg->session_ttl_s && !s->cfg->restore[0] &&
+               !s->ckpt.drained && s->ckpt.epoch == 0;
+}
+
+static int detach_ttl_s(const struct lupw_session *s)
+{
+        return detach_grace_applies(s) ? s->cfg->detach_grace_s : s->cfg->session_ttl_s;
+}
+
 static void detach(struct lupw_session *s, const char *why)
 {
         drop_connection(s);
@@ -99,8 +115,9 @@ static void detach(struct lupw_session *s, const char *why)
                 s->loop.stop = true;
                 return;
         }
-        lup_info("session %s: client %s after seq %llu; keeping the session %d s for it to come back", s->name, why,
-                 (unsigned long long)s->last_seq, s->cfg->session_ttl_s);
+        lup_info("session %s: client %s after seq %llu; keeping the session %d s for it to come back%s", s->name, why,
+                 (unsigned long long)s->last_seq, detach_ttl_s(s),
+                 detach_grace_applies(s) ? " (--detach-grace: never checkpointed)" : "");
         s->loop.ttl_armed = false;
         lupw_ctl_send(s, LUPD_CTL_DETACHED, 0, 0, false);
 }
@@ -133,6 +150,22 @@ static void attach(struct lupw_session *s, const uint8_t *msg, size_t n, int fd)
                 lupw_refuse_on(s, fd, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, "wrong resume token for this session");
                 close(fd);
                 lupw_ctl_send(s, LUPD_CTL_ATTACHED, -EPERM, 0, false);
+                return;
+        }
+        if (hello.last_seq_seen > s->last_seq) {
+                /* The client saw calls executed that this session never
+                 * did: after a hard crash an older checkpoint was restored.
+                 * Going on would run its later calls on the wrong state
+                 * (issue 15, finding 7). The session stays as it was. */
+                char stale[512];
+                snprintf(stale, sizeof(stale),
+                         "stale checkpoint: session %s was restored at seq %llu, but this client has seen calls up "
+                         "to seq %llu executed (an older checkpoint was restored after a crash); the resume is "
+                         "refused",
+                         s->name, (unsigned long long)s->last_seq, (unsigned long long)hello.last_seq_seen);
+                lupw_refuse_on(s, fd, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, stale);
+                close(fd);
+                lupw_ctl_send(s, LUPD_CTL_ATTACHED, -ESTALE, 0, false);
                 return;
         }
         bool was_connected = s->fd >= 0;
@@ -189,6 +222,25 @@ static bool recv_quiesce(struct lupw_session *s)
         return alive;
 }
 
+/* Errors a kernel of the session's own leaves in its context for good: the
+ * context is unusable, and so is its memory (CUDA driver API, "sticky"
+ * errors). */
+static bool sticky_error(CUresult r)
+{
+        switch (r) {
+        case CUDA_ERROR_ILLEGAL_ADDRESS:
+        case CUDA_ERROR_HARDWARE_STACK_ERROR:
+        case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+        case CUDA_ERROR_MISALIGNED_ADDRESS:
+        case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+        case CUDA_ERROR_INVALID_PC:
+        case CUDA_ERROR_LAUNCH_FAILED:
+                return true;
+        default:
+                return false;
+        }
+}
+
 /* Stops taking calls, finishes what was received, synchronises, says
  * GOODBYE (executed up to N) -- or, for an upgrade (HANDBACK), keeps the
  * connection for the next daemon --, checkpoints (the memory contents
@@ -211,6 +263,7 @@ static void drain(struct lupw_session *s, uint32_t flags)
         CUresult r = lupw_sync_all(s);
         if (r != CUDA_SUCCESS)
                 lupw_latch(s, r, "drain");
+        bool own_error = sticky_error(r);
         /* Device printf output that synchronisation wrote goes out now and
          * into the reply log, which the checkpoint keeps: this process's
          * stdout ends with it. */
@@ -226,7 +279,23 @@ static void drain(struct lupw_session *s, uint32_t flags)
         if ((flags & LUPD_DRAIN_HOT) && lupw_hot_export(s, &fds) >= 0)
                 mem |= LUP_CKPT_MEM_HOT;
         int status;
-        if (mem == 0) {
+        if (own_error) {
+                /* Its memory cannot be read back, and a checkpoint of a
+                 * broken context would only bring the breakage back. */
+                const char *en = NULL;
+                if (s->be.fn.cuGetErrorName)
+                        (void)s->be.fn.cuGetErrorName(r, &en);
+                if (s->ckpt.epoch)
+                        lup_warn("session %s: ended by its own error: its CUDA context has the sticky error %d (%s); "
+                                 "not checkpointed; its previous checkpoint, epoch %llu, is kept",
+                                 s->name, (int)r, en ? en : "?", (unsigned long long)s->ckpt.epoch);
+                else
+                        lup_warn("session %s: ended by its own error: its CUDA context has the sticky error %d (%s); "
+                                 "not checkpointed (it has no earlier checkpoint)",
+                                 s->name, (int)r, en ? en : "?");
+                status = -ENOTRECOVERABLE;
+                mem = 0;
+        } else if (mem == 0) {
                 lup_err("session %s: hot checkpoint impossible and no durable copy was asked for; the previous "
                         "checkpoint (if any) stays",
                         s->name);
@@ -259,7 +328,7 @@ static void drain(struct lupw_session *s, uint32_t flags)
                 }
         }
         lupw_ctl_send(s, LUPD_CTL_DRAINED, status, 0, false);
-        s->loop.exit_status = status == 0 ? 0 : 1;
+        s->loop.exit_status = status == 0 || status == -ENOTRECOVERABLE ? 0 : 1;
         s->loop.stop = true;
 }
 
@@ -360,7 +429,7 @@ static int serve(struct lupw_session *s)
                         s->loop.ctl_armed = true;
                 }
                 if (s->fd < 0 && !s->loop.ttl_armed) {
-                        s->loop.ttl.tv_sec = s->cfg->session_ttl_s;
+                        s->loop.ttl.tv_sec = detach_ttl_s(s);
                         s->loop.ttl.tv_nsec = 0;
                         sqe = io_uring_get_sqe(&s->loop.ring);
                         io_uring_prep_timeout(sqe, &s->loop.ttl, 0, 0);
@@ -404,7 +473,14 @@ static int serve(struct lupw_session *s)
                                 if (gen != s->loop.conn_gen || s->fd >= 0)
                                         continue;
                                 s->loop.ttl_armed = false;
-                                if (res == -ETIME) {
+                                if (res == -ETIME && detach_grace_applies(s)) {
+                                        lup_warn("session %s: limit hit: detach grace: never checkpointed and its "
+                                                 "client left without GOODBYE; ended after %d s (--detach-grace), "
+                                                 "not the %d s TTL",
+                                                 s->name, s->cfg->detach_grace_s, s->cfg->session_ttl_s);
+                                        lupw_forget_checkpoint(s);
+                                        s->loop.stop = true;
+                                } else if (res == -ETIME) {
                                         lup_info("session %s: expired unclaimed after %d s", s->name,
                                                  s->cfg->session_ttl_s);
                                         lupw_forget_checkpoint(s);

@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "hash.h"
 #include "log.h"
+#include "provider_dir.h"
 #include "provider_load.h"
 #include "worker/lanes.h"
 #include "worker/graphs.h"
@@ -476,6 +477,14 @@ int lupw_restore(struct lupw_session *s, const char *name)
         s->ckpt.ops->load_end(r.ld);
         if (rc < 0) {
                 lup_err("session %s cannot be restored from checkpoint epoch %" PRIu64 ": %s", name, epoch, r.why);
+                /* Damaged contents (issue 15, finding 6): out of the way, so
+                 * that the name's next drain can save. */
+                if (rc == -EBADMSG && s->ckpt.ops == lupine_dir_provider())
+                        (void)lupine_dir_quarantine(s->ckpt.inst, name, epoch, r.why);
+                else if (rc == -EBADMSG)
+                        lup_warn("session %s: the provider cannot move the damaged checkpoint aside; remove epoch "
+                                 "%" PRIu64 " by hand, or the next drain of a session called %s fails",
+                                 name, epoch, name);
                 return rc;
         }
         double t2 = lup_now_s();

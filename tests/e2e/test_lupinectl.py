@@ -145,9 +145,12 @@ def test_status_and_refusals(exe, ctlexe, tmp):
             check("status --json content", js["backend"] == "sim" and js["draining"] is False and
                   js["count"] == 1 and js["sessions"][0]["name"] == "job1" and
                   js["sessions"][0]["state"] == "serving" and js["sessions"][0]["pid"] > 0, r.stdout)
-            # the keys, their order and the types lupined has always sent
+            # the keys, their order and the types lupined has always sent,
+            # then the limits (docs/security.md)
             check("status --json keys", list(js) == ["version", "backend", "draining", "stopping", "checkpoints",
-                                                     "max_sessions", "sessions", "count"] and
+                                                     "max_sessions", "sessions", "count", "limits",
+                                                     "limit_hits"] and
+                  js["limits"]["max_pending"] == 256 and js["limit_hits"]["max_pending"] == 0 and
                   list(js["sessions"][0]) == ["name", "slot", "state", "pid"] and
                   isinstance(js["version"], str) and js["checkpoints"] is False and js["stopping"] is False and
                   js["max_sessions"] == 64 and js["sessions"][0]["slot"] == 0, r.stdout)

@@ -132,6 +132,44 @@ static void status_escapes_strings(void **state)
         free(st);
 }
 
+/* The limits (docs/security.md): after "count", values and hits by name,
+ * read back; a limit of the wrong type is refused, too many are refused. */
+static void status_limits(void **state)
+{
+        struct lup_admin_status *st = status_new(), *back = calloc(1, sizeof(*back));
+        const char *why;
+        size_t len;
+        char *text;
+
+        (void)state;
+        assert_non_null(back);
+        st->n_limits = 2;
+        strcpy(st->limits[0].name, "max_pending");
+        st->limits[0].value = 256;
+        st->limits[0].hits = 7;
+        strcpy(st->limits[1].name, "upload_cap_total_mib");
+        st->limits[1].value = 1 << 30;
+        assert_int_equal(lup_admin_status_encode(st, &text, &len), 0);
+        assert_non_null(strstr(text, "\"count\":0,\"limits\":{\"max_pending\":256,\"upload_cap_total_mib\":1073741824},"
+                                     "\"limit_hits\":{\"max_pending\":7,\"upload_cap_total_mib\":0}}"));
+        assert_int_equal(lup_admin_status_decode(text, len, back, &why), 0);
+        assert_int_equal(back->n_limits, 2);
+        assert_string_equal(back->limits[0].name, "max_pending");
+        assert_int_equal(back->limits[0].value, 256);
+        assert_int_equal(back->limits[0].hits, 7);
+        assert_int_equal(back->limits[1].value, 1 << 30);
+        free(text);
+        static const char bad[] = "{\"limits\":{\"x\":\"y\"}}";
+        assert_int_equal(lup_admin_status_decode(bad, strlen(bad), back, &why), -EBADMSG);
+        char many[2048] = "{\"limits\":{";
+        for (unsigned i = 0; i <= LUP_ADMIN_MAX_LIMITS; i++)
+                snprintf(many + strlen(many), sizeof(many) - strlen(many), "%s\"l%u\":1", i ? "," : "", i);
+        strcat(many, "}}");
+        assert_int_equal(lup_admin_status_decode(many, strlen(many), back, &why), -EBADMSG);
+        free(back);
+        free(st);
+}
+
 static int decode(const char *text, struct lup_admin_status *st)
 {
         const char *why = NULL;
@@ -198,6 +236,7 @@ int main(void)
                 cmocka_unit_test(reply_round_trip),
                 cmocka_unit_test(status_encodes_as_before),
                 cmocka_unit_test(status_escapes_strings),
+                cmocka_unit_test(status_limits),
                 cmocka_unit_test(status_decode_tolerates_and_rejects),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -360,17 +360,29 @@ static void hello_reply_checks(void **state)
         b[0] ^= 1;
         b[4] = 2;
         assert_int_equal(lup_hello_reply_decode(b, n, true, &o, got_devs, &why), -EBADMSG);
-        /* the arena: below the base, off a slot boundary, past the last slot, another size */
+        /* the arena: below the base, off a slot boundary, past the last slot, in the hole of the PIE
+         * executables (wire.h), another size */
         uint64_t bases[] = { LUP_ARENA_BASE - LUP_ARENA_SIZE, LUP_ARENA_BASE + 4096,
-                             LUP_ARENA_BASE + (uint64_t)LUP_ARENA_SLOTS * LUP_ARENA_SIZE };
+                             lup_arena_slot_base(LUP_ARENA_SLOTS - 1) + LUP_ARENA_SIZE,
+                             LUP_ARENA_BASE + (uint64_t)LUP_ARENA_HOLE_FIRST * LUP_ARENA_SIZE,
+                             0x555555554000ull & ~(LUP_ARENA_SIZE - 1) };
         for (size_t i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
                 r.arena_base = bases[i];
                 n = ENC();
                 assert_int_equal(lup_hello_reply_decode(b, n, true, &o, got_devs, &why), -EBADMSG);
         }
-        r.arena_base = LUP_ARENA_BASE + (uint64_t)(LUP_ARENA_SLOTS - 1) * LUP_ARENA_SIZE;
+        r.arena_base = lup_arena_slot_base(LUP_ARENA_SLOTS - 1);
         n = ENC();
         assert_int_equal(lup_hello_reply_decode(b, n, true, &o, got_devs, &why), 0);
+        /* every slot lies outside the hole, below the libraries' area, and none overlaps another */
+        for (uint32_t k = 0; k < LUP_ARENA_SLOTS; k++) {
+                uint64_t a = lup_arena_slot_base(k);
+                assert_true(a + LUP_ARENA_SIZE <= 0x550000000000ull || a >= 0x580000000000ull);
+                assert_true(a + LUP_ARENA_SIZE <= 0x700000000000ull);
+                assert_int_equal(lup_arena_slot_of(a), (int)k);
+                if (k)
+                        assert_true(a >= lup_arena_slot_base(k - 1) + LUP_ARENA_SIZE);
+        }
         r.arena_size = LUP_ARENA_SIZE / 2;
         n = ENC();
         assert_int_equal(lup_hello_reply_decode(b, n, true, &o, got_devs, &why), -EBADMSG);

@@ -120,6 +120,17 @@ static void make_dir(const struct suite_env *env, const char *rel)
         assert_int_equal(mkdir(path, 0700), 0);
 }
 
+/* DIR/rel (a file or directory) as if last changed an hour ago: old enough
+ * for the quarantine at list (DIR_QUARANTINE_MIN_AGE_SEC). */
+static void age(const struct suite_env *env, const char *rel)
+{
+        char path[PATH_MAX];
+        struct timespec ts[2] = { { .tv_sec = time(NULL) - 3600 }, { .tv_sec = time(NULL) - 3600 } };
+
+        path_of(path, sizeof(path), env, rel);
+        assert_int_equal(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), 0);
+}
+
 /* ---- layout and names */
 
 static void layout_on_disk(void **state)
@@ -617,7 +628,6 @@ static void leftovers_by_hand(void **state)
 {
         struct suite_env *env = *state;
         struct lupine_ckpt_instance *inst = open_faulty(env, NULL);
-        struct lupine_ckpt_save *s = NULL;
         struct lupine_ckpt_load *l = NULL;
         struct dir_marker m = { .epoch = 9, .objects = 0, .bytes = 0, .session = "job" };
         uint8_t marker[DIR_MARKER_MAX];
@@ -633,6 +643,9 @@ static void leftovers_by_hand(void **state)
         write_file(env, "job/0000000000000009/manifest", "half", 4);
         make_dir(env, "job/0000000000000008");
         write_file(env, "job/0000000000000008/COMMITTED", "garbage", 7);
+        age(env, "job/0000000000000009/manifest");
+        age(env, "job/0000000000000009");
+        age(env, "job/0000000000000008/COMMITTED");
         make_dir(env, "job/000000000000000A"); /* not lowercase: not an epoch */
         write_file(env, "job/stray", "x", 1);
         write_file(env, "stray-file", "x", 1);
@@ -645,9 +658,24 @@ static void leftovers_by_hand(void **state)
         assert_int_equal(P->load_begin(inst, "job", 8, &l, NULL), -EBADMSG);
         assert_int_equal(P->list(inst, count_cb, listed), 0);
         assert_string_equal(listed, "job|");
-        /* an incomplete epoch 9 blocks a save of 9 (by hand to fix), not of 10 */
-        assert_int_equal(P->save_begin(inst, "job", 9, &s), -EEXIST);
-        assert_non_null(strstr(P->last_error(inst), "not a complete checkpoint"));
+        /* epoch 8 changed just now (its directory, when COMMITTED was
+         * written): left in place; the next listing, an hour on, moves it */
+        assert_false(exists(env, "job/0000000000000009", S_IFDIR));
+        assert_true(exists(env, "job/0000000000000008", S_IFDIR));
+        age(env, "job/0000000000000008");
+        assert_int_equal(P->list(inst, count_cb, listed), 0);
+        /* listing moved the damaged epochs 8 and 9 into the quarantine
+         * (issue 15, finding 6): a save of 9 is possible again */
+        assert_false(exists(env, "job/0000000000000009", S_IFDIR));
+        assert_false(exists(env, "job/0000000000000008", S_IFDIR));
+        assert_true(exists(env, ".quarantine", S_IFDIR));
+        assert_int_equal(P->load_begin(inst, "job", 8, &l, NULL), -ENOENT);
+        make_dir(env, "job/0000000000000009"); /* damaged again, after the listing */
+        write_file(env, "job/0000000000000009/manifest", "half", 4);
+        save_small(P, inst, "job", 9, 42); /* save_begin moves it aside itself */
+        check_small(P, inst, "job", 0, 9, 42);
+        /* a plain file by the epoch's name goes too */
+        write_file(env, "job/000000000000000a", "x", 1);
         save_small(P, inst, "job", 10, 41);
         check_small(P, inst, "job", 0, 10, 41);
         assert_false(exists(env, "job/0000000000000001", S_IFDIR));
