@@ -43,6 +43,10 @@ static uint64_t snap_at_ms;            /* CLOCK_MONOTONIC ms it was fetched */
 static unsigned cache_ms = LUPN_MAX_CACHE_MS, wait_ms = LUPN_DEFAULT_WAIT_MS;
 static struct lupn_device handles[LUP_MAX_DEVICES];
 
+/* Marks the library as lupine's (lupined refuses to load it as the host's
+ * NVML: it would ask itself). */
+LUPN_API const char lupine_nvml_shim_version[] = "lupine 0.1";
+
 static uint64_t now_ms(void)
 {
         return lup_now_ns() / 1000000u;
@@ -259,7 +263,9 @@ nvmlDevice_t lupn_handle(unsigned i)
 /* The device behind a handle in the current snapshot (lock held), or NULL. */
 static struct lup_nvml_dev *dev_of(nvmlDevice_t dev)
 {
-        if (!dev || dev < &handles[0] || dev >= &handles[LUP_MAX_DEVICES] || dev != &handles[dev - handles])
+        uintptr_t p = (uintptr_t)dev, first = (uintptr_t)&handles[0];
+
+        if (p < first || p >= (uintptr_t)&handles[LUP_MAX_DEVICES] || (p - first) % sizeof(handles[0]))
                 return NULL;
         if (dev->index >= snap->n_devices)
                 return NULL;

@@ -50,6 +50,15 @@ int lupd_nvml_host_open(const char **why)
                 *why = "the host has no libnvidia-ml.so.1";
                 return -ENOENT;
         }
+        if (dlsym(lib, "lupine_nvml_shim_version")) {
+                lup_err("NVML: the libnvidia-ml.so.1 found is lupine's client library, not the host's; remove "
+                        "lupine's shim from lupined's LD_LIBRARY_PATH");
+                dlclose(lib);
+                lib = NULL;
+                failed_at_ms = now;
+                *why = "the libnvidia-ml.so.1 lupined found is lupine's own client library";
+                return -ELOOP;
+        }
         fn_void init = (fn_void)sym("nvmlInit_v2");
         nvmlReturn_t r = init ? init() : NVML_ERROR_FUNCTION_NOT_FOUND;
         if (r != NVML_SUCCESS) {

@@ -68,8 +68,10 @@ def test_symbols(shim, spec):
     out = subprocess.run(['nm', '-D', '--defined-only', os.path.join(shim, 'libnvidia-ml.so.1')],
                          capture_output=True, text=True).stdout
     exported = sorted(ln.split()[-1] for ln in out.splitlines() if ln.strip())
+    check('the shim is marked as lupine\'s', 'lupine_nvml_shim_version' in exported)
+    exported = [n for n in exported if n != 'lupine_nvml_shim_version']
     check('the spec lists nvml.h 580 (398 functions)', len(names) == 398, str(len(names)))
-    check('libnvidia-ml.so.1 exports exactly the spec\'s functions', exported == sorted(names),
+    check('libnvidia-ml.so.1 exports exactly the spec\'s functions (and its marker)', exported == sorted(names),
           str(set(exported) ^ set(names))[:300])
     for n in ('nvmlInit', 'nvmlInit_v2', 'nvmlDeviceGetCount', 'nvmlDeviceGetCount_v2',
               'nvmlDeviceGetHandleByIndex_v2', 'nvmlDeviceGetPciInfo_v3', 'nvmlDeviceGetComputeRunningProcesses_v3'):
