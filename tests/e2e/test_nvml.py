@@ -122,6 +122,7 @@ def test_no_slot(d, progs, shim):
         if procs is not None:
             check('the session\'s worker is a running process of device 0', 'PROCS 1' in procs, procs[-500:])
     finally:
+        s.sendall(W.frame(W.OP_GOODBYE))
         s.close()
 
 
@@ -167,6 +168,34 @@ N.nvmlShutdown()
     check('pynvml: the simulated names', all('lupine simulated GPU #' in ln for ln in devs), out[-500:])
     check('pynvml: versions', 'DRIVER 580' in out and '13000' in out, out[-300:])
     check('pynvml: a stub raises NVML_ERROR_NOT_SUPPORTED', 'STUB True' in out, out[-300:])
+
+
+POLL = '''
+import sys, time
+h = N.nvmlDeviceGetHandleByIndex(0)
+for i in range(int(sys.argv[1])):
+    time.sleep(1.05)
+    print("UTIL", N.nvmlDeviceGetUtilizationRates(h).gpu, N.nvmlDeviceGetPowerUsage(h), flush=True)
+'''
+
+
+def test_utilization(d, progs, shim):
+    """The simulated GPU's utilization follows the simulator's own work."""
+    if not have_pynvml():
+        return
+    def poll(n):
+        r = subprocess.run([sys.executable, '-c', PYNVML_HEAD + POLL, str(n)],
+                           env=nvml_env(shim, f'unix:{d.unix}'), capture_output=True, text=True, timeout=120)
+        return [tuple(map(int, ln.split()[1:])) for ln in r.stdout.splitlines() if ln.startswith('UTIL ')]
+    idle = poll(3)
+    check('utilization: 0 while no session works', idle and idle[-1][0] == 0, str(idle))
+    kernels = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'kernels')
+    k = subprocess.Popen([os.path.join(progs, 'e2e_kernels'), kernels, '400000'],
+                         env=nvml_env(shim, f'unix:{d.unix}'), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    busy = poll(4)
+    kout = k.communicate(timeout=120)[0]   # it ends its session itself
+    check('utilization and power rise while the simulator runs kernels',
+          any(u > 0 and p > idle[-1][1] for u, p in busy), str(busy) + ' ' + kout[-600:])
 
 
 def test_malformed(d):
@@ -238,6 +267,7 @@ def main():
     d = Daemon(lupined, tmp, {'LUPINE_SIM_DEVICES': '4'}, 'one-slot', ['--max-sessions', '1'])
     try:
         test_queries(d, progs, shim)
+        test_utilization(d, progs, shim)
         test_no_slot(d, progs, shim)
         test_pynvml(d, shim)
         test_malformed(d)
