@@ -91,6 +91,47 @@ typedef struct {
         unsigned int gpuInstanceId, computeInstanceId;
 } nvmlProcessInfo_t; /* _v2 and _v3 share this layout */
 
+typedef struct {
+        unsigned int version; /* NVML_STRUCT_VERSION(sizeof, 1) */
+        int sensorType;       /* nvmlTemperatureSensors_t */
+        int temperature;
+} nvmlTemperature_v1_t;
+
+/* nvmlValueType_t, nvmlValue_t, nvmlFieldValue_t */
+enum {
+        NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+        NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+};
+typedef union {
+        double dVal;
+        int siVal;
+        unsigned int uiVal;
+        unsigned long ulVal;
+        unsigned long long ullVal;
+        signed long long sllVal;
+        unsigned short usVal;
+} nvmlValue_t;
+typedef struct {
+        unsigned int fieldId;
+        unsigned int scopeId;
+        long long timestamp; /* microseconds since 1970 */
+        long long latencyUsec;
+        int valueType;
+        nvmlReturn_t nvmlReturn;
+        nvmlValue_t value;
+} nvmlFieldValue_t;
+/* the field ids lupine answers */
+enum {
+        NVML_FI_DEV_ECC_CURRENT = 1,
+        NVML_FI_DEV_ECC_PENDING = 2,
+        NVML_FI_DEV_POWER_AVERAGE = 185,
+        NVML_FI_DEV_POWER_INSTANT = 186,
+        NVML_FI_DEV_POWER_MIN_LIMIT = 187,
+        NVML_FI_DEV_POWER_MAX_LIMIT = 188,
+        NVML_FI_DEV_POWER_DEFAULT_LIMIT = 189,
+        NVML_FI_DEV_POWER_CURRENT_LIMIT = 190,
+};
+
 /* nvmlTemperatureThresholds_t */
 enum {
         NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0,

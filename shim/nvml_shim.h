@@ -5,6 +5,7 @@
  *                        1-second cache, the once-only log of stubs;
  *   shim/nvml_api.c      system functions, handles, identity;
  *   shim/nvml_api_dev.c  the device's values (memory, power, clocks, ...);
+ *   shim/nvml_api_fields.c  the versioned-struct and field-value forms;
  *   nvml_stubs.c         generated (abi/gen/nvmlgen.py): the rest.
  */
 #ifndef LUPN_SHIM_H

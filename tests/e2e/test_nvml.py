@@ -156,6 +156,8 @@ for i in range(n):
           m.used + m.free == m.total, u.gpu, N.nvmlDeviceGetTemperature(h, N.NVML_TEMPERATURE_GPU),
           N.nvmlDeviceGetPowerUsage(h), N.nvmlDeviceGetClockInfo(h, N.NVML_CLOCK_SM))
 print("DRIVER", N.nvmlSystemGetDriverVersion(), N.nvmlSystemGetCudaDriverVersion())
+fv = N.nvmlDeviceGetFieldValues(N.nvmlDeviceGetHandleByIndex(0), [N.NVML_FI_DEV_POWER_INSTANT, N.NVML_FI_DEV_ECC_CURRENT])
+print("FIELDS", fv[0].nvmlReturn, fv[0].value.uiVal, fv[1].nvmlReturn, fv[1].value.uiVal)
 try:
     N.nvmlDeviceGetSupportedMemoryClocks(N.nvmlDeviceGetHandleByIndex(0))
 except N.NVMLError as e:
@@ -167,6 +169,9 @@ N.nvmlShutdown()
     check('pynvml: every device answers', len(devs) == 4 and all(' True ' in ln for ln in devs), out[-800:])
     check('pynvml: the simulated names', all('lupine simulated GPU #' in ln for ln in devs), out[-500:])
     check('pynvml: versions', 'DRIVER 580' in out and '13000' in out, out[-300:])
+    fields = [ln.split() for ln in out.splitlines() if ln.startswith('FIELDS ')]
+    check('pynvml: field values (power instant, ECC mode) in NVIDIA\'s own struct layout',
+          fields and fields[0][1] == '0' and int(fields[0][2]) >= 70000 and fields[0][3:] == ['0', '1'], out[-300:])
     check('pynvml: a stub raises NVML_ERROR_NOT_SUPPORTED', 'STUB True' in out, out[-300:])
 
 

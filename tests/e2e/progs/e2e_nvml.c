@@ -58,6 +58,9 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *cur, unsigned in
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, int *m);
 nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int *major, int *minor);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_t *p);
+nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t d, nvmlTemperature_v1_t *t);
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, nvmlFieldValue_t *v);
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t d, unsigned int *is_mig);
 nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t d, unsigned int *n, unsigned int *clocks);
 
 static int failures;
@@ -128,6 +131,7 @@ static void query_device(unsigned i)
         NV(nvmlDeviceGetPerformanceState(d, &a));
         NV(nvmlDeviceGetCurrentClocksEventReasons(d, &ull));
         NV(nvmlDeviceGetEccMode(d, &a, &b));
+        int ecc = a;
         NV(nvmlDeviceGetTotalEccErrors(d, 1, 0, &ull));
         v = 0;
         NV(nvmlDeviceGetRetiredPages(d, 1, &v, NULL));
@@ -140,6 +144,20 @@ static void query_device(unsigned i)
         v = 0;
         nvmlReturn_t r = nvmlDeviceGetComputeRunningProcesses_v3(d, &v, NULL);
         WANT(r == NVML_SUCCESS || r == NVML_ERROR_INSUFFICIENT_SIZE);
+        nvmlTemperature_v1_t tv = { .version = NVML_STRUCT_VERSION(sizeof(tv), 1) };
+        NV(nvmlDeviceGetTemperatureV(d, &tv));
+        WANT(tv.temperature > 0);
+        tv.version = 7;
+        WANT(nvmlDeviceGetTemperatureV(d, &tv) == NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        nvmlFieldValue_t fv[3] = { { .fieldId = NVML_FI_DEV_POWER_INSTANT },
+                                   { .fieldId = NVML_FI_DEV_ECC_CURRENT },
+                                   { .fieldId = 82 /* memory temperature: not answered */ } };
+        NV(nvmlDeviceGetFieldValues(d, 3, fv));
+        WANT(fv[0].nvmlReturn == NVML_SUCCESS && fv[0].value.uiVal > 0);
+        WANT(fv[1].nvmlReturn == NVML_SUCCESS && fv[1].value.uiVal == (unsigned)ecc);
+        WANT(fv[2].nvmlReturn == NVML_ERROR_NOT_SUPPORTED);
+        NV(nvmlDeviceIsMigDeviceHandle(d, &v));
+        WANT(v == 0);
         /* a stub: not supported, whatever its arguments */
         WANT(nvmlDeviceGetSupportedMemoryClocks(d, &v, NULL) == NVML_ERROR_NOT_SUPPORTED);
         printf("device %u: %s %s %s mem %llu temp ok\n", i, name, uuid, pci.busId, m.total);
