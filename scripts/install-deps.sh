@@ -17,6 +17,19 @@ if [ -n "$missing" ]; then
         $SUDO apt-get update -qq
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
 fi
+# pynvml, for the NVML test (tests/e2e/test_nvml.py): Debian's python3-pynvml
+# where the release has it, else NVIDIA's nvidia-ml-py from PyPI.
+if ! python3 -c 'import pynvml' 2>/dev/null; then
+        SUDO=""
+        [ "$(id -u)" -eq 0 ] || SUDO=sudo
+        if apt-cache show python3-pynvml >/dev/null 2>&1; then
+                DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-pynvml
+        else
+                python3 -m pip install -q nvidia-ml-py 2>/dev/null ||
+                        python3 -m pip install -q --break-system-packages nvidia-ml-py ||
+                        echo "warning: pynvml not installed: the NVML test skips its pynvml part" >&2
+        fi
+fi
 if [ ! -f "${CUDA_INCLUDE:-/usr/local/cuda/include}/cuda.h" ]; then
         echo "error: CUDA 13 toolkit headers not found at ${CUDA_INCLUDE:-/usr/local/cuda/include}." >&2
         echo "       Install the CUDA toolkit (NVIDIA's apt repository: cuda-driver-dev-13-0 and cuda-cudart-dev-13-0)," >&2

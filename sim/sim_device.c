@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sim_internal.h"
+#include "sim_uuid.h"
 
 struct attr_value {
         bool known;
@@ -174,7 +175,7 @@ static const struct attr_value attr_table[CU_DEVICE_ATTRIBUTE_MAX] = {
 /* Distinct buses, spread like an HGX board's; 16 devices fit below 0x100. */
 static int pci_bus_of(int ordinal)
 {
-        return 0x18 + 0x0c * ordinal;
+        return lup_sim_pci_bus(ordinal);
 }
 
 static CUresult device_attr(int ordinal, int attrib, int *ret)
@@ -194,28 +195,9 @@ static CUresult device_attr(int ordinal, int attrib, int *ret)
         return CUDA_SUCCESS;
 }
 
-/* splitmix64: a fixed, well-mixed function of the ordinal, so that UUIDs
- * are stable across runs and distinct across devices. */
-static uint64_t mix64(uint64_t x)
-{
-        x += 0x9e3779b97f4a7c15ULL;
-        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-        return x ^ (x >> 31);
-}
-
 static void device_uuid(int ordinal, CUuuid *ret)
 {
-        uint64_t hi = mix64(0x6c7570696e65ULL ^ (uint64_t)ordinal);    /* "lupine" */
-        uint64_t lo = mix64(hi ^ (uint64_t)ordinal);
-
-        for (int i = 0; i < 8; i++) {
-                ret->bytes[i] = (char)(hi >> (56 - 8 * i));
-                ret->bytes[8 + i] = (char)(lo >> (56 - 8 * i));
-        }
-        /* RFC 4122 version 4, variant 1, like the real driver's. */
-        ret->bytes[6] = (char)((ret->bytes[6] & 0x0f) | 0x40);
-        ret->bytes[8] = (char)((ret->bytes[8] & 0x3f) | 0x80);
+        lup_sim_uuid(ordinal, (unsigned char *)ret->bytes);
 }
 
 /* Common prologue: initialised, output present, ordinal valid. */

@@ -46,6 +46,7 @@ enum lup_ctl_op {
                                   * UNIX sockets only; see "ADMIN" below */
         LUP_OP_ALIVE       = 5,  /* server -> client only: "busy, alive" while a call
                                   * runs (see "Heartbeats" below); no payload */
+        /* 6 is LUP_OP_NVML, first frame instead of HELLO: lupine/nvml_wire.h */
         LUP_OP_MEMCPY_HTOD = 16, /* u64 dst, u64 stream, bytes...   (one chunk) */
         LUP_OP_MEMCPY_DTOH = 17, /* u64 src, u64 size, u64 stream -> bytes (chunked reply) */
         LUP_OP_LAUNCH      = 18, /* see "LAUNCH payload" below; async */

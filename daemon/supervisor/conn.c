@@ -123,7 +123,9 @@ static int conn_check_header(struct sup *s, int idx)
         c->have_hdr = true;
         if (c->hdr.op == LUP_OP_ADMIN && sup_admin_check_header(s, idx) < 0)
                 return -EBADMSG;
-        if (c->hdr.op != LUP_OP_HELLO && c->hdr.op != LUP_OP_ADMIN) {
+        if (c->hdr.op == LUP_OP_NVML && sup_nvml_check_header(s, idx) < 0)
+                return -EBADMSG;
+        if (c->hdr.op != LUP_OP_HELLO && c->hdr.op != LUP_OP_ADMIN && c->hdr.op != LUP_OP_NVML) {
                 sup_conn_close(s, idx, CUDA_ERROR_INVALID_VALUE, "first frame is not HELLO (op %u)",
                                (unsigned)c->hdr.op);
                 return -EBADMSG;
@@ -183,6 +185,8 @@ void sup_conn_on_recv(struct sup *s, int idx, int res)
                 goto rearm;
         if (c->hdr.op == LUP_OP_ADMIN)
                 sup_admin_run(s, idx);
+        else if (c->hdr.op == LUP_OP_NVML)
+                sup_nvml_run(s, idx);
         else
                 conn_hello(s, idx);
         return;

@@ -203,7 +203,7 @@ static void conn_send_refusal(const struct conn *c, uint32_t status, const char 
         uint8_t frame[LUP_HDR_SIZE + 2 + 256];
         struct lup_wr w = lup_wr_init(frame + LUP_HDR_SIZE, sizeof(frame) - LUP_HDR_SIZE);
         struct lup_hdr h = {
-                .op = c->hdr.op == LUP_OP_ADMIN ? LUP_OP_ADMIN : LUP_OP_HELLO,
+                .op = c->hdr.op == LUP_OP_ADMIN || c->hdr.op == LUP_OP_NVML ? c->hdr.op : LUP_OP_HELLO,
                 .flags = LUP_F_REPLY,
                 .lane = c->hdr.lane,
                 .status = status,

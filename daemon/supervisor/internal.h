@@ -16,6 +16,8 @@
  *   supervisor/drain.c       drain on SIGTERM: the flags, DRAIN, deadlines, verdicts;
  *   supervisor/upgrade.c     the re-exec upgrade (a drain that keeps connections);
  *   supervisor/admin.c       ADMIN requests (lupinectl) instead of HELLO;
+ *   supervisor/nvml.c        NVML requests (libnvidia-ml.so.1) instead of HELLO, with
+ *                            their values from supervisor/nvml_host.c or nvml_sim.c;
  *   supervisor/conn.c        pending connections: reading and judging HELLO;
  *   supervisor/restore.c     restore at start: provider listing, restore workers;
  *   supervisor/ctl.c         the control channel: READY, ATTACHED, DETACHED, DRAINED,
@@ -32,6 +34,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "lupine/nvml_wire.h"
 #include "lupine/wire.h"
 #include "net.h"
 #include "supervisor/session_registry.h"
@@ -271,6 +274,12 @@ int sup_admin_check_header(struct sup *s, int idx);
 /* The ADMIN payload of connection idx is complete: validates it, answers
  * and closes the connection (and begins a drain when asked to). */
 void sup_admin_run(struct sup *s, int idx);
+/* ---- supervisor/nvml.c */
+/* The header of an NVML request is complete: 0 to read its payload, or
+ * -EBADMSG after closing the connection. */
+int sup_nvml_check_header(struct sup *s, int idx);
+/* The whole NVML request is in: answer it (a snapshot) and close. */
+void sup_nvml_run(struct sup *s, int idx);
 
 /* ---- supervisor/workers.c */
 

@@ -17,6 +17,9 @@ them, one seed per op with arguments that pass the checks against the fake
 session of fuzz_worker_ops.c, and some that do not. Reproducers of known, unfixed bugs
 go to corpus/known-bugs/<target>/ (see fuzz_known_bugs.h).
 
+fuzz_nvml input: an NVML reply payload (abi/lupine/nvml_wire.h), or a
+16-byte NVML request.
+
 fuzz_ckpt_codec's seeds are not made here: they are real checkpoint objects
 that a running lupined wrote, copied by ckpt_corpus.py.
 """
@@ -354,6 +357,42 @@ def worker_known_bugs(ops):
     return seeds
 
 
+# ---- abi/lupine/nvml_wire.h
+NVML_MAGIC, NVML_VERSION = 0x4c4e5631, 1
+NVML_K_DRIVER_VERSION, NVML_K_CUDA_VERSION, NVML_K_NAME, NVML_K_UUID, NVML_K_MEM_TOTAL = 1, 3, 32, 33, 42
+
+
+def nvml_entry(key, value=None, ret=0):
+    if ret:
+        return struct.pack('<HHI', key, 0, ret)
+    if isinstance(value, bytes):
+        return struct.pack('<HHI', key, len(value), 0) + value
+    return struct.pack('<HHIQ', key, 8, 0, value)
+
+
+def nvml_snapshot(devs, procs=()):
+    sys_ = [nvml_entry(NVML_K_DRIVER_VERSION, b'580.00.sim'), nvml_entry(NVML_K_CUDA_VERSION, 13000)]
+    out = struct.pack('<IIIIQ', NVML_MAGIC, NVML_VERSION, 2, len(devs), 1764640000000)
+    out += struct.pack('<I', len(sys_)) + b''.join(sys_)
+    for i, d in enumerate(devs):
+        out += struct.pack('<I', len(d)) + b''.join(d)
+        p = procs if i == 0 else ()
+        out += struct.pack('<I', len(p)) + b''.join(struct.pack('<IQ', pid, used) for pid, used in p)
+    return out
+
+
+def nvml_seeds():
+    dev = [nvml_entry(NVML_K_NAME, b'lupine simulated GPU #0 (sim)'),
+           nvml_entry(NVML_K_UUID, b'GPU-e8b269b5-8127-4972-9501-af17cb89cf1b'),
+           nvml_entry(NVML_K_MEM_TOTAL, 16 << 30), nvml_entry(NVML_K_MEM_TOTAL + 1, ret=3)]
+    return {
+        'request.bin': struct.pack('<IIII', NVML_MAGIC, NVML_VERSION, 1, 0),
+        'empty.bin': nvml_snapshot([]),
+        'one-device.bin': nvml_snapshot([dev], [(4242, 1 << 20)]),
+        'two-devices.bin': nvml_snapshot([dev, dev[:2]]),
+    }
+
+
 def write_dir(target, seeds):
     d = os.path.join(OUT, target)
     os.makedirs(d, exist_ok=True)
@@ -368,6 +407,7 @@ def main():
         sys.exit(__doc__)
     write_dir('fuzz_frame', frame_seeds())
     write_dir('fuzz_image', image_seeds())
+    write_dir('fuzz_nvml', nvml_seeds())
     # image-short-ptx: "//" and its NUL, then a byte more
     write_dir(os.path.join('known-bugs', 'fuzz_image'), {'short-ptx.bin': b'//\0\0'})
     ops = parse_spec()

@@ -13,6 +13,9 @@
 #   families  issue 13's families (graphs, pools, VMM) and the frameworks
 #             that use them, against local (tests/gpu/families.sh)
 #   bench     the benchmarks, local driver against lupine
+#   nvml      issue 16: the real nvidia-smi (plain, -L, -q, --query-gpu, dmon),
+#             pynvml and PyTorch's NVML calls, locally and through lupine's
+#             libnvidia-ml.so.1 (tests/gpu/nvml.sh)
 #
 # Uses BUILD_DIR (default: build) when it holds a lupined; otherwise builds
 # with meson there (which needs liburing, libsystemd and cmocka headers).
@@ -24,7 +27,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 shift 2>/dev/null || true
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core runtime families bench)
+[ ${#parts[@]} -gt 0 ] || parts=(core runtime families nvml bench)
 LOG=${OUT:-/tmp}/gpu-run.log
 : > "$LOG"
 pass=0
@@ -140,6 +143,14 @@ part_families() {
         fi
 }
 
+# Issue 16: nvidia-smi, pynvml and PyTorch's NVML calls through lupine's
+# libnvidia-ml.so.1, against the local NVML in the same job.
+part_nvml() {
+        step "nvidia-smi, pynvml, torch through lupine's NVML: same GPUs as local (tests/gpu/nvml.sh)" \
+                tests/gpu/nvml.sh "$BUILD"
+        grep -h "lupine nvml:" "$LOG" | tail -n 1
+}
+
 part_bench() {
         if [ -z "${LUPINE_GPU_NO_BENCH:-}" ]; then
                 echo "=== benchmarks (local driver vs lupine, same job)" | tee -a "$LOG"
@@ -149,8 +160,8 @@ part_bench() {
 
 for part in "${parts[@]}"; do
         case $part in
-        core | runtime | families | bench) ;;
-        *) echo "run.sh: unknown part '$part' (parts: core runtime families bench)"; exit 2 ;;
+        core | runtime | families | nvml | bench) ;;
+        *) echo "run.sh: unknown part '$part' (parts: core runtime families nvml bench)"; exit 2 ;;
         esac
 done
 for part in "${parts[@]}"; do

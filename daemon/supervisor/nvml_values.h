@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Where the supervisor's NVML answers come from (issue 16, docs/nvml.md):
+ * the host's real NVML, loaded lazily with dlopen (supervisor/nvml_host.c:
+ * NVML makes no CUDA context, so the supervisor still never initialises
+ * CUDA), or simulated values for --backend sim (supervisor/nvml_sim.c).
+ * Both fill a whole snapshot; supervisor/nvml.c caches and serves it.
+ */
+#ifndef LUPD_NVML_VALUES_H
+#define LUPD_NVML_VALUES_H
+
+#include <sys/types.h>
+
+#include "nvml_codec.h"
+
+/* Loads libnvidia-ml.so.1 and runs nvmlInit_v2 the first time; 0, or
+ * -errno with *why (the library or its init failed: then it is not tried
+ * again for a minute). */
+int lupd_nvml_host_open(const char **why);
+/* A snapshot of every device from the host's NVML; the processes listed
+ * are those of `pids` (n of them) only. 0 or -errno. */
+int lupd_nvml_host_fill(struct lup_nvml_snapshot *s, const pid_t *pids, int n);
+
+/* Simulated values for the devices libcuda-sim.so shows (LUPINE_SIM_DEVICES,
+ * LUPINE_SIM_MEM_MB, as the workers see them). `pids` are the sessions'
+ * workers: their CPU time since the last call is the simulated GPU's work
+ * (the sim runs kernels on the CPU), shown as utilization, power, clocks
+ * and temperature of device 0, where they are listed as its processes. */
+void lupd_nvml_sim_fill(struct lup_nvml_snapshot *s, const pid_t *pids, int n);
+
+#endif

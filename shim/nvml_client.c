@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libnvidia-ml.so.1's link to lupined: nvmlInit and nvmlShutdown, the
+ * snapshot of the server's GPUs and how fresh it is kept.
+ *
+ * Each snapshot is one light connection (abi/lupine/nvml_wire.h): connect
+ * to the first endpoint of LUPINE_SERVER that answers, send one NVML
+ * request, read one reply, close. No session, no worker, no slot. A
+ * snapshot serves every call for LUPINE_NVML_CACHE_MS (default and at most
+ * 1000 ms: a watch loop sees values at most a second old), then the next
+ * call fetches a new one. When lupined cannot be reached (a restart), the
+ * fetch is retried for LUPINE_NVML_WAIT_MS (default 10000); after that the
+ * call fails with NVML_ERROR_GPU_IS_LOST (NVML_ERROR_DRIVER_NOT_LOADED in
+ * nvmlInit) and the next call tries again.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "clock.h"
+#include "env.h"
+#include "frame.h"
+#include "log.h"
+#include "net.h"
+#include "nvml_shim.h"
+
+#define LUPN_DEFAULT_SERVER  "127.0.0.1:14833" /* as libcuda.so.1's */
+#define LUPN_MAX_ENDPOINTS   8
+#define LUPN_IO_TIMEOUT_MS   5000
+#define LUPN_DEFAULT_WAIT_MS 10000u
+#define LUPN_MAX_CACHE_MS    1000u
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned init_count;            /* nvmlInit calls not yet shut down */
+static struct lup_nvml_snapshot *snap; /* the newest good snapshot, or NULL */
+static uint64_t snap_at_ms;            /* CLOCK_MONOTONIC ms it was fetched */
+static unsigned cache_ms = LUPN_MAX_CACHE_MS, wait_ms = LUPN_DEFAULT_WAIT_MS;
+static struct lupn_device handles[LUP_MAX_DEVICES];
+
+/* Marks the library as lupine's (lupined refuses to load it as the host's
+ * NVML: it would ask itself). */
+LUPN_API const char lupine_nvml_shim_version[] = "lupine 0.1";
+
+static uint64_t now_ms(void)
+{
+        return lup_now_ns() / 1000000u;
+}
+
+int lupn_unsupported(const char *name, atomic_bool *logged)
+{
+        if (!atomic_exchange(logged, true))
+                lup_warn("%s is not supported by lupine's NVML: returning NVML_ERROR_NOT_SUPPORTED", name);
+        return NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* One exchange on a connected fd: the snapshot into *out. -errno. */
+static int fetch_on(int fd, struct lup_nvml_snapshot *out)
+{
+        uint8_t req[LUP_HDR_SIZE + LUP_NVML_REQ_SIZE], hb[LUP_HDR_SIZE];
+        struct lup_hdr h = { .len = LUP_NVML_REQ_SIZE, .op = LUP_OP_NVML, .flags = LUP_F_SYNC };
+        struct lup_hdr rh;
+        const char *why = NULL;
+        int rc;
+
+        lup_hdr_encode(req, &h);
+        lup_nvml_req_encode(req + LUP_HDR_SIZE);
+        rc = lup_write_full(fd, req, sizeof(req));
+        if (rc < 0)
+                return rc;
+        rc = lup_read_full(fd, hb, sizeof(hb));
+        if (rc < 0)
+                return rc;
+        if (lup_hdr_decode(hb, &rh, &why) < 0 || rh.op != LUP_OP_NVML || !(rh.flags & LUP_F_REPLY) ||
+            rh.len > LUP_NVML_MAX_REPLY) {
+                lup_warn("lupined sent a malformed NVML reply header%s%s", why ? ": " : "", why ? why : "");
+                return -EPROTO;
+        }
+        uint8_t *p = malloc(rh.len ? rh.len : 1);
+        if (!p)
+                return -ENOMEM;
+        rc = lup_read_full(fd, p, rh.len);
+        if (rc == 0 && rh.status != 0) {
+                struct lup_rd r = lup_rd_init(p, rh.len);
+                const char *msg = "";
+                size_t n = 0;
+                lup_rd_str16(&r, 1024, &msg, &n);
+                lup_warn("lupined refused the NVML request (%u): %.*s", (unsigned)rh.status, (int)n, msg);
+                rc = -EPROTO;
+        } else if (rc == 0 && lup_nvml_decode(p, rh.len, out, &why) < 0) {
+                lup_warn("lupined sent a malformed NVML snapshot: %s", why);
+                rc = -EPROTO;
+        }
+        free(p);
+        return rc;
+}
+
+/* One try over the endpoints of LUPINE_SERVER. */
+static int fetch_once(struct lup_nvml_snapshot *out)
+{
+        const char *env = getenv("LUPINE_SERVER");
+        char list[1024], *save = NULL;
+        int rc = -ENOENT, n = 0;
+
+        snprintf(list, sizeof(list), "%s", env && *env ? env : LUPN_DEFAULT_SERVER);
+        for (char *tok = strtok_r(list, ",", &save); tok && n < LUPN_MAX_ENDPOINTS;
+             tok = strtok_r(NULL, ",", &save), n++) {
+                struct lup_endpoint ep;
+                if (lup_endpoint_parse(tok, &ep) < 0)
+                        continue;
+                int fd = lup_connect(&ep);
+                if (fd < 0) {
+                        rc = fd;
+                        continue;
+                }
+                struct timeval tv = { .tv_sec = LUPN_IO_TIMEOUT_MS / 1000 };
+                (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+                (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+                rc = fetch_on(fd, out);
+                close(fd);
+                if (rc == 0)
+                        return 0;
+        }
+        return rc;
+}
+
+/* Makes snap fresh; called with lock held. 0, or -errno when lupined
+ * could not be reached within wait_ms (snap is then left as it was). */
+static int refresh_locked(void)
+{
+        uint64_t start = now_ms();
+
+        if (snap && start - snap_at_ms < cache_ms)
+                return 0;
+        struct lup_nvml_snapshot *fresh = malloc(sizeof(*fresh));
+        if (!fresh)
+                return -ENOMEM;
+        for (;;) {
+                int rc = fetch_once(fresh);
+                if (rc == 0)
+                        break;
+                if (now_ms() - start >= wait_ms) {
+                        lup_warn("cannot reach lupined for NVML: %s", strerror(-rc));
+                        free(fresh);
+                        return rc;
+                }
+                struct timespec ts = { .tv_nsec = 100 * 1000 * 1000 };
+                nanosleep(&ts, NULL);
+        }
+        free(snap);
+        snap = fresh;
+        snap_at_ms = now_ms();
+        return 0;
+}
+
+static nvmlReturn_t nvml_init(void)
+{
+        nvmlReturn_t ret = NVML_SUCCESS;
+
+        pthread_mutex_lock(&lock);
+        if (init_count == 0) {
+                lup_log_setup("lupine-nvml", LUP_LOG_WARNING);
+                cache_ms = lup_env_uint("LUPINE_NVML_CACHE_MS", LUPN_MAX_CACHE_MS, LUPN_MAX_CACHE_MS);
+                wait_ms = lup_env_uint("LUPINE_NVML_WAIT_MS", LUPN_DEFAULT_WAIT_MS, 3600u * 1000u);
+                for (unsigned i = 0; i < LUP_MAX_DEVICES; i++)
+                        handles[i].index = i;
+                if (refresh_locked() < 0)
+                        ret = NVML_ERROR_DRIVER_NOT_LOADED;
+        }
+        if (ret == NVML_SUCCESS)
+                init_count++;
+        pthread_mutex_unlock(&lock);
+        return ret;
+}
+
+LUPN_API nvmlReturn_t nvmlInit_v2(void);
+LUPN_API nvmlReturn_t nvmlInit_v2(void)
+{
+        return nvml_init();
+}
+
+LUPN_API nvmlReturn_t nvmlInit(void);
+LUPN_API nvmlReturn_t nvmlInit(void)
+{
+        return nvml_init();
+}
+
+/* flags (NVML_INIT_FLAG_NO_GPUS, NVML_INIT_FLAG_NO_ATTACH) change nothing here */
+LUPN_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
+LUPN_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+        return nvml_init();
+}
+
+LUPN_API nvmlReturn_t nvmlShutdown(void);
+LUPN_API nvmlReturn_t nvmlShutdown(void)
+{
+        nvmlReturn_t ret = NVML_SUCCESS;
+
+        pthread_mutex_lock(&lock);
+        if (init_count == 0)
+                ret = NVML_ERROR_UNINITIALIZED;
+        else if (--init_count == 0) {
+                free(snap);
+                snap = NULL;
+        }
+        pthread_mutex_unlock(&lock);
+        return ret;
+}
+
+nvmlReturn_t lupn_check_init(void)
+{
+        pthread_mutex_lock(&lock);
+        nvmlReturn_t ret = init_count ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
+        pthread_mutex_unlock(&lock);
+        return ret;
+}
+
+/* Takes the lock with a fresh snapshot, or returns the error (unlocked). */
+static nvmlReturn_t enter(void)
+{
+        pthread_mutex_lock(&lock);
+        if (init_count == 0) {
+                pthread_mutex_unlock(&lock);
+                return NVML_ERROR_UNINITIALIZED;
+        }
+        if (refresh_locked() < 0) {
+                pthread_mutex_unlock(&lock);
+                return NVML_ERROR_GPU_IS_LOST;
+        }
+        return NVML_SUCCESS;
+}
+
+nvmlReturn_t lupn_count(unsigned *ret)
+{
+        nvmlReturn_t r = enter();
+
+        if (r != NVML_SUCCESS)
+                return r;
+        *ret = snap->n_devices;
+        pthread_mutex_unlock(&lock);
+        return NVML_SUCCESS;
+}
+
+unsigned lupn_backend(void)
+{
+        pthread_mutex_lock(&lock);
+        unsigned b = snap ? snap->backend : 0;
+        pthread_mutex_unlock(&lock);
+        return b;
+}
+
+nvmlDevice_t lupn_handle(unsigned i)
+{
+        return i < LUP_MAX_DEVICES ? &handles[i] : NULL;
+}
+
+/* The device behind a handle in the current snapshot (lock held), or NULL. */
+static struct lup_nvml_dev *dev_of(nvmlDevice_t dev)
+{
+        uintptr_t p = (uintptr_t)dev, first = (uintptr_t)&handles[0];
+
+        if (p < first || p >= (uintptr_t)&handles[LUP_MAX_DEVICES] || (p - first) % sizeof(handles[0]))
+                return NULL;
+        if (dev->index >= snap->n_devices)
+                return NULL;
+        return &snap->dev[dev->index];
+}
+
+nvmlReturn_t lupn_dev_value(nvmlDevice_t dev, unsigned key, struct lup_nvml_val *ret)
+{
+        nvmlReturn_t r = enter();
+
+        if (r != NVML_SUCCESS)
+                return r;
+        struct lup_nvml_dev *d = dev_of(dev);
+        struct lup_nvml_val *v = d ? lup_nvml_devval(d, key) : NULL;
+        if (!v)
+                r = NVML_ERROR_INVALID_ARGUMENT;
+        else {
+                *ret = *v;
+                r = (nvmlReturn_t)v->ret;
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+nvmlReturn_t lupn_sys_value(unsigned key, struct lup_nvml_val *ret)
+{
+        nvmlReturn_t r = enter();
+
+        if (r != NVML_SUCCESS)
+                return r;
+        struct lup_nvml_val *v = lup_nvml_sys(snap, key);
+        if (!v)
+                r = NVML_ERROR_INVALID_ARGUMENT;
+        else {
+                *ret = *v;
+                r = (nvmlReturn_t)v->ret;
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+nvmlReturn_t lupn_dev_procs(nvmlDevice_t dev, struct lup_nvml_proc *out, unsigned cap, unsigned *n)
+{
+        nvmlReturn_t r = enter();
+
+        if (r != NVML_SUCCESS)
+                return r;
+        struct lup_nvml_dev *d = dev_of(dev);
+        if (!d) {
+                pthread_mutex_unlock(&lock);
+                return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        *n = d->n_procs;
+        for (unsigned i = 0; i < d->n_procs && i < cap; i++)
+                out[i] = d->procs[i];
+        pthread_mutex_unlock(&lock);
+        return NVML_SUCCESS;
+}
