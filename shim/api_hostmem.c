@@ -196,16 +196,15 @@ EXPORT CUresult CUDAAPI cuMemHostUnregister(void *p)
 
 EXPORT CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
 {
-        uint64_t base, size;
         if (!pFlags)
                 return CUDA_ERROR_INVALID_VALUE;
         struct lup_range r;
         pthread_mutex_lock(&hlock);
         bool found = lup_rangemap_find(&host_ranges, (uint64_t)(uintptr_t)p, &r);
         pthread_mutex_unlock(&hlock);
-        (void)base, (void)size;
-        /* cuMemHostAlloc memory only; under UVA it is always mapped */
-        if (!found || !r.b)
+        /* cuMemHostAlloc and registered memory (driver 580 answers for
+         * both); under UVA it is always mapped */
+        if (!found)
                 return CUDA_ERROR_INVALID_VALUE;
         *pFlags = (unsigned int)r.a | CU_MEMHOSTALLOC_DEVICEMAP;
         return CUDA_SUCCESS;

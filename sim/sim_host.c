@@ -180,9 +180,9 @@ SIM_API CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
         res = sim_ctx_current(drv, NULL, NULL);
         if (res == CUDA_SUCCESS) {
                 r = sim_range_find(drv, (uintptr_t)p);
-                /* Only cuMemHostAlloc memory has flags to report; under
-                 * UVA it is always mapped. */
-                if (r && r->kind == SIM_RANGE_HOST_ALLOC)
+                /* cuMemHostAlloc and registered memory (driver 580 answers
+                 * for both); under UVA it is always mapped */
+                if (r && (r->kind == SIM_RANGE_HOST_ALLOC || r->kind == SIM_RANGE_HOST_REGISTERED))
                         *pFlags = r->host_flags | CU_MEMHOSTALLOC_DEVICEMAP;
                 else
                         res = CUDA_ERROR_INVALID_VALUE;

@@ -1124,15 +1124,24 @@ static void test_host_nodes(void)
         /* the exec launched into a capture: a graph that runs it */
         CUgraph cg;
         CUgraphExec cge;
+        /* driver 580 refused this launch on the H200
+         * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and so did lupine's
+         * segment launches there); the simulator captures it. The answers
+         * are printed, so the GPU job compares them with the driver's. */
         CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-        CK(cuGraphLaunch(ge, s));
-        CK(cuStreamEndCapture(s, &cg));
+        CUresult lr = cuGraphLaunch(ge, s);
+        cg = NULL;
+        CUresult er = cuStreamEndCapture(s, &cg);
+        printf("  a split exec launched into a capture: launch %d, end of the capture %d\n", (int)lr, (int)er);
         EXPECT(hl.n == 0);
-        CK(cuGraphInstantiateWithFlags(&cge, cg, 0));
-        run_host_graph(&x, cge, s, 11, 2, 5, 3);
-        run_host_graph(&x, cge, s, 11, 2, 5, 3);
-        CK(cuGraphExecDestroy(cge));
-        CK(cuGraphDestroy(cg));
+        if (lr == CUDA_SUCCESS && er == CUDA_SUCCESS) {
+                CK(cuGraphInstantiateWithFlags(&cge, cg, 0));
+                run_host_graph(&x, cge, s, 11, 2, 5, 3);
+                run_host_graph(&x, cge, s, 11, 2, 5, 3);
+                CK(cuGraphExecDestroy(cge));
+        }
+        if (cg)
+                CK(cuGraphDestroy(cg));
         EXPECT(hl.n == 0);
         test_host_child(&x, s);
         test_host_captured(s);

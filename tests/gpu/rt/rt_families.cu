@@ -157,6 +157,9 @@ static void pools(void)
                 CK(cudaMallocAsync(&p, n * sizeof(float), s));
                 CK(cudaMemsetAsync(p, 0, n * sizeof(float), s));
                 axpb<<<(n + 255) / 256, 256, 0, s>>>(p, 1.0f, (float)round, n);
+                /* checksum's cudaMemcpy is on the legacy stream, which does
+                 * not wait for a non-blocking one */
+                CK(cudaStreamSynchronize(s));
                 total += checksum(p, n);
                 CK(cudaFreeAsync(p, s));
         }
