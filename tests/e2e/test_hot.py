@@ -33,6 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lupwire as W  # noqa: E402
+import restart_harness as H  # noqa: E402
 from sdharness import ServiceManager  # noqa: E402
 
 check = W.Checks()
@@ -40,13 +41,8 @@ FAILED = check.failed
 
 
 def client(progs, kernels, shim, port, name, rounds, ms, reconnect='120'):
-    env = dict(os.environ)
-    env['LUPINE_SERVER'] = f'127.0.0.1:{port}'
-    env['LUPINE_SESSION'] = name
-    env['LUPINE_RECONNECT_TIMEOUT'] = reconnect
-    env['LD_LIBRARY_PATH'] = shim + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
-    return subprocess.Popen([os.path.join(progs, 'e2e_restart'), kernels, str(rounds), str(ms)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return H.start_client([os.path.join(progs, 'e2e_restart'), kernels, str(rounds), str(ms)], shim, port, name,
+                          reconnect, stdin=False)
 
 
 def finished_ok(c, timeout=180):
@@ -98,8 +94,7 @@ def drop_stored(m, name):
 def hot_restart(lupined, progs, shim, kernels, tmp):
     port = W.free_port()
     ck = os.path.join(tmp, 'ck1')
-    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
-            '--session-ttl', '120', '--drain-timeout', '30']
+    argv = H.daemon_argv(lupined, port, ck)
     with ServiceManager(argv, tmp, log_path=os.path.join(tmp, 'hot1.log')) as m:
         m.start()
         check('hot: the daemon starts under the fake service manager', m.wait_for('READY', '1') is not None, m.log())
@@ -116,10 +111,8 @@ def hot_restart(lupined, progs, shim, kernels, tmp):
         check('hot: no process maps the memory while only the fd store holds it',
               not (inodes & mapped_inodes() - {os.fstat(fd).st_ino for _, fd in fds}) or True)
         m.restart_with_stored_fds()
-        hit = m.wait_log(r'hotjob: hot restore: (\d+) of (\d+) chunk\(s\) \(([\d.]+) GiB\) mapped from their fds, '
-                         r'(\d+) bytes copied', timeout=30)
-        check('hot: the restart maps every chunk from its fd and copies zero bytes',
-              hit is not None and hit.group(1) == hit.group(2) and hit.group(4) == '0', m.log()[-3000:])
+        check('hot: the restart maps every chunk from its fd and copies zero bytes', H.hot_restored(m, 'hotjob'),
+              m.log()[-3000:])
         time.sleep(0.3)
         check('hot: restored fds are removed from the fd store (FDSTOREREMOVE)', not mem_fds(m, 'hotjob'),
               str(m.stored_fds))
@@ -150,8 +143,7 @@ def hot_restart(lupined, progs, shim, kernels, tmp):
 def hot_only_missing(lupined, progs, shim, kernels, tmp):
     port = W.free_port()
     ck = os.path.join(tmp, 'ck2')
-    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
-            '--session-ttl', '120', '--drain-timeout', '30', '--checkpoint-mode', 'hot']
+    argv = H.daemon_argv(lupined, port, ck, 'hot')
     with ServiceManager(argv, tmp, log_path=os.path.join(tmp, 'hot2.log')) as m:
         m.start()
         m.wait_for('READY', '1')
@@ -197,30 +189,17 @@ def upgrade(lupined, progs, shim, kernels, lupinectl, tmp):
         cs = [client(progs, kernels, shim, port, n, 200, 15, reconnect='0') for n in ('up-a', 'up-b')]
         time.sleep(1.0)
         d.send_signal(signal.SIGHUP)
-        deadline = time.time() + 30
-        text = ''
-        while time.time() < deadline:
-            with open(log_path) as f:
-                text = f.read()
-            if text.count("serving its client's connection again at seq") >= 2:
-                break
-            time.sleep(0.1)
+        text = H.wait_count(log_path, H.SERVING_AGAIN, 2)
         check('upgrade (SIGHUP): both sessions serve their connections again in the new image',
-              text.count("serving its client's connection again at seq") >= 2, text[-3000:])
+              text.count(H.SERVING_AGAIN) >= 2, text[-3000:])
         check('upgrade (SIGHUP): memory mapped from fds, zero bytes copied',
               len(re.findall(r'hot restore: (\d+) of \1 chunk\(s\) .* 0 bytes copied', text)) >= 2, text[-3000:])
         time.sleep(0.8)
         r = subprocess.run([lupinectl, '--socket', sock, 'upgrade'], capture_output=True, text=True, timeout=30)
         check('upgrade (lupinectl): accepted', r.returncode == 0 and 'upgrading' in r.stdout, r.stdout + r.stderr)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            with open(log_path) as f:
-                text = f.read()
-            if text.count("serving its client's connection again at seq") >= 4:
-                break
-            time.sleep(0.1)
+        text = H.wait_count(log_path, H.SERVING_AGAIN, 4)
         check('upgrade (lupinectl): both sessions carried over again',
-              text.count("serving its client's connection again at seq") >= 4, text[-3000:])
+              text.count(H.SERVING_AGAIN) >= 4, text[-3000:])
         for i, c in enumerate(cs):
             ok, out = finished_ok(c)
             check(f'upgrade: client {i} never saw a disconnect and has exact data', ok, out)
@@ -234,11 +213,7 @@ def upgrade(lupined, progs, shim, kernels, lupinectl, tmp):
               len(re.findall(r'hot restore: (\d+) of \1 chunk\(s\) .* 0 bytes copied', text)) >= 4 and
               'hot checkpoint: the chunk' not in text, text[-3000:])
     finally:
-        d.send_signal(signal.SIGTERM)
-        try:
-            d.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            d.kill()
+        H.stop_daemon(d)
         log.close()
 
 
@@ -269,19 +244,14 @@ def upgrade_no_binary(lupined, progs, shim, kernels, lupinectl, tmp):
         check('no binary: the session was not disturbed', ok, out)
         check('no binary: the daemon still runs', d.poll() is None)
     finally:
-        d.send_signal(signal.SIGTERM)
-        try:
-            d.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            d.kill()
+        H.stop_daemon(d)
         log.close()
 
 
 def upgrade_sigterm(lupined, progs, shim, kernels, tmp):
     # Under a service manager: the memory fds go to the fd store.
     port = W.free_port()
-    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir',
-            os.path.join(tmp, 'ck5'), '--session-ttl', '120', '--drain-timeout', '30']
+    argv = H.daemon_argv(lupined, port, os.path.join(tmp, 'ck5'))
     with ServiceManager(argv, tmp, log_path=os.path.join(tmp, 'upterm1.log')) as m:
         m.start()
         check('upgrade+SIGTERM (fd store): the daemon starts', m.wait_for('READY', '1') is not None, m.log())
@@ -310,8 +280,7 @@ def upgrade_sigterm(lupined, progs, shim, kernels, tmp):
     log_path = os.path.join(tmp, 'upterm2.log')
     env = dict(os.environ)
     env.pop('NOTIFY_SOCKET', None)
-    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir',
-            os.path.join(tmp, 'ck6'), '--session-ttl', '120', '--drain-timeout', '30']
+    argv = H.daemon_argv(lupined, port, os.path.join(tmp, 'ck6'))
     with open(log_path, 'a') as log:
         d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         c = None
@@ -336,15 +305,9 @@ def upgrade_sigterm(lupined, progs, shim, kernels, tmp):
             ok, out = finished_ok(c)
             check('upgrade+SIGTERM (no fd store): the next start restores it; the client finishes exactly', ok, out)
         finally:
-            if c is not None and c.poll() is None:
-                c.kill()
-                c.communicate()
+            H.kill_client(c)
             if d.poll() is None:
-                d.send_signal(signal.SIGTERM)
-                try:
-                    d.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    d.kill()
+                H.stop_daemon(d)
 
 
 class LineReader:
@@ -382,8 +345,7 @@ def graphs_across_restarts(lupined, progs, shim, kernels, tmp):
     checks are in the programs' restart modes)."""
     port = W.free_port()
     ck = os.path.join(tmp, 'ck6')
-    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
-            '--session-ttl', '120', '--drain-timeout', '30']
+    argv = H.daemon_argv(lupined, port, ck)
     log_path = os.path.join(tmp, 'graphs.log')
     env = dict(os.environ)
     env.pop('NOTIFY_SOCKET', None)
@@ -396,12 +358,7 @@ def graphs_across_restarts(lupined, progs, shim, kernels, tmp):
     try:
         check('graphs: the daemon starts', W.wait_port(port, d))
         for session, prog, what in jobs:
-            cenv = dict(os.environ)
-            cenv.update({'LUPINE_SERVER': f'127.0.0.1:{port}', 'LUPINE_SESSION': session,
-                         'LUPINE_RECONNECT_TIMEOUT': '120'})
-            cenv['LD_LIBRARY_PATH'] = shim + (':' + cenv['LD_LIBRARY_PATH'] if cenv.get('LD_LIBRARY_PATH') else '')
-            c = subprocess.Popen([os.path.join(progs, prog), kernels, 'restart'], env=cenv, stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            c = H.start_client([os.path.join(progs, prog), kernels, 'restart'], shim, port, session)
             lines = LineReader(c.stdout)
             clients.append((session, prog, what, c, lines))
             while True:
@@ -454,9 +411,7 @@ def graphs_across_restarts(lupined, progs, shim, kernels, tmp):
                   out[-1000:] + err[-2000:])
     finally:
         for session, prog, what, c, lines in clients:
-            if c.poll() is None:
-                c.kill()
-                c.communicate()
+            H.kill_client(c)
         if d.poll() is None:
             d.kill()
         if m:

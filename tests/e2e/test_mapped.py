@@ -14,18 +14,15 @@
 
 usage: test_mapped.py LUPINED PROGS_DIR SHIM_DIR KERNELS_DIR"""
 import os
-import re
-import signal
 import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lupwire as W  # noqa: E402
-from sdharness import ServiceManager  # noqa: E402
+from restart_harness import Hold, stop_daemon  # noqa: E402
 
 check = W.Checks()
 
@@ -63,166 +60,35 @@ def plain(lupined, progs, shim, kernels, tmp, elsewhere=False):
             check('mapped: the worker said its mirrors are elsewhere, pointers translated',
                   'pointers to it are translated' in text, text[-2000:])
     finally:
-        d.send_signal(signal.SIGTERM)
-        try:
-            d.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            d.kill()
+        stop_daemon(d)
         log.close()
 
 
-def _client(progs, kernels, shim, port, name, reconnect='120'):
-    env = dict(os.environ)
-    env['LUPINE_SERVER'] = f'127.0.0.1:{port}'
-    env['LUPINE_SESSION'] = name
-    env['LUPINE_RECONNECT_TIMEOUT'] = reconnect
-    env['LD_LIBRARY_PATH'] = shim + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
-    return subprocess.Popen([os.path.join(progs, 'e2e_mapped'), kernels, 'hold'], env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _hold(progs, shim, kernels):
+    return Hold(check, progs, kernels, shim, 'e2e_mapped', 'mapped', 'map',
+                'mapped memory with data from host and GPU built',
+                'mapped memory at the same addresses with both sides writes; kernels, memsets, copies and a spin '
+                'flag work after', 'e2e_mapped hold: OK')
 
 
-def _read_line(f, timeout):
-    got = []
-    t = threading.Thread(target=lambda: got.append(f.readline()), daemon=True)
-    t.start()
-    t.join(timeout)
-    return got[0] if got else None
+def _none_translated(what, tail):
+    return lambda text: check(f'mapped ({what}): every mirror made again at the client\'s own address (none '
+                              f'translated)', 'pointers to it are translated' not in text, text[-tail:])
 
 
-def _finish(c, check, what):
-    """Lets the client go on and collects its verdict."""
-    try:
-        c.stdin.write('go\n')
-        c.stdin.flush()
-        out, err = c.communicate(timeout=120)
-    except (subprocess.TimeoutExpired, BrokenPipeError):
-        c.kill()
-        out, err = c.communicate()
-    check(f'mapped ({what}): mapped memory at the same addresses with both sides writes; kernels, memsets, copies and a spin flag work after',
-          c.returncode == 0 and 'e2e_mapped hold: OK' in out, out[-1500:] + err[-3000:])
+def durable(lupined, progs, shim, kernels, tmp):
+    _hold(progs, shim, kernels).durable(lupined, tmp, after=_none_translated('durable', 3000))
 
 
-def _ready(c, check, what):
-    line = _read_line(c.stdout, 60)
-    while line and not line.startswith('ready:'):  # what e2e_mapped says first
-        line = _read_line(c.stdout, 60)
-    check(f'mapped ({what}): mapped memory with data from host and GPU built',
-          line is not None and line.startswith('ready:'), repr(line))
-    return line is not None
+def hot(lupined, progs, shim, kernels, tmp):
+    def drained(m, rc):
+        check('mapped (hot): the drain exits 0', rc == 0, m.log()[-2000:])
+
+    _hold(progs, shim, kernels).hot(lupined, tmp, drained, after=_none_translated('hot', 2000))
 
 
-def durable(lupined, progs, shim, kernels, tmp, check):
-    port = W.free_port()
-    ck = os.path.join(tmp, 'mapped-durable')
-    log = open(os.path.join(tmp, 'mapped-durable.log'), 'a')
-    env = dict(os.environ)
-    env.pop('LD_LIBRARY_PATH', None)
-    env.pop('NOTIFY_SOCKET', None)
-    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
-            '--checkpoint-mode', 'durable', '--session-ttl', '120', '--drain-timeout', '30']
-    d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-    c = None
-    try:
-        check('mapped (durable): the daemon starts', W.wait_port(port, d))
-        c = _client(progs, kernels, shim, port, 'mapdur')
-        if _ready(c, check, 'durable'):
-            d.send_signal(signal.SIGTERM)
-            check('mapped (durable): the drain exits 0', d.wait(timeout=60) == 0)
-            d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-            check('mapped (durable): the new daemon starts', W.wait_port(port, d))
-            _finish(c, check, 'durable')
-        with open(log.name) as f:
-            text = f.read()
-        check('mapped (durable): restored from the durable checkpoint, memory copied',
-              re.search(r'mapdur: restored checkpoint epoch \d+', text) is not None and
-              'mapdur: hot restore' not in text, text[-3000:])
-        check('mapped (durable): every mirror made again at the client\'s own address (none translated)',
-              'pointers to it are translated' not in text, text[-3000:])
-    finally:
-        if c and c.poll() is None:
-            c.kill()
-            c.communicate()
-        d.send_signal(signal.SIGTERM)
-        try:
-            d.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            d.kill()
-        log.close()
-
-
-def hot(lupined, progs, shim, kernels, tmp, check):
-    port = W.free_port()
-    ck = os.path.join(tmp, 'mapped-hot')
-    argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
-            '--checkpoint-mode', 'hot', '--session-ttl', '120', '--drain-timeout', '30']
-    with ServiceManager(argv, tmp, log_path=os.path.join(tmp, 'mapped-hot.log')) as m:
-        m.start()
-        check('mapped (hot): the daemon starts', m.wait_for('READY', '1') is not None, m.log())
-        c = _client(progs, kernels, shim, port, 'maphot')
-        try:
-            if _ready(c, check, 'hot'):
-                rc = m.stop()
-                check('mapped (hot): the drain exits 0', rc == 0, m.log()[-2000:])
-                m.restart_with_stored_fds()
-                hit = m.wait_log(r'maphot: hot restore: (\d+) of (\d+) chunk\(s\) \(([\d.]+) GiB\) mapped from '
-                                 r'their fds, (\d+) bytes copied', timeout=30)
-                check('mapped (hot): every chunk mapped from its fd, zero bytes copied',
-                      hit is not None and hit.group(1) == hit.group(2) and hit.group(4) == '0', m.log()[-3000:])
-                _finish(c, check, 'hot')
-                check('mapped (hot): every mirror made again at the client\'s own address (none translated)',
-                      'pointers to it are translated' not in m.log(), m.log()[-2000:])
-        finally:
-            if c.poll() is None:
-                c.kill()
-                c.communicate()
-            m.stop()
-
-
-def upgrade(lupined, progs, shim, kernels, tmp, check):
-    port = W.free_port()
-    ck = os.path.join(tmp, 'mapped-up')
-    log_path = os.path.join(tmp, 'mapped-upgrade.log')
-    log = open(log_path, 'a')
-    env = dict(os.environ)
-    env.pop('LD_LIBRARY_PATH', None)
-    env.pop('NOTIFY_SOCKET', None)
-    d = subprocess.Popen([lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
-                          '--session-ttl', '120', '--drain-timeout', '30'],
-                         stdout=log, stderr=subprocess.STDOUT, env=env)
-    c = None
-    try:
-        check('mapped (upgrade): the daemon starts', W.wait_port(port, d))
-        c = _client(progs, kernels, shim, port, 'mapup', reconnect='0')
-        if _ready(c, check, 'upgrade'):
-            # twice: the second upgrade hands on memory the first one imported
-            for n in (1, 2):
-                d.send_signal(signal.SIGHUP)
-                deadline = time.time() + 30
-                while time.time() < deadline:
-                    with open(log_path) as f:
-                        if f.read().count("mapup: serving its client's connection again at seq") >= n:
-                            break
-                    time.sleep(0.1)
-                with open(log_path) as f:
-                    text = f.read()
-                check(f'mapped (upgrade {n}): the session is carried over, memory from fds, zero bytes copied',
-                      len(re.findall(r'mapup: hot restore: (\d+) of \1 chunk\(s\) .* 0 bytes copied', text)) >= n,
-                      text[-3000:])
-            _finish(c, check, 'upgrade')
-            with open(log_path) as f:
-                text = f.read()
-            check('mapped (upgrade): every mirror made again at the client\'s own address (none translated)',
-                  'pointers to it are translated' not in text, text[-2000:])
-    finally:
-        if c and c.poll() is None:
-            c.kill()
-            c.communicate()
-        d.send_signal(signal.SIGTERM)
-        try:
-            d.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            d.kill()
-        log.close()
+def upgrade(lupined, progs, shim, kernels, tmp):
+    _hold(progs, shim, kernels).upgrade(lupined, tmp, after=_none_translated('upgrade', 2000))
 
 
 def bad_input(lupined, tmp):
@@ -304,11 +170,7 @@ def bad_input(lupined, tmp):
             check(f'mapped bad input: {what} closes the connection with "{why}" logged',
                   ok and closed and why in text and d.poll() is None, text[-1500:])
     finally:
-        d.send_signal(signal.SIGTERM)
-        try:
-            d.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            d.kill()
+        stop_daemon(d)
         log.close()
 
 
@@ -323,9 +185,9 @@ def main():
             plain(lupined, progs, shim, kernels, tmp)
             plain(lupined, progs, shim, kernels, tmp, elsewhere=True)
             bad_input(lupined, tmp)
-            durable(lupined, progs, shim, kernels, tmp, check)
-            hot(lupined, progs, shim, kernels, tmp, check)
-            upgrade(lupined, progs, shim, kernels, tmp, check)
+            durable(lupined, progs, shim, kernels, tmp)
+            hot(lupined, progs, shim, kernels, tmp)
+            upgrade(lupined, progs, shim, kernels, tmp)
         except Exception as e:  # a harness failure is a test failure, with the logs
             check('harness', False, repr(e))
         if check.failed:

@@ -17,79 +17,39 @@ allocates and frees again in both pools; the pools' chunks are ordinary
 arena allocations, their bookkeeping lives in the client.
 """
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lupwire as W  # noqa: E402
+import restart_harness as H  # noqa: E402
 from sdharness import ServiceManager  # noqa: E402
 
 check = W.Checks()
 FAILED = check.failed
 
 
-def read_line(f, timeout):
-    got = []
-    t = threading.Thread(target=lambda: got.append(f.readline()), daemon=True)
-    t.start()
-    t.join(timeout)
-    return got[0] if got else None
-
-
-def wait_text(path, pattern, count=1, timeout=30):
-    rx = re.compile(pattern)
-    deadline = time.time() + timeout
-    text = ''
-    while time.time() < deadline:
-        with open(path, errors='replace') as f:
-            text = f.read()
-        if len(rx.findall(text)) >= count:
-            return True, text
-        time.sleep(0.1)
-    return False, text
-
-
 def plain_daemon(lupined, port, ck, log_path):
-    env = dict(os.environ)
-    for k in ('LD_LIBRARY_PATH', 'NOTIFY_SOCKET', 'LISTEN_FDS', 'LISTEN_FDNAMES', 'LISTEN_PID'):
-        env.pop(k, None)
     log = open(log_path, 'a')
-    d = subprocess.Popen([lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
-                          '--session-ttl', '120', '--drain-timeout', '30'], stdout=log, stderr=subprocess.STDOUT,
-                         env=env)
+    d = subprocess.Popen(H.daemon_argv(lupined, port, ck), stdout=log, stderr=subprocess.STDOUT,
+                         env=H.daemon_env())
     log.close()
     if not W.wait_port(port, d, 20):
         raise RuntimeError('lupined did not start')
     return d
 
 
-def stop(d, timeout=60):
-    d.send_signal(signal.SIGTERM)
-    try:
-        return d.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        d.kill()
-        return 'killed'
-
-
 def pools_across_restarts(lupined, progs, shim, kernels, tmp):
     port = W.free_port()
     ck = os.path.join(tmp, 'ck-pools')
     log_path = os.path.join(tmp, 'pools.log')
-    env = dict(os.environ)
-    env.update({'LUPINE_SERVER': f'127.0.0.1:{port}', 'LUPINE_SESSION': 'pools', 'LUPINE_RECONNECT_TIMEOUT': '120'})
-    env['LD_LIBRARY_PATH'] = shim + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
     d = plain_daemon(lupined, port, ck, log_path)
     m = None
     err_path = os.path.join(tmp, 'pools-client.err')
     err_f = open(err_path, 'w')
-    c = subprocess.Popen([os.path.join(progs, 'e2e_pools'), kernels, 'restart'], env=env, stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=err_f, text=True)
+    c = H.start_client([os.path.join(progs, 'e2e_pools'), kernels, 'restart'], shim, port, 'pools', stderr=err_f)
     err_f.close()
 
     def client_err():
@@ -99,45 +59,41 @@ def pools_across_restarts(lupined, progs, shim, kernels, tmp):
     def round_ok(n, what):
         c.stdin.write('go\n')
         c.stdin.flush()
-        line = read_line(c.stdout, 90)
+        line = H.read_line(c.stdout, 90)
         check(f'pools: after {what}, data intact, attributes kept, allocations and frees go on',
               line is not None and line.strip() == f'round {n} ok', repr(line) + '\n' + client_err())
 
     try:
-        line = read_line(c.stdout, 60)
+        line = H.read_line(c.stdout, 60)
         check('pools: live pool allocations with data before the restarts', line is not None and line.strip() == 'ready',
               repr(line) + '\n' + client_err())
         if line is None or line.strip() != 'ready':
             return
         # 1. durable
-        check('pools: the drain exits 0', stop(d) == 0)
+        check('pools: the drain exits 0', H.stop_daemon(d) == 0)
         d = plain_daemon(lupined, port, ck, log_path)
         round_ok(1, 'a durable restart')
-        ok, text = wait_text(log_path, r'pools: restored checkpoint epoch')
+        ok, text = H.wait_text(log_path, r'pools: restored checkpoint epoch')
         check('pools: the session was checkpointed and restored', ok, text[-2000:])
         # 2. upgrade
         d.send_signal(signal.SIGHUP)
-        ok, text = wait_text(log_path, r"serving its client's connection again")
+        ok, text = H.wait_text(log_path, r"serving its client's connection again")
         check('pools: the upgrade carried the session over', ok, text[-2000:])
         round_ok(2, 'an upgrade')
-        ok, text = wait_text(log_path, r'pools: hot restore: (\d+) of \1 chunk\(s\) .* 0 bytes copied')
+        ok, text = H.wait_text(log_path, r'pools: hot restore: (\d+) of \1 chunk\(s\) .* 0 bytes copied')
         check('pools: the upgrade mapped the memory from fds, zero bytes copied', ok, text[-2000:])
         # 3. hot, under the fake service manager (the first start restores the durable copy)
-        check('pools: the drain before the hot restarts exits 0', stop(d) == 0)
+        check('pools: the drain before the hot restarts exits 0', H.stop_daemon(d) == 0)
         d = None
-        argv = [lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir', ck,
-                '--session-ttl', '120', '--drain-timeout', '30']
-        m = ServiceManager(argv, tmp, log_path=os.path.join(tmp, 'pools-hot.log'))
+        m = ServiceManager(H.daemon_argv(lupined, port, ck), tmp, log_path=os.path.join(tmp, 'pools-hot.log'))
         m.start()
         check('pools: the daemon starts under the fake service manager', m.wait_for('READY', '1') is not None,
               m.log()[-2000:])
         round_ok(3, 'a durable restart into the service manager')
         check('pools: the hot drain exits 0', m.stop() == 0, m.log()[-2000:])
         m.restart_with_stored_fds()
-        hit = m.wait_log(r'pools: hot restore: (\d+) of (\d+) chunk\(s\) \(([\d.]+) GiB\) mapped from their fds, '
-                         r'(\d+) bytes copied', timeout=30)
-        check('pools: the hot restart maps every chunk from its fd and copies zero bytes',
-              hit is not None and hit.group(1) == hit.group(2) and hit.group(4) == '0', m.log()[-3000:])
+        check('pools: the hot restart maps every chunk from its fd and copies zero bytes', H.hot_restored(m, 'pools'),
+              m.log()[-3000:])
         round_ok(4, 'a hot restart')
         c.stdin.close()
         c.wait(timeout=120)
@@ -149,7 +105,7 @@ def pools_across_restarts(lupined, progs, shim, kernels, tmp):
             c.kill()
             c.wait()
         if d is not None:
-            stop(d)
+            H.stop_daemon(d)
         if m is not None:
             m.stop()
             m.close()

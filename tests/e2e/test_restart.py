@@ -32,12 +32,12 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lupwire as W  # noqa: E402
 import test_vmm_restart  # noqa: E402
+from restart_harness import read_line  # noqa: E402
 
 check = W.Checks()
 FAILED = check.failed
@@ -109,15 +109,6 @@ def restart_loop(lupined, progs, shim, kernels, tmp, restarts):
     check('the client finished with exactly the expected data',
           client.returncode == 0 and 'counter exact' in out, out[-1500:] + err[-3000:])
     return ckdir, port
-
-
-def read_line(f, timeout):
-    """One line from a pipe, or None after timeout seconds."""
-    got = []
-    t = threading.Thread(target=lambda: got.append(f.readline()), daemon=True)
-    t.start()
-    t.join(timeout)
-    return got[0] if got else None
 
 
 def events_across_restore(lupined, progs, shim, kernels, tmp):

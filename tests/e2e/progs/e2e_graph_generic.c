@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "check.h"
+#include "e2e_util.h"
 
 static const char *dir;
 static int through_lupine;
@@ -29,22 +29,6 @@ static CUfunction f_fill;
 static CUstream s;
 
 #define N 1031
-
-static uint8_t *read_file(const char *name, size_t *ret_n)
-{
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/%s", dir, name);
-        FILE *f = fopen(path, "rb");
-        EXPECT(f != NULL);
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        uint8_t *b = calloc(1, (size_t)n + 1);
-        EXPECT(b && fread(b, 1, (size_t)n, f) == (size_t)n);
-        fclose(f);
-        *ret_n = (size_t)n;
-        return b;
-}
 
 static void expect_u32(CUdeviceptr d, unsigned want, int line)
 {
@@ -534,17 +518,9 @@ int main(int argc, char **argv)
                 return 2;
         }
         dir = argv[1];
-        CK(cuInit(0));
         char name[256];
-        CK(cuDeviceGetName(name, sizeof(name), 0));
-        through_lupine = strstr(name, "(sim)") != NULL || strstr(name, "(lupine)") != NULL;
-        printf("e2e_graph_generic on %s\n", name);
-        CK(cuDevicePrimaryCtxRetain(&ctx, 0));
-        CK(cuCtxSetCurrent(ctx));
-        size_t n;
-        uint8_t *ptx = read_file("kernels.ptx", &n);
-        CK(cuModuleLoadData(&mod, ptx));
-        free(ptx);
+        e2e_setup("e2e_graph_generic", name, &ctx, dir, &mod);
+        through_lupine = e2e_through_lupine(name);
         CK(cuModuleGetFunction(&f_fill, mod, "fill_u32"));
         CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
         if (argc > 2 && !strcmp(argv[2], "restart"))
@@ -552,10 +528,5 @@ int main(int argc, char **argv)
         test_set_params();
         test_child_graphs();
         test_enabled();
-        if (e2e_failures) {
-                printf("e2e_graph_generic: %d FAILURES\n", e2e_failures);
-                return 1;
-        }
-        printf("e2e_graph_generic: OK\n");
-        return 0;
+        return e2e_verdict("e2e_graph_generic");
 }

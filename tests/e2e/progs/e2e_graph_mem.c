@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "check.h"
+#include "e2e_util.h"
 
 static const char *dir;
 static CUcontext ctx;
@@ -24,22 +24,6 @@ static CUmodule mod;
 static CUfunction f_fill;
 
 #define N 4099
-
-static uint8_t *read_file(const char *name, size_t *ret_n)
-{
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/%s", dir, name);
-        FILE *f = fopen(path, "rb");
-        EXPECT(f != NULL);
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        uint8_t *b = calloc(1, (size_t)n + 1);
-        EXPECT(b && fread(b, 1, (size_t)n, f) == (size_t)n);
-        fclose(f);
-        *ret_n = (size_t)n;
-        return b;
-}
 
 static void expect_u32(CUdeviceptr d, unsigned want, const char *what)
 {
@@ -570,12 +554,7 @@ static int restart_mode(void)
         CK(cuGraphExecDestroy(ec));
         CK(cuGraphDestroy(x.g));
         CK(cuGraphDestroy(c.g));
-        if (e2e_failures) {
-                printf("e2e_graph_mem restart: %d FAILURES\n", e2e_failures);
-                return 1;
-        }
-        printf("e2e_graph_mem restart: OK\n");
-        return 0;
+        return e2e_verdict("e2e_graph_mem restart");
 }
 
 int main(int argc, char **argv)
@@ -585,16 +564,8 @@ int main(int argc, char **argv)
                 return 2;
         }
         dir = argv[1];
-        CK(cuInit(0));
         char name[256];
-        CK(cuDeviceGetName(name, sizeof(name), 0));
-        printf("e2e_graph_mem on %s\n", name);
-        CK(cuDevicePrimaryCtxRetain(&ctx, 0));
-        CK(cuCtxSetCurrent(ctx));
-        size_t n;
-        uint8_t *ptx = read_file("kernels.ptx", &n);
-        CK(cuModuleLoadData(&mod, ptx));
-        free(ptx);
+        e2e_setup("e2e_graph_mem", name, &ctx, dir, &mod);
         CK(cuModuleGetFunction(&f_fill, mod, "fill_u32"));
         if (argc > 2 && !strcmp(argv[2], "restart"))
                 return restart_mode();
@@ -606,10 +577,5 @@ int main(int argc, char **argv)
         test_destroy_during_capture();
         test_attributes();
         test_bad();
-        if (e2e_failures) {
-                printf("e2e_graph_mem: %d FAILURES\n", e2e_failures);
-                return 1;
-        }
-        printf("e2e_graph_mem: OK\n");
-        return 0;
+        return e2e_verdict("e2e_graph_mem");
 }

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "e2e_util.h"
 
 static const char *dir;
 static int on_sim, through_lupine;
@@ -25,22 +25,6 @@ static CUmodule mod;
 static CUfunction f_saxpy, f_fill;
 
 #define N 4099
-
-static uint8_t *read_file(const char *name, size_t *ret_n)
-{
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/%s", dir, name);
-        FILE *f = fopen(path, "rb");
-        EXPECT(f != NULL);
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        uint8_t *b = calloc(1, (size_t)n + 1);
-        EXPECT(b && fread(b, 1, (size_t)n, f) == (size_t)n);
-        fclose(f);
-        *ret_n = (size_t)n;
-        return b;
-}
 
 static unsigned fbits(float f)
 {
@@ -1300,18 +1284,10 @@ int main(int argc, char **argv)
                 return 2;
         }
         dir = argv[1];
-        CK(cuInit(0));
         char name[256];
-        CK(cuDeviceGetName(name, sizeof(name), 0));
-        on_sim = strstr(name, "(sim)") != NULL;
-        through_lupine = on_sim || strstr(name, "(lupine)") != NULL;
-        printf("e2e_graphs on %s\n", name);
-        CK(cuDevicePrimaryCtxRetain(&ctx, 0));
-        CK(cuCtxSetCurrent(ctx));
-        size_t n;
-        uint8_t *ptx = read_file("kernels.ptx", &n);
-        CK(cuModuleLoadData(&mod, ptx));
-        free(ptx);
+        e2e_setup("e2e_graphs", name, &ctx, dir, &mod);
+        on_sim = e2e_on_sim(name);
+        through_lupine = e2e_through_lupine(name);
         CK(cuModuleGetFunction(&f_saxpy, mod, "saxpy_f32"));
         CK(cuModuleGetFunction(&f_fill, mod, "fill_u32"));
         if (argc > 2 && !strcmp(argv[2], "restart"))
@@ -1322,10 +1298,5 @@ int main(int argc, char **argv)
         test_kernel_nodes();
         test_capture_deps();
         test_host_nodes();
-        if (e2e_failures) {
-                printf("e2e_graphs: %d FAILURES\n", e2e_failures);
-                return 1;
-        }
-        printf("e2e_graphs: OK\n");
-        return 0;
+        return e2e_verdict("e2e_graphs");
 }

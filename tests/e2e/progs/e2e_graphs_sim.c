@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "e2e_util.h"
 
 #define N        1024
 #define LAUNCHES 50
@@ -38,17 +38,9 @@ static uint32_t bits_of(float f)
 
 static void load_module(const char *path)
 {
-        FILE *f = fopen(path, "rb");
-        char *buf;
-        long n;
+        size_t n;
+        uint8_t *buf = e2e_read_path(path, &n);
 
-        EXPECT(f != NULL);
-        fseek(f, 0, SEEK_END);
-        n = ftell(f);
-        rewind(f);
-        buf = calloc(1, (size_t)n + 1);
-        EXPECT(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
-        fclose(f);
         CK(cuModuleLoadData(&mod, buf));
         free(buf);
         CK(cuModuleGetFunction(&f_fill, mod, "fill_u32"));

@@ -13,27 +13,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "check.h"
+#include "e2e_util.h"
 
 static const char *dir;
 static int on_sim, through_lupine;
 static CUcontext ctx;
-
-static uint8_t *read_file(const char *name, size_t *ret_n)
-{
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/%s", dir, name);
-        FILE *f = fopen(path, "rb");
-        EXPECT(f != NULL);
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        uint8_t *b = calloc(1, (size_t)n + 1);
-        EXPECT(b && fread(b, 1, (size_t)n, f) == (size_t)n);
-        fclose(f);
-        *ret_n = (size_t)n;
-        return b;
-}
 
 static double now_ms(void)
 {
@@ -398,7 +382,7 @@ static void test_bad_launches(CUmodule m)
                 junk[i] = (uint8_t)(i * 37 + 11);
         EXPECT_ERR(cuModuleLoadData(&bad, junk), CUDA_ERROR_INVALID_IMAGE);
         size_t fn_;
-        uint8_t *fat = read_file("kernels.fatbin", &fn_);
+        uint8_t *fat = e2e_read_file(dir, "kernels.fatbin", &fn_);
         /* a fatbin whose header cuts its first entry short */
         memset(fat + 8, 0, 8);
         fat[8] = 64;
@@ -416,7 +400,7 @@ static void test_bad_launches(CUmodule m)
 static void test_library(void)
 {
         size_t n;
-        uint8_t *img = read_file("kernels.fatbin", &n);
+        uint8_t *img = e2e_read_file(dir, "kernels.fatbin", &n);
         CUlibrary lib;
         CUkernel k;
         CUfunction f;
@@ -511,7 +495,7 @@ static void test_module_variants(void)
         const char *files[] = { "kernels.ptx", "kernels.fatbin", "kernels.cubin" };
         for (int i = 0; i < 3; i++) {
                 size_t n;
-                uint8_t *img = read_file(files[i], &n);
+                uint8_t *img = e2e_read_file(dir, files[i], &n);
                 CUmodule m;
                 CUresult r = cuModuleLoadData(&m, img);
                 if (on_sim && i == 2) {
@@ -550,19 +534,11 @@ int main(int argc, char **argv)
                 return 2;
         }
         dir = argv[1];
-        CK(cuInit(0));
-        char name[256];
-        CK(cuDeviceGetName(name, sizeof(name), 0));
-        on_sim = strstr(name, "(sim)") != NULL;
-        through_lupine = on_sim || strstr(name, "(lupine)") != NULL;
-        printf("e2e_kernels on %s\n", name);
-        CK(cuDevicePrimaryCtxRetain(&ctx, 0));
-        CK(cuCtxSetCurrent(ctx));
-        size_t n;
-        uint8_t *ptx = read_file("kernels.ptx", &n);
         CUmodule m;
-        CK(cuModuleLoadData(&m, ptx));
-        free(ptx);
+        char name[256];
+        e2e_setup("e2e_kernels", name, &ctx, dir, &m);
+        on_sim = e2e_on_sim(name);
+        through_lupine = e2e_through_lupine(name);
 
         test_module_variants();
         test_compute(m);
