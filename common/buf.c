@@ -2,6 +2,7 @@
 #include "buf.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const uint8_t *rd_take(struct lup_rd *r, size_t n)
@@ -178,4 +179,19 @@ void lup_wr_str16(struct lup_wr *w, const char *s, size_t n)
         }
         lup_wr_u16(w, (uint16_t)n);
         lup_wr_bytes(w, s, n);
+}
+
+int lup_array_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+        if (need <= *cap)
+                return 0;
+        size_t ncap = *cap ? *cap * 2 : 16;
+        while (ncap < need)
+                ncap *= 2;
+        void *n = realloc(*p, ncap * elem);
+        if (!n)
+                return -ENOMEM;
+        *p = n;
+        *cap = ncap;
+        return 0;
 }

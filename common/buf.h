@@ -90,4 +90,8 @@ static inline void lup_put32(uint8_t *p, uint32_t v)
 }
 static inline void lup_put64(uint8_t *p, uint64_t v) { lup_put32(p, (uint32_t)v); lup_put32(p + 4, (uint32_t)(v >> 32)); }
 
+/* A growable array *p of *cap elements of elem bytes: makes room for need
+ * (doubling, at least 16); 0, or -ENOMEM with the array as it was. */
+int lup_array_grow(void **p, size_t *cap, size_t need, size_t elem);
+
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "lupine/wire.h"
 
 #define SLAB_MAX_BLOCKS (LUP_ARENA_GRANULE / ARENA_SMALL_MIN)
@@ -17,21 +18,6 @@ struct arena_slab {
         uint64_t bits[SLAB_MAX_BLOCKS / 64];
 };
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-        if (need <= *cap)
-                return 0;
-        size_t ncap = *cap ? *cap * 2 : 16;
-        while (ncap < need)
-                ncap *= 2;
-        void *n = realloc(*p, ncap * elem);
-        if (!n)
-                return -ENOMEM;
-        *p = n;
-        *cap = ncap;
-        return 0;
-}
-
 int arena_init(struct arena *a, uint64_t base, uint64_t size, uint64_t granule,
                const struct arena_ops *ops, void *ud)
 {
@@ -43,7 +29,7 @@ int arena_init(struct arena *a, uint64_t base, uint64_t size, uint64_t granule,
         a->granule = granule;
         a->ops = ops;
         a->ud = ud;
-        if (grow((void **)&a->free_va, &a->cap_free, 1, sizeof(*a->free_va)) < 0)
+        if (lup_array_grow((void **)&a->free_va, &a->cap_free, 1, sizeof(*a->free_va)) < 0)
                 return -ENOMEM;
         a->free_va[0] = (struct arena_range){ base, size };
         a->n_free = 1;
@@ -101,7 +87,7 @@ static int va_give(struct arena *a, uint64_t addr, uint64_t size)
                 a->free_va[i].addr = addr;
                 a->free_va[i].size += size;
         } else {
-                if (grow((void **)&a->free_va, &a->cap_free, a->n_free + 1, sizeof(*a->free_va)) < 0)
+                if (lup_array_grow((void **)&a->free_va, &a->cap_free, a->n_free + 1, sizeof(*a->free_va)) < 0)
                         return -ENOMEM; /* the range leaks from the arena; the session still works */
                 memmove(&a->free_va[i + 1], &a->free_va[i], (a->n_free - i) * sizeof(*a->free_va));
                 a->free_va[i] = (struct arena_range){ addr, size };
@@ -126,7 +112,7 @@ static long alloc_floor(const struct arena *a, uint64_t p)
 
 static int record(struct arena *a, const struct arena_alloc *rec)
 {
-        if (grow((void **)&a->allocs, &a->cap_allocs, a->n_allocs + 1, sizeof(*a->allocs)) < 0)
+        if (lup_array_grow((void **)&a->allocs, &a->cap_allocs, a->n_allocs + 1, sizeof(*a->allocs)) < 0)
                 return -ENOMEM;
         size_t at = (size_t)(alloc_floor(a, rec->addr) + 1);
         memmove(&a->allocs[at + 1], &a->allocs[at], (a->n_allocs - at) * sizeof(*a->allocs));
@@ -170,7 +156,7 @@ static int alloc_small(struct arena *a, uint64_t size, int device, uint64_t *ret
                         return 0;
                 }
         }
-        if (grow((void **)&a->slabs, &a->cap_slabs, a->n_slabs + 1, sizeof(*a->slabs)) < 0)
+        if (lup_array_grow((void **)&a->slabs, &a->cap_slabs, a->n_slabs + 1, sizeof(*a->slabs)) < 0)
                 return -ENOMEM;
         struct arena_slab *s = calloc(1, sizeof(*s));
         if (!s)
@@ -309,7 +295,7 @@ static int va_take_exact(struct arena *a, uint64_t addr, uint64_t size)
                         continue;
                 uint64_t head = addr - r->addr, tail = r->size - head - size;
                 if (head && tail) {
-                        if (grow((void **)&a->free_va, &a->cap_free, a->n_free + 1, sizeof(*a->free_va)) < 0)
+                        if (lup_array_grow((void **)&a->free_va, &a->cap_free, a->n_free + 1, sizeof(*a->free_va)) < 0)
                                 return -ENOMEM;
                         r = &a->free_va[i];
                         memmove(r + 2, r + 1, (a->n_free - i - 1) * sizeof(*r));
@@ -334,7 +320,7 @@ int arena_import_slab(struct arena *a, uint64_t addr, uint32_t block, int device
 {
         if (block < ARENA_SMALL_MIN || block > ARENA_SMALL_MAX || (block & (block - 1)) || addr % a->granule)
                 return -EINVAL;
-        if (grow((void **)&a->slabs, &a->cap_slabs, a->n_slabs + 1, sizeof(*a->slabs)) < 0)
+        if (lup_array_grow((void **)&a->slabs, &a->cap_slabs, a->n_slabs + 1, sizeof(*a->slabs)) < 0)
                 return -ENOMEM;
         struct arena_slab *sl = calloc(1, sizeof(*sl));
         if (!sl)

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "log.h"
 #include "worker/session.h"
 
@@ -44,21 +45,6 @@ static uint64_t page_size(void)
 {
         long p = sysconf(_SC_PAGESIZE);
         return p > 0 ? (uint64_t)p : 4096;
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-        if (need <= *cap)
-                return 0;
-        size_t ncap = *cap ? *cap * 2 : 16;
-        while (ncap < need)
-                ncap *= 2;
-        void *n = realloc(*p, ncap * elem);
-        if (!n)
-                return -ENOMEM;
-        *p = n;
-        *cap = ncap;
-        return 0;
 }
 
 /* The VMM calls need no context of the client's, but some drivers want
@@ -147,7 +133,7 @@ CUresult lupw_cuMemAddressReserve(struct lupw_session *s, CUdeviceptr *ptr, size
         if (size == 0 || size % pg || addr % pg || flags != 0 || (alignment & (alignment - 1)))
                 return CUDA_ERROR_INVALID_VALUE;
         if (s->vmm.n_resv >= LUP_CKPT_MAX_VMM_RESV || size > LUP_ARENA_SIZE ||
-            grow((void **)&s->vmm.resv, &s->vmm.cap_resv, s->vmm.n_resv + 1, sizeof(*s->vmm.resv)) < 0)
+            lup_array_grow((void **)&s->vmm.resv, &s->vmm.cap_resv, s->vmm.n_resv + 1, sizeof(*s->vmm.resv)) < 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         /* a hint outside the arena, or not on a granule, cannot be had: any address */
         uint64_t hint = arena_contains(&s->mem.arena, addr) && addr % GRAN == 0 ? addr : 0;
@@ -243,7 +229,8 @@ CUresult lupw_lupMemCreate(struct lupw_session *s, uint64_t id, size_t size, int
         if (id == 0 || id == UINT64_MAX || find_alloc(s, id))
                 return CUDA_ERROR_INVALID_VALUE; /* a broken client: ids are minted once */
         if (s->vmm.n_allocs >= LUP_CKPT_MAX_VMM_ALLOCS ||
-            grow((void **)&s->vmm.allocs, &s->vmm.cap_allocs, s->vmm.n_allocs + 1, sizeof(*s->vmm.allocs)) < 0)
+            lup_array_grow((void **)&s->vmm.allocs, &s->vmm.cap_allocs, s->vmm.n_allocs + 1, sizeof(*s->vmm.allocs)) <
+                    0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         if (arena_va_reserve(&s->mem.arena, size, 0, 0, &a.home) < 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -365,7 +352,7 @@ static CUresult access_real(struct lupw_session *s, uint64_t addr, uint64_t size
 
 static int map_insert(struct lupw_session *s, const struct lupw_vmm_map *m)
 {
-        if (grow((void **)&s->vmm.maps, &s->vmm.cap_maps, s->vmm.n_maps + 1, sizeof(*s->vmm.maps)) < 0)
+        if (lup_array_grow((void **)&s->vmm.maps, &s->vmm.cap_maps, s->vmm.n_maps + 1, sizeof(*s->vmm.maps)) < 0)
                 return -ENOMEM;
         size_t at = map_index(s, m->addr);
         memmove(&s->vmm.maps[at + 1], &s->vmm.maps[at], (s->vmm.n_maps - at) * sizeof(*m));
@@ -540,7 +527,7 @@ int lupw_vmm_describe(const struct lupw_session *s, struct lup_ckpt_vmm *ret)
 
 static int restore_resv(struct lupw_session *s, const struct lup_ckpt_vmm *v, char *why, size_t whylen)
 {
-        if (v->n_resv && grow((void **)&s->vmm.resv, &s->vmm.cap_resv, v->n_resv, sizeof(*s->vmm.resv)) < 0)
+        if (v->n_resv && lup_array_grow((void **)&s->vmm.resv, &s->vmm.cap_resv, v->n_resv, sizeof(*s->vmm.resv)) < 0)
                 return -ENOMEM;
         for (uint32_t i = 0; i < v->n_resv; i++) {
                 const struct lup_ckpt_vmm_resv *r = &v->resv[i];
@@ -555,7 +542,8 @@ static int restore_resv(struct lupw_session *s, const struct lup_ckpt_vmm *v, ch
 
 static int restore_allocs(struct lupw_session *s, const struct lup_ckpt_vmm *v, char *why, size_t whylen)
 {
-        if (v->n_allocs && grow((void **)&s->vmm.allocs, &s->vmm.cap_allocs, v->n_allocs, sizeof(*s->vmm.allocs)) < 0)
+        if (v->n_allocs &&
+            lup_array_grow((void **)&s->vmm.allocs, &s->vmm.cap_allocs, v->n_allocs, sizeof(*s->vmm.allocs)) < 0)
                 return -ENOMEM;
         for (uint32_t i = 0; i < v->n_allocs; i++) {
                 const struct lup_ckpt_vmm_alloc *c = &v->allocs[i];
