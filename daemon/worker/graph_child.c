@@ -18,8 +18,8 @@
  * checked that the two have the same shape), and the enable bits are read
  * from the driver when the checkpoint is written.
  *
- * This file calls nothing of the other graph files (graph_nodes.c calls
- * lupw_child_forget here).
+ * This file calls nothing of the other graph files (graph_nodes.c and
+ * graphs.c call lupw_child_forget and lupw_nodes_forget here).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +68,27 @@ static void nodes_of(uint64_t key, uint64_t val, void *ud)
                 o->ids[o->n++] = key;
 }
 
+static void child_forget(struct lupw_session *s, uint64_t node, unsigned depth);
+
+/* Forgets the ids of graph's nodes and, through its child graph nodes, the
+ * graphs of theirs the client holds by id (CHILD_MAX_DEPTH deep). */
+static void nodes_forget(struct lupw_session *s, uint64_t graph, unsigned depth)
+{
+        struct of_graph o = { .graph = graph, .cap = s->obj.handles.used };
+        if (!o.cap || !(o.ids = calloc(o.cap, sizeof(*o.ids))))
+                return;
+        lup_u64map_each(&s->obj.handles, nodes_of, &o);
+        for (size_t i = 0; i < o.n; i++) {
+                struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPHNODE, o.ids[i]);
+                child_forget(s, o.ids[i], depth);
+                if (e)
+                        lup_u64map_del(&s->graphs.node_ids, (uint64_t)(uintptr_t)e->real, NULL);
+                lupw_handle_del(s, o.ids[i]);
+        }
+        free(o.ids);
+}
+
+/* The graph a child graph node owns, if the client holds it by id. */
 static void child_forget(struct lupw_session *s, uint64_t node, unsigned depth)
 {
         struct owned_hunt h = { .node = node };
@@ -76,24 +97,18 @@ static void child_forget(struct lupw_session *s, uint64_t node, unsigned depth)
         lup_u64map_each(&s->obj.handles, find_graph, &h);
         if (!h.id)
                 return;
-        struct of_graph o = { .graph = h.id, .cap = s->obj.handles.used };
-        o.ids = o.cap ? calloc(o.cap, sizeof(*o.ids)) : NULL;
-        if (o.ids)
-                lup_u64map_each(&s->obj.handles, nodes_of, &o);
-        for (size_t i = 0; i < o.n; i++) {
-                struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPHNODE, o.ids[i]);
-                child_forget(s, o.ids[i], depth + 1);
-                if (e)
-                        lup_u64map_del(&s->graphs.node_ids, (uint64_t)(uintptr_t)e->real, NULL);
-                lupw_handle_del(s, o.ids[i]);
-        }
-        free(o.ids);
+        nodes_forget(s, h.id, depth + 1);
         lupw_handle_del(s, h.id);
 }
 
 void lupw_child_forget(struct lupw_session *s, uint64_t node)
 {
         child_forget(s, node, 0);
+}
+
+void lupw_nodes_forget(struct lupw_session *s, uint64_t graph)
+{
+        nodes_forget(s, graph, 0);
 }
 
 CUresult lupw_lupGraphChildGet(struct lupw_session *s, CUgraphNode hNode, uint64_t id, uint64_t *graph)

@@ -61,36 +61,6 @@ uint64_t lupw_node_lookup(struct lupw_session *s, CUgraphNode real)
         return id;
 }
 
-struct of_graph {
-        uint64_t graph;
-        uint64_t *ids;
-        size_t n, cap;
-};
-
-static void nodes_of(uint64_t key, uint64_t val, void *ud)
-{
-        struct of_graph *o = ud;
-        const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)val;
-        if (e->kind == LUPW_H_GRAPHNODE && e->prov.parent == o->graph && o->n < o->cap)
-                o->ids[o->n++] = key;
-}
-
-void lupw_nodes_forget(struct lupw_session *s, uint64_t graph)
-{
-        struct of_graph o = { .graph = graph, .cap = s->graphs.node_ids.used };
-        if (!o.cap || !(o.ids = calloc(o.cap, sizeof(*o.ids))))
-                return;
-        lup_u64map_each(&s->obj.handles, nodes_of, &o);
-        for (size_t i = 0; i < o.n; i++) {
-                struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPHNODE, o.ids[i]);
-                lupw_child_forget(s, o.ids[i]); /* the graph a child graph node owns, if the client has it */
-                if (e)
-                        lup_u64map_del(&s->graphs.node_ids, (uint64_t)(uintptr_t)e->real, NULL);
-                lupw_handle_del(s, o.ids[i]);
-        }
-        free(o.ids);
-}
-
 static CUresult node_of(struct lupw_session *s, uint64_t id, CUgraphNode *ret)
 {
         struct lupw_handle_ent *e = lupw_handle_ent(s, LUPW_H_GRAPHNODE, id);

@@ -19,11 +19,12 @@ struct lupw_exec *lupw_exec_get(struct lupw_session *s, CUgraphExec exec);
 
 /* worker/graph_nodes.c: node ids. The id of a driver's node (given one
  * from the worker's range if it has none; 0 if that fails), the id it has
- * (0: none), one put under a given id (restore), and forgetting every
- * node of a graph (destroyed). */
+ * (0: none), and one put under a given id (restore). */
 uint64_t lupw_node_id(struct lupw_session *s, CUgraphNode real, uint64_t graph);
 uint64_t lupw_node_lookup(struct lupw_session *s, CUgraphNode real);
 CUresult lupw_node_put(struct lupw_session *s, uint64_t id, CUgraphNode real, uint64_t graph);
+/* worker/graph_child.c: forgetting every node id of a graph (destroyed),
+ * with the graphs of its child graph nodes the client holds by id. */
 void lupw_nodes_forget(struct lupw_session *s, uint64_t graph);
 /* The driver's parameters of the memset and memcpy nodes lupine makes
  * (a memcpy node is a 1-D device-to-device copy), from the client's
