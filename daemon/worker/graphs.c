@@ -357,13 +357,11 @@ static void exec_free(struct lupw_session *s, CUgraphExec exec, bool destroy_src
 static CUresult map_clone(struct lupw_session *s, struct lupw_exec *x, CUgraph g, uint64_t gid)
 {
         const struct lupw_backend *be = &s->be.fn;
-        size_t n = 0;
-        CUresult r = be->cuGraphGetNodes(g, NULL, &n);
-        CUgraphNode *v = r == CUDA_SUCCESS ? calloc(n + 1, sizeof(*v)) : NULL;
-        if (r == CUDA_SUCCESS && !v)
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-        if (r == CUDA_SUCCESS && n)
-                r = be->cuGraphGetNodes(g, v, &n);
+        CUgraphNode *v;
+        size_t n;
+        CUresult r = lupw_graph_nodes(be, g, &v, &n);
+        if (r != CUDA_SUCCESS)
+                return r;
         for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
                 CUgraphNode cn;
                 uint64_t id = lupw_node_id(s, v[i], gid);
