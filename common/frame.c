@@ -80,6 +80,12 @@ int lup_hello_encode(uint8_t *out, size_t cap, const struct lup_hello *h, size_t
                 lup_wr_u32(&w, h->heartbeat_ms);
         if (h->flags & LUP_HELLO_RESEND)
                 lup_wr_u64(&w, h->rx_bytes);
+        if (h->flags & LUP_HELLO_AUTH) {
+                if (h->auth_len == 0 || h->auth_len > LUP_MAX_AUTH)
+                        return -EINVAL;
+                lup_wr_u16(&w, h->auth_len);
+                lup_wr_bytes(&w, h->auth, h->auth_len);
+        }
         if (w.err)
                 return w.err;
         *ret_len = w.len;
@@ -105,6 +111,14 @@ int lup_hello_decode(const uint8_t *p, size_t n, struct lup_hello *ret, const ch
                 lup_rd_u32(&r, &h.heartbeat_ms);
         if (h.flags & LUP_HELLO_RESEND)
                 lup_rd_u64(&r, &h.rx_bytes);
+        if (h.flags & LUP_HELLO_AUTH) {
+                lup_rd_u16(&r, &h.auth_len);
+                if (h.auth_len == 0 || h.auth_len > LUP_MAX_AUTH) {
+                        *ret_why = "HELLO bearer token length out of range";
+                        return -EBADMSG;
+                }
+                lup_rd_copy(&r, h.auth, h.auth_len);
+        }
         if (lup_rd_finish(&r) < 0 || (h.flags & ~LUP_HELLO_KNOWN)) {
                 *ret_why = "malformed HELLO";
                 return -EBADMSG;

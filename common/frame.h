@@ -27,6 +27,8 @@ struct lup_hello {
         uint64_t last_seq_seen;
         uint32_t heartbeat_ms;          /* with LUP_HELLO_HEARTBEAT */
         uint64_t rx_bytes;              /* with LUP_HELLO_RESEND */
+        uint16_t auth_len;              /* with LUP_HELLO_AUTH: 1..LUP_MAX_AUTH */
+        uint8_t auth[LUP_MAX_AUTH];     /* the bearer token */
 };
 
 /* Session names: 1..LUP_MAX_NAME bytes of [A-Za-z0-9._-]. */

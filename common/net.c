@@ -36,8 +36,12 @@ int lup_endpoint_parse(const char *s, struct lup_endpoint *ret)
                 *ret = ep;
                 return 0;
         }
-        if (strncmp(s, "tcp://", 6) == 0)
+        if (strncmp(s, "tcp://", 6) == 0) {
                 s += 6;
+        } else if (strncmp(s, "tls://", 6) == 0) {
+                s += 6;
+                ep.tls = true;
+        }
         if (s[0] == '[') {
                 const char *end = strchr(s, ']');
                 if (!end || end[1] != ':' || (size_t)(end - s - 1) >= sizeof(host))
@@ -64,6 +68,7 @@ int lup_endpoint_parse(const char *s, struct lup_endpoint *ret)
                 return -EHOSTUNREACH;
         memcpy(&ep.addr, ai->ai_addr, ai->ai_addrlen);
         ep.addrlen = ai->ai_addrlen;
+        snprintf(ep.host, sizeof(ep.host), "%s", host);
         ep.family = ai->ai_family;
         freeaddrinfo(ai);
         *ret = ep;

@@ -6,6 +6,7 @@
 #ifndef LUP_NET_H
 #define LUP_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -16,9 +17,12 @@ struct lup_endpoint {
         struct sockaddr_storage addr;
         socklen_t addrlen;
         char text[128];        /* as given, for messages */
+        bool tls;              /* "tls://HOST:PORT" */
+        char host[256];        /* HOST as given (TCP): what a server certificate must name */
 };
 
-/* "HOST:PORT", "[V6]:PORT", "unix:/path". Numeric hosts or names (getaddrinfo). */
+/* "HOST:PORT", "[V6]:PORT", "tcp://HOST:PORT", "tls://HOST:PORT",
+ * "unix:/path". Numeric hosts or names (getaddrinfo). */
 int lup_endpoint_parse(const char *s, struct lup_endpoint *ret);
 
 #define LUP_CONNECT_TIMEOUT_MS 5000

@@ -47,6 +47,9 @@ enum lup_ctl_op {
         LUP_OP_ALIVE       = 5,  /* server -> client only: "busy, alive" while a call
                                   * runs (see "Heartbeats" below); no payload */
         /* 6 is LUP_OP_NVML, first frame instead of HELLO: lupine/nvml_wire.h */
+        LUP_OP_HANDOFF     = 7,  /* TLS only: the supervisor's answer to a HELLO it
+                                  * admitted, and the client's first frame on the
+                                  * worker's TLS stream; see "TLS" below */
         LUP_OP_MEMCPY_HTOD = 16, /* u64 dst, u64 stream, bytes...   (one chunk) */
         LUP_OP_MEMCPY_DTOH = 17, /* u64 src, u64 size, u64 stream -> bytes (chunked reply) */
         LUP_OP_LAUNCH      = 18, /* see "LAUNCH payload" below; async */
@@ -141,6 +144,8 @@ static inline int lup_arena_slot_of(uint64_t base)
  *   then, in this order, only if its flag is set:
  *     LUP_HELLO_HEARTBEAT: u32 heartbeat_ms (LUP_MIN_HEARTBEAT_MS..LUP_MAX_HEARTBEAT_MS)
  *     LUP_HELLO_RESEND:    u64 rx_bytes (reply-stream bytes the client received)
+ *     LUP_HELLO_AUTH:      u16 len, a bearer token (1..LUP_MAX_AUTH bytes; the
+ *                          daemon's --auth-tokens holds its SHA-256)
  *
  * HELLO reply payload (status = CUresult; 0 = accepted):
  *   u32 magic, u32 proto_version, u32 driver_version, u32 backend (LUP_BACKEND_*),
@@ -159,7 +164,27 @@ enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
 
 #define LUP_HELLO_HEARTBEAT 0x1u /* the client wants ALIVE frames while a call runs */
 #define LUP_HELLO_RESEND    0x2u /* the client counts the reply stream; resend what it missed */
-#define LUP_HELLO_KNOWN     (LUP_HELLO_HEARTBEAT | LUP_HELLO_RESEND)
+#define LUP_HELLO_AUTH      0x4u /* a bearer token follows (LUPINE_TOKEN) */
+#define LUP_HELLO_KNOWN     (LUP_HELLO_HEARTBEAT | LUP_HELLO_RESEND | LUP_HELLO_AUTH)
+#define LUP_MAX_AUTH        256u /* bearer token bytes */
+
+/*
+ * TLS (tls://HOST:PORT; docs/tls.md). Each connection has two TLS 1.3
+ * sessions, one after the other on the same TCP stream:
+ *   1. with the supervisor: the client sends HELLO; a refusal is answered
+ *      as on a plain connection. An admitted HELLO is answered with a
+ *      HANDOFF frame (flags LUP_F_REPLY, lane and seq of the HELLO,
+ *      payload ticket[LUP_TICKET_SIZE], random, one use). The supervisor
+ *      then stops using the stream without a TLS closure alert, and passes
+ *      the socket, the HELLO and the ticket to the session's worker.
+ *   2. with the worker: the client drops its first TLS state, starts a new
+ *      handshake on the same socket, and sends HANDOFF (flags LUP_F_SYNC,
+ *      the HELLO's lane and seq, payload: the ticket). The worker answers
+ *      with the HELLO reply, and the session goes on as on a plain socket.
+ * The ticket ties the second session to the first: only the client that
+ * authenticated in the first can use the second.
+ */
+#define LUP_TICKET_SIZE     16u
 #define LUP_MIN_HEARTBEAT_MS 20u
 #define LUP_MAX_HEARTBEAT_MS 3600000u
 
