@@ -7,6 +7,7 @@
  */
 #include "tls.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -179,7 +180,7 @@ static int set_peer_host(SSL *ssl, const char *host)
         unsigned char buf[16];
 
         X509_VERIFY_PARAM_set_hostflags(vp, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-        if (a2i_ipadd(buf, host) > 0)
+        if (inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1)
                 return X509_VERIFY_PARAM_set1_ip_asc(vp, host) == 1 ? 0 : -1;
         if (SSL_set_tlsext_host_name(ssl, host) != 1)
                 return -1;
@@ -260,7 +261,8 @@ static int ssl_fail(struct lup_tls *t, int r, const char *what)
                         ERR_clear_error();
                         return saved ? -saved : -ECONNRESET;
                 }
-                /* fall through: OpenSSL queued the reason */
+                /* OpenSSL queued the reason */
+                __attribute__((fallthrough));
         default:
                 vr = SSL_get_verify_result(t->ssl);
                 if (vr != X509_V_OK) {
