@@ -30,6 +30,7 @@ struct lup_tls {
         SSL *ssl;
         int fd;
         short want;  /* POLLIN/POLLOUT after -EAGAIN */
+        int write_timeout_ms; /* a write that moves nothing for this long fails; < 0: none */
         pthread_mutex_t lock;
         char err[256];
 };
@@ -197,6 +198,7 @@ struct lup_tls *lup_tls_new(struct lup_tls_ctx *ctx, int fd, const char *host)
         if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
                 goto fail;
         t->fd = fd;
+        t->write_timeout_ms = -1;
         pthread_mutex_init(&t->lock, NULL);
         t->ssl = SSL_new(ctx->ctx);
         if (!t->ssl || SSL_set_fd(t->ssl, fd) != 1)
@@ -423,7 +425,7 @@ int lup_tls_write_full(struct lup_tls *t, const void *p, size_t n)
                 }
                 if (rc != -EAGAIN)
                         return rc == -ECONNRESET ? -EPIPE : rc;
-                rc = wait_want(t, -1);
+                rc = wait_want(t, t->write_timeout_ms < 0 ? -1 : now_ms() + t->write_timeout_ms);
                 if (rc < 0)
                         return rc;
         }
@@ -467,6 +469,11 @@ int lup_tls_writev_full(struct lup_tls *t, const struct iovec *iov, int iovcnt)
                         return rc;
         }
         return have ? lup_tls_write_full(t, buf, have) : 0;
+}
+
+void lup_tls_set_write_timeout(struct lup_tls *t, int timeout_ms)
+{
+        t->write_timeout_ms = timeout_ms;
 }
 
 const char *lup_tls_error(const struct lup_tls *t)

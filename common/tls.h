@@ -74,6 +74,9 @@ int lup_tls_wait_readable(struct lup_tls *t, int timeout_ms);
 /* Writes all of it, waiting as needed. */
 int lup_tls_write_full(struct lup_tls *t, const void *p, size_t n);
 int lup_tls_writev_full(struct lup_tls *t, const struct iovec *iov, int iovcnt);
+/* A write that can move no byte for timeout_ms fails with -ETIMEDOUT
+ * (default: it waits for ever), like SO_SNDTIMEO on a plain socket. */
+void lup_tls_set_write_timeout(struct lup_tls *t, int timeout_ms);
 /* Decrypted or buffered bytes that a read would return without the socket. */
 bool lup_tls_pending(struct lup_tls *t);
 
