@@ -30,6 +30,13 @@ struct lupd_config {
         int max_sessions;
         char self_exe[4096];            /* resolved /proc/self/exe, for spawning workers */
         bool insecure;                  /* --insecure: unauthenticated non-loopback access */
+        /* TLS and authentication (issue 15, docs/security.md) */
+        char tls_cert[4096];            /* --tls-cert: PEM chain; TCP listeners speak TLS */
+        char tls_key[4096];             /* --tls-key */
+        char tls_client_ca[4096];       /* --tls-client-ca: mutual TLS; the certificate's CN is the tenant */
+        char auth_tokens[4096];         /* --auth-tokens: "TENANT SHA256HEX" lines */
+        int max_sessions_per_tenant;    /* --max-sessions-per-tenant; 0: off */
+        int max_detached_per_tenant;    /* --max-detached-per-tenant; 0: off */
         int hello_timeout_ms;           /* hidden --hello-timeout-ms; LUPD_HELLO_TIMEOUT_MS */
         bool no_multishot_accept;       /* hidden --no-multishot-accept: test the fallback */
         bool check_arena;               /* hidden --check-arena: print the usable arena slots, exit */

@@ -9,9 +9,14 @@
  *   attached (SCM_RIGHTS, exactly one fd):
  *       u32 type, u32 slot (arena slot, < LUP_ARENA_SLOTS),
  *       u64 hello_seq, u32 hello_lane, u32 hello_len, hello payload bytes
+ *       [, u32 LUPD_CTL_TLS, ticket[LUP_TICKET_SIZE]]
  *     A new session. The HELLO payload was already decoded and validated by
  *     the supervisor; the worker decodes it again (it trusts nothing) and
- *     answers the client itself.
+ *     answers the client itself. Its name is the session key (the tenant's
+ *     namespace, supervisor/auth.c), and it carries no bearer token.
+ *     With the TLS trailer, the connection is a TLS one the supervisor
+ *     handed off (lupine/wire.h, "TLS"): the worker runs the second
+ *     handshake, reads HANDOFF with this ticket, then answers the HELLO.
  *   LUPD_CTL_ATTACH (supervisor -> worker), same layout and fd as ASSIGN
  *     (slot is ignored): a client asks to resume this worker's session (a
  *     HELLO naming it). The worker checks the resume token in the HELLO in
@@ -108,6 +113,10 @@ enum lupd_drain_flags {
         LUPD_DRAIN_HOT = 1u << 1,
         LUPD_DRAIN_HANDBACK = 1u << 2,
 };
+
+/* The optional trailer of ASSIGN and ATTACH: u32 LUPD_CTL_TLS, ticket */
+#define LUPD_CTL_TLS 0x534c5454u /* "TTLS" */
+#define LUPD_CTL_TLS_TRAILER (4u + 16u)
 
 /* fds in one control message: the kernel's SCM_MAX_FD */
 #define LUPD_CTL_MAX_FDS 253u

@@ -57,6 +57,12 @@ enum {
         OPT_UPLOAD_CAP_TOTAL,
         OPT_UPLOAD_ACCT_FD,
         OPT_CHECK_ARENA,
+        OPT_TLS_CERT,
+        OPT_TLS_KEY,
+        OPT_TLS_CLIENT_CA,
+        OPT_AUTH_TOKENS,
+        OPT_MAX_SESSIONS_TENANT,
+        OPT_MAX_DETACHED_TENANT,
 };
 
 static const struct option long_options[] = {
@@ -82,6 +88,12 @@ static const struct option long_options[] = {
         { "upload-cap-total", required_argument, NULL, OPT_UPLOAD_CAP_TOTAL },
         { "upload-acct-fd", required_argument, NULL, OPT_UPLOAD_ACCT_FD },
         { "check-arena", no_argument, NULL, OPT_CHECK_ARENA },
+        { "tls-cert", required_argument, NULL, OPT_TLS_CERT },
+        { "tls-key", required_argument, NULL, OPT_TLS_KEY },
+        { "tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA },
+        { "auth-tokens", required_argument, NULL, OPT_AUTH_TOKENS },
+        { "max-sessions-per-tenant", required_argument, NULL, OPT_MAX_SESSIONS_TENANT },
+        { "max-detached-per-tenant", required_argument, NULL, OPT_MAX_DETACHED_TENANT },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { "worker", no_argument, NULL, OPT_WORKER },
@@ -104,7 +116,9 @@ static const char usage_text[] =
 "Options:\n"
 "  -l, --listen ENDPOINT   Listen on ENDPOINT. Repeat the option to listen on\n"
 "                          several (at most %d). ENDPOINT is HOST:PORT,\n"
-"                          [IPV6]:PORT or unix:PATH. Default: 0.0.0.0:%d.\n"
+"                          [IPV6]:PORT or unix:PATH. Default: 127.0.0.1:%d.\n"
+"                          A TCP listener on an address other than loopback\n"
+"                          needs TLS and authentication (below), or --insecure.\n"
 "  -b, --backend KIND      The CUDA driver workers use: auto (the default: the\n"
 "                          host's libcuda.so.1 if a GPU is found, otherwise the\n"
 "                          simulator), cuda (the host's libcuda.so.1) or sim\n"
@@ -112,10 +126,9 @@ static const char usage_text[] =
 "  -m, --max-sessions N    Serve at most N sessions at once, 1..%d (default %d).\n"
 "                          Further clients are refused with \"server full\".\n"
 "      --log-level LEVEL   err, warning, info (the default) or debug.\n"
-"      --insecure          Accept unauthenticated clients on listeners that are\n"
-"                          reachable from the network, and say so loudly in the\n"
-"                          log. (Authentication is not implemented yet; without\n"
-"                          this flag such listeners are warned about.)\n"
+"      --insecure          Serve unauthenticated (and, without TLS, unencrypted)\n"
+"                          clients on listeners reachable from the network. The\n"
+"                          log says so at start and on every such connection.\n"
 "  -h, --help              Show this help and exit.\n"
 "  -V, --version           Show the version and exit.\n"
 "\n"
@@ -184,6 +197,25 @@ static const char usage_text[] =
 "                          The same over all sessions, 0..%d MiB (default %d;\n"
 "                          0: off).\n"
 "\n"
+"TLS and authentication (docs/security.md):\n"
+"      --tls-cert FILE     Serve TLS 1.3 on every TCP listener, with this PEM\n"
+"                          certificate chain (needs --tls-key). Clients use\n"
+"                          LUPINE_SERVER=tls://HOST:PORT.\n"
+"      --tls-key FILE      The certificate's private key (PEM).\n"
+"      --tls-client-ca FILE\n"
+"                          Mutual TLS: clients must present a certificate this\n"
+"                          CA file signed; its subject CN is the client's tenant.\n"
+"      --auth-tokens FILE  Bearer tokens: one \"TENANT SHA256HEX\" a line, the\n"
+"                          SHA-256 of a token in hex (printf %%s TOKEN | sha256sum),\n"
+"                          never the token. Clients set LUPINE_TOKEN. Accepted\n"
+"                          over TLS, loopback and the UNIX socket only.\n"
+"      --max-sessions-per-tenant N\n"
+"                          Sessions one tenant may hold, 0..%d (default %d; 0:\n"
+"                          off).\n"
+"      --max-detached-per-tenant N\n"
+"                          New sessions are refused to a tenant that has N\n"
+"                          sessions without a client, 0..%d (default %d; 0: off).\n"
+"\n"
 "Internal options (the supervisor passes them to the workers it starts;\n"
 "not for use by hand):\n"
 "      --worker            Run as a per-session worker process.\n"
@@ -244,7 +276,8 @@ static void print_usage(FILE *f)
                 LUPD_SESSION_TTL_DEFAULT_S, LUPD_CKPT_LANES_MAX, LUPD_SESSION_TTL_MAX_S, LUPD_DETACH_GRACE_DEFAULT_S,
                 LUPD_PENDING_LIMIT_MAX, LUPD_PENDING_DEFAULT, LUPD_PENDING_LIMIT_MAX, LUPD_PENDING_PER_PEER_DEFAULT,
                 LUPD_UPLOAD_CAP_SESSION_MAX_MIB, LUPD_UPLOAD_CAP_SESSION_DEFAULT_MIB, LUPD_UPLOAD_CAP_TOTAL_MAX_MIB,
-                LUPD_UPLOAD_CAP_TOTAL_DEFAULT_MIB, LUPD_SHUTDOWN_GRACE_MS / 1000);
+                LUPD_UPLOAD_CAP_TOTAL_DEFAULT_MIB, LUPD_MAX_SESSIONS, LUPD_SESSIONS_PER_TENANT_DEFAULT,
+                LUPD_MAX_SESSIONS, LUPD_DETACHED_PER_TENANT_DEFAULT, LUPD_SHUTDOWN_GRACE_MS / 1000);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -484,6 +517,27 @@ static int parse_limit_option(int c, const char *arg, struct lupd_config *cfg)
         case OPT_CHECK_ARENA:
                 cfg->check_arena = true;
                 return 1;
+        case OPT_MAX_SESSIONS_TENANT:
+        case OPT_MAX_DETACHED_TENANT:
+                if (parse_int(arg, 0, LUPD_MAX_SESSIONS, c == OPT_MAX_SESSIONS_TENANT ? &cfg->max_sessions_per_tenant
+                                                                                      : &cfg->max_detached_per_tenant) < 0)
+                        return usage_error("--max-%s-per-tenant %s: expected a number from 0 to %d",
+                                           c == OPT_MAX_SESSIONS_TENANT ? "sessions" : "detached", arg,
+                                           LUPD_MAX_SESSIONS);
+                return 1;
+        case OPT_TLS_CERT:
+        case OPT_TLS_KEY:
+        case OPT_TLS_CLIENT_CA:
+        case OPT_AUTH_TOKENS: {
+                char *dst = c == OPT_TLS_CERT ? cfg->tls_cert
+                            : c == OPT_TLS_KEY ? cfg->tls_key
+                            : c == OPT_TLS_CLIENT_CA ? cfg->tls_client_ca
+                                                     : cfg->auth_tokens;
+                if (!arg[0] || strlen(arg) >= sizeof(cfg->tls_cert))
+                        return usage_error("%s: expected a file name", arg);
+                memcpy(dst, arg, strlen(arg) + 1);
+                return 1;
+        }
         case OPT_UPLOAD_ACCT_FD:
                 if (parse_int(arg, 0, INT_MAX, &cfg->upload_acct_fd) < 0)
                         return usage_error("--upload-acct-fd=%s: expected a file descriptor number", arg);
@@ -575,9 +629,13 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
         r = check_checkpoint_args(cfg);
         if (r < 0)
                 return r;
+        if (!cfg->tls_cert[0] != !cfg->tls_key[0])
+                return usage_error("--tls-cert and --tls-key go together");
+        if (cfg->tls_client_ca[0] && !cfg->tls_cert[0])
+                return usage_error("--tls-client-ca needs --tls-cert and --tls-key");
         if (!cfg->worker && cfg->n_listen == 0) {
                 char def[32];
-                snprintf(def, sizeof(def), "0.0.0.0:%d", LUPD_DEFAULT_PORT);
+                snprintf(def, sizeof(def), "127.0.0.1:%d", LUPD_DEFAULT_PORT);
                 r = add_listen(cfg, def);
                 if (r < 0)
                         return r;
@@ -629,6 +687,8 @@ int main(int argc, char **argv)
                 .upload_cap_total_mib = LUPD_UPLOAD_CAP_TOTAL_DEFAULT_MIB,
                 .upload_acct_fd = -1,
                 .ctl_fd = -1,
+                .max_sessions_per_tenant = LUPD_SESSIONS_PER_TENANT_DEFAULT,
+                .max_detached_per_tenant = LUPD_DETACHED_PER_TENANT_DEFAULT,
         };
         int r;
 
@@ -654,7 +714,8 @@ int main(int argc, char **argv)
                 return 1;
         }
         if (cfg.insecure)
-                lup_warn("INSECURE MODE (--insecure): clients are not authenticated on any listener; "
-                         "anyone who can reach lupined can use this host's GPUs");
+                lup_warn("INSECURE MODE (--insecure): clients without credentials are served on every listener, "
+                         "also those reachable from the network; anyone who can reach them can use this host's "
+                         "GPUs");
         return supervisor_main(&cfg);
 }

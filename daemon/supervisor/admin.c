@@ -118,6 +118,8 @@ static void admin_limits(const struct sup *s, struct lup_admin_status *st)
         admin_limit(st, "max_pending_per_peer", s->cfg->max_pending_per_peer, s->hits.pending_peer);
         admin_limit(st, "upload_cap_session_mib", s->cfg->upload_cap_session_mib,
                     s->upload_acct ? atomic_load(&s->upload_acct->refused_session) : 0);
+        admin_limit(st, "max_sessions_per_tenant", s->cfg->max_sessions_per_tenant, s->hits.tenant_sessions);
+        admin_limit(st, "max_detached_per_tenant", s->cfg->max_detached_per_tenant, s->hits.tenant_detached);
         admin_limit(st, "arena_slots_usable", (int64_t)LUP_ARENA_SLOTS - __builtin_popcountll(s->reg.unusable), 0);
         admin_limit(st, "upload_cap_total_mib", s->cfg->upload_cap_total_mib,
                     s->upload_acct ? atomic_load(&s->upload_acct->refused_total) : 0);

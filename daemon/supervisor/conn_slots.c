@@ -190,6 +190,8 @@ void sup_conn_drop(struct sup *s, int idx)
                 }
                 return;
         }
+        lup_tls_free(c->tls, false);
+        c->tls = NULL;
         c->fd = safe_close(c->fd);
         free(c->payload);
         c->payload = NULL;
@@ -217,10 +219,15 @@ static void conn_send_refusal(const struct conn *c, uint32_t status, const char 
         h.len = (uint32_t)w.len;
         lup_hdr_encode(frame, &h);
         /* A fresh connection's send buffer is empty, so this small frame
-         * goes out at once; MSG_DONTWAIT makes sure that a peer which does
-         * not read can never stall the loop. Failure needs no handling: the
-         * connection is closed next either way. */
-        (void)send(c->fd, frame, LUP_HDR_SIZE + w.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+         * goes out at once; MSG_DONTWAIT (a TLS write times out after
+         * 200 ms) makes sure that a peer which does not read can never
+         * stall the loop. Failure needs no handling: the connection is
+         * closed next either way. A client still in (or refused at) the
+         * TLS handshake gets nothing. */
+        if (c->tls && c->tls_done)
+                (void)lup_tls_write_full(c->tls, frame, LUP_HDR_SIZE + w.len);
+        else if (!c->tls)
+                (void)send(c->fd, frame, LUP_HDR_SIZE + w.len, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 void sup_conn_close(struct sup *s, int idx, uint32_t refuse_status, const char *fmt, ...)
@@ -240,6 +247,17 @@ void sup_conn_close(struct sup *s, int idx, uint32_t refuse_status, const char *
         sup_conn_drop(s, idx);
 }
 
+void sup_conn_dst(struct conn *c, uint8_t **ret_dst, size_t *ret_want)
+{
+        if (!c->have_hdr) {
+                *ret_dst = c->hdr_buf + c->got;
+                *ret_want = LUP_HDR_SIZE - c->got;
+        } else {
+                *ret_dst = c->payload + c->got;
+                *ret_want = c->hdr.len - c->got;
+        }
+}
+
 int sup_conn_arm_recv(struct sup *s, int idx)
 {
         struct conn *c = &s->conns[idx];
@@ -247,17 +265,14 @@ int sup_conn_arm_recv(struct sup *s, int idx)
         uint8_t *dst;
         size_t want;
 
-        if (!c->have_hdr) {
-                dst = c->hdr_buf + c->got;
-                want = LUP_HDR_SIZE - c->got;
-        } else {
-                dst = c->payload + c->got;
-                want = c->hdr.len - c->got;
-        }
+        sup_conn_dst(c, &dst, &want);
         sqe = sup_sqe(s);
         if (!sqe)
                 return -EBUSY;
-        io_uring_prep_recv(sqe, c->fd, dst, want, 0);
+        if (c->tls) /* OpenSSL reads: the ring only says when (supervisor/conn.c) */
+                io_uring_prep_poll_add(sqe, c->fd, (unsigned)lup_tls_want(c->tls));
+        else
+                io_uring_prep_recv(sqe, c->fd, dst, want, 0);
         io_uring_sqe_set_data64(sqe, ud_make(EV_CONN_RECV, (uint32_t)idx));
         c->recv_busy = true;
         return 0;
@@ -299,9 +314,23 @@ void sup_conn_new(struct sup *s, const struct listener *l, int fd)
         memcpy(c->peer_key, key, sizeof(key));
         memcpy(c->peer, peer, sizeof(peer));
         c->unix_listener = l->ep->family == AF_UNIX;
+        memcpy(&c->peer_uid, key + 1, sizeof(c->peer_uid));
+        if (!c->unix_listener) {
+                struct sockaddr_storage ss;
+                socklen_t len = sizeof(ss);
+                c->loopback = getpeername(fd, (struct sockaddr *)&ss, &len) == 0 && sup_addr_is_loopback(&ss);
+        }
         s->n_conns++;
         if (l->ep->family != AF_UNIX)
                 lup_tune_tcp(fd);
+        if (l->tls) {
+                c->tls = lup_tls_new(s->tls_ctx, fd, NULL);
+                if (!c->tls) {
+                        sup_conn_close(s, idx, 0, "cannot set up TLS for it (out of memory)");
+                        return;
+                }
+                lup_tls_set_write_timeout(c->tls, 200);
+        }
         lup_debug("connection from %s", c->peer);
         if (sup_conn_arm_recv(s, idx) < 0)
                 sup_conn_close(s, idx, 0, "submission queue full");

@@ -84,10 +84,10 @@ static int send_with_fd(int sock, const void *p, size_t n, int fd)
 }
 
 int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
-                       const char *peer)
+                       const uint8_t *ticket, const char *peer)
 {
         struct lupd_session *se = &s->reg.s[idx];
-        uint8_t msg[CTL_ATTACH_FIXED + LUPD_HELLO_MAX_PAYLOAD];
+        uint8_t msg[CTL_ATTACH_FIXED + LUPD_HELLO_MAX_PAYLOAD + LUPD_CTL_TLS_TRAILER];
         struct lup_wr w = lup_wr_init(msg, sizeof(msg));
         int r;
 
@@ -101,6 +101,10 @@ int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_h
         lup_wr_u32(&w, hdr->lane);
         lup_wr_u32(&w, hdr->len);
         lup_wr_bytes(&w, payload, hdr->len);
+        if (ticket) {
+                lup_wr_u32(&w, LUPD_CTL_TLS);
+                lup_wr_bytes(&w, ticket, LUP_TICKET_SIZE);
+        }
         if (w.err)
                 return w.err;
         r = send_with_fd(se->ctl_fd, msg, w.len, client_fd);

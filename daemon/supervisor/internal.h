@@ -39,6 +39,11 @@
 #include "net.h"
 #include "supervisor/session_registry.h"
 #include "supervisor/supervisor.h"
+#include "tls.h"
+
+#define LUPD_MAX_TENANT 64 /* tenant name bytes */
+
+struct lup_hello;
 
 /*
  * user_data layout (64 bits), built by ud_make() and taken apart by
@@ -96,6 +101,7 @@ struct listener {
         bool armed;             /* an accept is in flight */
         bool armed_multishot;   /* ... and it is a multishot one */
         bool paused;            /* accept failed for want of resources; the tick re-arms */
+        bool tls;               /* a TCP listener while --tls-cert is set: connections speak TLS */
 };
 
 struct conn {
@@ -104,6 +110,11 @@ struct conn {
         bool closing;           /* dropped; fd is closed when that recv completes */
         bool have_hdr;          /* hdr is decoded; now reading the payload */
         bool unix_listener;     /* accepted on a UNIX socket (ADMIN is allowed there) */
+        bool loopback;          /* a TCP peer on a loopback address */
+        uint32_t peer_uid;      /* UNIX socket: the peer's uid (SO_PEERCRED) */
+        struct lup_tls *tls;    /* TLS listener: the first TLS session (supervisor/conn.c) */
+        bool tls_done;          /* ... its handshake is complete */
+        bool tls_peeked;        /* ... the first bytes were looked at (a plaintext client?) */
         uint64_t deadline;      /* CLOCK_MONOTONIC ms by which HELLO must be complete */
         uint64_t accept_no;     /* order of acceptance: the lowest is the oldest */
         uint8_t peer_key[17];   /* family byte + address (IPv4/IPv6), or + uid (UNIX) */
@@ -112,6 +123,17 @@ struct conn {
         uint8_t hdr_buf[LUP_HDR_SIZE];
         uint8_t *payload;       /* hdr.len bytes, allocated once the header is valid */
         char peer[160];
+};
+
+/* One line of --auth-tokens. */
+struct sup_token {
+        char tenant[LUPD_MAX_TENANT + 1];
+        uint8_t hash[32]; /* SHA-256 of the token */
+};
+
+struct sup_auth {
+        struct sup_token *t;
+        size_t n, cap;
 };
 
 struct log_limit {
@@ -182,11 +204,16 @@ struct sup {
                 uint64_t detach_grace;  /* sessions ended by --detach-grace */
                 uint64_t pending_total; /* pending connections evicted: --max-pending */
                 uint64_t pending_peer;  /* ... --max-pending-per-peer */
+                uint64_t tenant_sessions; /* new sessions refused: --max-sessions-per-tenant */
+                uint64_t tenant_detached; /* ... --max-detached-per-tenant */
         } hits;
         uint64_t accept_no; /* connections accepted so far */
         /* uploaded-but-unused bytes per arena slot (daemon/upload_acct.h) */
         int upload_acct_fd; /* -1: none (the total cap is not enforced) */
         struct lupd_upload_acct *upload_acct;
+        /* TLS and authentication (supervisor/auth.c, docs/security.md) */
+        struct lup_tls_ctx *tls_ctx; /* --tls-cert: the first handshake's context */
+        struct sup_auth auth;        /* --auth-tokens */
 };
 
 static inline int safe_close(int fd)
@@ -202,6 +229,28 @@ static inline int safe_close(int fd)
  * s->reg.unusable (and logging) those that overlap a mapping. Returns how
  * many are usable. */
 int sup_arena_check(struct sup *s);
+
+/* ---- supervisor/auth.c */
+
+/* Reads --auth-tokens, if given: 0, or -errno (logged). */
+int sup_auth_load(struct sup *s);
+void sup_auth_free(struct sup *s);
+/* Whether ss is a loopback address (127/8, ::1, ::ffff:127/104). */
+bool sup_addr_is_loopback(const struct sockaddr_storage *ss);
+/* The tenant of pending connection idx, whose HELLO is h: from its bearer
+ * token, its client certificate's CN, its uid (UNIX socket), or "" (the
+ * anonymous tenant: loopback, or --insecure). 0, or -EACCES with *why. */
+int sup_auth_tenant(struct sup *s, int idx, const struct lup_hello *h, char *tenant, size_t cap, const char **why);
+/* The key a tenant's session is registered and checkpointed under: name
+ * itself for the anonymous tenant, ".t<16 hex>.name" otherwise. 0, or
+ * -EINVAL / -ENAMETOOLONG with *why. */
+int sup_session_key(const char *tenant, const char *name, char *out, size_t cap, const char **why);
+/* The length of the tenant part of a key (0: the anonymous tenant). */
+size_t sup_key_tenant_len(const char *key);
+/* Whether the tenant of key may have one more session under
+ * --max-sessions-per-tenant and --max-detached-per-tenant: 0, or -EUSERS
+ * with the reason in why (logged as a limit hit). */
+int sup_tenant_caps(struct sup *s, const char *key, char *why, size_t cap);
 
 /* ---- supervisor/base.c */
 
@@ -250,6 +299,8 @@ void sup_conn_new(struct sup *s, const struct listener *l, int fd);
 /* Arms the recv of the next part (header, then payload) of connection
  * idx's first frame. 0, or -EBUSY when no SQE is to be had. */
 int sup_conn_arm_recv(struct sup *s, int idx);
+/* Where the next bytes of connection c's first frame go, and how many. */
+void sup_conn_dst(struct conn *c, uint8_t **ret_dst, size_t *ret_want);
 /* Logs one line saying why, sends a HELLO refusal when refuse_status != 0
  * and the header was valid, and drops the connection. */
 void sup_conn_close(struct sup *s, int idx, uint32_t refuse_status, const char *fmt, ...)
@@ -285,10 +336,10 @@ void sup_nvml_run(struct sup *s, int idx);
 
 /* Starts the worker for the freshly claimed registry entry idx and hands
  * it the connection with its HELLO (header hdr, payload of hdr->len
- * bytes). Returns 0 (the entry is LIVE until the reaper frees it) or
+ * bytes), and for a TLS connection the HANDOFF ticket (else NULL). Returns 0 (the entry is LIVE until the reaper frees it) or
  * -errno (the entry is released and no worker was started). */
 int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
-                      const char *peer);
+                      const uint8_t *ticket, const char *peer);
 /* Starts a `--restore=NAME` worker for the freshly claimed restore entry
  * idx (no client). Returns 0 or -errno (entry released). */
 int sup_session_restore(struct sup *s, int idx);
@@ -319,7 +370,7 @@ void sup_ctl_arm(struct sup *s, int idx);
  * to its worker (LUPD_CTL_ATTACH). Returns 0, -EBUSY when
  * LUPD_MAX_ATTACH_PENDING resumes are in flight already, or -errno. */
 int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
-                       const char *peer);
+                       const uint8_t *ticket, const char *peer);
 
 /* ---- supervisor/ctl.c */
 

@@ -100,16 +100,37 @@ void sup_on_accept(struct sup *s, int li, int res, uint32_t cqe_flags)
                 sup_listener_arm(s, li);
 }
 
-static void warn_if_exposed(const struct sup *s, const struct lup_endpoint *ep)
+/*
+ * The listener policy (issue 15, docs/security.md): every TCP listener
+ * speaks TLS when --tls-cert is given. One reachable from the network
+ * must have TLS and a way to authenticate (--auth-tokens or
+ * --tls-client-ca), unless --insecure says otherwise. 0, or -EACCES
+ * (logged): lupined refuses to start.
+ */
+static int listener_policy(struct sup *s, struct listener *l)
 {
+        const struct lup_endpoint *ep = l->ep;
+        bool auth = s->cfg->auth_tokens[0] || s->cfg->tls_client_ca[0];
+
+        l->tls = s->tls_ctx && ep->family != AF_UNIX;
         if (endpoint_is_local(ep))
-                return;
-        if (s->cfg->insecure)
-                lup_warn("INSECURE: clients on %s are not authenticated (--insecure)", ep->text);
-        else
-                lup_warn("%s is reachable from the network and authentication is not implemented yet: anyone "
-                         "who reaches it can use this host's GPUs",
-                         ep->text);
+                return 0;
+        if (s->cfg->insecure) {
+                if (!l->tls || !auth)
+                        lup_warn("INSECURE (--insecure): %s is reachable from the network and serves clients "
+                                 "without %s",
+                                 ep->text, l->tls ? "authentication" : "TLS or authentication");
+                return 0;
+        }
+        if (!l->tls || !auth) {
+                lup_err("refusing to listen on %s: it is reachable from the network, and lupined has no %s. "
+                        "Give --tls-cert and --tls-key%s, listen on a loopback address or the UNIX socket, "
+                        "or pass --insecure to serve anyone who reaches it",
+                        ep->text, l->tls ? "authentication" : "TLS",
+                        auth ? "" : " with --auth-tokens or --tls-client-ca");
+                return -EACCES;
+        }
+        return 0;
 }
 
 /* An endpoint describing the inherited listening socket fd, for messages
@@ -199,8 +220,10 @@ static int listeners_adopt(struct sup *s)
                 l->inherited = true;
                 l->owned = endpoint_is_configured(s->cfg, l->ep);
                 s->n_listeners = (int)i + 1;
-                lup_info("listening on %s (inherited fd %d, name %s)", l->ep->text, fd, lupd_sd_listen_name(i));
-                warn_if_exposed(s, l->ep);
+                lup_info("listening on %s (inherited fd %d, name %s)%s", l->ep->text, fd, lupd_sd_listen_name(i),
+                         s->tls_ctx && l->ep->family != AF_UNIX ? ", TLS" : "");
+                if (listener_policy(s, l) < 0)
+                        return -EACCES;
         }
         return 0;
 }
@@ -231,8 +254,9 @@ int sup_listeners_open(struct sup *s)
                 l->ep = ep;
                 l->owned = true;
                 s->n_listeners = i + 1;
-                lup_info("listening on %s", ep->text);
-                warn_if_exposed(s, ep);
+                lup_info("listening on %s%s", ep->text, s->tls_ctx && ep->family != AF_UNIX ? " (TLS)" : "");
+                if (listener_policy(s, l) < 0)
+                        return -EACCES;
         }
         return 0;
 }

@@ -417,6 +417,30 @@ static void sup_teardown(struct sup *s)
                 s->reg.s[i].ctl_fd = safe_close(s->reg.s[i].ctl_fd);
 }
 
+/* --tls-cert, --tls-key, --tls-client-ca and --auth-tokens, read at every
+ * start (so an upgrade's re-exec picks up new certificates and tokens):
+ * 0, or -errno (logged; lupined does not start). */
+static int security_setup(struct sup *s)
+{
+        const struct lupd_config *cfg = s->cfg;
+        char err[512];
+
+        if (sup_auth_load(s) < 0)
+                return -EINVAL;
+        if (!cfg->tls_cert[0])
+                return 0;
+        /* No kTLS and no read-ahead here: after the HELLO the socket goes
+         * on to the worker's own TLS session (docs/tls.md). */
+        if (lup_tls_server_ctx_new(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, 0, &s->tls_ctx, err,
+                                   sizeof(err)) < 0) {
+                lup_err("TLS: %s", err);
+                return -EINVAL;
+        }
+        lup_info("TLS 1.3 on TCP listeners with %s%s%s", cfg->tls_cert,
+                 cfg->tls_client_ca[0] ? "; client certificates required, signed by " : "", cfg->tls_client_ca);
+        return 0;
+}
+
 int supervisor_main(struct lupd_config *cfg)
 {
         struct sup *s;
@@ -454,6 +478,9 @@ int supervisor_main(struct lupd_config *cfg)
 
         /* First, before anything else can take an fd number. */
         r = lupd_sd_fds_collect();
+        if (r < 0)
+                goto out_free;
+        r = security_setup(s);
         if (r < 0)
                 goto out_free;
         (void)sup_arena_check(s); /* logged; unusable slots are never handed out */
@@ -518,6 +545,8 @@ out_close_ring:
 out_close_sigfd:
         s->sigfd = safe_close(s->sigfd);
 out_free:
+        lup_tls_ctx_free(s->tls_ctx);
+        sup_auth_free(s);
         free(s);
         return status;
 }

@@ -31,6 +31,13 @@
 #define LUPD_UPLOAD_CAP_SESSION_MAX_MIB     2048
 #define LUPD_UPLOAD_CAP_TOTAL_DEFAULT_MIB   8192
 #define LUPD_UPLOAD_CAP_TOTAL_MAX_MIB       (1 << 30)
+/* --max-sessions-per-tenant, --max-detached-per-tenant: half the host, and
+ * a quarter of it without a client, for any one tenant. */
+#define LUPD_SESSIONS_PER_TENANT_DEFAULT    32
+#define LUPD_DETACHED_PER_TENANT_DEFAULT    16
+/* How long a worker waits for its client's second TLS handshake and the
+ * HANDOFF frame (docs/tls.md). */
+#define LUPD_TLS_HANDOFF_TIMEOUT_MS         5000
 /* The largest HELLO payload the supervisor reads. A HELLO is about 170
  * bytes today; the slack leaves room for auth fields without letting 256
  * pending peers pin LUP_MAX_PAYLOAD (1 MiB) each. */

@@ -24,7 +24,7 @@
 
 /* LUPD_CTL_ASSIGN: u32 type, u32 slot, u64 seq, u32 lane, u32 len, HELLO. */
 #define CTL_ASSIGN_FIXED 24u
-_Static_assert(CTL_ASSIGN_FIXED + LUPD_HELLO_MAX_PAYLOAD <= LUPD_CTL_MAX_MSG,
+_Static_assert(CTL_ASSIGN_FIXED + LUPD_HELLO_MAX_PAYLOAD + LUPD_CTL_TLS_TRAILER <= LUPD_CTL_MAX_MSG,
                "an ASSIGN message must fit one control datagram");
 
 /* The worker's command line (daemon/ctl.h), built before the fork: the
@@ -39,7 +39,9 @@ struct worker_argv {
         char ckpt[sizeof(((struct lupd_config *)0)->checkpoint_provider) + 32];
         char ckpt_config[sizeof(((struct lupd_config *)0)->checkpoint_config) + 32];
         char restore[LUP_MAX_NAME + 32];
-        char *argv[20];
+        char tls_cert[sizeof(((struct lupd_config *)0)->tls_cert) + 16];
+        char tls_key[sizeof(((struct lupd_config *)0)->tls_key) + 16];
+        char *argv[24];
 };
 
 static void worker_argv_build(const struct lupd_config *cfg, const char *restore, bool hot, int acct_fd,
@@ -84,6 +86,12 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
         }
         if (cfg->checkpoint_verify)
                 a->argv[n++] = "--checkpoint-verify";
+        if (cfg->tls_cert[0]) { /* for the second TLS handshake (docs/tls.md) */
+                snprintf(a->tls_cert, sizeof(a->tls_cert), "--tls-cert=%s", cfg->tls_cert);
+                snprintf(a->tls_key, sizeof(a->tls_key), "--tls-key=%s", cfg->tls_key);
+                a->argv[n++] = a->tls_cert;
+                a->argv[n++] = a->tls_key;
+        }
         if (restore) {
                 snprintf(a->restore, sizeof(a->restore), "--restore=%s", restore);
                 a->argv[n++] = a->restore;
@@ -204,10 +212,10 @@ out_close_pair:
 }
 
 int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
-                      const char *peer)
+                      const uint8_t *ticket, const char *peer)
 {
         struct lupd_session *se = &s->reg.s[idx];
-        uint8_t msg[CTL_ASSIGN_FIXED + LUPD_HELLO_MAX_PAYLOAD];
+        uint8_t msg[CTL_ASSIGN_FIXED + LUPD_HELLO_MAX_PAYLOAD + LUPD_CTL_TLS_TRAILER];
         struct lup_wr w = lup_wr_init(msg, sizeof(msg));
         int r;
 
@@ -217,6 +225,10 @@ int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hd
         lup_wr_u32(&w, hdr->lane);
         lup_wr_u32(&w, hdr->len);
         lup_wr_bytes(&w, payload, hdr->len);
+        if (ticket) {
+                lup_wr_u32(&w, LUPD_CTL_TLS);
+                lup_wr_bytes(&w, ticket, LUP_TICKET_SIZE);
+        }
         r = w.err ? w.err : worker_spawn(s, idx, NULL, false, msg, w.len, client_fd);
         if (r < 0) {
                 lupd_registry_release(&s->reg, idx);

@@ -197,10 +197,11 @@ int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const 
 }
 
 int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t *ret_slot, struct lup_hdr *ret_req,
-                      struct lup_hello *ret_hello, const char **ret_why)
+                      struct lup_hello *ret_hello, bool *ret_tls, uint8_t ret_ticket[LUP_TICKET_SIZE],
+                      const char **ret_why)
 {
         struct lup_rd r = lup_rd_init(msg, n);
-        uint32_t type, slot, lane, hlen;
+        uint32_t type, slot, lane, hlen, tls = 0;
         uint64_t seq;
         const uint8_t *hp;
         lup_rd_u32(&r, &type);
@@ -209,11 +210,16 @@ int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t
         lup_rd_u32(&r, &lane);
         lup_rd_u32(&r, &hlen);
         lup_rd_bytes(&r, hlen, &hp);
+        if (!r.err && r.off < r.len) { /* the TLS trailer (daemon/ctl.h) */
+                lup_rd_u32(&r, &tls);
+                lup_rd_copy(&r, ret_ticket, LUP_TICKET_SIZE);
+        }
         *ret_why = "malformed control message";
         if (lup_rd_finish(&r) < 0 || type != want_type || slot >= LUP_ARENA_SLOTS || lane >= LUP_MAX_LANES ||
-            lup_hello_decode(hp, hlen, ret_hello, ret_why) < 0)
+            (tls != 0 && tls != LUPD_CTL_TLS) || lup_hello_decode(hp, hlen, ret_hello, ret_why) < 0)
                 return -EBADMSG;
         *ret_slot = slot;
+        *ret_tls = tls == LUPD_CTL_TLS;
         *ret_req = (struct lup_hdr){ .op = LUP_OP_HELLO, .flags = LUP_F_SYNC, .lane = lane, .seq = seq };
         return 0;
 }

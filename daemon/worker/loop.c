@@ -36,12 +36,25 @@ static uint64_t ud_make(int kind, uint64_t gen)
         return (uint64_t)kind | (gen << 8);
 }
 
+/* One non-blocking read of a TLS connection into the receive buffer:
+ * bytes, 0 at the end of the stream, -EAGAIN, or -errno. */
+static ssize_t tls_recv(struct lupw_session *s)
+{
+        return lup_tls_recv_nb(s->tls, s->rx.buf + s->rx.len, s->rx.cap - s->rx.len);
+}
+
 /* Non-blocking reads for up to s->rx.spin_ns. Returns bytes read, 0 on EOF,
- * -EAGAIN when nothing came. */
+ * -EAGAIN when nothing came (or an error, which the ring then reports). */
 static ssize_t spin_recv(struct lupw_session *s)
 {
         uint64_t deadline = lup_now_ns() + s->rx.spin_ns;
         do {
+                if (s->tls) {
+                        ssize_t k = tls_recv(s);
+                        if (k != -EAGAIN)
+                                return k < 0 ? -EAGAIN : k;
+                        continue;
+                }
                 ssize_t k = recv(s->fd, s->rx.buf + s->rx.len, s->rx.cap - s->rx.len, MSG_DONTWAIT);
                 if (k >= 0)
                         return k;
@@ -68,7 +81,9 @@ static void drop_connection(struct lupw_session *s)
         lupw_htod_wait(s);
         lupw_flush_out(s);           /* answers go to the reply log, for a resend */
         lupw_flush_pending(s, true); /* likewise */
-        int old = lupw_tx_set_fd(s, -1);
+        struct lup_tls *old_tls = NULL;
+        int old = lupw_tx_set_fd(s, -1, NULL, &old_tls);
+        lup_tls_free(old_tls, false);
         if (old >= 0) {
                 shutdown(old, SHUT_RDWR); /* completes any read still queued on it */
                 close(old);
@@ -130,26 +145,50 @@ static bool token_equal(const uint8_t *a, const uint8_t *b)
         return d == 0;
 }
 
+/* Refuses a resuming connection (not the session's own) and closes it. */
+static void attach_refuse(struct lupw_session *s, int fd, struct lup_tls *tls, const struct lup_hdr *req,
+                          const char *msg, int status)
+{
+        s->cand_fd = fd;
+        s->cand_tls = tls;
+        lupw_refuse_on(s, fd, req, CUDA_ERROR_DEVICE_UNAVAILABLE, msg);
+        s->cand_fd = -1;
+        s->cand_tls = NULL;
+        lup_tls_free(tls, true);
+        close(fd);
+        lupw_ctl_send(s, LUPD_CTL_ATTACHED, status, 0, false);
+}
+
 static void attach(struct lupw_session *s, const uint8_t *msg, size_t n, int fd)
 {
         struct lup_hdr req;
         struct lup_hello hello;
+        struct lup_tls *tls = NULL;
+        uint8_t ticket[LUP_TICKET_SIZE];
+        bool via_tls = false;
         uint32_t slot;
         const char *why;
 
-        if (fd < 0 || lupw_parse_assign(msg, n, LUPD_CTL_ATTACH, &slot, &req, &hello, &why) < 0) {
+        if (fd < 0 || lupw_parse_assign(msg, n, LUPD_CTL_ATTACH, &slot, &req, &hello, &via_tls, ticket, &why) < 0) {
                 lup_err("session %s: bad ATTACH from the supervisor: %s", s->name, why);
                 if (fd >= 0)
                         close(fd);
                 lupw_ctl_send(s, LUPD_CTL_ATTACHED, -EBADMSG, 0, false);
                 return;
         }
-        (void)lup_set_blocking(fd);
+        if (via_tls) {
+                tls = lupw_tls_accept(s, fd, &req, ticket);
+                if (!tls) {
+                        close(fd);
+                        lupw_ctl_send(s, LUPD_CTL_ATTACHED, -EPROTO, 0, false);
+                        return;
+                }
+        } else {
+                (void)lup_set_blocking(fd);
+        }
         if (strcmp(hello.name, s->name) != 0 || !token_equal(hello.token, s->token)) {
                 /* answer that client alone; the session stays as it was */
-                lupw_refuse_on(s, fd, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, "wrong resume token for this session");
-                close(fd);
-                lupw_ctl_send(s, LUPD_CTL_ATTACHED, -EPERM, 0, false);
+                attach_refuse(s, fd, tls, &req, "wrong resume token for this session", -EPERM);
                 return;
         }
         if (hello.last_seq_seen > s->last_seq) {
@@ -163,18 +202,16 @@ static void attach(struct lupw_session *s, const uint8_t *msg, size_t n, int fd)
                          "to seq %llu executed (an older checkpoint was restored after a crash); the resume is "
                          "refused",
                          s->name, (unsigned long long)s->last_seq, (unsigned long long)hello.last_seq_seen);
-                lupw_refuse_on(s, fd, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, stale);
-                close(fd);
-                lupw_ctl_send(s, LUPD_CTL_ATTACHED, -ESTALE, 0, false);
+                attach_refuse(s, fd, tls, &req, stale, -ESTALE);
                 return;
         }
         bool was_connected = s->fd >= 0;
         drop_connection(s);
-        lupw_tx_set_fd(s, fd);
+        lupw_tx_set_fd(s, fd, tls, NULL);
         s->loop.detached_since = 0;
-        lup_info("session %s: client %s at seq %llu (it had seen up to %llu)", s->name,
+        lup_info("session %s: client %s at seq %llu (it had seen up to %llu)%s", s->name,
                  was_connected ? "took over the session" : "resumed", (unsigned long long)s->last_seq,
-                 (unsigned long long)hello.last_seq_seen);
+                 (unsigned long long)hello.last_seq_seen, tls ? " over TLS" : "");
         if (lupw_send_hello_reply(s, &req, &hello) < 0) {
                 detach(s, "vanished during the resume");
                 lupw_ctl_send(s, LUPD_CTL_ATTACHED, -EPIPE, 0, false);
@@ -248,7 +285,9 @@ static bool sticky_error(CUresult r)
  * reports. */
 static void drain(struct lupw_session *s, uint32_t flags)
 {
-        bool handback = (flags & LUPD_DRAIN_HANDBACK) && s->fd >= 0;
+        /* A TLS session lives in this process only: its client reconnects
+         * to the next daemon instead (GOODBYE, then a resume). */
+        bool handback = (flags & LUPD_DRAIN_HANDBACK) && s->fd >= 0 && !s->tls;
         uint32_t mem = 0;
         int *fds = NULL;
 
@@ -385,6 +424,19 @@ static void input_arrived(struct lupw_session *s, size_t n)
         }
 }
 
+/* A TLS connection is readable (or OpenSSL holds bytes): take them. */
+static void tls_input(struct lupw_session *s)
+{
+        ssize_t k = tls_recv(s);
+
+        if (k > 0)
+                input_arrived(s, (size_t)k);
+        else if (k == 0 || k == -ECONNRESET || k == -EPIPE)
+                detach(s, "disconnected");
+        else if (k != -EAGAIN)
+                detach(s, lup_tls_error(s->tls));
+}
+
 static int serve(struct lupw_session *s)
 {
         int spins_in_a_row = 0;
@@ -416,9 +468,16 @@ static int serve(struct lupw_session *s)
                         }
                 }
                 spins_in_a_row = 0;
+                if (s->tls && !s->loop.recv_armed && lup_tls_pending(s->tls)) {
+                        tls_input(s); /* OpenSSL holds bytes already: no poll would say so */
+                        continue;
+                }
                 if (s->fd >= 0 && !s->loop.recv_armed && !s->loop.stale_recv) {
                         sqe = io_uring_get_sqe(&s->loop.ring);
-                        io_uring_prep_recv(sqe, s->fd, s->rx.buf + s->rx.len, s->rx.cap - s->rx.len, 0);
+                        if (s->tls) /* OpenSSL reads; the ring says when */
+                                io_uring_prep_poll_add(sqe, s->fd, (unsigned)lup_tls_want(s->tls));
+                        else
+                                io_uring_prep_recv(sqe, s->fd, s->rx.buf + s->rx.len, s->rx.cap - s->rx.len, 0);
                         io_uring_sqe_set_data64(sqe, ud_make(UD_RECV, s->loop.conn_gen));
                         s->loop.recv_armed = true;
                 }
@@ -460,7 +519,9 @@ static int serve(struct lupw_session *s)
                                         continue;
                                 }
                                 s->loop.recv_armed = false;
-                                if (res == 0 || res == -ECONNRESET || res == -EPIPE)
+                                if (s->tls && res >= 0)
+                                        tls_input(s);
+                                else if (res == 0 || res == -ECONNRESET || res == -EPIPE)
                                         detach(s, "disconnected");
                                 else if (res < 0)
                                         detach(s, strerror(-res));
@@ -499,19 +560,30 @@ static int start_new(struct lupw_session *s)
         int fds[1] = { -1 }, nfds = 0;
         struct lup_hdr req;
         struct lup_hello hello;
+        struct lup_tls *tls = NULL;
+        uint8_t ticket[LUP_TICKET_SIZE];
+        bool via_tls = false;
         uint32_t slot;
         const char *why = "no message";
 
         int n = lup_recv_fds(s->ctl_fd, msg, sizeof(msg), fds, 1, &nfds);
-        if (n <= 0 || nfds != 1 || lupw_parse_assign(msg, (size_t)n, LUPD_CTL_ASSIGN, &slot, &req, &hello, &why) < 0) {
+        if (n <= 0 || nfds != 1 ||
+            lupw_parse_assign(msg, (size_t)n, LUPD_CTL_ASSIGN, &slot, &req, &hello, &via_tls, ticket, &why) < 0) {
                 lup_err("worker: bad assignment from the supervisor: %s", n <= 0 ? "channel closed" : why);
                 for (int i = 0; i < nfds; i++)
                         close(fds[i]);
                 return -EBADMSG;
         }
-        lupw_tx_set_fd(s, fds[0]);
-        s->slot = slot;
         snprintf(s->name, sizeof(s->name), "%s", hello.name);
+        if (via_tls) {
+                tls = lupw_tls_accept(s, fds[0], &req, ticket);
+                if (!tls) {
+                        close(fds[0]);
+                        return -EPROTO;
+                }
+        }
+        lupw_tx_set_fd(s, fds[0], tls, NULL);
+        s->slot = slot;
         int rc = lupw_setup_session(s, &req, &hello);
         if (rc < 0 || !s->mem.reserved)
                 return -EIO;
@@ -528,6 +600,7 @@ int worker_main(const struct lupd_config *cfg)
         s->cfg = cfg;
         s->ctl_fd = cfg->ctl_fd;
         s->fd = -1;
+        s->cand_fd = -1;
         s->loop.exit_status = 0;
         s->rx.cap = 8u << 20; /* several frames: see lupw_process_input's compaction */
         s->out.cap = OUT_CAP;
@@ -605,6 +678,8 @@ out_free:;
         lupw_tx_free(s);
         if (s->loop.ring_ok)
                 io_uring_queue_exit(&s->loop.ring);
+        lup_tls_free(s->tls, true);
+        lupw_tls_free(s);
         if (s->fd >= 0)
                 close(s->fd);
         free(s->rx.buf);

@@ -14,6 +14,7 @@
 #include "lupine/checkpoint_provider.h"
 #include "ctl_codec.h"
 #include "frame.h"
+#include "tls.h"
 #include "lupine/wire.h"
 #include "rangemap.h"
 #include "u64map.h"
@@ -294,6 +295,10 @@ struct lupw_session {
         struct lupw_backend_handle be;
         int ctl_fd; /* the control channel to the supervisor */
         int fd;     /* the client connection */
+        struct lup_tls *tls;          /* its TLS session (worker/tls_conn.c), or NULL: changed with fd */
+        struct lup_tls_ctx *tls_ctx;  /* --tls-cert: the second handshake's context, made at first use */
+        int cand_fd;                  /* a resuming connection not yet accepted, or -1 ... */
+        struct lup_tls *cand_tls;     /* ... and its TLS session: refusals go through it */
         char name[LUP_MAX_NAME + 1];
         uint8_t token[LUP_TOKEN_SIZE]; /* the session's resume token */
         uint32_t slot;
@@ -478,8 +483,19 @@ int lupw_reserve_arena(struct lupw_session *s, uint32_t slot, char *err, size_t 
  * client missed (see worker/tx.h). */
 int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello);
 int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello);
+/* ASSIGN or ATTACH; *ret_tls says whether the TLS trailer came, with its
+ * ticket in ret_ticket. */
 int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t *ret_slot, struct lup_hdr *ret_req,
-                      struct lup_hello *ret_hello, const char **ret_why);
+                      struct lup_hello *ret_hello, bool *ret_tls, uint8_t ret_ticket[LUP_TICKET_SIZE],
+                      const char **ret_why);
+
+/* worker/tls_conn.c: the second TLS handshake on a connection the
+ * supervisor handed off, and the client's HANDOFF frame with the ticket
+ * (lupine/wire.h, "TLS"). Returns the TLS session, or NULL after logging
+ * why (the caller closes fd). Bounded by LUPD_TLS_HANDOFF_TIMEOUT_MS. */
+struct lup_tls *lupw_tls_accept(struct lupw_session *s, int fd, const struct lup_hdr *hello_req,
+                                const uint8_t ticket[LUP_TICKET_SIZE]);
+void lupw_tls_free(struct lupw_session *s);
 void lupw_ctl_send(struct lupw_session *s, uint32_t type, int32_t status, uint32_t slot, bool with_slot);
 
 /* worker/dispatch.c: executes every complete frame received: 0, -EPIPE when the client

@@ -87,13 +87,24 @@ static void log_append(struct lupw_tx *t, const void *p, size_t n)
         t->end += n;
 }
 
+/* Whole frames to fd: through its TLS session when it has one (the
+ * client's connection, or a resuming one being refused). tx.lock held. */
+static int conn_writev(struct lupw_session *s, int fd, struct iovec *iov, int iovcnt)
+{
+        struct lup_tls *tls = fd == s->fd ? s->tls : fd == s->cand_fd ? s->cand_tls : NULL;
+
+        if (fd < 0)
+                return -EBADF;
+        return tls ? lup_tls_writev_full(tls, iov, iovcnt) : lup_writev_full(fd, iov, iovcnt);
+}
+
 int lupw_send(struct lupw_session *s, struct iovec *iov, int iovcnt, bool stream)
 {
         struct lupw_tx *t = &s->tx;
         pthread_mutex_lock(&t->lock);
         int rc = -EPIPE;
         if (s->fd >= 0 && !t->broken) {
-                rc = lup_writev_full(s->fd, iov, iovcnt);
+                rc = conn_writev(s, s->fd, iov, iovcnt);
                 if (rc == 0)
                         atomic_store_explicit(&t->last_tx_ns, lup_now_ns(), memory_order_relaxed);
                 else
@@ -136,24 +147,28 @@ int lupw_send_ctl(struct lupw_session *s, int fd, const struct lup_hdr *h, const
         lup_hdr_encode(hb, h);
         struct iovec iov[2] = { { hb, sizeof(hb) }, { (void *)payload, len } };
         pthread_mutex_lock(&s->tx.lock);
-        int rc = fd >= 0 ? lup_writev_full(fd, iov, len ? 2 : 1) : -EBADF;
+        int rc = conn_writev(s, fd, iov, len ? 2 : 1);
         if (h->op == LUP_OP_GOODBYE && fd == s->fd)
                 s->tx.goodbye = true;
         pthread_mutex_unlock(&s->tx.lock);
         return rc;
 }
 
-int lupw_tx_set_fd(struct lupw_session *s, int fd)
+int lupw_tx_set_fd(struct lupw_session *s, int fd, struct lup_tls *tls, struct lup_tls **ret_old_tls)
 {
         struct lupw_tx *t = &s->tx;
         if (fd >= 0) {
                 /* blocking writes, each stalled one bounded: a client that
-                 * stops acknowledging is detached after client_timeout_ms */
-                (void)lup_set_blocking(fd);
+                 * stops acknowledging is detached after client_timeout_ms.
+                 * A TLS socket stays non-blocking, bounded by
+                 * lup_tls_set_write_timeout (worker/tls_conn.c). */
+                if (!tls)
+                        (void)lup_set_blocking(fd);
                 if (t->client_timeout_ms) {
                         struct timeval tv = { .tv_sec = t->client_timeout_ms / 1000,
                                               .tv_usec = (t->client_timeout_ms % 1000) * 1000 };
-                        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+                        if (!tls)
+                                (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
                         unsigned ut = t->client_timeout_ms;
                         (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut)); /* not TCP: ignored */
                 }
@@ -161,6 +176,9 @@ int lupw_tx_set_fd(struct lupw_session *s, int fd)
         pthread_mutex_lock(&t->lock);
         int old = s->fd;
         s->fd = fd;
+        if (ret_old_tls)
+                *ret_old_tls = s->tls;
+        s->tls = tls;
         t->broken = false;
         t->goodbye = false;
         atomic_store_explicit(&t->last_tx_ns, lup_now_ns(), memory_order_relaxed);
@@ -225,7 +243,7 @@ int lupw_tx_resend(struct lupw_session *s, uint64_t from)
                 size_t first = t->cap - at < n ? t->cap - at : n;
                 struct iovec iov[2] = { { t->buf + at, first }, { t->buf, n - first } };
                 lup_info("session %s: sending %zu bytes of answers again that the client did not receive", s->name, n);
-                rc = s->fd >= 0 ? lup_writev_full(s->fd, iov, n > first ? 2 : 1) : -EBADF;
+                rc = conn_writev(s, s->fd, iov, n > first ? 2 : 1);
                 if (rc < 0)
                         t->broken = true;
         }
@@ -261,7 +279,14 @@ static void *heartbeat_main(void *arg)
                 struct lup_hdr h = { .op = LUP_OP_ALIVE, .seq = seq, .ctx = seq ? seq - 1 : 0 };
                 uint8_t hb[LUP_HDR_SIZE];
                 lup_hdr_encode(hb, &h);
-                ssize_t k = send(s->fd, hb, sizeof(hb), MSG_NOSIGNAL | MSG_DONTWAIT);
+                ssize_t k;
+                if (s->tls) { /* one record; waits only as long as the write timeout */
+                        k = lup_tls_write_full(s->tls, hb, sizeof(hb)) == 0 ? (ssize_t)sizeof(hb) : -1;
+                        if (k < 0)
+                                t->broken = true;
+                } else {
+                        k = send(s->fd, hb, sizeof(hb), MSG_NOSIGNAL | MSG_DONTWAIT);
+                }
                 if (k > 0 && (size_t)k < sizeof(hb) && lup_write_full(s->fd, hb + k, sizeof(hb) - (size_t)k) < 0)
                         t->broken = true; /* half a frame: the main thread detaches on its next write */
                 if (k > 0)

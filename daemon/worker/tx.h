@@ -33,6 +33,7 @@
 #define LUPW_CLIENT_TIMEOUT_MS 60000u   /* LUPINE_CLIENT_TIMEOUT_MS: a write may stall this long */
 
 struct lupw_session;
+struct lup_tls;
 
 struct lupw_tx {
         pthread_mutex_t lock;           /* whole frames on s->fd, and s->fd changes */
@@ -62,9 +63,11 @@ int lupw_tx_start(struct lupw_session *s);
 void lupw_tx_free(struct lupw_session *s);
 
 /* Installs fd as the client connection (or -1), under the lock: socket
- * options (send timeout, TCP_USER_TIMEOUT), a fresh write side. Returns the
- * previous fd, which the caller closes. */
-int lupw_tx_set_fd(struct lupw_session *s, int fd);
+ * options (send timeout, TCP_USER_TIMEOUT), a fresh write side, and its
+ * TLS session (NULL: plain). Returns the previous fd, which the caller
+ * closes, and its TLS session in *ret_old_tls (if not NULL), which the
+ * caller frees. */
+int lupw_tx_set_fd(struct lupw_session *s, int fd, struct lup_tls *tls, struct lup_tls **ret_old_tls);
 
 /* Writes one or more whole frames to the client. stream: they are part of
  * the reply stream (logged first, even if the write then fails). -EPIPE

@@ -86,8 +86,9 @@ def check_policy(service, sockets):
     if len(names) != len(sockets):
         fail('the socket units must name their fds differently: %s' % sorted(names))
     listens = [v for t in sockets.values() for v in directives(t)['ListenStream']]
-    if '14833' not in listens or not any(v.startswith('/') for v in listens):
-        fail('the sockets must be TCP 14833 and a UNIX socket, found %s' % listens)
+    # loopback by default: a network listener needs TLS and auth (docs/security.md)
+    if '127.0.0.1:14833' not in listens or not any(v.startswith('/') for v in listens):
+        fail('the sockets must be TCP 127.0.0.1:14833 and a UNIX socket, found %s' % listens)
     print('ok: the units say what the daemon relies on')
 
 
