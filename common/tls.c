@@ -29,7 +29,7 @@ struct lup_tls_ctx {
 struct lup_tls {
         SSL *ssl;
         int fd;
-        short want;  /* POLLIN/POLLOUT after -EAGAIN */
+        short want;           /* POLLIN/POLLOUT after -EAGAIN */
         int write_timeout_ms; /* a write that moves nothing for this long fails; < 0: none */
         pthread_mutex_t lock;
         char err[256];
@@ -117,8 +117,8 @@ fail:
         return -EINVAL;
 }
 
-int lup_tls_client_ctx_new(const char *ca, const char *cert, const char *key, unsigned flags,
-                           struct lup_tls_ctx **ret, char *err, size_t errcap)
+int lup_tls_client_ctx_new(const char *ca, const char *cert, const char *key, unsigned flags, struct lup_tls_ctx **ret,
+                           char *err, size_t errcap)
 {
         struct lup_tls_ctx *t = calloc(1, sizeof(*t));
         char what[512];
@@ -435,7 +435,9 @@ int lup_tls_write_full(struct lup_tls *t, const void *p, size_t n)
 /* Small pieces are gathered into one record, large ones go as they are. */
 int lup_tls_writev_full(struct lup_tls *t, const struct iovec *iov, int iovcnt)
 {
-        enum { GATHER = 16384 };
+        enum {
+                GATHER = 16384
+        };
         uint8_t buf[GATHER];
         size_t have = 0;
         int rc;

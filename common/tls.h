@@ -44,8 +44,8 @@ int lup_tls_server_ctx_new(const char *cert, const char *key, const char *client
                            struct lup_tls_ctx **ret, char *err, size_t errcap);
 /* A client context: ca is the PEM file of trusted CAs (NULL: the system's
  * trust store); cert and key (both or neither) for mutual TLS. */
-int lup_tls_client_ctx_new(const char *ca, const char *cert, const char *key, unsigned flags,
-                           struct lup_tls_ctx **ret, char *err, size_t errcap);
+int lup_tls_client_ctx_new(const char *ca, const char *cert, const char *key, unsigned flags, struct lup_tls_ctx **ret,
+                           char *err, size_t errcap);
 void lup_tls_ctx_free(struct lup_tls_ctx *ctx);
 
 /* A connection on fd (made non-blocking here; the fd stays the caller's).

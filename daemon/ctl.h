@@ -115,7 +115,7 @@ enum lupd_drain_flags {
 };
 
 /* The optional trailer of ASSIGN and ATTACH: u32 LUPD_CTL_TLS, ticket */
-#define LUPD_CTL_TLS 0x534c5454u /* "TTLS" */
+#define LUPD_CTL_TLS         0x534c5454u /* "TTLS" */
 #define LUPD_CTL_TLS_TRAILER (4u + 16u)
 
 /* fds in one control message: the kernel's SCM_MAX_FD */

@@ -519,8 +519,9 @@ static int parse_limit_option(int c, const char *arg, struct lupd_config *cfg)
                 return 1;
         case OPT_MAX_SESSIONS_TENANT:
         case OPT_MAX_DETACHED_TENANT:
-                if (parse_int(arg, 0, LUPD_MAX_SESSIONS, c == OPT_MAX_SESSIONS_TENANT ? &cfg->max_sessions_per_tenant
-                                                                                      : &cfg->max_detached_per_tenant) < 0)
+                if (parse_int(arg, 0, LUPD_MAX_SESSIONS,
+                              c == OPT_MAX_SESSIONS_TENANT ? &cfg->max_sessions_per_tenant
+                                                           : &cfg->max_detached_per_tenant) < 0)
                         return usage_error("--max-%s-per-tenant %s: expected a number from 0 to %d",
                                            c == OPT_MAX_SESSIONS_TENANT ? "sessions" : "detached", arg,
                                            LUPD_MAX_SESSIONS);
@@ -529,8 +530,8 @@ static int parse_limit_option(int c, const char *arg, struct lupd_config *cfg)
         case OPT_TLS_KEY:
         case OPT_TLS_CLIENT_CA:
         case OPT_AUTH_TOKENS: {
-                char *dst = c == OPT_TLS_CERT ? cfg->tls_cert
-                            : c == OPT_TLS_KEY ? cfg->tls_key
+                char *dst = c == OPT_TLS_CERT        ? cfg->tls_cert
+                            : c == OPT_TLS_KEY       ? cfg->tls_key
                             : c == OPT_TLS_CLIENT_CA ? cfg->tls_client_ca
                                                      : cfg->auth_tokens;
                 if (!arg[0] || strlen(arg) >= sizeof(cfg->tls_cert))

@@ -5,7 +5,7 @@
 # does not ship in the version lupine targets (13.0); they are looked for at
 # /usr/local/cuda/include (see README.md).
 set -eu
-PKGS="build-essential clang-format meson ninja-build pkg-config python3 liburing-dev libjson-c-dev libsystemd-dev libssl-dev libcmocka-dev systemd systemd-container"
+PKGS="build-essential clang-format meson ninja-build pkg-config python3 liburing-dev libjson-c-dev libsystemd-dev libssl-dev openssl ca-certificates libcmocka-dev systemd systemd-container"
 missing=""
 for p in $PKGS; do
         dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -47,7 +47,7 @@ enum lup_ctl_op {
         LUP_OP_ALIVE       = 5,  /* server -> client only: "busy, alive" while a call
                                   * runs (see "Heartbeats" below); no payload */
         /* 6 is LUP_OP_NVML, first frame instead of HELLO: lupine/nvml_wire.h */
-        LUP_OP_HANDOFF     = 7,  /* TLS only: the supervisor's answer to a HELLO it
+        LUP_OP_HANDOFF = 7,      /* TLS only: the supervisor's answer to a HELLO it
                                   * admitted, and the client's first frame on the
                                   * worker's TLS stream; see "TLS" below */
         LUP_OP_MEMCPY_HTOD = 16, /* u64 dst, u64 stream, bytes...   (one chunk) */
@@ -184,7 +184,7 @@ enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
  * The ticket ties the second session to the first: only the client that
  * authenticated in the first can use the second.
  */
-#define LUP_TICKET_SIZE     16u
+#define LUP_TICKET_SIZE      16u
 #define LUP_MIN_HEARTBEAT_MS 20u
 #define LUP_MAX_HEARTBEAT_MS 3600000u
 

@@ -107,8 +107,7 @@ int sup_auth_load(struct sup *s)
                 }
                 struct sup_token *t = &a->t[a->n];
                 if (hex_decode(hex, t->hash, 32) < 0) {
-                        lup_err("--auth-tokens %s line %u: the hash is not 64 hex digits", s->cfg->auth_tokens,
-                                lineno);
+                        lup_err("--auth-tokens %s line %u: the hash is not 64 hex digits", s->cfg->auth_tokens, lineno);
                         goto fail;
                 }
                 snprintf(t->tenant, sizeof(t->tenant), "%s", tenant);
@@ -244,8 +243,8 @@ int sup_session_key(const char *tenant, const char *name, char *out, size_t cap,
         }
         n = snprintf(buf, sizeof(buf), "%s%s", pre, tenant);
         sha256(buf, (size_t)n, h);
-        n = snprintf(out, cap, ".t%02x%02x%02x%02x%02x%02x%02x%02x.%s", h[0], h[1], h[2], h[3], h[4], h[5], h[6],
-                     h[7], name);
+        n = snprintf(out, cap, ".t%02x%02x%02x%02x%02x%02x%02x%02x.%s", h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7],
+                     name);
         if (n < 0 || (size_t)n >= cap || (size_t)n > LUP_MAX_NAME) {
                 *why = "session name too long for a tenant's namespace (at most 109 bytes)";
                 return -ENAMETOOLONG;

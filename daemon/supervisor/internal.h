@@ -201,9 +201,9 @@ struct sup {
         size_t n_held, cap_held;
         /* limits hit since the start (docs/security.md, lupinectl status) */
         struct {
-                uint64_t detach_grace;  /* sessions ended by --detach-grace */
-                uint64_t pending_total; /* pending connections evicted: --max-pending */
-                uint64_t pending_peer;  /* ... --max-pending-per-peer */
+                uint64_t detach_grace;    /* sessions ended by --detach-grace */
+                uint64_t pending_total;   /* pending connections evicted: --max-pending */
+                uint64_t pending_peer;    /* ... --max-pending-per-peer */
                 uint64_t tenant_sessions; /* new sessions refused: --max-sessions-per-tenant */
                 uint64_t tenant_detached; /* ... --max-detached-per-tenant */
         } hits;

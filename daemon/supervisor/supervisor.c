@@ -431,8 +431,8 @@ static int security_setup(struct sup *s)
                 return 0;
         /* No kTLS and no read-ahead here: after the HELLO the socket goes
          * on to the worker's own TLS session (docs/tls.md). */
-        if (lup_tls_server_ctx_new(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, 0, &s->tls_ctx, err,
-                                   sizeof(err)) < 0) {
+        if (lup_tls_server_ctx_new(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, 0, &s->tls_ctx, err, sizeof(err)) <
+            0) {
                 lup_err("TLS: %s", err);
                 return -EINVAL;
         }

@@ -293,12 +293,12 @@ struct lupw_ckpt_state {
 struct lupw_session {
         const struct lupd_config *cfg;
         struct lupw_backend_handle be;
-        int ctl_fd; /* the control channel to the supervisor */
-        int fd;     /* the client connection */
-        struct lup_tls *tls;          /* its TLS session (worker/tls_conn.c), or NULL: changed with fd */
-        struct lup_tls_ctx *tls_ctx;  /* --tls-cert: the second handshake's context, made at first use */
-        int cand_fd;                  /* a resuming connection not yet accepted, or -1 ... */
-        struct lup_tls *cand_tls;     /* ... and its TLS session: refusals go through it */
+        int ctl_fd;                  /* the control channel to the supervisor */
+        int fd;                      /* the client connection */
+        struct lup_tls *tls;         /* its TLS session (worker/tls_conn.c), or NULL: changed with fd */
+        struct lup_tls_ctx *tls_ctx; /* --tls-cert: the second handshake's context, made at first use */
+        int cand_fd;                 /* a resuming connection not yet accepted, or -1 ... */
+        struct lup_tls *cand_tls;    /* ... and its TLS session: refusals go through it */
         char name[LUP_MAX_NAME + 1];
         uint8_t token[LUP_TOKEN_SIZE]; /* the session's resume token */
         uint32_t slot;

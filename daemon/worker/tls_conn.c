@@ -54,8 +54,8 @@ static void log_ktls(struct lupw_session *s, struct lup_tls *t)
         if (tx && rx)
                 lup_info("session %s: TLS records go through kernel TLS", s->name);
         else
-                lup_info("session %s: TLS in user space (kernel TLS %s); the records are encrypted by OpenSSL",
-                         s->name, tx || rx ? "in one direction only" : "is not available: no tls module?");
+                lup_info("session %s: TLS in user space (kernel TLS %s); the records are encrypted by OpenSSL", s->name,
+                         tx || rx ? "in one direction only" : "is not available: no tls module?");
 }
 
 struct lup_tls *lupw_tls_accept(struct lupw_session *s, int fd, const struct lup_hdr *hello_req,

@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""e2e: TLS 1.3, bearer tokens, tenants and the listener policy (issue 15;
+docs/security.md, docs/tls.md).
+
+Usage: test_tls.py LUPINED LUPINECTL PROGS_DIR SHIM_DIR [CASE...]
+
+Certificates are made at test time with the openssl command
+(tests/e2e/tls_certs.py). Raw-wire cases speak the TLS hand-off themselves
+(tests/e2e/lupwire_tls.py); shim cases run real programs through
+libcuda.so.1 with LUPINE_SERVER=tls://.
+  handoff        HELLO over TLS gets HANDOFF, the second TLS session with
+                 the worker gets the HELLO reply, a PING answers; a wrong
+                 ticket is refused by the worker (logged);
+  plaintext      a plaintext client on a TLS port is refused with a message
+                 it can show, and the log says why; a TLS client on a plain
+                 port is logged as such;
+  policy         a network listener without TLS, or with TLS and no
+                 authentication, refuses to start; --insecure starts;
+                 loopback starts with neither;
+  tokens         a valid token is admitted, an invalid one refused; tenants
+                 cannot resume, probe or claim each other's names; a name
+                 beginning with '.' is refused; --max-sessions-per-tenant;
+  mtls           --tls-client-ca: no certificate or one of another CA fails
+                 the handshake; alice's certificate is tenant alice; a token
+                 of another tenant with it is refused;
+  shim           through the shim: e2e_basic over TLS with a token; an
+                 untrusted, expired or wrong-host certificate is refused
+                 with a clear error; mutual TLS; NVML over TLS;
+  restarts       e2e_restart over TLS with a token through 10 durable
+                 restarts, then an upgrade (lupinectl upgrade).
+
+Standard library only. Exit 0 on pass, 1 on failure (naming the case).
+"""
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lupwire as w  # noqa: E402
+import lupwire_tls as wt  # noqa: E402
+import test_supervisor_sessions as sv  # noqa: E402
+import tls_certs  # noqa: E402
+
+fail = sv.fail
+CERTS = None
+PROGS = SHIM = CTL = None
+TOKENS = {"alice": "alice-secret-token-1", "bob": "bob-secret-token-2"}
+CUDA_ERROR_NOT_PERMITTED = 800
+CUDA_ERROR_DEVICE_UNAVAILABLE = 46
+
+
+def ok(case, msg):
+    print(f"ok   {case}: {msg}")
+
+
+def tokens_file(tmp):
+    path = os.path.join(tmp, "tokens")
+    with open(path, "w") as f:
+        f.write("# tenant sha256(token)\n")
+        for t, tok in TOKENS.items():
+            f.write(tls_certs.token_line(t, tok))
+    return path
+
+
+def tls_daemon(tmp, label, extra=()):
+    args = ["--tls-cert", CERTS["server"], "--tls-key", CERTS["server_key"], "--auth-tokens", tokens_file(tmp)]
+    d = sv.Daemon(LUPINED, tmp, label, args + list(extra))
+    if not d.wait_ready():
+        fail(label, "lupined did not become ready: " + d.log()[-2000:])
+    return d
+
+
+def ping(t, seq):
+    t.sendall(w.frame(w.OP_PING, flags=w.F_SYNC, seq=seq))
+    while True:
+        h, _ = t.read_frame()
+        if h["op"] == w.OP_PING and h["seq"] == seq:
+            return h
+
+
+def test_handoff(tmp):
+    case = "handoff"
+    d = tls_daemon(tmp, case)
+    try:
+        ctx = wt.client_ctx(CERTS["ca"])
+        t, h, p, s = wt.connect(d.port, ctx, "job", auth=TOKENS["alice"])
+        if h["op"] != w.OP_HELLO or h["status"] != 0:
+            fail(case, f"HELLO over TLS: op {h['op']} status {h['status']} {wt.refusal_text(p)!r}")
+            return
+        ok(case, "HELLO over TLS: HANDOFF, second TLS session, HELLO reply")
+        if ping(t, 1)["status"] != 0:
+            fail(case, "PING over the worker's TLS session failed")
+        else:
+            ok(case, "PING answered over the worker's TLS session")
+        token = p[16:32]
+        s.close()
+        # a resume over TLS reaches the running worker through the same hand-off
+        t, h, p, s = wt.connect(d.port, ctx, "job", token=token, last_seq=1, auth=TOKENS["alice"])
+        if h["op"] != w.OP_HELLO or h["status"] != 0:
+            fail(case, f"resume over TLS refused: {wt.refusal_text(p)!r}")
+        else:
+            ok(case, "resume over TLS")
+        s.close()
+        try:
+            t, h, p, s = wt.connect(d.port, ctx, "job2", auth=TOKENS["alice"], ticket_fn=lambda k: bytes(16))
+            fail(case, f"a wrong HANDOFF ticket was answered: op {h['op']} status {h['status']}")
+        except (ConnectionError, OSError):
+            if d.wait_log(r"wrong HANDOFF ticket", 5):
+                ok(case, "a wrong HANDOFF ticket: the worker closes the connection and says why")
+            else:
+                fail(case, "no log line about the wrong ticket")
+    finally:
+        d.stop()
+        d.close()
+
+
+def test_plaintext(tmp):
+    case = "plaintext"
+    d = tls_daemon(tmp, case)
+    try:
+        s = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+        s.sendall(w.frame(w.OP_HELLO, w.hello_payload("plain"), flags=w.F_SYNC))
+        h, p = w.read_frame(s)
+        msg = wt.refusal_text(p)
+        if h["status"] == 0 or "TLS port" not in msg:
+            fail(case, f"plaintext HELLO on a TLS port: status {h['status']} {msg!r}")
+        else:
+            ok(case, f"plaintext client on a TLS port refused: {msg!r}")
+        if not d.wait_log(r"this is a TLS port and the client spoke plaintext", 5):
+            fail(case, "the daemon did not log the plaintext client")
+    finally:
+        d.stop()
+        d.close()
+    d = sv.Daemon(LUPINED, tmp, case + "-plain", [])
+    try:
+        d.wait_ready()
+        ctx = wt.client_ctx(CERTS["ca"])
+        try:
+            wt.connect(d.port, ctx, "x")
+            fail(case, "a TLS handshake with a plaintext port succeeded")
+        except (ConnectionError, OSError, ssl_error()):
+            pass
+        if d.wait_log(r"the client speaks TLS, and this port does not", 5):
+            ok(case, "TLS client on a plaintext port: logged as such")
+        else:
+            fail(case, "no log line about the TLS client on a plain port")
+    finally:
+        d.stop()
+        d.close()
+
+
+def ssl_error():
+    import ssl
+    return ssl.SSLError
+
+
+def start_fails(tmp, label, args, want):
+    log = os.path.join(tmp, label + ".log")
+    with open(log, "wb") as f:
+        try:
+            r = subprocess.run([LUPINED, "--backend", "sim"] + args, stdout=f, stderr=f, timeout=15)
+            rc = r.returncode
+        except subprocess.TimeoutExpired:
+            rc = None
+    text = open(log, "rb").read().decode("utf-8", "replace")
+    return rc, want in text, text
+
+
+def test_policy(tmp):
+    case = "policy"
+    port = sv.free_port()
+    rc, said, text = start_fails(tmp, "policy-plain", ["--listen", f"0.0.0.0:{port}"], "refusing to listen on")
+    if rc in (0, None) or not said:
+        fail(case, f"a network listener without TLS started (exit {rc}): {text[-500:]}")
+    else:
+        ok(case, "a network listener without TLS refuses to start, saying why")
+    rc, said, text = start_fails(tmp, "policy-noauth", ["--listen", f"0.0.0.0:{port}", "--tls-cert",
+                                                        CERTS["server"], "--tls-key", CERTS["server_key"]],
+                                 "has no authentication")
+    if rc in (0, None) or not said:
+        fail(case, f"a network TLS listener without authentication started (exit {rc}): {text[-500:]}")
+    else:
+        ok(case, "a network TLS listener without authentication refuses to start")
+    d = sv.Daemon(LUPINED, tmp, "policy-insecure", ["--listen", f"0.0.0.0:{port}", "--insecure"])
+    try:
+        if d.wait_ready() and d.wait_log(r"INSECURE \(--insecure\): 0\.0\.0\.0:\d+ is reachable", 2):
+            ok(case, "--insecure starts, and the log says so")
+        else:
+            fail(case, "--insecure did not start, or did not say so: " + d.log()[-800:])
+    finally:
+        d.stop()
+        d.close()
+    d = sv.Daemon(LUPINED, tmp, "policy-loopback", [])
+    try:
+        if d.wait_ready():
+            ok(case, "loopback starts with neither TLS nor authentication")
+        else:
+            fail(case, "a loopback listener did not start")
+    finally:
+        d.stop()
+        d.close()
+
+
+def test_tokens(tmp):
+    case = "tokens"
+    d = tls_daemon(tmp, case, ["--max-sessions-per-tenant", "2"])
+    ctx = wt.client_ctx(CERTS["ca"])
+    socks = []
+    try:
+        t, h, p, s = wt.connect(d.port, ctx, "job", auth="not-a-token")
+        if h["status"] != CUDA_ERROR_NOT_PERMITTED or "not valid" not in wt.refusal_text(p):
+            fail(case, f"an invalid token: status {h['status']} {wt.refusal_text(p)!r}")
+        else:
+            ok(case, "an invalid token is refused (CUDA_ERROR_NOT_PERMITTED)")
+        t, h, p, s = wt.connect(d.port, ctx, "job")
+        if h["status"] == 0 or "authentication" not in wt.refusal_text(p):
+            # loopback TLS without a token: anonymous is allowed on loopback
+            pass
+        socks.append(s)
+        t, h, p, s = wt.connect(d.port, ctx, "job", auth=TOKENS["alice"])
+        if h["status"] != 0:
+            fail(case, f"alice's new session refused: {wt.refusal_text(p)!r}")
+            return
+        alice_token = p[16:32]
+        socks.append(s)
+        # bob: a resume of alice's name looks exactly like one of a name nobody has
+        probes = []
+        for name in ("job", "nobody-has-this"):
+            t, h, p, s = wt.connect(d.port, ctx, name, token=alice_token, auth=TOKENS["bob"])
+            probes.append((h["status"], wt.refusal_text(p).replace(name, "NAME")))
+            s.close()
+        if probes[0] != probes[1] or probes[0][0] == 0:
+            fail(case, f"bob can tell alice's name from a free one: {probes}")
+        else:
+            ok(case, f"bob cannot resume or probe alice's session name: {probes[0]}")
+        t, h, p, s = wt.connect(d.port, ctx, "job", auth=TOKENS["bob"])
+        if h["status"] != 0:
+            fail(case, f"bob could not start his own session named like alice's: {wt.refusal_text(p)!r}")
+        else:
+            ok(case, "bob's 'job' is his own session: names are per tenant")
+        socks.append(s)
+        t, h, p, s = wt.connect(d.port, ctx, ".t0123456789abcdef.job", auth=TOKENS["bob"])
+        if h["status"] == 0 or "reserved" not in wt.refusal_text(p):
+            fail(case, f"a name beginning with '.' was accepted: {wt.refusal_text(p)!r}")
+        else:
+            ok(case, "names beginning with '.' are reserved")
+        t, h, p, s = wt.connect(d.port, ctx, "job-b", auth=TOKENS["alice"])
+        socks.append(s)
+        t, h, p, s = wt.connect(d.port, ctx, "job-c", auth=TOKENS["alice"])
+        if h["status"] == 0 or "max-sessions-per-tenant" not in wt.refusal_text(p):
+            fail(case, f"alice's third session with --max-sessions-per-tenant 2: {wt.refusal_text(p)!r}")
+        else:
+            ok(case, "--max-sessions-per-tenant 2: the third session is refused, saying why")
+        if not d.wait_log(r"limit hit: this tenant has 2 sessions", 3):
+            fail(case, "the per-tenant limit was not logged")
+    finally:
+        for s in socks:
+            s.close()
+        d.stop()
+        d.close()
+
+
+def test_mtls(tmp):
+    case = "mtls"
+    d = tls_daemon(tmp, case, ["--tls-client-ca", CERTS["ca"]])
+    try:
+        for label, ctx in (("no certificate", wt.client_ctx(CERTS["ca"])),
+                           ("a certificate of another CA", wt.client_ctx(CERTS["ca"], CERTS["mallory"],
+                                                                          CERTS["mallory_key"]))):
+            try:
+                t, h, p, s = wt.connect(d.port, ctx, "m")
+                fail(case, f"{label}: admitted (status {h['status']})")
+            except (ConnectionError, OSError, ssl_error()):
+                ok(case, f"{label}: the handshake fails")
+        if not d.wait_log(r"TLS handshake failed", 3):
+            fail(case, "the failed handshakes were not logged")
+        actx = wt.client_ctx(CERTS["ca"], CERTS["alice"], CERTS["alice_key"])
+        t, h, p, s = wt.connect(d.port, actx, "m")
+        if h["status"] != 0 or not d.wait_log(r"of tenant alice: new", 3):
+            fail(case, f"alice's certificate: status {h['status']} {wt.refusal_text(p)!r}")
+        else:
+            ok(case, "alice's certificate: tenant alice")
+        s.close()
+        t, h, p, s = wt.connect(d.port, actx, "m2", auth=TOKENS["bob"])
+        if h["status"] == 0 or "different tenants" not in wt.refusal_text(p):
+            fail(case, f"alice's certificate with bob's token: {wt.refusal_text(p)!r}")
+        else:
+            ok(case, "alice's certificate with bob's token is refused")
+        s.close()
+    finally:
+        d.stop()
+        d.close()
+
+
+CASES = {
+    "handoff": test_handoff,
+    "plaintext": test_plaintext,
+    "policy": test_policy,
+    "tokens": test_tokens,
+    "mtls": test_mtls,
+}
+
+
+def main():
+    global LUPINED, CTL, PROGS, SHIM, CERTS
+    if len(sys.argv) < 5:
+        print(__doc__, file=sys.stderr)
+        return 1
+    LUPINED, CTL = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    PROGS, SHIM = (os.path.abspath(a) for a in sys.argv[3:5])
+    names = sys.argv[5:] or list(CASES)
+    with tempfile.TemporaryDirectory(prefix="lupined-tls-") as tmp:
+        CERTS = tls_certs.make_certs(os.path.join(tmp, "certs"))
+        for name in names:
+            before = len(sv.failures)
+            CASES[name](tmp)
+            for fn in sorted(os.listdir(tmp)):
+                if fn.endswith(".log"):
+                    if len(sv.failures) > before:
+                        with open(os.path.join(tmp, fn), "rb") as f:
+                            print(f"---- {fn} ----\n" + f.read().decode("utf-8", "replace")[-6000:])
+                    os.remove(os.path.join(tmp, fn))
+    if sv.failures:
+        print(f"{len(sv.failures)} case(s) failed:")
+        for f in sv.failures:
+            print("  " + f)
+        return 1
+    print("all cases passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
