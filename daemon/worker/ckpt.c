@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt_codec.h"
 #include "clock.h"
@@ -56,8 +57,15 @@ int lupw_ckpt_open(struct lupw_session *s)
         }
         rc = s->ckpt.ops->open(config, &s->ckpt.inst);
         if (rc < 0) {
-                lup_err("session %s: checkpoint provider %s cannot open '%s': %s", s->name, s->ckpt.ops->name,
-                        config ? config : "(default)", strerror(-rc));
+                /* The supervisor may have opened it with capabilities
+                 * (root's CAP_DAC_OVERRIDE); a worker has none. */
+                char hint[128] = "";
+                if (rc == -EACCES || rc == -EPERM)
+                        snprintf(hint, sizeof(hint),
+                                 " (workers keep no capabilities: uid %d itself needs access; docs/security.md)",
+                                 (int)getuid());
+                lup_err("session %s: checkpoint provider %s cannot open '%s': %s%s", s->name, s->ckpt.ops->name,
+                        config ? config : "(default)", strerror(-rc), hint);
                 lupine_provider_unload(s->ckpt.dl);
                 s->ckpt.dl = NULL;
                 s->ckpt.ops = NULL;

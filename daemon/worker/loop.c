@@ -26,6 +26,7 @@
 #include "log.h"
 #include "net.h"
 #include "worker/graphs.h"
+#include "worker/privs.h"
 #include "worker/session.h"
 
 #define OUT_CAP (256u * 1024u)
@@ -624,6 +625,17 @@ int worker_main(const struct lupd_config *cfg)
                 goto out_free;
         }
         s->loop.ring_ok = true;
+        /* Before anything a client or checkpoint can reach: the backend,
+         * the connection, the fds of a hot restore. The ring is made
+         * first: with kernel.io_uring_disabled=1 only CAP_SYS_ADMIN or
+         * kernel.io_uring_group may create one, and it holds no
+         * privilege (its requests run with the submitter's credentials). */
+        rc = lupw_drop_privileges();
+        if (rc < 0) {
+                lupw_ctl_send(s, LUPD_CTL_READY, rc, 0, true);
+                s->loop.exit_status = 1;
+                goto out_free;
+        }
 
         if (cfg->restore[0]) {
                 snprintf(s->name, sizeof(s->name), "%s", cfg->restore);
