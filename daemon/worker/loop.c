@@ -630,6 +630,13 @@ int worker_main(const struct lupd_config *cfg)
          * first: with kernel.io_uring_disabled=1 only CAP_SYS_ADMIN or
          * kernel.io_uring_group may create one, and it holds no
          * privilege (its requests run with the submitter's credentials). */
+        /* The certificate and key are read before the privileges go, as
+         * a service reads its key files before it drops root. */
+        if (cfg->tls_cert[0] && lupw_tls_ctx_load(s) < 0) {
+                lupw_ctl_send(s, LUPD_CTL_READY, -EINVAL, 0, true);
+                s->loop.exit_status = 1;
+                goto out_free;
+        }
         rc = lupw_drop_privileges();
         if (rc < 0) {
                 lupw_ctl_send(s, LUPD_CTL_READY, rc, 0, true);

@@ -496,6 +496,9 @@ int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t
 struct lup_tls *lupw_tls_accept(struct lupw_session *s, int fd, const struct lup_hdr *hello_req,
                                 const uint8_t ticket[LUP_TICKET_SIZE]);
 void lupw_tls_free(struct lupw_session *s);
+/* Makes the second handshake's context from --tls-cert and --tls-key, once:
+ * 0, or -EINVAL (logged). */
+int lupw_tls_ctx_load(struct lupw_session *s);
 void lupw_ctl_send(struct lupw_session *s, uint32_t type, int32_t status, uint32_t slot, bool with_slot);
 
 /* worker/dispatch.c: executes every complete frame received: 0, -EPIPE when the client

@@ -23,7 +23,7 @@
 #include "supervisor/supervisor.h" /* LUPD_TLS_HANDOFF_TIMEOUT_MS */
 #include "worker/session.h"
 
-static int tls_ctx_get(struct lupw_session *s)
+int lupw_tls_ctx_load(struct lupw_session *s)
 {
         char err[512];
 
@@ -67,7 +67,7 @@ struct lup_tls *lupw_tls_accept(struct lupw_session *s, int fd, const struct lup
         struct lup_tls *t;
         int rc;
 
-        if (tls_ctx_get(s) < 0)
+        if (lupw_tls_ctx_load(s) < 0)
                 return NULL;
         t = lup_tls_new(s->tls_ctx, fd, NULL);
         if (!t) {
