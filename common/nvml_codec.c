@@ -50,9 +50,25 @@ void lup_nvml_req_encode(uint8_t out[static LUP_NVML_REQ_SIZE])
         lup_put32(out + 12, 0);
 }
 
-int lup_nvml_req_decode(const uint8_t *p, size_t n, const char **ret_why)
+size_t lup_nvml_req_encode_auth(uint8_t *out, const uint8_t *auth, size_t auth_len)
 {
-        if (n != LUP_NVML_REQ_SIZE) {
+        lup_nvml_req_encode(out);
+        if (!auth || auth_len == 0 || auth_len > LUP_MAX_AUTH)
+                return LUP_NVML_REQ_SIZE;
+        lup_put32(out + 12, LUP_NVML_REQ_AUTH);
+        lup_put16(out + 16, (uint16_t)auth_len);
+        memcpy(out + 18, auth, auth_len);
+        return LUP_NVML_REQ_SIZE + 2 + auth_len;
+}
+
+int lup_nvml_req_decode_auth(const uint8_t *p, size_t n, const uint8_t **ret_auth, size_t *ret_auth_len,
+                             const char **ret_why)
+{
+        uint32_t flags;
+
+        *ret_auth = NULL;
+        *ret_auth_len = 0;
+        if (n < LUP_NVML_REQ_SIZE || n > LUP_NVML_REQ_MAX) {
                 *ret_why = "NVML request has the wrong size";
                 return -EBADMSG;
         }
@@ -60,11 +76,38 @@ int lup_nvml_req_decode(const uint8_t *p, size_t n, const char **ret_why)
                 *ret_why = "NVML request: bad magic or version";
                 return -EBADMSG;
         }
-        if (lup_le32(p + 8) != LUP_NVML_SNAPSHOT || lup_le32(p + 12) != 0) {
+        flags = lup_le32(p + 12);
+        if (lup_le32(p + 8) != LUP_NVML_SNAPSHOT || (flags & ~LUP_NVML_REQ_AUTH)) {
                 *ret_why = "NVML request: unknown request or flags";
                 return -EBADMSG;
         }
+        if (!(flags & LUP_NVML_REQ_AUTH)) {
+                if (n != LUP_NVML_REQ_SIZE) {
+                        *ret_why = "NVML request has the wrong size";
+                        return -EBADMSG;
+                }
+                return 0;
+        }
+        if (n < LUP_NVML_REQ_SIZE + 3) {
+                *ret_why = "NVML request: the token is missing";
+                return -EBADMSG;
+        }
+        size_t len = lup_le16(p + 16);
+        if (len == 0 || len > LUP_MAX_AUTH || n != LUP_NVML_REQ_SIZE + 2 + len) {
+                *ret_why = "NVML request: the token's length is wrong";
+                return -EBADMSG;
+        }
+        *ret_auth = p + 18;
+        *ret_auth_len = len;
         return 0;
+}
+
+int lup_nvml_req_decode(const uint8_t *p, size_t n, const char **ret_why)
+{
+        const uint8_t *a;
+        size_t al;
+
+        return lup_nvml_req_decode_auth(p, n, &a, &al, ret_why);
 }
 
 static void put_entry(struct lup_wr *w, unsigned k, const struct lup_nvml_val *v)

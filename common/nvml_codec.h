@@ -60,6 +60,13 @@ void lup_nvml_set_ret(struct lup_nvml_val *v, uint32_t ret);
 /* The request: always LUP_NVML_REQ_SIZE bytes. */
 void lup_nvml_req_encode(uint8_t out[static LUP_NVML_REQ_SIZE]);
 int lup_nvml_req_decode(const uint8_t *p, size_t n, const char **ret_why);
+/* With a bearer token (auth_len 1..LUP_MAX_AUTH), into out (at least
+ * LUP_NVML_REQ_MAX bytes); returns the request's length. */
+size_t lup_nvml_req_encode_auth(uint8_t *out, const uint8_t *auth, size_t auth_len);
+/* Like lup_nvml_req_decode, and the token, if the request has one
+ * (*ret_auth NULL, *ret_auth_len 0 if not). */
+int lup_nvml_req_decode_auth(const uint8_t *p, size_t n, const uint8_t **ret_auth, size_t *ret_auth_len,
+                             const char **ret_why);
 
 /* Encodes s into out (cap bytes): 0 and *ret_len, or -ENOBUFS. */
 int lup_nvml_encode(const struct lup_nvml_snapshot *s, uint8_t *out, size_t cap, size_t *ret_len);

@@ -9,7 +9,11 @@
  *
  * NVML request (op LUP_OP_NVML, LUP_F_SYNC, seq 0):
  *   u32 magic (LUP_NVML_MAGIC), u32 version (LUP_NVML_VERSION),
- *   u32 what (LUP_NVML_SNAPSHOT), u32 flags (0)
+ *   u32 what (LUP_NVML_SNAPSHOT), u32 flags (0 or LUP_NVML_REQ_AUTH),
+ *   then, with LUP_NVML_REQ_AUTH: u16 len, a bearer token (1..LUP_MAX_AUTH
+ *   bytes), as in HELLO. The tenant it names (or the client certificate's,
+ *   or the UNIX peer's) decides which processes the reply lists: only
+ *   those of its own sessions.
  * NVML reply (LUP_F_REPLY; status 0 = the payload below, or an nvmlReturn_t
  * with payload u16 msg_len, msg):
  *   u32 magic, u32 version, u32 backend (LUP_BACKEND_*), u32 n_devices
@@ -30,7 +34,9 @@
 #define LUP_NVML_MAGIC     0x4c4e5631u /* "LNV1" */
 #define LUP_NVML_VERSION   1u
 #define LUP_NVML_SNAPSHOT  1u
-#define LUP_NVML_REQ_SIZE  16u
+#define LUP_NVML_REQ_SIZE  16u /* without a token */
+#define LUP_NVML_REQ_AUTH  0x1u
+#define LUP_NVML_REQ_MAX   (LUP_NVML_REQ_SIZE + 2u + 256u) /* with a token of LUP_MAX_AUTH bytes */
 #define LUP_NVML_MAX_STR   96u
 #define LUP_NVML_MAX_PROCS 64u
 

@@ -162,7 +162,8 @@ bool sup_addr_is_loopback(const struct sockaddr_storage *ss)
         return false;
 }
 
-int sup_auth_tenant(struct sup *s, int idx, const struct lup_hello *h, char *tenant, size_t cap, const char **why)
+int sup_auth_tenant(struct sup *s, int idx, const uint8_t *auth, size_t auth_len, char *tenant, size_t cap,
+                    const char **why)
 {
         struct conn *c = &s->conns[idx];
         char cn[LUPD_MAX_TENANT + 2];
@@ -178,7 +179,7 @@ int sup_auth_tenant(struct sup *s, int idx, const struct lup_hello *h, char *ten
                 }
                 have_cn = r == 0;
         }
-        if (h->flags & LUP_HELLO_AUTH) {
+        if (auth && auth_len) {
                 if (!c->tls && !c->unix_listener && !c->loopback) {
                         *why = "a bearer token is accepted only over TLS, loopback or the UNIX socket; use "
                                "tls:// in LUPINE_SERVER";
@@ -188,7 +189,7 @@ int sup_auth_tenant(struct sup *s, int idx, const struct lup_hello *h, char *ten
                         *why = "this server takes no bearer tokens (no --auth-tokens); unset LUPINE_TOKEN";
                         return -EACCES;
                 }
-                const char *t = token_tenant(s, h->auth, h->auth_len);
+                const char *t = token_tenant(s, auth, auth_len);
                 if (!t) {
                         *why = "authentication failed: the bearer token is not valid";
                         return -EACCES;

@@ -149,7 +149,8 @@ static void conn_hello(struct sup *s, int idx)
                 sup_conn_close(s, idx, CUDA_ERROR_INVALID_VALUE, "%s", why ? why : "malformed HELLO");
                 return;
         }
-        r = sup_auth_tenant(s, idx, &hello, tenant, sizeof(tenant), &why);
+        r = sup_auth_tenant(s, idx, (hello.flags & LUP_HELLO_AUTH) ? hello.auth : NULL, hello.auth_len, tenant,
+                            sizeof(tenant), &why);
         OPENSSL_cleanse(hello.auth, sizeof(hello.auth));
         if (r < 0) {
                 /* CUDA_ERROR_NOT_PERMITTED: the client stops retrying */

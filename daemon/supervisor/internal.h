@@ -237,10 +237,12 @@ int sup_auth_load(struct sup *s);
 void sup_auth_free(struct sup *s);
 /* Whether ss is a loopback address (127/8, ::1, ::ffff:127/104). */
 bool sup_addr_is_loopback(const struct sockaddr_storage *ss);
-/* The tenant of pending connection idx, whose HELLO is h: from its bearer
- * token, its client certificate's CN, its uid (UNIX socket), or "" (the
- * anonymous tenant: loopback, or --insecure). 0, or -EACCES with *why. */
-int sup_auth_tenant(struct sup *s, int idx, const struct lup_hello *h, char *tenant, size_t cap, const char **why);
+/* The tenant of pending connection idx, which presented the bearer token
+ * auth (NULL: none): from the token, its client certificate's CN, its uid
+ * (UNIX socket), or "" (the anonymous tenant: loopback, or --insecure).
+ * 0, or -EACCES with *why. */
+int sup_auth_tenant(struct sup *s, int idx, const uint8_t *auth, size_t auth_len, char *tenant, size_t cap,
+                    const char **why);
 /* The key a tenant's session is registered and checkpointed under: name
  * itself for the anonymous tenant, ".t<16 hex>.name" otherwise. 0, or
  * -EINVAL / -ENAMETOOLONG with *why. */

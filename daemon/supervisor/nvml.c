@@ -39,40 +39,49 @@ int sup_nvml_check_header(struct sup *s, int idx)
                                "NVML request must be a synchronous request (flags 0x%x)", (unsigned)c->hdr.flags);
                 return -EBADMSG;
         }
-        if (c->hdr.len != LUP_NVML_REQ_SIZE) {
-                sup_conn_close(s, idx, 2, "NVML request has %u payload bytes, not %u", (unsigned)c->hdr.len,
-                               LUP_NVML_REQ_SIZE);
+        if (c->hdr.len < LUP_NVML_REQ_SIZE || c->hdr.len > LUP_NVML_REQ_MAX) {
+                sup_conn_close(s, idx, 2, "NVML request has %u payload bytes, not %u to %u", (unsigned)c->hdr.len,
+                               LUP_NVML_REQ_SIZE, LUP_NVML_REQ_MAX);
                 return -EBADMSG;
         }
         return 0;
 }
 
-/* The workers of the live sessions. */
-static int session_pids(const struct sup *s, pid_t *pids)
+/* The workers of the live sessions whose key begins with the tenant part
+ * prefix (supervisor/auth.c): the tenant's own. */
+static int session_pids(const struct sup *s, const char *prefix, pid_t *pids)
 {
+        size_t pl = strlen(prefix);
         int n = 0;
 
         for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
                 const struct lupd_session *se = &s->reg.s[i];
-                if (se->state == LUPD_SESSION_LIVE && se->pid > 0 && !se->reaped)
-                        pids[n++] = se->pid;
+                if (se->state != LUPD_SESSION_LIVE || se->pid <= 0 || se->reaped)
+                        continue;
+                if (sup_key_tenant_len(se->name) != pl || strncmp(se->name, prefix, pl) != 0)
+                        continue;
+                pids[n++] = se->pid;
         }
         return n;
 }
 
-/* A fresh enough snapshot in cache: 0, or -errno with *why. */
-static int nvml_snapshot(struct sup *s, const char **why)
+/* A fresh enough snapshot in cache for the tenant whose keys begin with
+ * prefix: 0, or -errno with *why. The cache holds one tenant's view; a
+ * watch loop asks as the same tenant every time. */
+static int nvml_snapshot(struct sup *s, const char *prefix, const char **why)
 {
+        static char cache_prefix[LUP_MAX_NAME + 1];
         pid_t pids[LUP_ARENA_SLOTS];
         uint64_t now = sup_now_ms();
 
-        if (cache_valid && now - cache_at_ms < LUPD_NVML_CACHE_MS)
+        if (cache_valid && now - cache_at_ms < LUPD_NVML_CACHE_MS && strcmp(prefix, cache_prefix) == 0)
                 return 0;
+        snprintf(cache_prefix, sizeof(cache_prefix), "%s", prefix);
         if (!cache && !(cache = malloc(sizeof(*cache)))) {
                 *why = "out of memory";
                 return -ENOMEM;
         }
-        int n = session_pids(s, pids);
+        int n = session_pids(s, prefix, pids);
         bool sim = s->cfg->backend == LUPD_BACKEND_SIM;
         if (!sim) {
                 int r = lupd_nvml_host_open(why);
@@ -100,11 +109,25 @@ void sup_nvml_run(struct sup *s, int idx)
         uint8_t *frame;
         int r;
 
-        if (lup_nvml_req_decode(c->payload, c->hdr.len, &why) < 0) {
+        const uint8_t *auth;
+        size_t auth_len;
+        char tenant[LUPD_MAX_TENANT + 1], key[LUP_MAX_NAME + 1];
+
+        if (lup_nvml_req_decode_auth(c->payload, c->hdr.len, &auth, &auth_len, &why) < 0) {
                 sup_conn_close(s, idx, 2, "%s", why);
                 return;
         }
-        if (nvml_snapshot(s, &why) < 0) {
+        if (sup_auth_tenant(s, idx, auth, auth_len, tenant, sizeof(tenant), &why) < 0) {
+                sup_conn_close(s, idx, 4 /* NVML_ERROR_NO_PERMISSION */, "NVML: %s", why);
+                return;
+        }
+        /* the tenant's key prefix: the part before the name of a key */
+        if (sup_session_key(tenant, "x", key, sizeof(key), &why) < 0) {
+                sup_conn_close(s, idx, 4, "NVML: %s", why);
+                return;
+        }
+        key[sup_key_tenant_len(key)] = 0;
+        if (nvml_snapshot(s, key, &why) < 0) {
                 sup_conn_close(s, idx, 9 /* NVML_ERROR_DRIVER_NOT_LOADED */, "NVML: %s", why);
                 return;
         }

@@ -208,7 +208,7 @@ def test_malformed(d):
         ('bad magic', W.frame(OP_NVML, struct.pack('<IIII', 0x1234, 1, 1, 0), flags=W.F_SYNC), 'bad magic'),
         ('unknown request', W.frame(OP_NVML, struct.pack('<IIII', NVML_MAGIC, 1, 9, 0), flags=W.F_SYNC),
          'unknown request'),
-        ('wrong size', W.frame(OP_NVML, bytes(17), flags=W.F_SYNC), 'payload bytes'),
+        ('wrong size', W.frame(OP_NVML, bytes(16 + 2 + 256 + 1), flags=W.F_SYNC), 'payload bytes'),
         ('not sync', W.frame(OP_NVML, struct.pack('<IIII', NVML_MAGIC, 1, 1, 0)), 'synchronous'),
     ]
     for name, data, why in cases:
