@@ -157,7 +157,7 @@ static void conn_hello(struct sup *s, int idx)
                 sup_conn_close(s, idx, CUDA_ERROR_NOT_PERMITTED, "%s", why);
                 return;
         }
-        if (sup_session_key(tenant, hello.name, key, sizeof(key), &why) < 0 ||
+        if (lupd_session_key(tenant, hello.name, key, sizeof(key), &why) < 0 ||
             conn_forward_hello(&hello, key, fwd, sizeof(fwd), &fwd_hdr) < 0) {
                 sup_conn_close(s, idx, CUDA_ERROR_INVALID_VALUE, "%s", why ? why : "invalid session name");
                 return;

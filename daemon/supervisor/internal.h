@@ -39,9 +39,9 @@
 #include "net.h"
 #include "supervisor/session_registry.h"
 #include "supervisor/supervisor.h"
+#include "auth_tokens.h"
 #include "tls.h"
 
-#define LUPD_MAX_TENANT 64 /* tenant name bytes */
 
 struct lup_hello;
 
@@ -125,17 +125,6 @@ struct conn {
         char peer[160];
 };
 
-/* One line of --auth-tokens. */
-struct sup_token {
-        char tenant[LUPD_MAX_TENANT + 1];
-        uint8_t hash[32]; /* SHA-256 of the token */
-};
-
-struct sup_auth {
-        struct sup_token *t;
-        size_t n, cap;
-};
-
 struct log_limit {
         uint64_t window_start;
         unsigned lines;
@@ -213,7 +202,7 @@ struct sup {
         struct lupd_upload_acct *upload_acct;
         /* TLS and authentication (supervisor/auth.c, docs/security.md) */
         struct lup_tls_ctx *tls_ctx; /* --tls-cert: the first handshake's context */
-        struct sup_auth auth;        /* --auth-tokens */
+        struct lupd_tokens auth;     /* --auth-tokens */
 };
 
 static inline int safe_close(int fd)
@@ -243,12 +232,6 @@ bool sup_addr_is_loopback(const struct sockaddr_storage *ss);
  * 0, or -EACCES with *why. */
 int sup_auth_tenant(struct sup *s, int idx, const uint8_t *auth, size_t auth_len, char *tenant, size_t cap,
                     const char **why);
-/* The key a tenant's session is registered and checkpointed under: name
- * itself for the anonymous tenant, ".t<16 hex>.name" otherwise. 0, or
- * -EINVAL / -ENAMETOOLONG with *why. */
-int sup_session_key(const char *tenant, const char *name, char *out, size_t cap, const char **why);
-/* The length of the tenant part of a key (0: the anonymous tenant). */
-size_t sup_key_tenant_len(const char *key);
 /* Whether the tenant of key may have one more session under
  * --max-sessions-per-tenant and --max-detached-per-tenant: 0, or -EUSERS
  * with the reason in why (logged as a limit hit). */

@@ -58,7 +58,7 @@ static int session_pids(const struct sup *s, const char *prefix, pid_t *pids)
                 const struct lupd_session *se = &s->reg.s[i];
                 if (se->state != LUPD_SESSION_LIVE || se->pid <= 0 || se->reaped)
                         continue;
-                if (sup_key_tenant_len(se->name) != pl || strncmp(se->name, prefix, pl) != 0)
+                if (lupd_key_tenant_len(se->name) != pl || strncmp(se->name, prefix, pl) != 0)
                         continue;
                 pids[n++] = se->pid;
         }
@@ -122,11 +122,11 @@ void sup_nvml_run(struct sup *s, int idx)
                 return;
         }
         /* the tenant's key prefix: the part before the name of a key */
-        if (sup_session_key(tenant, "x", key, sizeof(key), &why) < 0) {
+        if (lupd_session_key(tenant, "x", key, sizeof(key), &why) < 0) {
                 sup_conn_close(s, idx, 4, "NVML: %s", why);
                 return;
         }
-        key[sup_key_tenant_len(key)] = 0;
+        key[lupd_key_tenant_len(key)] = 0;
         if (nvml_snapshot(s, key, &why) < 0) {
                 sup_conn_close(s, idx, 9 /* NVML_ERROR_DRIVER_NOT_LOADED */, "NVML: %s", why);
                 return;

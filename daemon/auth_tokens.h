@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Bearer tokens and tenant namespaces, without I/O (daemon/auth_tokens.c):
+ * what supervisor/auth.c decides with, and what tests/fuzz/fuzz_auth.c
+ * fuzzes.
+ */
+#ifndef LUPD_AUTH_TOKENS_H
+#define LUPD_AUTH_TOKENS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LUPD_MAX_TENANT 64       /* tenant name bytes */
+#define LUPD_MAX_TOKENS 65536    /* lines of --auth-tokens */
+#define LUPD_TOKENS_MAX_FILE (16u << 20)
+
+/* One line of --auth-tokens. */
+struct lupd_token {
+        char tenant[LUPD_MAX_TENANT + 1];
+        uint8_t hash[32]; /* SHA-256 of the token */
+};
+
+struct lupd_tokens {
+        struct lupd_token *t;
+        size_t n, cap;
+};
+
+/* 1..LUPD_MAX_TENANT of A-Z a-z 0-9 . _ - @ */
+bool lupd_tenant_valid(const char *t, size_t n);
+/* Parses the text of a token file ("TENANT SHA256HEX" lines, '#'
+ * comments, blank lines) into *t: 0, or -EINVAL / -ENOMEM with the line
+ * and reason in err. At least one token. */
+int lupd_tokens_parse(struct lupd_tokens *t, const char *text, size_t n, char *err, size_t errcap);
+void lupd_tokens_free(struct lupd_tokens *t);
+/* The tenant whose token this is, or NULL; every line is compared in
+ * constant time. */
+const char *lupd_tokens_tenant(const struct lupd_tokens *t, const uint8_t *token, size_t n);
+/* The key a tenant's session is registered and checkpointed under: name
+ * itself for the anonymous tenant (""), ".t<16 hex>.name" otherwise.
+ * 0, or -EINVAL / -ENAMETOOLONG with *why. */
+int lupd_session_key(const char *tenant, const char *name, char *out, size_t cap, const char **why);
+/* The length of the tenant part of a key (0: the anonymous tenant). */
+size_t lupd_key_tenant_len(const char *key);
+
+#endif
