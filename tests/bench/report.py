@@ -78,6 +78,27 @@ def main():
     k = 'cuMemAllocAsync+cuMemFreeAsync'
     if k in tcp and k in local:
         print(f"{k} pairs over TCP vs local: {tcp[k]['per_s'] / local[k]['per_s']:.2f}x (target >= 0.5x)")
+    # TLS 1.3 (with a token) against plaintext TCP, both through lupine
+    tls = load(os.path.join(d, 'bench-lupine-tls.jsonl'))
+    if tls:
+        print()
+        print('| case | lupine TCP | lupine TLS | TLS / TCP |')
+        print('|---|---|---|---|')
+        for key, rt in tcp.items():
+            rs = tls.get(key)
+            if not rs:
+                continue
+            name = f"{rt['case']} {fmt_size(rt['bytes'])}" if 'bytes' in rt else key
+            for f, unit, scale in (('gbps', 'GB/s', 1), ('per_s', 'k/s', 1e-3), ('p50_us', 'us p50', 1)):
+                if f in rt and f in rs:
+                    r = rs[f] / rt[f] if f != 'p50_us' else rt[f] / rs[f]
+                    print(f"| {name} | {rt[f] * scale:.2f} {unit} | {rs[f] * scale:.2f} {unit} | {r:.2f}x |")
+                    break
+        for k in ('HtoD pageable 1073741824 B', 'DtoH pageable 1073741824 B', 'HtoD pinned 1073741824 B',
+                  'DtoH pinned 1073741824 B'):
+            if k in tcp and k in tls:
+                print(f"{k.replace(' 1073741824 B', ' 1 GiB')} over TLS vs plaintext TCP:"
+                      f" {tls[k]['gbps'] / tcp[k]['gbps']:.2f}x (target >= 0.8x)")
 
 
 if __name__ == '__main__':
