@@ -180,8 +180,8 @@ int lupd_session_key(const char *tenant, const char *name, char *out, size_t cap
         }
         n = snprintf(buf, sizeof(buf), "%s%s", pre, tenant);
         sha256(buf, (size_t)n, h);
-        n = snprintf(out, cap, ".t%02x%02x%02x%02x%02x%02x%02x%02x.%s", h[0], h[1], h[2], h[3], h[4], h[5], h[6],
-                     h[7], name);
+        n = snprintf(out, cap, ".t%02x%02x%02x%02x%02x%02x%02x%02x.%s", h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7],
+                     name);
         if (n < 0 || (size_t)n >= cap || (size_t)n > LUP_MAX_NAME) {
                 *why = "session name too long for a tenant's namespace (at most 109 bytes)";
                 return -ENAMETOOLONG;

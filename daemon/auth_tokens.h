@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LUPD_MAX_TENANT 64       /* tenant name bytes */
-#define LUPD_MAX_TOKENS 65536    /* lines of --auth-tokens */
+#define LUPD_MAX_TENANT      64    /* tenant name bytes */
+#define LUPD_MAX_TOKENS      65536 /* lines of --auth-tokens */
 #define LUPD_TOKENS_MAX_FILE (16u << 20)
 
 /* One line of --auth-tokens. */

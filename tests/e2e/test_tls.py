@@ -297,12 +297,179 @@ def test_mtls(tmp):
         d.close()
 
 
+def shim_env(port, name, ca=None, token=None, cert=None, host="127.0.0.1", extra=None):
+    env = dict(os.environ)
+    env["LUPINE_SERVER"] = f"tls://{host}:{port}"
+    env["LUPINE_SESSION"] = name
+    env["LUPINE_RECONNECT_TIMEOUT"] = "60"
+    env["LUPINE_TLS_CA"] = ca or CERTS["ca"]
+    for k in ("LUPINE_TOKEN", "LUPINE_TOKEN_FILE", "LUPINE_TLS_CERT", "LUPINE_TLS_KEY"):
+        env.pop(k, None)
+    if token:
+        env["LUPINE_TOKEN"] = token
+    if cert:
+        env["LUPINE_TLS_CERT"], env["LUPINE_TLS_KEY"] = CERTS[cert], CERTS[cert + "_key"]
+    env["LD_LIBRARY_PATH"] = SHIM + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env.update(extra or {})
+    return env
+
+
+def run_prog(name, env, *args, timeout=120):
+    r = subprocess.run([os.path.join(PROGS, name)] + list(args), env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+def daemon_with(tmp, label, cert):
+    args = ["--tls-cert", CERTS[cert], "--tls-key", CERTS[cert + "_key"], "--auth-tokens", tokens_file(tmp)]
+    d = sv.Daemon(LUPINED, tmp, label, args)
+    d.wait_ready()
+    return d
+
+
+def test_shim(tmp):
+    case = "shim"
+    d = tls_daemon(tmp, case)
+    try:
+        rc, out, err = run_prog("e2e_basic", shim_env(d.port, "basic", token=TOKENS["alice"]))
+        if rc != 0:
+            fail(case, f"e2e_basic over TLS with a token: exit {rc}: {err[-1500:]}")
+        else:
+            ok(case, "e2e_basic over TLS with a token")
+        if not d.wait_log(r"of tenant alice: new", 3):
+            fail(case, "the session was not alice's")
+        rc, out, err = run_prog("e2e_basic", shim_env(d.port, "basic2", token="wrong"), timeout=60)
+        if rc == 0 or "not valid" not in err:
+            fail(case, f"a wrong token through the shim: exit {rc}: {err[-800:]}")
+        else:
+            ok(case, "a wrong token through the shim: refused, saying why")
+        rc, out, err = run_prog("e2e_basic", shim_env(d.port, "b3", token=TOKENS["alice"], host="localhost"))
+        if rc != 0:
+            fail(case, f"tls://localhost (DNS name): exit {rc}: {err[-800:]}")
+        else:
+            ok(case, "tls://localhost verifies the DNS name")
+        rc, out, err = run_prog("e2e_basic", shim_env(d.port, "b4", ca=CERTS["other_ca"], token=TOKENS["alice"]),
+                                timeout=60)
+        if rc == 0 or "certificate" not in err:
+            fail(case, f"a server certificate of an untrusted CA: exit {rc}: {err[-800:]}")
+        else:
+            ok(case, "a server certificate the client does not trust is refused")
+        # plaintext shim on a TLS port: a clear error on the client side too
+        env = shim_env(d.port, "b5")
+        env["LUPINE_SERVER"] = f"127.0.0.1:{d.port}"
+        rc, out, err = run_prog("e2e_basic", env, timeout=60)
+        if rc == 0 or "TLS port" not in err:
+            fail(case, f"a plaintext shim on a TLS port: exit {rc}: {err[-800:]}")
+        else:
+            ok(case, "a plaintext shim on a TLS port: the client says it is a TLS port")
+    finally:
+        d.stop()
+        d.close()
+    for cert, what in (("expired", "expired"), ("wronghost", "wrong host name"), ("untrusted", "self-signed")):
+        d = daemon_with(tmp, f"{case}-{cert}", cert)
+        try:
+            rc, out, err = run_prog("e2e_basic", shim_env(d.port, "x", token=TOKENS["alice"]), timeout=60)
+            if rc == 0 or "certificate" not in err:
+                fail(case, f"a server certificate that is {what}: exit {rc}: {err[-800:]}")
+            else:
+                ok(case, f"a server certificate that is {what} is refused: "
+                         f"{[ln for ln in err.splitlines() if 'certificate' in ln][:1]}")
+        finally:
+            d.stop()
+            d.close()
+    d = tls_daemon(tmp, case + "-mtls", ["--tls-client-ca", CERTS["ca"]])
+    try:
+        rc, out, err = run_prog("e2e_basic", shim_env(d.port, "m", cert="alice"))
+        if rc != 0 or not d.wait_log(r"of tenant alice: new", 3):
+            fail(case, f"mutual TLS through the shim: exit {rc}: {err[-800:]}")
+        else:
+            ok(case, "mutual TLS through the shim: tenant alice")
+        rc, out, err = run_prog("e2e_basic", shim_env(d.port, "m2"), timeout=60)
+        if rc == 0:
+            fail(case, "no client certificate through the shim was admitted")
+        else:
+            ok(case, "no client certificate: refused")
+    finally:
+        d.stop()
+        d.close()
+
+
+def test_restarts(tmp):
+    """e2e_restart (a verified counter workload) over TLS with a token
+    through 10 SIGTERM restarts, then two upgrades (SIGHUP)."""
+    case = "restarts"
+    ck = os.path.join(tmp, "ck-tls")
+    port = sv.free_port()
+    args = ["--listen", f"127.0.0.1:{port}", "--tls-cert", CERTS["server"], "--tls-key", CERTS["server_key"],
+            "--auth-tokens", tokens_file(tmp), "--checkpoint-dir", ck, "--session-ttl", "120",
+            "--drain-timeout", "30"]
+    log_path = os.path.join(tmp, "restarts.log")
+    logf = open(log_path, "ab")
+    env = dict(os.environ)
+    for k in ("LD_LIBRARY_PATH", "NOTIFY_SOCKET", "LISTEN_FDS"):
+        env.pop(k, None)
+
+    def start():
+        p = subprocess.Popen([LUPINED, "--backend", "sim"] + args, stdout=logf, stderr=logf, env=env)
+        w.wait_port(port, p, 20)
+        return p
+
+    d = start()
+    restarts = 10
+    kernels = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels")
+    client = subprocess.Popen([os.path.join(PROGS, "e2e_restart"), kernels, str(40 * restarts + 120), "15"],
+                              env=shim_env(port, "tls-restart", token=TOKENS["bob"],
+                                           extra={"LUPINE_RECONNECT_TIMEOUT": "120"}),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import random
+    rng = random.Random(20261202)
+    clean = 0
+    try:
+        for _ in range(restarts):
+            time.sleep(rng.uniform(0.3, 1.0))
+            if client.poll() is not None:
+                break
+            d.send_signal(15)
+            try:
+                clean += d.wait(timeout=60) == 0
+            except subprocess.TimeoutExpired:
+                d.kill()
+            d = start()
+        for _ in range(2):
+            time.sleep(0.8)
+            if client.poll() is None:
+                d.send_signal(1)  # SIGHUP: an upgrade (re-exec)
+        out, err = client.communicate(timeout=600)
+    finally:
+        if client.poll() is None:
+            client.kill()
+        d.send_signal(15)
+        try:
+            d.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            d.kill()
+        logf.close()
+    text = open(log_path, errors="replace").read()
+    if clean != restarts:
+        fail(case, f"{clean} of {restarts} drains over TLS exited 0")
+    elif text.count("restored checkpoint epoch") < restarts:
+        fail(case, "not every restart restored the session: " + text[-2000:])
+    elif text.count("upgrade: re-executing") < 2:
+        fail(case, "the two upgrades did not happen: " + text[-2000:])
+    elif client.returncode != 0 or "counter exact" not in out:
+        fail(case, f"the client over TLS: exit {client.returncode}: {out[-800:]} {err[-2000:]}")
+    else:
+        ok(case, f"{restarts} SIGTERM restarts and 2 upgrades over TLS with a token: counter exact")
+
+
 CASES = {
     "handoff": test_handoff,
     "plaintext": test_plaintext,
     "policy": test_policy,
     "tokens": test_tokens,
     "mtls": test_mtls,
+    "shim": test_shim,
+    "restarts": test_restarts,
 }
 
 
