@@ -12,7 +12,9 @@
 #             a 64 GiB hot restart, GPT through 5 upgrades
 #   families  issue 13's families (graphs, pools, VMM) and the frameworks
 #             that use them, against local (tests/gpu/families.sh)
-#   bench     the benchmarks, local driver against lupine
+#   tls       issue 15: e2e programs, PyTorch and GPT over TLS with a token,
+#             against local (tests/gpu/tls.sh)
+#   bench     the benchmarks, local driver against lupine (plaintext and TLS)
 #   nvml      issue 16: the real nvidia-smi (plain, -L, -q, --query-gpu, dmon),
 #             pynvml and PyTorch's NVML calls, locally and through lupine's
 #             libnvidia-ml.so.1 (tests/gpu/nvml.sh)
@@ -27,7 +29,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 shift 2>/dev/null || true
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core runtime families nvml bench)
+[ ${#parts[@]} -gt 0 ] || parts=(core runtime families nvml tls bench)
 LOG=${OUT:-/tmp}/gpu-run.log
 : > "$LOG"
 pass=0
@@ -151,6 +153,12 @@ part_nvml() {
         grep -h "lupine nvml:" "$LOG" | tail -n 1
 }
 
+part_tls() {
+        step "e2e programs, PyTorch and GPT over TLS 1.3 with a token: same output as local (tests/gpu/tls.sh)" \
+                tests/gpu/tls.sh "$BUILD"
+        grep -h "lupine tls:\|gpt_train over TLS" "$LOG" | tail -n 2
+}
+
 part_bench() {
         if [ -z "${LUPINE_GPU_NO_BENCH:-}" ]; then
                 echo "=== benchmarks (local driver vs lupine, same job)" | tee -a "$LOG"
@@ -160,8 +168,8 @@ part_bench() {
 
 for part in "${parts[@]}"; do
         case $part in
-        core | runtime | families | nvml | bench) ;;
-        *) echo "run.sh: unknown part '$part' (parts: core runtime families nvml bench)"; exit 2 ;;
+        core | runtime | families | nvml | tls | bench) ;;
+        *) echo "run.sh: unknown part '$part' (parts: core runtime families nvml tls bench)"; exit 2 ;;
         esac
 done
 for part in "${parts[@]}"; do
