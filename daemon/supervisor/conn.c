@@ -274,9 +274,13 @@ static int conn_tls_peek(struct sup *s, int idx)
         const char *why;
         ssize_t n = recv(c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 
+        if (n <= 0)
+                return 0; /* nothing yet: OpenSSL will say */
+        /* Once only: after the handshake's first read, later bytes are
+         * the middle of a ClientHello. */
+        c->tls_peeked = true;
         if (n < 6)
                 return 0; /* too little to tell: OpenSSL will */
-        c->tls_peeked = true;
         if (lup_tls_looks_like_hello(b, (size_t)n))
                 return 0;
         lup_tls_free(c->tls, false);
