@@ -55,6 +55,12 @@ static int ctx_common(SSL_CTX *c, unsigned flags)
 {
         if (!SSL_CTX_set_min_proto_version(c, TLS1_3_VERSION) || !SSL_CTX_set_max_proto_version(c, TLS1_3_VERSION))
                 return -1;
+        /* AES-128-GCM first: as safe as AES-256 for this use and a third
+         * cheaper per byte, which bulk copies feel (the server's order wins). */
+        if (SSL_CTX_set_ciphersuites(c, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256") !=
+            1)
+                return -1;
+        SSL_CTX_set_options(c, SSL_OP_CIPHER_SERVER_PREFERENCE);
         /* No session tickets: nothing is resumed, and a ticket sent after
          * the supervisor's handshake would be read by the worker's. */
         (void)SSL_CTX_set_num_tickets(c, 0);
