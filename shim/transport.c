@@ -187,7 +187,8 @@ int lupt_config_load(struct lupt_config *c, const char *servers, unsigned flags,
                 goto fail;
         if (!c->cert != !c->key) {
                 snprintf(err, errcap, "%s is set without %s: a client certificate needs both",
-                         c->cert ? "LUPINE_TLS_CERT" : "LUPINE_TLS_KEY", c->cert ? "LUPINE_TLS_KEY" : "LUPINE_TLS_CERT");
+                         c->cert ? "LUPINE_TLS_CERT" : "LUPINE_TLS_KEY",
+                         c->cert ? "LUPINE_TLS_KEY" : "LUPINE_TLS_CERT");
                 rc = -EINVAL;
                 goto fail;
         }
@@ -239,7 +240,8 @@ static int handshake(struct lupt_link *l, const struct lup_endpoint *ep, int ms,
                 return 0;
         const char *why = lup_tls_error(l->tls);
         if (second)
-                snprintf(err, errcap, "%s: the second TLS handshake (with the session's worker) failed: %s", ep->text, why);
+                snprintf(err, errcap, "%s: the second TLS handshake (with the session's worker) failed: %s", ep->text,
+                         why);
         else
                 snprintf(err, errcap, "%s: TLS handshake failed: %s%s", ep->text, why,
                          strstr(why, "certificate") ? "" : " (is it a TLS port?)");
@@ -534,7 +536,10 @@ static int handoff(const struct lupt_config *c, const struct lup_endpoint *ep, s
                    const struct lup_hdr *hello, const uint8_t *ticket, int handshake_ms, char *err, size_t errcap)
 {
         uint8_t f[LUP_HDR_SIZE + LUP_TICKET_SIZE];
-        struct lup_hdr h = { .len = LUP_TICKET_SIZE, .op = LUP_OP_HANDOFF, .flags = LUP_F_SYNC, .lane = hello->lane,
+        struct lup_hdr h = { .len = LUP_TICKET_SIZE,
+                             .op = LUP_OP_HANDOFF,
+                             .flags = LUP_F_SYNC,
+                             .lane = hello->lane,
                              .seq = hello->seq };
         struct pipe_guard g;
 
@@ -594,8 +599,8 @@ int lupt_hello(const struct lupt_config *c, const struct lup_endpoint *ep, struc
                 rc = read_answer(l, ret_h, ret_p);
         } else if (l->tls && c->second && (rc == -EBADMSG || (rc == 0 && !is_refusal(ret_h)))) {
                 snprintf(err, errcap, "the server at %s does not speak lupine's TLS protocol (%s)", ep->text,
-                         rc == -EBADMSG ? "it answered HELLO with a malformed frame" :
-                         "it answered HELLO without a hand-off to the session");
+                         rc == -EBADMSG ? "it answered HELLO with a malformed frame"
+                                        : "it answered HELLO without a hand-off to the session");
                 free(*ret_p);
                 *ret_p = NULL;
                 return -EPROTO;

@@ -48,9 +48,9 @@ struct lupt_link {
 
 /* The client's settings, read once from the environment (docs/running.md). */
 struct lupt_config {
-        char *ca, *cert, *key;             /* LUPINE_TLS_CA, _CERT, _KEY; NULL when unset */
-        uint8_t token[LUP_MAX_AUTH];       /* LUPINE_TOKEN or the first line of LUPINE_TOKEN_FILE */
-        uint16_t token_len;                /* 0: none */
+        char *ca, *cert, *key;       /* LUPINE_TLS_CA, _CERT, _KEY; NULL when unset */
+        uint8_t token[LUP_MAX_AUTH]; /* LUPINE_TOKEN or the first line of LUPINE_TOKEN_FILE */
+        uint16_t token_len;          /* 0: none */
         /* Made when LUPINE_SERVER names a tls:// endpoint. first: the first
          * (or only) handshake of a connection; second: the worker's, after a
          * hand-off. The first has no kernel TLS when a hand-off follows: the
