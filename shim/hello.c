@@ -202,10 +202,11 @@ static int connect_endpoint(const struct lup_endpoint *ep, void *userdata)
 {
         struct first_link *f = userdata;
         int fd = lupt_connect(&lupc_tcfg, ep, LUPC_HANDSHAKE_TIMEOUT_MS, &f->link, f->err, sizeof(f->err));
+        size_t n = strlen(ep->text);
         if (fd >= 0)
                 f->ep = *ep;
-        else if (!ep->tls)
-                snprintf(f->err, sizeof(f->err), "%s", strerror(-fd)); /* the line names the endpoints already */
+        else if (strncmp(f->err, ep->text, n) == 0 && strncmp(f->err + n, ": ", 2) == 0)
+                memmove(f->err, f->err + n + 2, strlen(f->err + n + 2) + 1); /* the line names the endpoints */
         return fd;
 }
 

@@ -240,10 +240,9 @@ static int handshake(struct lupt_link *l, const struct lup_endpoint *ep, int ms,
                 return 0;
         const char *why = lup_tls_error(l->tls);
         if (second)
-                snprintf(err, errcap, "%s: the second TLS handshake (with the session's worker) failed: %s", ep->text,
-                         why);
+                snprintf(err, errcap, "%s: the session's worker (second TLS session): %s", ep->text, why);
         else
-                snprintf(err, errcap, "%s: TLS handshake failed: %s%s", ep->text, why,
+                snprintf(err, errcap, "%s: %s%s", ep->text, why,
                          strstr(why, "certificate") ? "" : " (is it a TLS port?)");
         return rc;
 }

@@ -38,7 +38,7 @@
 #include "tls_certs.h"
 #include "transport.h"
 
-#define BULK (64u << 20)
+#define BULK    (64u << 20)
 #define REFUSED 800 /* CUDA_ERROR_NOT_PERMITTED */
 
 static char dir[64];
@@ -95,7 +95,9 @@ struct bulk {
 static void *bulk_write(void *arg)
 {
         struct bulk *b = arg;
-        enum { CHUNK = (1 << 20) + 77 };
+        enum {
+                CHUNK = (1 << 20) + 77
+        };
         uint8_t *buf = malloc(CHUNK);
         size_t sent = 0;
         unsigned round = 0, stalls = 0;
@@ -201,7 +203,14 @@ static unsigned bulk_both(struct lupt_link *l, uint32_t out_seed, uint32_t in_se
 
 /* ---- the server: lupined's supervisor, then its worker */
 
-enum srv_mode { SRV_HANDOFF, SRV_REFUSE, SRV_NO_HANDOFF, SRV_PLAIN, SRV_HANDSHAKE, SRV_RESET };
+enum srv_mode {
+        SRV_HANDOFF,
+        SRV_REFUSE,
+        SRV_NO_HANDOFF,
+        SRV_PLAIN,
+        SRV_HANDSHAKE,
+        SRV_RESET
+};
 
 struct srv {
         enum srv_mode mode;
@@ -239,12 +248,12 @@ static struct lup_tls_ctx *srv_ctx(struct srv *s, unsigned flags)
         return c;
 }
 
-static int srv_send(struct lup_tls *t, uint16_t op, uint32_t status, const struct lup_hdr *req, const void *p,
-                    size_t n)
+static int srv_send(struct lup_tls *t, uint16_t op, uint32_t status, const struct lup_hdr *req, const void *p, size_t n)
 {
         uint8_t f[LUP_HDR_SIZE + 512];
-        struct lup_hdr h = { .len = (uint32_t)n, .op = op, .flags = LUP_F_REPLY, .lane = req->lane, .seq = req->seq,
-                             .status = status };
+        struct lup_hdr h = {
+                .len = (uint32_t)n, .op = op, .flags = LUP_F_REPLY, .lane = req->lane, .seq = req->seq, .status = status
+        };
         lup_hdr_encode(f, &h);
         memcpy(f + LUP_HDR_SIZE, p, n);
         return lup_tls_write_full(t, f, LUP_HDR_SIZE + n);
@@ -275,7 +284,8 @@ static struct lup_tls *srv_worker(struct srv *s, int fd, const uint8_t *ticket, 
                 return t;
         }
         s->handoff_ok = h.op == LUP_OP_HANDOFF && h.flags == LUP_F_SYNC && h.lane == s->hello_hdr.lane &&
-                        h.seq == s->hello_hdr.seq && h.len == LUP_TICKET_SIZE && memcmp(p, ticket, LUP_TICKET_SIZE) == 0;
+                        h.seq == s->hello_hdr.seq && h.len == LUP_TICKET_SIZE &&
+                        memcmp(p, ticket, LUP_TICKET_SIZE) == 0;
         if (!s->handoff_ok)
                 srv_fail(s, "bad HANDOFF frame (op %u flags %u len %u)", h.op, h.flags, h.len);
         else if (srv_send(t, LUP_OP_HELLO, 0, &s->hello_hdr, "ok!!", 4) < 0)
@@ -559,7 +569,7 @@ static void test_untrusted(void **state)
 
 static void test_plain_server(void **state)
 {
-        expect_refused_handshake(SRV_PLAIN, "server.pem", NULL, "TLS handshake failed", true);
+        expect_refused_handshake(SRV_PLAIN, "server.pem", NULL, "TLS handshake: ", true);
 }
 
 static void test_refusal(void **state)
@@ -635,7 +645,8 @@ static void expect_config_error(const char *want)
 {
         struct lupt_config cfg;
         char err[600];
-        assert_true(lupt_config_load(&cfg, "tls://127.0.0.1:1", LUPT_CFG_TOKEN | LUPT_CFG_HANDOFF, err, sizeof(err)) < 0);
+        assert_true(lupt_config_load(&cfg, "tls://127.0.0.1:1", LUPT_CFG_TOKEN | LUPT_CFG_HANDOFF, err, sizeof(err)) <
+                    0);
         if (!strstr(err, want) || strstr(err, "sekrit"))
                 fail_msg("unexpected error: %s", err);
         assert_null(cfg.first);
@@ -736,7 +747,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
         static const char *files[] = { "server.pem", "server.key", "other.pem", "other.key", "client.pem",
-                                       "client.key", "token", "empty", "big", "max" };
+                                       "client.key", "token",      "empty",     "big",       "max" };
         char p[128];
         for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
                 path_of(p, sizeof(p), files[i]);
