@@ -57,7 +57,7 @@
 #include "replay.h"
 
 struct lupc_conn conn = {
-        .fd = -1,
+        .link = { .fd = -1 },
         .send_lock = PTHREAD_MUTEX_INITIALIZER,
         .recv_lock = PTHREAD_MUTEX_INITIALIZER,
         .recv_cond = PTHREAD_COND_INITIALIZER,
@@ -178,8 +178,8 @@ void lupc_conn_die_locked(const char *fmt, ...)
         lup_vlogf(LUP_LOG_ERR, fmt, ap);
         va_end(ap);
         atomic_store_explicit(&conn.state, CONN_DEAD, memory_order_release);
-        if (conn.fd >= 0)
-                shutdown(conn.fd, SHUT_RDWR); /* a reader or writer blocked on it returns */
+        if (conn.link.fd >= 0)
+                shutdown(conn.link.fd, SHUT_RDWR); /* a reader or writer blocked on it returns */
         if (!conn.reader_busy)
                 while (conn.landings)
                         lupc_drop_landing_locked(conn.landings);
@@ -202,7 +202,7 @@ static void conn_lost_locked(uint64_t gen, int rc, const char *why)
         atomic_store_explicit(&conn.state, CONN_RECONNECTING, memory_order_release);
         conn.lost_at_ns = lup_now_ns();
         snprintf(conn.lost_why, sizeof(conn.lost_why), "%s", why);
-        shutdown(conn.fd, SHUT_RDWR); /* a reader or writer blocked on it returns */
+        shutdown(conn.link.fd, SHUT_RDWR); /* a reader or writer blocked on it returns */
         lup_warn("connection to lupined lost (%s); reconnecting for up to %u s", why, conn.reconnect_s);
         pthread_cond_broadcast(&conn.recv_cond);
 }
@@ -356,13 +356,13 @@ static int heartbeat_check(bool may_ping)
         return 0;
 }
 
-/* Reads exactly n bytes (the socket's receive timeout is hb_ms, so a
- * silent server is noticed). 0 or -errno. */
+/* Reads exactly n bytes (a read waits at most hb_ms, so a silent server
+ * is noticed). 0 or -errno. */
 static int conn_read_full(void *p, size_t n)
 {
         uint8_t *b = p;
         while (n) {
-                ssize_t k = read(conn.fd, b, n);
+                ssize_t k = lupt_read(&conn.link, b, n);
                 if (k > 0) {
                         atomic_store_explicit(&conn.last_rx_ns, lup_now_ns(), memory_order_relaxed);
                         b += k;
@@ -371,10 +371,8 @@ static int conn_read_full(void *p, size_t n)
                 }
                 if (k == 0)
                         return -ECONNRESET;
-                if (errno == EINTR)
-                        continue;
-                if (errno != EAGAIN && errno != EWOULDBLOCK)
-                        return -errno;
+                if (k != -EAGAIN)
+                        return (int)k;
                 int rc = heartbeat_check(true);
                 if (rc < 0)
                         return rc;
@@ -382,15 +380,15 @@ static int conn_read_full(void *p, size_t n)
         return 0;
 }
 
-/* Reads a frame header, polling for a short while first: a reply usually
- * comes within tens of microseconds, and sleeping costs a wake-up. */
-static int read_header(uint8_t *hb)
+/* Reads the rest of a frame header (got bytes of it are there), polling
+ * for a short while first: a reply usually comes within tens of
+ * microseconds, and sleeping costs a wake-up. */
+static int read_header(uint8_t *hb, size_t got)
 {
-        size_t got = 0;
         if (lupc_spin_ns) {
                 uint64_t deadline = lup_now_ns() + lupc_spin_ns;
                 while (got < LUP_HDR_SIZE) {
-                        ssize_t k = recv(conn.fd, hb + got, LUP_HDR_SIZE - got, MSG_DONTWAIT);
+                        ssize_t k = lupt_recv_nb(&conn.link, hb + got, LUP_HDR_SIZE - got);
                         if (k > 0) {
                                 atomic_store_explicit(&conn.last_rx_ns, lup_now_ns(), memory_order_relaxed);
                                 got += (size_t)k;
@@ -398,8 +396,8 @@ static int read_header(uint8_t *hb)
                         }
                         if (k == 0)
                                 return -ECONNRESET;
-                        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-                                return -errno;
+                        if (k != -EAGAIN)
+                                return (int)k;
                         if (lup_now_ns() >= deadline)
                                 break;
                 }
@@ -410,12 +408,19 @@ static int read_header(uint8_t *hb)
 static const char *io_why(int rc)
 {
         static char quiet[96];
+        static __thread char tls_why[256];
         if (rc == -ETIMEDOUT && conn.hb_ms) {
                 snprintf(quiet, sizeof(quiet), "no sign of life from lupined for %u ms (heartbeat)", conn.hb_timeout_ms);
                 return quiet;
         }
+        if (rc == -EPROTO && conn.link.tls) {
+                snprintf(tls_why, sizeof(tls_why), "%s", lupt_why(&conn.link));
+                return tls_why;
+        }
         return rc == -ECONNRESET || rc == -EPIPE ? "server closed the connection" : strerror(-rc);
 }
+
+static int read_frame(uint8_t *hb, size_t got, const char **why);
 
 /* Reads one frame with the reader role held (recv_lock NOT held).
  * Returns 0 or -errno (-EBADMSG: the server broke the protocol) and sets
@@ -423,8 +428,30 @@ static const char *io_why(int rc)
 int lupc_read_one_frame(const char **why)
 {
         uint8_t hb[LUP_HDR_SIZE];
+        return read_frame(hb, 0, why);
+}
+
+/* A frame has begun to arrive when a read that does not wait returns a
+ * byte of it (under TLS, bytes on the socket may be no whole record yet). */
+int lupc_read_frame_if_any(const char **why)
+{
+        uint8_t hb[LUP_HDR_SIZE];
+        ssize_t k = lupt_recv_nb(&conn.link, hb, sizeof(hb));
+        if (k == -EAGAIN)
+                return -EAGAIN;
+        if (k <= 0) {
+                *why = io_why(k == 0 ? -ECONNRESET : (int)k);
+                return k == 0 ? -ECONNRESET : (int)k;
+        }
+        atomic_store_explicit(&conn.last_rx_ns, lup_now_ns(), memory_order_relaxed);
+        return read_frame(hb, (size_t)k, why);
+}
+
+/* A frame whose first got header bytes are in hb. */
+static int read_frame(uint8_t *hb, size_t got, const char **why)
+{
         struct lup_hdr h;
-        int rc = read_header(hb);
+        int rc = read_header(hb, got);
         if (rc < 0) {
                 *why = io_why(rc);
                 return rc;
@@ -515,12 +542,11 @@ static void harvest_replies(void)
         uint64_t gen = conn.gen;
         pthread_mutex_unlock(&conn.recv_lock);
         const char *why = NULL;
-        uint8_t b;
-        int rc = 0;
-        while (recv(conn.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1 && (rc = lupc_read_one_frame(&why)) == 0)
+        int rc;
+        while ((rc = lupc_read_frame_if_any(&why)) == 0)
                 ;
         pthread_mutex_lock(&conn.recv_lock);
-        if (rc < 0)
+        if (rc < 0 && rc != -EAGAIN)
                 conn_lost_locked(gen, rc, why ? why : "read error");
         release_reader_locked();
         pthread_mutex_unlock(&conn.recv_lock);
@@ -583,19 +609,17 @@ static CUresult await_ack(void)
         return lupc_conn_state() == CONN_DEAD ? CUDA_ERROR_DEVICE_UNAVAILABLE : CUDA_SUCCESS;
 }
 
-/* Writes whole frames, send_lock held. The socket's send timeout is hb_ms:
- * while it stays full, whatever the server sent meanwhile is read (if no
+/* Writes whole frames, send_lock held. A write waits at most hb_ms: while
+ * the socket stays full, whatever the server sent meanwhile is read (if no
  * other thread reads), and with neither progress nor a sign of life for
- * hb_timeout_ms the connection counts as lost (-ETIMEDOUT). */
+ * hb_timeout_ms the connection counts as lost (-ETIMEDOUT). The same iov
+ * is written again after -EAGAIN, as TLS needs (transport.h). */
 static int conn_writev(struct iovec *iov, int iovcnt)
 {
         uint64_t progress = lup_now_ns();
         while (iovcnt > 0) {
-                struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
-                ssize_t k = sendmsg(conn.fd, &mh, MSG_NOSIGNAL);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                ssize_t k = lupt_send(&conn.link, iov, iovcnt, false);
+                if (k == -EAGAIN) {
                         harvest_replies();
                         uint64_t limit = (uint64_t)conn.hb_timeout_ms * 1000000ull;
                         if (conn.hb_ms && lup_now_ns() - progress >= limit && heartbeat_check(false) < 0)
@@ -603,7 +627,7 @@ static int conn_writev(struct iovec *iov, int iovcnt)
                         continue;
                 }
                 if (k < 0)
-                        return -errno;
+                        return (int)k;
                 progress = lup_now_ns();
                 lup_iov_advance(&iov, &iovcnt, (size_t)k);
         }

@@ -17,6 +17,7 @@
 #include "frame.h"
 #include "net.h"
 #include "replay.h"
+#include "transport.h"
 
 #define LUPC_DEFAULT_SERVER "127.0.0.1:14833"
 #define LUPC_MAX_ENDPOINTS 8
@@ -57,8 +58,8 @@ struct lupc_landing {
 enum conn_state { CONN_UP = 0, CONN_RECONNECTING = 1, CONN_DEAD = 2 };
 
 struct lupc_conn {
-        int fd;                         /* written under both locks */
-        uint64_t gen;                   /* bumped with every new fd; under both locks */
+        struct lupt_link link; /* the socket (and its TLS state); written under both locks */
+        uint64_t gen;          /* bumped with every new link; under both locks */
         pthread_mutex_t send_lock;
         _Atomic uint64_t next_seq;      /* written under send_lock */
         struct replay replay;           /* under send_lock */
@@ -96,6 +97,10 @@ struct lupc_conn {
 };
 
 extern struct lupc_conn conn;
+/* TLS and the bearer token, read at init (hello.c) */
+extern struct lupt_config lupc_tcfg;
+/* The orderly goodbye at exit (reconnect.c); sent once. */
+void lupc_say_goodbye(void);
 
 struct hello_reply {
         uint32_t status;                /* 0: accepted; else refused with msg */
@@ -108,6 +113,7 @@ struct hello_reply {
         struct lupc_device *devs;       /* ndev of them; the caller installs or frees them */
         uint32_t ndev;
         uint64_t resend_from, tx_end;   /* with LUP_HELLO_RESEND: stream bytes resent next */
+        char why[400];                  /* a failure (rc < 0) TLS or the hand-off explains; else "" */
 };
 
 typedef int (*endpoint_fn)(const struct lup_endpoint *ep, void *userdata);
@@ -126,11 +132,14 @@ struct lupc_landing *lupc_find_landing_locked(uint64_t token);
 enum conn_state lupc_conn_state(void);
 void lupc_drop_landing_locked(struct lupc_landing *l);
 int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t tried_cap);
-int lupc_hello_exchange(int fd, uint64_t last_seen, struct hello_reply *ret);
+int lupc_hello_exchange(struct lupt_link *l, const struct lup_endpoint *ep, uint64_t last_seen,
+                        struct hello_reply *ret);
 const char *lupc_op_name(unsigned op);
 int lupc_read_one_frame(const char **why);
+/* A frame if one has begun to arrive, without waiting for one: 0, -EAGAIN
+ * when none has, or -errno as lupc_read_one_frame. */
+int lupc_read_frame_if_any(const char **why);
 void lupc_reconnect(void);
-void lupc_set_io_timeout(int fd, int ms);
 void lupc_unlink_waiter_locked(struct lupc_waiter *me);
 
 uint32_t lupc_my_lane(void);

@@ -79,19 +79,15 @@ static int decode_hello_reply(const uint8_t *p, size_t n, bool resend, struct he
         return 0;
 }
 
-/* Bounds every blocking read and write on fd (0: no bound). */
-void lupc_set_io_timeout(int fd, int ms)
-{
-        struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
+struct lupt_config lupc_tcfg;
 
 /* Says HELLO (seq 0, never replayed: it is not a call) as session conn.name
- * with conn.token and reads the answer. Returns 0 when an answer came
- * (ret->status says whether it accepted), -EPROTO for a malformed one, or
- * another -errno when the connection failed first (-EAGAIN: timed out). */
-int lupc_hello_exchange(int fd, uint64_t last_seen, struct hello_reply *ret)
+ * with conn.token (and the bearer token) on l, connected to ep, and reads
+ * the answer (through the hand-off to the worker on a TLS connection).
+ * Returns 0 when an answer came (ret->status says whether it accepted),
+ * -EPROTO for a malformed one, or another -errno when the connection failed
+ * first (-EAGAIN: timed out); ret->why says more where TLS can. */
+int lupc_hello_exchange(struct lupt_link *l, const struct lup_endpoint *ep, uint64_t last_seen, struct hello_reply *ret)
 {
         uint8_t buf[LUP_HDR_SIZE + 512];
         struct lup_hello hello = { .proto_version = LUP_PROTO_VERSION, .cuda_version = CUDA_VERSION,
@@ -105,37 +101,37 @@ int lupc_hello_exchange(int fd, uint64_t last_seen, struct hello_reply *ret)
                 hello.flags |= LUP_HELLO_RESEND;
                 hello.rx_bytes = atomic_load_explicit(&conn.rx_bytes, memory_order_relaxed);
         }
+        if (lupc_tcfg.token_len) {
+                hello.flags |= LUP_HELLO_AUTH;
+                hello.auth_len = lupc_tcfg.token_len;
+                memcpy(hello.auth, lupc_tcfg.token, lupc_tcfg.token_len);
+        }
         size_t hlen;
 
+        ret->why[0] = 0;
         memcpy(hello.name, conn.name, sizeof(hello.name));
         memcpy(hello.token, conn.token, sizeof(hello.token));
-        if (lup_hello_encode(buf + LUP_HDR_SIZE, sizeof(buf) - LUP_HDR_SIZE, &hello, &hlen) < 0)
+        int rc = lup_hello_encode(buf + LUP_HDR_SIZE, sizeof(buf) - LUP_HDR_SIZE, &hello, &hlen);
+        explicit_bzero(hello.auth, sizeof(hello.auth));
+        if (rc < 0)
                 return -EINVAL;
         struct lup_hdr h = { .len = (uint32_t)hlen, .op = LUP_OP_HELLO, .flags = LUP_F_SYNC, .lane = lupc_my_lane() };
         lup_hdr_encode(buf, &h);
-        int rc = lup_write_full(fd, buf, LUP_HDR_SIZE + hlen);
-        if (rc < 0)
-                return rc;
 
-        uint8_t hb[LUP_HDR_SIZE];
         struct lup_hdr rh;
-        const char *why;
-        rc = lup_read_full(fd, hb, sizeof(hb));
+        uint8_t *rep;
+        rc = lupt_hello(&lupc_tcfg, ep, l, buf, LUP_HDR_SIZE + hlen, LUPC_HANDSHAKE_TIMEOUT_MS, &rh, &rep, ret->why,
+                        sizeof(ret->why));
+        explicit_bzero(buf, sizeof(buf));
         if (rc < 0)
                 return rc;
-        if (lup_hdr_decode(hb, &rh, &why) < 0 || rh.op != LUP_OP_HELLO || !(rh.flags & LUP_F_REPLY))
-                return -ECONNRESET;
-        uint8_t *rep = malloc(rh.len ? rh.len : 1);
-        if (!rep)
-                return -ENOMEM;
-        rc = lup_read_full(fd, rep, rh.len);
-        if (rc == 0 && rh.status != 0) {
+        if (rh.status != 0) {
                 const char *msg;
                 size_t ml;
                 lup_refusal_decode(rep, rh.len, 1024, &msg, &ml);
                 ret->status = rh.status;
                 snprintf(ret->msg, sizeof(ret->msg), "%.*s", (int)ml, msg);
-        } else if (rc == 0) {
+        } else {
                 ret->status = 0;
                 rc = decode_hello_reply(rep, rh.len, (hello.flags & LUP_HELLO_RESEND) != 0, ret) < 0 ? -EPROTO : 0;
         }
@@ -195,12 +191,49 @@ int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t t
         return rc;
 }
 
+/* The first endpoint that answers, at init. */
+struct first_link {
+        struct lupt_link link;
+        struct lup_endpoint ep;
+        char err[400];
+};
+
 static int connect_endpoint(const struct lup_endpoint *ep, void *userdata)
 {
-        return lup_connect(ep);
+        struct first_link *f = userdata;
+        int fd = lupt_connect(&lupc_tcfg, ep, LUPC_HANDSHAKE_TIMEOUT_MS, &f->link, f->err, sizeof(f->err));
+        size_t n = strlen(ep->text);
+        if (fd >= 0)
+                f->ep = *ep;
+        else if (strncmp(f->err, ep->text, n) == 0 && strncmp(f->err + n, ": ", 2) == 0)
+                memmove(f->err, f->err + n + 2, strlen(f->err + n + 2) + 1); /* the line names the endpoints */
+        return fd;
 }
 
-static void read_config(void)
+/* Exit and fork with a TLS connection (hello.c's do_init installs these).
+ * The goodbye goes from an atexit handler, which runs before OpenSSL's own
+ * (registered earlier, or never: transport.c), not from the destructor. A
+ * fork child shares the parent's TLS stream, and one record from it would
+ * break the parent's: it drops the connection without a byte and its calls
+ * fail (its copy of the TLS state is left alone: another thread of the
+ * parent may have been inside it). */
+static void tls_goodbye(void)
+{
+        lupc_say_goodbye();
+}
+
+static void tls_fork_child(void)
+{
+        if (!conn.link.tls)
+                return;
+        if (conn.link.fd >= 0)
+                close(conn.link.fd);
+        conn.link = (struct lupt_link){ .fd = -1 };
+        conn.reconnect_s = 0;
+        atomic_store_explicit(&conn.state, CONN_DEAD, memory_order_release);
+}
+
+static int read_config(void)
 {
         const char *spin = getenv("LUPINE_SPIN_US");
         if (spin && *spin) {
@@ -226,24 +259,41 @@ static void read_config(void)
                 conn.hb_timeout_ms = 2 * conn.hb_ms;
         }
         conn.ack_interval = ((size_t)mb << 20) / 4 < LUPC_ACK_INTERVAL ? ((size_t)mb << 20) / 4 : LUPC_ACK_INTERVAL;
+
+        /* TLS and the bearer token (docs/running.md, "Clients") */
+        const char *servers = getenv("LUPINE_SERVER");
+        char err[600];
+        int rc = lupt_config_load(&lupc_tcfg, servers && *servers ? servers : LUPC_DEFAULT_SERVER,
+                                  LUPT_CFG_TOKEN | LUPT_CFG_HANDOFF, err, sizeof(err));
+        if (rc < 0)
+                lup_err("cannot connect to lupined: %s", err);
+        return rc;
 }
 
 static void do_init(void)
 {
         char tried[1100];
+        static struct first_link f;
         struct hello_reply rep = { 0 };
 
         lup_log_setup("lupine", LUP_LOG_INFO);
-        read_config();
+        if (read_config() < 0) {
+                init_result = CUDA_ERROR_NO_DEVICE;
+                return;
+        }
 
-        int fd = lupc_for_each_endpoint(connect_endpoint, NULL, tried, sizeof(tried));
+        int fd = lupc_for_each_endpoint(connect_endpoint, &f, tried, sizeof(tried));
         if (fd < 0) {
-                lup_err("cannot reach lupined at %s: %s", tried, strerror(-fd));
+                lup_err("cannot reach lupined at %s: %s", tried, f.err[0] ? f.err : strerror(-fd));
                 init_result = CUDA_ERROR_NO_DEVICE;
                 return;
         }
         make_session_name(conn.name, sizeof(conn.name));
-        int rc = lupc_hello_exchange(fd, 0, &rep);
+        int rc = lupc_hello_exchange(&f.link, &f.ep, 0, &rep);
+        if (rc < 0 && rep.why[0]) {
+                lup_err("cannot connect to lupined: %s", rep.why);
+                goto out_close;
+        }
         if (rc == -EPROTO) {
                 lup_err("lupined at %s sent a malformed HELLO reply (protocol version mismatch?)", tried);
                 goto out_close;
@@ -254,7 +304,7 @@ static void do_init(void)
         }
         if (rep.status != 0) {
                 lup_err("lupined at %s refused the session: %s", tried, rep.msg);
-                close(fd);
+                lupt_close(&f.link, true);
                 init_result = rep.status == CUDA_ERROR_DEVICE_UNAVAILABLE ? CUDA_ERROR_NO_DEVICE : (CUresult)rep.status;
                 return;
         }
@@ -270,7 +320,7 @@ static void do_init(void)
                 lup_err("cannot reserve the device address range 0x%llx-0x%llx in this process (%s); refusing to run with moved pointers",
                         (unsigned long long)base, (unsigned long long)(base + size), strerror(errno));
                 free(rep.devs);
-                close(fd);
+                lupt_close(&f.link, true);
                 init_result = CUDA_ERROR_OPERATING_SYSTEM;
                 return;
         }
@@ -281,15 +331,19 @@ static void do_init(void)
         conn.arena_size = size;
         lupc_set_devices(rep.devs, (int)rep.ndev);
         lupc_set_arena(base, size);
-        lupc_set_io_timeout(fd, (int)conn.hb_ms); /* reads and writes notice silence (client.c) */
+        lupt_set_timeout(&f.link, (int)conn.hb_ms); /* reads and writes notice silence (client.c) */
         atomic_store_explicit(&conn.last_rx_ns, lup_now_ns(), memory_order_relaxed);
-        conn.fd = fd;
+        conn.link = f.link;
+        if (lupc_tcfg.first) {
+                (void)atexit(tls_goodbye);
+                (void)pthread_atfork(NULL, NULL, tls_fork_child);
+        }
         init_result = CUDA_SUCCESS;
         lup_debug("connected to %s as session %s", tried, conn.name);
         return;
 
 out_close:
-        close(fd);
+        lupt_close(&f.link, false);
         init_result = CUDA_ERROR_NO_DEVICE;
 }
 

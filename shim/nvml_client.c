@@ -12,6 +12,11 @@
  * fetch is retried for LUPINE_NVML_WAIT_MS (default 10000); after that the
  * call fails with NVML_ERROR_GPU_IS_LOST (NVML_ERROR_DRIVER_NOT_LOADED in
  * nvmlInit) and the next call tries again.
+ *
+ * A tls:// endpoint is one TLS session (the supervisor answers NVML itself:
+ * no hand-off), set up by LUPINE_TLS_CA / _CERT / _KEY as libcuda's. The
+ * NVML request has no field for the bearer token yet: LUPINE_TOKEN is not
+ * sent here.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,6 +34,7 @@
 #include "log.h"
 #include "net.h"
 #include "nvml_shim.h"
+#include "transport.h"
 
 #define LUPN_DEFAULT_SERVER  "127.0.0.1:14833" /* as libcuda.so.1's */
 #define LUPN_MAX_ENDPOINTS   8
@@ -42,6 +48,9 @@ static struct lup_nvml_snapshot *snap; /* the newest good snapshot, or NULL */
 static uint64_t snap_at_ms;            /* CLOCK_MONOTONIC ms it was fetched */
 static unsigned cache_ms = LUPN_MAX_CACHE_MS, wait_ms = LUPN_DEFAULT_WAIT_MS;
 static struct lupn_device handles[LUP_MAX_DEVICES];
+static struct lupt_config tcfg; /* read at the first nvmlInit */
+static int tcfg_rc = 1;         /* 1: not read yet; else lupt_config_load's result */
+static char last_err[400];      /* why the last fetch failed, for the one warning */
 
 /* Marks the library as lupine's (lupined refuses to load it as the host's
  * NVML: it would ask itself). */
@@ -59,8 +68,8 @@ int lupn_unsupported(const char *name, atomic_bool *logged)
         return NVML_ERROR_NOT_SUPPORTED;
 }
 
-/* One exchange on a connected fd: the snapshot into *out. -errno. */
-static int fetch_on(int fd, struct lup_nvml_snapshot *out)
+/* One exchange on a connection: the snapshot into *out. -errno. */
+static int fetch_on(struct lupt_link *l, struct lup_nvml_snapshot *out)
 {
         uint8_t req[LUP_HDR_SIZE + LUP_NVML_REQ_SIZE], hb[LUP_HDR_SIZE];
         struct lup_hdr h = { .len = LUP_NVML_REQ_SIZE, .op = LUP_OP_NVML, .flags = LUP_F_SYNC };
@@ -70,10 +79,11 @@ static int fetch_on(int fd, struct lup_nvml_snapshot *out)
 
         lup_hdr_encode(req, &h);
         lup_nvml_req_encode(req + LUP_HDR_SIZE);
-        rc = lup_write_full(fd, req, sizeof(req));
-        if (rc < 0)
-                return rc;
-        rc = lup_read_full(fd, hb, sizeof(hb));
+        rc = lupt_write_full(l, req, sizeof(req));
+        if (rc == 0)
+                rc = lupt_read_full(l, hb, sizeof(hb));
+        if (rc == -EPROTO)
+                snprintf(last_err, sizeof(last_err), "%s", lupt_why(l));
         if (rc < 0)
                 return rc;
         if (lup_hdr_decode(hb, &rh, &why) < 0 || rh.op != LUP_OP_NVML || !(rh.flags & LUP_F_REPLY) ||
@@ -84,7 +94,7 @@ static int fetch_on(int fd, struct lup_nvml_snapshot *out)
         uint8_t *p = malloc(rh.len ? rh.len : 1);
         if (!p)
                 return -ENOMEM;
-        rc = lup_read_full(fd, p, rh.len);
+        rc = lupt_read_full(l, p, rh.len);
         if (rc == 0 && rh.status != 0) {
                 struct lup_rd r = lup_rd_init(p, rh.len);
                 const char *msg = "";
@@ -111,18 +121,20 @@ static int fetch_once(struct lup_nvml_snapshot *out)
         for (char *tok = strtok_r(list, ",", &save); tok && n < LUPN_MAX_ENDPOINTS;
              tok = strtok_r(NULL, ",", &save), n++) {
                 struct lup_endpoint ep;
+                struct lupt_link l;
                 if (lup_endpoint_parse(tok, &ep) < 0)
                         continue;
-                int fd = lup_connect(&ep);
+                int fd = lupt_connect(&tcfg, &ep, LUPN_IO_TIMEOUT_MS, &l, last_err, sizeof(last_err));
+                if (fd < 0 && !ep.tls)
+                        last_err[0] = 0; /* strerror(rc) says it, as before TLS */
                 if (fd < 0) {
                         rc = fd;
                         continue;
                 }
-                struct timeval tv = { .tv_sec = LUPN_IO_TIMEOUT_MS / 1000 };
-                (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-                (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-                rc = fetch_on(fd, out);
-                close(fd);
+                last_err[0] = 0;
+                lupt_set_timeout(&l, LUPN_IO_TIMEOUT_MS);
+                rc = fetch_on(&l, out);
+                lupt_close(&l, true);
                 if (rc == 0)
                         return 0;
         }
@@ -145,7 +157,7 @@ static int refresh_locked(void)
                 if (rc == 0)
                         break;
                 if (now_ms() - start >= wait_ms) {
-                        lup_warn("cannot reach lupined for NVML: %s", strerror(-rc));
+                        lup_warn("cannot reach lupined for NVML: %s", last_err[0] ? last_err : strerror(-rc));
                         free(fresh);
                         return rc;
                 }
@@ -169,7 +181,15 @@ static nvmlReturn_t nvml_init(void)
                 wait_ms = lup_env_uint("LUPINE_NVML_WAIT_MS", LUPN_DEFAULT_WAIT_MS, 3600u * 1000u);
                 for (unsigned i = 0; i < LUP_MAX_DEVICES; i++)
                         handles[i].index = i;
-                if (refresh_locked() < 0)
+                if (tcfg_rc == 1) {
+                        const char *servers = getenv("LUPINE_SERVER");
+                        char err[600];
+                        tcfg_rc = lupt_config_load(&tcfg, servers && *servers ? servers : LUPN_DEFAULT_SERVER, 0, err,
+                                                   sizeof(err));
+                        if (tcfg_rc < 0)
+                                lup_err("cannot connect to lupined for NVML: %s", err);
+                }
+                if (tcfg_rc < 0 || refresh_locked() < 0)
                         ret = NVML_ERROR_DRIVER_NOT_LOADED;
         }
         if (ret == NVML_SUCCESS)

@@ -55,27 +55,30 @@ static void sleep_ns(uint64_t ns)
 
 /* Writes one replay frame again. The socket is written without blocking:
  * while it is full, frames from the server are read (it may be answering
- * resent calls, and would stop reading if nobody read its answers). */
+ * resent calls, and would stop reading if nobody read its answers). A
+ * write that could not move is retried with the same bytes (transport.h). */
 static int resend_one(uint64_t seq, const uint8_t *p, size_t n, void *userdata)
 {
         struct resume_attempt *ra = userdata;
         while (n) {
-                ssize_t k = send(conn.fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+                struct iovec iov = { (void *)p, n };
+                ssize_t k = lupt_send(&conn.link, &iov, 1, true);
                 if (k > 0) {
                         p += k;
                         n -= (size_t)k;
                         continue;
                 }
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-                        int e = errno;
+                if (k != -EAGAIN) {
                         snprintf(ra->last_error, sizeof(ra->last_error), "resending call seq %llu: %s",
-                                 (unsigned long long)seq, strerror(e));
-                        return -e;
+                                 (unsigned long long)seq, k == -EPROTO ? lupt_why(&conn.link) : strerror((int)-k));
+                        return (int)k;
                 }
-                struct pollfd pfd = { .fd = conn.fd, .events = POLLIN | POLLOUT };
-                int pr = poll(&pfd, 1, LUPC_RESEND_STALL_MS);
+                struct pollfd pfd = { .fd = conn.link.fd, .events = POLLIN | POLLOUT };
+                int pr = 1;
+                if (lupt_readable(&conn.link)) /* TLS may hold bytes the socket no longer shows */
+                        pfd.revents = POLLIN;
+                else
+                        pr = poll(&pfd, 1, LUPC_RESEND_STALL_MS);
                 if (pr < 0 && errno == EINTR)
                         continue;
                 if (pr <= 0) {
@@ -85,8 +88,8 @@ static int resend_one(uint64_t seq, const uint8_t *p, size_t n, void *userdata)
                 }
                 if (pfd.revents & POLLIN) {
                         const char *why = NULL;
-                        int rc = lupc_read_one_frame(&why);
-                        if (rc < 0) {
+                        int rc = lupc_read_frame_if_any(&why);
+                        if (rc < 0 && rc != -EAGAIN) {
                                 snprintf(ra->last_error, sizeof(ra->last_error), "while resending: %s",
                                          why ? why : "read error");
                                 return rc;
@@ -106,23 +109,24 @@ static void drain_lost_connection(void)
 {
         const char *why;
         int n = 0;
-        while (conn.fd >= 0 && lupc_read_one_frame(&why) == 0)
+        while (conn.link.fd >= 0 && lupc_read_one_frame(&why) == 0)
                 n++;
         if (n)
                 lup_debug("read %d frames that were still queued on the lost connection", n);
 }
 
-/* The server resumed the session on fd, having executed up to n. Installs
- * fd, settles the calls whose answers died with the old connection, and
+/* The server resumed the session on link nl, having executed up to n.
+ * Installs it, settles the calls whose answers died with the old connection, and
  * resends every frame after n, holding the send lock so that no new frame
  * can come between them. Returns 0 with the connection up, or -errno (the
  * connection stays down; the next attempt replaces fd). */
-static int resume_on(int fd, uint64_t n, bool resent, uint64_t tx_end, struct resume_attempt *ra)
+static int resume_on(const struct lupt_link *nl, uint64_t n, bool resent, uint64_t tx_end, struct resume_attempt *ra)
 {
         pthread_mutex_lock(&conn.send_lock);
         pthread_mutex_lock(&conn.recv_lock);
-        int old = conn.fd;
-        conn.fd = fd;
+        struct lupt_link old = conn.link;
+        int fd = nl->fd;
+        conn.link = *nl;
         conn.gen++;
         if (n > atomic_load_explicit(&conn.acked, memory_order_relaxed))
                 atomic_store_explicit(&conn.acked, n, memory_order_relaxed);
@@ -161,8 +165,8 @@ static int resume_on(int fd, uint64_t n, bool resent, uint64_t tx_end, struct re
         }
         pthread_cond_broadcast(&conn.recv_cond);
         pthread_mutex_unlock(&conn.recv_lock);
-        if (old >= 0 && old != fd)
-                close(old);
+        if (old.fd >= 0 && old.fd != fd)
+                lupt_close(&old, false);
 
         replay_ack(&conn.replay, n);
         int rc = replay_for_each_after(&conn.replay, n, resend_one, ra);
@@ -206,23 +210,26 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
 {
         struct resume_attempt *ra = userdata;
         struct hello_reply rep = { 0 };
-        int fd = lup_connect(ep);
-        if (fd < 0) {
-                snprintf(ra->last_error, sizeof(ra->last_error), "%s: %s", ep->text, strerror(-fd));
+        struct lupt_link l;
+        int fd = lupt_connect(&lupc_tcfg, ep, LUPC_HANDSHAKE_TIMEOUT_MS, &l, ra->last_error, sizeof(ra->last_error));
+        if (fd < 0)
                 return fd;
-        }
-        lupc_set_io_timeout(fd, LUPC_HANDSHAKE_TIMEOUT_MS);
-        int rc = lupc_hello_exchange(fd, atomic_load_explicit(&conn.acked, memory_order_relaxed), &rep);
-        if (rc < 0) {
+        lupt_set_timeout(&l, LUPC_HANDSHAKE_TIMEOUT_MS);
+        int rc = lupc_hello_exchange(&l, ep, atomic_load_explicit(&conn.acked, memory_order_relaxed), &rep);
+        if (rc < 0 && rep.why[0]) {
+                snprintf(ra->last_error, sizeof(ra->last_error), "%s", rep.why);
+        } else if (rc < 0) {
                 snprintf(ra->last_error, sizeof(ra->last_error), "%s: %s", ep->text,
                          rc == -EAGAIN ? "no answer to HELLO" :
                          rc == -EPROTO ? "malformed HELLO reply" : "connection closed during the handshake");
-                close(fd);
+        }
+        if (rc < 0) {
+                lupt_close(&l, false);
                 return rc;
         }
         if (rep.status != 0) {
                 snprintf(ra->last_error, sizeof(ra->last_error), "%s refused: %.200s", ep->text, rep.msg);
-                close(fd);
+                lupt_close(&l, true);
                 if (rep.status == CUDA_ERROR_DEVICE_UNAVAILABLE && strstr(rep.msg, "no longer exists")) {
                         session_lost("lupined at %s says: %s", ep->text, rep.msg);
                         return SESSION_LOST;
@@ -252,18 +259,19 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
                 uint8_t hb[LUP_HDR_SIZE];
                 struct lup_hdr bye = { .op = LUP_OP_GOODBYE, .seq = n + 1 };
                 lup_hdr_encode(hb, &bye);
-                (void)send(fd, hb, sizeof(hb), MSG_NOSIGNAL | MSG_DONTWAIT);
-                close(fd);
+                struct iovec iov = { hb, sizeof(hb) };
+                (void)lupt_send(&l, &iov, 1, true);
+                lupt_close(&l, true);
                 session_lost("lupined at %s: %s", ep->text, bad);
                 return SESSION_LOST;
         }
-        lupc_set_io_timeout(fd, (int)conn.hb_ms); /* 0: no bound */
+        lupt_set_timeout(&l, (int)conn.hb_ms); /* 0: no bound */
         ra->resent = 0;
         bool resent = conn.replay_on && rep.resend_from == rx;
         if (conn.replay_on && !resent)
                 lup_warn("lupined no longer holds %llu bytes of answers this client did not receive; the calls they answered fail",
                          (unsigned long long)(rep.tx_end - rx));
-        rc = resume_on(fd, n, resent, rep.tx_end, ra);
+        rc = resume_on(&l, n, resent, rep.tx_end, ra);
         if (rc == -EBADMSG) {
                 session_lost("lupined at %s broke the protocol while resuming (%s)", ep->text, ra->last_error);
                 return SESSION_LOST;
@@ -318,18 +326,27 @@ void lupc_reconnect(void)
 /* An orderly goodbye when the process exits, so the worker ends the session
  * at once instead of treating the closed socket as a network failure. Never
  * blocks: if another thread holds the send lock, or the connection is being
- * re-established, the socket simply closes. */
-__attribute__((destructor)) static void say_goodbye(void)
+ * re-established, the socket simply closes. Sent once: from the destructor
+ * on a plain connection, from an atexit handler under TLS (hello.c). */
+void lupc_say_goodbye(void)
 {
+        static atomic_bool said;
         if (lupc_conn_state() != CONN_UP || pthread_mutex_trylock(&conn.send_lock) != 0)
                 return;
-        if (conn.fd >= 0 && lupc_conn_state() == CONN_UP) {
+        if (conn.link.fd >= 0 && lupc_conn_state() == CONN_UP && !atomic_exchange(&said, true)) {
                 uint8_t hb[LUP_HDR_SIZE];
                 struct lup_hdr h = { .op = LUP_OP_GOODBYE,
                                      .seq = atomic_fetch_add_explicit(&conn.next_seq, 1, memory_order_relaxed) };
                 lup_hdr_encode(hb, &h);
-                (void)send(conn.fd, hb, sizeof(hb), MSG_NOSIGNAL | MSG_DONTWAIT);
+                struct iovec iov = { hb, sizeof(hb) };
+                (void)lupt_send(&conn.link, &iov, 1, true);
         }
         pthread_mutex_unlock(&conn.send_lock);
 }
 
+__attribute__((destructor)) static void say_goodbye(void)
+{
+        /* OpenSSL may be cleaned up by now: TLS said goodbye at exit */
+        if (!conn.link.tls)
+                lupc_say_goodbye();
+}

@@ -17,11 +17,18 @@
  *     arena       the session comes back at another address: fail
  *     timeout     nobody answers: blocked calls fail after the timeout
  *     disabled    LUPINE_RECONNECT_TIMEOUT=0: fail at once, no copies kept
+ *     resume-tls  resume over tls:// (loopback TCP): every connection is
+ *                 the supervisor's TLS session, the HELLO with the bearer
+ *                 token, the hand-off, the worker's TLS session; cuts also
+ *                 come before the hand-off
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -43,6 +50,8 @@
 #include "log.h"
 #include "net.h"
 #include "replay.h"
+#include "tls.h"
+#include "tls_certs.h"
 
 /* ======================================================================
  * The buffer
@@ -409,6 +418,15 @@ static struct fake {
         const char *output;
         uint16_t output_flags;
         uint32_t output_status;
+        /* tls:// (resume-tls): the current connection's TLS session, and
+         * the HELLO the "supervisor" read before handing the socket on */
+        bool tls;
+        char dir[64];
+        struct lup_tls_ctx *sup, *wrk;
+        struct lup_tls *t;
+        struct lup_hdr stash_h;
+        uint8_t *stash_p;
+        unsigned handoffs, bad_auth, sup_cuts;
 } fk;
 
 static void fake_error(const char *fmt, ...)
@@ -441,6 +459,8 @@ static uint64_t hash_bytes(const uint8_t *p, size_t n)
 static int send_all(int fd, const void *p, size_t n)
 {
         const uint8_t *b = p;
+        if (fk.t)
+                return lup_tls_write_full(fk.t, p, n) < 0 ? -1 : 0;
         while (n) {
                 ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
                 if (k < 0 && errno == EINTR)
@@ -510,18 +530,29 @@ static void fake_hello_reply(int fd, const struct lup_hdr *req, const uint8_t *t
         fk.last_seq = keep;
 }
 
+static int fake_read(int fd, void *p, size_t n)
+{
+        return fk.t ? lup_tls_read_full(fk.t, p, n, 30000) : lup_read_full(fd, p, n);
+}
+
 static int read_frame(int fd, struct lup_hdr *h, uint8_t **payload)
 {
         uint8_t hb[LUP_HDR_SIZE];
         const char *why;
-        if (lup_read_full(fd, hb, sizeof(hb)) < 0)
+        if (fk.stash_p) { /* the HELLO, read before the hand-off */
+                *h = fk.stash_h;
+                *payload = fk.stash_p;
+                fk.stash_p = NULL;
+                return 0;
+        }
+        if (fake_read(fd, hb, sizeof(hb)) < 0)
                 return -1;
         if (lup_hdr_decode(hb, h, &why) < 0) {
                 fake_error("bad header from the client: %s", why);
                 return -1;
         }
         *payload = malloc(h->len ? h->len : 1);
-        if (lup_read_full(fd, *payload, h->len) < 0) {
+        if (fake_read(fd, *payload, h->len) < 0) {
                 free(*payload);
                 return -1;
         }
@@ -530,7 +561,7 @@ static int read_frame(int fd, struct lup_hdr *h, uint8_t **payload)
 
 static void cut(int fd, bool hard)
 {
-        if (hard) {
+        if (hard && !fk.tls) { /* (over TCP, see drain_close) */
                 struct linger lg = { .l_onoff = 1, .l_linger = 0 };
                 setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
         }
@@ -685,8 +716,103 @@ static void fake_serve(int fd)
         }
 }
 
+#define TLS_TOKEN "resume-tls token"
+
+/* lupined's supervisor and worker on a tls:// connection: handshake, the
+ * HELLO (its bearer token checked), sometimes a cut before the hand-off,
+ * the hand-off, the worker's handshake and the ticket. Leaves fk.t set to
+ * the worker's session and the HELLO in the stash; -1 to close. */
+static int fake_tls_accept(int fd)
+{
+        struct lup_hdr h;
+        struct lup_hello hello;
+        const char *why;
+        uint8_t ticket[LUP_TICKET_SIZE], *p, f[LUP_HDR_SIZE + LUP_TICKET_SIZE];
+
+        fk.t = lup_tls_new(fk.sup, fd, NULL);
+        if (!fk.t || lup_tls_handshake(fk.t, 10000) < 0 || read_frame(fd, &h, &p) < 0)
+                return -1;
+        if (h.op != LUP_OP_HELLO || lup_hello_decode(p, h.len, &hello, &why) < 0) {
+                fake_error("first TLS frame is not a good HELLO");
+                free(p);
+                return -1;
+        }
+        if (!(hello.flags & LUP_HELLO_AUTH) || hello.auth_len != strlen(TLS_TOKEN) ||
+            memcmp(hello.auth, TLS_TOKEN, hello.auth_len) != 0)
+                fk.bad_auth++;
+        if (fk.cut_every && fk.have_session && fake_rand() % 8 == 0) {
+                fk.sup_cuts++; /* the supervisor goes before it answers */
+                free(p);
+                return -1;
+        }
+        for (unsigned i = 0; i < sizeof(ticket); i++)
+                ticket[i] = (uint8_t)fake_rand();
+        struct lup_hdr ho = {
+                .len = LUP_TICKET_SIZE, .op = LUP_OP_HANDOFF, .flags = LUP_F_REPLY, .lane = h.lane, .seq = h.seq
+        };
+        lup_hdr_encode(f, &ho);
+        memcpy(f + LUP_HDR_SIZE, ticket, sizeof(ticket));
+        if (lup_tls_write_full(fk.t, f, sizeof(f)) < 0) {
+                free(p);
+                return -1;
+        }
+        lup_tls_free(fk.t, false);
+        fk.t = lup_tls_new(fk.wrk, fd, NULL);
+        if (!fk.t || lup_tls_handshake(fk.t, 10000) < 0 || lup_tls_read_full(fk.t, f, sizeof(f), 10000) < 0) {
+                free(p);
+                return -1;
+        }
+        if (lup_hdr_decode(f, &ho, &why) < 0 || ho.op != LUP_OP_HANDOFF || ho.flags != LUP_F_SYNC ||
+            ho.len != LUP_TICKET_SIZE || ho.lane != h.lane || ho.seq != h.seq ||
+            memcmp(f + LUP_HDR_SIZE, ticket, sizeof(ticket)) != 0) {
+                fake_error("bad HANDOFF frame from the client");
+                free(p);
+                return -1;
+        }
+        fk.handoffs++;
+        fk.stash_h = h;
+        fk.stash_p = p;
+        return 0;
+}
+
+/* Over TCP a close with unread bytes (the client's next frames) sends a
+ * reset, and a reset makes the client's kernel drop answers it has not
+ * read yet; the real lupined sends those again from its reply log, this
+ * fake keeps none. So a tls:// connection ends with a FIN, and the socket
+ * is read and closed by a thread of its own once the client closes it. */
+static void *drainer(void *arg)
+{
+        int fd = (int)(intptr_t)arg;
+        uint8_t b[65536];
+        for (int i = 0; i < 3000; i++) {
+                struct pollfd pfd = { .fd = fd, .events = POLLIN };
+                if (poll(&pfd, 1, 10) == 1 && recv(fd, b, sizeof(b), MSG_DONTWAIT) == 0)
+                        break;
+        }
+        close(fd);
+        return NULL;
+}
+
+static void drain_close(int fd)
+{
+        pthread_t th;
+        pthread_attr_t a;
+        shutdown(fd, SHUT_WR);
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &a, drainer, (void *)(intptr_t)fd) != 0)
+                close(fd);
+        pthread_attr_destroy(&a);
+}
+
 static void *fake_main(void *arg)
 {
+        /* lupined ignores SIGPIPE; OpenSSL's writes here (an alert after
+         * fake_stop's shutdown) would raise it. This thread only. */
+        sigset_t pipe;
+        sigemptyset(&pipe);
+        sigaddset(&pipe, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &pipe, NULL);
         while (!atomic_load(&fk.stop)) {
                 struct pollfd pfd = { .fd = fk.lfd, .events = POLLIN };
                 if (poll(&pfd, 1, 50) <= 0)
@@ -697,9 +823,17 @@ static void *fake_main(void *arg)
                 struct timeval tv = { .tv_sec = 30 };
                 setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
                 atomic_store(&fk.cur_fd, fd);
-                fake_serve(fd);
+                if (!fk.tls || fake_tls_accept(fd) == 0)
+                        fake_serve(fd);
                 atomic_store(&fk.cur_fd, -1);
-                close(fd);
+                free(fk.stash_p);
+                fk.stash_p = NULL;
+                lup_tls_free(fk.t, false);
+                fk.t = NULL;
+                if (fk.tls)
+                        drain_close(fd);
+                else
+                        close(fd);
                 if (fk.mode == FAKE_VANISH && fk.have_session) {
                         /* the server is gone for good: nothing listens any more */
                         close(fk.lfd);
@@ -710,22 +844,64 @@ static void *fake_main(void *arg)
         return NULL;
 }
 
+/* A loopback TCP listener for tls://, certificates, the token file. */
+static void fake_listen_tls(void)
+{
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t alen = sizeof(a);
+        char p[128], k[128], url[64];
+        fk.tls = true;
+        snprintf(fk.dir, sizeof(fk.dir), "/tmp/lupine-test-replay-tls-XXXXXX");
+        assert_non_null(mkdtemp(fk.dir));
+        assert_int_equal(test_make_cert(fk.dir, "server", "lupine-server", "IP:127.0.0.1"), 0);
+        snprintf(p, sizeof(p), "%s/server.pem", fk.dir);
+        snprintf(k, sizeof(k), "%s/server.key", fk.dir);
+        assert_int_equal(lup_tls_server_ctx_new(p, k, NULL, 0, &fk.sup, url, sizeof(url)), 0);
+        assert_int_equal(
+                lup_tls_server_ctx_new(p, k, NULL, LUP_TLS_READ_AHEAD | LUP_TLS_KTLS, &fk.wrk, url, sizeof(url)), 0);
+        setenv("LUPINE_TLS_CA", p, 1);
+        snprintf(p, sizeof(p), "%s/token", fk.dir);
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        fputs(TLS_TOKEN "\n", f);
+        assert_int_equal(fclose(f), 0);
+        setenv("LUPINE_TOKEN_FILE", p, 1);
+        fk.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        assert_true(fk.lfd >= 0);
+        assert_int_equal(bind(fk.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+        assert_int_equal(listen(fk.lfd, 16), 0);
+        assert_int_equal(getsockname(fk.lfd, (struct sockaddr *)&a, &alen), 0);
+        snprintf(url, sizeof(url), "tls://127.0.0.1:%d", ntohs(a.sin_port));
+        setenv("LUPINE_SERVER", url, 1);
+}
+
+static void fake_start_as(enum fake_mode mode, unsigned cut_every, bool tls);
+
 static void fake_start(enum fake_mode mode, unsigned cut_every)
+{
+        fake_start_as(mode, cut_every, false);
+}
+
+static void fake_start_as(enum fake_mode mode, unsigned cut_every, bool tls)
 {
         memset(&fk, 0, sizeof(fk));
         fk.mode = mode;
         fk.cut_every = cut_every;
         fk.x = 0x9e3779b9u ^ (uint32_t)getpid();
         atomic_store(&fk.cur_fd, -1);
-        snprintf(fk.path, sizeof(fk.path), "/tmp/lupine-test-replay-%d.sock", (int)getpid());
-        unlink(fk.path);
-        char ep[160];
-        snprintf(ep, sizeof(ep), "unix:%s", fk.path);
-        struct lup_endpoint e;
-        assert_int_equal(lup_endpoint_parse(ep, &e), 0);
-        fk.lfd = lup_listen(&e, 16);
-        assert_true(fk.lfd >= 0);
-        setenv("LUPINE_SERVER", ep, 1);
+        if (tls) {
+                fake_listen_tls();
+        } else {
+                snprintf(fk.path, sizeof(fk.path), "/tmp/lupine-test-replay-%d.sock", (int)getpid());
+                unlink(fk.path);
+                char ep[160];
+                snprintf(ep, sizeof(ep), "unix:%s", fk.path);
+                struct lup_endpoint e;
+                assert_int_equal(lup_endpoint_parse(ep, &e), 0);
+                fk.lfd = lup_listen(&e, 16);
+                assert_true(fk.lfd >= 0);
+                setenv("LUPINE_SERVER", ep, 1);
+        }
         setenv("LUPINE_SESSION", SESSION, 1);
         assert_int_equal(pthread_create(&fk.thread, NULL, fake_main, NULL), 0);
 }
@@ -739,7 +915,19 @@ static void fake_stop(void)
         pthread_join(fk.thread, NULL);
         if (fk.lfd >= 0)
                 close(fk.lfd);
-        unlink(fk.path);
+        if (fk.path[0])
+                unlink(fk.path);
+        if (fk.tls) {
+                static const char *files[] = { "server.pem", "server.key", "token" };
+                char p[128];
+                for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+                        snprintf(p, sizeof(p), "%s/%s", fk.dir, files[i]);
+                        unlink(p);
+                }
+                rmdir(fk.dir);
+                lup_tls_ctx_free(fk.sup);
+                lup_tls_ctx_free(fk.wrk);
+        }
 }
 
 /* ---- the client's log, captured */
@@ -850,11 +1038,11 @@ static uint64_t mono_ms(void)
 
 /* ---- scenarios */
 
-static void test_resume(void **state)
+static void resume_scenario(bool tls)
 {
         setenv("LUPINE_REPLAY_MAX_MB", "2", 1);
         setenv("LUPINE_RECONNECT_TIMEOUT", "60", 1);
-        fake_start(FAKE_RESUME, 60);
+        fake_start_as(FAKE_RESUME, 60, tls);
         client_start();
         struct lupc_conn_stats st;
         lupc_conn_stats(&st);
@@ -909,7 +1097,23 @@ static void test_resume(void **state)
         assert_int_equal(log_count(want), 1);
         assert_int_equal(call(0, CALLS_PER_THREAD + 1, 100, true), CUDA_SUCCESS);
         assert_int_equal(fk.errors, 0);
+        if (tls) {
+                fprintf(stderr, "resume-tls: %u hand-offs, %u cuts before one\n", fk.handoffs, fk.sup_cuts);
+                assert_int_equal(fk.bad_auth, 0);
+                assert_true(fk.handoffs >= st.resumes + 1);
+                assert_true(fk.sup_cuts >= 1);
+        }
         fake_stop();
+}
+
+static void test_resume(void **state)
+{
+        resume_scenario(false);
+}
+
+static void test_resume_tls(void **state)
+{
+        resume_scenario(true);
 }
 
 /* The session is lost for good: every later call fails at once. */
@@ -1105,9 +1309,15 @@ int main(int argc, char **argv)
                 const char *name;
                 void (*fn)(void **);
         } scenarios[] = {
-                { "resume", test_resume },     { "gone", test_gone },         { "newsession", test_newsession },
-                { "arena", test_arena },       { "timeout", test_timeout },   { "disabled", test_disabled },
-                { "output-flags", test_output_flags }, { "output-status", test_output_status },
+                { "resume", test_resume },
+                { "gone", test_gone },
+                { "newsession", test_newsession },
+                { "arena", test_arena },
+                { "timeout", test_timeout },
+                { "disabled", test_disabled },
+                { "output-flags", test_output_flags },
+                { "output-status", test_output_status },
+                { "resume-tls", test_resume_tls },
         };
 
         if (strcmp(which, "buffer") == 0)
