@@ -33,8 +33,14 @@ static void parses_lines_and_comments(void **state)
 static void refuses_bad_lines(void **state)
 {
         (void)state;
-        const char *bad[] = { "alice\n", "alice 1234\n", "al ice " ALICE_HASH "\n", "alice " ALICE_HASH " extra\n",
-                              "ali/ce " ALICE_HASH "\n", "alice " ALICE_HASH "zz\n", "# only a comment\n", "" };
+        const char *bad[] = { "alice\n",
+                              "alice 1234\n",
+                              "al ice " ALICE_HASH "\n",
+                              "alice " ALICE_HASH " extra\n",
+                              "ali/ce " ALICE_HASH "\n",
+                              "alice " ALICE_HASH "zz\n",
+                              "# only a comment\n",
+                              "" };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 struct lupd_tokens t = { 0 };
                 char err[200] = "";
