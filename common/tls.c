@@ -60,7 +60,10 @@ static int ctx_common(SSL_CTX *c, unsigned flags)
         if (SSL_CTX_set_ciphersuites(c, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256") !=
             1)
                 return -1;
-        SSL_CTX_set_options(c, SSL_OP_CIPHER_SERVER_PREFERENCE);
+        /* A peer gone without close_notify (every restart) is an end of
+         * stream, not a protocol error: frames carry their length, so a
+         * cut frame is still seen as one. */
+        SSL_CTX_set_options(c, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_IGNORE_UNEXPECTED_EOF);
         /* No session tickets: nothing is resumed, and a ticket sent after
          * the supervisor's handshake would be read by the worker's. */
         (void)SSL_CTX_set_num_tickets(c, 0);
@@ -309,11 +312,13 @@ static int64_t now_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Waits for t->want until the deadline (-1: none): 0, -ETIMEDOUT, -errno. */
-static int wait_want(struct lup_tls *t, int64_t deadline)
+/* Waits for events (what this thread's last call wanted: a reader and a
+ * writer may want different ones) until the deadline (-1: none): 0,
+ * -ETIMEDOUT, -errno. */
+static int wait_want(struct lup_tls *t, short events, int64_t deadline)
 {
         for (;;) {
-                struct pollfd p = { .fd = t->fd, .events = lup_tls_want(t) };
+                struct pollfd p = { .fd = t->fd, .events = events ? events : POLLIN };
                 int left = -1;
                 if (deadline >= 0) {
                         int64_t d = deadline - now_ms();
@@ -335,7 +340,7 @@ int lup_tls_handshake(struct lup_tls *t, int timeout_ms)
         int rc;
 
         while ((rc = lup_tls_handshake_step(t)) == -EAGAIN) {
-                int w = wait_want(t, deadline);
+                int w = wait_want(t, lup_tls_want(t), deadline); /* one thread during a handshake */
                 if (w < 0) {
                         snprintf(t->err, sizeof(t->err), "TLS handshake: %s",
                                  w == -ETIMEDOUT ? "timed out" : strerror(-w));
@@ -345,7 +350,7 @@ int lup_tls_handshake(struct lup_tls *t, int timeout_ms)
         return rc;
 }
 
-ssize_t lup_tls_recv_nb(struct lup_tls *t, void *p, size_t n)
+static ssize_t recv_nb(struct lup_tls *t, void *p, size_t n, short *ret_want)
 {
         size_t got = 0;
         ssize_t rc;
@@ -360,8 +365,15 @@ ssize_t lup_tls_recv_nb(struct lup_tls *t, void *p, size_t n)
                 rc = 0; /* close_notify */
         else
                 rc = ssl_fail(t, 0, "TLS receive");
+        *ret_want = t->want;
         pthread_mutex_unlock(&t->lock);
         return rc;
+}
+
+ssize_t lup_tls_recv_nb(struct lup_tls *t, void *p, size_t n)
+{
+        short want;
+        return recv_nb(t, p, n, &want);
 }
 
 int lup_tls_read_full(struct lup_tls *t, void *p, size_t n, int timeout_ms)
@@ -370,7 +382,8 @@ int lup_tls_read_full(struct lup_tls *t, void *p, size_t n, int timeout_ms)
         uint8_t *b = p;
 
         while (n > 0) {
-                ssize_t k = lup_tls_recv_nb(t, b, n);
+                short want = POLLIN;
+                ssize_t k = recv_nb(t, b, n, &want);
                 if (k > 0) {
                         b += k;
                         n -= (size_t)k;
@@ -380,7 +393,7 @@ int lup_tls_read_full(struct lup_tls *t, void *p, size_t n, int timeout_ms)
                         return -ECONNRESET;
                 if (k != -EAGAIN)
                         return (int)k;
-                int w = wait_want(t, deadline);
+                int w = wait_want(t, want, deadline);
                 if (w < 0)
                         return w;
         }
@@ -416,13 +429,16 @@ int lup_tls_write_full(struct lup_tls *t, const void *p, size_t n)
 
         while (n > 0) {
                 size_t done = 0;
+                short want = POLLOUT;
                 int r, rc = 0;
 
                 pthread_mutex_lock(&t->lock);
                 ERR_clear_error();
                 r = SSL_write_ex(t->ssl, b, n, &done);
-                if (r != 1)
+                if (r != 1) {
                         rc = ssl_fail(t, 0, "TLS send");
+                        want = t->want;
+                }
                 pthread_mutex_unlock(&t->lock);
                 if (r == 1) {
                         b += done;
@@ -431,7 +447,7 @@ int lup_tls_write_full(struct lup_tls *t, const void *p, size_t n)
                 }
                 if (rc != -EAGAIN)
                         return rc == -ECONNRESET ? -EPIPE : rc;
-                rc = wait_want(t, t->write_timeout_ms < 0 ? -1 : now_ms() + t->write_timeout_ms);
+                rc = wait_want(t, want, t->write_timeout_ms < 0 ? -1 : now_ms() + t->write_timeout_ms);
                 if (rc < 0)
                         return rc;
         }

@@ -71,15 +71,17 @@ int lupn_unsupported(const char *name, atomic_bool *logged)
 /* One exchange on a connection: the snapshot into *out. -errno. */
 static int fetch_on(struct lupt_link *l, struct lup_nvml_snapshot *out)
 {
-        uint8_t req[LUP_HDR_SIZE + LUP_NVML_REQ_SIZE], hb[LUP_HDR_SIZE];
-        struct lup_hdr h = { .len = LUP_NVML_REQ_SIZE, .op = LUP_OP_NVML, .flags = LUP_F_SYNC };
+        uint8_t req[LUP_HDR_SIZE + LUP_NVML_REQ_MAX], hb[LUP_HDR_SIZE];
+        struct lup_hdr h = { .op = LUP_OP_NVML, .flags = LUP_F_SYNC };
         struct lup_hdr rh;
         const char *why = NULL;
         int rc;
 
+        /* the bearer token, if any: the server authenticates NVML clients
+         * as it does CUDA ones, and lists only the tenant's processes */
+        h.len = (uint32_t)lup_nvml_req_encode_auth(req + LUP_HDR_SIZE, tcfg.token, tcfg.token_len);
         lup_hdr_encode(req, &h);
-        lup_nvml_req_encode(req + LUP_HDR_SIZE);
-        rc = lupt_write_full(l, req, sizeof(req));
+        rc = lupt_write_full(l, req, LUP_HDR_SIZE + h.len);
         if (rc == 0)
                 rc = lupt_read_full(l, hb, sizeof(hb));
         if (rc == -EPROTO)
@@ -184,8 +186,8 @@ static nvmlReturn_t nvml_init(void)
                 if (tcfg_rc == 1) {
                         const char *servers = getenv("LUPINE_SERVER");
                         char err[600];
-                        tcfg_rc = lupt_config_load(&tcfg, servers && *servers ? servers : LUPN_DEFAULT_SERVER, 0, err,
-                                                   sizeof(err));
+                        tcfg_rc = lupt_config_load(&tcfg, servers && *servers ? servers : LUPN_DEFAULT_SERVER,
+                                                   LUPT_CFG_TOKEN, err, sizeof(err));
                         if (tcfg_rc < 0)
                                 lup_err("cannot connect to lupined for NVML: %s", err);
                 }

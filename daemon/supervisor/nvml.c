@@ -148,8 +148,12 @@ void sup_nvml_run(struct sup *s, int idx)
                  * then a send that never blocks the loop. */
                 int sndbuf = (int)(2 * (LUP_HDR_SIZE + len));
                 (void)setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-                ssize_t k = send(c->fd, frame, LUP_HDR_SIZE + len, MSG_DONTWAIT | MSG_NOSIGNAL);
-                r = k < 0 ? -errno : (size_t)k != LUP_HDR_SIZE + len ? -EAGAIN : 0;
+                if (c->tls) { /* a TLS write gives up after 200 ms (supervisor/conn_slots.c) */
+                        r = lup_tls_write_full(c->tls, frame, LUP_HDR_SIZE + len);
+                } else {
+                        ssize_t k = send(c->fd, frame, LUP_HDR_SIZE + len, MSG_DONTWAIT | MSG_NOSIGNAL);
+                        r = k < 0 ? -errno : (size_t)k != LUP_HDR_SIZE + len ? -EAGAIN : 0;
+                }
         }
         free(frame);
         if (r < 0) {

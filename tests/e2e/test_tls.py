@@ -27,6 +27,9 @@ libcuda.so.1 with LUPINE_SERVER=tls://.
   shim           through the shim: e2e_basic over TLS with a token; an
                  untrusted, expired or wrong-host certificate is refused
                  with a clear error; mutual TLS; NVML over TLS;
+  nvml           NVML requests over TLS carry the token: a tenant sees only its
+                 own sessions' processes; a wrong token is refused; e2e_nvml
+                 through libnvidia-ml.so.1 over TLS;
   restarts       e2e_restart over TLS with a token through 10 durable
                  restarts, then an upgrade (lupinectl upgrade).
 
@@ -394,6 +397,69 @@ def test_shim(tmp):
         d.close()
 
 
+def nvml_procs(port, ctx, token):
+    """The processes per device an NVML request over TLS with token gets
+    (abi/lupine/nvml_wire.h): a list of pid lists, or the refusal text."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=15)
+    t = wt.Tls(s, ctx, "localhost")
+    t.handshake()
+    tok = token.encode()
+    req = struct.pack("<IIII", 0x4c4e5631, 1, 1, 1) + struct.pack("<H", len(tok)) + tok
+    t.sendall(w.frame(6, req, flags=w.F_SYNC))
+    h, p = t.read_frame()
+    s.close()
+    if h["status"] != 0:
+        return wt.refusal_text(p)
+    off = 24
+    n_dev = struct.unpack_from("<I", p, 12)[0]
+
+    def skip_entries(off):
+        n = struct.unpack_from("<I", p, off)[0]
+        off += 4
+        for _ in range(n):
+            _, ln, _ = struct.unpack_from("<HHI", p, off)
+            off += 8 + ln
+        return off
+    off = skip_entries(off)
+    procs = []
+    for _ in range(n_dev):
+        off = skip_entries(off)
+        np_ = struct.unpack_from("<I", p, off)[0]
+        off += 4
+        procs.append([struct.unpack_from("<IQ", p, off + 12 * i)[0] for i in range(np_)])
+        off += 12 * np_
+    return procs
+
+
+def test_nvml(tmp):
+    case = "nvml"
+    d = tls_daemon(tmp, case)
+    try:
+        ctx = wt.client_ctx(CERTS["ca"])
+        t, h, p, s = wt.connect(d.port, ctx, "gpu-job", auth=TOKENS["alice"])
+        m = d.wait_log(r"session (\.t[0-9a-f]{16}\.gpu-job) \(slot \d+\) served by worker (\d+)", 5)
+        pid = int(m.group(2)) if m else -1
+        a, b = nvml_procs(d.port, ctx, TOKENS["alice"]), nvml_procs(d.port, ctx, TOKENS["bob"])
+        if not isinstance(a, list) or [pid] not in a or any(b_ for b_ in b):
+            fail(case, f"NVML processes: alice sees {a}, bob sees {b}, alice's worker is {pid}")
+        else:
+            ok(case, f"NVML over TLS: alice sees her worker {pid}, bob sees no process")
+        r = nvml_procs(d.port, ctx, "wrong")
+        if isinstance(r, list) or "not valid" not in r:
+            fail(case, f"NVML with a wrong token: {r}")
+        else:
+            ok(case, "NVML with a wrong token is refused")
+        s.close()
+        rc, out, err = run_prog("e2e_nvml", shim_env(d.port, "n", token=TOKENS["bob"]), "query", "1")
+        if rc != 0 or "PASSED" not in out:
+            fail(case, f"e2e_nvml through the shim over TLS with a token: exit {rc}: {out[-600:]} {err[-800:]}")
+        else:
+            ok(case, "e2e_nvml through libnvidia-ml.so.1 over TLS with a token")
+    finally:
+        d.stop()
+        d.close()
+
+
 def test_restarts(tmp):
     """e2e_restart (a verified counter workload) over TLS with a token
     through 10 SIGTERM restarts, then two upgrades (SIGHUP)."""
@@ -469,6 +535,7 @@ CASES = {
     "tokens": test_tokens,
     "mtls": test_mtls,
     "shim": test_shim,
+    "nvml": test_nvml,
     "restarts": test_restarts,
 }
 
