@@ -454,7 +454,9 @@ int lup_tls_write_full(struct lup_tls *t, const void *p, size_t n)
         return 0;
 }
 
-/* Small pieces are gathered into one record, large ones go as they are. */
+/* Small pieces are gathered into one record, large ones go as they are;
+ * a large piece after small ones first tops up their record, so that a
+ * frame's header never travels in a record (and a write) of its own. */
 int lup_tls_writev_full(struct lup_tls *t, const struct iovec *iov, int iovcnt)
 {
         enum {
@@ -472,21 +474,20 @@ int lup_tls_writev_full(struct lup_tls *t, const struct iovec *iov, int iovcnt)
                         have += n;
                         continue;
                 }
-                if (have && n < GATHER) {
+                if (have) {
                         size_t k = GATHER - have;
                         memcpy(buf + have, p, k);
                         rc = lup_tls_write_full(t, buf, GATHER);
                         if (rc < 0)
                                 return rc;
-                        memcpy(buf, p + k, n - k);
-                        have = n - k;
-                        continue;
-                }
-                if (have) {
-                        rc = lup_tls_write_full(t, buf, have);
-                        if (rc < 0)
-                                return rc;
+                        p += k;
+                        n -= k;
                         have = 0;
+                }
+                if (n < GATHER) {
+                        memcpy(buf, p, n);
+                        have = n;
+                        continue;
                 }
                 rc = lup_tls_write_full(t, p, n);
                 if (rc < 0)
