@@ -37,22 +37,14 @@ static uint64_t ud_make(int kind, uint64_t gen)
         return (uint64_t)kind | (gen << 8);
 }
 
-/* Non-blocking reads of a TLS connection into the receive buffer: bytes,
- * 0 at the end of the stream, -EAGAIN, or -errno. OpenSSL gives one record
- * (16 KiB at most) a call; taking up to TLS_BATCH of them before the frames
- * are looked at keeps the per-read work of a plain recv per batch. */
-#define TLS_BATCH (1u << 20)
+/* One non-blocking read of a TLS connection into the receive buffer (one
+ * record, 16 KiB at most): bytes, 0 at the end of the stream, -EAGAIN, or
+ * -errno. Taking many records before looking at the frames measured slower
+ * on the H200 (0.30x of plaintext against 0.50x), so frames go on as each
+ * record arrives, as they do with a plain recv. */
 static ssize_t tls_recv(struct lupw_session *s)
 {
-        size_t got = 0;
-
-        while (got < TLS_BATCH && s->rx.cap - s->rx.len - got >= 16384) {
-                ssize_t k = lup_tls_recv_nb(s->tls, s->rx.buf + s->rx.len + got, s->rx.cap - s->rx.len - got);
-                if (k <= 0)
-                        return got ? (ssize_t)got : k; /* an error shows again at the next read */
-                got += (size_t)k;
-        }
-        return got ? (ssize_t)got : lup_tls_recv_nb(s->tls, s->rx.buf + s->rx.len, s->rx.cap - s->rx.len);
+        return lup_tls_recv_nb(s->tls, s->rx.buf + s->rx.len, s->rx.cap - s->rx.len);
 }
 
 /* Non-blocking reads for up to s->rx.spin_ns. Returns bytes read, 0 on EOF,
