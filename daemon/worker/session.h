@@ -495,6 +495,13 @@ int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t
  * why (the caller closes fd). Bounded by LUPD_TLS_HANDOFF_TIMEOUT_MS. */
 struct lup_tls *lupw_tls_accept(struct lupw_session *s, int fd, const struct lup_hdr *hello_req,
                                 const uint8_t ticket[LUP_TICKET_SIZE]);
+/* The client's first frame in that session (hb, LUP_HDR_SIZE bytes): 0 if
+ * it is the HANDOFF for hello_req (op, length, lane and seq); with got (the
+ * LUP_TICKET_SIZE bytes that follow it), also only if got is the ticket,
+ * compared in constant time. -EBADMSG (the header) or -EACCES (the
+ * ticket), with *ret_why. Pure: tests/fuzz/fuzz_tls_server.c fuzzes it. */
+int lupw_handoff_check(const uint8_t hb[LUP_HDR_SIZE], const uint8_t *got, const uint8_t ticket[LUP_TICKET_SIZE],
+                       const struct lup_hdr *hello_req, const char **ret_why);
 void lupw_tls_free(struct lupw_session *s);
 /* Makes the second handshake's context from --tls-cert and --tls-key, once:
  * 0, or -EINVAL (logged). */

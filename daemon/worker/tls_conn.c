@@ -58,11 +58,33 @@ static void log_ktls(struct lupw_session *s, struct lup_tls *t)
                          tx || rx ? "in one direction only" : "is not available: no tls module?");
 }
 
+int lupw_handoff_check(const uint8_t hb[LUP_HDR_SIZE], const uint8_t *got, const uint8_t ticket[LUP_TICKET_SIZE],
+                       const struct lup_hdr *hello_req, const char **ret_why)
+{
+        struct lup_hdr h;
+        const char *why = NULL;
+
+        if (lup_hdr_decode(hb, &h, &why) < 0) {
+                *ret_why = why;
+                return -EBADMSG;
+        }
+        if (h.op != LUP_OP_HANDOFF || h.len != LUP_TICKET_SIZE || h.lane != hello_req->lane ||
+            h.seq != hello_req->seq) {
+                *ret_why = "wrong op, length, lane or seq";
+                return -EBADMSG;
+        }
+        if (got && CRYPTO_memcmp(got, ticket, LUP_TICKET_SIZE) != 0) {
+                *ret_why = "wrong HANDOFF ticket";
+                return -EACCES;
+        }
+        *ret_why = NULL;
+        return 0;
+}
+
 struct lup_tls *lupw_tls_accept(struct lupw_session *s, int fd, const struct lup_hdr *hello_req,
                                 const uint8_t ticket[LUP_TICKET_SIZE])
 {
         uint8_t hb[LUP_HDR_SIZE], got[LUP_TICKET_SIZE];
-        struct lup_hdr h;
         const char *why = NULL;
         struct lup_tls *t;
         int rc;
@@ -82,17 +104,19 @@ struct lup_tls *lupw_tls_accept(struct lupw_session *s, int fd, const struct lup
                          rc == -ETIMEDOUT ? "timed out" : lup_tls_error(t));
                 goto fail;
         }
-        if (lup_hdr_decode(hb, &h, &why) < 0 || h.op != LUP_OP_HANDOFF || h.len != LUP_TICKET_SIZE ||
-            h.lane != hello_req->lane || h.seq != hello_req->seq) {
+        if (lupw_handoff_check(hb, NULL, ticket, hello_req, &why) < 0) {
                 lup_warn("session %s: closing the connection: its first frame after the TLS hand-off is not "
                          "HANDOFF (%s)",
-                         s->name, why ? why : "wrong op, length, lane or seq");
+                         s->name, why);
                 goto fail;
         }
         rc = lup_tls_read_full(t, got, sizeof(got), LUPD_TLS_HANDOFF_TIMEOUT_MS);
-        if (rc < 0 || CRYPTO_memcmp(got, ticket, LUP_TICKET_SIZE) != 0) {
-                lup_warn("session %s: closing the connection: %s", s->name,
-                         rc < 0 ? "the HANDOFF ticket did not arrive" : "wrong HANDOFF ticket");
+        if (rc < 0) {
+                lup_warn("session %s: closing the connection: the HANDOFF ticket did not arrive", s->name);
+                goto fail;
+        }
+        if (lupw_handoff_check(hb, got, ticket, hello_req, &why) < 0) {
+                lup_warn("session %s: closing the connection: %s", s->name, why);
                 goto fail;
         }
         lup_tls_set_write_timeout(t, s->tx.client_timeout_ms ? (int)s->tx.client_timeout_ms : -1);

@@ -67,8 +67,10 @@ static void check_hello(const uint8_t *p, size_t n)
         assert(name_len < sizeof(h.name)); /* NUL-terminated inside the array */
         assert(lup_session_name_valid(h.name, name_len));
 
-        /* A HELLO has one encoding: what was accepted re-encodes to the input. */
-        uint8_t again[64 + LUP_MAX_NAME];
+        /* A HELLO has one encoding: what was accepted re-encodes to the input.
+         * (Room for every optional field: the fixed part is 46 bytes, then
+         * the name, 4 + 8 bytes, and a token with its u16 length.) */
+        uint8_t again[64 + LUP_MAX_NAME + 2 + LUP_MAX_AUTH];
         size_t again_len = 0;
         assert(lup_hello_encode(again, sizeof(again), &h, &again_len) == 0);
         assert(again_len == n);

@@ -20,11 +20,23 @@ go to corpus/known-bugs/<target>/ (see fuzz_known_bugs.h).
 fuzz_nvml input: an NVML reply payload (abi/lupine/nvml_wire.h), or a
 16-byte NVML request.
 
+fuzz_auth input: u16 L, L bytes of --auth-tokens text, then a HELLO
+payload, which is also decoded as an NVML request (see fuzz_auth.c).
+
+fuzz_tls_server input: a mode byte (mod 3), then for 0 and 1 what a client
+sends on a TLS port, for 2 the worker's HANDOFF check (see
+fuzz_tls_server.c). The ClientHellos made here with Python's ssl (memory
+BIOs) hold random bytes: they are written only when absent, so that a run
+changes nothing. Whole recorded handshakes (rec-*.bin) are written by the
+harness itself, LUP_FUZZ_TLS_RECORD (see fuzz_tls_server.c).
+
 fuzz_ckpt_codec's seeds are not made here: they are real checkpoint objects
 that a running lupined wrote, copied by ckpt_corpus.py.
 """
+import hashlib
 import os
 import re
+import ssl
 import struct
 import sys
 
@@ -37,6 +49,8 @@ OUT = os.path.join(HERE, 'corpus')
 LUP_PROTO_MAGIC = 0x4c555031
 LUP_PROTO_VERSION = 1
 LUP_OP_HELLO, LUP_OP_GOODBYE, LUP_OP_PING = 1, 2, 3
+LUP_OP_HANDOFF = 7
+LUP_HELLO_HEARTBEAT, LUP_HELLO_RESEND, LUP_HELLO_AUTH = 1, 2, 4
 LUP_OP_ALIVE, LUP_OP_DATA, LUP_OP_OUTPUT = 5, 22, 23   # server -> client only
 LUP_F_SYNC, LUP_F_REPLY, LUP_F_MORE = 1, 2, 4
 LUP_MAX_PAYLOAD = (1 << 20) + 4096
@@ -65,9 +79,22 @@ def hdr(length, op, flags=0, lane=0, status=0, seq=1, ctx=0, reserved=0):
 
 
 def hello_payload(name=b'job-1', magic=LUP_PROTO_MAGIC, version=LUP_PROTO_VERSION, cuda=12040,
-                  flags=0, token=bytes(16), last_seq=0):
-    return (struct.pack('<IIII', magic, version, cuda, flags) + struct.pack('<H', len(name)) + name +
-            token + struct.pack('<Q', last_seq))
+                  flags=0, token=bytes(16), last_seq=0, heartbeat_ms=None, rx_bytes=None, auth=None):
+    if heartbeat_ms is not None:
+        flags |= LUP_HELLO_HEARTBEAT
+    if rx_bytes is not None:
+        flags |= LUP_HELLO_RESEND
+    if auth is not None:
+        flags |= LUP_HELLO_AUTH
+    out = (struct.pack('<IIII', magic, version, cuda, flags) + struct.pack('<H', len(name)) + name +
+           token + struct.pack('<Q', last_seq))
+    if heartbeat_ms is not None:
+        out += struct.pack('<I', heartbeat_ms)
+    if rx_bytes is not None:
+        out += struct.pack('<Q', rx_bytes)
+    if auth is not None:
+        out += struct.pack('<H', len(auth)) + auth
+    return out
 
 
 def frame_seeds():
@@ -85,6 +112,11 @@ def frame_seeds():
         'hello-bad-magic.bin': hello_frame(hello_payload(magic=0x4c555030)),
         'hello-bad-version.bin': hello_frame(hello_payload(version=2)),
         'hello-trailing.bin': hello_frame(hello_payload() + b'\0'),
+        'hello-auth.bin': hello_frame(hello_payload(auth=b'tenant-secret')),
+        'hello-auth-max.bin': hello_frame(hello_payload(auth=bytes(range(256)))),
+        'hello-auth-empty.bin': hello_frame(hello_payload(auth=b'')),
+        'hello-all-flags.bin': hello_frame(hello_payload(heartbeat_ms=20, rx_bytes=1 << 40, auth=b'x')),
+        'hello-heartbeat-low.bin': hello_frame(hello_payload(heartbeat_ms=19)),
         'hello-short.bin': hello_frame(hello_payload()[:-1]),
         'ping.bin': hdr(0, LUP_OP_PING, LUP_F_SYNC, lane=7, seq=2),
         'goodbye.bin': hdr(0, LUP_OP_GOODBYE),
@@ -393,6 +425,127 @@ def nvml_seeds():
     }
 
 
+# ---- daemon/auth_tokens.h: "TENANT SHA256HEX" lines
+
+def token_line(tenant, token, upper=False):
+    h = hashlib.sha256(token).hexdigest()
+    return tenant + b' ' + (h.upper() if upper else h).encode()
+
+
+TOKENS = b'\n'.join([b'# tenants of this GPU host', b'',
+                      token_line(b'alice', b'alice-secret'),
+                      b'  ' + token_line(b'bob@example.org', b'bob-token') + b'  ',
+                      b'\t' + token_line(b'ci_runner-2', b'c' * 256, upper=True)]) + b'\n'
+
+
+def auth_input(text, rest):
+    return struct.pack('<H', len(text)) + text + rest
+
+
+def nvml_request(auth=None):
+    if auth is None:
+        return struct.pack('<IIII', NVML_MAGIC, NVML_VERSION, 1, 0)
+    return struct.pack('<IIIIH', NVML_MAGIC, NVML_VERSION, 1, 1, len(auth)) + auth
+
+
+def auth_seeds():
+    h = hello_payload
+    dup = token_line(b'first', b'same') + b'\n' + token_line(b'second', b'same') + b'\n'
+    return {
+        'hello-alice.bin': auth_input(TOKENS, h(name=b'train-1', auth=b'alice-secret')),
+        'hello-bob-resume.bin': auth_input(TOKENS, h(name=b'bob.job', token=bytes(range(1, 17)), last_seq=9,
+                                                     heartbeat_ms=1000, rx_bytes=4096, auth=b'bob-token')),
+        'hello-token-max.bin': auth_input(TOKENS, h(auth=b'c' * 256)),
+        'hello-token-unknown.bin': auth_input(TOKENS, h(auth=b'not-a-token')),
+        'hello-token-empty.bin': auth_input(TOKENS, h(auth=b'')),
+        'hello-token-too-long.bin': auth_input(TOKENS, h(auth=b'c' * 257)),
+        'hello-anonymous.bin': auth_input(TOKENS, h()),
+        'hello-name-109.bin': auth_input(TOKENS, h(name=b'n' * 109, auth=b'alice-secret')),
+        'hello-name-110.bin': auth_input(TOKENS, h(name=b'n' * 110, auth=b'alice-secret')),
+        'hello-name-max.bin': auth_input(TOKENS, h(name=b'm' * LUP_MAX_NAME)),
+        'hello-name-dot.bin': auth_input(TOKENS, h(name=b'.t0123456789abcdef.job', auth=b'alice-secret')),
+        'hello-dup-hash.bin': auth_input(dup, h(auth=b'same')),
+        'nvml-alice.bin': auth_input(TOKENS, nvml_request(b'alice-secret')),
+        'nvml-anonymous.bin': auth_input(TOKENS, nvml_request()),
+        'nvml-token-short.bin': auth_input(TOKENS, nvml_request(b'alice-secret')[:-1]),
+        'tokens-crlf.bin': auth_input(TOKENS.replace(b'\n', b'\r\n'), h(auth=b'alice-secret')),
+        'tokens-no-newline.bin': auth_input(token_line(b'alice', b'alice-secret'), h(auth=b'alice-secret')),
+        'tokens-comments-only.bin': auth_input(b'# nothing\n\n   \n', h(auth=b'x')),
+        'tokens-bad-hex.bin': auth_input(b'alice ' + b'g' * 64 + b'\n', h(auth=b'x')),
+        'tokens-short-hash.bin': auth_input(b'alice ' + b'a' * 63 + b'\n', h(auth=b'x')),
+        'tokens-bad-tenant.bin': auth_input(token_line(b'al/ice', b'x') + b'\n', h(auth=b'x')),
+        'tokens-tenant-64.bin': auth_input(token_line(b't' * 64, b'x') + b'\n', h(auth=b'x')),
+        'tokens-tenant-65.bin': auth_input(token_line(b't' * 65, b'x') + b'\n', h(auth=b'x')),
+        'tokens-extra-field.bin': auth_input(token_line(b'alice', b'x') + b' more\n', h(auth=b'x')),
+        'tokens-nul.bin': auth_input(b'alice\0' + token_line(b'', b'x') + b'\n', h(auth=b'x')),
+    }
+
+
+# ---- the TLS port and the worker's HANDOFF (fuzz_tls_server.c)
+
+def client_hello(min_v=ssl.TLSVersion.TLSv1_3, max_v=ssl.TLSVersion.TLSv1_3, sni='gpu1.example', alpn=None):
+    """The first flight of a Python (OpenSSL) client: its ClientHello."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version, ctx.maximum_version = min_v, max_v
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_side=False, server_hostname=sni)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
+def split_record(rec, at):
+    """One handshake record as two records (the message in two fragments)."""
+    typ, ver, n = struct.unpack('>BHH', rec[:5])
+    body = rec[5:5 + n]
+    a, b = body[:at], body[at:]
+    return struct.pack('>BHH', typ, ver, len(a)) + a + struct.pack('>BHH', typ, ver, len(b)) + b
+
+
+def tls_random_seeds():
+    ch = client_hello()
+    return {
+        'py-clienthello.bin': b'\0' + ch,
+        'py-clienthello-mtls.bin': b'\1' + ch,
+        'py-clienthello-tls12-alpn.bin': b'\0' + client_hello(ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3,
+                                                              alpn=['lupine', 'h2']),
+        'py-clienthello-tls12-only.bin': b'\0' + client_hello(ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_2,
+                                                              sni=None),
+        'py-clienthello-split.bin': b'\0' + split_record(ch, 40),
+        'py-clienthello-garbage.bin': b'\0' + ch + b'\x17\x03\x03\x00\x10' + bytes(16),
+    }
+
+
+def handoff(lane=3, seq=7, ticket=bytes(range(16)), hdr_bytes=None, got=None):
+    if hdr_bytes is None:
+        hdr_bytes = hdr(16, LUP_OP_HANDOFF, LUP_F_SYNC, lane=lane, seq=seq)
+    return b'\2' + struct.pack('<IQ', lane, seq) + ticket + hdr_bytes + (ticket if got is None else got)
+
+
+def tls_seeds():
+    plain = hello_payload()
+    return {
+        'plaintext-hello.bin': b'\0' + hdr(len(plain), LUP_OP_HELLO, LUP_F_SYNC) + plain,
+        'short.bin': b'\0' + b'\x16\x03\x01\x00',
+        'empty.bin': b'\0',
+        'record-not-hello.bin': b'\0' + b'\x16\x03\x03\x00\x04\x02\x00\x00\x00',
+        'handoff.bin': handoff(),
+        'handoff-wrong-ticket.bin': handoff(got=bytes(16)),
+        'handoff-wrong-lane.bin': handoff(hdr_bytes=hdr(16, LUP_OP_HANDOFF, LUP_F_SYNC, lane=4, seq=7)),
+        'handoff-wrong-seq.bin': handoff(hdr_bytes=hdr(16, LUP_OP_HANDOFF, LUP_F_SYNC, lane=3, seq=8)),
+        'handoff-wrong-op.bin': handoff(hdr_bytes=hdr(16, LUP_OP_HELLO, LUP_F_SYNC, lane=3, seq=7)),
+        'handoff-wrong-len.bin': handoff(hdr_bytes=hdr(17, LUP_OP_HANDOFF, LUP_F_SYNC, lane=3, seq=7)),
+        'handoff-bad-hdr.bin': handoff(hdr_bytes=hdr(16, LUP_OP_HANDOFF, LUP_F_SYNC, lane=3, seq=7, reserved=1)),
+        'handoff-short.bin': handoff()[:40],
+    }
+
+
 def write_dir(target, seeds):
     d = os.path.join(OUT, target)
     os.makedirs(d, exist_ok=True)
@@ -402,9 +555,25 @@ def write_dir(target, seeds):
     print(f'{d}: {len(seeds)} seeds')
 
 
+def write_absent(target, seeds):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    n = 0
+    for fname, data in sorted(seeds.items()):
+        path = os.path.join(d, fname)
+        if not os.path.exists(path):
+            with open(path, 'wb') as f:
+                f.write(data)
+            n += 1
+    print(f'{d}: {n} random seeds written, {len(seeds) - n} kept')
+
+
 def main():
     if len(sys.argv) != 1:
         sys.exit(__doc__)
+    write_dir('fuzz_auth', auth_seeds())
+    write_dir('fuzz_tls_server', tls_seeds())
+    write_absent('fuzz_tls_server', tls_random_seeds())
     write_dir('fuzz_frame', frame_seeds())
     write_dir('fuzz_image', image_seeds())
     write_dir('fuzz_nvml', nvml_seeds())
