@@ -172,7 +172,10 @@ int lupd_session_key(const char *tenant, const char *name, char *out, size_t cap
         }
         if (!tenant[0]) {
                 n = snprintf(out, cap, "%s", name);
-                return n >= 0 && (size_t)n < cap ? 0 : -ENAMETOOLONG;
+                if (n >= 0 && (size_t)n < cap)
+                        return 0;
+                *why = "session name too long";
+                return -ENAMETOOLONG;
         }
         if (strlen(tenant) > LUPD_MAX_TENANT) {
                 *why = "tenant name too long";
