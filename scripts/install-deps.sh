@@ -2,10 +2,13 @@
 # SPDX-License-Identifier: MIT
 # Installs lupine's build and test dependencies from Debian's packages.
 # The CUDA toolkit headers (cuda.h, cudaTypedefs.h) are the one thing Debian
-# does not ship in the version lupine targets (13.0); they are looked for at
-# /usr/local/cuda/include (see README.md).
+# does not ship in the version lupine targets (13.0): an installed toolkit
+# is used ($CUDA_INCLUDE, else /usr/local/cuda/include), otherwise they come
+# from NVIDIA's wheel on PyPI (scripts/fetch-cuda-headers.sh). The choice is
+# written to .deps/cuda-include-dir for scripts/build.sh, and said.
 set -eu
-PKGS="build-essential clang-format meson ninja-build pkg-config python3 liburing-dev libjson-c-dev libsystemd-dev libssl-dev openssl ca-certificates libcmocka-dev systemd systemd-container"
+cd "$(dirname "$0")/.."
+PKGS="build-essential clang-format meson ninja-build pkg-config python3 python3-pip liburing-dev libjson-c-dev libsystemd-dev libssl-dev openssl ca-certificates libcmocka-dev systemd systemd-container"
 missing=""
 for p in $PKGS; do
         dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
@@ -30,9 +33,18 @@ if ! python3 -c 'import pynvml' 2>/dev/null; then
                         echo "warning: pynvml not installed: the NVML test skips its pynvml part" >&2
         fi
 fi
-if [ ! -f "${CUDA_INCLUDE:-/usr/local/cuda/include}/cuda.h" ]; then
-        echo "error: CUDA 13 toolkit headers not found at ${CUDA_INCLUDE:-/usr/local/cuda/include}." >&2
-        echo "       Install the CUDA toolkit (NVIDIA's apt repository: cuda-driver-dev-13-0 and cuda-cudart-dev-13-0)," >&2
-        echo "       or set CUDA_INCLUDE to a directory holding cuda.h and cudaTypedefs.h." >&2
-        exit 1
+inc=${CUDA_INCLUDE:-/usr/local/cuda/include}
+mkdir -p .deps
+if [ -f "$inc/cuda.h" ] && [ -f "$inc/cudaTypedefs.h" ]; then
+        echo "CUDA headers: the installed toolkit's, $inc"
+else
+        echo "CUDA headers: none at $inc; using NVIDIA's nvidia-cuda-runtime wheel from PyPI"
+        inc=$(scripts/fetch-cuda-headers.sh) || {
+                echo "error: no CUDA 13 headers. Install the CUDA toolkit (NVIDIA's apt repository:" >&2
+                echo "       cuda-driver-dev-13-0 and cuda-cudart-dev-13-0), set CUDA_INCLUDE to a directory" >&2
+                echo "       holding cuda.h and cudaTypedefs.h, or let pip reach PyPI." >&2
+                exit 1
+        }
+        echo "CUDA headers: $inc (nvidia-cuda-runtime 13.0.96, SHA-256 checked)"
 fi
+echo "$inc" > .deps/cuda-include-dir
