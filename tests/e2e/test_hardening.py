@@ -41,7 +41,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -680,23 +679,7 @@ def main():
     exe, ctlexe = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     PROGS, SHIM, KERNELS = (os.path.abspath(a) for a in sys.argv[3:6])
     names = sys.argv[6:] or list(CASES)
-    with tempfile.TemporaryDirectory(prefix="lupined-hardening-") as tmp:
-        for name in names:
-            before = len(sv.failures)
-            CASES[name](exe, ctlexe, tmp)
-            for fn in sorted(os.listdir(tmp)):
-                if fn.endswith(".log"):
-                    if len(sv.failures) > before:
-                        with open(os.path.join(tmp, fn), "rb") as f:
-                            print(f"---- {fn} ----\n" + f.read().decode("utf-8", "replace")[-6000:])
-                    os.remove(os.path.join(tmp, fn))
-    if sv.failures:
-        print(f"{len(sv.failures)} case(s) failed:")
-        for f in sv.failures:
-            print("  " + f)
-        return 1
-    print("all cases passed")
-    return 0
+    return sv.run_cases(names, "lupined-hardening-", lambda name, tmp: CASES[name](exe, ctlexe, tmp))
 
 
 if __name__ == "__main__":

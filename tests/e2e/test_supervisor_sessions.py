@@ -589,25 +589,8 @@ def test_detach(exe, tmp):
     print(f"ok   {case}", flush=True)
 
 
-def main():
-    if len(sys.argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 1
-    exe = os.path.abspath(sys.argv[1])
-    with tempfile.TemporaryDirectory(prefix="lupined-sessions-") as tmp:
-        for t in (test_cli, test_empty, test_drain_and_restore, test_stuck_worker, test_detach):
-            before = len(failures)
-            t(exe, tmp)
-            if len(failures) > before:
-                for fn in sorted(os.listdir(tmp)):
-                    if fn.endswith(".log"):
-                        with open(os.path.join(tmp, fn), "rb") as f:
-                            print(f"---- {fn} ----\n" + f.read().decode("utf-8", "replace")[-6000:])
-                        os.remove(os.path.join(tmp, fn))
-            else:
-                for fn in os.listdir(tmp):
-                    if fn.endswith(".log"):
-                        os.remove(os.path.join(tmp, fn))
+def report():
+    """The summary of failures (the exit status: 0 if none)."""
     if failures:
         print(f"{len(failures)} case(s) failed:")
         for f in failures:
@@ -615,6 +598,33 @@ def main():
         return 1
     print("all cases passed")
     return 0
+
+
+def run_cases(cases, prefix, call):
+    """Runs call(case, tmp) for each case in one temporary folder, printing
+    the daemons' logs (*.log there) after a case that failed, and returns
+    report()."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        for case in cases:
+            before = len(failures)
+            call(case, tmp)
+            for fn in sorted(os.listdir(tmp)):
+                if not fn.endswith(".log"):
+                    continue
+                if len(failures) > before:
+                    with open(os.path.join(tmp, fn), "rb") as f:
+                        print(f"---- {fn} ----\n" + f.read().decode("utf-8", "replace")[-6000:])
+                os.remove(os.path.join(tmp, fn))
+    return report()
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 1
+    exe = os.path.abspath(sys.argv[1])
+    return run_cases((test_cli, test_empty, test_drain_and_restore, test_stuck_worker, test_detach),
+                     "lupined-sessions-", lambda t, tmp: t(exe, tmp))
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -548,24 +547,13 @@ def main():
     LUPINED, CTL = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     PROGS, SHIM = (os.path.abspath(a) for a in sys.argv[3:5])
     names = sys.argv[5:] or list(CASES)
-    with tempfile.TemporaryDirectory(prefix="lupined-tls-") as tmp:
-        CERTS = tls_certs.make_certs(os.path.join(tmp, "certs"))
-        for name in names:
-            before = len(sv.failures)
-            CASES[name](tmp)
-            for fn in sorted(os.listdir(tmp)):
-                if fn.endswith(".log"):
-                    if len(sv.failures) > before:
-                        with open(os.path.join(tmp, fn), "rb") as f:
-                            print(f"---- {fn} ----\n" + f.read().decode("utf-8", "replace")[-6000:])
-                    os.remove(os.path.join(tmp, fn))
-    if sv.failures:
-        print(f"{len(sv.failures)} case(s) failed:")
-        for f in sv.failures:
-            print("  " + f)
-        return 1
-    print("all cases passed")
-    return 0
+
+    def call(name, tmp):
+        global CERTS
+        if CERTS is None:
+            CERTS = tls_certs.make_certs(os.path.join(tmp, "certs"))
+        CASES[name](tmp)
+    return sv.run_cases(names, "lupined-tls-", call)
 
 
 if __name__ == "__main__":
