@@ -17,10 +17,7 @@
 #include "log.h"
 #include "supervisor/internal.h"
 
-/* LUPD_CTL_ATTACH: u32 type, u32 slot, u64 seq, u32 lane, u32 len, HELLO. */
-#define CTL_ATTACH_FIXED 24u
-_Static_assert(CTL_ATTACH_FIXED + LUPD_HELLO_MAX_PAYLOAD <= LUPD_CTL_MAX_MSG,
-               "an ATTACH message must fit one control datagram");
+_Static_assert(SUP_CTL_HELLO_MSG_MAX <= LUPD_CTL_MAX_MSG, "an ASSIGN or ATTACH message must fit one control datagram");
 
 /* The receive buffers of a session's control socket, ready for one
  * datagram and its fds. */
@@ -83,20 +80,13 @@ static int send_with_fd(int sock, const void *p, size_t n, int fd)
         return (size_t)k == n ? 0 : -EMSGSIZE;
 }
 
-int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
-                       const uint8_t *ticket, const char *peer)
+int sup_ctl_hello_msg(uint8_t *out, uint32_t type, uint32_t slot, const struct lup_hdr *hdr, const uint8_t *payload,
+                      const uint8_t *ticket, size_t *ret_len)
 {
-        struct lupd_session *se = &s->reg.s[idx];
-        uint8_t msg[CTL_ATTACH_FIXED + LUPD_HELLO_MAX_PAYLOAD + LUPD_CTL_TLS_TRAILER];
-        struct lup_wr w = lup_wr_init(msg, sizeof(msg));
-        int r;
+        struct lup_wr w = lup_wr_init(out, SUP_CTL_HELLO_MSG_MAX);
 
-        if (se->attach_pending >= LUPD_MAX_ATTACH_PENDING)
-                return -EBUSY;
-        if (se->ctl_fd < 0 || se->ctl_eof)
-                return -EPIPE;
-        lup_wr_u32(&w, LUPD_CTL_ATTACH);
-        lup_wr_u32(&w, (uint32_t)(se->slot < 0 ? 0 : se->slot)); /* ignored by the worker */
+        lup_wr_u32(&w, type);
+        lup_wr_u32(&w, slot);
         lup_wr_u64(&w, hdr->seq);
         lup_wr_u32(&w, hdr->lane);
         lup_wr_u32(&w, hdr->len);
@@ -105,9 +95,28 @@ int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_h
                 lup_wr_u32(&w, LUPD_CTL_TLS);
                 lup_wr_bytes(&w, ticket, LUP_TICKET_SIZE);
         }
-        if (w.err)
-                return w.err;
-        r = send_with_fd(se->ctl_fd, msg, w.len, client_fd);
+        *ret_len = w.len;
+        return w.err;
+}
+
+int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
+                       const uint8_t *ticket, const char *peer)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        uint8_t msg[SUP_CTL_HELLO_MSG_MAX];
+        size_t len;
+        int r;
+
+        if (se->attach_pending >= LUPD_MAX_ATTACH_PENDING)
+                return -EBUSY;
+        if (se->ctl_fd < 0 || se->ctl_eof)
+                return -EPIPE;
+        /* the slot is ignored by the worker */
+        r = sup_ctl_hello_msg(msg, LUPD_CTL_ATTACH, (uint32_t)(se->slot < 0 ? 0 : se->slot), hdr, payload, ticket,
+                              &len);
+        if (r < 0)
+                return r;
+        r = send_with_fd(se->ctl_fd, msg, len, client_fd);
         if (r < 0)
                 return r == -EAGAIN ? -EBUSY : r;
         snprintf(se->attach_peer[se->attach_pending], sizeof(se->attach_peer[0]), "%s", peer);

@@ -351,6 +351,12 @@ void sup_describe_wait(int st, char *out, size_t cap);
 void sup_ctl_msg_reset(struct lupd_session *se);
 /* Starts (or continues) reading worker idx's control socket. */
 void sup_ctl_arm(struct sup *s, int idx);
+/* LUPD_CTL_ASSIGN and LUPD_CTL_ATTACH (daemon/ctl.h): u32 type, u32 slot,
+ * u64 seq, u32 lane, u32 len, the HELLO, and with a ticket the TLS
+ * trailer; into out, SUP_CTL_HELLO_MSG_MAX bytes. 0 or -errno. */
+#define SUP_CTL_HELLO_MSG_MAX (24u + LUPD_HELLO_MAX_PAYLOAD + LUPD_CTL_TLS_TRAILER)
+int sup_ctl_hello_msg(uint8_t *out, uint32_t type, uint32_t slot, const struct lup_hdr *hdr, const uint8_t *payload,
+                      const uint8_t *ticket, size_t *ret_len);
 /* Hands a client's connection, asking to resume registered session idx,
  * to its worker (LUPD_CTL_ATTACH). Returns 0, -EBUSY when
  * LUPD_MAX_ATTACH_PENDING resumes are in flight already, or -errno. */

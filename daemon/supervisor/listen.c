@@ -27,18 +27,7 @@
 
 static bool endpoint_is_local(const struct lup_endpoint *ep)
 {
-        if (ep->family == AF_UNIX)
-                return true;
-        if (ep->family == AF_INET) {
-                const struct sockaddr_in *in = (const struct sockaddr_in *)&ep->addr;
-                return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-        }
-        if (ep->family == AF_INET6) {
-                const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ep->addr;
-                return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ||
-                       (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127);
-        }
-        return false;
+        return ep->family == AF_UNIX || sup_addr_is_loopback(&ep->addr);
 }
 
 void sup_listener_arm(struct sup *s, int li)
@@ -220,10 +209,10 @@ static int listeners_adopt(struct sup *s)
                 l->inherited = true;
                 l->owned = endpoint_is_configured(s->cfg, l->ep);
                 s->n_listeners = (int)i + 1;
-                lup_info("listening on %s (inherited fd %d, name %s)%s", l->ep->text, fd, lupd_sd_listen_name(i),
-                         s->tls_ctx && l->ep->family != AF_UNIX ? ", TLS" : "");
                 if (listener_policy(s, l) < 0)
                         return -EACCES;
+                lup_info("listening on %s (inherited fd %d, name %s)%s", l->ep->text, fd, lupd_sd_listen_name(i),
+                         l->tls ? ", TLS" : "");
         }
         return 0;
 }
@@ -254,9 +243,9 @@ int sup_listeners_open(struct sup *s)
                 l->ep = ep;
                 l->owned = true;
                 s->n_listeners = i + 1;
-                lup_info("listening on %s%s", ep->text, s->tls_ctx && ep->family != AF_UNIX ? " (TLS)" : "");
                 if (listener_policy(s, l) < 0)
                         return -EACCES;
+                lup_info("listening on %s%s", ep->text, l->tls ? " (TLS)" : "");
         }
         return 0;
 }

@@ -22,10 +22,6 @@
 #include "supervisor/internal.h"
 #include "upload_acct.h"
 
-/* LUPD_CTL_ASSIGN: u32 type, u32 slot, u64 seq, u32 lane, u32 len, HELLO. */
-#define CTL_ASSIGN_FIXED 24u
-_Static_assert(CTL_ASSIGN_FIXED + LUPD_HELLO_MAX_PAYLOAD + LUPD_CTL_TLS_TRAILER <= LUPD_CTL_MAX_MSG,
-               "an ASSIGN message must fit one control datagram");
 
 /* The worker's command line (daemon/ctl.h), built before the fork: the
  * child may only make async-signal-safe calls. */
@@ -215,21 +211,13 @@ int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hd
                       const uint8_t *ticket, const char *peer)
 {
         struct lupd_session *se = &s->reg.s[idx];
-        uint8_t msg[CTL_ASSIGN_FIXED + LUPD_HELLO_MAX_PAYLOAD + LUPD_CTL_TLS_TRAILER];
-        struct lup_wr w = lup_wr_init(msg, sizeof(msg));
+        uint8_t msg[SUP_CTL_HELLO_MSG_MAX];
+        size_t len;
         int r;
 
-        lup_wr_u32(&w, LUPD_CTL_ASSIGN);
-        lup_wr_u32(&w, (uint32_t)se->slot);
-        lup_wr_u64(&w, hdr->seq);
-        lup_wr_u32(&w, hdr->lane);
-        lup_wr_u32(&w, hdr->len);
-        lup_wr_bytes(&w, payload, hdr->len);
-        if (ticket) {
-                lup_wr_u32(&w, LUPD_CTL_TLS);
-                lup_wr_bytes(&w, ticket, LUP_TICKET_SIZE);
-        }
-        r = w.err ? w.err : worker_spawn(s, idx, NULL, false, msg, w.len, client_fd);
+        r = sup_ctl_hello_msg(msg, LUPD_CTL_ASSIGN, (uint32_t)se->slot, hdr, payload, ticket, &len);
+        if (r == 0)
+                r = worker_spawn(s, idx, NULL, false, msg, len, client_fd);
         if (r < 0) {
                 lupd_registry_release(&s->reg, idx);
                 return r;
