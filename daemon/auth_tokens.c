@@ -158,11 +158,28 @@ const char *lupd_tokens_tenant(const struct lupd_tokens *t, const uint8_t *token
         return found;
 }
 
-int lupd_session_key(const char *tenant, const char *name, char *out, size_t cap, const char **why)
+int lupd_tenant_prefix(const char *tenant, char out[LUPD_TENANT_PREFIX_MAX])
 {
         static const char pre[] = "lupine-tenant:";
         char buf[sizeof(pre) + LUPD_MAX_TENANT + 1];
         uint8_t h[32];
+        int n;
+
+        out[0] = 0;
+        if (!tenant[0])
+                return 0;
+        if (strlen(tenant) > LUPD_MAX_TENANT)
+                return -EINVAL;
+        n = snprintf(buf, sizeof(buf), "%s%s", pre, tenant);
+        sha256(buf, (size_t)n, h);
+        snprintf(out, LUPD_TENANT_PREFIX_MAX, ".t%02x%02x%02x%02x%02x%02x%02x%02x.", h[0], h[1], h[2], h[3], h[4], h[5],
+                 h[6], h[7]);
+        return 0;
+}
+
+int lupd_session_key(const char *tenant, const char *name, char *out, size_t cap, const char **why)
+{
+        char prefix[LUPD_TENANT_PREFIX_MAX];
         int n;
 
         *why = NULL;
@@ -170,30 +187,25 @@ int lupd_session_key(const char *tenant, const char *name, char *out, size_t cap
                 *why = "session names beginning with '.' are reserved";
                 return -EINVAL;
         }
-        if (!tenant[0]) {
-                n = snprintf(out, cap, "%s", name);
-                if (n >= 0 && (size_t)n < cap)
-                        return 0;
-                *why = "session name too long";
-                return -ENAMETOOLONG;
-        }
-        if (strlen(tenant) > LUPD_MAX_TENANT) {
+        if (lupd_tenant_prefix(tenant, prefix) < 0) {
                 *why = "tenant name too long";
                 return -EINVAL;
         }
-        n = snprintf(buf, sizeof(buf), "%s%s", pre, tenant);
-        sha256(buf, (size_t)n, h);
-        n = snprintf(out, cap, ".t%02x%02x%02x%02x%02x%02x%02x%02x.%s", h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7],
-                     name);
-        if (n < 0 || (size_t)n >= cap || (size_t)n > LUP_MAX_NAME) {
-                *why = "session name too long for a tenant's namespace (at most 109 bytes)";
-                return -ENAMETOOLONG;
-        }
-        return 0;
+        n = snprintf(out, cap, "%s%s", prefix, name);
+        if (n >= 0 && (size_t)n < cap && (size_t)n <= LUP_MAX_NAME)
+                return 0;
+        *why = tenant[0] ? "session name too long for a tenant's namespace (at most 109 bytes)"
+                         : "session name too long";
+        return -ENAMETOOLONG;
 }
 
 size_t lupd_key_tenant_len(const char *key)
 {
         /* ".t", 16 hex digits, "." */
         return key[0] == '.' && key[1] == 't' && strlen(key) > 19 && key[18] == '.' ? 19 : 0;
+}
+
+bool lupd_key_in_tenant(const char *key, const char *prefix, size_t prefix_len)
+{
+        return lupd_key_tenant_len(key) == prefix_len && strncmp(key, prefix, prefix_len) == 0;
 }

@@ -42,5 +42,13 @@ const char *lupd_tokens_tenant(const struct lupd_tokens *t, const uint8_t *token
 int lupd_session_key(const char *tenant, const char *name, char *out, size_t cap, const char **why);
 /* The length of the tenant part of a key (0: the anonymous tenant). */
 size_t lupd_key_tenant_len(const char *key);
+/* The tenant part every key of tenant begins with: "" for the anonymous
+ * tenant, ".t<16 hex>." otherwise (LUPD_TENANT_PREFIX_MAX bytes with the
+ * NUL). 0, or -EINVAL for a tenant name that is too long. */
+#define LUPD_TENANT_PREFIX_MAX 20
+int lupd_tenant_prefix(const char *tenant, char out[LUPD_TENANT_PREFIX_MAX]);
+/* Whether key belongs to the tenant whose prefix (lupd_tenant_prefix, or
+ * the first lupd_key_tenant_len bytes of one of its keys) this is. */
+bool lupd_key_in_tenant(const char *key, const char *prefix, size_t prefix_len);
 
 #endif

@@ -155,7 +155,7 @@ int sup_tenant_caps(struct sup *s, const char *key, char *why, size_t cap)
                 const struct lupd_session *se = &s->reg.s[i];
                 if (se->state != LUPD_SESSION_LIVE || se->phase == LUPD_PHASE_FAILED)
                         continue;
-                if (lupd_key_tenant_len(se->name) != tl || strncmp(se->name, key, tl) != 0)
+                if (!lupd_key_in_tenant(se->name, key, tl))
                         continue;
                 n++;
                 detached += se->phase == LUPD_PHASE_DETACHED || se->phase == LUPD_PHASE_WAITING;

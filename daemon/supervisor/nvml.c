@@ -48,7 +48,7 @@ int sup_nvml_check_header(struct sup *s, int idx)
 }
 
 /* The workers of the live sessions whose key begins with the tenant part
- * prefix (supervisor/auth.c): the tenant's own. */
+ * prefix (lupd_tenant_prefix): the tenant's own. */
 static int session_pids(const struct sup *s, const char *prefix, pid_t *pids)
 {
         size_t pl = strlen(prefix);
@@ -58,7 +58,7 @@ static int session_pids(const struct sup *s, const char *prefix, pid_t *pids)
                 const struct lupd_session *se = &s->reg.s[i];
                 if (se->state != LUPD_SESSION_LIVE || se->pid <= 0 || se->reaped)
                         continue;
-                if (lupd_key_tenant_len(se->name) != pl || strncmp(se->name, prefix, pl) != 0)
+                if (!lupd_key_in_tenant(se->name, prefix, pl))
                         continue;
                 pids[n++] = se->pid;
         }
@@ -70,7 +70,7 @@ static int session_pids(const struct sup *s, const char *prefix, pid_t *pids)
  * watch loop asks as the same tenant every time. */
 static int nvml_snapshot(struct sup *s, const char *prefix, const char **why)
 {
-        static char cache_prefix[LUP_MAX_NAME + 1];
+        static char cache_prefix[LUPD_TENANT_PREFIX_MAX];
         pid_t pids[LUP_ARENA_SLOTS];
         uint64_t now = sup_now_ms();
 
@@ -108,10 +108,9 @@ void sup_nvml_run(struct sup *s, int idx)
         size_t len;
         uint8_t *frame;
         int r;
-
         const uint8_t *auth;
         size_t auth_len;
-        char tenant[LUPD_MAX_TENANT + 1], key[LUP_MAX_NAME + 1];
+        char tenant[LUPD_MAX_TENANT + 1], prefix[LUPD_TENANT_PREFIX_MAX];
 
         if (lup_nvml_req_decode_auth(c->payload, c->hdr.len, &auth, &auth_len, &why) < 0) {
                 sup_conn_close(s, idx, 2, "%s", why);
@@ -121,13 +120,8 @@ void sup_nvml_run(struct sup *s, int idx)
                 sup_conn_close(s, idx, 4 /* NVML_ERROR_NO_PERMISSION */, "NVML: %s", why);
                 return;
         }
-        /* the tenant's key prefix: the part before the name of a key */
-        if (lupd_session_key(tenant, "x", key, sizeof(key), &why) < 0) {
-                sup_conn_close(s, idx, 4, "NVML: %s", why);
-                return;
-        }
-        key[lupd_key_tenant_len(key)] = 0;
-        if (nvml_snapshot(s, key, &why) < 0) {
+        (void)lupd_tenant_prefix(tenant, prefix); /* a tenant from sup_auth_tenant is never too long */
+        if (nvml_snapshot(s, prefix, &why) < 0) {
                 sup_conn_close(s, idx, 9 /* NVML_ERROR_DRIVER_NOT_LOADED */, "NVML: %s", why);
                 return;
         }
