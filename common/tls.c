@@ -410,19 +410,6 @@ bool lup_tls_pending(struct lup_tls *t)
         return any;
 }
 
-int lup_tls_wait_readable(struct lup_tls *t, int timeout_ms)
-{
-        struct pollfd p = { .fd = t->fd, .events = POLLIN };
-        int n;
-
-        if (lup_tls_pending(t))
-                return 1;
-        do
-                n = poll(&p, 1, timeout_ms);
-        while (n < 0 && errno == EINTR);
-        return n < 0 ? -errno : n > 0;
-}
-
 int lup_tls_write_full(struct lup_tls *t, const void *p, size_t n)
 {
         const uint8_t *b = p;

@@ -68,9 +68,6 @@ int lup_tls_handshake(struct lup_tls *t, int timeout_ms);
 ssize_t lup_tls_recv_nb(struct lup_tls *t, void *p, size_t n);
 /* Exactly n bytes, waiting as needed (timeout_ms < 0: forever). */
 int lup_tls_read_full(struct lup_tls *t, void *p, size_t n, int timeout_ms);
-/* Waits until at least one byte can be read (or the stream ended):
- * 1, or 0 past timeout_ms, or -errno. Bytes OpenSSL already holds count. */
-int lup_tls_wait_readable(struct lup_tls *t, int timeout_ms);
 /* Writes all of it, waiting as needed. */
 int lup_tls_write_full(struct lup_tls *t, const void *p, size_t n);
 int lup_tls_writev_full(struct lup_tls *t, const struct iovec *iov, int iovcnt);

@@ -21,7 +21,8 @@
 #include "worker/lanes.h"
 #include "worker/session.h"
 
-int lupw_refuse_on(struct lupw_session *s, int fd, const struct lup_hdr *req, CUresult status, const char *msg)
+int lupw_refuse_on(struct lupw_session *s, int fd, struct lup_tls *tls, const struct lup_hdr *req, CUresult status,
+                   const char *msg)
 {
         uint8_t buf[512];
         struct lup_wr w = lup_wr_init(buf, sizeof(buf));
@@ -29,12 +30,12 @@ int lupw_refuse_on(struct lupw_session *s, int fd, const struct lup_hdr *req, CU
         lup_err("session %s refused: %s", s->name[0] ? s->name : "?", msg);
         struct lup_hdr h = { .len = (uint32_t)w.len, .op = req->op, .flags = LUP_F_REPLY, .lane = req->lane,
                              .status = (uint32_t)status, .seq = req->seq, .ctx = s->last_seq };
-        return lupw_send_ctl(s, fd, &h, buf, w.len);
+        return lupw_send_ctl(s, fd, tls, &h, buf, w.len);
 }
 
 int lupw_refuse(struct lupw_session *s, const struct lup_hdr *req, CUresult status, const char *msg)
 {
-        return lupw_refuse_on(s, s->fd, req, status, msg);
+        return lupw_refuse_on(s, s->fd, s->tls, req, status, msg);
 }
 
 /* One device of the HELLO reply's snapshot, as the driver describes it. */
@@ -160,7 +161,7 @@ int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req, con
         } else {
                 struct lup_hdr h = { .len = (uint32_t)w.len, .op = req->op, .flags = LUP_F_REPLY, .lane = req->lane,
                                      .seq = req->seq, .ctx = s->last_seq };
-                rc = lupw_send_ctl(s, s->fd, &h, buf, w.len);
+                rc = lupw_send_ctl(s, s->fd, s->tls, &h, buf, w.len);
                 /* then what the client missed, before anything new */
                 if (rc == 0 && rep.resend_from < rep.tx_end)
                         rc = lupw_tx_resend(s, rep.resend_from);

@@ -74,7 +74,7 @@ static void send_goodbye(struct lupw_session *s)
         if (s->fd < 0)
                 return;
         lupw_flush_out(s);
-        (void)lupw_send_ctl(s, s->fd, &bye, NULL, 0);
+        (void)lupw_send_ctl(s, s->fd, s->tls, &bye, NULL, 0);
 }
 
 /* Forgets the current connection: whatever it had not finished sending was
@@ -153,11 +153,7 @@ static bool token_equal(const uint8_t *a, const uint8_t *b)
 static void attach_refuse(struct lupw_session *s, int fd, struct lup_tls *tls, const struct lup_hdr *req,
                           const char *msg, int status)
 {
-        s->cand_fd = fd;
-        s->cand_tls = tls;
-        lupw_refuse_on(s, fd, req, CUDA_ERROR_DEVICE_UNAVAILABLE, msg);
-        s->cand_fd = -1;
-        s->cand_tls = NULL;
+        lupw_refuse_on(s, fd, tls, req, CUDA_ERROR_DEVICE_UNAVAILABLE, msg);
         lup_tls_free(tls, true);
         close(fd);
         lupw_ctl_send(s, LUPD_CTL_ATTACHED, status, 0, false);
@@ -604,7 +600,6 @@ int worker_main(const struct lupd_config *cfg)
         s->cfg = cfg;
         s->ctl_fd = cfg->ctl_fd;
         s->fd = -1;
-        s->cand_fd = -1;
         s->loop.exit_status = 0;
         s->rx.cap = 8u << 20; /* several frames: see lupw_process_input's compaction */
         s->out.cap = OUT_CAP;

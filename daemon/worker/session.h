@@ -297,8 +297,6 @@ struct lupw_session {
         int fd;                      /* the client connection */
         struct lup_tls *tls;         /* its TLS session (worker/tls_conn.c), or NULL: changed with fd */
         struct lup_tls_ctx *tls_ctx; /* --tls-cert: the second handshake's context, made at first use */
-        int cand_fd;                 /* a resuming connection not yet accepted, or -1 ... */
-        struct lup_tls *cand_tls;    /* ... and its TLS session: refusals go through it */
         char name[LUP_MAX_NAME + 1];
         uint8_t token[LUP_TOKEN_SIZE]; /* the session's resume token */
         uint32_t slot;
@@ -474,7 +472,8 @@ void lupw_hot_free(struct lupw_session *s);
 /* worker/hello.c */
 int lupw_refuse(struct lupw_session *s, const struct lup_hdr *req, CUresult status, const char *msg);
 /* The same, on connection fd (a client that is not the session's). */
-int lupw_refuse_on(struct lupw_session *s, int fd, const struct lup_hdr *req, CUresult status, const char *msg);
+int lupw_refuse_on(struct lupw_session *s, int fd, struct lup_tls *tls, const struct lup_hdr *req, CUresult status,
+                   const char *msg);
 /* Loads the driver, retains device 0's primary context, pins buffers.
  * NULL on success, else a reason (and *ret_status the CUresult to report). */
 const char *lupw_open_device(struct lupw_session *s, CUresult *ret_status);

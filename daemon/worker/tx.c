@@ -87,12 +87,10 @@ static void log_append(struct lupw_tx *t, const void *p, size_t n)
         t->end += n;
 }
 
-/* Whole frames to fd: through its TLS session when it has one (the
- * client's connection, or a resuming one being refused). tx.lock held. */
-static int conn_writev(struct lupw_session *s, int fd, struct iovec *iov, int iovcnt)
+/* Whole frames to fd, through its TLS session tls when it has one (NULL: a
+ * plain socket). tx.lock held. */
+static int conn_writev(int fd, struct lup_tls *tls, struct iovec *iov, int iovcnt)
 {
-        struct lup_tls *tls = fd == s->fd ? s->tls : fd == s->cand_fd ? s->cand_tls : NULL;
-
         if (fd < 0)
                 return -EBADF;
         return tls ? lup_tls_writev_full(tls, iov, iovcnt) : lup_writev_full(fd, iov, iovcnt);
@@ -104,7 +102,7 @@ int lupw_send(struct lupw_session *s, struct iovec *iov, int iovcnt, bool stream
         pthread_mutex_lock(&t->lock);
         int rc = -EPIPE;
         if (s->fd >= 0 && !t->broken) {
-                rc = conn_writev(s, s->fd, iov, iovcnt);
+                rc = conn_writev(s->fd, s->tls, iov, iovcnt);
                 if (rc == 0)
                         atomic_store_explicit(&t->last_tx_ns, lup_now_ns(), memory_order_relaxed);
                 else
@@ -141,13 +139,14 @@ int lupw_tx_failed(struct lupw_session *s)
         return -EPIPE;
 }
 
-int lupw_send_ctl(struct lupw_session *s, int fd, const struct lup_hdr *h, const void *payload, size_t len)
+int lupw_send_ctl(struct lupw_session *s, int fd, struct lup_tls *tls, const struct lup_hdr *h, const void *payload,
+                  size_t len)
 {
         uint8_t hb[LUP_HDR_SIZE];
         lup_hdr_encode(hb, h);
         struct iovec iov[2] = { { hb, sizeof(hb) }, { (void *)payload, len } };
         pthread_mutex_lock(&s->tx.lock);
-        int rc = conn_writev(s, fd, iov, len ? 2 : 1);
+        int rc = conn_writev(fd, tls, iov, len ? 2 : 1);
         if (h->op == LUP_OP_GOODBYE && fd == s->fd)
                 s->tx.goodbye = true;
         pthread_mutex_unlock(&s->tx.lock);
@@ -243,7 +242,7 @@ int lupw_tx_resend(struct lupw_session *s, uint64_t from)
                 size_t first = t->cap - at < n ? t->cap - at : n;
                 struct iovec iov[2] = { { t->buf + at, first }, { t->buf, n - first } };
                 lup_info("session %s: sending %zu bytes of answers again that the client did not receive", s->name, n);
-                rc = conn_writev(s, s->fd, iov, n > first ? 2 : 1);
+                rc = conn_writev(s->fd, s->tls, iov, n > first ? 2 : 1);
                 if (rc < 0)
                         t->broken = true;
         }

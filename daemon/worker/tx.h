@@ -74,7 +74,8 @@ int lupw_tx_set_fd(struct lupw_session *s, int fd, struct lup_tls *tls, struct l
  * once a write failed or timed out (the reason is set). */
 int lupw_send(struct lupw_session *s, struct iovec *iov, int iovcnt, bool stream);
 /* A frame outside the stream (HELLO reply, refusal, GOODBYE) to fd. */
-int lupw_send_ctl(struct lupw_session *s, int fd, const struct lup_hdr *h, const void *payload, size_t len);
+int lupw_send_ctl(struct lupw_session *s, int fd, struct lup_tls *tls, const struct lup_hdr *h, const void *payload,
+                  size_t len);
 
 /* The main thread starts (busy) or stops working on input. */
 void lupw_tx_busy(struct lupw_session *s, bool busy);
