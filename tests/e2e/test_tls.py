@@ -69,8 +69,9 @@ def tokens_file(tmp):
     return path
 
 
-def tls_daemon(tmp, label, extra=()):
-    args = ["--tls-cert", CERTS["server"], "--tls-key", CERTS["server_key"], "--auth-tokens", tokens_file(tmp)]
+def tls_daemon(tmp, label, extra=(), cert="server"):
+    """A lupined with TLS (the test certificate `cert`) and the tokens."""
+    args = ["--tls-cert", CERTS[cert], "--tls-key", CERTS[cert + "_key"], "--auth-tokens", tokens_file(tmp)]
     d = sv.Daemon(LUPINED, tmp, label, args + list(extra))
     if not d.wait_ready():
         fail(label, "lupined did not become ready: " + d.log()[-2000:])
@@ -322,13 +323,6 @@ def run_prog(name, env, *args, timeout=120):
     return r.returncode, r.stdout, r.stderr
 
 
-def daemon_with(tmp, label, cert):
-    args = ["--tls-cert", CERTS[cert], "--tls-key", CERTS[cert + "_key"], "--auth-tokens", tokens_file(tmp)]
-    d = sv.Daemon(LUPINED, tmp, label, args)
-    d.wait_ready()
-    return d
-
-
 def test_shim(tmp):
     case = "shim"
     d = tls_daemon(tmp, case)
@@ -368,7 +362,7 @@ def test_shim(tmp):
         d.stop()
         d.close()
     for cert, what in (("expired", "expired"), ("wronghost", "wrong host name"), ("untrusted", "self-signed")):
-        d = daemon_with(tmp, f"{case}-{cert}", cert)
+        d = tls_daemon(tmp, f"{case}-{cert}", cert=cert)
         try:
             rc, out, err = run_prog("e2e_basic", shim_env(d.port, "x", token=TOKENS["alice"]), timeout=60)
             if rc == 0 or "certificate" not in err:
