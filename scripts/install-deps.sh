@@ -25,9 +25,9 @@ fi
 if ! python3 -c 'import pynvml' 2>/dev/null; then
         SUDO=""
         [ "$(id -u)" -eq 0 ] || SUDO=sudo
-        if apt-cache show python3-pynvml >/dev/null 2>&1; then
-                DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-pynvml
-        else
+        # apt-cache show succeeds for a name that is only referenced, so
+        # the install itself decides (bookworm has no candidate).
+        if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-pynvml 2>/dev/null; then
                 python3 -m pip install -q nvidia-ml-py 2>/dev/null ||
                         python3 -m pip install -q --break-system-packages nvidia-ml-py ||
                         echo "warning: pynvml not installed: the NVML test skips its pynvml part" >&2
