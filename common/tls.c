@@ -6,8 +6,10 @@
  * never stops a writer (the shim reads in one thread and writes in others).
  */
 #include "tls.h"
+#include "tls_record.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -23,6 +25,7 @@
 
 struct lup_tls_ctx {
         SSL_CTX *ctx;
+        unsigned flags;
         bool server;
 };
 
@@ -30,9 +33,15 @@ struct lup_tls {
         SSL *ssl;
         int fd;
         short want;           /* POLLIN/POLLOUT after -EAGAIN */
+        bool records;         /* LUP_TLS_RECORDS: rec takes over after the handshake */
         int write_timeout_ms; /* a write that moves nothing for this long fails; < 0: none */
-        pthread_mutex_t lock;
-        char err[256];
+        pthread_mutex_t lock; /* OpenSSL calls; with rec, reading */
+        /* After the handshake with LUP_TLS_RECORDS: lupine's record layer
+         * (tls_record.c), whose writing side has its own lock and error. */
+        struct lup_tls_rec *rec;
+        pthread_mutex_t wlock;
+        struct lup_tls_secret secret[2]; /* the client's, the server's (from the key log) */
+        char err[256], werr[256];
 };
 
 /* OpenSSL's queued errors, oldest first, joined into err. */
@@ -48,6 +57,29 @@ static void take_errors(char *err, size_t cap, const char *what)
                         continue;
                 snprintf(err + len, cap - len, ": ");
                 ERR_error_string_n(e, err + len + 2, cap - len - 2);
+        }
+}
+
+/* OpenSSL's key log line of a traffic secret, "LABEL <client random hex>
+ * <secret hex>": the application traffic secrets go to the record layer. */
+static void keylog(const SSL *ssl, const char *line)
+{
+        static const char *const labels[2] = { "CLIENT_TRAFFIC_SECRET_0 ", "SERVER_TRAFFIC_SECRET_0 " };
+        struct lup_tls *t = SSL_get_app_data(ssl);
+
+        for (int i = 0; t && i < 2; i++) {
+                size_t ll = strlen(labels[i]);
+                if (strncmp(line, labels[i], ll) != 0)
+                        continue;
+                const char *hex = strchr(line + ll, ' ');
+                struct lup_tls_secret *sec = &t->secret[i];
+                sec->len = 0;
+                for (hex = hex ? hex + 1 : ""; isxdigit((unsigned char)hex[0]) && isxdigit((unsigned char)hex[1]) &&
+                                               sec->len < sizeof(sec->secret);
+                     hex += 2) {
+                        char b[3] = { hex[0], hex[1], 0 };
+                        sec->secret[sec->len++] = (uint8_t)strtoul(b, NULL, 16);
+                }
         }
 }
 
@@ -72,7 +104,9 @@ static int ctx_common(SSL_CTX *c, unsigned flags)
         SSL_CTX_clear_mode(c, SSL_MODE_AUTO_RETRY);
         if (flags & LUP_TLS_KTLS)
                 SSL_CTX_set_options(c, SSL_OP_ENABLE_KTLS);
-        if (flags & LUP_TLS_READ_AHEAD) {
+        if (flags & LUP_TLS_RECORDS)
+                SSL_CTX_set_keylog_callback(c, keylog);
+        else if (flags & LUP_TLS_READ_AHEAD) { /* the record layer must find every byte after the handshake */
                 SSL_CTX_set_read_ahead(c, 1);
                 SSL_CTX_set_default_read_buffer_len(c, 64 * 1024);
         }
@@ -88,6 +122,7 @@ int lup_tls_server_ctx_new(const char *cert, const char *key, const char *client
         if (!t)
                 return -ENOMEM;
         t->server = true;
+        t->flags = flags;
         t->ctx = SSL_CTX_new(TLS_server_method());
         if (!t->ctx || ctx_common(t->ctx, flags) < 0) {
                 take_errors(err, errcap, "cannot set up TLS 1.3");
@@ -134,6 +169,7 @@ int lup_tls_client_ctx_new(const char *ca, const char *cert, const char *key, un
 
         if (!t)
                 return -ENOMEM;
+        t->flags = flags;
         t->ctx = SSL_CTX_new(TLS_client_method());
         if (!t->ctx || ctx_common(t->ctx, flags) < 0) {
                 take_errors(err, errcap, "cannot set up TLS 1.3");
@@ -209,9 +245,12 @@ struct lup_tls *lup_tls_new(struct lup_tls_ctx *ctx, int fd, const char *host)
         t->fd = fd;
         t->write_timeout_ms = -1;
         pthread_mutex_init(&t->lock, NULL);
+        pthread_mutex_init(&t->wlock, NULL);
         t->ssl = SSL_new(ctx->ctx);
         if (!t->ssl || SSL_set_fd(t->ssl, fd) != 1)
                 goto fail_ssl;
+        SSL_set_app_data(t->ssl, t);
+        t->records = (ctx->flags & LUP_TLS_RECORDS) != 0;
         if (ctx->server) {
                 SSL_set_accept_state(t->ssl);
         } else {
@@ -223,6 +262,7 @@ struct lup_tls *lup_tls_new(struct lup_tls_ctx *ctx, int fd, const char *host)
 fail_ssl:
         SSL_free(t->ssl);
         pthread_mutex_destroy(&t->lock);
+        pthread_mutex_destroy(&t->wlock);
 fail:
         free(t);
         ERR_clear_error();
@@ -233,13 +273,18 @@ void lup_tls_free(struct lup_tls *t, bool close_notify)
 {
         if (!t)
                 return;
-        if (close_notify)
+        if (t->rec && close_notify)
+                lup_tls_rec_close_notify(t->rec);
+        if (close_notify && !t->rec)
                 (void)SSL_shutdown(t->ssl); /* one attempt; the socket is non-blocking */
         else
-                SSL_set_quiet_shutdown(t->ssl, 1);
+                SSL_set_quiet_shutdown(t->ssl, 1); /* OpenSSL's keys are stale once rec took over */
+        lup_tls_rec_free(t->rec);
         SSL_free(t->ssl);
         ERR_clear_error();
+        OPENSSL_cleanse(t->secret, sizeof(t->secret));
         pthread_mutex_destroy(&t->lock);
+        pthread_mutex_destroy(&t->wlock);
         free(t);
 }
 
@@ -287,6 +332,55 @@ static int ssl_fail(struct lup_tls *t, int r, const char *what)
         }
 }
 
+static const EVP_CIPHER *suite_aead(const SSL_CIPHER *c)
+{
+        switch (c ? SSL_CIPHER_get_id(c) & 0xffff : 0) {
+        case 0x1301:
+                return EVP_aes_128_gcm();
+        case 0x1302:
+                return EVP_aes_256_gcm();
+        case 0x1303:
+                return EVP_chacha20_poly1305();
+        default:
+                return NULL;
+        }
+}
+
+/* The handshake is done: lupine's record layer takes the connection over
+ * (LUP_TLS_RECORDS), unless the kernel carries the records. Both sides'
+ * first application records are still to come, so both sequence numbers
+ * start at 0; no byte after the handshake may sit in OpenSSL's buffer,
+ * which is why such connections do not read ahead. t->lock held. */
+static int take_over(struct lup_tls *t)
+{
+        const SSL_CIPHER *c = SSL_get_current_cipher(t->ssl);
+        const EVP_CIPHER *aead = suite_aead(c);
+        const EVP_MD *md = c ? SSL_CIPHER_get_handshake_digest(c) : NULL;
+        const char *why = NULL;
+        bool server = SSL_is_server(t->ssl);
+        int rc = 0;
+
+        if (BIO_get_ktls_send(SSL_get_wbio(t->ssl)) > 0 || BIO_get_ktls_recv(SSL_get_rbio(t->ssl)) > 0)
+                return 0;
+        if (!aead || !md)
+                why = "an unknown cipher suite";
+        else if (SSL_has_pending(t->ssl))
+                why = "bytes after the handshake were read already";
+        for (int i = 0; !why && i < 2; i++) {
+                t->secret[i].cipher = aead;
+                t->secret[i].md = md;
+                if (t->secret[i].len != (size_t)EVP_MD_get_size(md))
+                        why = "no traffic secret from OpenSSL";
+        }
+        if (!why && (rc = lup_tls_rec_new(t->fd, &t->secret[server ? 0 : 1], &t->secret[server ? 1 : 0], &t->rec)) < 0)
+                why = rc == -ENOMEM ? "out of memory" : "the keys could not be set up";
+        OPENSSL_cleanse(t->secret, sizeof(t->secret));
+        if (!why)
+                return 0;
+        snprintf(t->err, sizeof(t->err), "TLS handshake: cannot take the records over: %s", why);
+        return rc == -ENOMEM ? rc : -EPROTO;
+}
+
 int lup_tls_handshake_step(struct lup_tls *t)
 {
         int r, rc = 0;
@@ -296,6 +390,8 @@ int lup_tls_handshake_step(struct lup_tls *t)
         r = SSL_do_handshake(t->ssl);
         if (r != 1)
                 rc = ssl_fail(t, r, "TLS handshake");
+        else if (t->records && !t->rec)
+                rc = take_over(t);
         pthread_mutex_unlock(&t->lock);
         return rc;
 }
@@ -357,6 +453,17 @@ static ssize_t recv_nb(struct lup_tls *t, void *p, size_t n, short *ret_want)
         int r;
 
         pthread_mutex_lock(&t->lock);
+        if (t->rec) {
+                const char *why;
+                rc = lup_tls_rec_recv(t->rec, p, n, &why);
+                if (rc == -EAGAIN)
+                        t->want = POLLIN;
+                else if (rc < 0)
+                        snprintf(t->err, sizeof(t->err), "TLS receive: %s", why ? why : strerror((int)-rc));
+                *ret_want = POLLIN;
+                pthread_mutex_unlock(&t->lock);
+                return rc;
+        }
         ERR_clear_error();
         r = SSL_read_ex(t->ssl, p, n, &got);
         if (r == 1)
@@ -405,40 +512,114 @@ bool lup_tls_pending(struct lup_tls *t)
         bool any;
 
         pthread_mutex_lock(&t->lock);
-        any = SSL_pending(t->ssl) > 0 || SSL_has_pending(t->ssl);
+        any = t->rec ? lup_tls_rec_pending(t->rec) : SSL_pending(t->ssl) > 0 || SSL_has_pending(t->ssl);
         pthread_mutex_unlock(&t->lock);
         return any;
 }
 
-int lup_tls_write_full(struct lup_tls *t, const void *p, size_t n)
+/* One SSL_write under the lock: bytes taken (records sealed and handed to
+ * the BIO, with PARTIAL_WRITE at most a record short of n), or -errno with
+ * *want set after -EAGAIN. */
+static ssize_t send_once(struct lup_tls *t, const void *p, size_t n, short *want)
 {
-        const uint8_t *b = p;
+        size_t done = 0;
+        ssize_t rc;
+        int r;
 
+        if (t->rec) {
+                pthread_mutex_lock(&t->wlock);
+                rc = lup_tls_rec_send(t->rec, p, n);
+                if (rc < 0 && rc != -EAGAIN)
+                        snprintf(t->werr, sizeof(t->werr), "TLS send: %s", strerror((int)-rc));
+                pthread_mutex_unlock(&t->wlock);
+                *want = POLLOUT;
+                return rc;
+        }
+        pthread_mutex_lock(&t->lock);
+        ERR_clear_error();
+        r = SSL_write_ex(t->ssl, p, n, &done);
+        rc = r == 1 ? (ssize_t)done : ssl_fail(t, 0, "TLS send");
+        *want = t->want;
+        pthread_mutex_unlock(&t->lock);
+        return rc;
+}
+
+ssize_t lup_tls_send_nb(struct lup_tls *t, const void *p, size_t n)
+{
+        short want;
+        return send_once(t, p, n, &want);
+}
+
+int lup_tls_flush_nb(struct lup_tls *t)
+{
+        int rc;
+
+        if (!t->rec)
+                return 0; /* OpenSSL's socket BIO keeps nothing back */
+        pthread_mutex_lock(&t->wlock);
+        rc = lup_tls_rec_flush(t->rec);
+        if (rc < 0 && rc != -EAGAIN)
+                snprintf(t->werr, sizeof(t->werr), "TLS send: %s", strerror(-rc));
+        pthread_mutex_unlock(&t->wlock);
+        return rc;
+}
+
+bool lup_tls_unsent(struct lup_tls *t)
+{
+        bool any;
+
+        if (!t->rec)
+                return false;
+        pthread_mutex_lock(&t->wlock);
+        any = lup_tls_rec_unsent(t->rec);
+        pthread_mutex_unlock(&t->wlock);
+        return any;
+}
+
+bool lup_tls_may_sigpipe(const struct lup_tls *t)
+{
+        return !t->rec; /* the record layer sends with MSG_NOSIGNAL */
+}
+
+static int wait_writable(struct lup_tls *t, short want)
+{
+        return wait_want(t, want, t->write_timeout_ms < 0 ? -1 : now_ms() + t->write_timeout_ms);
+}
+
+/* All of it handed to the BIO (not yet flushed), waiting as needed. */
+static int send_all(struct lup_tls *t, const uint8_t *b, size_t n)
+{
         while (n > 0) {
-                size_t done = 0;
                 short want = POLLOUT;
-                int r, rc = 0;
-
-                pthread_mutex_lock(&t->lock);
-                ERR_clear_error();
-                r = SSL_write_ex(t->ssl, b, n, &done);
-                if (r != 1) {
-                        rc = ssl_fail(t, 0, "TLS send");
-                        want = t->want;
-                }
-                pthread_mutex_unlock(&t->lock);
-                if (r == 1) {
-                        b += done;
-                        n -= done;
+                ssize_t k = send_once(t, b, n, &want);
+                if (k >= 0) {
+                        b += k;
+                        n -= (size_t)k;
                         continue;
                 }
-                if (rc != -EAGAIN)
-                        return rc == -ECONNRESET ? -EPIPE : rc;
-                rc = wait_want(t, want, t->write_timeout_ms < 0 ? -1 : now_ms() + t->write_timeout_ms);
+                if (k != -EAGAIN)
+                        return k == -ECONNRESET ? -EPIPE : (int)k;
+                int rc = wait_writable(t, want);
                 if (rc < 0)
                         return rc;
         }
         return 0;
+}
+
+static int flush_all(struct lup_tls *t)
+{
+        int rc;
+
+        while ((rc = lup_tls_flush_nb(t)) == -EAGAIN)
+                if ((rc = wait_writable(t, POLLOUT)) < 0)
+                        return rc;
+        return rc;
+}
+
+int lup_tls_write_full(struct lup_tls *t, const void *p, size_t n)
+{
+        int rc = send_all(t, p, n);
+        return rc < 0 ? rc : flush_all(t);
 }
 
 /* Small pieces are gathered into one record, large ones go as they are;
@@ -464,7 +645,7 @@ int lup_tls_writev_full(struct lup_tls *t, const struct iovec *iov, int iovcnt)
                 if (have) {
                         size_t k = GATHER - have;
                         memcpy(buf + have, p, k);
-                        rc = lup_tls_write_full(t, buf, GATHER);
+                        rc = send_all(t, buf, GATHER);
                         if (rc < 0)
                                 return rc;
                         p += k;
@@ -476,11 +657,12 @@ int lup_tls_writev_full(struct lup_tls *t, const struct iovec *iov, int iovcnt)
                         have = n;
                         continue;
                 }
-                rc = lup_tls_write_full(t, p, n);
+                rc = send_all(t, p, n);
                 if (rc < 0)
                         return rc;
         }
-        return have ? lup_tls_write_full(t, buf, have) : 0;
+        rc = have ? send_all(t, buf, have) : 0;
+        return rc < 0 ? rc : flush_all(t);
 }
 
 void lup_tls_set_write_timeout(struct lup_tls *t, int timeout_ms)
@@ -490,7 +672,9 @@ void lup_tls_set_write_timeout(struct lup_tls *t, int timeout_ms)
 
 const char *lup_tls_error(const struct lup_tls *t)
 {
-        return t->err[0] ? t->err : "unknown TLS failure";
+        if (t->err[0])
+                return t->err;
+        return t->werr[0] ? t->werr : "unknown TLS failure";
 }
 
 int lup_tls_peer_cn(struct lup_tls *t, char *out, size_t cap)
@@ -521,6 +705,16 @@ void lup_tls_ktls(struct lup_tls *t, bool *tx, bool *rx)
         *tx = BIO_get_ktls_send(SSL_get_wbio(t->ssl)) > 0;
         *rx = BIO_get_ktls_recv(SSL_get_rbio(t->ssl)) > 0;
         pthread_mutex_unlock(&t->lock);
+}
+
+const char *lup_tls_carrier(struct lup_tls *t)
+{
+        bool tx, rx;
+
+        if (t->rec)
+                return "lupine's record layer";
+        lup_tls_ktls(t, &tx, &rx);
+        return tx && rx ? "kernel TLS" : tx || rx ? "kernel TLS one way, OpenSSL the other" : "OpenSSL";
 }
 
 bool lup_tls_looks_like_hello(const uint8_t *p, size_t n)

@@ -36,6 +36,14 @@ enum lup_tls_ctx_flags {
         /* Read ahead into OpenSSL's buffer (fewer syscalls). Not for the
          * supervisor: it must not read a byte past the HELLO. */
         LUP_TLS_READ_AHEAD = 0x2,
+        /* After the handshake, lupine's record layer (tls_record.c) seals
+         * and opens the records instead of OpenSSL, unless kernel TLS
+         * does: fewer copies and syscalls for bulk data. Such connections
+         * do not read ahead during the handshake. Data written may then
+         * wait in a send buffer: the *_full calls flush; after
+         * lup_tls_send_nb, call lup_tls_flush_nb. Not for the supervisor,
+         * whose socket is handed on. */
+        LUP_TLS_RECORDS = 0x4,
 };
 
 /* A server context: certificate chain and key (PEM files); with client_ca
@@ -71,6 +79,18 @@ int lup_tls_read_full(struct lup_tls *t, void *p, size_t n, int timeout_ms);
 /* Writes all of it, waiting as needed. */
 int lup_tls_write_full(struct lup_tls *t, const void *p, size_t n);
 int lup_tls_writev_full(struct lup_tls *t, const struct iovec *iov, int iovcnt);
+/* Up to n bytes sealed without blocking: the count taken (with
+ * LUP_TLS_RECORDS perhaps still in the send buffer), or -EAGAIN when none
+ * could be (call again with the same bytes once lup_tls_want() is ready). */
+ssize_t lup_tls_send_nb(struct lup_tls *t, const void *p, size_t n);
+/* Sends what the send buffer holds without blocking: 0 when it is empty,
+ * -EAGAIN when the socket is full (wait for POLLOUT), or -errno. */
+int lup_tls_flush_nb(struct lup_tls *t);
+/* Whether a write may raise SIGPIPE (OpenSSL's socket BIO writes with
+ * write(2)); the record layer sends with MSG_NOSIGNAL. */
+bool lup_tls_may_sigpipe(const struct lup_tls *t);
+/* Whether the send buffer holds bytes the socket has not taken yet. */
+bool lup_tls_unsent(struct lup_tls *t);
 /* A write that can move no byte for timeout_ms fails with -ETIMEDOUT
  * (default: it waits for ever), like SO_SNDTIMEO on a plain socket. */
 void lup_tls_set_write_timeout(struct lup_tls *t, int timeout_ms);
@@ -85,6 +105,9 @@ const char *lup_tls_error(const struct lup_tls *t);
 int lup_tls_peer_cn(struct lup_tls *t, char *out, size_t cap);
 /* Whether the kernel carries the records now (kernel TLS), each way. */
 void lup_tls_ktls(struct lup_tls *t, bool *tx, bool *rx);
+/* Who seals and opens the records, in words: "lupine's record layer"
+ * (LUP_TLS_RECORDS after the handshake), "kernel TLS", or "OpenSSL". */
+const char *lup_tls_carrier(struct lup_tls *t);
 
 /* Whether the first bytes of a stream look like a TLS ClientHello: a
  * handshake record of TLS 1.x. For a clear error when a plaintext client

@@ -617,7 +617,7 @@ static CUresult await_ack(void)
 static int conn_writev(struct iovec *iov, int iovcnt)
 {
         uint64_t progress = lup_now_ns();
-        while (iovcnt > 0) {
+        while (iovcnt > 0 || lupt_unsent(&conn.link)) {
                 ssize_t k = lupt_send(&conn.link, iov, iovcnt, false);
                 if (k == -EAGAIN) {
                         harvest_replies();

@@ -60,7 +60,7 @@ static void sleep_ns(uint64_t ns)
 static int resend_one(uint64_t seq, const uint8_t *p, size_t n, void *userdata)
 {
         struct resume_attempt *ra = userdata;
-        while (n) {
+        while (n || lupt_unsent(&conn.link)) {
                 struct iovec iov = { (void *)p, n };
                 ssize_t k = lupt_send(&conn.link, &iov, 1, true);
                 if (k > 0) {
@@ -260,7 +260,8 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
                 struct lup_hdr bye = { .op = LUP_OP_GOODBYE, .seq = n + 1 };
                 lup_hdr_encode(hb, &bye);
                 struct iovec iov = { hb, sizeof(hb) };
-                (void)lupt_send(&l, &iov, 1, true);
+                if (lupt_send(&l, &iov, 1, true) > 0 && lupt_unsent(&l))
+                        (void)lupt_send(&l, NULL, 0, true); /* one more try, as for the frame */
                 lupt_close(&l, true);
                 session_lost("lupined at %s: %s", ep->text, bad);
                 return SESSION_LOST;
@@ -339,7 +340,8 @@ void lupc_say_goodbye(void)
                                      .seq = atomic_fetch_add_explicit(&conn.next_seq, 1, memory_order_relaxed) };
                 lup_hdr_encode(hb, &h);
                 struct iovec iov = { hb, sizeof(hb) };
-                (void)lupt_send(&conn.link, &iov, 1, true);
+                if (lupt_send(&conn.link, &iov, 1, true) > 0 && lupt_unsent(&conn.link))
+                        (void)lupt_send(&conn.link, NULL, 0, true); /* one more try, as for the frame */
         }
         pthread_mutex_unlock(&conn.send_lock);
 }

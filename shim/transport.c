@@ -203,7 +203,7 @@ int lupt_config_load(struct lupt_config *c, const char *servers, unsigned flags,
                 /* no kernel TLS on the supervisor's session: the socket goes on to a second one */
                 rc = make_ctx(c, LUP_TLS_READ_AHEAD, &c->first, err, errcap);
                 if (rc == 0)
-                        rc = make_ctx(c, LUP_TLS_READ_AHEAD | LUP_TLS_KTLS, &c->second, err, errcap);
+                        rc = make_ctx(c, LUP_TLS_READ_AHEAD | LUP_TLS_KTLS | LUP_TLS_RECORDS, &c->second, err, errcap);
         } else {
                 rc = make_ctx(c, LUP_TLS_READ_AHEAD, &c->first, err, errcap);
         }
@@ -326,9 +326,11 @@ static int wait_fd(int fd, short events, int ms)
 static ssize_t tls_recv(struct lupt_link *l, void *p, size_t n, bool wait)
 {
         struct pipe_guard g;
+        bool guard = lup_tls_may_sigpipe(l->tls);
         ssize_t k;
 
-        guard_on(&g);
+        if (guard)
+                guard_on(&g);
         for (;;) {
                 k = lup_tls_recv_nb(l->tls, p, n);
                 if (k != -EAGAIN || !wait)
@@ -339,7 +341,8 @@ static ssize_t tls_recv(struct lupt_link *l, void *p, size_t n, bool wait)
                         break;
                 }
         }
-        guard_off(&g, k < 0 && k != -EAGAIN);
+        if (guard)
+                guard_off(&g, k < 0 && k != -EAGAIN);
         return k;
 }
 
@@ -431,43 +434,65 @@ static const uint8_t *record_at(struct lupt_link *l, const struct iovec *iov, in
         return l->stage;
 }
 
-/* Record by record, each written whole or not at all (a write timeout of 0
- * makes lup_tls_write_full give up at once instead of waiting). */
+/* Sends what an earlier call sealed but the socket did not take, waiting
+ * for it up to io_ms unless nowait: 0, -EAGAIN, or -errno. */
+static int tls_flush(struct lupt_link *l, bool nowait)
+{
+        int rc;
+
+        while ((rc = lup_tls_flush_nb(l->tls)) == -EAGAIN && !nowait) {
+                int w = wait_fd(l->fd, POLLOUT, l->io_ms);
+                if (w <= 0)
+                        return w < 0 ? w : -EAGAIN;
+                nowait = true; /* one more try after the wait */
+        }
+        return rc;
+}
+
+/* Record by record, each sealed whole or not at all, into the send buffer
+ * (common/tls_record.c), which goes out in a few large writes; bytes an
+ * earlier call left there go first. */
 static ssize_t tls_send(struct lupt_link *l, const struct iovec *iov, int iovcnt, bool nowait)
 {
         struct pipe_guard g;
+        bool guard = lup_tls_may_sigpipe(l->tls);
         size_t done = 0, off = 0;
-        ssize_t rc = -EAGAIN;
+        ssize_t rc;
         int i = 0;
 
+        if (guard)
+                guard_on(&g);
+        rc = tls_flush(l, nowait);
         cursor_advance(iov, iovcnt, &i, &off, 0);
-        if (i == iovcnt)
-                return 0; /* nothing to send */
-        guard_on(&g);
-        lup_tls_set_write_timeout(l->tls, 0);
-        while (i < iovcnt) {
+        while (rc == 0 && i < iovcnt) {
                 size_t n;
                 const uint8_t *p = record_at(l, iov, iovcnt, i, off, &n);
-                int r = lup_tls_write_full(l->tls, p, n);
-                if (r == 0) {
-                        done += n;
-                        cursor_advance(iov, iovcnt, &i, &off, n);
+                ssize_t k = lup_tls_send_nb(l->tls, p, n);
+                if (k > 0) {
+                        done += (size_t)k;
+                        cursor_advance(iov, iovcnt, &i, &off, (size_t)k);
                         continue;
                 }
-                if (r != -ETIMEDOUT) {
-                        rc = r;
+                if (k != -EAGAIN || done || nowait) {
+                        rc = k;
                         break;
                 }
-                if (done || nowait)
-                        break;
                 int w = wait_fd(l->fd, POLLOUT, l->io_ms);
-                if (w <= 0) {
+                if (w <= 0)
                         rc = w < 0 ? w : -EAGAIN;
-                        break;
-                }
         }
-        guard_off(&g, rc != -EAGAIN);
-        return done ? (ssize_t)done : rc;
+        if (done && (rc == 0 || rc == -EAGAIN)) { /* a full socket keeps the rest for the next call */
+                int f = lup_tls_flush_nb(l->tls);
+                rc = f == -EAGAIN ? 0 : f;
+        }
+        if (guard)
+                guard_off(&g, rc < 0 && rc != -EAGAIN);
+        return done ? (ssize_t)done : rc; /* an error after some bytes: the next call reports it */
+}
+
+bool lupt_unsent(struct lupt_link *l)
+{
+        return l->tls && lup_tls_unsent(l->tls);
 }
 
 ssize_t lupt_send(struct lupt_link *l, const struct iovec *iov, int iovcnt, bool nowait)
@@ -489,7 +514,7 @@ int lupt_write_full(struct lupt_link *l, const void *p, size_t n)
 {
         struct iovec iov = { (void *)p, n };
 
-        while (iov.iov_len) {
+        while (iov.iov_len || lupt_unsent(l)) {
                 ssize_t k = lupt_send(l, &iov, 1, false);
                 if (k < 0)
                         return (int)k;

@@ -103,10 +103,16 @@ int lupt_read_full(struct lupt_link *l, void *p, size_t n);
 bool lupt_readable(struct lupt_link *l);
 
 /* Moves some bytes of iov (at least one): the count, -EAGAIN when none
- * could move within io_ms (at once with nowait), or -errno. */
+ * could move within io_ms (at once with nowait), or -errno. With TLS,
+ * "moved" means sealed: see lupt_unsent. An empty iov only sends what is
+ * unsent (0 once nothing is). */
 ssize_t lupt_send(struct lupt_link *l, const struct iovec *iov, int iovcnt, bool nowait);
 /* All of it, waiting as needed: 0, -EAGAIN after io_ms without progress. */
 int lupt_write_full(struct lupt_link *l, const void *p, size_t n);
+/* TLS: bytes lupt_send took that are still in the send buffer because the
+ * socket was full. They go out with the next lupt_send (an empty iov is
+ * enough); a sender that is done loops until this is false. */
+bool lupt_unsent(struct lupt_link *l);
 
 /* The TLS reason of the last failure on l ("" for a plain socket). */
 const char *lupt_why(const struct lupt_link *l);

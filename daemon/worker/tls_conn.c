@@ -33,29 +33,29 @@ int lupw_tls_ctx_load(struct lupw_session *s)
                 lup_err("session %s: a TLS connection was handed over, but this worker has no --tls-cert", s->name);
                 return -EINVAL;
         }
-        if (lup_tls_server_ctx_new(s->cfg->tls_cert, s->cfg->tls_key, NULL, LUP_TLS_KTLS | LUP_TLS_READ_AHEAD,
-                                   &s->tls_ctx, err, sizeof(err)) < 0) {
+        if (lup_tls_server_ctx_new(s->cfg->tls_cert, s->cfg->tls_key, NULL,
+                                   LUP_TLS_KTLS | LUP_TLS_READ_AHEAD | LUP_TLS_RECORDS, &s->tls_ctx, err,
+                                   sizeof(err)) < 0) {
                 lup_err("session %s: TLS: %s", s->name, err);
                 return -EINVAL;
         }
         return 0;
 }
 
-/* Says once per worker whether the kernel carries the records. */
+/* Says once per worker who carries the records. */
 static void log_ktls(struct lupw_session *s, struct lup_tls *t)
 {
         static bool said;
-        bool tx, rx;
+        const char *who = lup_tls_carrier(t);
 
         if (said)
                 return;
         said = true;
-        lup_tls_ktls(t, &tx, &rx);
-        if (tx && rx)
+        if (strcmp(who, "kernel TLS") == 0)
                 lup_info("session %s: TLS records go through kernel TLS", s->name);
         else
-                lup_info("session %s: TLS in user space (kernel TLS %s); the records are encrypted by OpenSSL", s->name,
-                         tx || rx ? "in one direction only" : "is not available: no tls module?");
+                lup_info("session %s: TLS in user space (no kernel TLS: no tls module?); the records are sealed by %s",
+                         s->name, who);
 }
 
 int lupw_handoff_check(const uint8_t hb[LUP_HDR_SIZE], const uint8_t *got, const uint8_t ticket[LUP_TICKET_SIZE],
