@@ -25,8 +25,7 @@ struct lup_tls_rec;
 
 /* Keys from the secrets, sequence numbers 0 (the first records after the
  * handshake), fd non-blocking: 0, -ENOMEM, -EPROTO. */
-int lup_tls_rec_new(int fd, const struct lup_tls_secret *rx, const struct lup_tls_secret *tx,
-                    struct lup_tls_rec **ret);
+int lup_tls_rec_new(int fd, const struct lup_tls_secret *rx, const struct lup_tls_secret *tx, struct lup_tls_rec **ret);
 void lup_tls_rec_free(struct lup_tls_rec *r);
 
 /* As lup_tls_recv_nb: bytes (records opened straight into p while they

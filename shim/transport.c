@@ -410,8 +410,9 @@ static void cursor_advance(const struct iovec *iov, int iovcnt, int *i, size_t *
         }
 }
 
-/* The next record from (i, off): a slice of a large piece where it is one,
- * else the small pieces that follow gathered into l->stage. The same
+/* The next records from (i, off): a slice of a large piece where it is one
+ * (whole records, up to LUPT_BATCH), else the small pieces that follow
+ * gathered into l->stage. The same
  * position always gives the same bytes, which a write that has to be
  * retried needs. */
 static const uint8_t *record_at(struct lupt_link *l, const struct iovec *iov, int iovcnt, int i, size_t off,
@@ -419,8 +420,9 @@ static const uint8_t *record_at(struct lupt_link *l, const struct iovec *iov, in
 {
         size_t n = 0;
 
-        if (iov[i].iov_len - off >= LUPT_RECORD) {
-                *ret_n = LUPT_RECORD;
+        if (iov[i].iov_len - off >= LUPT_RECORD) { /* up to a batch of records, sealed side by side */
+                size_t left = iov[i].iov_len - off;
+                *ret_n = left < LUPT_BATCH ? left - left % LUPT_RECORD : LUPT_BATCH;
                 return (const uint8_t *)iov[i].iov_base + off;
         }
         for (; i < iovcnt && n < LUPT_RECORD; i++, off = 0) {

@@ -37,7 +37,8 @@
 struct lup_tls;
 struct lup_tls_ctx;
 
-#define LUPT_RECORD 16384u /* the most plaintext one TLS record carries */
+#define LUPT_RECORD 16384u              /* the most plaintext one TLS record carries */
+#define LUPT_BATCH  (64u * LUPT_RECORD) /* the most one TLS send seals at once (common/tls_record.c) */
 
 struct lupt_link {
         int fd;              /* -1: none */

@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include <openssl/ssl.h>
+
 #include "tls.h"
 #include "tls_certs.h"
 
@@ -224,6 +226,85 @@ static void test_oversized_record(void **state)
         bad_record(hdr, sizeof(hdr), "bad record header");
 }
 
+/* A peer that pads its records (OpenSSL's block padding, which lupine's
+ * peers do not use): every byte still arrives in order, in batches of
+ * records whose contents are shorter than their room. */
+struct padded {
+        int fd;
+        bool ok;
+        char why[200];
+};
+
+static void *padded_client(void *arg)
+{
+        struct padded *p = arg;
+        char ca[128];
+        SSL_CTX *c = SSL_CTX_new(TLS_client_method());
+        SSL *ssl = NULL;
+        uint8_t *buf = malloc(1u << 20);
+
+        snprintf(ca, sizeof(ca), "%s/server.pem", dir);
+        if (!c || !buf || !SSL_CTX_set_min_proto_version(c, TLS1_3_VERSION) ||
+            SSL_CTX_load_verify_locations(c, ca, NULL) != 1 || !SSL_CTX_set_block_padding(c, 1000) ||
+            !(ssl = SSL_new(c)) || SSL_set_fd(ssl, p->fd) != 1 || SSL_connect(ssl) != 1) {
+                snprintf(p->why, sizeof(p->why), "the padding client could not connect");
+                goto out;
+        }
+        for (size_t m = 0; m < sizeof(sizes) / sizeof(sizes[0]); m++) {
+                for (size_t i = 0; i < sizes[m]; i++)
+                        buf[i] = pattern(m, i);
+                size_t done = 0;
+                if (SSL_write_ex(ssl, buf, sizes[m], &done) != 1 || done != sizes[m]) {
+                        snprintf(p->why, sizeof(p->why), "the padding client could not write %zu", sizes[m]);
+                        goto out;
+                }
+        }
+        p->ok = true;
+out:
+        SSL_free(ssl);
+        SSL_CTX_free(c);
+        free(buf);
+        return NULL;
+}
+
+static void test_padded_records(void **state)
+{
+        struct end s = { .fd = -1 };
+        struct padded p = { 0 };
+        char cert[128], key[128], err[300];
+        uint8_t *buf = malloc(1u << 20);
+        pthread_t th;
+        int sv[2];
+
+        (void)state;
+        assert_non_null(buf);
+        snprintf(cert, sizeof(cert), "%s/server.pem", dir);
+        snprintf(key, sizeof(key), "%s/server.key", dir);
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        if (lup_tls_server_ctx_new(cert, key, NULL, LUP_TLS_RECORDS, &s.ctx, err, sizeof(err)) < 0)
+                fail_msg("context: %s", err);
+        s.fd = sv[0];
+        p.fd = sv[1];
+        s.t = lup_tls_new(s.ctx, s.fd, NULL);
+        assert_non_null(s.t);
+        assert_int_equal(pthread_create(&th, NULL, padded_client, &p), 0);
+        if (lup_tls_handshake(s.t, 10000) < 0)
+                fail_msg("handshake: %s", lup_tls_error(s.t));
+        for (size_t m = 0; m < sizeof(sizes) / sizeof(sizes[0]); m++) {
+                if (lup_tls_read_full(s.t, buf, sizes[m], 10000) < 0)
+                        fail_msg("message %zu: %s", m, lup_tls_error(s.t));
+                for (size_t i = 0; i < sizes[m]; i++)
+                        if (buf[i] != pattern(m, i))
+                                fail_msg("padded message %zu: byte %zu is wrong", m, i);
+        }
+        pthread_join(th, NULL);
+        if (!p.ok)
+                fail_msg("%s", p.why);
+        close(p.fd);
+        end_free(&s, false);
+        free(buf);
+}
+
 static int setup(void **state)
 {
         (void)state;
@@ -247,6 +328,7 @@ int main(void)
                 cmocka_unit_test(test_records_server_openssl_client),
                 cmocka_unit_test(test_records_client_openssl_server),
                 cmocka_unit_test(test_records_both),
+                cmocka_unit_test(test_padded_records),
                 cmocka_unit_test(test_tampered_record),
                 cmocka_unit_test(test_not_application_data),
                 cmocka_unit_test(test_oversized_record),
