@@ -282,6 +282,13 @@ nvmlDevice_t lupn_handle(unsigned i)
         return i < LUP_MAX_DEVICES ? &handles[i] : NULL;
 }
 
+bool lupn_is_handle(const void *p)
+{
+        uintptr_t u = (uintptr_t)p, first = (uintptr_t)&handles[0];
+
+        return u >= first && u < (uintptr_t)&handles[LUP_MAX_DEVICES] && (u - first) % sizeof(handles[0]) == 0;
+}
+
 /* The device behind a handle in the current snapshot (lock held), or NULL. */
 static struct lup_nvml_dev *dev_of(nvmlDevice_t dev)
 {

@@ -6,6 +6,7 @@
  *   shim/nvml_api.c      system functions, handles, identity;
  *   shim/nvml_api_dev.c  the device's values (memory, power, clocks, ...);
  *   shim/nvml_api_fields.c  the versioned-struct and field-value forms;
+ *   shim/nvml_internal.c the private table nvidia-smi asks for;
  *   nvml_stubs.c         generated (abi/gen/nvmlgen.py): the rest.
  */
 #ifndef LUPN_SHIM_H
@@ -33,6 +34,8 @@ nvmlReturn_t lupn_check_init(void);
 nvmlReturn_t lupn_count(unsigned *ret);
 /* The handle of device i, or NULL. */
 nvmlDevice_t lupn_handle(unsigned i);
+/* Whether p is one of the handles lupn_handle gives (of any index). */
+bool lupn_is_handle(const void *p);
 /* Copies device dev's value of key into *ret; returns the host's result for
  * it (NVML_SUCCESS or its error), NVML_ERROR_INVALID_ARGUMENT for a bad
  * handle, NVML_ERROR_GPU_IS_LOST when lupined cannot be reached. */

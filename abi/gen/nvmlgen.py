@@ -21,7 +21,7 @@ def parse(path):
             if not line:
                 continue
             words = line.split()
-            if not NAME.match(words[0]) or len(words) > 2 or (len(words) == 2 and words[1] != 'answered'):
+            if not NAME.match(words[0]) or len(words) > 2 or (len(words) == 2 and words[1] not in ('answered', 'internal')):
                 sys.exit(f'{path}:{no}: cannot parse: {line}')
             if words[0] in seen:
                 sys.exit(f'{path}:{no}: {words[0]} listed twice')

@@ -44,24 +44,38 @@ static unsigned long long cpu_ticks(pid_t pid)
         return ut + st;
 }
 
-/* The workers' busy share of the time since the last call, in percent. */
+/* The workers' busy share of the time since the last call, in percent.
+ * Each worker counts with the CPU time it used since then: a worker new
+ * since the last call with all of its own (sessions come and go between
+ * samples; comparing sums across them would hide the work). */
 static unsigned sim_util(const pid_t *pids, int n, uint64_t now_ms)
 {
-        static unsigned long long last_ticks;
+        enum { KEEP = 64 };
+        static pid_t last_pid[KEEP];
+        static unsigned long long last_ticks[KEEP];
+        static int last_n;
         static uint64_t last_ms;
         static unsigned last_util;
-        unsigned long long ticks = 0;
+        pid_t cur_pid[KEEP];
+        unsigned long long cur_ticks[KEEP], busy = 0;
+        int m = n < KEEP ? n : KEEP;
 
-        for (int i = 0; i < n; i++)
-                ticks += cpu_ticks(pids[i]);
-        if (last_ms && now_ms > last_ms && ticks >= last_ticks) {
-                double busy_ms = (double)(ticks - last_ticks) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
-                double u = 100.0 * busy_ms / (double)(now_ms - last_ms);
-                last_util = u > 100.0 ? 100u : (unsigned)u;
-        } else if (!n) {
-                last_util = 0;
+        for (int i = 0; i < m; i++) {
+                cur_pid[i] = pids[i];
+                cur_ticks[i] = cpu_ticks(pids[i]);
+                unsigned long long before = 0;
+                for (int j = 0; j < last_n; j++)
+                        if (last_pid[j] == pids[i] && last_ticks[j] <= cur_ticks[i])
+                                before = last_ticks[j];
+                busy += cur_ticks[i] - before;
         }
-        last_ticks = ticks;
+        if (last_ms && now_ms > last_ms) {
+                double u = 100.0 * (double)busy * 1000.0 / (double)sysconf(_SC_CLK_TCK) / (double)(now_ms - last_ms);
+                last_util = u > 100.0 ? 100u : (unsigned)u;
+        }
+        memcpy(last_pid, cur_pid, sizeof(pid_t) * (size_t)m);
+        memcpy(last_ticks, cur_ticks, sizeof(cur_ticks[0]) * (size_t)m);
+        last_n = m;
         last_ms = now_ms;
         return last_util;
 }

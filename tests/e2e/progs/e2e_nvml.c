@@ -7,6 +7,8 @@
  *   e2e_nvml query N   every answered family on N devices, and what the
  *                      stubs and bad arguments return
  *   e2e_nvml cuda      the same device list as libcuda.so.1: names, UUIDs
+ *   e2e_nvml internal  the private table nvidia-smi asks for
+ *                      (nvmlInternalGetExportTable): the slots it calls
  *   e2e_nvml wait      query, print "ready", wait for a line on stdin,
  *                      query again (lupined restarted meanwhile): exit 0
  *   e2e_nvml lost      as wait, but lupined is gone: the call must fail
@@ -62,6 +64,9 @@ nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t d, nvmlTemperature_v1_t *t);
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, nvmlFieldValue_t *v);
 nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t d, unsigned int *is_mig);
 nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t d, unsigned int *n, unsigned int *clocks);
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned int *gen);
+/* not in nvml.h: the private entry point nvidia-smi calls */
+nvmlReturn_t nvmlInternalGetExportTable(const void **table, const void *id);
 
 static int failures;
 #define NV(call)                                                                                                   \
@@ -216,6 +221,56 @@ static int same_as_cuda(void)
         return failures;
 }
 
+/* nvidia-smi's table: its size, the device handles of slot 81, the
+ * process list of slot 213 (entries of 4128 bytes), slot 230's PCIe
+ * generation, slot 249's "not supported", a zeroed count elsewhere. */
+static int internal(void)
+{
+        static const unsigned char id[16] = { 0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,
+                                              0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4 };
+        typedef nvmlReturn_t (*slot_fn)(void *, void *, void *, void *);
+        const void *table = NULL, *other = NULL;
+        unsigned char wrong[16] = { 1 };
+        unsigned n = 0;
+
+        WANT(nvmlInternalGetExportTable(&other, wrong) == NVML_ERROR_NOT_SUPPORTED);
+        NV(nvmlInternalGetExportTable(&table, id));
+        const uintptr_t *t = table;
+        WANT(t && t[0] > 648 && t[0] % sizeof(uintptr_t) == 0);
+        for (size_t i = 1; t && i < t[0] / sizeof(uintptr_t); i++)
+                WANT(t[i] != 0);
+        NV(nvmlDeviceGetCount_v2(&n));
+        for (unsigned i = 0; t && i < n; i++) {
+                nvmlDevice_t want, got = NULL;
+                NV(nvmlDeviceGetHandleByIndex_v2(i, &want));
+                NV(((slot_fn)t[81])((void *)(uintptr_t)i, &got, (void *)0x22, NULL));
+                WANT(got == want);
+                unsigned cap = 250, pub = 0;
+                unsigned char *entries = calloc(cap, 4128);
+                nvmlProcessInfo_t pi[64];
+                unsigned pn = 64;
+                NV(((slot_fn)t[213])(got, &cap, entries, NULL));
+                NV(nvmlDeviceGetComputeRunningProcesses_v3(got, &pn, pi));
+                pub = pn;
+                WANT(cap == pub);
+                for (unsigned k = 0; k < cap && k < pn; k++) {
+                        unsigned pid;
+                        memcpy(&pid, entries + (size_t)k * 4128, 4);
+                        WANT(pid == pi[k].pid);
+                        WANT(entries[(size_t)k * 4128 + 32] != 0); /* a name */
+                }
+                free(entries);
+                unsigned gen = 0, want_gen = 0, count = 77;
+                WANT(((slot_fn)t[230])(got, &gen, NULL, NULL) == nvmlDeviceGetMaxPcieLinkGeneration(got, &want_gen));
+                WANT(gen == want_gen);
+                WANT(((slot_fn)t[249])(got, &gen, NULL, NULL) == NVML_ERROR_NOT_SUPPORTED);
+                NV(((slot_fn)t[100])(got, &count, NULL, NULL));
+                WANT(count == 0);
+                printf("device %u: internal slots ok, %u processes\n", i, pub);
+        }
+        return failures;
+}
+
 int main(int argc, char **argv)
 {
         const char *mode = argc > 1 ? argv[1] : "query";
@@ -230,6 +285,8 @@ int main(int argc, char **argv)
                 query(argc > 2 ? (unsigned)atoi(argv[2]) : 0);
         else if (!strcmp(mode, "cuda"))
                 same_as_cuda();
+        else if (!strcmp(mode, "internal"))
+                internal();
         else if (!strcmp(mode, "wait") || !strcmp(mode, "lost")) {
                 query(0);
                 printf("ready\n");
