@@ -71,17 +71,25 @@ static int session_pids(const struct sup *s, const char *prefix, pid_t *pids)
 static int nvml_snapshot(struct sup *s, const char *prefix, const char **why)
 {
         static char cache_prefix[LUPD_TENANT_PREFIX_MAX];
+        static pid_t cache_pids[LUP_ARENA_SLOTS];
+        static int cache_n;
         pid_t pids[LUP_ARENA_SLOTS];
         uint64_t now = sup_now_ms();
+        int n = session_pids(s, prefix, pids);
 
-        if (cache_valid && now - cache_at_ms < LUPD_NVML_CACHE_MS && strcmp(prefix, cache_prefix) == 0)
+        /* a session that began or ended is seen at once: a program that
+         * lists its GPU's processes right after creating its context
+         * (PyTorch's list_gpu_processes) must find itself */
+        bool same_sessions = n == cache_n && memcmp(pids, cache_pids, sizeof(pid_t) * (size_t)n) == 0;
+        if (cache_valid && same_sessions && now - cache_at_ms < LUPD_NVML_CACHE_MS && strcmp(prefix, cache_prefix) == 0)
                 return 0;
+        memcpy(cache_pids, pids, sizeof(pid_t) * (size_t)n);
+        cache_n = n;
         snprintf(cache_prefix, sizeof(cache_prefix), "%s", prefix);
         if (!cache && !(cache = malloc(sizeof(*cache)))) {
                 *why = "out of memory";
                 return -ENOMEM;
         }
-        int n = session_pids(s, prefix, pids);
         bool sim = s->cfg->backend == LUPD_BACKEND_SIM;
         if (!sim) {
                 int r = lupd_nvml_host_open(why);

@@ -65,6 +65,11 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, nvmlFieldValue_t *v
 nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t d, unsigned int *is_mig);
 nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t d, unsigned int *n, unsigned int *clocks);
 nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned int *gen);
+nvmlReturn_t nvmlEventSetCreate(void **set);
+nvmlReturn_t nvmlEventSetFree(void *set);
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d, unsigned long long *types);
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types, void *set);
+nvmlReturn_t nvmlEventSetWait_v2(void *set, void *data, unsigned int timeout_ms);
 /* not in nvml.h: the private entry point nvidia-smi calls */
 nvmlReturn_t nvmlInternalGetExportTable(const void **table, const void *id);
 
@@ -184,6 +189,20 @@ static int query(unsigned want)
         for (unsigned i = 0; i < n; i++)
                 query_device(i);
         WANT(nvmlDeviceGetHandleByIndex_v2(n, &d) == NVML_ERROR_INVALID_ARGUMENT);
+        /* events: sets work, no event type is supported, a wait times out */
+        void *set = NULL;
+        unsigned long long types = 1;
+        unsigned char data[64];
+        NV(nvmlEventSetCreate(&set));
+        if (n) {
+                NV(nvmlDeviceGetHandleByIndex_v2(0, &d));
+                NV(nvmlDeviceGetSupportedEventTypes(d, &types));
+                WANT(types == 0);
+                NV(nvmlDeviceRegisterEvents(d, 0, set));
+                WANT(nvmlDeviceRegisterEvents(d, 8, set) == NVML_ERROR_NOT_SUPPORTED);
+        }
+        WANT(nvmlEventSetWait_v2(set, data, 20) == NVML_ERROR_TIMEOUT);
+        NV(nvmlEventSetFree(set));
         WANT(nvmlDeviceGetHandleByUUID("GPU-00000000-0000-0000-0000-000000000000", &d) == NVML_ERROR_NOT_FOUND);
         WANT(nvmlDeviceGetTemperature((nvmlDevice_t)&s, 0, &n) == NVML_ERROR_INVALID_ARGUMENT);
         return failures;
