@@ -288,15 +288,19 @@ static bool install_devices(struct hello_reply *rep, const char *visible, struct
 {
         int nv = lupc_set_devices(rep->devs, (int)rep->ndev, visible);
         rep->devs = NULL;
-        if (nv > 0) {
+        /* unset: the server's list as it is (a worker always has a device;
+         * the tests' fake servers have none) */
+        if (nv > 0 || (nv == 0 && !visible)) {
                 if (visible)
                         lup_debug("CUDA_VISIBLE_DEVICES=%s: %d of the server's %u devices", visible, nv, rep->ndev);
                 return true;
         }
-        if (nv == 0)
-                lup_warn("CUDA_VISIBLE_DEVICES=%s names none of the server's %u devices (indices 0-%d or their "
+        if (nv == 0 && rep->ndev == 0)
+                lup_warn("CUDA_VISIBLE_DEVICES=%s: the server has no device", visible);
+        else if (nv == 0)
+                lup_warn("CUDA_VISIBLE_DEVICES=%s names none of the server's %u devices (indices 0-%u or their "
                          "UUIDs): no device",
-                         visible ? visible : "", rep->ndev, (int)rep->ndev - 1);
+                         visible, rep->ndev, rep->ndev - 1);
         else if (nv == -EINVAL)
                 lup_warn(
                         "CUDA_VISIBLE_DEVICES=%s names a device index twice: CUDA_ERROR_INVALID_DEVICE, as the driver answers",
