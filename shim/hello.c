@@ -303,7 +303,7 @@ static bool install_devices(struct hello_reply *rep, const char *visible, struct
                          visible, rep->ndev, rep->ndev - 1);
         else if (nv == -EINVAL)
                 lup_warn(
-                        "CUDA_VISIBLE_DEVICES=%s names a device index twice: CUDA_ERROR_INVALID_DEVICE, as the driver answers",
+                        "CUDA_VISIBLE_DEVICES=%s names a device twice: CUDA_ERROR_INVALID_DEVICE, as the driver answers",
                         visible);
         goodbye_first(l);
         init_result = nv == 0         ? CUDA_ERROR_NO_DEVICE

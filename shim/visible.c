@@ -25,8 +25,10 @@
  *     and hexadecimal digits of either case, dashes anywhere; a prefix of one
  *     digit or more is enough when it fits one device only; past 32 digits
  *     nothing more is read; another character before that fits no device;
- *   - the same index twice makes cuInit fail (CUDA_ERROR_INVALID_DEVICE);
- *     a device named again another way ("GPU-...,0") ends the list.
+ *   - blanks before a UUID make it no UUID (" GPU-..." names no device);
+ *   - the same index twice, or the same UUID twice, makes cuInit fail
+ *     (CUDA_ERROR_INVALID_DEVICE); a device named again the other way
+ *     ("GPU-...,0") ends the list.
  */
 
 /* The index an entry at s reads as: its value (clamped to the long range),
@@ -77,18 +79,12 @@ static int uuid_device(const uint8_t nib[static 32], int k, const uint8_t (*uuid
         return found;
 }
 
-static size_t skip_blanks(const char *s, size_t len)
-{
-        size_t i = 0;
-        while (i < len && isspace((unsigned char)s[i]))
-                i++;
-        return i;
-}
-
 int lupc_visible_parse(const char *spec, const uint8_t (*uuids)[16], int n, int ret_map[static LUP_MAX_DEVICES])
 {
         bool by_index[LUP_MAX_DEVICES] = { false };
         int k = 0;
+
+        /* by_index[d]: device d came as an index (else as a UUID) */
 
         if (n > (int)LUP_MAX_DEVICES)
                 n = (int)LUP_MAX_DEVICES;
@@ -99,22 +95,23 @@ int lupc_visible_parse(const char *spec, const uint8_t (*uuids)[16], int n, int 
         }
         for (const char *p = spec;;) {
                 size_t len = strcspn(p, ",");
-                size_t b = skip_blanks(p, len);
                 uint8_t nib[32];
                 long idx;
                 int dev = -1, nn;
                 bool index = read_index(p, &idx);
                 if (index)
                         dev = idx >= 0 && idx < n ? (int)idx : -1;
-                else if ((nn = uuid_nibbles(p + b, len - b, nib)) > 0)
+                else if ((nn = uuid_nibbles(p, len, nib)) > 0)
                         dev = uuid_device(nib, nn, uuids, n);
                 if (dev < 0)
                         break;
-                if (index && by_index[dev])
-                        return -EINVAL; /* the driver refuses the same index twice */
-                for (int j = 0; j < k; j++)
-                        if (ret_map[j] == dev)
-                                return k; /* named again another way: the list ends */
+                for (int j = 0; j < k; j++) {
+                        if (ret_map[j] != dev)
+                                continue;
+                        /* the same way twice: the driver refuses the list;
+                         * the other way: the list ends */
+                        return by_index[dev] == index ? -EINVAL : k;
+                }
                 by_index[dev] = index;
                 ret_map[k++] = dev;
                 if (!p[len])
@@ -131,11 +128,9 @@ bool lupc_visible_none(const char *spec)
 
         if (!spec)
                 return false;
-        size_t len = strcspn(spec, ",");
-        size_t b = skip_blanks(spec, len);
         if (read_index(spec, &idx))
                 return idx < 0;
-        return uuid_nibbles(spec + b, len - b, nib) <= 0;
+        return uuid_nibbles(spec, strcspn(spec, ","), nib) <= 0;
 }
 
 /* ---- the tables */

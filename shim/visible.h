@@ -30,10 +30,11 @@
  * real driver does (visible.c lists the rules): entries separated by
  * commas, each a decimal index or a "GPU-" UUID or unique prefix of one;
  * the list ends at the first entry that names no device, or one already
- * named another way. ret_map[k] gets the server ordinal of client ordinal
- * k. Returns how many (0..n), or -EINVAL when an index comes twice (the
- * driver's cuInit then fails with CUDA_ERROR_INVALID_DEVICE). NULL: all n,
- * in the server's order. Pure: no globals, no logging. */
+ * named the other way. ret_map[k] gets the server ordinal of client ordinal
+ * k. Returns how many (0..n), or -EINVAL when a device comes twice the same
+ * way, two indices or two UUIDs (the driver's cuInit then fails with
+ * CUDA_ERROR_INVALID_DEVICE). NULL: all n, in the server's order. Pure: no
+ * globals, no logging. */
 int lupc_visible_parse(const char *spec, const uint8_t (*uuids)[16], int n, int ret_map[static LUP_MAX_DEVICES]);
 
 /* True when spec is set and can name no device whatever the server has (it

@@ -85,6 +85,8 @@ def cases(all_devs):
         ('ends at an empty entry', '1,,2', [1]),
         ('ends at a device named again', f'2,{uuids[2]},1', [2]),
         ('the same index twice', '1,1', INVALID_DEVICE),
+        ('the same UUID twice', f'{uuids[2]},{uuids[2]}', INVALID_DEVICE),
+        ('a blank before a UUID', ' ' + uuids[2], NO_DEVICE),
         ('empty', '', NO_DEVICE),
         ('-1', '-1', NO_DEVICE),
         ('no device of the server\'s', '4', NO_DEVICE),

@@ -63,6 +63,8 @@ static void indices(void **state)
         assert_string_equal(parse(" 2"), "2");
         assert_string_equal(parse("2 ,1"), "2 1");
         assert_string_equal(parse("+2"), "2");
+        assert_string_equal(parse("\t2"), "2");
+        assert_string_equal(parse("-0"), "0");
         assert_string_equal(parse("02"), "2");
         assert_string_equal(parse("0x3"), "0");
         assert_string_equal(parse("1abc,2"), "1 2");
@@ -78,10 +80,13 @@ static void duplicates(void **state)
         assert_string_equal(parse("0,1,2,3,0"), "EINVAL");
         /* after the list has ended, nothing more is read */
         assert_string_equal(parse("1,bogus,1"), "1");
-        /* named again another way: the list ends there */
+        /* the same UUID twice, or two prefixes of one device's: refused too */
+        assert_string_equal(parse(DEV2 "," DEV2), "EINVAL");
+        assert_string_equal(parse("GPU-5c,GPU-5ca8,1"), "EINVAL");
+        /* named again the other way: the list ends there */
         assert_string_equal(parse(DEV2 ",2,1"), "2");
         assert_string_equal(parse("2," DEV2 ",1"), "2");
-        assert_string_equal(parse("GPU-5c,GPU-5ca8,1"), "2");
+        assert_string_equal(parse("2," DEV2 ",2"), "2");
 }
 
 static void uuids_and_prefixes(void **state)
@@ -97,7 +102,8 @@ static void uuids_and_prefixes(void **state)
         assert_string_equal(parse(DEV2 "0"), "2"); /* past 32 digits nothing is read */
         assert_string_equal(parse(DEV2 ",1"), "2 1");
         assert_string_equal(parse("MIG-5ca809ca"), "2"); /* the GPU itself, MIG off */
-        assert_string_equal(parse(" " DEV2), "2");
+        assert_string_equal(parse(" " DEV2), "");        /* a blank first: no UUID */
+        assert_string_equal(parse(DEV2 " ,1"), "2 1");
         /* not a prefix of exactly one device */
         assert_string_equal(parse("GPU-ab12cd34"), ""); /* two devices */
         assert_string_equal(parse("GPU-ab12cd3499"), "1");
@@ -126,7 +132,10 @@ static void none_without_asking(void **state)
         assert_false(lupc_visible_none(" 7"));
         assert_false(lupc_visible_none("GPU-5"));
         assert_false(lupc_visible_none("MIG-5"));
-        assert_false(lupc_visible_none(" GPU-5,bogus"));
+        assert_false(lupc_visible_none("GPU-5,bogus"));
+        assert_true(lupc_visible_none(" GPU-5"));
+        assert_false(lupc_visible_none("\t0"));
+        assert_false(lupc_visible_none("-0"));
 }
 
 static void tables(void **state)
