@@ -39,9 +39,9 @@ int main()
                 CK(cudaMemset(d, 1, 1 << 20));
                 cudaPointerAttributes a;
                 CK(cudaPointerGetAttributes(&a, d));
-                if (a.device != i)
+                if (a.type != cudaMemoryTypeDevice || a.device != i)
                         std::fprintf(stderr, "pointer attributes: type %d device %d\n", (int)a.type, a.device);
-                EXPECT(a.device == i);
+                EXPECT(a.type == cudaMemoryTypeDevice && a.device == i);
                 CK(cudaFree(d));
         }
         EXPECT(cudaSetDevice(n) == cudaErrorInvalidDevice);
