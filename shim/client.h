@@ -88,7 +88,7 @@ const struct lupc_device *lupc_device(int ordinal); /* NULL if out of range */
 /* Installs the server's snapshot of n devices (taking devs) as the list
  * `visible` (CUDA_VISIBLE_DEVICES, NULL: unset) selects, and the ordinal
  * tables (visible.h). Returns the number visible, -EINVAL when the list
- * names an index twice, or -ENOMEM. Once, at init. */
+ * names a device twice the same way, or -ENOMEM. Once, at init. */
 int lupc_set_devices(struct lupc_device *devs, int n, const char *visible);
 
 void lupc_set_arena(uint64_t base, uint64_t size);
