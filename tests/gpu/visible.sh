@@ -13,7 +13,7 @@
 # ends, duplicates. One "ok"/"FAIL" line per list and program, and the
 # summary line "lupine visible: PASS n/n" (or FAIL).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${1:-build}
 OUTDIR=$(mktemp -d /tmp/lupine-visible.XXXXXX)
 pass=0
