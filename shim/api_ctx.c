@@ -46,7 +46,7 @@ EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
                         return r;
                 }
         }
-        *pctx = (CUcontext)(uintptr_t)LUP_PRIMARY_CTX_ID(dev);
+        *pctx = (CUcontext)(uintptr_t)lupc_primary_ctx_id(dev);
         return CUDA_SUCCESS;
 }
 
@@ -107,9 +107,9 @@ EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
         r = lupc_send_lupPrimaryCtxReset(dev);
         if (r == CUDA_SUCCESS) {
                 lupc_primary_reset(dev);
-                lupc_shadow_drop_ctx(LUP_PRIMARY_CTX_ID(dev));
-                lupc_pool_drop_ctx(LUP_PRIMARY_CTX_ID(dev));
-                lupc_ctx_local_gone(LUP_PRIMARY_CTX_ID(dev));
+                lupc_shadow_drop_ctx(lupc_primary_ctx_id(dev));
+                lupc_pool_drop_ctx(lupc_primary_ctx_id(dev));
+                lupc_ctx_local_gone(lupc_primary_ctx_id(dev));
         }
         return r;
 }
@@ -256,8 +256,9 @@ EXPORT CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!id)
                 return cuCtxGetDevice(device);
-        int dev = lup_primary_ctx_device(id);
-        if (dev >= 0 && lupc_ctx_known(id)) {
+        /* a primary context of a device this process cannot see is no context of its own */
+        int dev = lupc_primary_ctx_dev(id);
+        if (dev >= 0) {
                 *device = dev;
                 return CUDA_SUCCESS;
         }

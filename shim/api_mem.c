@@ -149,9 +149,12 @@ static CUresult dtoh_async(void *dst, CUdeviceptr src, size_t n, uint64_t stream
         return lupc_copy_dtoh_async(dst, src, n, stream);
 }
 
+/* The driver's booleans are 4 bytes wide (driver 580 on the H200 writes 4
+ * bytes for SYNC_MEMOPS, IS_MANAGED, MAPPED, ...; the CUDA runtime reads
+ * IS_MANAGED as an unsigned int it does not clear first). */
 static void put_bool(void *data, bool v)
 {
-        *(unsigned char *)data = v;
+        *(unsigned int *)data = v;
 }
 
 EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
@@ -255,14 +258,13 @@ static size_t attr_size(CUpointer_attribute a)
         case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
         case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
-                return sizeof(unsigned int);
-        case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: /* the booleans too (put_bool) */
         case CU_POINTER_ATTRIBUTE_IS_MANAGED:
         case CU_POINTER_ATTRIBUTE_MAPPED:
         case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
         case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
         case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
-                return 1;
+                return sizeof(unsigned int);
         case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
                 return sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS);
         default:

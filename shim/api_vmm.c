@@ -45,9 +45,13 @@ EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CU
         CUresult r = lupc_send_lupMemMap(&device, ptr, size, offset, handle, flags);
         if (r != CUDA_SUCCESS)
                 return r;
-        if (!lupc_in_arena(ptr) || lupc_shadow_add_vmm(ptr, size, device) < 0) {
+        /* device < 0: memory of a device this process cannot see (its
+         * handles are made on visible devices, so never in practice) */
+        if (!lupc_in_arena(ptr) || device < 0 || lupc_shadow_add_vmm(ptr, size, device) < 0) {
                 lupc_send_cuMemUnmap(ptr, size);
-                return lupc_in_arena(ptr) ? CUDA_ERROR_OUT_OF_MEMORY : lupc_protocol_error("cuMemMap");
+                return !lupc_in_arena(ptr) ? lupc_protocol_error("cuMemMap")
+                       : device < 0        ? CUDA_ERROR_INVALID_DEVICE
+                                           : CUDA_ERROR_OUT_OF_MEMORY;
         }
         return CUDA_SUCCESS;
 }
@@ -67,7 +71,8 @@ EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 }
 
 /* The descriptors as one access value per device (the last one named wins):
- * present has bit d for device d, prot 2 bits per device. */
+ * present has bit d for device d, prot 2 bits per device; d is the server's
+ * ordinal (visible.h). */
 EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
         uint32_t present = 0, prot = 0;
@@ -85,7 +90,7 @@ EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmem
                 if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && d->flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
                     d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
                         return CUDA_ERROR_INVALID_VALUE;
-                unsigned dev = (unsigned)d->location.id;
+                unsigned dev = (unsigned)lupc_dev_to_server(d->location.id);
                 present |= 1u << dev;
                 prot = (prot & ~(3u << (2 * dev))) | ((unsigned)d->flags << (2 * dev));
         }
@@ -128,6 +133,8 @@ EXPORT CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationPr
         CUresult r = lupc_send_lupMemGetProps(&type, &loctype, &locid, &htypes, &compression, &rdma, &usage, handle);
         if (r != CUDA_SUCCESS)
                 return r;
+        if (loctype == CU_MEM_LOCATION_TYPE_DEVICE && locid < 0)
+                return CUDA_ERROR_INVALID_DEVICE; /* not one this process can see (visible.h) */
         memset(prop, 0, sizeof(*prop));
         prop->type = (CUmemAllocationType)type;
         prop->location.type = (CUmemLocationType)loctype;

@@ -19,6 +19,7 @@
 #include <cuda.h>
 
 #include "lupine/wire.h"
+#include "visible.h"
 
 enum {
         LUPC_ASYNC = 0,
@@ -81,9 +82,14 @@ void lupc_conn_stats(struct lupc_conn_stats *ret);
 
 /* ---- shadow state (shadow.c) */
 
+/* The devices this process sees (CUDA_VISIBLE_DEVICES), by client ordinal. */
 int lupc_device_count(void);
 const struct lupc_device *lupc_device(int ordinal); /* NULL if out of range */
-void lupc_set_devices(struct lupc_device *devs, int n);
+/* Installs the server's snapshot of n devices (taking devs) as the list
+ * `visible` (CUDA_VISIBLE_DEVICES, NULL: unset) selects, and the ordinal
+ * tables (visible.h). Returns the number visible, -EINVAL when the list
+ * names a device twice the same way, or -ENOMEM. Once, at init. */
+int lupc_set_devices(struct lupc_device *devs, int n, const char *visible);
 
 void lupc_set_arena(uint64_t base, uint64_t size);
 bool lupc_in_arena(uint64_t p);

@@ -145,7 +145,7 @@ static CUresult cudart_primary_ctx(CUcontext *out, CUdevice dev)
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!lupc_device(dev))
                 return CUDA_ERROR_INVALID_DEVICE;
-        *out = (CUcontext)(uintptr_t)LUP_PRIMARY_CTX_ID(dev);
+        *out = (CUcontext)(uintptr_t)lupc_primary_ctx_id(dev);
         return CUDA_SUCCESS;
 }
 

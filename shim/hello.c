@@ -270,6 +270,48 @@ static int read_config(void)
         return rc;
 }
 
+/* Ends a session that will make no call (seq 1: the first frame after
+ * HELLO), so its worker goes at once, and closes the link. */
+static void goodbye_first(struct lupt_link *l)
+{
+        uint8_t hb[LUP_HDR_SIZE];
+        struct lup_hdr h = { .op = LUP_OP_GOODBYE, .seq = 1 };
+        lup_hdr_encode(hb, &h);
+        struct iovec iov = { hb, sizeof(hb) };
+        (void)lupt_send(l, &iov, 1, true);
+        lupt_close(l, true);
+}
+
+/* The server's devices, as CUDA_VISIBLE_DEVICES selects them (visible.c):
+ * false when none is left (the session is ended, init_result set). */
+static bool install_devices(struct hello_reply *rep, const char *visible, struct lupt_link *l)
+{
+        int nv = lupc_set_devices(rep->devs, (int)rep->ndev, visible);
+        rep->devs = NULL;
+        /* unset: the server's list as it is (a worker always has a device;
+         * the tests' fake servers have none) */
+        if (nv > 0 || (nv == 0 && !visible)) {
+                if (visible)
+                        lup_debug("CUDA_VISIBLE_DEVICES=%s: %d of the server's %u devices", visible, nv, rep->ndev);
+                return true;
+        }
+        if (nv == 0 && rep->ndev == 0)
+                lup_warn("CUDA_VISIBLE_DEVICES=%s: the server has no device", visible);
+        else if (nv == 0)
+                lup_warn("CUDA_VISIBLE_DEVICES=%s names none of the server's %u devices (indices 0-%u or their "
+                         "UUIDs): no device",
+                         visible, rep->ndev, rep->ndev - 1);
+        else if (nv == -EINVAL)
+                lup_warn(
+                        "CUDA_VISIBLE_DEVICES=%s names a device twice: CUDA_ERROR_INVALID_DEVICE, as the driver answers",
+                        visible);
+        goodbye_first(l);
+        init_result = nv == 0         ? CUDA_ERROR_NO_DEVICE
+                      : nv == -EINVAL ? CUDA_ERROR_INVALID_DEVICE
+                                      : CUDA_ERROR_OUT_OF_MEMORY;
+        return false;
+}
+
 static void do_init(void)
 {
         char tried[1100];
@@ -277,6 +319,14 @@ static void do_init(void)
         struct hello_reply rep = { 0 };
 
         lup_log_setup("lupine", LUP_LOG_INFO);
+        /* CUDA_VISIBLE_DEVICES="" (or "-1", ...) hides every device: like
+         * the driver, cuInit says so, and no server is asked */
+        const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+        if (lupc_visible_none(visible)) {
+                lup_debug("CUDA_VISIBLE_DEVICES=%s names no device: not connecting", visible);
+                init_result = CUDA_ERROR_NO_DEVICE;
+                return;
+        }
         if (read_config() < 0) {
                 init_result = CUDA_ERROR_NO_DEVICE;
                 return;
@@ -309,6 +359,8 @@ static void do_init(void)
                 return;
         }
 
+        if (!install_devices(&rep, visible, &f.link))
+                return;
         /* Reserve the session's arena here too, so no host pointer can alias a
          * device pointer. The address is fixed; anything else is refused. */
         uint64_t base = rep.arena_base, size = rep.arena_size;
@@ -319,7 +371,6 @@ static void do_init(void)
                         munmap(p, size);
                 lup_err("cannot reserve the device address range 0x%llx-0x%llx in this process (%s); refusing to run with moved pointers",
                         (unsigned long long)base, (unsigned long long)(base + size), strerror(errno));
-                free(rep.devs);
                 lupt_close(&f.link, true);
                 init_result = CUDA_ERROR_OPERATING_SYSTEM;
                 return;
@@ -329,7 +380,6 @@ static void do_init(void)
         conn.backend = (int)rep.backend;
         conn.arena_base = base;
         conn.arena_size = size;
-        lupc_set_devices(rep.devs, (int)rep.ndev);
         lupc_set_arena(base, size);
         lupt_set_timeout(&f.link, (int)conn.hb_ms); /* reads and writes notice silence (client.c) */
         atomic_store_explicit(&conn.last_rx_ns, lup_now_ns(), memory_order_relaxed);

@@ -102,7 +102,7 @@ int lupc_pool_ctx_device(uint64_t ctx)
         struct lupc_ctx_info info;
         if (ctx && lupc_ctx_lookup(ctx, &info))
                 return info.device;
-        return lup_primary_ctx_device(ctx);
+        return lupc_primary_ctx_dev(ctx);
 }
 
 uint64_t lupc_pool_chunk_ctx(int device, uint64_t stream_ctx)
@@ -113,8 +113,8 @@ uint64_t lupc_pool_chunk_ctx(int device, uint64_t stream_ctx)
         uint64_t cur = lupc_ctx_current();
         if (cur && lupc_pool_ctx_device(cur) == device)
                 return cur;
-        if (lupc_ctx_lookup(LUP_PRIMARY_CTX_ID(device), &info))
-                return LUP_PRIMARY_CTX_ID(device);
+        if (lupc_ctx_lookup(lupc_primary_ctx_id(device), &info))
+                return lupc_primary_ctx_id(device);
         return 0;
 }
 

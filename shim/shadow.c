@@ -17,10 +17,32 @@ static struct lupc_device *devices;
 static int n_devices;
 static uint64_t arena_base, arena_size;
 
-void lupc_set_devices(struct lupc_device *devs, int n)
+int lupc_set_devices(struct lupc_device *devs, int n, const char *visible)
 {
-        devices = devs;
-        n_devices = n;
+        uint8_t uuids[LUP_MAX_DEVICES][16];
+        int map[LUP_MAX_DEVICES];
+
+        if (n > (int)LUP_MAX_DEVICES)
+                n = (int)LUP_MAX_DEVICES;
+        for (int i = 0; i < n; i++)
+                memcpy(uuids[i], devs[i].uuid.bytes, 16);
+        int nv = lupc_visible_parse(visible, (const uint8_t(*)[16])uuids, n, map);
+        if (nv < 0) {
+                free(devs);
+                return nv;
+        }
+        struct lupc_device *sel = calloc(nv ? (size_t)nv : 1, sizeof(*sel));
+        if (!sel) {
+                free(devs);
+                return -ENOMEM;
+        }
+        for (int k = 0; k < nv; k++)
+                sel[k] = devs[map[k]];
+        free(devs);
+        lupc_visible_install(map, nv, n);
+        devices = sel;
+        n_devices = nv;
+        return nv;
 }
 
 int lupc_device_count(void)
@@ -192,10 +214,10 @@ uint64_t lupc_ctx_pop(void)
 
 bool lupc_ctx_lookup(uint64_t id, struct lupc_ctx_info *ret)
 {
-        int dev = lup_primary_ctx_device(id);
-        if (dev >= 0) {
-                if (dev >= n_devices)
-                        return false;
+        if (lup_primary_ctx_device(id) >= 0) {
+                int dev = lupc_primary_ctx_dev(id);
+                if (dev < 0)
+                        return false; /* a device this process cannot see */
                 pthread_mutex_lock(&ctx_lock);
                 bool live = primaries[dev].retains > 0;
                 unsigned flags = primaries[dev].flags;
@@ -221,10 +243,9 @@ bool lupc_ctx_lookup(uint64_t id, struct lupc_ctx_info *ret)
 bool lupc_ctx_known(uint64_t id)
 {
         struct lupc_ctx_info info;
-        int dev = lup_primary_ctx_device(id);
 
-        if (dev >= 0)
-                return dev < n_devices;
+        if (lup_primary_ctx_device(id) >= 0)
+                return lupc_primary_ctx_dev(id) >= 0;
         return lupc_ctx_lookup(id, &info);
 }
 

@@ -91,8 +91,13 @@ class Param:
             raise SpecError(f'line {lineno}: {self.type} cannot be an output')
         self.range = None
         self.rows = None  # (pitch, rows): the range is rows of it, pitch bytes apart
+        self.loc = None   # the parameter holding this location id's CUmemLocationType
         opts = {}
         for extra in parts[3:]:
+            m = re.fullmatch(r'loc=([A-Za-z_][A-Za-z0-9_]*)', extra)
+            if m and self.type == 'int' and self.dir in ('in', 'out') and self.loc is None:
+                self.loc = m.group(1)
+                continue
             m = re.fullmatch(r'(range|pitch|rows)=([A-Za-z_][A-Za-z0-9_]*)(?:\*([0-9]+))?', extra)
             if not m or self.type != 'devptr' or self.dir != 'in' or m.group(1) in opts or \
                     (m.group(3) and m.group(1) != 'range'):
@@ -139,6 +144,10 @@ class Func:
             for ref in ([p.range[0]] if p.range else []) + list(p.rows or ()):
                 if ref not in names:
                     raise SpecError(f'line {lineno}: {name}: range refers to unknown {ref}')
+            # a location id's type comes in the same direction, before it
+            if p.loc and not any(q.name == p.loc and q.type == 'int' and q.dir == p.dir
+                                 for q in params[:params.index(p)]):
+                raise SpecError(f'line {lineno}: {name}: loc={p.loc} must name an earlier int {p.dir} parameter')
         if self.internal and not (self.worker_custom and name.startswith('lup')):
             raise SpecError(f'line {lineno}: internal ops must be lup* and worker=custom')
 
@@ -263,6 +272,11 @@ def to_wire(p, per_thread_expr='0'):
         return f'lupc_stream_id({p.name}, {per_thread_expr})'
     if p.handle or p.type == 'ctx':
         return f'(uint64_t)(uintptr_t){p.name}'
+    # CUDA_VISIBLE_DEVICES: the client's device ordinals become the server's (shim/visible.h)
+    if p.type == 'device':
+        return f'(int32_t)lupc_dev_to_server({p.name})'
+    if p.loc:
+        return f'(int32_t)lupc_loc_to_server((int){p.loc}, {p.name})'
     if p.wire == 'i32':
         return f'(int32_t){p.name}'
     return f'({p.dtype}){p.name}'
@@ -354,11 +368,17 @@ def gen_client_body(fn, pt_expr, validate=True):
                 else:
                     b.append(f'\t{p.dtype} o{i}_;\n\tlup_rd_{p.wire}(&rd_, &o{i}_);\n')
             b.append(f'\tif (lup_rd_finish(&rd_) < 0)\n\t\treturn lupc_protocol_error("{fn.name}");\n')
+            onum = {p.name: i for i, p in enumerate(fn.outs)}
             for i, p in enumerate(fn.outs):
                 if p.nbytes:
                     b.append(f'\tmemcpy({p.name}, o{i}_, {p.nbytes});\n')
                 elif p.handle or p.type == 'ctx':
                     b.append(f'\t*{p.name} = ({p.ctype})(uintptr_t)o{i}_;\n')
+                elif p.type == 'device':
+                    # -1: a device this process cannot see (the caller decides)
+                    b.append(f'\t*{p.name} = ({p.ctype})lupc_dev_from_server(o{i}_);\n')
+                elif p.loc:
+                    b.append(f'\t*{p.name} = ({p.ctype})lupc_loc_from_server((int)o{onum[p.loc]}_, o{i}_);\n')
                 else:
                     b.append(f'\t*{p.name} = ({p.ctype})o{i}_;\n')
         for p in news:

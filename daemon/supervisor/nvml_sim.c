@@ -50,7 +50,9 @@ static unsigned long long cpu_ticks(pid_t pid)
  * samples; comparing sums across them would hide the work). */
 static unsigned sim_util(const pid_t *pids, int n, uint64_t now_ms)
 {
-        enum { KEEP = 64 };
+        enum {
+                KEEP = 64
+        };
         static pid_t last_pid[KEEP];
         static unsigned long long last_ticks[KEEP];
         static int last_n;

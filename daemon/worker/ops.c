@@ -114,6 +114,7 @@ CUresult lupw_lupCtxCreate(struct lupw_session *s, uint64_t id, unsigned int fla
         s->be.fn.cuCtxSetCurrent(prev);
         s->ctx.slots[s->ctx.n_slots++] =
                 (struct lupw_ctx_slot){ .id = id, .real = real, .device = dev, .flags = flags };
+        lup_debug("session %s: context %#llx on device %d", s->name, (unsigned long long)id, (int)dev);
         return CUDA_SUCCESS;
 }
 
@@ -138,6 +139,8 @@ CUresult lupw_lupCtxDestroy(struct lupw_session *s, uint64_t id)
 CUresult lupw_lupPrimaryCtxRetain(struct lupw_session *s, CUdevice dev)
 {
         CUresult r = retain_primary(s, dev);
+        if (r == CUDA_SUCCESS && !s->ctx.client_primary[dev])
+                lup_debug("session %s: primary context of device %d", s->name, (int)dev);
         if (r == CUDA_SUCCESS)
                 s->ctx.client_primary[dev] = true;
         return r;

@@ -241,6 +241,9 @@ CUresult lupw_lupMemCreate(struct lupw_session *s, uint64_t id, size_t size, int
         }
         if (r != CUDA_SUCCESS)
                 arena_va_release(&s->mem.arena, a.home, size);
+        else
+                lup_debug("session %s: physical allocation %#llx, %zu bytes, location %d:%d", s->name,
+                          (unsigned long long)id, size, loctype, locid);
         return r;
 }
 

@@ -20,6 +20,9 @@ go to corpus/known-bugs/<target>/ (see fuzz_known_bugs.h).
 fuzz_nvml input: an NVML reply payload (abi/lupine/nvml_wire.h), or a
 16-byte NVML request.
 
+fuzz_visible input: a device count byte, that many 16-byte UUIDs, then a
+CUDA_VISIBLE_DEVICES list (see fuzz_visible.c).
+
 fuzz_auth input: u16 L, L bytes of --auth-tokens text, then a HELLO
 payload, which is also decoded as an NVML request (see fuzz_auth.c).
 
@@ -546,6 +549,21 @@ def tls_seeds():
     }
 
 
+def visible_seeds():
+    """fuzz_visible: n, n UUIDs, a CUDA_VISIBLE_DEVICES list."""
+    uuids = [bytes.fromhex('ab12cd340001400280030000000000' + f'{i:02x}') for i in range(3)]
+    uuids.append(bytes.fromhex('5ca809cabefd545c4837b5a7988224b1'))
+    devs = bytes([4]) + b''.join(uuids)
+    full = 'GPU-5ca809ca-befd-545c-4837-b5a7988224b1'
+    lists = {'index.bin': '2', 'pair.bin': '3,1', 'uuid.bin': full, 'prefix.bin': 'GPU-5c',
+             'ambiguous.bin': 'GPU-ab12', 'mixed.bin': full + ',0,1', 'ends.bin': '1,bogus,2',
+             'twice.bin': '1,1', 'twice-uuid.bin': full + ',' + full, 'empty.bin': '', 'negative.bin': '-1',
+             'blanks.bin': ' 3 ,+01,0x2', 'mig.bin': 'MIG-5ca8', 'nodash.bin': 'GPU-5CA809CABEFD545C48'}
+    seeds = {name: devs + text.encode() for name, text in lists.items()}
+    seeds['no-devices.bin'] = b'\0' + b'0,1'
+    return seeds
+
+
 def write_dir(target, seeds):
     d = os.path.join(OUT, target)
     os.makedirs(d, exist_ok=True)
@@ -577,6 +595,7 @@ def main():
     write_dir('fuzz_frame', frame_seeds())
     write_dir('fuzz_image', image_seeds())
     write_dir('fuzz_nvml', nvml_seeds())
+    write_dir('fuzz_visible', visible_seeds())
     # image-short-ptx: "//" and its NUL, then a byte more
     write_dir(os.path.join('known-bugs', 'fuzz_image'), {'short-ptx.bin': b'//\0\0'})
     ops = parse_spec()

@@ -74,6 +74,22 @@ class SpecTests(unittest.TestCase):
         self.bad('local cuMemAlloc_v2 perthread\n', 'no _ptds/_ptsz variant')
         self.bad('local cuMemsetD8_v2 perthread\nlocal cuMemsetD8_v2_ptds\n', 'implemented twice')
 
+    def test_device_ordinals(self):
+        """CUDA_VISIBLE_DEVICES: device ordinals and location ids of devices are
+        translated in the generated stubs, both ways (shim/visible.h)."""
+        funcs, _, _, _ = parse('256 lupA sync internal worker=custom in:device:dev in:int:lt in:int:id:loc=lt '
+                               'out:device:got out:int:olt out:int:oid:loc=olt\n')
+        body = lupgen.gen_client_body(funcs[0], '0', validate=False)
+        self.assertIn('lup_wr_i32(&w_, (int32_t)lupc_dev_to_server(dev));', body)
+        self.assertIn('lup_wr_i32(&w_, (int32_t)lupc_loc_to_server((int)lt, id));', body)
+        self.assertIn('*got = (CUdevice)lupc_dev_from_server(o0_);', body)
+        self.assertIn('*oid = (int)lupc_loc_from_server((int)o1_, o2_);', body)
+        self.assertIn('lup_wr_i32(&w_, (int32_t)lt);', body)   # the type itself travels as it is
+        self.bad('256 lupA sync internal worker=custom in:int:id:loc=lt in:int:lt\n', 'earlier int in parameter')
+        self.bad('256 lupA sync internal worker=custom out:int:lt in:int:id:loc=lt\n', 'earlier int in parameter')
+        self.bad('256 lupA sync internal worker=custom in:u32:lt in:u32:id:loc=lt\n', 'bad parameter option')
+        self.bad('256 lupA sync internal worker=custom in:int:lt in:int:id:loc=lt:loc=lt\n', 'bad parameter option')
+
     def test_local_perthread(self):
         _, local, _, impl = parse('local cuMemsetD8_v2 perthread=memset_impl:stream\nlocal cuMemAlloc_v2\n')
         self.assertEqual(impl, ['cuMemsetD8_v2', 'cuMemsetD8_v2_ptds', 'cuMemAlloc_v2'])

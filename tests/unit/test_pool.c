@@ -140,6 +140,17 @@ int lupc_device_count(void)
         return 1;
 }
 
+/* one device, numbered alike on both sides (shim/visible.c) */
+uint64_t lupc_primary_ctx_id(int dev)
+{
+        return LUP_PRIMARY_CTX_ID(dev);
+}
+
+int lupc_primary_ctx_dev(uint64_t id)
+{
+        return lup_primary_ctx_device(id) == 0 ? 0 : -1;
+}
+
 int lupc_shadow_add(uint64_t base, uint64_t size, uint64_t ctx, int device)
 {
         (void)base, (void)size, (void)ctx, (void)device;

@@ -167,7 +167,7 @@ static void pointer_answers(void)
                                         CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_CONTEXT };
         unsigned int type = 99;
         int ordinal = 99;
-        unsigned char managed = 99;
+        unsigned int managed = 99; /* the driver writes 4 bytes */
         CUcontext c = (CUcontext)1;
         void *data[] = { &type, &ordinal, &managed, &c };
         CUresult r = cuPointerGetAttributes(4, attrs, data, (CUdeviceptr)(uintptr_t)&host_var);

@@ -9,6 +9,7 @@
  *   e2e_nvml cuda      the same device list as libcuda.so.1: names, UUIDs
  *   e2e_nvml internal  the private table nvidia-smi asks for
  *                      (nvmlInternalGetExportTable): the slots it calls
+ *   e2e_nvml list      each device's index, UUID and PCI bus id
  *   e2e_nvml wait      query, print "ready", wait for a line on stdin,
  *                      query again (lupined restarted meanwhile): exit 0
  *   e2e_nvml lost      as wait, but lupined is gone: the call must fail
@@ -290,6 +291,24 @@ static int internal(void)
         return failures;
 }
 
+/* Every device NVML lists: "nvml I UUID PCI-BUS-ID" (CUDA_VISIBLE_DEVICES
+ * changes nothing here, as with the real library). */
+static int list(void)
+{
+        unsigned n = 0;
+        NV(nvmlDeviceGetCount_v2(&n));
+        for (unsigned i = 0; i < n; i++) {
+                nvmlDevice_t d;
+                nvmlPciInfo_t pci;
+                char uuid[96];
+                NV(nvmlDeviceGetHandleByIndex_v2(i, &d));
+                NV(nvmlDeviceGetUUID(d, uuid, sizeof(uuid)));
+                NV(nvmlDeviceGetPciInfo_v3(d, &pci));
+                printf("nvml %u %s %s\n", i, uuid, pci.busId);
+        }
+        return failures;
+}
+
 int main(int argc, char **argv)
 {
         const char *mode = argc > 1 ? argv[1] : "query";
@@ -306,6 +325,8 @@ int main(int argc, char **argv)
                 same_as_cuda();
         else if (!strcmp(mode, "internal"))
                 internal();
+        else if (!strcmp(mode, "list"))
+                list();
         else if (!strcmp(mode, "wait") || !strcmp(mode, "lost")) {
                 query(0);
                 printf("ready\n");
