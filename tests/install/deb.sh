@@ -55,7 +55,12 @@ fi
 
 step "dpkg-buildpackage -b -us -uc"
 mkdir -p "$tmp/src/lupine"
-git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C "$tmp/src/lupine"
+# the sources as committed or about to be (a tarball without .git: all but builds)
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git ls-files -co --exclude-standard | tar -cf - -T -
+else
+        tar --exclude=./.git --exclude=./build --exclude='./build-*' --exclude=./.deps --exclude=./obj-\* -cf - .
+fi | tar -xf - -C "$tmp/src/lupine"
 t0=$(date +%s)
 (cd "$tmp/src/lupine" &&
         CUDA_INCLUDE=$inc DEB_BUILD_OPTIONS="parallel=$(nproc) noautodbgsym" \
