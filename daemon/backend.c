@@ -109,9 +109,14 @@ static int open_sim(const struct lupd_config *cfg, struct lupw_backend_handle *b
                 if (try_open(cand, LUP_BACKEND_SIM, b, true) == 0)
                         return 0;
         }
+        /* where meson install put it, for a lupined moved elsewhere */
+        if (try_open(LUPINE_PKGLIBDIR "/libcuda-sim.so", LUP_BACKEND_SIM, b, true) == 0)
+                return 0;
         if (try_open("libcuda-sim.so", LUP_BACKEND_SIM, b, true) == 0)
                 return 0;
-        lup_err("cannot find libcuda-sim.so (looked next to %s and on the library path; set LUPINE_SIM_LIBRARY)", cfg->self_exe);
+        lup_err("cannot find libcuda-sim.so (looked next to %s, in " LUPINE_PKGLIBDIR
+                " and on the library path; set LUPINE_SIM_LIBRARY)",
+                cfg->self_exe);
         return -ENOENT;
 }
 

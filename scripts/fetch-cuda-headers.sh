@@ -7,8 +7,9 @@
 # pinned one. Prints the include directory. A toolkit that is installed wins
 # (scripts/install-deps.sh decides; this script only fetches).
 #
-# NVML needs no header: libnvidia-ml.so.1's shim is generated from
-# abi/nvml_api.spec and declares its own types (common/nvml_types.h).
+# NVML needs no header, so nvml.h is not fetched: libnvidia-ml.so.1's shim
+# is generated from abi/nvml_api.spec and declares its own types
+# (common/nvml_types.h); docs/running.md, "Headers".
 set -eu
 cd "$(dirname "$0")/.."
 PKG=nvidia-cuda-runtime

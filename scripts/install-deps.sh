@@ -6,9 +6,15 @@
 # is used ($CUDA_INCLUDE, else /usr/local/cuda/include), otherwise they come
 # from NVIDIA's wheel on PyPI (scripts/fetch-cuda-headers.sh). The choice is
 # written to .deps/cuda-include-dir for scripts/build.sh, and said.
+# scripts/install-deps.sh [--deb]
 set -eu
 cd "$(dirname "$0")/.."
 PKGS="build-essential clang-format meson ninja-build pkg-config python3 python3-pip liburing-dev libjson-c-dev libsystemd-dev libssl-dev openssl ca-certificates libcmocka-dev systemd systemd-container"
+# --deb: also what building and checking the Debian packages needs
+# (tests/install/deb.sh; dpkg-dev comes with build-essential).
+if [ "${1:-}" = --deb ]; then
+        PKGS="$PKGS debhelper lintian"
+fi
 missing=""
 for p in $PKGS; do
         dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -157,7 +157,9 @@ def main():
         conf = os.path.join(d, 'lupined.service.d', 'example.conf')
         open(conf, 'w').write(dropin)
         must_verify(d, ['./lupined.service'], 'the example drop-in as shipped')
-        every = re.sub(r'^#([A-Za-z]+=)', r'\1', dropin, flags=re.M).replace(installed, lupined)
+        every = re.sub(r'^#([A-Za-z]+=)', r'\1', dropin, flags=re.M)
+        # the example names the packaged /usr/sbin/lupined, whatever this build's prefix
+        every = re.sub(r'^ExecStart=\S*/lupined ', 'ExecStart=' + lupined + ' ', every, flags=re.M)
         open(conf, 'w').write(every)
         must_verify(d, ['./lupined.service'], 'the example drop-in with every setting on')
 
