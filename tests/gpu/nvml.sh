@@ -70,7 +70,7 @@ if grep -q 'Product Name' "$OUTDIR/query.remote"; then ok "nvidia-smi -q: a full
 grep -h "not supported by lupine" "$OUTDIR"/*.remote | sed 's/.*: \(nvml[A-Za-z0-9_]*\) is not.*/\1/' | sort |
         uniq -c | sort -rn >"$OUTDIR/unsupported.txt"
 echo "    NVML functions nvidia-smi called that lupine does not answer: $(wc -l <"$OUTDIR/unsupported.txt")" \
-        "(list in nvml-logs.tgz: unsupported.txt)"
+        "(list in nvml-logs.tgz: unsupported.txt): $(awk '{print $2}' "$OUTDIR/unsupported.txt" | head -n 12 | tr '\n' ' ')"
 
 # pynvml: the remote GPU, from lupine's library and not the local one
 if python3 -c 'import pynvml' 2>/dev/null; then

@@ -15,6 +15,8 @@
 #   tls       issue 15: e2e programs, PyTorch and GPT over TLS with a token,
 #             against local (tests/gpu/tls.sh)
 #   bench     the benchmarks, local driver against lupine (plaintext and TLS)
+#   visible   issue 16: CUDA_VISIBLE_DEVICES lists, local driver against
+#             lupine (tests/gpu/visible.sh)
 #   nvml      issue 16: the real nvidia-smi (plain, -L, -q, --query-gpu, dmon),
 #             pynvml and PyTorch's NVML calls, locally and through lupine's
 #             libnvidia-ml.so.1 (tests/gpu/nvml.sh)
@@ -29,7 +31,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 shift 2>/dev/null || true
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core runtime families nvml tls bench)
+[ ${#parts[@]} -gt 0 ] || parts=(core runtime families nvml visible tls bench)
 LOG=${OUT:-/tmp}/gpu-run.log
 : > "$LOG"
 pass=0
@@ -153,6 +155,12 @@ part_nvml() {
         grep -h "lupine nvml:" "$LOG" | tail -n 1
 }
 
+part_visible() {
+        step "CUDA_VISIBLE_DEVICES lists: e2e_visible and rt_visible the same as local (tests/gpu/visible.sh)" \
+                tests/gpu/visible.sh "$BUILD"
+        grep -h "lupine visible:" "$LOG" | tail -n 1
+}
+
 part_tls() {
         step "e2e programs, PyTorch and GPT over TLS 1.3 with a token: same output as local (tests/gpu/tls.sh)" \
                 tests/gpu/tls.sh "$BUILD"
@@ -168,8 +176,8 @@ part_bench() {
 
 for part in "${parts[@]}"; do
         case $part in
-        core | runtime | families | nvml | tls | bench) ;;
-        *) echo "run.sh: unknown part '$part' (parts: core runtime families nvml tls bench)"; exit 2 ;;
+        core | runtime | families | nvml | visible | tls | bench) ;;
+        *) echo "run.sh: unknown part '$part' (parts: core runtime families nvml visible tls bench)"; exit 2 ;;
         esac
 done
 for part in "${parts[@]}"; do
