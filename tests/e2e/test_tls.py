@@ -453,13 +453,29 @@ def test_nvml(tmp):
         d.close()
 
 
+def presented_cert(port):
+    """The DER certificate lupined presents on port now."""
+    import ssl
+    ctx = ssl.create_default_context(cafile=CERTS["ca"])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as t:
+            return t.getpeercert(binary_form=True)
+
+
 def test_restarts(tmp):
     """e2e_restart (a verified counter workload) over TLS with a token
-    through 10 SIGTERM restarts, then two upgrades (SIGHUP)."""
+    through 10 SIGTERM restarts, then two upgrades (SIGHUP); before the
+    second, the certificate files are replaced by a renewed certificate,
+    which the upgraded lupined must present without ending the session."""
+    import shutil
+    import ssl
     case = "restarts"
     ck = os.path.join(tmp, "ck-tls")
     port = sv.free_port()
-    args = ["--listen", f"127.0.0.1:{port}", "--tls-cert", CERTS["server"], "--tls-key", CERTS["server_key"],
+    cert, key = os.path.join(tmp, "live.pem"), os.path.join(tmp, "live.key")
+    shutil.copy(CERTS["server"], cert)
+    shutil.copy(CERTS["server_key"], key)
+    args = ["--listen", f"127.0.0.1:{port}", "--tls-cert", cert, "--tls-key", key,
             "--auth-tokens", tokens_file(tmp), "--checkpoint-dir", ck, "--session-ttl", "120",
             "--drain-timeout", "30"]
     log_path = os.path.join(tmp, "restarts.log")
@@ -494,11 +510,20 @@ def test_restarts(tmp):
             except subprocess.TimeoutExpired:
                 d.kill()
             d = start()
-        for _ in range(2):
+        renewed = None
+        for i in range(2):
             time.sleep(0.8)
+            if i == 1:  # the operator renews the certificate, then upgrades
+                new_cert, new_key = tls_certs.renew_server(os.path.dirname(CERTS["ca"]), "renewed")
+                shutil.copy(new_key, key + ".new")
+                shutil.copy(new_cert, cert + ".new")
+                os.replace(key + ".new", key)
+                os.replace(cert + ".new", cert)
+                renewed = ssl.PEM_cert_to_DER_cert(open(new_cert).read())
             if client.poll() is None:
                 d.send_signal(1)  # SIGHUP: an upgrade (re-exec)
         out, err = client.communicate(timeout=600)
+        presented = presented_cert(port)
     finally:
         if client.poll() is None:
             client.kill()
@@ -517,8 +542,11 @@ def test_restarts(tmp):
         fail(case, "the two upgrades did not happen: " + text[-2000:])
     elif client.returncode != 0 or "counter exact" not in out:
         fail(case, f"the client over TLS: exit {client.returncode}: {out[-800:]} {err[-2000:]}")
+    elif presented != renewed:
+        fail(case, "after the upgrade lupined still presents the old certificate")
     else:
-        ok(case, f"{restarts} SIGTERM restarts and 2 upgrades over TLS with a token: counter exact")
+        ok(case, f"{restarts} SIGTERM restarts and 2 upgrades over TLS with a token: counter exact; "
+                 "the renewed certificate is presented after the upgrade, the session went on")
 
 
 CASES = {

@@ -90,6 +90,12 @@ def make_certs(d):
     return c
 
 
+def renew_server(d, name):
+    """A new certificate for the server (localhost), signed by the same CA
+    as make_certs(d)'s: what an operator installs when the old one is due."""
+    return _signed(d, name, os.path.join(d, "ca"), "localhost", "DNS:localhost,IP:127.0.0.1")
+
+
 def token_line(tenant, token):
     """A line of --auth-tokens: the tenant and the SHA-256 of its token."""
     import hashlib
