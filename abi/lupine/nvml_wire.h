@@ -32,7 +32,7 @@
 #define LUP_OP_NVML 6 /* a control op id: first frame instead of HELLO */
 
 #define LUP_NVML_MAGIC     0x4c4e5631u /* "LNV1" */
-#define LUP_NVML_VERSION   1u
+#define LUP_NVML_VERSION   2u          /* 2: inforom and media engine keys */
 #define LUP_NVML_SNAPSHOT  1u
 #define LUP_NVML_REQ_SIZE  16u /* without a token */
 #define LUP_NVML_REQ_AUTH  0x1u
@@ -117,6 +117,15 @@ enum lup_nvml_key {
         LUP_NVML_K_DISPLAY_ACTIVE,
         LUP_NVML_K_ARCH,
         LUP_NVML_K_BRAND,
+        LUP_NVML_K_INFOROM_VALID, /* nvmlDeviceValidateInforom's answer (its result, value 0) */
+        LUP_NVML_K_ENC_UTIL,      /* the media engines: percent, then the sampling period in us */
+        LUP_NVML_K_ENC_PERIOD,
+        LUP_NVML_K_DEC_UTIL,
+        LUP_NVML_K_DEC_PERIOD,
+        LUP_NVML_K_JPG_UTIL,
+        LUP_NVML_K_JPG_PERIOD,
+        LUP_NVML_K_OFA_UTIL,
+        LUP_NVML_K_OFA_PERIOD,
         LUP_NVML_K_VBIOS, /* (s) */
         LUP_NVML_K_DEV_LAST,
 };

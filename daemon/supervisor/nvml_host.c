@@ -240,6 +240,20 @@ static void host_procs(struct lup_nvml_dev *d, nvmlDevice_t h, const pid_t *pids
                         }
 }
 
+/* The inforom check and the media engines' utilization (nvidia-smi's
+ * plain view and dmon stop without them). */
+static void host_media(struct lup_nvml_dev *d, nvmlDevice_t h)
+{
+        typedef nvmlReturn_t (*fn_dev)(nvmlDevice_t);
+        static const char *const names[4] = { "nvmlDeviceGetEncoderUtilization", "nvmlDeviceGetDecoderUtilization",
+                                              "nvmlDeviceGetJpgUtilization", "nvmlDeviceGetOfaUtilization" };
+        fn_dev v = (fn_dev)sym("nvmlDeviceValidateInforom");
+
+        put(dv(d, LUP_NVML_K_INFOROM_VALID), v ? v(h) : NVML_ERROR_FUNCTION_NOT_FOUND, 0);
+        for (unsigned i = 0; i < 4; i++)
+                two_u32(d, h, LUP_NVML_K_ENC_UTIL + 2 * i, LUP_NVML_K_ENC_PERIOD + 2 * i, names[i]);
+}
+
 static void host_device(struct lup_nvml_dev *d, nvmlDevice_t h, const pid_t *pids, int n)
 {
         static const char *const clk[2] = { "nvmlDeviceGetClockInfo", "nvmlDeviceGetMaxClockInfo" };
@@ -286,6 +300,7 @@ static void host_device(struct lup_nvml_dev *d, nvmlDevice_t h, const pid_t *pid
         one_u32(d, h, LUP_NVML_K_DISPLAY_ACTIVE, "nvmlDeviceGetDisplayActive");
         one_u32(d, h, LUP_NVML_K_ARCH, "nvmlDeviceGetArchitecture");
         one_u32(d, h, LUP_NVML_K_BRAND, "nvmlDeviceGetBrand");
+        host_media(d, h);
 }
 
 static void host_system(struct lup_nvml_snapshot *s)

@@ -120,6 +120,11 @@ static void sim_identity(struct lup_nvml_dev *d, int i, unsigned long long mem)
         set(d, LUP_NVML_K_CC_MINOR, 0);
         set(d, LUP_NVML_K_ARCH, 9);   /* NVML_DEVICE_ARCH_HOPPER, as CC 9.0 */
         set(d, LUP_NVML_K_BRAND, 14); /* NVML_BRAND_NVIDIA */
+        set(d, LUP_NVML_K_INFOROM_VALID, 0);
+        for (unsigned e = 0; e < 4; e++) { /* no media work in the simulator */
+                set(d, LUP_NVML_K_ENC_UTIL + 2 * e, 0);
+                set(d, LUP_NVML_K_ENC_PERIOD + 2 * e, 167000);
+        }
 }
 
 /* The values that follow the work: util in percent. */

@@ -29,6 +29,7 @@ from run_e2e import Daemon as _Daemon  # noqa: E402
 check = W.Checks()
 OP_NVML = 6
 NVML_MAGIC = 0x4C4E5631
+NVML_VERSION = 2  # abi/lupine/nvml_wire.h
 
 
 class Daemon(_Daemon):
@@ -217,7 +218,7 @@ def test_utilization(d, progs, shim):
 def test_malformed(d):
     cases = [
         ('bad magic', W.frame(OP_NVML, struct.pack('<IIII', 0x1234, 1, 1, 0), flags=W.F_SYNC), 'bad magic'),
-        ('unknown request', W.frame(OP_NVML, struct.pack('<IIII', NVML_MAGIC, 1, 9, 0), flags=W.F_SYNC),
+        ('unknown request', W.frame(OP_NVML, struct.pack('<IIII', NVML_MAGIC, NVML_VERSION, 9, 0), flags=W.F_SYNC),
          'unknown request'),
         ('wrong size', W.frame(OP_NVML, bytes(16 + 2 + 256 + 1), flags=W.F_SYNC), 'payload bytes'),
         ('not sync', W.frame(OP_NVML, struct.pack('<IIII', NVML_MAGIC, 1, 1, 0)), 'synchronous'),

@@ -393,7 +393,7 @@ def worker_known_bugs(ops):
 
 
 # ---- abi/lupine/nvml_wire.h
-NVML_MAGIC, NVML_VERSION = 0x4c4e5631, 1
+NVML_MAGIC, NVML_VERSION = 0x4c4e5631, 2
 NVML_K_DRIVER_VERSION, NVML_K_CUDA_VERSION, NVML_K_NAME, NVML_K_UUID, NVML_K_MEM_TOTAL = 1, 3, 32, 33, 42
 
 

@@ -51,6 +51,15 @@ if grep -q ' (lupine)' "$OUTDIR/list.remote" &&
 else
         bad "nvidia-smi -L differs from local" "$OUTDIR/list.diff"
 fi
+# temperature and power are the GPU's own, not zeros: within 15 C and
+# within a factor of 3 of the local reading taken a moment before
+if awk -F, 'NR==FNR{lt=$6; lp=$7; next} {rt=$6; rp=$7}
+        END{d=rt-lt; if (d<0) d=-d; exit !(lt>0 && d<=15 && lp>0 && rp>=lp/3 && rp<=lp*3)}' \
+        "$OUTDIR/csv.local" "$OUTDIR/csv.remote"; then
+        ok "--query-gpu: temperature and power through lupine agree with local"
+else
+        bad "--query-gpu: temperature or power through lupine differ from local" "$OUTDIR/csv.remote"
+fi
 # name, uuid and memory.total agree; every field is filled
 if diff <(cut -d, -f1-3 "$OUTDIR/csv.local") <(cut -d, -f1-3 "$OUTDIR/csv.remote" | sed 's/ (lupine)//') \
         >"$OUTDIR/csv.diff"; then

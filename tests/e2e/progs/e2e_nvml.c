@@ -66,6 +66,9 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, nvmlFieldValue_t *v
 nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t d, unsigned int *is_mig);
 nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t d, unsigned int *n, unsigned int *clocks);
 nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned int *gen);
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t d, unsigned int *util, unsigned int *period);
+nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t d, unsigned int *util, unsigned int *period);
+nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t d);
 nvmlReturn_t nvmlEventSetCreate(void **set);
 nvmlReturn_t nvmlEventSetFree(void *set);
 nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d, unsigned long long *types);
@@ -169,6 +172,12 @@ static void query_device(unsigned i)
         WANT(fv[2].nvmlReturn == NVML_ERROR_NOT_SUPPORTED);
         NV(nvmlDeviceIsMigDeviceHandle(d, &v));
         WANT(v == 0);
+        /* the media engines and the inforom check (nvidia-smi's dmon and plain view) */
+        unsigned util = 1, period = 0;
+        NV(nvmlDeviceGetEncoderUtilization(d, &util, &period));
+        WANT(util == 0 && period > 0);
+        NV(nvmlDeviceGetOfaUtilization(d, &util, &period));
+        NV(nvmlDeviceValidateInforom(d));
         /* a stub: not supported, whatever its arguments */
         WANT(nvmlDeviceGetSupportedMemoryClocks(d, &v, NULL) == NVML_ERROR_NOT_SUPPORTED);
         printf("device %u: %s %s %s mem %llu temp ok\n", i, name, uuid, pci.busId, m.total);
