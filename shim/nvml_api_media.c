@@ -22,11 +22,11 @@ static nvmlReturn_t pair(nvmlDevice_t device, unsigned key, unsigned int *util, 
         return NVML_SUCCESS;
 }
 
-#define MEDIA_QUERY(fn, key)                                                                    \
+#define MEDIA_QUERY(fn, key)                                                                     \
         LUPN_API nvmlReturn_t fn(nvmlDevice_t device, unsigned int *util, unsigned int *period); \
         LUPN_API nvmlReturn_t fn(nvmlDevice_t device, unsigned int *util, unsigned int *period)  \
-        {                                                                                       \
-                return pair(device, key, util, period);                                         \
+        {                                                                                        \
+                return pair(device, key, util, period);                                          \
         }
 
 MEDIA_QUERY(nvmlDeviceGetEncoderUtilization, LUP_NVML_K_ENC_UTIL)

@@ -112,23 +112,23 @@ static nvmlReturn_t slot_call(unsigned slot, void *a0, void *a1, void *a2, void 
         return NVML_SUCCESS;
 }
 
-#define SLOT_FN(h, l)                                                              \
+/* One slot function per line of the table. */
+/* clang-format off */
+#define SLOT_FN(h, l) \
         static nvmlReturn_t slot_##h##_##l(void *a0, void *a1, void *a2, void *a3) \
-        {                                                                          \
-                return slot_call(16 * (h) + (l), a0, a1, a2, a3);                  \
+        { \
+                return slot_call(16 * (h) + (l), a0, a1, a2, a3); \
         }
 #define SLOT_PTR(h, l) [16 * (h) + (l)] = (uintptr_t)slot_##h##_##l,
-#define SIXTEEN(M, h)                                                                                                \
-        M(h, 0)                                                                                                      \
-        M(h, 1)                                                                                                      \
-        M(h, 2) M(h, 3) M(h, 4) M(h, 5) M(h, 6) M(h, 7) M(h, 8) M(h, 9) M(h, 10) M(h, 11) M(h, 12) M(h, 13) M(h, 14) \
-                M(h, 15)
-#define ALL_SLOTS(M)                                                                                      \
-        SIXTEEN(M, 0)                                                                                     \
-        SIXTEEN(M, 1)                                                                                     \
-        SIXTEEN(M, 2) SIXTEEN(M, 3) SIXTEEN(M, 4) SIXTEEN(M, 5) SIXTEEN(M, 6) SIXTEEN(M, 7) SIXTEEN(M, 8) \
-                SIXTEEN(M, 9) SIXTEEN(M, 10) SIXTEEN(M, 11) SIXTEEN(M, 12) SIXTEEN(M, 13) SIXTEEN(M, 14)  \
-                        SIXTEEN(M, 15)
+#define SIXTEEN(M, h) \
+        M(h, 0) M(h, 1) M(h, 2) M(h, 3) M(h, 4) M(h, 5) M(h, 6) M(h, 7) \
+        M(h, 8) M(h, 9) M(h, 10) M(h, 11) M(h, 12) M(h, 13) M(h, 14) M(h, 15)
+#define ALL_SLOTS(M) \
+        SIXTEEN(M, 0) SIXTEEN(M, 1) SIXTEEN(M, 2) SIXTEEN(M, 3) \
+        SIXTEEN(M, 4) SIXTEEN(M, 5) SIXTEEN(M, 6) SIXTEEN(M, 7) \
+        SIXTEEN(M, 8) SIXTEEN(M, 9) SIXTEEN(M, 10) SIXTEEN(M, 11) \
+        SIXTEEN(M, 12) SIXTEEN(M, 13) SIXTEEN(M, 14) SIXTEEN(M, 15)
+/* clang-format on */
 
 ALL_SLOTS(SLOT_FN)
 
