@@ -90,8 +90,10 @@ static void one_u32(struct lup_nvml_dev *d, nvmlDevice_t h, unsigned k, const ch
 {
         fn_u32p f = (fn_u32p)sym(name);
         unsigned int v = 0;
+        /* the call first: in put(..., f(h, &v), v) C may read v before the call */
+        nvmlReturn_t r = f ? f(h, &v) : NVML_ERROR_FUNCTION_NOT_FOUND;
 
-        put(dv(d, k), f ? f(h, &v) : NVML_ERROR_FUNCTION_NOT_FOUND, v);
+        put(dv(d, k), r, v);
 }
 
 static void two_u32(struct lup_nvml_dev *d, nvmlDevice_t h, unsigned k1, unsigned k2, const char *name)
@@ -108,16 +110,18 @@ static void one_u64(struct lup_nvml_dev *d, nvmlDevice_t h, unsigned k, const ch
 {
         fn_u64p f = (fn_u64p)sym(name);
         unsigned long long v = 0;
+        nvmlReturn_t r = f ? f(h, &v) : NVML_ERROR_FUNCTION_NOT_FOUND;
 
-        put(dv(d, k), f ? f(h, &v) : NVML_ERROR_FUNCTION_NOT_FOUND, v);
+        put(dv(d, k), r, v);
 }
 
 static void arg_u32(struct lup_nvml_dev *d, nvmlDevice_t h, unsigned k, const char *name, int arg)
 {
         fn_arg_u32p f = (fn_arg_u32p)sym(name);
         unsigned int v = 0;
+        nvmlReturn_t r = f ? f(h, arg, &v) : NVML_ERROR_FUNCTION_NOT_FOUND;
 
-        put(dv(d, k), f ? f(h, arg, &v) : NVML_ERROR_FUNCTION_NOT_FOUND, v);
+        put(dv(d, k), r, v);
 }
 
 static void one_str(struct lup_nvml_dev *d, nvmlDevice_t h, unsigned k, const char *name)
@@ -199,7 +203,8 @@ static void host_ecc_pages(struct lup_nvml_dev *d, nvmlDevice_t h)
         for (int e = 0; e < 2; e++)
                 for (int c = 0; c < 2; c++) {
                         unsigned long long v = 0;
-                        put(dv(d, ecc_keys[e][c]), fe ? fe(h, e, c, &v) : NVML_ERROR_FUNCTION_NOT_FOUND, v);
+                        nvmlReturn_t r = fe ? fe(h, e, c, &v) : NVML_ERROR_FUNCTION_NOT_FOUND;
+                        put(dv(d, ecc_keys[e][c]), r, v);
                 }
         fn_ret fr = (fn_ret)sym("nvmlDeviceGetRetiredPages");
         for (int cause = 0; cause < 2; cause++) {

@@ -35,8 +35,8 @@ NVML_VERSION = 2  # abi/lupine/nvml_wire.h
 class Daemon(_Daemon):
     """run_e2e's daemon, with extra command-line arguments."""
 
-    def __init__(self, lupined, tmp, env_extra, tag, args=()):
-        self.backend = 'sim'
+    def __init__(self, lupined, tmp, env_extra, tag, args=(), backend='sim'):
+        self.backend = backend
         self.port = W.free_port()
         self.unix = os.path.join(tmp, f'{tag}.sock')
         self.log_path = os.path.join(tmp, f'lupined-{tag}.log')
@@ -44,7 +44,7 @@ class Daemon(_Daemon):
         env.pop('LD_LIBRARY_PATH', None)
         env.update(env_extra)
         self.log = open(self.log_path, 'a+')
-        self.proc = subprocess.Popen([lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{self.port}',
+        self.proc = subprocess.Popen([lupined, '--backend', backend, '--listen', f'127.0.0.1:{self.port}',
                                       '--listen', f'unix:{self.unix}', '--log-level', 'debug'] + list(args),
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env)
         if not W.wait_port(self.port, self.proc, 15):
@@ -277,6 +277,38 @@ def test_restart(lupined, progs, shim, tmp):
           time.time() - t0 < 10, out[-500:] + err[-800:])
 
 
+HOST_PROBE = '''
+h = N.nvmlDeviceGetHandleByIndex(0)
+print("HOST", N.nvmlDeviceGetName(h), N.nvmlDeviceGetUUID(h), N.nvmlDeviceGetTemperature(h, 0),
+      N.nvmlDeviceGetPowerUsage(h), N.nvmlDeviceGetMinorNumber(h), N.nvmlDeviceGetClockInfo(h, 1),
+      N.nvmlDeviceGetFanSpeed(h), N.nvmlDeviceGetPersistenceMode(h), N.nvmlDeviceGetCurrPcieLinkGeneration(h),
+      N.nvmlDeviceGetTotalEnergyConsumption(h), N.nvmlDeviceGetEncoderUtilization(h))
+try:
+    N.nvmlDeviceGetBoardId(h)
+except N.NVMLError as e:
+    print("MISSING", e)
+'''
+
+
+def test_host_path(lupined, progs, shim, tmp):
+    """The GPU host's path (supervisor/nvml_host.c) against a stand-in for
+    the host's NVML with known values: what a client reads is the host's."""
+    if not have_pynvml():
+        return
+    fake = os.path.join(progs, 'fakenvml')
+    d = Daemon(lupined, tmp, {'LD_LIBRARY_PATH': fake}, 'host-nvml', backend='auto')
+    try:
+        r = subprocess.run([sys.executable, '-c', PYNVML_HEAD + HOST_PROBE], env=nvml_env(shim, f'unix:{d.unix}'),
+                           capture_output=True, text=True, timeout=60)
+        want = ("HOST Fake Host GPU (lupine) GPU-0badcafe-1111-2222-3333-444455556666 42 123456 7 1001 33 1 5 "
+                "9876543210 [12, 167000]")
+        check('the host\'s NVML values reach the client (a stand-in host NVML)', want in r.stdout,
+              r.stdout[-600:] + r.stderr[-600:] + d.text()[-600:])
+        check('a function the host\'s NVML lacks is an error, not a zero', 'MISSING' in r.stdout, r.stdout[-300:])
+    finally:
+        d.stop()
+
+
 def main():
     lupined, progs, shim, spec = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3]), sys.argv[4]
     tmp = tempfile.mkdtemp(prefix='lupine-nvml-')
@@ -291,6 +323,7 @@ def main():
     finally:
         d.stop()
     test_restart(lupined, progs, shim, tmp)
+    test_host_path(lupined, progs, shim, tmp)
     if check.failed:
         print('FAILED:', ', '.join(check.failed))
         return 1
