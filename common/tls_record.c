@@ -185,15 +185,17 @@ struct open_task {
         bool ok;
 };
 
-struct open_batch {
+/* A batch for lup_par_run: one direction's keys and its tasks (struct
+ * open_task or struct seal_task). */
+struct batch {
         struct dir *d;
-        struct open_task *t;
+        void *tasks;
 };
 
 static void open_one(void *arg, int i, int slot)
 {
-        struct open_batch *b = arg;
-        struct open_task *t = &b->t[i];
+        struct batch *b = arg;
+        struct open_task *t = (struct open_task *)b->tasks + i;
         EVP_CIPHER_CTX *c = b->d->aead[slot];
         size_t body = t->n - HDR - TAG - 1;
         uint8_t iv[12];
@@ -288,7 +290,7 @@ static int gather(struct lup_tls_rec *r, uint8_t *out, size_t room, struct open_
  * are consumed. */
 static ssize_t open_batch(struct lup_tls_rec *r, struct open_task *t, int n, uint8_t *out, const char **why)
 {
-        struct open_batch b = { .d = &r->rx, .t = t };
+        struct batch b = { .d = &r->rx, .tasks = t };
         size_t w = 0;
 
         lup_par_run(n, open_one, &b);
@@ -418,15 +420,10 @@ struct seal_task {
         bool ok;
 };
 
-struct seal_batch {
-        struct dir *d;
-        struct seal_task *t;
-};
-
 static void seal_one(void *arg, int i, int slot)
 {
-        struct seal_batch *b = arg;
-        struct seal_task *t = &b->t[i];
+        struct batch *b = arg;
+        struct seal_task *t = (struct seal_task *)b->tasks + i;
         EVP_CIPHER_CTX *c = b->d->aead[slot];
         uint8_t *h = t->rec, iv[12];
         size_t len = t->n + 1 + TAG;
@@ -475,7 +472,7 @@ static int make_room(struct lup_tls_rec *r, size_t n)
 static ssize_t seal_batch(struct lup_tls_rec *r, uint8_t type, const uint8_t *p, size_t n)
 {
         struct seal_task t[BATCH];
-        struct seal_batch b = { .d = &r->tx, .t = t };
+        struct batch b = { .d = &r->tx, .tasks = t };
         size_t taken = 0, at = r->woff + r->wlen;
         int k = 0;
 
