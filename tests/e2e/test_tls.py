@@ -397,7 +397,7 @@ def nvml_procs(port, ctx, token):
     t = wt.Tls(s, ctx, "localhost")
     t.handshake()
     tok = token.encode()
-    req = struct.pack("<IIII", 0x4c4e5631, 1, 1, 1) + struct.pack("<H", len(tok)) + tok
+    req = struct.pack("<IIII", 0x4c4e5631, 2, 1, 1) + struct.pack("<H", len(tok)) + tok  # NVML wire version 2 (abi/lupine/nvml_wire.h)
     t.sendall(w.frame(6, req, flags=w.F_SYNC))
     h, p = t.read_frame()
     s.close()
