@@ -61,6 +61,8 @@ U32_QUERY(nvmlDeviceGetDisplayMode, LUP_NVML_K_DISPLAY_MODE)
 U32_QUERY(nvmlDeviceGetDisplayActive, LUP_NVML_K_DISPLAY_ACTIVE)
 U32_QUERY(nvmlDeviceGetArchitecture, LUP_NVML_K_ARCH)
 U32_QUERY(nvmlDeviceGetBrand, LUP_NVML_K_BRAND)
+U32_QUERY(nvmlDeviceGetMaxMigDeviceCount, LUP_NVML_K_MIG_MAX_DEVICES)
+U32_QUERY(nvmlDeviceGetVirtualizationMode, LUP_NVML_K_VIRT_MODE)
 
 /* Power management is "enabled" wherever a power limit can be read. */
 LUPN_API nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, unsigned int *mode);

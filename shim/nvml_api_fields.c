@@ -6,6 +6,7 @@
  * power fields; every other field says NVML_ERROR_NOT_SUPPORTED in its own
  * entry), and nvmlDeviceIsMigDeviceHandle (lupine's handles are whole GPUs).
  */
+#include <stdio.h>
 #include <sys/time.h>
 
 #include "nvml_shim.h"
@@ -71,6 +72,8 @@ LUPN_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCo
                 f->latencyUsec = 0;
                 f->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
                 f->nvmlReturn = key ? lupn_dev_value(device, key, &v) : NVML_ERROR_NOT_SUPPORTED;
+                if (!key && lupn_debug())
+                        fprintf(stderr, "lupine NVML: field %u is not answered\n", f->fieldId);
                 f->value.ullVal = 0;
                 if (f->nvmlReturn == NVML_SUCCESS)
                         f->value.uiVal = (unsigned int)v.num;

@@ -282,6 +282,14 @@ nvmlDevice_t lupn_handle(unsigned i)
         return i < LUP_MAX_DEVICES ? &handles[i] : NULL;
 }
 
+bool lupn_debug(void)
+{
+        static atomic_int on = -1;
+        if (atomic_load(&on) < 0)
+                atomic_store(&on, getenv("LUPINE_NVML_DEBUG") != NULL);
+        return atomic_load(&on) > 0;
+}
+
 bool lupn_is_handle(const void *p)
 {
         uintptr_t u = (uintptr_t)p, first = (uintptr_t)&handles[0];

@@ -51,14 +51,6 @@ enum {
 static const uint8_t smi_table_id[16] = { 0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,
                                           0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4 };
 
-static bool debug(void)
-{
-        static int on = -1;
-        if (on < 0)
-                on = getenv("LUPINE_NVML_DEBUG") != NULL;
-        return on;
-}
-
 static nvmlReturn_t procs(nvmlDevice_t dev, unsigned *count, uint8_t *entries)
 {
         struct lup_nvml_proc p[LUP_NVML_MAX_PROCS];
@@ -93,7 +85,7 @@ static nvmlReturn_t slot_call(unsigned slot, void *a0, void *a1, void *a2, void 
         nvmlReturn_t r = lupn_check_init();
 
         (void)a3;
-        if (debug())
+        if (lupn_debug())
                 fprintf(stderr, "lupine NVML: nvidia-smi's internal slot %u (%p, %p, %p)\n", slot, a0, a1, a2);
         if (r != NVML_SUCCESS)
                 return r;

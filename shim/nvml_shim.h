@@ -34,6 +34,8 @@ nvmlReturn_t lupn_check_init(void);
 nvmlReturn_t lupn_count(unsigned *ret);
 /* The handle of device i, or NULL. */
 nvmlDevice_t lupn_handle(unsigned i);
+/* LUPINE_NVML_DEBUG is set: say more on stderr (internal slots, fields). */
+bool lupn_debug(void);
 /* Whether p is one of the handles lupn_handle gives (of any index). */
 bool lupn_is_handle(const void *p);
 /* Copies device dev's value of key into *ret; returns the host's result for

@@ -126,7 +126,9 @@ enum lup_nvml_key {
         LUP_NVML_K_JPG_PERIOD,
         LUP_NVML_K_OFA_UTIL,
         LUP_NVML_K_OFA_PERIOD,
-        LUP_NVML_K_VBIOS, /* (s) */
+        LUP_NVML_K_MIG_MAX_DEVICES, /* nvmlDeviceGetMaxMigDeviceCount */
+        LUP_NVML_K_VIRT_MODE,       /* nvmlGpuVirtualizationMode_t */
+        LUP_NVML_K_VBIOS,           /* (s) */
         LUP_NVML_K_DEV_LAST,
 };
 #define LUP_NVML_N_SYS (LUP_NVML_K_SYS_LAST - 1)

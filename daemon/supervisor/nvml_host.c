@@ -245,8 +245,8 @@ static void host_procs(struct lup_nvml_dev *d, nvmlDevice_t h, const pid_t *pids
                         }
 }
 
-/* The inforom check and the media engines' utilization (nvidia-smi's
- * plain view and dmon stop without them). */
+/* The inforom check, the media engines' utilization, the MIG and
+ * virtualization modes (nvidia-smi's plain view and dmon ask for them). */
 static void host_media(struct lup_nvml_dev *d, nvmlDevice_t h)
 {
         typedef nvmlReturn_t (*fn_dev)(nvmlDevice_t);
@@ -257,6 +257,8 @@ static void host_media(struct lup_nvml_dev *d, nvmlDevice_t h)
         put(dv(d, LUP_NVML_K_INFOROM_VALID), v ? v(h) : NVML_ERROR_FUNCTION_NOT_FOUND, 0);
         for (unsigned i = 0; i < 4; i++)
                 two_u32(d, h, LUP_NVML_K_ENC_UTIL + 2 * i, LUP_NVML_K_ENC_PERIOD + 2 * i, names[i]);
+        one_u32(d, h, LUP_NVML_K_MIG_MAX_DEVICES, "nvmlDeviceGetMaxMigDeviceCount");
+        one_u32(d, h, LUP_NVML_K_VIRT_MODE, "nvmlDeviceGetVirtualizationMode");
 }
 
 static void host_device(struct lup_nvml_dev *d, nvmlDevice_t h, const pid_t *pids, int n)

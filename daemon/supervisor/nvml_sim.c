@@ -121,7 +121,9 @@ static void sim_identity(struct lup_nvml_dev *d, int i, unsigned long long mem)
         set(d, LUP_NVML_K_ARCH, 9);   /* NVML_DEVICE_ARCH_HOPPER, as CC 9.0 */
         set(d, LUP_NVML_K_BRAND, 14); /* NVML_BRAND_NVIDIA */
         set(d, LUP_NVML_K_INFOROM_VALID, 0);
-        for (unsigned e = 0; e < 4; e++) { /* no media work in the simulator */
+        set(d, LUP_NVML_K_MIG_MAX_DEVICES, 7); /* as an H100 or H200 */
+        set(d, LUP_NVML_K_VIRT_MODE, 0);       /* NVML_GPU_VIRTUALIZATION_MODE_NONE */
+        for (unsigned e = 0; e < 4; e++) {     /* no media work in the simulator */
                 set(d, LUP_NVML_K_ENC_UTIL + 2 * e, 0);
                 set(d, LUP_NVML_K_ENC_PERIOD + 2 * e, 167000);
         }

@@ -69,6 +69,8 @@ nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned int *ge
 nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t d, unsigned int *util, unsigned int *period);
 nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t d, unsigned int *util, unsigned int *period);
 nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t d);
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int *n);
+nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t d, unsigned int *mode);
 nvmlReturn_t nvmlEventSetCreate(void **set);
 nvmlReturn_t nvmlEventSetFree(void *set);
 nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d, unsigned long long *types);
@@ -178,6 +180,10 @@ static void query_device(unsigned i)
         WANT(util == 0 && period > 0);
         NV(nvmlDeviceGetOfaUtilization(d, &util, &period));
         NV(nvmlDeviceValidateInforom(d));
+        unsigned mig_max = 0, virt = 9;
+        NV(nvmlDeviceGetMaxMigDeviceCount(d, &mig_max));
+        NV(nvmlDeviceGetVirtualizationMode(d, &virt));
+        WANT(mig_max == 7 && virt == 0);
         /* a stub: not supported, whatever its arguments */
         WANT(nvmlDeviceGetSupportedMemoryClocks(d, &v, NULL) == NVML_ERROR_NOT_SUPPORTED);
         printf("device %u: %s %s %s mem %llu temp ok\n", i, name, uuid, pci.busId, m.total);
