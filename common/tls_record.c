@@ -62,7 +62,8 @@ struct lup_tls_rec {
         size_t roff, rlen;
         uint8_t *pbuf; /* a record opened for a caller with less room: pbuf[poff, poff + plen) */
         size_t poff, plen;
-        bool eof;
+        bool eof;           /* the socket's end, or close_notify */
+        bool closed;        /* close_notify came: nothing after it counts */
         const char *failed; /* the first protocol failure: every later read reports it */
         uint8_t *wbuf;      /* sealed records not yet sent: wbuf[woff, woff + wlen) */
         size_t woff, wlen;
@@ -310,7 +311,7 @@ static ssize_t open_batch(struct lup_tls_rec *r, struct open_task *t, int n, uin
                 }
                 if (type == TYPE_ALERT) {
                         if (c == 2 && t[i].out[1] == 0) { /* close_notify */
-                                r->eof = true;
+                                r->eof = r->closed = true;
                                 return w ? (ssize_t)w : -ECONNRESET;
                         }
                         r->failed = *why = "the peer sent a TLS alert";
@@ -355,6 +356,8 @@ ssize_t lup_tls_rec_recv(struct lup_tls_rec *r, void *p, size_t n, const char **
         }
         if (r->plen)
                 return (ssize_t)take_pending(r, out, n);
+        if (r->closed)
+                return 0; /* records after close_notify are not data */
         while (got < n && !r->plen) {
                 int k = gather(r, out + got, n - got, t, why);
                 if (k < 0) {

@@ -564,6 +564,23 @@ def visible_seeds():
     return seeds
 
 
+def tls_record_seeds():
+    """fuzz_tls_record: operations on the peer's stream (see the harness):
+    kind (0 sealed, 1 raw, 2 tampered, 3 close_notify), u16 length, bytes."""
+    def op(kind, payload=b''):
+        return bytes([kind]) + struct.pack('<H', len(payload)) + payload
+    big = bytes(range(256)) * 70  # 17920 bytes: two records
+    return {
+        'one.bin': b'\0' + op(0, b'hello'),
+        'several.bin': b'\1' + op(0, b'a' * 100) + op(0, b'b' * 16384) + op(0, big),
+        'tampered.bin': b'\2' + op(0, b'before') + op(2, b'\x07' + b'x' * 40) + op(0, b'after'),
+        'raw-header.bin': b'\3' + op(0, b'ok') + op(1, bytes([22, 3, 3, 0, 20]) + b'\0' * 20),
+        'oversized.bin': b'\0' + op(1, bytes([23, 3, 3, 0x50, 0])),
+        'close.bin': b'\1' + op(0, b'last words') + op(3) + op(0, b'ignored'),
+        'partial.bin': b'\2' + op(0, b'whole') + op(1, bytes([23, 3])),
+    }
+
+
 def write_dir(target, seeds):
     d = os.path.join(OUT, target)
     os.makedirs(d, exist_ok=True)
@@ -596,6 +613,7 @@ def main():
     write_dir('fuzz_image', image_seeds())
     write_dir('fuzz_nvml', nvml_seeds())
     write_dir('fuzz_visible', visible_seeds())
+    write_dir('fuzz_tls_record', tls_record_seeds())
     # image-short-ptx: "//" and its NUL, then a byte more
     write_dir(os.path.join('known-bugs', 'fuzz_image'), {'short-ptx.bin': b'//\0\0'})
     ops = parse_spec()
