@@ -104,9 +104,11 @@ static int ctx_common(SSL_CTX *c, unsigned flags)
         SSL_CTX_clear_mode(c, SSL_MODE_AUTO_RETRY);
         if (flags & LUP_TLS_KTLS)
                 SSL_CTX_set_options(c, SSL_OP_ENABLE_KTLS);
+        /* With the record layer, no read ahead: it must find every byte
+         * after the handshake on the socket, none in OpenSSL's buffer. */
         if (flags & LUP_TLS_RECORDS)
                 SSL_CTX_set_keylog_callback(c, keylog);
-        else if (flags & LUP_TLS_READ_AHEAD) { /* the record layer must find every byte after the handshake */
+        else if (flags & LUP_TLS_READ_AHEAD) {
                 SSL_CTX_set_read_ahead(c, 1);
                 SSL_CTX_set_default_read_buffer_len(c, 64 * 1024);
         }
@@ -277,8 +279,8 @@ void lup_tls_free(struct lup_tls *t, bool close_notify)
                 lup_tls_rec_close_notify(t->rec);
         if (close_notify && !t->rec)
                 (void)SSL_shutdown(t->ssl); /* one attempt; the socket is non-blocking */
-        else
-                SSL_set_quiet_shutdown(t->ssl, 1); /* OpenSSL's keys are stale once rec took over */
+        else                                /* no alert, or rec sent it: OpenSSL's keys are stale once rec took over */
+                SSL_set_quiet_shutdown(t->ssl, 1);
         lup_tls_rec_free(t->rec);
         SSL_free(t->ssl);
         ERR_clear_error();

@@ -129,21 +129,20 @@ static void start(void)
 
 int lup_par_lanes(void)
 {
-        int n = default_lanes(); /* before the pool exists: what it will have */
-        return pool.started ? pool.lanes : n;
+        return pool.started ? pool.lanes : default_lanes(); /* before the pool exists: what it will have */
 }
 
 void lup_par_run(int n, void (*fn)(void *arg, int i, int slot), void *arg)
 {
-        if (n <= 1 || pthread_mutex_trylock(&pool.busy) != 0) {
-                for (int i = 0; i < n; i++)
-                        fn(arg, i, 0);
-                return;
-        }
-        if (!pool.started)
+        bool shared = n > 1 && pthread_mutex_trylock(&pool.busy) == 0;
+
+        if (shared && !pool.started)
                 start();
-        if (pool.lanes == 1) {
+        if (shared && pool.lanes == 1) {
                 pthread_mutex_unlock(&pool.busy);
+                shared = false;
+        }
+        if (!shared) { /* on the caller alone */
                 for (int i = 0; i < n; i++)
                         fn(arg, i, 0);
                 return;

@@ -274,11 +274,7 @@ static int read_config(void)
  * HELLO), so its worker goes at once, and closes the link. */
 static void goodbye_first(struct lupt_link *l)
 {
-        uint8_t hb[LUP_HDR_SIZE];
-        struct lup_hdr h = { .op = LUP_OP_GOODBYE, .seq = 1 };
-        lup_hdr_encode(hb, &h);
-        struct iovec iov = { hb, sizeof(hb) };
-        (void)lupt_send(l, &iov, 1, true);
+        lupt_send_goodbye(l, 1);
         lupt_close(l, true);
 }
 

@@ -2,7 +2,8 @@
 /*
  * libnvidia-ml.so.1: a device's values from the snapshot (memory,
  * utilization, temperature, power, clocks, fan, P-state, throttle reasons,
- * ECC, retired and remapped pages, modes, PCIe, processes). Each returns
+ * ECC, retired and remapped pages, modes, PCIe, media engines, the
+ * inforom check, processes). Each returns
  * what the host's NVML returned for that value: a value the host does not
  * support is NVML_ERROR_NOT_SUPPORTED here too.
  */
@@ -287,6 +288,29 @@ static nvmlReturn_t two_u32(nvmlDevice_t device, unsigned k1, unsigned k2, unsig
                 *b = y;
         }
         return r;
+}
+
+/* The media engines (encoder, decoder, JPEG, optical flow): percent and
+ * the sampling period. nvidia-smi dmon asks for all four. */
+#define MEDIA_QUERY(fn, key)                                                                     \
+        LUPN_API nvmlReturn_t fn(nvmlDevice_t device, unsigned int *util, unsigned int *period); \
+        LUPN_API nvmlReturn_t fn(nvmlDevice_t device, unsigned int *util, unsigned int *period)  \
+        {                                                                                        \
+                return two_u32(device, key, key + 1, util, period);                              \
+        }
+
+MEDIA_QUERY(nvmlDeviceGetEncoderUtilization, LUP_NVML_K_ENC_UTIL)
+MEDIA_QUERY(nvmlDeviceGetDecoderUtilization, LUP_NVML_K_DEC_UTIL)
+MEDIA_QUERY(nvmlDeviceGetJpgUtilization, LUP_NVML_K_JPG_UTIL)
+MEDIA_QUERY(nvmlDeviceGetOfaUtilization, LUP_NVML_K_OFA_UTIL)
+
+/* The host's answer: NVML_SUCCESS when the inforom checks out (nvidia-smi's
+ * plain view ends with it). */
+LUPN_API nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device);
+LUPN_API nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device)
+{
+        struct lup_nvml_val v;
+        return lupn_dev_value(device, LUP_NVML_K_INFOROM_VALID, &v);
 }
 
 LUPN_API nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, unsigned int *current, unsigned int *pending);

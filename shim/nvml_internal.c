@@ -65,14 +65,12 @@ static nvmlReturn_t procs(nvmlDevice_t dev, unsigned *count, uint8_t *entries)
                 n = cap;
         for (unsigned i = 0; i < n; i++) {
                 uint8_t *e = entries + (size_t)i * PROC_ENTRY;
-                uint32_t none = 0xffffffffu;
-                uint64_t zero = 0;
-                memset(e, 0, PROC_ENTRY);
+                uint32_t none = 0xffffffffu; /* no GPU or compute instance: not MIG */
+                memset(e, 0, PROC_ENTRY);    /* protected memory @24 stays 0 */
                 memcpy(e, &p[i].pid, 4);
                 memcpy(e + 8, &p[i].used, 8);
                 memcpy(e + 16, &none, 4);
                 memcpy(e + 20, &none, 4);
-                memcpy(e + 24, &zero, 8);
                 /* the process on the GPU host that runs the session */
                 snprintf((char *)e + PROC_NAME_AT, PROC_NAME_MAX, "lupined-worker (lupine session)");
         }

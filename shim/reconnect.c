@@ -256,12 +256,7 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
                          (unsigned long long)rep.tx_end, (unsigned long long)rep.resend_from, (unsigned long long)rx);
         if (bad[0]) {
                 /* that server-side session is of no use: end it at once */
-                uint8_t hb[LUP_HDR_SIZE];
-                struct lup_hdr bye = { .op = LUP_OP_GOODBYE, .seq = n + 1 };
-                lup_hdr_encode(hb, &bye);
-                struct iovec iov = { hb, sizeof(hb) };
-                if (lupt_send(&l, &iov, 1, true) > 0 && lupt_unsent(&l))
-                        (void)lupt_send(&l, NULL, 0, true); /* one more try, as for the frame */
+                lupt_send_goodbye(&l, n + 1);
                 lupt_close(&l, true);
                 session_lost("lupined at %s: %s", ep->text, bad);
                 return SESSION_LOST;
@@ -335,13 +330,7 @@ void lupc_say_goodbye(void)
         if (lupc_conn_state() != CONN_UP || pthread_mutex_trylock(&conn.send_lock) != 0)
                 return;
         if (conn.link.fd >= 0 && lupc_conn_state() == CONN_UP && !atomic_exchange(&said, true)) {
-                uint8_t hb[LUP_HDR_SIZE];
-                struct lup_hdr h = { .op = LUP_OP_GOODBYE,
-                                     .seq = atomic_fetch_add_explicit(&conn.next_seq, 1, memory_order_relaxed) };
-                lup_hdr_encode(hb, &h);
-                struct iovec iov = { hb, sizeof(hb) };
-                if (lupt_send(&conn.link, &iov, 1, true) > 0 && lupt_unsent(&conn.link))
-                        (void)lupt_send(&conn.link, NULL, 0, true); /* one more try, as for the frame */
+                lupt_send_goodbye(&conn.link, atomic_fetch_add_explicit(&conn.next_seq, 1, memory_order_relaxed));
         }
         pthread_mutex_unlock(&conn.send_lock);
 }

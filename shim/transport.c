@@ -451,9 +451,9 @@ static int tls_flush(struct lupt_link *l, bool nowait)
         return rc;
 }
 
-/* Record by record, each sealed whole or not at all, into the send buffer
- * (common/tls_record.c), which goes out in a few large writes; bytes an
- * earlier call left there go first. */
+/* Batch by batch of records (record_at), each sealed whole or not at all,
+ * into the send buffer (common/tls_record.c), which goes out in a few
+ * large writes; bytes an earlier call left there go first. */
 static ssize_t tls_send(struct lupt_link *l, const struct iovec *iov, int iovcnt, bool nowait)
 {
         struct pipe_guard g;
@@ -495,6 +495,17 @@ static ssize_t tls_send(struct lupt_link *l, const struct iovec *iov, int iovcnt
 bool lupt_unsent(struct lupt_link *l)
 {
         return l->tls && lup_tls_unsent(l->tls);
+}
+
+void lupt_send_goodbye(struct lupt_link *l, uint64_t seq)
+{
+        uint8_t hb[LUP_HDR_SIZE];
+        struct lup_hdr h = { .op = LUP_OP_GOODBYE, .seq = seq };
+
+        lup_hdr_encode(hb, &h);
+        struct iovec iov = { hb, sizeof(hb) };
+        if (lupt_send(l, &iov, 1, true) > 0 && lupt_unsent(l))
+                (void)lupt_send(l, NULL, 0, true);
 }
 
 ssize_t lupt_send(struct lupt_link *l, const struct iovec *iov, int iovcnt, bool nowait)

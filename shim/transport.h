@@ -114,6 +114,9 @@ int lupt_write_full(struct lupt_link *l, const void *p, size_t n);
  * socket was full. They go out with the next lupt_send (an empty iov is
  * enough); a sender that is done loops until this is false. */
 bool lupt_unsent(struct lupt_link *l);
+/* A GOODBYE frame of sequence number seq, best effort: written without
+ * waiting, and (TLS) one more try for what the socket did not take. */
+void lupt_send_goodbye(struct lupt_link *l, uint64_t seq);
 
 /* The TLS reason of the last failure on l ("" for a plain socket). */
 const char *lupt_why(const struct lupt_link *l);

@@ -77,9 +77,9 @@ static int nvml_snapshot(struct sup *s, const char *prefix, const char **why)
         uint64_t now = sup_now_ms();
         int n = session_pids(s, prefix, pids);
 
-        /* a session that began or ended is seen at once: a program that
-         * lists its GPU's processes right after creating its context
-         * (PyTorch's list_gpu_processes) must find itself */
+        /* a session that began or ended is seen at once, not up to a
+         * second later (a context made within a session still is: the
+         * host's NVML lists its worker only from then on) */
         bool same_sessions = n == cache_n && memcmp(pids, cache_pids, sizeof(pid_t) * (size_t)n) == 0;
         if (cache_valid && same_sessions && now - cache_at_ms < LUPD_NVML_CACHE_MS && strcmp(prefix, cache_prefix) == 0)
                 return 0;

@@ -46,16 +46,17 @@ int lupw_tls_ctx_load(struct lupw_session *s)
 static void log_ktls(struct lupw_session *s, struct lup_tls *t)
 {
         static bool said;
-        const char *who = lup_tls_carrier(t);
+        bool tx, rx;
 
         if (said)
                 return;
         said = true;
-        if (strcmp(who, "kernel TLS") == 0)
+        lup_tls_ktls(t, &tx, &rx);
+        if (tx && rx)
                 lup_info("session %s: TLS records go through kernel TLS", s->name);
         else
                 lup_info("session %s: TLS in user space (no kernel TLS: no tls module?); the records are sealed by %s",
-                         s->name, who);
+                         s->name, lup_tls_carrier(t));
 }
 
 int lupw_handoff_check(const uint8_t hb[LUP_HDR_SIZE], const uint8_t *got, const uint8_t ticket[LUP_TICKET_SIZE],
