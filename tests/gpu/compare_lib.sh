@@ -2,8 +2,30 @@
 # Sourced by tests/gpu/runtime.sh and tests/gpu/families.sh: the libraries
 # the programs need, a lupined on the real driver, and `compare NAME PROG...`
 # (the program on the local driver, then through lupine; the outputs must
-# match except for the device name). The caller sets BUILD and OUTDIR, and
-# has pass/fail counters with ok/bad functions.
+# match except for the device name). The caller sets BUILD and OUTDIR.
+# ok/bad count the checks; `summary NAME` prints the part's line
+# "lupine NAME: PASS n/n" (or FAIL, naming the failed checks) and is the
+# script's exit status.
+
+pass=0
+fail=0
+failed=()
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { # what, [log whose tail shows why]
+        fail=$((fail + 1))
+        failed+=("$1")
+        echo "FAIL $1"
+        [ -n "${2:-}" ] && tail -n 25 "$2" | sed 's/^/    /'
+        return 0
+}
+summary() {
+        if [ "$fail" -eq 0 ]; then
+                echo "lupine $1: PASS $pass/$((pass + fail))"
+        else
+                echo "lupine $1: FAIL $fail of $((pass + fail)) (${failed[*]})"
+        fi
+        [ "$fail" -eq 0 ]
+}
 
 # Libraries the programs need (cuBLAS, cuDNN, cuFFT, ...): the toolkit's, or
 # the ones that came with the Python wheels.

@@ -15,11 +15,6 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:?usage: families.sh BUILD_DIR RT_DIR}
 RT=${2:?usage: families.sh BUILD_DIR RT_DIR}
 OUTDIR=$(mktemp -d /tmp/lupine-families.XXXXXX)
-pass=0
-fail=0
-failed=()
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); failed+=("$1"); echo "FAIL $1"; [ -n "${2:-}" ] && tail -n 25 "$2" | sed 's/^/    /'; }
 
 . tests/gpu/compare_lib.sh
 start_lupined || { echo "lupine families: FAILED, lupined did not start"; exit 1; }
@@ -56,9 +51,4 @@ fi
 
 stop_lupined
 tar czf "${OUT:-/tmp}/families-logs.tgz" -C "$OUTDIR" . && echo "logs: ${OUT:-/tmp}/families-logs.tgz"
-if [ "$fail" -eq 0 ]; then
-        echo "lupine families: PASS $pass/$((pass + fail))"
-else
-        echo "lupine families: FAIL $fail of $((pass + fail)) (${failed[*]})"
-fi
-[ "$fail" -eq 0 ]
+summary families

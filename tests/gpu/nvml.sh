@@ -14,11 +14,6 @@ set -u
 cd "$(dirname "$0")/../.."
 BUILD=${1:?usage: nvml.sh BUILD_DIR}
 OUTDIR=$(mktemp -d /tmp/lupine-nvml.XXXXXX)
-pass=0
-fail=0
-failed=()
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); failed+=("$1"); echo "FAIL $1"; [ -n "${2:-}" ] && tail -n 25 "$2" | sed 's/^/    /'; }
 
 . tests/gpu/compare_lib.sh
 start_lupined || { echo "lupine nvml: FAILED, lupined did not start"; exit 1; }
@@ -135,9 +130,4 @@ fi
 stop_lupined
 cp "$OUTDIR/lupined.log" "$OUTDIR/lupined-nvml.log" 2>/dev/null
 tar czf "${OUT:-/tmp}/nvml-logs.tgz" -C "$OUTDIR" . && echo "logs: ${OUT:-/tmp}/nvml-logs.tgz"
-if [ "$fail" -eq 0 ]; then
-        echo "lupine nvml: PASS $pass/$((pass + fail))"
-else
-        echo "lupine nvml: FAIL $fail of $((pass + fail)) (${failed[*]})"
-        exit 1
-fi
+summary nvml

@@ -17,6 +17,9 @@
 #   bench     the benchmarks, local driver against lupine (plaintext and TLS)
 #   visible   issue 16: CUDA_VISIBLE_DEVICES lists, local driver against
 #             lupine (tests/gpu/visible.sh)
+#   model     issue 14: arrays, textures, JIT linking, mapped and managed
+#             memory, batched cuBLAS, cuFFT, against local, and again across
+#             a durable restart and an upgrade (tests/gpu/model.sh)
 #   nvml      issue 16: the real nvidia-smi (plain, -L, -q, --query-gpu, dmon),
 #             pynvml and PyTorch's NVML calls, locally and through lupine's
 #             libnvidia-ml.so.1 (tests/gpu/nvml.sh)
@@ -31,7 +34,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 shift 2>/dev/null || true
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core runtime families nvml visible tls bench)
+[ ${#parts[@]} -gt 0 ] || parts=(core runtime families model nvml visible tls bench)
 LOG=${OUT:-/tmp}/gpu-run.log
 : > "$LOG"
 pass=0
@@ -147,6 +150,14 @@ part_families() {
         fi
 }
 
+part_model() {
+        local model_dir="$BUILD/model"
+        [ -d "$model_dir" ] || tests/gpu/model/build.sh "$model_dir" >>"$LOG" 2>&1 || echo "(nvcc could not build $model_dir)"
+        step "arrays, textures, JIT, mapped and managed memory, cuBLAS, cuFFT: same output as local, also across restarts (tests/gpu/model.sh)" \
+                tests/gpu/model.sh "$BUILD" "$model_dir"
+        grep -h "lupine model:" "$LOG" | tail -n 1
+}
+
 # Issue 16: nvidia-smi, pynvml and PyTorch's NVML calls through lupine's
 # libnvidia-ml.so.1, against the local NVML in the same job.
 part_nvml() {
@@ -176,8 +187,8 @@ part_bench() {
 
 for part in "${parts[@]}"; do
         case $part in
-        core | runtime | families | nvml | visible | tls | bench) ;;
-        *) echo "run.sh: unknown part '$part' (parts: core runtime families nvml visible tls bench)"; exit 2 ;;
+        core | runtime | families | model | nvml | visible | tls | bench) ;;
+        *) echo "run.sh: unknown part '$part' (parts: core runtime families model nvml visible tls bench)"; exit 2 ;;
         esac
 done
 for part in "${parts[@]}"; do

@@ -15,11 +15,6 @@ BUILD=${1:?usage: runtime.sh BUILD_DIR RT_DIR [GPT_STEPS]}
 RT=${2:?usage: runtime.sh BUILD_DIR RT_DIR [GPT_STEPS]}
 STEPS=${3:-120}
 OUTDIR=$(mktemp -d /tmp/lupine-runtime.XXXXXX)
-pass=0
-fail=0
-failed=()
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); failed+=("$1"); echo "FAIL $1"; [ -n "${2:-}" ] && tail -n 25 "$2" | sed 's/^/    /'; }
 
 . tests/gpu/compare_lib.sh
 start_lupined || { echo "lupine runtime: FAILED, lupined did not start"; exit 1; }
@@ -51,9 +46,4 @@ fi
 stop_lupined
 # every log in one file, for $OUT on the GPU machine
 tar czf "${OUT:-/tmp}/runtime-logs.tgz" -C "$OUTDIR" . && echo "logs: ${OUT:-/tmp}/runtime-logs.tgz"
-if [ "$fail" -eq 0 ]; then
-        echo "lupine runtime: PASS $pass/$((pass + fail))"
-else
-        echo "lupine runtime: FAIL $fail of $((pass + fail)) (${failed[*]})"
-fi
-[ "$fail" -eq 0 ]
+summary runtime

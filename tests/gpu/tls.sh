@@ -11,11 +11,6 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:?usage: tls.sh BUILD_DIR [GPT_STEPS]}
 STEPS=${2:-60}
 OUTDIR=$(mktemp -d /tmp/lupine-tls.XXXXXX)
-pass=0
-fail=0
-failed=()
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); failed+=("$1"); echo "FAIL $1"; [ -n "${2:-}" ] && tail -n 25 "$2" | sed 's/^/    /'; }
 
 . tests/gpu/compare_lib.sh
 python3 -c "import sys; sys.path.insert(0, 'tests/e2e'); import tls_certs
@@ -62,9 +57,4 @@ grep -h "kernel TLS\|TLS in user space" "$OUTDIR/lupined.log" | head -n 1 | sed 
 kill -TERM "$dpid" 2>/dev/null
 wait "$dpid" 2>/dev/null
 tar czf "${OUT:-/tmp}/tls-logs.tgz" -C "$OUTDIR" --exclude certs . && echo "logs: ${OUT:-/tmp}/tls-logs.tgz"
-if [ "$fail" -eq 0 ]; then
-        echo "lupine tls: PASS $pass/$((pass + fail))"
-else
-        echo "lupine tls: FAIL $fail of $((pass + fail)) (${failed[*]})"
-fi
-[ "$fail" -eq 0 ]
+summary tls

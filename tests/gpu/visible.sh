@@ -16,11 +16,6 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${1:-build}
 OUTDIR=$(mktemp -d /tmp/lupine-visible.XXXXXX)
-pass=0
-fail=0
-failed=()
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); failed+=("$1"); echo "FAIL $1"; [ -n "${2:-}" ] && sed 's/^/    /' "$2" | tail -n 20; }
 
 [ -x "$BUILD/tests/e2e_visible" ] || { echo "lupine visible: FAILED, no $BUILD/tests/e2e_visible (build first)"; exit 1; }
 . tests/gpu/compare_lib.sh
@@ -57,9 +52,4 @@ done
 
 stop_lupined
 tar czf "${OUT:-/tmp}/visible-logs.tgz" -C "$OUTDIR" . && echo "logs: ${OUT:-/tmp}/visible-logs.tgz"
-if [ "$fail" -eq 0 ]; then
-        echo "lupine visible: PASS $pass/$((pass + fail))"
-else
-        echo "lupine visible: FAIL $fail of $((pass + fail)) (${failed[*]})"
-        exit 1
-fi
+summary visible
