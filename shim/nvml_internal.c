@@ -11,6 +11,10 @@
  * table's size in bytes; the rest are function pointers, each an internal
  * NVML call. What is known of the slots nvidia-smi 580 calls (NVIDIA's own
  * test double of NVML documents the same observations):
+ *   72       (device, unsigned *out, device, 1): the real library writes 1
+ *            for the H200, and `nvidia-smi dmon` refuses a device that
+ *            answers 0 ("Not supported on the device(s)"); learned with
+ *            tests/gpu/probes/nvsmi_proxy.sh, meaning unknown;
  *   81       the handle of device i: (unsigned i, nvmlDevice_t *out, ...);
  *   213-215  the running processes of a device: (device, unsigned *count,
  *            entries): *count holds the capacity on entry and must be set;
@@ -37,6 +41,7 @@ nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned in
 
 enum {
         N_SLOTS = 256,
+        SLOT_DMON_DEVICE = 72,
         SLOT_HANDLE_BY_INDEX = 81,
         SLOT_PROCS_FIRST = 213,
         SLOT_PROCS_LAST = 215,
@@ -98,6 +103,10 @@ static nvmlReturn_t slot_call(unsigned slot, void *a0, void *a1, void *a2, void 
                 return nvmlDeviceGetMaxPcieLinkGeneration(a0, a1);
         if (slot == SLOT_SPARSE_MODE)
                 return NVML_ERROR_NOT_SUPPORTED; /* shown as N/A */
+        if (slot == SLOT_DMON_DEVICE) {
+                *(unsigned *)a1 = 1;
+                return NVML_SUCCESS;
+        }
         *(unsigned *)a1 = 0;
         return NVML_SUCCESS;
 }

@@ -104,19 +104,31 @@ fi
 # PyTorch's NVML-based calls
 if python3 -c 'import torch' 2>/dev/null; then
         cat >"$OUTDIR/torch_nvml.py" <<'PY'
-import torch
+import os, torch
 print('COUNT', torch.cuda.device_count())
 x = torch.ones(1 << 20, device='cuda')
 torch.cuda.synchronize()
 print('UTIL', torch.cuda.utilization())
 print('PROCS', torch.cuda.list_gpu_processes().replace('\n', ' | '))
+print('MYPID', os.getpid(), file=__import__('sys').stderr)
 PY
+        # the local run says whether this host's NVML shows processes at all
+        # (in a container with its own pid namespace, NVML's pids are the
+        # host's); through lupine the session's process must show exactly
+        # when the local one does
+        "${local_env[@]}" python3 "$OUTDIR/torch_nvml.py" >"$OUTDIR/torch.local.out" 2>"$OUTDIR/torch.local.err"
         "${remote[@]}" LD_LIBRARY_PATH="$shim_dir:$libdirs" python3 "$OUTDIR/torch_nvml.py" >"$OUTDIR/torch.out" 2>&1
+        echo "    local:  $(grep '^PROCS' "$OUTDIR/torch.local.out") ($(grep MYPID "$OUTDIR/torch.local.err"))"
+        echo "    lupine: $(grep '^PROCS' "$OUTDIR/torch.out") (worker pids: $(pgrep -f 'lupined.*worker' | tr '\n' ' '))"
+        local_procs=no
+        grep -q '^PROCS .*process .* uses' "$OUTDIR/torch.local.out" && local_procs=yes
+        lupine_procs=no
+        grep -q '^PROCS .*process .* uses' "$OUTDIR/torch.out" && lupine_procs=yes
         if grep -q '^COUNT [1-9]' "$OUTDIR/torch.out" && grep -q '^UTIL [0-9]' "$OUTDIR/torch.out" &&
-                grep -q '^PROCS .*process .* uses' "$OUTDIR/torch.out"; then
-                ok "torch: device_count, utilization, list_gpu_processes through lupine"
+                [ $local_procs = $lupine_procs ]; then
+                ok "torch: device_count, utilization, list_gpu_processes through lupine (a process listed: $lupine_procs, as local)"
         else
-                bad "torch's NVML calls through lupine" "$OUTDIR/torch.out"
+                bad "torch's NVML calls through lupine (a process listed: local $local_procs, lupine $lupine_procs)" "$OUTDIR/torch.out"
         fi
         CUDA_VISIBLE_DEVICES=0 "${remote[@]}" LD_LIBRARY_PATH="$shim_dir:$libdirs" python3 -c \
                 'import torch; print("VISIBLE", torch.cuda.device_count())' >"$OUTDIR/torch_visible.out" 2>&1

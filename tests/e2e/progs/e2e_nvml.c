@@ -258,7 +258,8 @@ static int same_as_cuda(void)
 
 /* nvidia-smi's table: its size, the device handles of slot 81, the
  * process list of slot 213 (entries of 4128 bytes), slot 230's PCIe
- * generation, slot 249's "not supported", a zeroed count elsewhere. */
+ * generation, slot 249's "not supported", slot 72's 1 (dmon needs it), a
+ * zeroed count elsewhere. */
 static int internal(void)
 {
         static const unsigned char id[16] = { 0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,
@@ -301,6 +302,8 @@ static int internal(void)
                 WANT(((slot_fn)t[249])(got, &gen, NULL, NULL) == NVML_ERROR_NOT_SUPPORTED);
                 NV(((slot_fn)t[100])(got, &count, NULL, NULL));
                 WANT(count == 0);
+                NV(((slot_fn)t[72])(got, &count, got, (void *)1));
+                WANT(count == 1);
                 printf("device %u: internal slots ok, %u processes\n", i, pub);
         }
         return failures;
