@@ -8,6 +8,7 @@
  * all link the same code. Nothing here talks to a driver, a provider or a
  * session; nothing here logs (callers do, with the reason given).
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "ckpt_codec.h"
 
 #include <errno.h>

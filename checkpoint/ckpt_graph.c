@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The checkpoint's "graphs" object (ckpt_graph.h says what it holds). */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "ckpt_graph.h"
 
 #include <errno.h>

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The checkpoint's "mapped" object (ckpt_mapped.h says what it holds). */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "ckpt_mapped.h"
 
 #include <errno.h>

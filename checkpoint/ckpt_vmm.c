@@ -4,6 +4,7 @@
  * reservations, physical allocations and mappings. Decoding treats the
  * input as hostile, like the rest of the manifest.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

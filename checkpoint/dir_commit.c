@@ -6,6 +6,7 @@
  * save writes the marker last (dir_save.c), so an epoch whose marker and
  * tree agree is complete.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "dir_internal.h"
 
 #include <errno.h>

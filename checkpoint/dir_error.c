@@ -3,6 +3,7 @@
  * The directory provider's error text: one message per instance, which the
  * daemon reads through the provider's last_error callback.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "dir_internal.h"
 
 #include <stdio.h>

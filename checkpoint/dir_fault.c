@@ -5,6 +5,7 @@
  * when an instance opens, and the per-occurrence check the save and load
  * paths call at each point a fault may be injected.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "dir_internal.h"
 
 #include <errno.h>

@@ -12,6 +12,7 @@
  *    it, and user_data holds nothing but the request's slot index
  *    (0..DIR_QD-1 for writes, 0..DIR_FSYNC_BATCH-1 for fsyncs).
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "dir_internal.h"
 
 #include <errno.h>

@@ -4,6 +4,7 @@
  * directories, object names, stripe files, epoch directories and the
  * .tmp-* names of work in progress (the layout is in dir_internal.h).
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "dir_internal.h"
 
 #include <errno.h>

@@ -11,6 +11,7 @@
  * reason. Epochs that cannot be read for other reasons (EIO, EMFILE) are
  * left alone: they may be fine.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "dir_internal.h"
 
 #include <errno.h>

@@ -10,6 +10,7 @@
  * An epoch directory exists under its final name only after everything in
  * it is durable (docs/providers.md has the table of crash points).
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -5,6 +5,7 @@
  * with it) or to find its newest mtime, removing a tree, mkdir -p. Every
  * walk stops at DIR_MAX_DEPTH, so a hostile tree cannot exhaust the stack.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "dir_internal.h"
 
 #include <errno.h>

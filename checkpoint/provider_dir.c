@@ -14,6 +14,7 @@
  * friends), so no path is ever built from strings longer than one name;
  * every fd is O_CLOEXEC.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "provider_dir.h"
 
 #include <dirent.h>

@@ -3,6 +3,7 @@
  * Loading a checkpoint provider library and checking its table before the
  * daemon calls anything in it (provider_load.h).
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "provider_load.h"
 
 #include <dlfcn.h>

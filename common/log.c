@@ -10,18 +10,130 @@
 #include <unistd.h>
 
 static char log_prefix[64] = "lupine";
-static int log_max = LUP_LOG_INFO;
+static int cat_max[LUP_LOGC_COUNT] = { LUP_LOG_INFO, LUP_LOG_INFO, LUP_LOG_INFO, LUP_LOG_INFO,
+                                       LUP_LOG_INFO, LUP_LOG_INFO, LUP_LOG_INFO, LUP_LOG_INFO };
 static lup_log_sink_fn log_sink;
 static void *log_sink_data;
+static char ctx_session[128], ctx_tenant[64];
 
 int lup_trace_lvl;
 static FILE *trace_file;
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static const char *const cat_names[LUP_LOGC_COUNT] = { "core", "net", "session", "checkpoint",
+                                                       "gpu",  "tls", "nvml",    "admin" };
+
+static const struct {
+        const char *name;
+        int level;
+} level_names[] = {
+        { "err", LUP_LOG_ERR },      { "error", LUP_LOG_ERR }, { "warning", LUP_LOG_WARNING },
+        { "warn", LUP_LOG_WARNING }, { "info", LUP_LOG_INFO }, { "debug", LUP_LOG_DEBUG },
+};
+
 void lup_log_setup(const char *prefix, int max_level)
 {
         snprintf(log_prefix, sizeof(log_prefix), "%s", prefix);
-        log_max = max_level;
+        for (int c = 0; c < LUP_LOGC_COUNT; c++)
+                cat_max[c] = max_level;
+}
+
+const char *lup_log_prefix(void)
+{
+        return log_prefix;
+}
+
+const char *lup_log_cat_name(int cat)
+{
+        return cat >= 0 && cat < LUP_LOGC_COUNT ? cat_names[cat] : "core";
+}
+
+const char *lup_log_level_name(int level)
+{
+        switch (level) {
+        case LUP_LOG_ERR:
+                return "error";
+        case LUP_LOG_WARNING:
+                return "warning";
+        case LUP_LOG_INFO:
+                return "info";
+        default:
+                return "debug";
+        }
+}
+
+static int level_of(const char *s, size_t n)
+{
+        for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+                if (strlen(level_names[i].name) == n && strncmp(s, level_names[i].name, n) == 0)
+                        return level_names[i].level;
+        return -1;
+}
+
+static int cat_of(const char *s, size_t n)
+{
+        for (int c = 0; c < LUP_LOGC_COUNT; c++)
+                if (strlen(cat_names[c]) == n && strncmp(s, cat_names[c], n) == 0)
+                        return c;
+        return -1;
+}
+
+int lup_log_set_levels(const char *spec, char *why, size_t why_len)
+{
+        int next[LUP_LOGC_COUNT];
+        const char *p = spec;
+
+        memcpy(next, cat_max, sizeof(next));
+        if (!spec || !*spec) {
+                snprintf(why, why_len, "empty");
+                return -EINVAL;
+        }
+        while (*p) {
+                size_t n = strcspn(p, ",");
+                const char *eq = memchr(p, '=', n);
+                if (!eq) { /* a bare level: every category */
+                        int l = level_of(p, n);
+                        if (l < 0) {
+                                snprintf(why, why_len, "'%.*s' is not a level (err, warning, info, debug)", (int)n, p);
+                                return -EINVAL;
+                        }
+                        for (int c = 0; c < LUP_LOGC_COUNT; c++)
+                                next[c] = l;
+                } else {
+                        int c = cat_of(p, (size_t)(eq - p));
+                        int l = level_of(eq + 1, n - (size_t)(eq - p) - 1);
+                        if (c < 0) {
+                                snprintf(why, why_len,
+                                         "'%.*s' is not a category (core, net, session, checkpoint, gpu, tls, "
+                                         "nvml, admin)",
+                                         (int)(eq - p), p);
+                                return -EINVAL;
+                        }
+                        if (l < 0) {
+                                snprintf(why, why_len, "'%.*s' is not a level (err, warning, info, debug)",
+                                         (int)(n - (size_t)(eq - p) - 1), eq + 1);
+                                return -EINVAL;
+                        }
+                        next[c] = l;
+                }
+                p += n;
+                if (*p == ',' && *++p == '\0') {
+                        snprintf(why, why_len, "ends with a comma");
+                        return -EINVAL;
+                }
+        }
+        memcpy(cat_max, next, sizeof(next));
+        return 0;
+}
+
+void lup_log_levels_spec(char *out, size_t len)
+{
+        /* the core category's level for all, then each one that differs */
+        size_t at = (size_t)snprintf(out, len, "%s", lup_log_level_name(cat_max[LUP_LOGC_CORE]));
+        for (int c = 1; c < LUP_LOGC_COUNT && at < len; c++)
+                if (cat_max[c] != cat_max[LUP_LOGC_CORE])
+                        at += (size_t)snprintf(out + at, len - at, ",%s=%s", cat_names[c],
+                                               lup_log_level_name(cat_max[c]));
 }
 
 void lup_log_set_sink(lup_log_sink_fn fn, void *userdata)
@@ -30,39 +142,88 @@ void lup_log_set_sink(lup_log_sink_fn fn, void *userdata)
         log_sink_data = userdata;
 }
 
-int lup_log_max_level(void)
+void lup_log_set_context(const char *session, const char *tenant)
 {
-        return log_max;
+        snprintf(ctx_session, sizeof(ctx_session), "%s", session ? session : "");
+        snprintf(ctx_tenant, sizeof(ctx_tenant), "%s", tenant ? tenant : "");
 }
 
-void lup_vlogf(int level, const char *fmt, va_list ap)
+int lup_log_max_level(void)
+{
+        int m = 0;
+        for (int c = 0; c < LUP_LOGC_COUNT; c++)
+                if (cat_max[c] > m)
+                        m = cat_max[c];
+        return m;
+}
+
+int lup_log_cat_level(int cat)
+{
+        return cat >= 0 && cat < LUP_LOGC_COUNT ? cat_max[cat] : cat_max[LUP_LOGC_CORE];
+}
+
+/* one write() per line so concurrent processes do not interleave */
+void lup_log_write_stderr(int level, const char *msg)
+{
+        char line[1200];
+        int n = snprintf(line, sizeof(line), "%s[%d]: %s: %s\n", log_prefix, (int)getpid(), lup_log_level_name(level),
+                         msg);
+        if (n > (int)sizeof(line) - 1) {
+                n = (int)sizeof(line) - 1;
+                line[n - 1] = '\n';
+        }
+        if (write(STDERR_FILENO, line, (size_t)n) < 0) {
+                /* nowhere left to report it */
+        }
+}
+
+void lup_vclogf(int cat, int level, const struct lup_log_fields *f, const char *fmt, va_list ap)
 {
         char msg[1024];
         int saved = errno;
 
-        if (level > log_max)
+        if (level > lup_log_cat_level(cat))
                 return;
         vsnprintf(msg, sizeof(msg), fmt, ap);
         if (log_sink) {
-                log_sink(level, msg, log_sink_data);
+                struct lup_log_fields all = f ? *f : (struct lup_log_fields){ .cuda_error = -1 };
+                if (!all.session && ctx_session[0])
+                        all.session = ctx_session;
+                if (!all.tenant && ctx_tenant[0])
+                        all.tenant = ctx_tenant;
+                log_sink(cat, level, &all, msg, log_sink_data);
         } else {
-                /* one write() per line so concurrent processes do not interleave */
-                char line[1200];
-                int n = snprintf(line, sizeof(line), "%s[%d]: %s\n", log_prefix, (int)getpid(), msg);
-                if (n > (int)sizeof(line) - 1)
-                        n = (int)sizeof(line) - 1;
-                if (write(STDERR_FILENO, line, (size_t)n) < 0) {
-                        /* nowhere left to report it */
-                }
+                lup_log_write_stderr(level, msg);
         }
         errno = saved;
+}
+
+void lup_clogf(int cat, int level, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        lup_vclogf(cat, level, NULL, fmt, ap);
+        va_end(ap);
+}
+
+void lup_flogf(int cat, int level, const struct lup_log_fields *f, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        lup_vclogf(cat, level, f, fmt, ap);
+        va_end(ap);
+}
+
+void lup_vlogf(int level, const char *fmt, va_list ap)
+{
+        lup_vclogf(LUP_LOGC_CORE, level, NULL, fmt, ap);
 }
 
 void lup_logf(int level, const char *fmt, ...)
 {
         va_list ap;
         va_start(ap, fmt);
-        lup_vlogf(level, fmt, ap);
+        lup_vclogf(LUP_LOGC_CORE, level, NULL, fmt, ap);
         va_end(ap);
 }
 

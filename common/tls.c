@@ -5,6 +5,7 @@
  * with the lock released, so that a reader blocked on an idle connection
  * never stops a writer (the shim reads in one thread and writes in others).
  */
+#define LUP_LOG_CAT LUP_LOGC_TLS
 #include "tls.h"
 #include "tls_record.h"
 

@@ -12,6 +12,7 @@
  * on the caller alone. After fork() the child has no helpers: it starts
  * afresh.
  */
+#define LUP_LOG_CAT LUP_LOGC_TLS
 #include "tls_par.h"
 
 #include <pthread.h>

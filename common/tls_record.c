@@ -24,6 +24,7 @@
  * nobody asks for a key update), and a sequence number that would wrap
  * (2^64 records).
  */
+#define LUP_LOG_CAT LUP_LOGC_TLS
 #include "tls_record.h"
 #include "tls_par.h"
 

@@ -14,6 +14,7 @@
  * bytes of SHA-256("lupine-tenant:" TENANT). Client names beginning with
  * '.' are refused, so no client can name another tenant's session.
  */
+#define LUP_LOG_CAT LUP_LOGC_TLS
 #include "auth_tokens.h"
 
 #include <errno.h>
@@ -197,12 +198,6 @@ int lupd_session_key(const char *tenant, const char *name, char *out, size_t cap
         *why = tenant[0] ? "session name too long for a tenant's namespace (at most 109 bytes)"
                          : "session name too long";
         return -ENAMETOOLONG;
-}
-
-size_t lupd_key_tenant_len(const char *key)
-{
-        /* ".t", 16 hex digits, "." */
-        return key[0] == '.' && key[1] == 't' && strlen(key) > 19 && key[18] == '.' ? 19 : 0;
 }
 
 bool lupd_key_in_tenant(const char *key, const char *prefix, size_t prefix_len)

@@ -10,6 +10,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
 
 #define LUPD_MAX_TENANT      64    /* tenant name bytes */
 #define LUPD_MAX_TOKENS      65536 /* lines of --auth-tokens */
@@ -40,8 +44,12 @@ const char *lupd_tokens_tenant(const struct lupd_tokens *t, const uint8_t *token
  * itself for the anonymous tenant (""), ".t<16 hex>.name" otherwise.
  * 0, or -EINVAL / -ENAMETOOLONG with *why. */
 int lupd_session_key(const char *tenant, const char *name, char *out, size_t cap, const char **why);
-/* The length of the tenant part of a key (0: the anonymous tenant). */
-size_t lupd_key_tenant_len(const char *key);
+/* The length of the tenant part of a key (0: the anonymous tenant):
+ * ".t", 16 hex digits, ".". */
+static inline size_t lupd_key_tenant_len(const char *key)
+{
+        return key[0] == '.' && key[1] == 't' && strlen(key) > 19 && key[18] == '.' ? 19 : 0;
+}
 /* The tenant part every key of tenant begins with: "" for the anonymous
  * tenant, ".t<16 hex>." otherwise (LUPD_TENANT_PREFIX_MAX bytes with the
  * NUL). 0, or -EINVAL for a tenant name that is too long. */
@@ -50,5 +58,17 @@ int lupd_tenant_prefix(const char *tenant, char out[LUPD_TENANT_PREFIX_MAX]);
 /* Whether key belongs to the tenant whose prefix (lupd_tenant_prefix, or
  * the first lupd_key_tenant_len bytes of one of its keys) this is. */
 bool lupd_key_in_tenant(const char *key, const char *prefix, size_t prefix_len);
+/* Every later log line of this process carries the session of key (the
+ * client's name) and its tenant ("t<16 hex>", none for the anonymous one)
+ * as journal fields: for a worker, which serves that one session. */
+static inline void lupd_log_context_key(const char *key)
+{
+        size_t tl = lupd_key_tenant_len(key);
+        char tenant[LUPD_TENANT_PREFIX_MAX] = "";
+
+        if (tl) /* "t<16 hex>", without the dots */
+                snprintf(tenant, sizeof(tenant), "%.*s", (int)tl - 2, key + 1);
+        lup_log_set_context(key + tl, tl ? tenant : NULL);
+}
 
 #endif

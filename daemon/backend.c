@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include "backend.h"
 
 #include <dlfcn.h>

@@ -21,12 +21,22 @@ enum lupd_backend_choice { LUPD_BACKEND_AUTO = 0, LUPD_BACKEND_CUDA, LUPD_BACKEN
  * and for an upgrade, DURABLE otherwise. */
 enum lupd_ckpt_mode { LUPD_CKPT_AUTO = 0, LUPD_CKPT_HOT, LUPD_CKPT_DURABLE, LUPD_CKPT_BOTH };
 
+/* Where log lines go: the journal's native protocol when systemd's journal
+ * is this process's stderr (AUTO) or always (JOURNAL), or stderr with
+ * level words (STDERR). daemon/journal.c. */
+enum lupd_log_target {
+        LUPD_LOG_TARGET_AUTO = 0,
+        LUPD_LOG_TARGET_JOURNAL,
+        LUPD_LOG_TARGET_STDERR
+};
+
 struct lupd_config {
         struct lup_endpoint listen[LUPD_MAX_LISTEN];
         int n_listen;
         bool listen_explicit;           /* --listen was given (not just the default) */
         enum lupd_backend_choice backend;
-        int log_level;                  /* LUP_LOG_* */
+        char log_levels[256]; /* --log-level: "info", "warning,net=debug" (common/log.h) */
+        int log_target;       /* LUPD_LOG_TARGET_* */
         int max_sessions;
         char self_exe[4096];            /* resolved /proc/self/exe, for spawning workers */
         bool insecure;                  /* --insecure: unauthenticated non-loopback access */

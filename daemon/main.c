@@ -23,6 +23,7 @@
 #include "frame.h"
 #include "log.h"
 #include "net.h"
+#include "journal.h"
 #include "supervisor/supervisor.h"
 #include "worker/worker.h"
 
@@ -35,6 +36,7 @@
  * could use and exits (0 if all of them). */
 enum {
         OPT_LOG_LEVEL = 0x100,
+        OPT_LOG_TARGET,
         OPT_INSECURE,
         OPT_WORKER,
         OPT_CTL_FD,
@@ -70,6 +72,7 @@ static const struct option long_options[] = {
         { "backend", required_argument, NULL, 'b' },
         { "max-sessions", required_argument, NULL, 'm' },
         { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+        { "log-target", required_argument, NULL, OPT_LOG_TARGET },
         { "insecure", no_argument, NULL, OPT_INSECURE },
         { "checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR },
         { "checkpoint-provider", required_argument, NULL, OPT_CHECKPOINT_PROVIDER },
@@ -125,7 +128,14 @@ static const char usage_text[] =
 "                          (libcuda-sim.so, a simulated GPU).\n"
 "  -m, --max-sessions N    Serve at most N sessions at once, 1..%d (default %d).\n"
 "                          Further clients are refused with \"server full\".\n"
-"      --log-level LEVEL   err, warning, info (the default) or debug.\n"
+"      --log-level SPEC    err, warning, info (the default) or debug, for every\n"
+"                          category, and CATEGORY=LEVEL for one, comma-separated:\n"
+"                          'info,net=debug,checkpoint=warning'. Categories: core,\n"
+"                          net, session, checkpoint, gpu, tls, nvml, admin.\n"
+"      --log-target WHERE  auto (the default: the journal's native protocol, with\n"
+"                          fields SESSION, TENANT, OP, CUDA_ERROR, when systemd's\n"
+"                          journal is stderr; stderr otherwise), journal or stderr\n"
+"                          (one line per message: 'lupined[PID]: LEVEL: text').\n"
 "      --insecure          Serve unauthenticated (and, without TLS, unencrypted)\n"
 "                          clients on listeners reachable from the network. The\n"
 "                          log says so at start and on every such connection.\n"
@@ -234,8 +244,10 @@ static const char usage_text[] =
 "  LUPINE_CHECKPOINT_VERIFY   1: as --checkpoint-verify.\n"
 "  LUPINE_CHECKPOINT_GPU_HASH 0: hash checkpoint memory on the CPU (in the\n"
 "                   lanes) instead of on the GPU.\n"
-"  LUPINE_TRACE     RPC tracing: 0 (off), 1 or 2 (detail level, to stderr), or\n"
-"                   a file path (level 1, appended to that file).\n"
+"  LUPINE_TRACE     Call tracing in the workers: 0 (off), 1 (calls), 2 (also\n"
+"                   frames), 3 (also every driver call a client's libraries\n"
+"                   make, for clients); to stderr, or PATH (level 1) or N:PATH\n"
+"                   to append to a file.\n"
 "  NOTIFY_SOCKET    Set by systemd for Type=notify services: lupined sends\n"
 "                   READY=1 once it serves (after restoring sessions),\n"
 "                   STATUS= lines, STOPPING=1 when it shuts down or drains,\n"
@@ -305,25 +317,6 @@ static int parse_int(const char *s, long min, long max, int *ret)
                 return -EINVAL;
         *ret = (int)v;
         return 0;
-}
-
-static int parse_log_level(const char *s, int *ret)
-{
-        static const struct {
-                const char *name;
-                int level;
-        } names[] = {
-                { "err", LUP_LOG_ERR },     { "error", LUP_LOG_ERR }, { "warning", LUP_LOG_WARNING },
-                { "warn", LUP_LOG_WARNING }, { "info", LUP_LOG_INFO }, { "debug", LUP_LOG_DEBUG },
-        };
-
-        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-                if (strcmp(s, names[i].name) == 0) {
-                        *ret = names[i].level;
-                        return 0;
-                }
-        }
-        return -EINVAL;
 }
 
 /* A string option into a fixed buffer: neither empty nor cut short. */
@@ -578,9 +571,22 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                                 return usage_error("--max-sessions %s: expected a number from 1 to %d", optarg,
                                                    LUPD_MAX_SESSIONS);
                         break;
-                case OPT_LOG_LEVEL:
-                        if (parse_log_level(optarg, &cfg->log_level) < 0)
-                                return usage_error("--log-level %s: expected err, warning, info or debug", optarg);
+                case OPT_LOG_LEVEL: {
+                        char why[160];
+                        if (lup_log_set_levels(optarg, why, sizeof(why)) < 0)
+                                return usage_error("--log-level %s: %s", optarg, why);
+                        if (copy_arg(cfg->log_levels, sizeof(cfg->log_levels), optarg, "--log-level") < 0)
+                                return -EINVAL;
+                } break;
+                case OPT_LOG_TARGET:
+                        if (strcmp(optarg, "auto") == 0)
+                                cfg->log_target = LUPD_LOG_TARGET_AUTO;
+                        else if (strcmp(optarg, "journal") == 0)
+                                cfg->log_target = LUPD_LOG_TARGET_JOURNAL;
+                        else if (strcmp(optarg, "stderr") == 0)
+                                cfg->log_target = LUPD_LOG_TARGET_STDERR;
+                        else
+                                return usage_error("--log-target %s: expected auto, journal or stderr", optarg);
                         break;
                 case OPT_INSECURE:
                         cfg->insecure = true;
@@ -676,7 +682,7 @@ int main(int argc, char **argv)
 {
         struct lupd_config cfg = {
                 .backend = LUPD_BACKEND_AUTO,
-                .log_level = LUP_LOG_INFO,
+                .log_levels = "info",
                 .max_sessions = LUPD_MAX_SESSIONS,
                 .hello_timeout_ms = LUPD_HELLO_TIMEOUT_MS,
                 .drain_timeout_s = LUPD_DRAIN_TIMEOUT_DEFAULT_S,
@@ -704,7 +710,9 @@ int main(int argc, char **argv)
         /* Peers vanish mid-write all the time; that is an -EPIPE to handle,
          * not a reason to die. */
         signal(SIGPIPE, SIG_IGN);
-        lup_log_setup(cfg.worker ? "lupined-worker" : "lupined", cfg.log_level);
+        lup_log_setup(cfg.worker ? "lupined-worker" : "lupined", LUP_LOG_INFO);
+        lup_log_set_levels(cfg.log_levels, (char[160]){ 0 }, 160); /* checked by parse_args */
+        lupd_journal_setup(cfg.log_target);
         lup_trace_setup_from_env();
 
         r = resolve_self_exe(&cfg);

@@ -5,6 +5,7 @@
  * name, and the one-time initialisation behind cuInit.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -165,6 +166,8 @@ static void make_session_name(char *out, size_t cap)
  * >= 0, and returns that; otherwise the last failure. *tried lists what was
  * tried, for messages. */
 
+static atomic_bool warned_parse;
+
 int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t tried_cap)
 {
         const char *env = getenv("LUPINE_SERVER");
@@ -177,13 +180,17 @@ int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t t
         int n = 0;
         for (char *tok = strtok_r(list, ",", &save); tok && n < LUPC_MAX_ENDPOINTS; tok = strtok_r(NULL, ",", &save), n++) {
                 struct lup_endpoint ep;
-                size_t used = strlen(tried);
-                snprintf(tried + used, tried_cap - used, "%s%s", used ? ", " : "", tok);
-                int prc = lup_endpoint_parse(tok, &ep);
-                if (prc < 0) {
-                        lup_warn("LUPINE_SERVER: cannot parse endpoint '%s'", tok);
+                if (lup_endpoint_parse(tok, &ep) < 0) {
+                        /* said once per process: reconnects walk the list again */
+                        if (!atomic_exchange(&warned_parse, true))
+                                lup_err("LUPINE_SERVER: '%s' is not an endpoint (HOST:PORT, [IPv6]:PORT, "
+                                        "tls://HOST:PORT or unix:PATH; a name must resolve)",
+                                        tok);
+                        rc = rc == -ENOENT ? -EINVAL : rc;
                         continue;
                 }
+                size_t used = strlen(tried);
+                snprintf(tried + used, tried_cap - used, "%s%s", used ? ", " : "", tok);
                 rc = fn(&ep, userdata);
                 if (rc >= 0)
                         return rc;
@@ -330,7 +337,8 @@ static void do_init(void)
 
         int fd = lupc_for_each_endpoint(connect_endpoint, &f, tried, sizeof(tried));
         if (fd < 0) {
-                lup_err("cannot reach lupined at %s: %s", tried, f.err[0] ? f.err : strerror(-fd));
+                if (tried[0]) /* else nothing was tried: the line above said why */
+                        lup_err("cannot reach lupined at %s: %s", tried, f.err[0] ? f.err : strerror(-fd));
                 init_result = CUDA_ERROR_NO_DEVICE;
                 return;
         }

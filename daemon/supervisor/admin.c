@@ -16,6 +16,7 @@
  *           asking to drain wants them kept).
  * Every connection gets one reply and is closed.
  */
+#define LUP_LOG_CAT LUP_LOGC_ADMIN
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,7 +174,7 @@ static void admin_status(struct sup *s, int idx)
         if (r < 0)
                 sup_conn_close(s, idx, 0, "ADMIN STATUS: cannot send the reply: %s", strerror(-r));
         else
-                sup_conn_close(s, idx, 0, "ADMIN STATUS answered (%d session(s))", st->n);
+                sup_conn_done(s, idx, "ADMIN STATUS answered (%d session(s))", st->n);
         free(st);
 }
 

@@ -10,6 +10,7 @@
  * mapping in its way and never handed out. A worker still checks its own
  * reservation (worker/hello.c) and refuses the session if it lost a race.
  */
+#define LUP_LOG_CAT LUP_LOGC_SESSION
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

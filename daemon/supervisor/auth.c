@@ -5,6 +5,7 @@
  * may come in without credentials, and the per-tenant caps.
  * The tokens themselves and the session keys are daemon/auth_tokens.c.
  */
+#define LUP_LOG_CAT LUP_LOGC_TLS
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

@@ -15,6 +15,7 @@
  * deadline, not one per recv, so a peer trickling a byte at a time gains
  * nothing; the supervisor's tick enforces it.
  */
+#define LUP_LOG_CAT LUP_LOGC_NET
 #include <cuda.h> /* CUresult values for refusals only; the supervisor never loads CUDA */
 #include <errno.h>
 #include <stdlib.h>

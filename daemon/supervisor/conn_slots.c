@@ -17,6 +17,7 @@
  * everything else that ends a pending connection (the tick's HELLO
  * deadline, a drain, a shutdown, admin.c) call down to here.
  */
+#define LUP_LOG_CAT LUP_LOGC_NET
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -244,6 +245,19 @@ void sup_conn_close(struct sup *s, int idx, uint32_t refuse_status, const char *
         /* Only with a valid header: the reply has to name its lane and seq. */
         if (refuse_status != 0 && c->have_hdr)
                 conn_send_refusal(c, refuse_status, why);
+        sup_conn_drop(s, idx);
+}
+
+void sup_conn_done(struct sup *s, int idx, const char *fmt, ...)
+{
+        if (lup_log_enabled(LUP_LOG_CAT, LUP_LOG_DEBUG)) {
+                char what[256];
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(what, sizeof(what), fmt, ap);
+                va_end(ap);
+                lup_debug("closing connection from %s: %s", s->conns[idx].peer, what);
+        }
         sup_conn_drop(s, idx);
 }
 

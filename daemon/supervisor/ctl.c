@@ -22,6 +22,7 @@
  * counted against it. That is why reaping is here and not in workers.c.
  * The socket's I/O (arming the recv, ATTACH) is supervisor/ctl_io.c.
  */
+#define LUP_LOG_CAT LUP_LOGC_SESSION
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

@@ -7,6 +7,7 @@
  * worker it starts; conn.c sends the ATTACH; neither needs the message
  * handling above.
  */
+#define LUP_LOG_CAT LUP_LOGC_NET
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

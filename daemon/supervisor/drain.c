@@ -40,6 +40,7 @@
  *     ran out) just as the drain began: its worker exits 0 without
  *     DRAINED, and there was nothing left to save.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

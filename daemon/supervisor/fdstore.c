@@ -28,6 +28,7 @@
  * freed. Fds nobody claims (older epochs, sessions whose checkpoint is
  * gone) are closed and removed by lupd_sd_fds_release_unclaimed().
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

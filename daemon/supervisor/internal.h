@@ -290,6 +290,9 @@ void sup_conn_dst(struct conn *c, uint8_t **ret_dst, size_t *ret_want);
  * and the header was valid, and drops the connection. */
 void sup_conn_close(struct sup *s, int idx, uint32_t refuse_status, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
+/* The same for a connection that did what it came for (a status poll):
+ * logged at debug only, so that polls do not fill the log. */
+void sup_conn_done(struct sup *s, int idx, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Frees slot idx, or, while a recv still targets its buffer, cancels that
  * recv and lets sup_conn_on_recv() finish the job. Logs nothing: a
  * connection handed to a worker goes this way too. */

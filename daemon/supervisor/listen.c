@@ -7,6 +7,7 @@
  * the backlog) and closing them at exit; and the moment the daemon begins
  * to serve (accepts armed, READY=1), which restores may hold back.
  */
+#define LUP_LOG_CAT LUP_LOGC_NET
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -316,15 +317,16 @@ void sup_serving_begin(struct sup *s)
         for (int i = 0; i < s->n_listeners; i++)
                 sup_listener_arm(s, i);
         if (s->checkpoints)
-                lup_info("lupined %s ready: backend %s, at most %d sessions, checkpoints via %s%s, drain "
-                         "timeout %d s, session TTL %d s",
-                         LUPINE_VERSION, lupd_backend_name(cfg->backend), s->reg.max_sessions,
-                         cfg->checkpoint_dir[0] ? "directory " : "provider ",
-                         cfg->checkpoint_dir[0] ? cfg->checkpoint_dir : cfg->checkpoint_provider, cfg->drain_timeout_s,
-                         cfg->session_ttl_s);
+                lup_clogf(LUP_LOGC_CORE, LUP_LOG_INFO,
+                          "lupined %s ready: backend %s, at most %d sessions, checkpoints via %s%s, drain "
+                          "timeout %d s, session TTL %d s",
+                          LUPINE_VERSION, lupd_backend_name(cfg->backend), s->reg.max_sessions,
+                          cfg->checkpoint_dir[0] ? "directory " : "provider ",
+                          cfg->checkpoint_dir[0] ? cfg->checkpoint_dir : cfg->checkpoint_provider, cfg->drain_timeout_s,
+                          cfg->session_ttl_s);
         else
-                lup_info("lupined %s ready: backend %s, at most %d sessions", LUPINE_VERSION,
-                         lupd_backend_name(cfg->backend), s->reg.max_sessions);
+                lup_clogf(LUP_LOGC_CORE, LUP_LOG_INFO, "lupined %s ready: backend %s, at most %d sessions",
+                          LUPINE_VERSION, lupd_backend_name(cfg->backend), s->reg.max_sessions);
         sd_notify(0, "READY=1");
         sup_status_update(s);
 }

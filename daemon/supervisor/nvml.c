@@ -13,6 +13,7 @@
  * other processes are never shown. Without tenants (issue 15), every
  * client sees every session's worker.
  */
+#define LUP_LOG_CAT LUP_LOGC_NVML
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

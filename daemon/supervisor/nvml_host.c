@@ -6,6 +6,7 @@
  * one only makes its values NVML_ERROR_FUNCTION_NOT_FOUND. NVML makes no
  * CUDA context: the supervisor still never initialises CUDA.
  */
+#define LUP_LOG_CAT LUP_LOGC_NVML
 #include <dlfcn.h>
 #include <errno.h>
 #include <string.h>

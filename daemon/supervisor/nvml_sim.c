@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Simulated NVML values for --backend sim (supervisor/nvml_values.h). */
+#define LUP_LOG_CAT LUP_LOGC_NVML
 #include <cuda.h> /* CUDA_VERSION only */
 #include <stdio.h>
 #include <stdlib.h>

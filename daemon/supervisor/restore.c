@@ -20,6 +20,7 @@
  * (exit 1): serving without the sessions it was configured to keep would
  * silently lose them at the next drain.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,6 +7,7 @@
  * The state is file-local: there is one set of inherited fds per process,
  * and it is read once, at start, by the supervisor's thread.
  */
+#define LUP_LOG_CAT LUP_LOGC_NET
 #include "supervisor/sd_fds.h"
 
 #include <errno.h>

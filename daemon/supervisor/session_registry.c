@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#define LUP_LOG_CAT LUP_LOGC_SESSION
 #include "supervisor/session_registry.h"
 
 #include <errno.h>

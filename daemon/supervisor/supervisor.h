@@ -99,15 +99,5 @@ static inline const char *lupd_backend_name(enum lupd_backend_choice b)
         return "auto";
 }
 
-static inline const char *lupd_log_level_name(int level)
-{
-        if (level <= LUP_LOG_ERR)
-                return "err";
-        if (level <= LUP_LOG_WARNING)
-                return "warning";
-        if (level <= LUP_LOG_INFO)
-                return "info";
-        return "debug";
-}
 
 #endif

@@ -28,6 +28,7 @@
  * a session was lost. Without a store, a session that had already
  * checkpointed hot only (--checkpoint-mode hot) cannot be kept: LOST.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -5,6 +5,7 @@
  * they say on the control channel, and reaping them when they exit (which
  * settles what they said last), is supervisor/ctl.c's business.
  */
+#define LUP_LOG_CAT LUP_LOGC_SESSION
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -27,7 +28,7 @@
  * child may only make async-signal-safe calls. */
 struct worker_argv {
         char backend[32];
-        char level[32];
+        char level[280];
         char ttl[48];
         char grace[48];
         char cap_s[48], cap_t[48], acct[48];
@@ -46,7 +47,7 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
         int n = 0;
 
         snprintf(a->backend, sizeof(a->backend), "--backend=%s", lupd_backend_name(cfg->backend));
-        snprintf(a->level, sizeof(a->level), "--log-level=%s", lupd_log_level_name(cfg->log_level));
+        snprintf(a->level, sizeof(a->level), "--log-level=%s", cfg->log_levels);
         snprintf(a->ttl, sizeof(a->ttl), "--session-ttl=%d", cfg->session_ttl_s);
         a->argv[n++] = "lupined";
         a->argv[n++] = "--worker";

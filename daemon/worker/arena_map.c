@@ -6,6 +6,7 @@
  * worker exported. lupw_release_all() gives back the arena and every context
  * when the session ends.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

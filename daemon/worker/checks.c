@@ -5,6 +5,7 @@
  * handles, resolved in handles.c), and context binding: every call runs in
  * the context the client named, made current only when it changes.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

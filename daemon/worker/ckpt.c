@@ -17,6 +17,7 @@
  * names on the way, and hands it to the codec. A restore (worker/restore.c)
  * trusts none of it.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -9,6 +9,7 @@
  * answers any synchronous call, so the data reaches the client's buffer
  * before the synchronisation point that makes it visible.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <errno.h>
 #include <string.h>
 #include <sys/uio.h>

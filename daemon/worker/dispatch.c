@@ -9,6 +9,7 @@
  * latches. Anything malformed closes the connection with a logged reason
  * (s->why).
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -79,6 +80,28 @@ static int generated_op(struct lupw_session *s, const struct lup_hdr *h, struct 
         return 0;
 }
 
+/* A failed call, in the journal with its op and CUDA error: at warning for
+ * the errors that end the context (the client will see every later call
+ * fail), at debug for the rest, which are the program's to handle. */
+static void log_failure(const struct lupw_session *s, const char *op, CUresult r, bool sync)
+{
+        bool sticky = r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_LAUNCH_FAILED ||
+                      r == CUDA_ERROR_HARDWARE_STACK_ERROR || r == CUDA_ERROR_ILLEGAL_INSTRUCTION ||
+                      r == CUDA_ERROR_MISALIGNED_ADDRESS || r == CUDA_ERROR_INVALID_ADDRESS_SPACE ||
+                      r == CUDA_ERROR_INVALID_PC || r == CUDA_ERROR_ECC_UNCORRECTABLE || r == CUDA_ERROR_ASSERT ||
+                      r == CUDA_ERROR_LAUNCH_TIMEOUT;
+        int level = sticky ? LUP_LOG_WARNING : LUP_LOG_DEBUG;
+
+        if (!lup_log_enabled(LUP_LOGC_GPU, level))
+                return;
+        const char *name = NULL;
+        if (s->be.fn.cuGetErrorName)
+                s->be.fn.cuGetErrorName(r, &name);
+        struct lup_log_fields f = { .op = op, .cuda_error = (long)r };
+        lup_flogf(LUP_LOGC_GPU, level, &f, "session %s: %s%s failed: %s (%d)%s", s->name, sync ? "" : "async ", op,
+                  name ? name : "unknown error", (int)r, sticky ? "; the context is lost" : "");
+}
+
 int lupw_run_op(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
 {
         struct lupw_ctl_op gen;
@@ -114,7 +137,10 @@ int lupw_run_op(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *
                 res = lupw_bind_ctx(s, h->ctx);
         struct lup_wr out =
                 lup_wr_init(reply_buf, op->reply_cap < sizeof(reply_buf) ? op->reply_cap : sizeof(reply_buf));
+        CUresult before = res;
         rc = op->run(s, h, &a, &out, &res);
+        if (before == CUDA_SUCCESS && res != CUDA_SUCCESS)
+                log_failure(s, op->name, res, sync);
         if (!sync) {
                 lupw_latch(s, res, op->name);
                 return rc < 0 ? rc : 0;

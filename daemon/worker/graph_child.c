@@ -21,6 +21,7 @@
  * This file calls nothing of the other graph files (graph_nodes.c and
  * graphs.c call lupw_child_forget and lupw_nodes_forget here).
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <stdlib.h>
 #include <string.h>
 

@@ -14,6 +14,7 @@
  * node of the clone any more). A checkpoint saves the flattened clone,
  * whose copies have no client ids.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <stdlib.h>
 #include <string.h>
 

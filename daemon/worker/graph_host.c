@@ -26,6 +26,7 @@
  * Host nodes inside child graph nodes are brought up into the exec's clone
  * first (worker/graph_flatten.c).
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <stdlib.h>
 #include <string.h>
 

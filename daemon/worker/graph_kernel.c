@@ -6,6 +6,7 @@
  * packed by the function's layout as for a launch; module globals' addresses
  * are translated as in a launch.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <errno.h>
 #include <string.h>
 

@@ -7,6 +7,7 @@
  * empty node added with lupGraphAddNode; this file puts one into a
  * stream's capture, where cuMemAllocAsync or cuMemFreeAsync was called.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <string.h>
 
 #include "worker/graphs.h"

@@ -9,6 +9,7 @@
  * Every node id is a GRAPHNODE handle (prov.parent: its graph's id), and
  * s->graphs.node_ids maps the driver's node back to it.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <stdlib.h>
 #include <string.h>
 

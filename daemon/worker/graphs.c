@@ -21,6 +21,7 @@
  * checkpoint saves the clone's nodes, and a restore instantiates the
  * rebuilt clone again (worker/graphs_ckpt.c).
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -26,6 +26,7 @@
  * it: a restore must never run a graph that differs from the one the
  * client built.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

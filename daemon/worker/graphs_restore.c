@@ -4,6 +4,7 @@
  * worker/graphs_ckpt.c for what is saved, and ckpt_graph.h for the
  * format). Runs after the handles, module globals and events are back.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -5,6 +5,7 @@
  * them). A malformed id or blob is a protocol violation; an id that names
  * nothing (any more) is answered with CUDA's own error.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -5,6 +5,7 @@
  * resume token, last executed sequence number), sent for a new session and
  * again for every resume.
  */
+#define LUP_LOG_CAT LUP_LOGC_SESSION
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -27,6 +27,7 @@
  * otherwise the session is refused. LUPD_CTL_CONN hands over a connection
  * that the restored session serves at once.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

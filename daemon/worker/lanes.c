@@ -12,6 +12,7 @@
  * each lane drains its own stream before its thread ends, so nothing
  * writes into a pinned buffer after the call returns.
  */
+#define LUP_LOG_CAT LUP_LOGC_NET
 #include "worker/lanes.h"
 
 #include <errno.h>

@@ -5,6 +5,7 @@
  * carries the parameters packed at those offsets, and must be exactly as
  * long as the layout says.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

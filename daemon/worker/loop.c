@@ -10,6 +10,7 @@
  * connection generation it belongs to; a completion from an older
  * generation (a connection since replaced) is ignored.
  */
+#define LUP_LOG_CAT LUP_LOGC_NET
 #include "worker/worker.h"
 
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include "clock.h"
 #include "ctl.h"
 #include "frame.h"
+#include "auth_tokens.h"
 #include "log.h"
 #include "net.h"
 #include "worker/graphs.h"
@@ -575,6 +577,7 @@ static int start_new(struct lupw_session *s)
                 return -EBADMSG;
         }
         snprintf(s->name, sizeof(s->name), "%s", hello.name);
+        lupd_log_context_key(s->name);
         if (via_tls) {
                 tls = lupw_tls_accept(s, fds[0], &req, ticket);
                 if (!tls) {
@@ -644,6 +647,7 @@ int worker_main(const struct lupd_config *cfg)
 
         if (cfg->restore[0]) {
                 snprintf(s->name, sizeof(s->name), "%s", cfg->restore);
+                lupd_log_context_key(s->name);
                 /* a hot restore's fds (and connection) come first */
                 rc = cfg->hot ? lupw_hot_receive(s) : 0;
                 if (rc == 0)

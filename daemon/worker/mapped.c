@@ -23,6 +23,7 @@
  * on their side, so neither overwrites the other's writes to other bytes.
  * docs/mapped.md has the whole contract.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include "worker/mapped.h"
 
 #include <errno.h>

@@ -4,6 +4,7 @@
  * and the name of the index-th in the driver's order, a chunk at a time.
  * The client then asks for each by name, so it gets ids the usual way.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <stdlib.h>
 #include <string.h>
 

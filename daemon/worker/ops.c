@@ -4,6 +4,7 @@
  * in the arena, contexts, module globals, and the creators that remember how
  * they created an object so that a restore can create it again.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Piece hashes on the GPU (worker/piece_hash.h has the model). */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include "worker/piece_hash.h"
 
 #include <errno.h>

@@ -12,6 +12,7 @@
  * Raw system calls: the GPU hosts have no libcap headers, and these are
  * five calls.
  */
+#define LUP_LOG_CAT LUP_LOGC_SESSION
 #include "worker/privs.h"
 
 #include <dirent.h>

@@ -9,6 +9,7 @@
  * way, with every object's hash. Any inconsistency refuses the session with
  * one clear line; the daemon goes on serving the others.
  */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>

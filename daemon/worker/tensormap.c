@@ -6,6 +6,7 @@
  * address was checked and translated by the generated decoder (the
  * session's arena or a module global, which a restore may have moved).
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <string.h>
 
 #include "worker/session.h"

@@ -13,6 +13,7 @@
  * running worker only after the supervisor has authenticated the client
  * as this session's tenant.
  */
+#define LUP_LOG_CAT LUP_LOGC_TLS
 #include <errno.h>
 #include <string.h>
 

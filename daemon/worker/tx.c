@@ -16,6 +16,7 @@
  * stdout before the call that flushed them returns, in order with the
  * program's own output.
  */
+#define LUP_LOG_CAT LUP_LOGC_NET
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>

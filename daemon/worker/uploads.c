@@ -7,6 +7,7 @@
  * so two workers racing for the last bytes may both be refused, never both
  * let in.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include "worker/uploads.h"
 
 #include <errno.h>

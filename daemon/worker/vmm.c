@@ -23,6 +23,7 @@
  * over a mapping, an unmap of part of a mapping, an access descriptor for
  * a device that does not exist.
  */
+#define LUP_LOG_CAT LUP_LOGC_GPU
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -204,6 +204,11 @@ def test_noserver(progs):
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     check('unreachable server: CUDA_ERROR_NO_DEVICE', r.returncode == 0, r.stderr)
     check('unreachable server: exactly one stderr line', len(lines) == 1 and 'cannot reach lupined' in lines[0], repr(lines))
+    r = run_prog(progs, 'e2e_noserver', client_env('garbage'))
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    check('LUPINE_SERVER=garbage: CUDA_ERROR_NO_DEVICE', r.returncode == 0, r.stderr)
+    check('LUPINE_SERVER=garbage: one line, which says what an endpoint looks like',
+          len(lines) == 1 and "'garbage' is not an endpoint (HOST:PORT" in lines[0], repr(lines))
 
 
 def expect_closed(d, name, frames_after_hello, reason, want_reply=False):

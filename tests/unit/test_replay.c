@@ -936,7 +936,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char log_text[1 << 16];
 static size_t log_len;
 
-static void log_sink(int level, const char *msg, void *userdata)
+static void log_sink(int cat, int level, const struct lup_log_fields *f, const char *msg, void *userdata)
 {
         pthread_mutex_lock(&log_lock);
         int n = snprintf(log_text + log_len, sizeof(log_text) - log_len, "%s\n", msg);

@@ -22,24 +22,24 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#define RT_CHECK(x)                                                                                          \
-        do {                                                                                                 \
-                cudaError_t e_ = (x);                                                                        \
-                if (e_ != cudaSuccess) {                                                                     \
-                        printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-                        exit(1);                                                                             \
-                }                                                                                            \
+#define RT_CHECK(x)                                                                                     \
+        do {                                                                                            \
+                cudaError_t e_ = (x);                                                                   \
+                if (e_ != cudaSuccess) {                                                                \
+                        printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+                        exit(1);                                                                        \
+                }                                                                                       \
         } while (0)
 
-#define CU_CHECK(x)                                                                                          \
-        do {                                                                                                 \
-                CUresult r_ = (x);                                                                           \
-                if (r_ != CUDA_SUCCESS) {                                                                    \
-                        const char *n_ = "?";                                                                \
-                        cuGetErrorName(r_, &n_);                                                             \
-                        printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #x, n_);                          \
-                        exit(1);                                                                             \
-                }                                                                                            \
+#define CU_CHECK(x)                                                                 \
+        do {                                                                        \
+                CUresult r_ = (x);                                                  \
+                if (r_ != CUDA_SUCCESS) {                                           \
+                        const char *n_ = "?";                                       \
+                        cuGetErrorName(r_, &n_);                                    \
+                        printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #x, n_); \
+                        exit(1);                                                    \
+                }                                                                   \
         } while (0)
 
 /* The midpoint: with "hold", wait there for the restart. */

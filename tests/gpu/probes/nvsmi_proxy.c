@@ -24,7 +24,10 @@
 typedef int (*get_table_fn)(const void **, const void *);
 typedef uint64_t (*slot_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
 
-enum { MAX_SLOTS = 512, PEEK = 64 };
+enum {
+        MAX_SLOTS = 512,
+        PEEK = 64
+};
 static slot_fn real_slot[MAX_SLOTS];
 static uint64_t proxy_table[MAX_SLOTS];
 static get_table_fn real_get;
@@ -64,9 +67,8 @@ static uint64_t call(unsigned slot, uint64_t a[6])
         int ok[6];
         uint64_t r;
 
-        fprintf(out(), "slot %u (%#lx, %#lx, %#lx, %#lx, %#lx, %#lx)\n", slot, (unsigned long)a[0],
-                (unsigned long)a[1], (unsigned long)a[2], (unsigned long)a[3], (unsigned long)a[4],
-                (unsigned long)a[5]);
+        fprintf(out(), "slot %u (%#lx, %#lx, %#lx, %#lx, %#lx, %#lx)\n", slot, (unsigned long)a[0], (unsigned long)a[1],
+                (unsigned long)a[2], (unsigned long)a[3], (unsigned long)a[4], (unsigned long)a[5]);
         for (int i = 0; i < 6; i++)
                 if ((ok[i] = peek(a[i], before[i])))
                         hex("in ", i, before[i]);
