@@ -144,6 +144,49 @@ out_close:
 
 /* ---- commands -------------------------------------------------------- */
 
+/* "1.25 GiB", "512 MiB", "0 B" */
+static void human_bytes(double b, char *out, size_t cap)
+{
+        if (b >= 1073741824.0)
+                snprintf(out, cap, "%.2f GiB", b / 1073741824.0);
+        else if (b >= 1048576.0)
+                snprintf(out, cap, "%.0f MiB", b / 1048576.0);
+        else if (b >= 1024.0)
+                snprintf(out, cap, "%.0f KiB", b / 1024.0);
+        else
+                snprintf(out, cap, "%.0f B", b);
+}
+
+/* One line per session, and one more for a checkpoint or restore in progress. */
+static void print_session(const struct lup_admin_session *se)
+{
+        char mem[32], rate[32], done[32], total[32];
+
+        printf("%-24s slot %-3d %-17s pid %d", se->name, se->slot, se->state, se->pid);
+        if (!se->has_stats) {
+                printf("\n");
+                return;
+        }
+        human_bytes((double)se->memory, mem, sizeof(mem));
+        human_bytes(se->bytes_per_s, rate, sizeof(rate));
+        printf("  tenant %s  client %s  memory %s  %.0f calls/s  %s/s", se->tenant[0] ? se->tenant : "-",
+               se->client[0] ? se->client : "-", mem, se->calls_per_s, rate);
+        if (se->checkpoint_epoch && se->checkpoint_age_s >= 0)
+                printf("  checkpoint %lld, %lld s ago", (long long)se->checkpoint_epoch,
+                       (long long)se->checkpoint_age_s);
+        else if (se->checkpoint_epoch)
+                printf("  checkpoint %lld", (long long)se->checkpoint_epoch);
+        else
+                printf("  never checkpointed");
+        printf("\n");
+        if (se->progress[0] && se->progress_total > 0) {
+                human_bytes((double)se->progress_done, done, sizeof(done));
+                human_bytes((double)se->progress_total, total, sizeof(total));
+                printf("%-24s %s: %lld%%, %s of %s\n", "", se->progress,
+                       (long long)(se->progress_done * 100 / se->progress_total), done, total);
+        }
+}
+
 static int cmd_status(const char *path, bool json)
 {
         struct lup_admin_status *st;
@@ -178,7 +221,7 @@ static int cmd_status(const char *path, bool json)
         printf("backend %s, %s, %d session(s)\n", st->backend[0] ? st->backend : "unknown",
                st->draining ? "draining" : st->stopping ? "stopping" : "not draining", st->n);
         for (int i = 0; i < st->n; i++)
-                printf("%-24s slot %-3d %-17s pid %d\n", st->s[i].name, st->s[i].slot, st->s[i].state, st->s[i].pid);
+                print_session(&st->s[i]);
         if (st->n_limits > 0)
                 printf("limits (0: off; docs/security.md):\n");
         for (int i = 0; i < st->n_limits; i++)

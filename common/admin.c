@@ -113,6 +113,35 @@ static int obj_add(struct json_object *obj, const char *key, struct json_object 
         return 0;
 }
 
+/* What a session's worker reported: after the four keys of old. */
+static int stats_encode(struct json_object *o, const struct lup_admin_session *se)
+{
+        struct json_object *p;
+        int r;
+
+        if ((r = obj_add(o, "tenant", json_object_new_string(se->tenant))) < 0 ||
+            (r = obj_add(o, "client", json_object_new_string(se->client))) < 0 ||
+            (r = obj_add(o, "calls", json_object_new_int64(se->calls))) < 0 ||
+            (r = obj_add(o, "calls_per_s", json_object_new_double(se->calls_per_s))) < 0 ||
+            (r = obj_add(o, "bytes_in", json_object_new_int64(se->bytes_in))) < 0 ||
+            (r = obj_add(o, "bytes_out", json_object_new_int64(se->bytes_out))) < 0 ||
+            (r = obj_add(o, "bytes_per_s", json_object_new_double(se->bytes_per_s))) < 0 ||
+            (r = obj_add(o, "memory", json_object_new_int64(se->memory))) < 0 ||
+            (r = obj_add(o, "checkpoint_epoch", json_object_new_int64(se->checkpoint_epoch))) < 0 ||
+            (r = obj_add(o, "checkpoint_age_s", json_object_new_int64(se->checkpoint_age_s))) < 0)
+                return r;
+        if (!se->progress[0])
+                return 0;
+        if ((r = obj_add(o, "progress", json_object_new_object())) < 0)
+                return r;
+        p = json_object_object_get(o, "progress");
+        if ((r = obj_add(p, "phase", json_object_new_string(se->progress))) < 0 ||
+            (r = obj_add(p, "done", json_object_new_int64(se->progress_done))) < 0 ||
+            (r = obj_add(p, "total", json_object_new_int64(se->progress_total))) < 0)
+                return r;
+        return 0;
+}
+
 static int session_encode(struct json_object *arr, const struct lup_admin_session *se)
 {
         struct json_object *o = json_object_new_object();
@@ -124,6 +153,8 @@ static int session_encode(struct json_object *arr, const struct lup_admin_sessio
             (r = obj_add(o, "slot", json_object_new_int(se->slot))) < 0 ||
             (r = obj_add(o, "state", json_object_new_string(se->state))) < 0 ||
             (r = obj_add(o, "pid", json_object_new_int(se->pid))) < 0)
+                goto out_put;
+        if (se->has_stats && (r = stats_encode(o, se)) < 0)
                 goto out_put;
         if (json_object_array_add(arr, o) < 0) {
                 r = -ENOMEM;
@@ -252,6 +283,53 @@ static int get_int(struct json_object *obj, const char *key, int *out)
         return 0;
 }
 
+static int get_i64(struct json_object *obj, const char *key, int64_t *out)
+{
+        struct json_object *v;
+
+        if (get_typed(obj, key, json_type_int, &v) < 0)
+                return -EBADMSG;
+        if (v)
+                *out = json_object_get_int64(v);
+        return 0;
+}
+
+/* A number: json-c reads 3.0 as a double and 3 as an int; both are fine. */
+static int get_double(struct json_object *obj, const char *key, double *out)
+{
+        struct json_object *v;
+
+        if (!json_object_object_get_ex(obj, key, &v))
+                return 0;
+        if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
+                return -EBADMSG;
+        *out = json_object_get_double(v);
+        return 0;
+}
+
+/* A session's reported numbers, when it has them ("calls" says so). */
+static int stats_read(struct json_object *o, struct lup_admin_session *se)
+{
+        struct json_object *p;
+
+        if (!json_object_object_get_ex(o, "calls", NULL))
+                return 0;
+        se->has_stats = true;
+        se->checkpoint_age_s = -1;
+        if (get_str(o, "tenant", se->tenant, sizeof(se->tenant)) < 0 ||
+            get_str(o, "client", se->client, sizeof(se->client)) < 0 || get_i64(o, "calls", &se->calls) < 0 ||
+            get_double(o, "calls_per_s", &se->calls_per_s) < 0 || get_i64(o, "bytes_in", &se->bytes_in) < 0 ||
+            get_i64(o, "bytes_out", &se->bytes_out) < 0 || get_double(o, "bytes_per_s", &se->bytes_per_s) < 0 ||
+            get_i64(o, "memory", &se->memory) < 0 || get_i64(o, "checkpoint_epoch", &se->checkpoint_epoch) < 0 ||
+            get_i64(o, "checkpoint_age_s", &se->checkpoint_age_s) < 0 ||
+            get_typed(o, "progress", json_type_object, &p) < 0)
+                return -EBADMSG;
+        if (p && (get_str(p, "phase", se->progress, sizeof(se->progress)) < 0 ||
+                  get_i64(p, "done", &se->progress_done) < 0 || get_i64(p, "total", &se->progress_total) < 0))
+                return -EBADMSG;
+        return 0;
+}
+
 static int get_bool(struct json_object *obj, const char *key, bool *out)
 {
         struct json_object *v;
@@ -324,7 +402,7 @@ static int status_read(struct json_object *top, struct lup_admin_status *st, con
 
                 if (!json_object_is_type(o, json_type_object) || get_str(o, "name", se->name, sizeof(se->name)) < 0 ||
                     get_int(o, "slot", &se->slot) < 0 || get_str(o, "state", se->state, sizeof(se->state)) < 0 ||
-                    get_int(o, "pid", &se->pid) < 0) {
+                    get_int(o, "pid", &se->pid) < 0 || stats_read(o, se) < 0) {
                         *ret_why = "a session field of the wrong type or size";
                         return -EBADMSG;
                 }

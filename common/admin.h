@@ -56,6 +56,16 @@ struct lup_admin_session {
         int slot;
         char state[LUP_ADMIN_MAX_WORD]; /* docs/protocol.md lists the words */
         int pid;
+        /* What its worker last reported (sent only when has_stats) */
+        bool has_stats;
+        char tenant[LUP_ADMIN_MAX_WORD]; /* "t<16 hex>", "" for the anonymous tenant */
+        char client[96];                 /* the client's address, "" while it has none */
+        int64_t calls, bytes_in, bytes_out, memory;
+        double calls_per_s, bytes_per_s;       /* over the last report interval (about 1 s) */
+        int64_t checkpoint_epoch;              /* 0: never checkpointed */
+        int64_t checkpoint_age_s;              /* -1: never */
+        char progress[LUP_ADMIN_MAX_WORD];     /* "checkpoint", "restore", or "" for none */
+        int64_t progress_done, progress_total; /* bytes */
 };
 
 /* One configured limit (docs/security.md): sent as "limits": {NAME: VALUE}

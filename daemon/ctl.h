@@ -64,6 +64,15 @@
  *     the session's CUDA context has a sticky error of its own, and older
  *     checkpoints stay; other < 0: -errno, the session is lost; the worker
  *     logged why).
+ *   LUPD_CTL_STATS (worker -> supervisor), at any time, at most about once
+ *     a second while the session works, and on progress of a checkpoint or
+ *     restore: u32 type, u32 phase (LUPD_WORK_*: 0 none, 1 checkpoint,
+ *     2 restore), u32 the driver it runs on (LUP_BACKEND_CUDA or _SIM:
+ *     what --backend auto chose), u32 0, u64 calls executed, u64 bytes received, u64 bytes sent,
+ *     u64 device memory held, u64 epoch of the last committed checkpoint
+ *     (0: none), u64 its wall-clock time (ms since the epoch; 0: none),
+ *     u64 bytes of the phase done, u64 bytes of the phase in all
+ *     (LUPD_CTL_STATS_LEN bytes). lupinectl status and the metrics show it.
  *
  * A restore worker started with --hot first reads, before it touches the
  * driver (supervisor -> worker, sent right after the fork):
@@ -106,6 +115,15 @@ enum lupd_ctl_type {
         LUPD_CTL_HOT_MAP = 11,
         LUPD_CTL_CONN = 12,
         LUPD_CTL_HOT_END = 13,
+        LUPD_CTL_STATS = 14,
+};
+
+/* LUPD_CTL_STATS */
+#define LUPD_CTL_STATS_LEN 80u
+enum lupd_work_phase {
+        LUPD_WORK_NONE = 0,
+        LUPD_WORK_CHECKPOINT = 1,
+        LUPD_WORK_RESTORE = 2
 };
 
 enum lupd_drain_flags {

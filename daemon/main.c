@@ -37,6 +37,7 @@
 enum {
         OPT_LOG_LEVEL = 0x100,
         OPT_LOG_TARGET,
+        OPT_METRICS,
         OPT_INSECURE,
         OPT_WORKER,
         OPT_CTL_FD,
@@ -73,6 +74,7 @@ static const struct option long_options[] = {
         { "max-sessions", required_argument, NULL, 'm' },
         { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
         { "log-target", required_argument, NULL, OPT_LOG_TARGET },
+        { "metrics", required_argument, NULL, OPT_METRICS },
         { "insecure", no_argument, NULL, OPT_INSECURE },
         { "checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR },
         { "checkpoint-provider", required_argument, NULL, OPT_CHECKPOINT_PROVIDER },
@@ -136,6 +138,11 @@ static const char usage_text[] =
 "                          fields SESSION, TENANT, OP, CUDA_ERROR, when systemd's\n"
 "                          journal is stderr; stderr otherwise), journal or stderr\n"
 "                          (one line per message: 'lupined[PID]: LEVEL: text').\n"
+"      --metrics HOST:PORT Serve Prometheus metrics at http://HOST:PORT/metrics\n"
+"                          (sessions, calls, bytes, memory, checkpoints, GPU\n"
+"                          temperature, power, utilization; no authentication:\n"
+"                          bind it to loopback or a management network). Needs\n"
+"                          libmicrohttpd12.\n"
 "      --insecure          Serve unauthenticated (and, without TLS, unencrypted)\n"
 "                          clients on listeners reachable from the network. The\n"
 "                          log says so at start and on every such connection.\n"
@@ -578,6 +585,10 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                         if (copy_arg(cfg->log_levels, sizeof(cfg->log_levels), optarg, "--log-level") < 0)
                                 return -EINVAL;
                 } break;
+                case OPT_METRICS:
+                        if (copy_arg(cfg->metrics, sizeof(cfg->metrics), optarg, "--metrics") < 0)
+                                return -EINVAL;
+                        break;
                 case OPT_LOG_TARGET:
                         if (strcmp(optarg, "auto") == 0)
                                 cfg->log_target = LUPD_LOG_TARGET_AUTO;

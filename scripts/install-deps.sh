@@ -9,7 +9,7 @@
 # scripts/install-deps.sh [--deb]
 set -eu
 cd "$(dirname "$0")/.."
-PKGS="build-essential clang-format meson ninja-build pkg-config python3 python3-pip liburing-dev libjson-c-dev libsystemd-dev libssl-dev openssl ca-certificates libcmocka-dev systemd systemd-container"
+PKGS="build-essential clang-format meson ninja-build pkg-config python3 python3-pip liburing-dev libjson-c-dev libsystemd-dev libssl-dev openssl ca-certificates libcmocka-dev libmicrohttpd-dev prometheus systemd systemd-container"
 # --deb: also what building and checking the Debian packages needs
 # (tests/install/deb.sh; dpkg-dev comes with build-essential).
 if [ "${1:-}" = --deb ]; then

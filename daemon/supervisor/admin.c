@@ -22,9 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "admin.h"
+#include "auth_tokens.h"
+#include "ctl.h"
 #include "log.h"
 #include "supervisor/internal.h"
 #include "upload_acct.h"
@@ -86,7 +89,7 @@ out_free:
 }
 
 /* The words lupinectl shows; docs/protocol.md lists them. */
-static const char *admin_state_name(enum lupd_session_phase phase)
+const char *sup_admin_state_name(enum lupd_session_phase phase)
 {
         switch (phase) {
         case LUPD_PHASE_STARTING: return "starting";
@@ -126,6 +129,40 @@ static void admin_limits(const struct sup *s, struct lup_admin_status *st)
                     s->upload_acct ? atomic_load(&s->upload_acct->refused_total) : 0);
 }
 
+/* What the worker last reported, as lupinectl shows it. */
+static void admin_session_stats(const struct lupd_session *se, struct lup_admin_session *out)
+{
+        const struct lupd_session_stats *st = &se->stats;
+        size_t tl = lupd_key_tenant_len(se->name);
+
+        out->has_stats = true;
+        if (tl)
+                snprintf(out->tenant, sizeof(out->tenant), "%.*s", (int)tl - 2, se->name + 1);
+        snprintf(out->client, sizeof(out->client), "%s", se->client);
+        out->calls = (int64_t)st->calls;
+        out->bytes_in = (int64_t)st->bytes_in;
+        out->bytes_out = (int64_t)st->bytes_out;
+        out->memory = (int64_t)st->mem;
+        /* a rate is as old as its report: none for 3 s means idle */
+        bool fresh = st->have && sup_now_ms() - st->at_ms < 3000;
+        out->calls_per_s = fresh ? st->calls_per_s : 0;
+        out->bytes_per_s = fresh ? st->bytes_per_s : 0;
+        out->checkpoint_epoch = (int64_t)st->epoch;
+        out->checkpoint_age_s = -1;
+        if (st->ckpt_unix_ms) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+                out->checkpoint_age_s = now > st->ckpt_unix_ms ? (int64_t)((now - st->ckpt_unix_ms) / 1000u) : 0;
+        }
+        if (st->phase != LUPD_WORK_NONE) {
+                snprintf(out->progress, sizeof(out->progress), "%s",
+                         st->phase == LUPD_WORK_RESTORE ? "restore" : "checkpoint");
+                out->progress_done = (int64_t)st->done;
+                out->progress_total = (int64_t)st->total;
+        }
+}
+
 static void admin_status(struct sup *s, int idx)
 {
         struct lup_admin_status *st = calloc(1, sizeof(*st));
@@ -138,7 +175,11 @@ static void admin_status(struct sup *s, int idx)
                 return;
         }
         snprintf(st->version, sizeof(st->version), "%s", LUPINE_VERSION);
-        snprintf(st->backend, sizeof(st->backend), "%s", lupd_backend_name(s->cfg->backend));
+        /* auto says what the workers chose, once one has told */
+        snprintf(st->backend, sizeof(st->backend), "%s",
+                 s->cfg->backend == LUPD_BACKEND_AUTO && s->backend_seen
+                         ? (s->backend_seen == LUP_BACKEND_CUDA ? "auto (cuda)" : "auto (sim)")
+                         : lupd_backend_name(s->cfg->backend));
         st->draining = s->stop == SUP_DRAIN;
         st->stopping = s->stopping;
         st->checkpoints = s->checkpoints;
@@ -150,9 +191,10 @@ static void admin_status(struct sup *s, int idx)
                 if (se->state != LUPD_SESSION_LIVE)
                         continue;
                 snprintf(out->name, sizeof(out->name), "%s", se->name);
-                snprintf(out->state, sizeof(out->state), "%s", admin_state_name(se->phase));
+                snprintf(out->state, sizeof(out->state), "%s", sup_admin_state_name(se->phase));
                 out->slot = se->slot;
                 out->pid = (int)se->pid;
+                admin_session_stats(se, out);
                 st->n++;
         }
         admin_limits(s, st);

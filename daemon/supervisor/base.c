@@ -69,23 +69,42 @@ bool sup_conn_log_allow(struct sup *s)
         return false;
 }
 
+/* ", 42% of 12.0 GiB" for the checkpoints or restores that report progress. */
+static void progress_text(const struct lupd_registry *reg, char *out, size_t cap)
+{
+        uint64_t done = 0, total = 0;
+
+        out[0] = 0;
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
+                const struct lupd_session_stats *st = &reg->s[i].stats;
+                if (reg->s[i].state == LUPD_SESSION_LIVE && st->phase != LUPD_WORK_NONE) {
+                        done += st->done;
+                        total += st->total;
+                }
+        }
+        if (total)
+                snprintf(out, cap, ", %u%% of %.1f GiB", (unsigned)(done * 100 / total), (double)total / 1073741824.0);
+}
+
 void sup_status_update(struct sup *s)
 {
         const struct lupd_registry *reg = &s->reg;
+        char progress[64];
 
+        progress_text(reg, progress, sizeof(progress));
         if (s->stop == SUP_DRAIN) {
                 int left = 0;
                 for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
                         left += reg->s[i].state != LUPD_SESSION_FREE && reg->s[i].drain_sent && !reg->s[i].drain_done;
-                sd_notifyf(0, "STATUS=draining %d sessions (%d checkpointed, %d lost)", left, s->n_checkpointed,
-                           s->n_lost);
+                sd_notifyf(0, "STATUS=draining %d sessions (%d checkpointed, %d lost)%s", left, s->n_checkpointed,
+                           s->n_lost, progress);
         } else if (s->stopping) {
                 sd_notifyf(0, "STATUS=shutting down, %d worker(s) left", lupd_registry_live(reg));
         } else if (s->restoring) {
                 int left = 0;
                 for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
                         left += reg->s[i].state != LUPD_SESSION_FREE && reg->s[i].restore && !reg->s[i].ready;
-                sd_notifyf(0, "STATUS=restoring %d sessions", left);
+                sd_notifyf(0, "STATUS=restoring %d sessions%s", left, progress);
         } else {
                 int live = lupd_registry_live(reg) - lupd_registry_count_phase(reg, LUPD_PHASE_FAILED);
                 sd_notifyf(0, "STATUS=serving %d sessions (%d detached, %d restored and waiting for their client)",

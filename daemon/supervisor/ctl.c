@@ -86,6 +86,7 @@ static void on_attached(struct sup *s, int idx, int32_t status)
         if (status == 0) {
                 if (se->phase != LUPD_PHASE_FAILED)
                         se->phase = LUPD_PHASE_SERVING;
+                snprintf(se->client, sizeof(se->client), "%s", peer);
                 lup_info("session %s resumed by the client from %s", se->name, peer);
                 sup_status_update(s);
         } else if (status == -EPERM) {
@@ -105,6 +106,7 @@ static void on_detached(struct sup *s, int idx)
 
         if (se->phase == LUPD_PHASE_SERVING)
                 se->phase = LUPD_PHASE_DETACHED;
+        se->client[0] = 0;
         /* the worker's rule (worker/loop.c): a session never checkpointed */
         se->in_grace = !se->restore && s->cfg->detach_grace_s > 0 && s->cfg->detach_grace_s < s->cfg->session_ttl_s;
         se->detached_ms = sup_now_ms();
@@ -223,6 +225,45 @@ static int ctl_message(struct sup *s, int idx, size_t len, bool with_fds)
         return ctl_plain_message(s, idx, len);
 }
 
+/* A worker's report: kept for status and metrics, rates from the one before. */
+static int on_stats(struct sup *s, int idx, size_t len)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        struct lupd_session_stats *st = &se->stats, n = { .have = true };
+        struct lup_rd r = lup_rd_init(se->ctl_buf, len);
+        uint32_t type, zero = 1;
+
+        lup_rd_u32(&r, &type);
+        lup_rd_u32(&r, &n.phase);
+        lup_rd_u32(&r, &n.backend);
+        lup_rd_u32(&r, &zero);
+        lup_rd_u64(&r, &n.calls);
+        lup_rd_u64(&r, &n.bytes_in);
+        lup_rd_u64(&r, &n.bytes_out);
+        lup_rd_u64(&r, &n.mem);
+        lup_rd_u64(&r, &n.epoch);
+        lup_rd_u64(&r, &n.ckpt_unix_ms);
+        lup_rd_u64(&r, &n.done);
+        lup_rd_u64(&r, &n.total);
+        if (len != LUPD_CTL_STATS_LEN || lup_rd_finish(&r) < 0 || n.phase > LUPD_WORK_RESTORE || n.done > n.total ||
+            (n.backend != LUP_BACKEND_CUDA && n.backend != LUP_BACKEND_SIM) || zero != 0) {
+                worker_violation(s, idx, "a malformed STATS report");
+                return -EPROTO;
+        }
+        n.at_ms = sup_now_ms();
+        if (st->have && n.at_ms > st->at_ms && n.calls >= st->calls) {
+                double dt = (double)(n.at_ms - st->at_ms) / 1000.0;
+                n.calls_per_s = (double)(n.calls - st->calls) / dt;
+                n.bytes_per_s = (double)(n.bytes_in - st->bytes_in + n.bytes_out - st->bytes_out) / dt;
+        }
+        bool phase_changed = n.phase != st->phase;
+        *st = n;
+        s->backend_seen = n.backend;
+        if (phase_changed || n.phase != LUPD_WORK_NONE)
+                sup_status_update(s); /* sd_notify's STATUS shows the progress */
+        return 0;
+}
+
 /* A control message without fds. */
 static int ctl_plain_message(struct sup *s, int idx, size_t len)
 {
@@ -258,6 +299,8 @@ static int ctl_plain_message(struct sup *s, int idx, size_t len)
                 ok = se->drain_sent && !se->drain_done;
                 want = 8;
                 break;
+        case LUPD_CTL_STATS:
+                return on_stats(s, idx, len);
         default:
                 ok = false;
                 want = 0;

@@ -166,6 +166,7 @@ struct sup {
         struct log_limit conn_log;
         /* sessions that outlive the process (a checkpoint provider is set) */
         bool checkpoints;       /* lupd_have_checkpoints(cfg) */
+        uint32_t backend_seen;  /* LUP_BACKEND_* a worker last reported running on; 0: none yet */
         bool restoring;         /* restore workers have not all reported */
         bool serving;           /* accepts were armed and READY=1 sent */
         uint64_t restore_deadline;
@@ -460,5 +461,26 @@ void sup_restore_on_gone(struct sup *s, int idx, const char *why);
 void sup_restore_tick(struct sup *s, uint64_t now);
 /* Begins serving once no restore worker is left to report. */
 void sup_restore_progress(struct sup *s);
+
+/* ---- supervisor/admin.c */
+
+/* The word STATUS and the metrics use for a phase (docs/protocol.md). */
+const char *sup_admin_state_name(enum lupd_session_phase phase);
+
+/* ---- supervisor/metrics.c (--metrics) */
+
+/* Loads libmicrohttpd and listens at cfg->metrics (nothing without it).
+ * 0, or -errno after logging why. */
+int sup_metrics_start(struct sup *s);
+void sup_metrics_stop(void);
+bool sup_metrics_enabled(void);
+/* Writes the exposition anew if a second has passed (or force). */
+void sup_metrics_update(struct sup *s, uint64_t now, bool force);
+
+/* ---- supervisor/nvml.c */
+
+/* The GPUs as NVML sees them now (cached for a second), for the metrics;
+ * NULL when NVML cannot say. */
+struct lup_nvml_snapshot *sup_nvml_view(struct sup *s);
 
 #endif

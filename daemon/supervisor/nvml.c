@@ -110,6 +110,12 @@ static int nvml_snapshot(struct sup *s, const char *prefix, const char **why)
         return 0;
 }
 
+struct lup_nvml_snapshot *sup_nvml_view(struct sup *s)
+{
+        const char *why = NULL;
+        return nvml_snapshot(s, "", &why) == 0 ? cache : NULL;
+}
+
 void sup_nvml_run(struct sup *s, int idx)
 {
         struct conn *c = &s->conns[idx];

@@ -63,6 +63,17 @@ enum lupd_session_phase {
 /* fds one control message may carry (daemon/ctl.h: LUPD_CTL_MAX_FDS) */
 #define LUPD_CTL_RECV_FDS 253u
 
+/* What a session's worker last reported (LUPD_CTL_STATS), and the rates
+ * since the report before. */
+struct lupd_session_stats {
+        bool have;
+        uint32_t phase;   /* LUPD_WORK_* */
+        uint32_t backend; /* LUP_BACKEND_*: the driver the worker runs on */
+        uint64_t calls, bytes_in, bytes_out, mem, epoch, ckpt_unix_ms, done, total;
+        uint64_t at_ms; /* CLOCK_MONOTONIC ms it arrived */
+        double calls_per_s, bytes_per_s;
+};
+
 struct lupd_session {
         enum lupd_session_state state;
         enum lupd_session_phase phase;
@@ -89,8 +100,10 @@ struct lupd_session {
         uint64_t hot_fds;               /* memory fds received (HOT_MEM) */
         uint64_t hot_bytes;             /* ... and the bytes they hold */
         /* limits (docs/security.md) */
-        bool in_grace;        /* DETACHED, never checkpointed: --detach-grace applies */
-        uint64_t detached_ms; /* CLOCK_MONOTONIC ms of the last DETACHED */
+        bool in_grace;                   /* DETACHED, never checkpointed: --detach-grace applies */
+        uint64_t detached_ms;            /* CLOCK_MONOTONIC ms of the last DETACHED */
+        char client[96];                 /* the client's address while it has one */
+        struct lupd_session_stats stats; /* the worker's last LUPD_CTL_STATS */
         uint8_t ctl_buf[LUPD_CTL_RECV_BUF];
         /* recvmsg state for the ring: fds arrive with HOT_MEM and HANDBACK */
         struct iovec ctl_iov;

@@ -173,7 +173,7 @@ static void on_signal(struct sup *s, int res)
 static void tick_arm(struct sup *s)
 {
         struct io_uring_sqe *sqe;
-        bool need = s->n_conns > 0 || s->stopping || s->restoring || s->watchdog_ms;
+        bool need = s->n_conns > 0 || s->stopping || s->restoring || s->watchdog_ms || sup_metrics_enabled();
 
         for (int i = 0; i < s->n_listeners && !need; i++)
                 need = s->listeners[i].paused;
@@ -195,6 +195,7 @@ static void on_tick(struct sup *s)
 
         s->tick_busy = false;
         watchdog_ping(s, now);
+        sup_metrics_update(s, now, false);
         for (int i = 0; i < LUPD_MAX_PENDING; i++) {
                 struct conn *c = &s->conns[i];
                 if (c->fd >= 0 && !c->closing && now >= c->deadline)
@@ -495,6 +496,9 @@ int supervisor_main(struct lupd_config *cfg)
         r = sup_listeners_open(s);
         if (r < 0)
                 goto out_close_ring;
+        r = sup_metrics_start(s);
+        if (r < 0)
+                goto out_close_ring;
 
         sig_arm(s);
         if (s->checkpoints) {
@@ -539,6 +543,7 @@ out_kill_workers:
         for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
                 sup_worker_kill(s, i);
 out_close_ring:
+        sup_metrics_stop();
         sup_teardown(s);
         sup_hot_free(s);
         io_uring_queue_exit(&s->ring);

@@ -223,6 +223,7 @@ int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hd
                 lupd_registry_release(&s->reg, idx);
                 return r;
         }
+        snprintf(se->client, sizeof(se->client), "%s", peer);
         lup_debug("session %s (slot %d): connection from %s handed to worker %d", se->name, se->slot, peer,
                   (int)se->pid);
         return 0;

@@ -440,6 +440,7 @@ static int finish_save(struct saver *sv, uint32_t mem, uint64_t epoch, double t0
                  dt > 0 ? copied / dt / 1e9 : 0.0, s->ckpt.ops->name,
                  (mem & LUP_CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
         s->ckpt.epoch = epoch;
+        lupw_stats_committed(s);
         /* a corrupt checkpoint is no checkpoint: the drain must not count on it */
         if (verify_wanted(s) && (mem & LUP_CKPT_MEM_DURABLE))
                 rc = verify_memory(sv, epoch);

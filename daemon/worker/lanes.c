@@ -24,10 +24,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "config.h"
+#include "ctl.h"
 #include "hash.h"
 #include "log.h"
 #include "provider_load.h"
@@ -65,6 +67,10 @@ struct job {
         pthread_cond_t turn;
         uint64_t next_write;      /* save without concurrency: the unit whose write is due */
         atomic_bool failed;
+        atomic_uint_fast64_t done_bytes; /* progress: bytes of units finished */
+        atomic_uint lanes_left;          /* lane threads still running */
+        uint64_t total_bytes;
+        int phase; /* LUPD_WORK_*, for the progress reports */
         int rc;
         char why[256];
 };
@@ -409,8 +415,10 @@ static void *save_lane(void *arg)
                 }
                 if (save_finish(job, u, sp, off, len, &dst[j]) < 0)
                         break;
+                atomic_fetch_add_explicit(&job->done_bytes, len, memory_order_relaxed);
         }
         be->cuStreamSynchronize(l->stream); /* nothing may still write into the buffers */
+        atomic_fetch_sub(&job->lanes_left, 1);
         return NULL;
 }
 
@@ -472,11 +480,13 @@ static void *restore_lane(void *arg)
                                  sp->addr + off, (int)r);
                         break;
                 }
+                atomic_fetch_add_explicit(&job->done_bytes, len, memory_order_relaxed);
         }
         /* the data must be in place, and the buffers free */
         CUresult r = be->cuStreamSynchronize(l->stream);
         if (r != CUDA_SUCCESS)
                 job_fail(job, -EIO, "writing device memory failed (CUresult %d)", (int)r);
+        atomic_fetch_sub(&job->lanes_left, 1);
         return NULL;
 }
 
@@ -493,9 +503,11 @@ static int run(struct lupw_session *s, struct job *job, void *(*lane_fn)(void *)
                 snprintf(why, whylen, "out of memory");
                 return -ENOMEM;
         }
-        for (size_t i = 0; i < job->n_spans; i++)
+        for (size_t i = 0; i < job->n_spans; i++) {
                 job->first_unit[i + 1] =
                         job->first_unit[i] + (job->spans[i].size + LUPW_LANE_UNIT - 1) / LUPW_LANE_UNIT;
+                job->total_bytes += job->spans[i].size;
+        }
         job->n_units = job->first_unit[job->n_spans];
         if (job->n_units == 0) {
                 free(job->first_unit);
@@ -519,15 +531,26 @@ static int run(struct lupw_session *s, struct job *job, void *(*lane_fn)(void *)
                 snprintf(why, whylen, "out of memory");
                 goto out;
         }
+        lupw_progress(s, job->phase, 0, job->total_bytes);
         for (unsigned i = 0; i < job->k; i++) {
                 args[i] = (struct lane_arg){ .job = job, .idx = i };
+                atomic_fetch_add(&job->lanes_left, 1);
                 int e = pthread_create(&args[i].thread, NULL, lane_fn, &args[i]);
                 if (e) {
+                        atomic_fetch_sub(&job->lanes_left, 1);
                         job_fail(job, -e, "cannot start a lane thread: %s", strerror(e));
                         break;
                 }
                 args[i].started = true;
         }
+        /* progress while the lanes work (worker/stats.c paces the reports) */
+        while (atomic_load(&job->lanes_left) > 0) {
+                struct timespec ts = { .tv_nsec = 100 * 1000 * 1000 };
+                nanosleep(&ts, NULL);
+                lupw_progress(s, job->phase, atomic_load_explicit(&job->done_bytes, memory_order_relaxed),
+                              job->total_bytes);
+        }
+        lupw_progress(s, job->phase, atomic_load(&job->done_bytes), job->total_bytes);
         for (unsigned i = 0; i < job->k; i++)
                 if (args[i].started)
                         pthread_join(args[i].thread, NULL);
@@ -548,7 +571,7 @@ out:
 int lupw_lanes_save(struct lupw_session *s, struct lupine_ckpt_save *save, struct lupw_mem_span *spans, size_t n,
                     char *why, size_t whylen)
 {
-        struct job job = { .save = save, .spans = spans, .n_spans = n };
+        struct job job = { .save = save, .spans = spans, .n_spans = n, .phase = LUPD_WORK_CHECKPOINT };
         job.concurrent = (lupine_provider_caps(s->ckpt.ops) & LUPINE_CKPT_CAP_CONCURRENT_WRITE) != 0;
         job.direct = job.concurrent && direct_ready(s);
         /* the memory does not change during a save: hash it where it is */
@@ -578,7 +601,7 @@ unsigned lupw_lanes_used(const struct lupw_session *s)
 int lupw_lanes_restore(struct lupw_session *s, struct lupine_ckpt_load *ld, struct lupw_mem_span *spans, size_t n,
                        char *why, size_t whylen)
 {
-        struct job job = { .ld = ld, .spans = spans, .n_spans = n };
+        struct job job = { .ld = ld, .spans = spans, .n_spans = n, .phase = LUPD_WORK_RESTORE };
         job.concurrent = (lupine_provider_caps(s->ckpt.ops) & LUPINE_CKPT_CAP_CONCURRENT_READ) != 0;
         /* spans the GPU can hash are checked once they are in place */
         lupw_piece_hash_plan(s, spans, n);

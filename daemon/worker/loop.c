@@ -32,7 +32,12 @@
 #include "worker/session.h"
 
 #define OUT_CAP (256u * 1024u)
-enum { UD_RECV = 1, UD_CTL = 2, UD_TTL = 3 };
+enum {
+        UD_RECV = 1,
+        UD_CTL = 2,
+        UD_TTL = 3,
+        UD_STATS = 4
+};
 
 static uint64_t ud_make(int kind, uint64_t gen)
 {
@@ -411,6 +416,7 @@ static void handle_ctl(struct lupw_session *s)
 static void input_arrived(struct lupw_session *s, size_t n)
 {
         s->rx.len += n;
+        s->stats.bytes_in += n;
         int rc = lupw_process_input(s);
         if (rc < 0) {
                 /* -EPIPE: the client stopped reading, and what it missed is
@@ -437,6 +443,31 @@ static void tls_input(struct lupw_session *s)
                 detach(s, "disconnected");
         else if (k != -EAGAIN)
                 detach(s, lup_tls_error(s->tls));
+}
+
+/* The detached session's TTL, and the wake-up for a report the worker
+ * owes its supervisor (worker/stats.c) before it sleeps. */
+static void arm_timers(struct lupw_session *s)
+{
+        struct io_uring_sqe *sqe;
+
+        if (s->fd < 0 && !s->loop.ttl_armed) {
+                s->loop.ttl.tv_sec = detach_ttl_s(s);
+                s->loop.ttl.tv_nsec = 0;
+                sqe = io_uring_get_sqe(&s->loop.ring);
+                io_uring_prep_timeout(sqe, &s->loop.ttl, 0, 0);
+                io_uring_sqe_set_data64(sqe, ud_make(UD_TTL, s->loop.conn_gen));
+                s->loop.ttl_armed = true;
+        }
+        uint64_t stats_due = lupw_stats_tick(s);
+        if (stats_due && !s->loop.stats_armed) {
+                s->loop.stats_ts.tv_sec = (long long)(stats_due / 1000000000u);
+                s->loop.stats_ts.tv_nsec = (long long)(stats_due % 1000000000u);
+                sqe = io_uring_get_sqe(&s->loop.ring);
+                io_uring_prep_timeout(sqe, &s->loop.stats_ts, 0, 0);
+                io_uring_sqe_set_data64(sqe, ud_make(UD_STATS, 0));
+                s->loop.stats_armed = true;
+        }
 }
 
 static int serve(struct lupw_session *s)
@@ -489,14 +520,7 @@ static int serve(struct lupw_session *s)
                         io_uring_sqe_set_data64(sqe, ud_make(UD_CTL, 0));
                         s->loop.ctl_armed = true;
                 }
-                if (s->fd < 0 && !s->loop.ttl_armed) {
-                        s->loop.ttl.tv_sec = detach_ttl_s(s);
-                        s->loop.ttl.tv_nsec = 0;
-                        sqe = io_uring_get_sqe(&s->loop.ring);
-                        io_uring_prep_timeout(sqe, &s->loop.ttl, 0, 0);
-                        io_uring_sqe_set_data64(sqe, ud_make(UD_TTL, s->loop.conn_gen));
-                        s->loop.ttl_armed = true;
-                }
+                arm_timers(s);
                 struct io_uring_cqe *cqe;
                 lupw_tx_busy(s, false); /* idle: no heartbeats needed */
                 int rc = io_uring_submit_and_wait(&s->loop.ring, 1);
@@ -532,6 +556,8 @@ static int serve(struct lupw_session *s)
                         } else if (kind == UD_CTL) {
                                 s->loop.ctl_armed = false;
                                 handle_ctl(s);
+                        } else if (kind == UD_STATS) {
+                                s->loop.stats_armed = false; /* the report goes before the next sleep */
                         } else if (kind == UD_TTL) {
                                 if (gen != s->loop.conn_gen || s->fd >= 0)
                                         continue;

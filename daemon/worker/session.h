@@ -260,10 +260,24 @@ struct lupw_loop {
         bool stop;
         int exit_status;
         uint64_t conn_gen; /* bumped whenever the connection is replaced */
-        bool recv_armed, ctl_armed, ttl_armed;
+        bool recv_armed, ctl_armed, ttl_armed, stats_armed;
+        struct __kernel_timespec stats_ts;
         bool stale_recv; /* a dropped connection's recv has not completed yet (drop_connection) */
         struct __kernel_timespec ttl;
         uint64_t detached_since;
+};
+
+/* What the worker reports to the supervisor (worker/stats.c, LUPD_CTL_STATS). */
+struct lupw_stats {
+        _Atomic uint64_t bytes_out; /* sent to the client (lupw_send, any thread) */
+        uint64_t bytes_in;          /* received from it */
+        uint64_t sent_ns;           /* when the last report went */
+        uint64_t sent_calls, sent_in, sent_out, sent_mem, sent_epoch;
+        uint64_t ckpt_unix_ms; /* wall clock of the last committed checkpoint */
+        /* a checkpoint's or restore's progress */
+        int phase; /* LUPD_WORK_* */
+        uint64_t phase_start_ns, logged_ns;
+        unsigned logged_tenth; /* the last tenth of the bytes logged */
 };
 
 /* Checkpoints and drains (worker/ckpt.c, restore.c, hot.c, lanes.c). */
@@ -307,6 +321,7 @@ struct lupw_session {
         const char *why;   /* reason for closing the connection */
 
         struct lupw_memory mem;
+        struct lupw_stats stats;
         struct lupw_vmm vmm;
         struct lupw_contexts ctx;
         struct lupw_objects obj;
@@ -506,6 +521,20 @@ void lupw_tls_free(struct lupw_session *s);
  * 0, or -EINVAL (logged). */
 int lupw_tls_ctx_load(struct lupw_session *s);
 void lupw_ctl_send(struct lupw_session *s, uint32_t type, int32_t status, uint32_t slot, bool with_slot);
+
+/* ---- worker/stats.c */
+
+/* A report to the supervisor when a second has passed since the last and
+ * something changed (the loop calls it before it sleeps). Returns the ns
+ * until a report of what changed is due, or 0 when nothing waits: the
+ * loop then wakes for it, so an idle session's last numbers are told. */
+uint64_t lupw_stats_tick(struct lupw_session *s);
+/* Progress of a checkpoint or restore (phase LUPD_WORK_*): a log line at
+ * every tenth of the bytes or every 2 s, a report at most twice a second;
+ * done == total ends the phase with a line of the rate. */
+void lupw_progress(struct lupw_session *s, int phase, uint64_t done, uint64_t total);
+/* A checkpoint was committed now: the next report says so at once. */
+void lupw_stats_committed(struct lupw_session *s);
 
 /* worker/dispatch.c: executes every complete frame received: 0, -EPIPE when the client
  * stopped reading (it may resume), or another -errno for a protocol

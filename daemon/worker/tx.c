@@ -104,9 +104,13 @@ int lupw_send(struct lupw_session *s, struct iovec *iov, int iovcnt, bool stream
         int rc = -EPIPE;
         if (s->fd >= 0 && !t->broken) {
                 rc = conn_writev(s->fd, s->tls, iov, iovcnt);
-                if (rc == 0)
+                if (rc == 0) {
+                        size_t n = 0;
+                        for (int i = 0; i < iovcnt; i++)
+                                n += iov[i].iov_len;
                         atomic_store_explicit(&t->last_tx_ns, lup_now_ns(), memory_order_relaxed);
-                else
+                        atomic_fetch_add_explicit(&s->stats.bytes_out, n, memory_order_relaxed);
+                } else
                         t->broken = true; /* a timed-out write may have left half a frame */
         }
         /* Logged after the write, so the client does not wait for the copy

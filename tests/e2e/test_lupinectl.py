@@ -134,7 +134,9 @@ def test_status_and_refusals(exe, ctlexe, tmp):
                 break
             time.sleep(0.05)
         check("status with one session", r.returncode == 0 and "1 session(s)" in r.stdout and
-              re.search(r"^job1 +slot 0 +serving +pid \d+$", r.stdout, re.M) is not None, r.stdout + r.stderr)
+              re.search(r"^job1 +slot 0 +serving +pid \d+  tenant -  client unix:.+?  memory \d+ (B|KiB|MiB|GiB)  "
+                        r"\d+ calls/s  \d+ (B|KiB|MiB|GiB)/s  never checkpointed$", r.stdout, re.M) is not None,
+              r.stdout + r.stderr)
         r = ctl(ctlexe, "--socket", d.sock, "--json", "status")
         try:
             js = json.loads(r.stdout)
@@ -151,10 +153,14 @@ def test_status_and_refusals(exe, ctlexe, tmp):
                                                      "max_sessions", "sessions", "count", "limits",
                                                      "limit_hits"] and
                   js["limits"]["max_pending"] == 256 and js["limit_hits"]["max_pending"] == 0 and
-                  list(js["sessions"][0]) == ["name", "slot", "state", "pid"] and
+                  list(js["sessions"][0]) == ["name", "slot", "state", "pid", "tenant", "client", "calls",
+                                              "calls_per_s", "bytes_in", "bytes_out", "bytes_per_s", "memory",
+                                              "checkpoint_epoch", "checkpoint_age_s"] and
+                  js["sessions"][0]["tenant"] == "" and js["sessions"][0]["checkpoint_age_s"] == -1 and
                   isinstance(js["version"], str) and js["checkpoints"] is False and js["stopping"] is False and
                   js["max_sessions"] == 64 and js["sessions"][0]["slot"] == 0, r.stdout)
-            check("status --json is compact", r.stdout.startswith('{"version":"') and ", " not in r.stdout and
+            check("status --json is compact", r.stdout.startswith('{"version":"') and
+                  json.dumps(js, separators=(",", ":"), ensure_ascii=False) == r.stdout.strip() and
                   '"sessions":[{"name":"job1","slot":0,"state":"serving","pid":' in r.stdout, r.stdout)
 
         r = ctl(ctlexe, "--socket", d.sock, "drain")

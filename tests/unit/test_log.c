@@ -44,8 +44,8 @@ static void specs(void **state)
 
 static void bad_specs(void **state)
 {
-        static const char *const bad[] = { "", "loud", "net=", "=debug", "foo=debug", "info,", ",info",
-                                           "net=debug=x", "info,,net=debug", "INFO" };
+        static const char *const bad[] = { "",      "loud",  "net=",        "=debug",          "foo=debug",
+                                           "info,", ",info", "net=debug=x", "info,,net=debug", "INFO" };
         char why[160];
 
         (void)state;

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a worker tells its supervisor about its session (LUPD_CTL_STATS,
+ * daemon/ctl.h), for `lupinectl status`, the metrics and sd_notify's
+ * STATUS, and the progress lines of long checkpoints and restores.
+ *
+ * Reports are paced: at most one a second while the session works (none
+ * while it is idle: nothing changes then), and at most two a second while
+ * a checkpoint or restore moves. A report is one small datagram on the
+ * control socket; the supervisor reads them whenever they come.
+ */
+#define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "clock.h"
+#include "ctl.h"
+#include "log.h"
+#include "net.h"
+#include "worker/session.h"
+
+#define REPORT_EVERY_NS   1000000000ull /* while serving */
+#define PROGRESS_EVERY_NS 500000000ull  /* while checkpointing or restoring */
+#define LOG_EVERY_NS      2000000000ull
+
+static uint64_t memory_held(const struct lupw_session *s)
+{
+        uint64_t b = 0;
+        for (size_t i = 0; i < s->mem.n_chunks; i++)
+                b += s->mem.chunks[i].size;
+        return b;
+}
+
+static void report(struct lupw_session *s, uint64_t now, uint64_t done, uint64_t total)
+{
+        struct lupw_stats *st = &s->stats;
+        uint8_t b[LUPD_CTL_STATS_LEN];
+        uint64_t out = atomic_load_explicit(&st->bytes_out, memory_order_relaxed);
+        uint64_t mem = memory_held(s);
+
+        lup_put32(b, LUPD_CTL_STATS);
+        lup_put32(b + 4, (uint32_t)st->phase);
+        lup_put32(b + 8, (uint32_t)s->be.kind);
+        lup_put32(b + 12, 0);
+        lup_put64(b + 16, s->last_seq);
+        lup_put64(b + 24, st->bytes_in);
+        lup_put64(b + 32, out);
+        lup_put64(b + 40, mem);
+        lup_put64(b + 48, s->ckpt.epoch);
+        lup_put64(b + 56, st->ckpt_unix_ms);
+        lup_put64(b + 64, done);
+        lup_put64(b + 72, total);
+        /* never block the session on its supervisor: a full socket drops this one */
+        if (send(s->ctl_fd, b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+                return;
+        st->sent_ns = now;
+        st->sent_calls = s->last_seq;
+        st->sent_in = st->bytes_in;
+        st->sent_out = out;
+        st->sent_mem = mem;
+        st->sent_epoch = s->ckpt.epoch;
+}
+
+uint64_t lupw_stats_tick(struct lupw_session *s)
+{
+        struct lupw_stats *st = &s->stats;
+        uint64_t now = lup_now_ns();
+
+        if (s->ctl_fd < 0)
+                return 0;
+        if (st->sent_calls == s->last_seq && st->sent_in == st->bytes_in &&
+            st->sent_out == atomic_load_explicit(&st->bytes_out, memory_order_relaxed) &&
+            st->sent_epoch == s->ckpt.epoch && st->sent_mem == memory_held(s))
+                return 0;
+        if (now - st->sent_ns < REPORT_EVERY_NS)
+                return REPORT_EVERY_NS - (now - st->sent_ns);
+        report(s, now, 0, 0);
+        return 0;
+}
+
+void lupw_stats_committed(struct lupw_session *s)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        s->stats.ckpt_unix_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+        s->stats.sent_ns = 0; /* say so at the next tick */
+}
+
+static const char *phase_word(int phase)
+{
+        return phase == LUPD_WORK_RESTORE ? "restore" : "checkpoint";
+}
+
+void lupw_progress(struct lupw_session *s, int phase, uint64_t done, uint64_t total)
+{
+        struct lupw_stats *st = &s->stats;
+        uint64_t now = lup_now_ns();
+
+        if (st->phase != phase) { /* a new phase begins */
+                st->phase = phase;
+                st->phase_start_ns = now;
+                st->logged_ns = now;
+                st->logged_tenth = 0;
+        }
+        double secs = (double)(now - st->phase_start_ns) / 1e9;
+        double rate = secs > 0 ? (double)done / secs : 0; /* bytes/s */
+        unsigned tenth = total ? (unsigned)(done * 10 / total) : 10;
+        if (done >= total) {
+                if (total >= (64ull << 20))
+                        lup_info("session %s: %s: %.2f GiB in %.1f s (%.2f GB/s)", s->name, phase_word(phase),
+                                 (double)total / 1073741824.0, secs, rate / 1e9);
+                st->phase = LUPD_WORK_NONE;
+                report(s, now, 0, 0);
+                return;
+        }
+        /* a phase shorter than a second gets only its closing line */
+        if (now - st->phase_start_ns >= 1000000000ull &&
+            (tenth > st->logged_tenth || now - st->logged_ns >= LOG_EVERY_NS)) {
+                double eta = rate > 0 ? (double)(total - done) / rate : 0;
+                lup_info("session %s: %s: %u%%, %.2f of %.2f GiB, %.2f GB/s, about %.0f s left", s->name,
+                         phase_word(phase), (unsigned)(done * 100 / total), (double)done / 1073741824.0,
+                         (double)total / 1073741824.0, rate / 1e9, eta);
+                st->logged_tenth = tenth;
+                st->logged_ns = now;
+        }
+        if (now - st->sent_ns >= PROGRESS_EVERY_NS)
+                report(s, now, done, total);
+}

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""e2e: lupined --metrics, scraped by the real Prometheus server (issue 18).
+
+Usage: test_metrics.py LUPINED TESTS_DIR SHIM_DIR
+
+A client (e2e_bigsession) fills 1 GiB on the simulator and waits. Checks:
+- /metrics answers in the Prometheus text format: every sample line is
+  NAME{LABELS} VALUE under its family's HELP and TYPE lines;
+- lupine_up, the sessions by state, the session's memory (1 GiB), calls
+  and bytes, and the simulated GPU's temperature, power and memory;
+- other paths are 404, other methods 405, and garbage sent to the port
+  leaves the endpoint serving;
+- Debian's prometheus scrapes it every second and its query API answers
+  lupine_session_memory_bytes{session="met"} with 1 GiB, the target "up";
+- a bad --metrics address stops the daemon with a clear error.
+"""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lupwire as w  # noqa: E402
+
+check = w.Checks()
+GIB = 1 << 30
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (-?[0-9.e+]+|NaN|[+-]Inf)$')
+
+
+def get(url, method='GET'):
+    req = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.headers.get('Content-Type', ''), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, '', e.read().decode(errors='replace')
+    except OSError as e:
+        return None, '', str(e)
+
+
+def parse(text):
+    """{(name, labels): value} and the problems found."""
+    samples, problems, typed = {}, [], set()
+    for line in text.splitlines():
+        if line.startswith('# HELP ') or line.startswith('# TYPE '):
+            parts = line.split(' ', 3)
+            if line.startswith('# TYPE '):
+                typed.add(parts[2])
+            continue
+        m = SAMPLE.match(line)
+        if not m:
+            problems.append(line)
+            continue
+        if m.group(1) not in typed:
+            problems.append(f'no TYPE before {line}')
+        samples[(m.group(1), m.group(2) or '')] = float(m.group(3))
+    return samples, problems
+
+
+def value(samples, name, **labels):
+    for (n, l), v in samples.items():
+        if n == name and all(f'{k}="{x}"' in l for k, x in labels.items()):
+            return v
+    return None
+
+
+def prometheus_check(tmp, port):
+    prom = shutil.which('prometheus')
+    check('prometheus is installed (scripts/install-deps.sh installs it)', prom is not None)
+    if not prom:
+        return
+    web = w.free_port()
+    cfg = os.path.join(tmp, 'prometheus.yml')
+    with open(cfg, 'w') as f:
+        f.write('global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n'
+                'scrape_configs:\n  - job_name: lupined\n    static_configs:\n'
+                f'      - targets: ["127.0.0.1:{port}"]\n')
+    log = open(os.path.join(tmp, 'prometheus.log'), 'w')
+    p = subprocess.Popen([prom, f'--config.file={cfg}', f'--storage.tsdb.path={os.path.join(tmp, "tsdb")}',
+                          f'--web.listen-address=127.0.0.1:{web}'], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        query = urllib.parse.quote('lupine_session_memory_bytes{session="met"}')
+        got = None
+        deadline = time.time() + 60
+        while time.time() < deadline and got is None:
+            time.sleep(1)
+            code, _, body = get(f'http://127.0.0.1:{web}/api/v1/query?query={query}')
+            if code == 200:
+                res = json.loads(body)['data']['result']
+                if res:
+                    got = float(res[0]['value'][1])
+        check('prometheus: its query API answers the session\'s memory, 1 GiB', got is not None and got >= GIB,
+              str(got))
+        code, _, body = get(f'http://127.0.0.1:{web}/api/v1/targets')
+        ok = code == 200 and any(t.get('health') == 'up' for t in json.loads(body)['data']['activeTargets'])
+        check('prometheus: the lupined target is up', ok, body[:500])
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+        log.close()
+
+
+def main():
+    lupined, tests, shim = sys.argv[1:4]
+    with tempfile.TemporaryDirectory(prefix='lupine-metrics-') as tmp:
+        sock = os.path.join(tmp, 'd.sock')
+        port = w.free_port()
+        env = {k: v for k, v in os.environ.items() if k not in ('NOTIFY_SOCKET', 'LISTEN_FDS', 'LD_LIBRARY_PATH')}
+        log = open(os.path.join(tmp, 'd.log'), 'w')
+        d = subprocess.Popen([lupined, '--backend', 'sim', '--listen', f'unix:{sock}', '--metrics',
+                              f'127.0.0.1:{port}'], stdout=log, stderr=subprocess.STDOUT, env=env)
+        c = None
+        try:
+            check('the daemon serves /metrics', w.wait_port(port, d))
+            go = os.path.join(tmp, 'go')
+            cenv = dict(os.environ, LUPINE_SERVER=f'unix:{sock}', LUPINE_SESSION='met', LD_LIBRARY_PATH=shim)
+            c = subprocess.Popen([os.path.join(tests, 'e2e_bigsession'), '1', go], env=cenv, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            check('the client filled 1 GiB', c.stdout.readline().startswith('filled 1 GiB'))
+            url = f'http://127.0.0.1:{port}/metrics'
+            samples, problems, ctype = {}, [], ''
+            deadline = time.time() + 15
+            while time.time() < deadline:
+                code, ctype, text = get(url)
+                samples, problems = parse(text) if code == 200 else ({}, ['no answer'])
+                if (value(samples, 'lupine_session_received_bytes_total', session='met') or 0) >= GIB:
+                    break  # the worker's report after the fill
+                time.sleep(0.5)
+            check('/metrics: the text format, version 0.0.4', ctype.startswith('text/plain; version=0.0.4'), ctype)
+            check('/metrics: every sample is NAME{LABELS} VALUE after its TYPE', not problems, str(problems[:5]))
+            check('/metrics: lupine_up 1', value(samples, 'lupine_up') == 1)
+            check('/metrics: one serving session', value(samples, 'lupine_sessions', state='serving') == 1)
+            check('/metrics: the session holds 1 GiB',
+                  (value(samples, 'lupine_session_memory_bytes', session='met') or 0) >= GIB)
+            check('/metrics: its calls and received bytes',
+                  (value(samples, 'lupine_session_calls_total', session='met') or 0) >= 17 and
+                  (value(samples, 'lupine_session_received_bytes_total', session='met') or 0) >= GIB)
+            check('/metrics: the GPU\'s temperature, power and memory',
+                  value(samples, 'lupine_gpu_temperature_celsius', gpu='0') is not None and
+                  value(samples, 'lupine_gpu_power_watts', gpu='0') is not None and
+                  (value(samples, 'lupine_gpu_memory_total_bytes', gpu='0') or 0) > 0, str(list(samples)[:40]))
+            code, _, _ = get(f'http://127.0.0.1:{port}/other')
+            check('another path is 404', code == 404, str(code))
+            code, _, _ = get(url, method='POST')
+            check('another method is 405', code == 405, str(code))
+            for junk in (b'\x00' * 4096, b'GET /' + b'a' * 100000 + b' HTTP/1.1\r\n\r\n', b'GARBAGE\r\n\r\n'):
+                try:
+                    with socket.create_connection(('127.0.0.1', port), timeout=5) as s:
+                        s.sendall(junk)
+                        s.recv(100)
+                except OSError:
+                    pass
+            code, _, _ = get(url)
+            check('garbage sent to the port leaves /metrics serving', code == 200 and d.poll() is None)
+            prometheus_check(tmp, port)
+            open(go, 'w').close()
+            out, _ = c.communicate(timeout=120)
+            check('the client verified its memory', c.returncode == 0 and 'verified 1 GiB' in out, out[-300:])
+        finally:
+            if c and c.poll() is None:
+                c.kill()
+            d.terminate()
+            d.wait(timeout=60)
+            log.close()
+        r = subprocess.run([lupined, '--backend', 'sim', '--listen', f'unix:{sock}', '--metrics', 'unix:/x'],
+                           capture_output=True, text=True, timeout=30, env=env)
+        check('--metrics unix:/x: refused, saying what it expects',
+              r.returncode != 0 and 'expected HOST:PORT' in r.stderr, r.stderr[-500:])
+    sys.exit(1 if check.failed else 0)
+
+
+if __name__ == '__main__':
+    main()
