@@ -33,11 +33,40 @@ int lup_admin_request_check(const struct lup_hdr *h, char why[static LUP_ADMIN_W
                          (unsigned)h->flags);
                 return -EBADMSG;
         }
-        if (h->len != LUP_ADMIN_REQUEST_LEN) {
-                snprintf(why, LUP_ADMIN_WHY_SIZE, "ADMIN payload must be %u bytes, not %u", LUP_ADMIN_REQUEST_LEN,
-                         (unsigned)h->len);
+        if (h->len != LUP_ADMIN_REQUEST_LEN && (h->len < 4 || h->len > 4 + LUP_ADMIN_MAX_ARG)) {
+                snprintf(why, LUP_ADMIN_WHY_SIZE, "ADMIN payload must be %u bytes, or 4 to %u, not %u",
+                         LUP_ADMIN_REQUEST_LEN, 4 + LUP_ADMIN_MAX_ARG, (unsigned)h->len);
                 return -EBADMSG;
         }
+        return 0;
+}
+
+size_t lup_admin_request_encode_arg(uint8_t out[static LUP_ADMIN_REQUEST_MAX], uint16_t cmd, const char *arg, size_t n)
+{
+        if (n > LUP_ADMIN_MAX_ARG)
+                n = LUP_ADMIN_MAX_ARG;
+        struct lup_hdr h = { .op = LUP_OP_ADMIN, .flags = LUP_F_SYNC, .len = (uint32_t)(4 + n) };
+
+        lup_hdr_encode(out, &h);
+        lup_put16(out + LUP_HDR_SIZE, cmd);
+        lup_put16(out + LUP_HDR_SIZE + 2, (uint16_t)n);
+        memcpy(out + LUP_HDR_SIZE + 4, arg, n);
+        return LUP_HDR_SIZE + 4 + n;
+}
+
+int lup_admin_request_decode_arg(const uint8_t *p, size_t n, uint16_t *ret_cmd, char *arg, size_t cap)
+{
+        struct lup_rd rd = lup_rd_init(p, n);
+        uint16_t cmd, len = 0;
+
+        lup_rd_u16(&rd, &cmd);
+        if (n > 2)
+                lup_rd_u16(&rd, &len);
+        if (rd.err || (n > 2 && (size_t)len != n - 4) || (size_t)len >= cap || memchr(p + 4, 0, len))
+                return -EBADMSG;
+        memcpy(arg, p + 4, len);
+        arg[len] = 0;
+        *ret_cmd = cmd;
         return 0;
 }
 
@@ -232,6 +261,25 @@ int lup_admin_status_encode(const struct lup_admin_status *st, char **ret_text, 
 out_put:
         json_object_put(top);
         return r;
+}
+
+int lup_admin_session_encode(const struct lup_admin_session *se, char **ret_text, size_t *ret_len)
+{
+        struct json_object *arr = json_object_new_array();
+        const char *s;
+        size_t len;
+        int r;
+
+        if (!arr)
+                return -ENOMEM;
+        r = session_encode(arr, se);
+        s = r == 0 ? json_object_to_json_string_length(json_object_array_get_idx(arr, 0),
+                                                       JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len)
+                   : NULL;
+        *ret_text = s ? strndup(s, len) : NULL;
+        *ret_len = len;
+        json_object_put(arr);
+        return *ret_text ? 0 : -ENOMEM;
 }
 
 /* ---- STATUS: decoding */

@@ -18,20 +18,31 @@
 
 #include "lupine/wire.h"
 
-/* The request payload: exactly one u16 (LUP_ADMIN_*). */
+/* The request payload: one u16 (LUP_ADMIN_*), and for the commands that
+ * take one, an argument: u16 n, then n bytes of text (no NUL). */
 #define LUP_ADMIN_REQUEST_LEN  2u
 #define LUP_ADMIN_REQUEST_SIZE (LUP_HDR_SIZE + LUP_ADMIN_REQUEST_LEN)
+#define LUP_ADMIN_MAX_ARG      1024u
+#define LUP_ADMIN_REQUEST_MAX  (LUP_HDR_SIZE + 4u + LUP_ADMIN_MAX_ARG)
 /* Room for lup_admin_request_check's reason. */
 #define LUP_ADMIN_WHY_SIZE     96u
 
 /* The whole request frame for `cmd`: a synchronous ADMIN header, seq 0. */
 void lup_admin_request_encode(uint8_t out[static LUP_ADMIN_REQUEST_SIZE], uint16_t cmd);
+/* The same with an argument of n bytes (n <= LUP_ADMIN_MAX_ARG) into
+ * out[LUP_ADMIN_REQUEST_MAX]; the frame's length. */
+size_t lup_admin_request_encode_arg(uint8_t out[static LUP_ADMIN_REQUEST_MAX], uint16_t cmd, const char *arg, size_t n);
 /* The checks a request's header must pass before a payload byte is read:
- * synchronous, not a reply, LUP_ADMIN_REQUEST_LEN bytes. Returns 0, or
- * -EBADMSG with the reason (naming the value found) in why. */
+ * synchronous, not a reply, LUP_ADMIN_REQUEST_LEN bytes or 4 to 4 +
+ * LUP_ADMIN_MAX_ARG. Returns 0, or -EBADMSG with the reason (naming the
+ * value found) in why. */
 int lup_admin_request_check(const struct lup_hdr *h, char why[static LUP_ADMIN_WHY_SIZE]);
 /* The payload: *ret_cmd, or -EBADMSG. The command is not judged here. */
 int lup_admin_request_decode(const uint8_t *p, size_t n, uint16_t *ret_cmd);
+/* The command and its argument, copied NUL-terminated into arg[cap] ("" when
+ * there is none). -EBADMSG for a length that does not match, a NUL inside,
+ * or an argument longer than cap - 1. */
+int lup_admin_request_decode_arg(const uint8_t *p, size_t n, uint16_t *ret_cmd, char *arg, size_t cap);
 
 /* Bytes of a reply frame carrying n bytes of text. */
 #define LUP_ADMIN_REPLY_SIZE(n) (LUP_HDR_SIZE + 2u + (size_t)(n))
@@ -92,6 +103,8 @@ struct lup_admin_status {
  * *ret_text of *ret_len bytes (the caller frees it). Returns 0, -EINVAL
  * (st->n out of range) or -ENOMEM. */
 int lup_admin_status_encode(const struct lup_admin_status *st, char **ret_text, size_t *ret_len);
+/* One session's JSON object, as STATUS has it (lupinectl sessions show). */
+int lup_admin_session_encode(const struct lup_admin_session *se, char **ret_text, size_t *ret_len);
 /* Reads a STATUS reply of n bytes into *ret (zeroed first). Keys it does
  * not know are skipped and missing ones stay zero, so a daemon of another
  * version still reads. Anything but one JSON object (whitespace aside), a

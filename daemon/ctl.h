@@ -33,7 +33,10 @@
  *   LUPD_CTL_DETACHED (worker -> supervisor): u32 type, i32 status (0)
  *     The client connection was lost without a GOODBYE. The worker keeps the
  *     session for --session-ttl seconds, waiting for an ATTACH.
- *   LUPD_CTL_SHUTDOWN (supervisor -> worker): u32 type
+ *   LUPD_CTL_LOG_LEVELS (supervisor -> worker): u32 type, then the new
+ *     --log-level spec (no NUL; lupinectl config set log_level ...).
+ *   LUPD_CTL_SHUTDOWN (supervisor -> worker): u32 type [, u32 flags
+ *     (LUPD_SHUTDOWN_FORGET)]
  *     The worker says GOODBYE to its client and exits 0 (no checkpoint).
  *   LUPD_CTL_DRAIN (supervisor -> worker): u32 type [, u32 flags]
  *     Drain: stop reading frames, finish the ones already received,
@@ -116,7 +119,11 @@ enum lupd_ctl_type {
         LUPD_CTL_CONN = 12,
         LUPD_CTL_HOT_END = 13,
         LUPD_CTL_STATS = 14,
+        LUPD_CTL_LOG_LEVELS = 15,
 };
+
+/* LUPD_CTL_SHUTDOWN's optional u32 flags */
+#define LUPD_SHUTDOWN_FORGET 1u /* delete the session's checkpoint first (lupinectl sessions kill --delete) */
 
 /* LUPD_CTL_STATS */
 #define LUPD_CTL_STATS_LEN 80u

@@ -227,7 +227,15 @@ enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
  *   u16 text_len, text (UTF-8): STATUS: a JSON object; otherwise a message.
  * The server then closes the connection.
  */
-enum lup_admin_cmd { LUP_ADMIN_STATUS = 1, LUP_ADMIN_DRAIN = 2, LUP_ADMIN_UPGRADE = 3 };
+enum lup_admin_cmd {
+        LUP_ADMIN_STATUS = 1,
+        LUP_ADMIN_DRAIN = 2,
+        LUP_ADMIN_UPGRADE = 3,
+        LUP_ADMIN_INFO = 4,        /* the host's GPUs, as JSON */
+        LUP_ADMIN_KILL = 5,        /* argument "keep:NAME" or "delete:NAME" */
+        LUP_ADMIN_CONFIG_SHOW = 6, /* what can change at run time, as JSON */
+        LUP_ADMIN_CONFIG_SET = 7,  /* argument "KEY=VALUE" */
+};
 #define LUP_ADMIN_MAX_TEXT 65535u /* what a u16 prefix can carry */
 
 #define LUP_LAUNCH_COOPERATIVE 1u

@@ -60,7 +60,7 @@ int sup_admin_check_header(struct sup *s, int idx)
 }
 
 /* The reply frame: status 0 and the text. Returns 0 or -errno. */
-static int admin_send_reply(const struct conn *c, const char *text, size_t n)
+int sup_admin_reply(const struct conn *c, const char *text, size_t n)
 {
         size_t len;
         uint8_t *frame;
@@ -211,7 +211,7 @@ static void admin_status(struct sup *s, int idx)
                                LUP_ADMIN_MAX_TEXT);
                 return;
         }
-        r = admin_send_reply(&s->conns[idx], text, len);
+        r = sup_admin_reply(&s->conns[idx], text, len);
         free(text);
         if (r < 0)
                 sup_conn_close(s, idx, 0, "ADMIN STATUS: cannot send the reply: %s", strerror(-r));
@@ -241,7 +241,7 @@ static void admin_drain(struct sup *s, int idx)
                  "draining: checkpointing %d session(s) (at most %d s, --drain-timeout); lupined exits when done",
                  n, s->cfg->drain_timeout_s);
         snprintf(why, sizeof(why), "ADMIN DRAIN from %s", s->conns[idx].peer);
-        r = admin_send_reply(&s->conns[idx], msg, strlen(msg));
+        r = sup_admin_reply(&s->conns[idx], msg, strlen(msg));
         if (r < 0) {
                 /* The operator cannot learn that the drain began: do not begin it. */
                 sup_conn_close(s, idx, 0, "ADMIN DRAIN: cannot send the reply: %s; not draining", strerror(-r));
@@ -269,7 +269,7 @@ static void admin_upgrade(struct sup *s, int idx)
                  "upgrading: draining every session (connections and device memory kept), then re-executing %.300s",
                  s->cfg->self_exe);
         snprintf(why, sizeof(why), "ADMIN UPGRADE from %s", s->conns[idx].peer);
-        r = admin_send_reply(&s->conns[idx], msg, strlen(msg));
+        r = sup_admin_reply(&s->conns[idx], msg, strlen(msg));
         if (r < 0) {
                 sup_conn_close(s, idx, 0, "ADMIN UPGRADE: cannot send the reply: %s; not upgrading", strerror(-r));
                 return;
@@ -284,8 +284,9 @@ void sup_admin_run(struct sup *s, int idx)
 {
         struct conn *c = &s->conns[idx];
         uint16_t cmd;
+        char arg[LUP_ADMIN_MAX_ARG + 1];
 
-        if (lup_admin_request_decode(c->payload, c->hdr.len, &cmd) < 0) {
+        if (lup_admin_request_decode_arg(c->payload, c->hdr.len, &cmd, arg, sizeof(arg)) < 0) {
                 sup_conn_close(s, idx, EINVAL, "malformed ADMIN request");
                 return;
         }
@@ -300,7 +301,8 @@ void sup_admin_run(struct sup *s, int idx)
                 admin_upgrade(s, idx);
                 return;
         default:
-                sup_conn_close(s, idx, EINVAL, "unknown ADMIN command %u", (unsigned)cmd);
+                if (!sup_admin_ops_run(s, idx, cmd, arg))
+                        sup_conn_close(s, idx, EINVAL, "unknown ADMIN command %u", (unsigned)cmd);
                 return;
         }
 }

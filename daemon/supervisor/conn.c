@@ -260,9 +260,23 @@ static int conn_take(struct sup *s, int idx)
                 sup_admin_run(s, idx);
         else if (c->hdr.op == LUP_OP_NVML)
                 sup_nvml_run(s, idx);
+        else if (!s->serving)
+                c->parked = true; /* a session may be the one being restored: after the restore */
         else
                 conn_hello(s, idx);
         return 0;
+}
+
+void sup_conn_unpark(struct sup *s)
+{
+        for (int i = 0; i < LUPD_MAX_PENDING; i++) {
+                struct conn *c = &s->conns[i];
+                if (c->fd < 0 || c->closing || !c->parked)
+                        continue;
+                c->parked = false;
+                c->deadline = sup_now_ms() + (uint64_t)s->cfg->hello_timeout_ms;
+                conn_hello(s, i);
+        }
 }
 
 /* Before the TLS handshake: a plaintext lupine client on a TLS port gets a

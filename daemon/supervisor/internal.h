@@ -109,6 +109,7 @@ struct conn {
         bool recv_busy;         /* a recv into this slot is in flight */
         bool closing;           /* dropped; fd is closed when that recv completes */
         bool have_hdr;          /* hdr is decoded; now reading the payload */
+        bool parked;            /* a whole HELLO that waits for the restore to end */
         bool unix_listener;     /* accepted on a UNIX socket (ADMIN is allowed there) */
         bool loopback;          /* a TCP peer on a loopback address */
         uint32_t peer_uid;      /* UNIX socket: the peer's uid (SO_PEERCRED) */
@@ -294,6 +295,9 @@ void sup_conn_close(struct sup *s, int idx, uint32_t refuse_status, const char *
 /* The same for a connection that did what it came for (a status poll):
  * logged at debug only, so that polls do not fill the log. */
 void sup_conn_done(struct sup *s, int idx, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The HELLOs that arrived on UNIX sockets while sessions were restored,
+ * handled now that the daemon serves. */
+void sup_conn_unpark(struct sup *s);
 /* Frees slot idx, or, while a recv still targets its buffer, cancels that
  * recv and lets sup_conn_on_recv() finish the job. Logs nothing: a
  * connection handed to a worker goes this way too. */
@@ -345,6 +349,10 @@ void sup_worker_kill(struct sup *s, int idx);
 /* A bare u32 control message (SHUTDOWN, DRAIN) to worker idx, without
  * blocking. Returns 0 or -errno. */
 int sup_worker_send(struct sup *s, int idx, uint32_t type);
+/* The same with a u32 after the type (SHUTDOWN's flags). */
+int sup_worker_send_arg(struct sup *s, int idx, uint32_t type, uint32_t arg);
+/* cfg->log_levels to every live worker (LUPD_CTL_LOG_LEVELS); how many got it. */
+int sup_workers_log_levels(struct sup *s);
 /* "exited with status 3", "killed by signal 9" for a wait status. */
 void sup_describe_wait(int st, char *out, size_t cap);
 
@@ -466,6 +474,14 @@ void sup_restore_progress(struct sup *s);
 
 /* The word STATUS and the metrics use for a phase (docs/protocol.md). */
 const char *sup_admin_state_name(enum lupd_session_phase phase);
+/* A successful ADMIN reply with text[0..n) on connection c. 0 or -errno. */
+int sup_admin_reply(const struct conn *c, const char *text, size_t n);
+
+/* ---- supervisor/admin_ops.c */
+
+/* INFO, KILL, CONFIG_SHOW, CONFIG_SET on connection idx; false for a
+ * command that is not one of them. */
+bool sup_admin_ops_run(struct sup *s, int idx, uint16_t cmd, const char *arg);
 
 /* ---- supervisor/metrics.c (--metrics) */
 

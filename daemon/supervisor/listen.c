@@ -36,7 +36,9 @@ void sup_listener_arm(struct sup *s, int li)
         struct listener *l = &s->listeners[li];
         struct io_uring_sqe *sqe;
 
-        if (l->fd < 0 || l->armed || s->stopping || !s->serving)
+        /* While sessions are restored, the UNIX sockets already accept, so
+         * that lupinectl gets answers; a HELLO there waits (supervisor/conn.c). */
+        if (l->fd < 0 || l->armed || s->stopping || (!s->serving && !(s->restoring && l->ep->family == AF_UNIX)))
                 return;
         sqe = sup_sqe(s);
         if (!sqe) {
@@ -316,6 +318,7 @@ void sup_serving_begin(struct sup *s)
         s->serving = true;
         for (int i = 0; i < s->n_listeners; i++)
                 sup_listener_arm(s, i);
+        sup_conn_unpark(s);
         if (s->checkpoints)
                 lup_clogf(LUP_LOGC_CORE, LUP_LOG_INFO,
                           "lupined %s ready: backend %s, at most %d sessions, checkpoints via %s%s, drain "

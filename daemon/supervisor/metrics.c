@@ -52,7 +52,7 @@ struct mhd_api {
 static struct mhd_api mhd;
 static struct MHD_Daemon *daemon_h;
 static pthread_mutex_t text_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *text;   /* the latest exposition, under text_lock */
+static char *text; /* the latest exposition, under text_lock */
 static size_t text_len;
 static uint64_t built_ms;
 static uint64_t scrapes; /* under text_lock */
@@ -106,7 +106,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
                 pthread_mutex_unlock(&text_lock);
         }
         if (code == MHD_HTTP_OK)
-                r = mhd.from_buffer(len, body ? body : (void *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+                r = mhd.from_buffer(len, body ? body : (void *)"",
+                                    body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
         else
                 r = mhd.from_buffer(strlen(not_found), not_found, MHD_RESPMEM_PERSISTENT);
         if (!r) {
@@ -243,8 +244,7 @@ static void daemon_metrics(struct out *o, struct sup *s)
 }
 
 /* One family: a value per session that has reported. */
-static void per_session(struct out *o, struct sup *s, const char *name, const char *type, const char *help,
-                        int which)
+static void per_session(struct out *o, struct sup *s, const char *name, const char *type, const char *help, int which)
 {
         char lname[2 * LUP_MAX_NAME + 8], ltenant[64];
 
@@ -258,11 +258,11 @@ static void per_session(struct out *o, struct sup *s, const char *name, const ch
                 char tenant[24] = "";
                 if (tl)
                         snprintf(tenant, sizeof(tenant), "%.*s", (int)tl - 2, se->name + 1);
-                uint64_t v = which == 0 ? st->calls
-                           : which == 1 ? st->bytes_in
-                           : which == 2 ? st->bytes_out
-                           : which == 3 ? st->mem
-                                        : st->epoch;
+                uint64_t v = which == 0   ? st->calls
+                             : which == 1 ? st->bytes_in
+                             : which == 2 ? st->bytes_out
+                             : which == 3 ? st->mem
+                                          : st->epoch;
                 put(o, "%s{session=\"%s\",tenant=\"%s\"} %llu\n", name, label(se->name + tl, lname, sizeof(lname)),
                     label(tenant, ltenant, sizeof(ltenant)), (unsigned long long)v);
         }

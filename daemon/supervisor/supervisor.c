@@ -198,7 +198,7 @@ static void on_tick(struct sup *s)
         sup_metrics_update(s, now, false);
         for (int i = 0; i < LUPD_MAX_PENDING; i++) {
                 struct conn *c = &s->conns[i];
-                if (c->fd >= 0 && !c->closing && now >= c->deadline)
+                if (c->fd >= 0 && !c->closing && !c->parked && now >= c->deadline)
                         sup_conn_close(s, i, 0, "no HELLO within %d ms", s->cfg->hello_timeout_ms);
         }
         for (int i = 0; i < s->n_listeners; i++)
@@ -505,6 +505,8 @@ int supervisor_main(struct lupd_config *cfg)
                 r = sup_restore_start(s);
                 if (r < 0)
                         goto out_kill_workers;
+                for (int i = 0; i < s->n_listeners && s->restoring; i++)
+                        sup_listener_arm(s, i); /* the UNIX ones: lupinectl during the restore */
         }
         /* Nothing is restoring (no provider, or nothing to restore): no
          * inherited fd will be claimed. Otherwise supervisor/restore.c

@@ -274,6 +274,38 @@ int sup_worker_send(struct sup *s, int idx, uint32_t type)
         return 0;
 }
 
+int sup_worker_send_arg(struct sup *s, int idx, uint32_t type, uint32_t arg)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        uint8_t msg[8];
+
+        if (se->ctl_fd < 0)
+                return -EBADF;
+        lup_put32(msg, type);
+        lup_put32(msg + 4, arg);
+        if (send(se->ctl_fd, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+                return -errno;
+        return 0;
+}
+
+int sup_workers_log_levels(struct sup *s)
+{
+        uint8_t msg[4 + sizeof(s->cfg->log_levels)];
+        size_t n = strlen(s->cfg->log_levels);
+        int told = 0;
+
+        lup_put32(msg, LUPD_CTL_LOG_LEVELS);
+        memcpy(msg + 4, s->cfg->log_levels, n);
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
+                struct lupd_session *se = &s->reg.s[i];
+                if (se->state != LUPD_SESSION_LIVE || se->ctl_fd < 0 || se->ctl_eof)
+                        continue;
+                if (send(se->ctl_fd, msg, 4 + n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)(4 + n))
+                        told++;
+        }
+        return told;
+}
+
 int sup_workers_shutdown(struct sup *s)
 {
         int n = 0;

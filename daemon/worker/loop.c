@@ -393,9 +393,21 @@ static void handle_ctl(struct lupw_session *s)
         switch (type) {
         case LUPD_CTL_SHUTDOWN:
                 lup_info("session %s: shutting down at the supervisor's request", s->name);
+                if (n >= 8 && (lup_le32(msg + 4) & LUPD_SHUTDOWN_FORGET))
+                        lupw_forget_checkpoint(s);
                 send_goodbye(s);
                 s->loop.stop = true;
                 break;
+        case LUPD_CTL_LOG_LEVELS: {
+                char spec[300], why[160];
+                if (n - 4 < (int)sizeof(spec)) {
+                        memcpy(spec, msg + 4, (size_t)n - 4);
+                        spec[n - 4] = 0;
+                        if (lup_log_set_levels(spec, why, sizeof(why)) < 0)
+                                lup_warn("session %s: log levels '%s' from the supervisor: %s", s->name, spec, why);
+                }
+                break;
+        }
         case LUPD_CTL_DRAIN:
                 /* carried out by the loop, once this batch of completions
                  * is consumed (an upgrade's drain waits on the ring) */

@@ -232,6 +232,86 @@ def test_drain(exe, ctlexe, tmp):
         d.close()
 
 
+def test_more_commands(exe, ctlexe, tmp):
+    """info, config show/set, sessions show/kill, --version, -d, ADMIN arguments."""
+    ck = os.path.join(tmp, "more-ck")
+    d = Daemon(exe, tmp, "more", ["--checkpoint-dir", ck])
+    try:
+        if not d.wait_log(r"lupined \S+ ready"):
+            check("daemon starts (more commands)", False, d.log())
+            return
+        r = ctl(ctlexe, "--version")
+        check("--version", r.returncode == 0 and re.match(r"^lupinectl \d+\.\d+\.\d+$", r.stdout.strip()), r.stdout)
+        r = ctl(ctlexe, "-s", d.sock, "info")
+        check("info: the simulated GPU, its UUID and memory", r.returncode == 0 and
+              "GPU 0: lupine simulated GPU #0 (sim)" in r.stdout and re.search(r"uuid +GPU-[0-9a-f-]{36}", r.stdout)
+              and "used of 16.00 GiB" in r.stdout and "ECC           on" in r.stdout, r.stdout + r.stderr)
+        r = ctl(ctlexe, "-s", d.sock, "--json", "info")
+        js = json.loads(r.stdout) if r.returncode == 0 else {}
+        check("info --json: driver, CUDA version, one GPU with its fields",
+              js.get("backend") == "sim" and js.get("cuda_version") == 13000 and len(js.get("gpus", [])) == 1 and
+              js["gpus"][0]["memory_total"] == 16 << 30 and js["gpus"][0]["temperature_c"] > 0, r.stdout)
+        r = ctl(ctlexe, "-s", d.sock, "-d", "0", "--json", "info")
+        check("info -d 0: that GPU's object", r.returncode == 0 and json.loads(r.stdout)["index"] == 0, r.stdout)
+        r = ctl(ctlexe, "-s", d.sock, "-d", "3", "info")
+        check("info -d 3 on a one-GPU host: exit 1, said", r.returncode == 1 and "no GPU 3" in r.stderr, r.stderr)
+        r = ctl(ctlexe, "-s", d.sock, "-d", "x", "info")
+        check("-d x: bad usage", r.returncode == 2, r.stderr)
+        r = ctl(ctlexe, "-s", d.sock, "--json", "config", "show")
+        js = json.loads(r.stdout) if r.returncode == 0 else {}
+        check("config show --json: the settings", js.get("log_level") == "info" and js.get("max_pending") == 256 and
+              js.get("drain_timeout_s") == 60, r.stdout)
+        r = ctl(ctlexe, "-s", d.sock, "config", "set", "drain_timeout_s", "90")
+        check("config set drain_timeout_s 90", r.returncode == 0 and "drain_timeout_s is 90" in r.stdout, r.stderr)
+        js = json.loads(ctl(ctlexe, "-s", d.sock, "--json", "config", "show").stdout)
+        check("... config show says 90", js["drain_timeout_s"] == 90, str(js))
+        for key, val, why in (("drain_timeout_s", "0", "expected a number from 1"),
+                              ("drain_timeout_s", "12x", "expected a number"),
+                              ("no_such_key", "1", "cannot be set"),
+                              ("log_level", "net=loud", "'loud' is not a level")):
+            r = ctl(ctlexe, "-s", d.sock, "config", "set", key, val)
+            check(f"config set {key} {val}: refused, saying why", r.returncode == 1 and why in r.stderr, r.stderr)
+        cs, _, _ = w.handshake(d.sock, "job2")
+        deadline = time.monotonic() + 10
+        while "serving" not in ctl(ctlexe, "-s", d.sock, "status").stdout and time.monotonic() < deadline:
+            time.sleep(0.05)
+        r = ctl(ctlexe, "-s", d.sock, "config", "set", "log_level", "debug")
+        check("config set log_level debug reaches the worker", r.returncode == 0 and "and 1 worker(s)" in r.stdout,
+              r.stdout + r.stderr)
+        ctl(ctlexe, "-s", d.sock, "status")
+        check("... and a status poll is now logged (at debug)", d.wait_log(r"debug: closing connection from .*ADMIN "
+                                                                             r"STATUS answered", 5), d.log()[-1500:])
+        r = ctl(ctlexe, "-s", d.sock, "sessions", "show", "job2")
+        check("sessions show job2", r.returncode == 0 and re.search(r"^session +job2$", r.stdout, re.M) and
+              re.search(r"^state +serving", r.stdout, re.M) and "checkpoint  none yet" in r.stdout, r.stdout)
+        r = ctl(ctlexe, "-s", d.sock, "--json", "sessions", "show", "job2")
+        check("sessions show --json: the session's object",
+              r.returncode == 0 and json.loads(r.stdout)["name"] == "job2", r.stdout)
+        r = ctl(ctlexe, "-s", d.sock, "sessions", "kill", "job2", "--delete")
+        check("sessions kill job2 --delete", r.returncode == 0 and "checkpoint is deleted" in r.stdout, r.stderr)
+        check("... the worker ends it", d.wait_log(r"session job2: shutting down at the supervisor's request", 10),
+              d.log()[-1500:])
+        deadline = time.monotonic() + 10
+        while "job2" in ctl(ctlexe, "-s", d.sock, "status").stdout and time.monotonic() < deadline:
+            time.sleep(0.1)
+        check("... and it is gone from status", "job2" not in ctl(ctlexe, "-s", d.sock, "status").stdout)
+        cs.close()
+        r = ctl(ctlexe, "-s", d.sock, "sessions", "kill", "nobody")
+        check("sessions kill of no such session: exit 1, said", r.returncode == 1 and "no session nobody" in r.stderr,
+              r.stderr)
+        r = ctl(ctlexe, "-s", d.sock, "sessions", "frob")
+        check("sessions frob: bad usage", r.returncode == 2, r.stderr)
+        # an ADMIN argument whose length does not match its prefix
+        bad = w.frame(OP_ADMIN, struct.pack("<HH", 5, 10) + b"keep:x", flags=w.F_SYNC)
+        h, text = raw_admin(d.sock, bad)
+        check("ADMIN argument of the wrong length: refused", h is not None and h["status"] == EINVAL, f"{h} {text!r}")
+        bad = w.frame(OP_ADMIN, struct.pack("<HH", 7, 3) + b"a\x00b", flags=w.F_SYNC)
+        h, text = raw_admin(d.sock, bad)
+        check("ADMIN argument with a NUL: refused", h is not None and h["status"] == EINVAL, f"{h} {text!r}")
+    finally:
+        d.close()
+
+
 def main():
     if len(sys.argv) != 3:
         print("usage: test_lupinectl.py LUPINED LUPINECTL", file=sys.stderr)
@@ -241,6 +321,7 @@ def main():
     try:
         test_usage(ctlexe, tmp)
         test_status_and_refusals(exe, ctlexe, tmp)
+        test_more_commands(exe, ctlexe, tmp)
         test_drain(exe, ctlexe, tmp)
     finally:
         if check.failed:

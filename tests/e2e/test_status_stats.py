@@ -104,6 +104,15 @@ def main():
               text[-2000:])
         d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         check('the new daemon starts', wait_for(lambda: os.path.exists(sock), 30) is not None)
+        # the UNIX socket answers status while the session is being restored
+        states = []
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            x = session(status(ctl, sock), 'big')
+            states.append(x['state'] if x else None)
+            if x and x['state'] != 'restoring':
+                break
+        check('status answers while the session is restored', 'restoring' in states, str(states[:5]))
         s = wait_for(lambda: (lambda x: x if x and x.get('checkpoint_epoch', 0) >= 1 else None)(
             session(status(ctl, sock), 'big')), 30)
         check('status after the restore: the checkpoint epoch', s is not None, json.dumps(status(ctl, sock)))

@@ -36,7 +36,7 @@ static void request_round_trip(void **state)
         h.flags = LUP_F_SYNC;
         h.len = 3;
         assert_int_equal(lup_admin_request_check(&h, why), -EBADMSG);
-        assert_string_equal(why, "ADMIN payload must be 2 bytes, not 3");
+        assert_string_equal(why, "ADMIN payload must be 2 bytes, or 4 to 1028, not 3");
         cmd = 7;
         assert_int_equal(lup_admin_request_decode(frame + LUP_HDR_SIZE, 1, &cmd), -EBADMSG);
         assert_int_equal(cmd, 7); /* untouched on failure */

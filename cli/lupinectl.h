@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lupinectl's parts: the exchange (ctl_call.c), the status and session
+ * commands (ctl_status.c), info and config (ctl_info.c), and main
+ * (lupinectl.c), which parses the options and picks the command.
+ */
+#ifndef LUPINECTL_H
+#define LUPINECTL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ctl_opts {
+        const char *socket; /* lupined's UNIX socket */
+        bool json;          /* print lupined's JSON as it came */
+        bool color;         /* words in color (a terminal, and no --no-color) */
+        bool verbose;       /* say what is sent and received, on stderr */
+        int device;         /* -d N: only GPU N (info); -1 for all */
+};
+
+/* Sends ADMIN cmd (with arg, or none when NULL) and reads the reply:
+ * *ret_status and the text, NUL-terminated, in a malloc'd *ret_text.
+ * Returns 0, or -1 after printing why. */
+int ctl_call(const struct ctl_opts *o, uint16_t cmd, const char *arg, uint32_t *ret_status, char **ret_text);
+/* ctl_call, then: a refusal is printed ("lupined refused to WHAT: ...")
+ * and is -1; otherwise the text is the caller's to free. */
+int ctl_call_ok(const struct ctl_opts *o, uint16_t cmd, const char *arg, const char *what, char **ret_text);
+
+/* Each command's exit status: 0 done, 1 failed, 2 bad usage. */
+int ctl_status(const struct ctl_opts *o);
+int ctl_sessions(const struct ctl_opts *o, int argc, char **argv);
+int ctl_info(const struct ctl_opts *o);
+int ctl_config(const struct ctl_opts *o, int argc, char **argv);
+/* drain, upgrade: the daemon's one-line answer */
+int ctl_simple(const struct ctl_opts *o, uint16_t cmd, const char *what);
+
+/* "1.25 GiB", "512 MiB", "0 B" */
+void ctl_human_bytes(double b, char *out, size_t cap);
+
+#endif

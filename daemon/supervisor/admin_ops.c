@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ADMIN commands beyond status, drain and upgrade (issue 18): INFO (the
+ * host's GPUs from the NVML snapshot, as JSON), KILL (end one session,
+ * keeping or deleting its checkpoint), CONFIG_SHOW and CONFIG_SET (what
+ * can change while lupined runs). docs/protocol.md, "ADMIN".
+ */
+#define LUP_LOG_CAT LUP_LOGC_ADMIN
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <json-c/json.h>
+
+#include "ctl.h"
+#include "log.h"
+#include "nvml_codec.h"
+#include "supervisor/internal.h"
+#include "supervisor/supervisor.h"
+
+/* The JSON text of obj as the reply, then obj is released. */
+static void reply_json(struct sup *s, int idx, struct json_object *obj, const char *what)
+{
+        size_t len = 0;
+        const char *t = obj ? json_object_to_json_string_length(obj, JSON_C_TO_STRING_PLAIN |
+                                                                         JSON_C_TO_STRING_NOSLASHESCAPE, &len)
+                            : NULL;
+        int r = t ? sup_admin_reply(&s->conns[idx], t, len) : -ENOMEM;
+
+        if (r < 0)
+                sup_conn_close(s, idx, 0, "ADMIN %s: cannot send the reply: %s", what, strerror(-r));
+        else
+                sup_conn_done(s, idx, "ADMIN %s answered", what);
+        json_object_put(obj);
+}
+
+/* NVML key k of device d: a number or string, or null when NVML had none. */
+static struct json_object *val(struct lup_nvml_dev *d, unsigned k)
+{
+        const struct lup_nvml_val *v = lup_nvml_devval(d, k);
+        if (!v || !v->present || v->ret != 0)
+                return NULL; /* json-c writes NULL as null */
+        return lup_nvml_key_is_str(k) ? json_object_new_string(v->str) : json_object_new_int64((int64_t)v->num);
+}
+
+static struct json_object *sys_val(struct lup_nvml_snapshot *snap, unsigned k)
+{
+        const struct lup_nvml_val *v = lup_nvml_sys(snap, k);
+        if (!v || !v->present || v->ret != 0)
+                return NULL;
+        return lup_nvml_key_is_str(k) ? json_object_new_string(v->str) : json_object_new_int64((int64_t)v->num);
+}
+
+static void admin_info(struct sup *s, int idx)
+{
+        static const struct {
+                const char *name;
+                unsigned key;
+        } keys[] = {
+                { "name", LUP_NVML_K_NAME },
+                { "uuid", LUP_NVML_K_UUID },
+                { "serial", LUP_NVML_K_SERIAL },
+                { "pci_bus_id", LUP_NVML_K_PCI_BUS_ID },
+                { "memory_total", LUP_NVML_K_MEM_TOTAL },
+                { "memory_used", LUP_NVML_K_MEM_USED },
+                { "compute_capability_major", LUP_NVML_K_CC_MAJOR },
+                { "compute_capability_minor", LUP_NVML_K_CC_MINOR },
+                { "clock_sm_mhz", LUP_NVML_K_CLK_SM },
+                { "clock_mem_mhz", LUP_NVML_K_CLK_MEM },
+                { "max_clock_sm_mhz", LUP_NVML_K_MAXCLK_SM },
+                { "max_clock_mem_mhz", LUP_NVML_K_MAXCLK_MEM },
+                { "power_mw", LUP_NVML_K_POWER },
+                { "power_limit_mw", LUP_NVML_K_POWER_LIMIT },
+                { "temperature_c", LUP_NVML_K_TEMP_GPU },
+                { "temperature_slowdown_c", LUP_NVML_K_TEMP_SLOWDOWN },
+                { "utilization_gpu", LUP_NVML_K_UTIL_GPU },
+                { "ecc_mode", LUP_NVML_K_ECC_CURRENT },
+                { "ecc_uncorrected_volatile", LUP_NVML_K_ECC_UNCORR_VOLATILE },
+                { "retired_pages_pending", LUP_NVML_K_RETIRED_PENDING },
+                { "remapped_rows_pending", LUP_NVML_K_REMAP_PENDING },
+                { "mig_mode", LUP_NVML_K_MIG_CURRENT },
+                { "persistence_mode", LUP_NVML_K_PERSISTENCE },
+                { "compute_mode", LUP_NVML_K_COMPUTE_MODE },
+                { "pstate", LUP_NVML_K_PSTATE },
+        };
+        struct lup_nvml_snapshot *snap = sup_nvml_view(s);
+        struct json_object *top = json_object_new_object(), *gpus = json_object_new_array();
+
+        if (!snap) {
+                json_object_put(top);
+                json_object_put(gpus);
+                sup_conn_close(s, idx, EIO, "NVML on this host cannot list its GPUs");
+                return;
+        }
+        json_object_object_add(top, "version", json_object_new_string(LUPINE_VERSION));
+        json_object_object_add(top, "backend", json_object_new_string(snap->backend == LUP_BACKEND_SIM ? "sim"
+                                                                                                       : "cuda"));
+        json_object_object_add(top, "driver_version", sys_val(snap, LUP_NVML_K_DRIVER_VERSION));
+        json_object_object_add(top, "nvml_version", sys_val(snap, LUP_NVML_K_NVML_VERSION));
+        json_object_object_add(top, "cuda_version", sys_val(snap, LUP_NVML_K_CUDA_VERSION));
+        for (uint32_t d = 0; d < snap->n_devices && d < LUP_MAX_DEVICES; d++) {
+                struct json_object *g = json_object_new_object();
+                json_object_object_add(g, "index", json_object_new_int((int)d));
+                for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+                        json_object_object_add(g, keys[k].name, val(&snap->dev[d], keys[k].key));
+                json_object_array_add(gpus, g);
+        }
+        json_object_object_add(top, "gpus", gpus);
+        reply_json(s, idx, top, "INFO");
+}
+
+/* "keep:NAME" or "delete:NAME": SHUTDOWN to its worker, which deletes
+ * the checkpoint first when told (LUPD_SHUTDOWN_FORGET). */
+static void admin_kill(struct sup *s, int idx, const char *arg)
+{
+        bool forget = strncmp(arg, "delete:", 7) == 0;
+        const char *name = forget ? arg + 7 : strncmp(arg, "keep:", 5) == 0 ? arg + 5 : NULL;
+        char msg[300];
+        int e;
+
+        if (!name || !*name) {
+                sup_conn_close(s, idx, EINVAL, "ADMIN KILL: expected keep:NAME or delete:NAME");
+                return;
+        }
+        e = lupd_registry_find_name(&s->reg, name);
+        if (e < 0 || s->reg.s[e].state != LUPD_SESSION_LIVE) {
+                sup_conn_close(s, idx, ENOENT, "ADMIN KILL: no session %.200s", name);
+                return;
+        }
+        int r = sup_worker_send_arg(s, e, LUPD_CTL_SHUTDOWN, forget ? LUPD_SHUTDOWN_FORGET : 0);
+        if (r < 0) {
+                sup_conn_close(s, idx, (uint32_t)-r, "ADMIN KILL: cannot tell its worker: %s", strerror(-r));
+                return;
+        }
+        s->reg.s[e].shutdown_sent = true;
+        lup_warn("session %s: ended by the operator (%s), checkpoint %s", name, s->conns[idx].peer,
+                 forget ? "deleted" : "kept");
+        snprintf(msg, sizeof(msg), "session %.200s: ending; its checkpoint is %s", name,
+                 forget ? "deleted" : "kept");
+        if (sup_admin_reply(&s->conns[idx], msg, strlen(msg)) < 0)
+                sup_conn_close(s, idx, 0, "ADMIN KILL: cannot send the reply");
+        else
+                sup_conn_done(s, idx, "ADMIN KILL %s", name);
+}
+
+/* The settings CONFIG_SET may change; "new" ones apply to sessions that
+ * start afterwards (their workers read them at start). */
+struct setting {
+        const char *key;
+        int *field;
+        int min, max;
+        const char *applies;
+};
+
+static int settings(struct sup *s, struct setting *out)
+{
+        struct lupd_config *c = s->cfg;
+        int n = 0;
+
+        out[n++] = (struct setting){ "drain_timeout_s", &c->drain_timeout_s, 1, LUPD_DRAIN_TIMEOUT_MAX_S, "at once" };
+        out[n++] = (struct setting){ "session_ttl_s", &c->session_ttl_s, 1, LUPD_SESSION_TTL_MAX_S, "sessions started from now on" };
+        out[n++] = (struct setting){ "detach_grace_s", &c->detach_grace_s, 0, LUPD_SESSION_TTL_MAX_S, "sessions started from now on" };
+        out[n++] = (struct setting){ "max_pending", &c->max_pending, 1, LUPD_PENDING_LIMIT_MAX, "at once" };
+        out[n++] = (struct setting){ "max_pending_per_peer", &c->max_pending_per_peer, 0, LUPD_PENDING_LIMIT_MAX,
+                                     "at once" };
+        out[n++] = (struct setting){ "max_sessions_per_tenant", &c->max_sessions_per_tenant, 0, LUPD_MAX_SESSIONS,
+                                     "at once" };
+        out[n++] = (struct setting){ "max_detached_per_tenant", &c->max_detached_per_tenant, 0, LUPD_MAX_SESSIONS,
+                                     "at once" };
+        return n;
+}
+
+static void admin_config_show(struct sup *s, int idx)
+{
+        struct setting set[8];
+        int n = settings(s, set);
+        struct json_object *top = json_object_new_object();
+
+        json_object_object_add(top, "log_level", json_object_new_string(s->cfg->log_levels));
+        for (int i = 0; i < n; i++)
+                json_object_object_add(top, set[i].key, json_object_new_int(*set[i].field));
+        reply_json(s, idx, top, "CONFIG_SHOW");
+}
+
+static void admin_config_set(struct sup *s, int idx, const char *arg)
+{
+        struct setting set[8];
+        int n = settings(s, set);
+        const char *eq = strchr(arg, '=');
+        char key[64], why[200], msg[400];
+
+        if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof(key)) {
+                sup_conn_close(s, idx, EINVAL, "ADMIN CONFIG_SET: expected KEY=VALUE");
+                return;
+        }
+        snprintf(key, sizeof(key), "%.*s", (int)(eq - arg), arg);
+        const char *v = eq + 1;
+        if (strcmp(key, "log_level") == 0) {
+                if (strlen(v) >= sizeof(s->cfg->log_levels) || lup_log_set_levels(v, why, sizeof(why)) < 0) {
+                        sup_conn_close(s, idx, EINVAL, "ADMIN CONFIG_SET: log_level %.100s: %s", v,
+                                       strlen(v) >= sizeof(s->cfg->log_levels) ? "too long" : why);
+                        return;
+                }
+                snprintf(s->cfg->log_levels, sizeof(s->cfg->log_levels), "%s", v);
+                int told = sup_workers_log_levels(s);
+                snprintf(msg, sizeof(msg), "log_level is %s (the supervisor and %d worker(s))", v, told);
+        } else {
+                int i = 0;
+                while (i < n && strcmp(set[i].key, key) != 0)
+                        i++;
+                char *end;
+                long x = i < n ? strtol(v, &end, 10) : 0;
+                if (i == n) {
+                        sup_conn_close(s, idx, ENOENT, "ADMIN CONFIG_SET: %s cannot be set (lupinectl config show "
+                                                      "lists what can)", key);
+                        return;
+                }
+                if (!*v || *end || x < set[i].min || x > set[i].max) {
+                        sup_conn_close(s, idx, EINVAL, "ADMIN CONFIG_SET: %s: expected a number from %d to %d", key,
+                                       set[i].min, set[i].max);
+                        return;
+                }
+                *set[i].field = (int)x;
+                snprintf(msg, sizeof(msg), "%s is %ld (%s%s)", key, x, strcmp(set[i].applies, "at once") ? "for " : "", set[i].applies);
+        }
+        lup_info("config: %s, set by %s", msg, s->conns[idx].peer);
+        if (sup_admin_reply(&s->conns[idx], msg, strlen(msg)) < 0)
+                sup_conn_close(s, idx, 0, "ADMIN CONFIG_SET: cannot send the reply");
+        else
+                sup_conn_done(s, idx, "ADMIN CONFIG_SET %s", key);
+}
+
+bool sup_admin_ops_run(struct sup *s, int idx, uint16_t cmd, const char *arg)
+{
+        switch (cmd) {
+        case LUP_ADMIN_INFO:
+                admin_info(s, idx);
+                return true;
+        case LUP_ADMIN_KILL:
+                admin_kill(s, idx, arg);
+                return true;
+        case LUP_ADMIN_CONFIG_SHOW:
+                admin_config_show(s, idx);
+                return true;
+        case LUP_ADMIN_CONFIG_SET:
+                admin_config_set(s, idx, arg);
+                return true;
+        default:
+                return false;
+        }
+}
