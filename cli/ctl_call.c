@@ -59,13 +59,14 @@ int ctl_call(const struct ctl_opts *o, uint16_t cmd, const char *arg, uint32_t *
         }
         r = lup_read_full(fd, hb, sizeof(hb));
         if (r == -ECONNRESET) {
-                fprintf(stderr, "lupinectl: %s closed the connection without an answer (not lupined, or one "
-                                "without ADMIN support? its log says why)\n", path);
+                fprintf(stderr,
+                        "lupinectl: %s closed the connection without an answer (not lupined, or one "
+                        "without ADMIN support? its log says why)\n",
+                        path);
                 goto out_close;
         }
         if (r < 0) {
-                fprintf(stderr, "lupinectl: no answer from %s: %s\n", path,
-                        r == -EAGAIN ? "timed out" : strerror(-r));
+                fprintf(stderr, "lupinectl: no answer from %s: %s\n", path, r == -EAGAIN ? "timed out" : strerror(-r));
                 goto out_close;
         }
         r = lup_hdr_decode(hb, &h, &why);

@@ -27,12 +27,11 @@ void ctl_human_bytes(double b, char *out, size_t cap)
  * waiting yellow, failed red. */
 static void print_state(const struct ctl_opts *o, const char *state)
 {
-        const char *c = !o->color                           ? NULL
-                      : strcmp(state, "serving") == 0       ? "\033[32m"
-                      : strcmp(state, "failed") == 0        ? "\033[31m"
-                      : strcmp(state, "detached") == 0 ||
-                                strcmp(state, "restored-waiting") == 0 ? "\033[33m"
-                                                                       : NULL;
+        const char *c = !o->color                                                                  ? NULL
+                        : strcmp(state, "serving") == 0                                            ? "\033[32m"
+                        : strcmp(state, "failed") == 0                                             ? "\033[31m"
+                        : strcmp(state, "detached") == 0 || strcmp(state, "restored-waiting") == 0 ? "\033[33m"
+                                                                                                   : NULL;
         printf("%s%-17s%s", c ? c : "", state, c ? "\033[0m" : "");
 }
 
@@ -105,14 +104,17 @@ int ctl_status(const struct ctl_opts *o)
                 printf("%s\n", text);
         } else {
                 printf("backend %s, %s, %d session(s)\n", st->backend[0] ? st->backend : "unknown",
-                       st->draining ? "draining" : st->stopping ? "stopping" : "not draining", st->n);
+                       st->draining   ? "draining"
+                       : st->stopping ? "stopping"
+                                      : "not draining",
+                       st->n);
                 for (int i = 0; i < st->n; i++)
                         print_session(o, &st->s[i]);
                 if (st->n_limits > 0)
                         printf("limits (0: off; docs/security.md):\n");
                 for (int i = 0; i < st->n_limits; i++)
-                        printf("  %-24s %-14lld hit %lld time(s)\n", st->limits[i].name,
-                               (long long)st->limits[i].value, (long long)st->limits[i].hits);
+                        printf("  %-24s %-14lld hit %lld time(s)\n", st->limits[i].name, (long long)st->limits[i].value,
+                               (long long)st->limits[i].hits);
         }
         free(text);
         free(st);

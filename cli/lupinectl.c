@@ -36,6 +36,11 @@ static void usage(FILE *f)
                    "                         restores it) or, with --delete, deleted\n"
                    "  info                   the host's GPUs: name, UUID, memory, clocks, power,\n"
                    "                         temperature, ECC, MIG and persistence modes\n"
+                   "  monitor [-i MS] [-n COUNT]\n"
+                   "                         a live view of the GPUs (temperature, power,\n"
+                   "                         utilization, memory) and sessions (state, memory,\n"
+                   "                         calls/s, bytes/s), redrawn every MS (default 1000)\n"
+                   "                         until q, Ctrl-C or COUNT refreshes\n"
                    "  config show            the settings that can change while lupined runs\n"
                    "  config set KEY VALUE   change one (log_level, drain_timeout_s, limits, ...)\n"
                    "  drain                  checkpoint every session, then the daemon exits (as on\n"
@@ -84,6 +89,8 @@ static int run(struct ctl_opts *o, int argc, char **argv)
                 return ctl_info(o);
         if (strcmp(cmd, "config") == 0)
                 return ctl_config(o, argc - 1, argv + 1);
+        if (strcmp(cmd, "monitor") == 0)
+                return ctl_monitor(o, argc - 1, argv + 1);
         if (strcmp(cmd, "drain") == 0 && argc == 1)
                 return ctl_simple(o, LUP_ADMIN_DRAIN, "drain");
         if (strcmp(cmd, "upgrade") == 0 && argc == 1)
@@ -92,7 +99,7 @@ static int run(struct ctl_opts *o, int argc, char **argv)
                 fprintf(stderr, "lupinectl: %s takes no arguments\nTry 'lupinectl --help'.\n", cmd);
         else
                 fprintf(stderr,
-                        "lupinectl: unknown command '%s' (status, sessions, info, config, drain or upgrade)\n"
+                        "lupinectl: unknown command '%s' (status, sessions, info, monitor, config, drain or upgrade)\n"
                         "Try 'lupinectl --help'.\n",
                         cmd);
         return 2;
@@ -150,8 +157,9 @@ int main(int argc, char **argv)
                 }
         }
         if (optind == argc) {
-                fprintf(stderr, "lupinectl: no command given (status, sessions, info, config, drain or upgrade)\n"
-                                "Try 'lupinectl --help'.\n");
+                fprintf(stderr,
+                        "lupinectl: no command given (status, sessions, info, monitor, config, drain or upgrade)\n"
+                        "Try 'lupinectl --help'.\n");
                 return 2;
         }
         if (!*o.socket) {

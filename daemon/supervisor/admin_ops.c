@@ -23,8 +23,8 @@
 static void reply_json(struct sup *s, int idx, struct json_object *obj, const char *what)
 {
         size_t len = 0;
-        const char *t = obj ? json_object_to_json_string_length(obj, JSON_C_TO_STRING_PLAIN |
-                                                                         JSON_C_TO_STRING_NOSLASHESCAPE, &len)
+        const char *t = obj ? json_object_to_json_string_length(
+                                      obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len)
                             : NULL;
         int r = t ? sup_admin_reply(&s->conns[idx], t, len) : -ENOMEM;
 
@@ -94,8 +94,8 @@ static void admin_info(struct sup *s, int idx)
                 return;
         }
         json_object_object_add(top, "version", json_object_new_string(LUPINE_VERSION));
-        json_object_object_add(top, "backend", json_object_new_string(snap->backend == LUP_BACKEND_SIM ? "sim"
-                                                                                                       : "cuda"));
+        json_object_object_add(top, "backend",
+                               json_object_new_string(snap->backend == LUP_BACKEND_SIM ? "sim" : "cuda"));
         json_object_object_add(top, "driver_version", sys_val(snap, LUP_NVML_K_DRIVER_VERSION));
         json_object_object_add(top, "nvml_version", sys_val(snap, LUP_NVML_K_NVML_VERSION));
         json_object_object_add(top, "cuda_version", sys_val(snap, LUP_NVML_K_CUDA_VERSION));
@@ -136,8 +136,7 @@ static void admin_kill(struct sup *s, int idx, const char *arg)
         s->reg.s[e].shutdown_sent = true;
         lup_warn("session %s: ended by the operator (%s), checkpoint %s", name, s->conns[idx].peer,
                  forget ? "deleted" : "kept");
-        snprintf(msg, sizeof(msg), "session %.200s: ending; its checkpoint is %s", name,
-                 forget ? "deleted" : "kept");
+        snprintf(msg, sizeof(msg), "session %.200s: ending; its checkpoint is %s", name, forget ? "deleted" : "kept");
         if (sup_admin_reply(&s->conns[idx], msg, strlen(msg)) < 0)
                 sup_conn_close(s, idx, 0, "ADMIN KILL: cannot send the reply");
         else
@@ -159,8 +158,10 @@ static int settings(struct sup *s, struct setting *out)
         int n = 0;
 
         out[n++] = (struct setting){ "drain_timeout_s", &c->drain_timeout_s, 1, LUPD_DRAIN_TIMEOUT_MAX_S, "at once" };
-        out[n++] = (struct setting){ "session_ttl_s", &c->session_ttl_s, 1, LUPD_SESSION_TTL_MAX_S, "sessions started from now on" };
-        out[n++] = (struct setting){ "detach_grace_s", &c->detach_grace_s, 0, LUPD_SESSION_TTL_MAX_S, "sessions started from now on" };
+        out[n++] = (struct setting){ "session_ttl_s", &c->session_ttl_s, 1, LUPD_SESSION_TTL_MAX_S,
+                                     "sessions started from now on" };
+        out[n++] = (struct setting){ "detach_grace_s", &c->detach_grace_s, 0, LUPD_SESSION_TTL_MAX_S,
+                                     "sessions started from now on" };
         out[n++] = (struct setting){ "max_pending", &c->max_pending, 1, LUPD_PENDING_LIMIT_MAX, "at once" };
         out[n++] = (struct setting){ "max_pending_per_peer", &c->max_pending_per_peer, 0, LUPD_PENDING_LIMIT_MAX,
                                      "at once" };
@@ -212,8 +213,10 @@ static void admin_config_set(struct sup *s, int idx, const char *arg)
                 char *end;
                 long x = i < n ? strtol(v, &end, 10) : 0;
                 if (i == n) {
-                        sup_conn_close(s, idx, ENOENT, "ADMIN CONFIG_SET: %s cannot be set (lupinectl config show "
-                                                      "lists what can)", key);
+                        sup_conn_close(s, idx, ENOENT,
+                                       "ADMIN CONFIG_SET: %s cannot be set (lupinectl config show "
+                                       "lists what can)",
+                                       key);
                         return;
                 }
                 if (!*v || *end || x < set[i].min || x > set[i].max) {
@@ -222,7 +225,8 @@ static void admin_config_set(struct sup *s, int idx, const char *arg)
                         return;
                 }
                 *set[i].field = (int)x;
-                snprintf(msg, sizeof(msg), "%s is %ld (%s%s)", key, x, strcmp(set[i].applies, "at once") ? "for " : "", set[i].applies);
+                snprintf(msg, sizeof(msg), "%s is %ld (%s%s)", key, x, strcmp(set[i].applies, "at once") ? "for " : "",
+                         set[i].applies);
         }
         lup_info("config: %s, set by %s", msg, s->conns[idx].peer);
         if (sup_admin_reply(&s->conns[idx], msg, strlen(msg)) < 0)

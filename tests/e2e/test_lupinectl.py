@@ -232,6 +232,39 @@ def test_drain(exe, ctlexe, tmp):
         d.close()
 
 
+def check_monitor(ctlexe, sock):
+    """monitor in a pseudo-terminal: two redraws with the GPU and the session, then q ends it."""
+    import pty
+    import select
+    master, slave = pty.openpty()
+    p = subprocess.Popen([ctlexe, "-s", sock, "monitor", "-i", "300"], stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    out, deadline = b"", time.monotonic() + 15
+    while out.count(b"\033[H\033[2J") < 2 and time.monotonic() < deadline:
+        if select.select([master], [], [], 0.5)[0]:
+            try:
+                out += os.read(master, 65536)
+            except OSError:
+                break
+    os.write(master, b"q")
+    try:
+        rc = p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = "hung"
+    os.close(master)
+    text = out.decode(errors="replace")
+    check("monitor (pty): redrawn in place twice, GPU and session shown, q quits", rc == 0 and
+          out.count(b"\033[H\033[2J") >= 2 and "(q quits)" in text and re.search(r"\n0 +\d+ +[\d.]+ +\d+ ", text)
+          and re.search(r"job2 +serving", text), f"rc {rc}: {text[-800:]!r}")
+    r = subprocess.run([ctlexe, "-s", sock, "monitor", "-n", "2", "-i", "100"], capture_output=True, text=True,
+                       timeout=30)
+    check("monitor -n 2 without a terminal: two refreshes, one after the other",
+          r.returncode == 0 and r.stdout.count("lupined at") == 2 and "\033[" not in r.stdout, r.stdout + r.stderr)
+    r = subprocess.run([ctlexe, "-s", sock, "monitor", "-i", "5"], capture_output=True, text=True, timeout=30)
+    check("monitor -i 5: bad usage", r.returncode == 2, r.stderr)
+
+
 def test_more_commands(exe, ctlexe, tmp):
     """info, config show/set, sessions show/kill, --version, -d, ADMIN arguments."""
     ck = os.path.join(tmp, "more-ck")
@@ -287,6 +320,7 @@ def test_more_commands(exe, ctlexe, tmp):
         r = ctl(ctlexe, "-s", d.sock, "--json", "sessions", "show", "job2")
         check("sessions show --json: the session's object",
               r.returncode == 0 and json.loads(r.stdout)["name"] == "job2", r.stdout)
+        check_monitor(ctlexe, d.sock)
         r = ctl(ctlexe, "-s", d.sock, "sessions", "kill", "job2", "--delete")
         check("sessions kill job2 --delete", r.returncode == 0 and "checkpoint is deleted" in r.stdout, r.stderr)
         check("... the worker ends it", d.wait_log(r"session job2: shutting down at the supervisor's request", 10),
