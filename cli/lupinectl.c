@@ -41,6 +41,11 @@ static void usage(FILE *f)
                    "                         utilization, memory) and sessions (state, memory,\n"
                    "                         calls/s, bytes/s), redrawn every MS (default 1000)\n"
                    "                         until q, Ctrl-C or COUNT refreshes\n"
+                   "  diag                   checks, each pass, warn or fail with what to do: the\n"
+                   "                         driver, the GPUs (ECC, pending retirements,\n"
+                   "                         persistence), the checkpoint store (writable, space),\n"
+                   "                         the TLS certificate's expiry, io_uring, arena slots,\n"
+                   "                         the fd store; exit 1 when one failed\n"
                    "  config show            the settings that can change while lupined runs\n"
                    "  config set KEY VALUE   change one (log_level, drain_timeout_s, limits, ...)\n"
                    "  drain                  checkpoint every session, then the daemon exits (as on\n"
@@ -89,17 +94,20 @@ static int run(struct ctl_opts *o, int argc, char **argv)
                 return ctl_info(o);
         if (strcmp(cmd, "config") == 0)
                 return ctl_config(o, argc - 1, argv + 1);
+        if (strcmp(cmd, "diag") == 0 && argc == 1)
+                return ctl_diag(o);
         if (strcmp(cmd, "monitor") == 0)
                 return ctl_monitor(o, argc - 1, argv + 1);
         if (strcmp(cmd, "drain") == 0 && argc == 1)
                 return ctl_simple(o, LUP_ADMIN_DRAIN, "drain");
         if (strcmp(cmd, "upgrade") == 0 && argc == 1)
                 return ctl_simple(o, LUP_ADMIN_UPGRADE, "upgrade");
-        if (!strcmp(cmd, "status") || !strcmp(cmd, "info") || !strcmp(cmd, "drain") || !strcmp(cmd, "upgrade"))
+        if (!strcmp(cmd, "status") || !strcmp(cmd, "info") || !strcmp(cmd, "drain") || !strcmp(cmd, "upgrade") ||
+            !strcmp(cmd, "diag"))
                 fprintf(stderr, "lupinectl: %s takes no arguments\nTry 'lupinectl --help'.\n", cmd);
         else
                 fprintf(stderr,
-                        "lupinectl: unknown command '%s' (status, sessions, info, monitor, config, drain or upgrade)\n"
+                        "lupinectl: unknown command '%s' (status, sessions, info, monitor, diag, config, drain or upgrade)\n"
                         "Try 'lupinectl --help'.\n",
                         cmd);
         return 2;
@@ -158,7 +166,7 @@ int main(int argc, char **argv)
         }
         if (optind == argc) {
                 fprintf(stderr,
-                        "lupinectl: no command given (status, sessions, info, monitor, config, drain or upgrade)\n"
+                        "lupinectl: no command given (status, sessions, info, monitor, diag, config, drain or upgrade)\n"
                         "Try 'lupinectl --help'.\n");
                 return 2;
         }

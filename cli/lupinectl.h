@@ -32,6 +32,7 @@ int ctl_sessions(const struct ctl_opts *o, int argc, char **argv);
 int ctl_info(const struct ctl_opts *o);
 int ctl_config(const struct ctl_opts *o, int argc, char **argv);
 int ctl_monitor(const struct ctl_opts *o, int argc, char **argv);
+int ctl_diag(const struct ctl_opts *o);
 /* drain, upgrade: the daemon's one-line answer */
 int ctl_simple(const struct ctl_opts *o, uint16_t cmd, const char *what);
 

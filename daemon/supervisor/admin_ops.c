@@ -250,6 +250,9 @@ bool sup_admin_ops_run(struct sup *s, int idx, uint16_t cmd, const char *arg)
         case LUP_ADMIN_CONFIG_SET:
                 admin_config_set(s, idx, arg);
                 return true;
+        case LUP_ADMIN_DIAG:
+                sup_admin_diag(s, idx);
+                return true;
         default:
                 return false;
         }

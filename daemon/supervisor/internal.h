@@ -483,6 +483,11 @@ int sup_admin_reply(const struct conn *c, const char *text, size_t n);
  * command that is not one of them. */
 bool sup_admin_ops_run(struct sup *s, int idx, uint16_t cmd, const char *arg);
 
+/* ---- supervisor/diag.c */
+
+/* ADMIN DIAG: the checks of lupinectl diag, as JSON, on connection idx. */
+void sup_admin_diag(struct sup *s, int idx);
+
 /* ---- supervisor/metrics.c (--metrics) */
 
 /* Loads libmicrohttpd and listens at cfg->metrics (nothing without it).

@@ -346,6 +346,43 @@ def test_more_commands(exe, ctlexe, tmp):
         d.close()
 
 
+def test_diag(exe, ctlexe, tmp):
+    """diag on a healthy daemon, on a broken one (its checkpoint store gone, a
+    certificate that expires in 3 days), and with no daemon at all."""
+    ck = os.path.join(tmp, "diag-ck")
+    cert, key = os.path.join(tmp, "diag.pem"), os.path.join(tmp, "diag.key")
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                        "-nodes", "-days", "3", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                        "-keyout", key, "-out", cert], capture_output=True, text=True)
+    check("diag: a 3-day certificate made", r.returncode == 0, r.stderr)
+    d = Daemon(exe, tmp, "diag", ["--checkpoint-dir", ck, "--tls-cert", cert, "--tls-key", key])
+    try:
+        if not d.wait_log(r"lupined \S+ ready"):
+            check("daemon starts (diag)", False, d.log())
+            return
+        r = ctl(ctlexe, "-s", d.sock, "--json", "diag")
+        js = json.loads(r.stdout) if r.stdout.strip() else {}
+        results = {c["check"]: c["result"] for c in js.get("checks", [])}
+        check("diag --json: every check has a result, failures and warnings a fix",
+              js and all(c["result"] in ("pass", "warn", "fail") and (c["result"] == "pass" or c.get("fix"))
+                         for c in js["checks"]), r.stdout)
+        check("diag (healthy): the GPU, the store, io_uring and the arena pass",
+              r.returncode == 0 and results.get("GPU 0") == "pass" and results.get("checkpoint store space") == "pass"
+              and results.get("io_uring") == "pass" and results.get("arena slots") == "pass", r.stdout)
+        check("diag: a certificate that expires in 3 days is a warning",
+              results.get("TLS certificate") == "warn", r.stdout)
+        shutil.rmtree(ck)
+        r = ctl(ctlexe, "-s", d.sock, "--no-color", "diag")
+        check("diag (broken): the store that is gone fails, with a fix, exit 1", r.returncode == 1 and
+              re.search(r"^FAIL  checkpoint store writable: .*No such file or directory$\n +fix: ", r.stdout, re.M),
+              r.stdout)
+    finally:
+        d.close()
+    r = ctl(ctlexe, "-s", os.path.join(tmp, "none.sock"), "diag")
+    check("diag without a daemon: that fails, with a fix, and the local checks run", r.returncode == 1 and
+          "FAIL  the daemon answers" in r.stdout and "io_uring" in r.stdout, r.stdout + r.stderr)
+
+
 def main():
     if len(sys.argv) != 3:
         print("usage: test_lupinectl.py LUPINED LUPINECTL", file=sys.stderr)
@@ -356,6 +393,7 @@ def main():
         test_usage(ctlexe, tmp)
         test_status_and_refusals(exe, ctlexe, tmp)
         test_more_commands(exe, ctlexe, tmp)
+        test_diag(exe, ctlexe, tmp)
         test_drain(exe, ctlexe, tmp)
     finally:
         if check.failed:
