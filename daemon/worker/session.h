@@ -13,6 +13,7 @@
 #include "config.h"
 #include "lupine/checkpoint_provider.h"
 #include "ctl_codec.h"
+#include "cuarray.h"
 #include "frame.h"
 #include "tls.h"
 #include "lupine/wire.h"
@@ -211,6 +212,30 @@ struct lupw_mapped {
         uint64_t bytes;             /* all mirrors' sizes */
 };
 
+/* CUDA arrays, mipmapped arrays (ids the shim minted) and texture and
+ * surface objects (the driver's values) (worker/arrays.c, texobj.c). */
+struct lupw_array {
+        uint64_t id;
+        uint64_t ctx;    /* the context id it was made in */
+        uint64_t parent; /* a level of a mipmapped array: that array's id */
+        uint32_t level;  /* ... and which level */
+        uint32_t levels; /* a mipmapped array: how many; 0: an array */
+        struct lup_array_desc d;
+        struct lup_array_shape shape;
+        void *real; /* CUarray or CUmipmappedArray */
+};
+struct lupw_texobj {
+        uint64_t value, ctx;
+        bool surface, has_view;
+        uint8_t res[144], tex[104], view[112]; /* as the client sent them (its array ids) */
+};
+#define LUPW_MAX_TEXOBJS 65536u /* LUP_CKPT_MAX_TEXOBJS */
+struct lupw_arrays {
+        struct lup_u64map ids;    /* id -> struct lupw_array * */
+        struct lupw_texobj *objs; /* live objects, in creation order */
+        size_t n_objs, cap_objs;
+};
+
 /* What the call being executed named, for the creators that remember it. */
 struct lupw_current_call {
         uint64_t parent;                  /* the handle the current call named last */
@@ -312,6 +337,7 @@ struct lupw_session {
         struct lupw_objects obj;
         struct lupw_graphs graphs;
         struct lupw_mapped mapped;
+        struct lupw_arrays arrays;
         struct lupw_current_call cur;
         struct lupw_rx rx;
         struct lupw_copy copy;
