@@ -56,8 +56,7 @@ static int shape_check(const struct lup_array_desc *d, const char **why)
                 return -EINVAL;
         if (cube) {
                 *why = "cubemap arrays need width == height and a depth of 6 (a multiple of 6 when layered)";
-                if (w != h || w > MAX_CUBE_W || z == 0 || z % 6 || (!layered && z != 6) ||
-                    z / 6 > MAX_CUBE_LAYER)
+                if (w != h || w > MAX_CUBE_W || z == 0 || z % 6 || (!layered && z != 6) || z / 6 > MAX_CUBE_LAYER)
                         return -EINVAL;
                 return 0;
         }
@@ -98,8 +97,7 @@ struct lup_array_desc lup_array_level_desc(const struct lup_array_desc *d, uint3
         return l;
 }
 
-int lup_array_check(const struct lup_array_desc *d, uint32_t levels, struct lup_array_shape *ret,
-                    const char **ret_why)
+int lup_array_check(const struct lup_array_desc *d, uint32_t levels, struct lup_array_shape *ret, const char **ret_why)
 {
         const char *why = "unknown array flags";
         int rc = -EINVAL;
@@ -203,8 +201,8 @@ int lup_array_copy_decode(const uint8_t in[static LUP_ARRAY_COPY_WIRE], struct l
         return 0;
 }
 
-bool lup_array_box_fits(const struct lup_array_shape *s, const struct lup_copy_end *e, uint64_t width,
-                        uint64_t height, uint64_t depth)
+bool lup_array_box_fits(const struct lup_array_shape *s, const struct lup_copy_end *e, uint64_t width, uint64_t height,
+                        uint64_t depth)
 {
         return e->x <= s->row_bytes && width <= s->row_bytes - e->x && e->y <= s->rows && height <= s->rows - e->y &&
                e->z <= s->slices && depth <= s->slices - e->z;

@@ -51,8 +51,7 @@ uint32_t lup_array_elem_size(uint32_t format, uint32_t channels);
 /* Checks d (the driver's rules and lupine's limits); on success the shape
  * of the array (levels 0) or of level 0 of a mipmapped array of levels
  * levels. 0, -EINVAL or -ENOTSUP; *ret_why names what is wrong. */
-int lup_array_check(const struct lup_array_desc *d, uint32_t levels, struct lup_array_shape *ret,
-                    const char **ret_why);
+int lup_array_check(const struct lup_array_desc *d, uint32_t levels, struct lup_array_shape *ret, const char **ret_why);
 /* The descriptor of level `level` of a mipmapped array described by d:
  * each nonzero extent halved per level, at least 1; layers and faces stay. */
 struct lup_array_desc lup_array_level_desc(const struct lup_array_desc *d, uint32_t level);
@@ -60,11 +59,14 @@ struct lup_array_desc lup_array_level_desc(const struct lup_array_desc *d, uint3
 struct lup_array_shape lup_array_shape_of(const struct lup_array_desc *d);
 
 /* One copy whose ends are device memory (an arena address) or an array. */
-enum { LUP_END_DEVICE = 1, LUP_END_ARRAY = 2 };
+enum {
+        LUP_END_DEVICE = 1,
+        LUP_END_ARRAY = 2
+};
 struct lup_copy_end {
         uint32_t kind;
-        uint64_t handle; /* device address of (0, 0, 0), or the array's id */
-        uint64_t x, y, z; /* x in bytes */
+        uint64_t handle;        /* device address of (0, 0, 0), or the array's id */
+        uint64_t x, y, z;       /* x in bytes */
         uint64_t pitch, height; /* device ends: bytes per row, rows per slice */
 };
 struct lup_array_copy {
@@ -77,8 +79,8 @@ void lup_array_copy_encode(const struct lup_array_copy *c, uint8_t out[static LU
 int lup_array_copy_decode(const uint8_t in[static LUP_ARRAY_COPY_WIRE], struct lup_array_copy *ret);
 /* Whether the box [x, x + width) x [y, y + height) x [z, z + depth) lies
  * inside an array of shape s (overflow-safe). */
-bool lup_array_box_fits(const struct lup_array_shape *s, const struct lup_copy_end *e, uint64_t width,
-                        uint64_t height, uint64_t depth);
+bool lup_array_box_fits(const struct lup_array_shape *s, const struct lup_copy_end *e, uint64_t width, uint64_t height,
+                        uint64_t depth);
 /* A device end's first byte and span; false on overflow or when pitch or
  * height cannot hold the box. */
 bool lup_device_end_span(const struct lup_copy_end *e, uint64_t width, uint64_t height, uint64_t depth,

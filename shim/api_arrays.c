@@ -26,8 +26,8 @@ struct arr {
         enum lupc_array_kind kind;
         struct lup_array_desc d;
         struct lup_array_shape shape;
-        uint32_t levels;                       /* mipmapped arrays: how many */
-        uint64_t parent;                       /* a level: its mipmapped array */
+        uint32_t levels;                        /* mipmapped arrays: how many */
+        uint64_t parent;                        /* a level: its mipmapped array */
         uint64_t level_ids[LUP_MAX_MIP_LEVELS]; /* mipmapped arrays: 0 until asked */
 };
 
@@ -79,8 +79,8 @@ static CUresult create(uint64_t *ret_id, const struct lup_array_desc *d, uint32_
                 return CUDA_ERROR_OUT_OF_MEMORY;
         *a = (struct arr){ .kind = levels ? LUPC_MIPMAP : LUPC_ARRAY, .d = *d, .shape = s, .levels = levels };
         uint64_t id = lupc_mint_handle();
-        CUresult r = lupc_send_lupArrayCreate(id, d->width, d->height, d->depth, d->format, d->channels, d->flags,
-                                              levels);
+        CUresult r =
+                lupc_send_lupArrayCreate(id, d->width, d->height, d->depth, d->format, d->channels, d->flags, levels);
         if (r == CUDA_SUCCESS) {
                 pthread_mutex_lock(&lock);
                 if (lup_u64map_put(&arrays, id, (uint64_t)(uintptr_t)a) < 0)
@@ -101,8 +101,12 @@ EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_
 {
         if (!pHandle || !p)
                 return CUDA_ERROR_INVALID_VALUE;
-        struct lup_array_desc d = { .width = p->Width, .height = p->Height, .depth = p->Depth,
-                                    .format = (uint32_t)p->Format, .channels = p->NumChannels, .flags = p->Flags };
+        struct lup_array_desc d = { .width = p->Width,
+                                    .height = p->Height,
+                                    .depth = p->Depth,
+                                    .format = (uint32_t)p->Format,
+                                    .channels = p->NumChannels,
+                                    .flags = p->Flags };
         uint64_t id;
         CUresult r = create(&id, &d, 0, "cuArray3DCreate");
         if (r == CUDA_SUCCESS)
@@ -114,8 +118,9 @@ EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESC
 {
         if (!pHandle || !p)
                 return CUDA_ERROR_INVALID_VALUE;
-        CUDA_ARRAY3D_DESCRIPTOR d = { .Width = p->Width, .Height = p->Height, .Format = p->Format,
-                                      .NumChannels = p->NumChannels };
+        CUDA_ARRAY3D_DESCRIPTOR d = {
+                .Width = p->Width, .Height = p->Height, .Format = p->Format, .NumChannels = p->NumChannels
+        };
         return cuArray3DCreate_v2(pHandle, &d);
 }
 
@@ -124,8 +129,12 @@ EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const 
 {
         if (!pHandle || !p || numMipmapLevels == 0)
                 return CUDA_ERROR_INVALID_VALUE;
-        struct lup_array_desc d = { .width = p->Width, .height = p->Height, .depth = p->Depth,
-                                    .format = (uint32_t)p->Format, .channels = p->NumChannels, .flags = p->Flags };
+        struct lup_array_desc d = { .width = p->Width,
+                                    .height = p->Height,
+                                    .depth = p->Depth,
+                                    .format = (uint32_t)p->Format,
+                                    .channels = p->NumChannels,
+                                    .flags = p->Flags };
         uint64_t id;
         CUresult r = create(&id, &d, numMipmapLevels, "cuMipmappedArrayCreate");
         if (r == CUDA_SUCCESS)
@@ -228,9 +237,12 @@ EXPORT CUresult CUDAAPI cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArra
                 return CUDA_ERROR_INVALID_VALUE;
         if (!lupc_array_find((uint64_t)(uintptr_t)hArray, LUPC_ARRAY, &d, NULL))
                 return CUDA_ERROR_INVALID_HANDLE;
-        *pArrayDescriptor = (CUDA_ARRAY3D_DESCRIPTOR){ .Width = d.width, .Height = d.height, .Depth = d.depth,
+        *pArrayDescriptor = (CUDA_ARRAY3D_DESCRIPTOR){ .Width = d.width,
+                                                       .Height = d.height,
+                                                       .Depth = d.depth,
                                                        .Format = (CUarray_format)d.format,
-                                                       .NumChannels = d.channels, .Flags = d.flags };
+                                                       .NumChannels = d.channels,
+                                                       .Flags = d.flags };
         return CUDA_SUCCESS;
 }
 
@@ -243,8 +255,9 @@ EXPORT CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDes
                 return CUDA_ERROR_INVALID_VALUE;
         if (!lupc_array_find((uint64_t)(uintptr_t)hArray, LUPC_ARRAY, &d, NULL))
                 return CUDA_ERROR_INVALID_HANDLE;
-        *pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR){ .Width = d.width, .Height = d.height,
-                                                     .Format = (CUarray_format)d.format, .NumChannels = d.channels };
+        *pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR){
+                .Width = d.width, .Height = d.height, .Format = (CUarray_format)d.format, .NumChannels = d.channels
+        };
         return CUDA_SUCCESS;
 }
 
@@ -277,8 +290,8 @@ static CUresult mem_req(CUDA_ARRAY_MEMORY_REQUIREMENTS *m, uint64_t id, enum lup
         return r;
 }
 
-EXPORT CUresult CUDAAPI cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements,
-                                                     CUarray array, CUdevice device)
+EXPORT CUresult CUDAAPI cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUarray array,
+                                                     CUdevice device)
 {
         return mem_req(memoryRequirements, (uint64_t)(uintptr_t)array, LUPC_ARRAY, device);
 }

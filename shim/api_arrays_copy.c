@@ -72,8 +72,8 @@ static CUresult array_end_check(struct xend *x, size_t w, size_t h, size_t d)
         return CUDA_SUCCESS;
 }
 
-static CUresult send_copy(const struct lup_copy_end *src, const struct lup_copy_end *dst, size_t w, size_t h,
-                          size_t d, CUstream st)
+static CUresult send_copy(const struct lup_copy_end *src, const struct lup_copy_end *dst, size_t w, size_t h, size_t d,
+                          CUstream st)
 {
         struct lup_array_copy c = { .src = *src, .dst = *dst, .width = w, .height = h, .depth = d };
         uint8_t box[LUP_ARRAY_COPY_WIRE];
@@ -82,8 +82,8 @@ static CUresult send_copy(const struct lup_copy_end *src, const struct lup_copy_
 }
 
 /* host <-> scratch with the ordinary 3D path: rows of w bytes, h rows */
-static CUresult host_leg(const struct xend *hostend, CUdeviceptr scratch, bool to_scratch, size_t w, size_t h,
-                         size_t d, CUstream st)
+static CUresult host_leg(const struct xend *hostend, CUdeviceptr scratch, bool to_scratch, size_t w, size_t h, size_t d,
+                         CUstream st)
 {
         CUDA_MEMCPY3D c = { .WidthInBytes = w, .Height = h, .Depth = d };
         size_t pitch = hostend->e.pitch ? hostend->e.pitch : w;
@@ -167,11 +167,19 @@ CUresult lupc_array_memcpy3d(const CUDA_MEMCPY3D *p, CUstream st, bool sync)
 static CUresult linear(CUmemorytype dt, void *dh, CUdeviceptr dd, CUarray da, size_t doff, CUmemorytype sty,
                        const void *sh, CUdeviceptr sd, CUarray sa, size_t soff, size_t n, CUstream st, bool sync)
 {
-        CUDA_MEMCPY3D c = { .srcMemoryType = sty, .srcHost = sh, .srcDevice = sd, .srcArray = sa,
+        CUDA_MEMCPY3D c = { .srcMemoryType = sty,
+                            .srcHost = sh,
+                            .srcDevice = sd,
+                            .srcArray = sa,
                             .srcXInBytes = sty == CU_MEMORYTYPE_ARRAY ? soff : 0,
-                            .dstMemoryType = dt, .dstHost = dh, .dstDevice = dd, .dstArray = da,
+                            .dstMemoryType = dt,
+                            .dstHost = dh,
+                            .dstDevice = dd,
+                            .dstArray = da,
                             .dstXInBytes = dt == CU_MEMORYTYPE_ARRAY ? doff : 0,
-                            .WidthInBytes = n, .Height = 1, .Depth = 1 };
+                            .WidthInBytes = n,
+                            .Height = 1,
+                            .Depth = 1 };
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
         return lupc_array_memcpy3d(&c, st, sync);
@@ -196,14 +204,14 @@ CUresult lupc_htoa(CUarray dstArray, size_t dstOffset, const void *srcHost, size
 
 CUresult lupc_atod(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount, int per_thread)
 {
-        return linear(CU_MEMORYTYPE_DEVICE, NULL, dstDevice, NULL, 0, CU_MEMORYTYPE_ARRAY, NULL, 0, srcArray,
-                      srcOffset, ByteCount, sync_stream(per_thread), true);
+        return linear(CU_MEMORYTYPE_DEVICE, NULL, dstDevice, NULL, 0, CU_MEMORYTYPE_ARRAY, NULL, 0, srcArray, srcOffset,
+                      ByteCount, sync_stream(per_thread), true);
 }
 
 CUresult lupc_dtoa(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount, int per_thread)
 {
-        return linear(CU_MEMORYTYPE_ARRAY, NULL, 0, dstArray, dstOffset, CU_MEMORYTYPE_DEVICE, NULL, srcDevice, NULL,
-                      0, ByteCount, sync_stream(per_thread), true);
+        return linear(CU_MEMORYTYPE_ARRAY, NULL, 0, dstArray, dstOffset, CU_MEMORYTYPE_DEVICE, NULL, srcDevice, NULL, 0,
+                      ByteCount, sync_stream(per_thread), true);
 }
 
 CUresult lupc_atoa(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount,
@@ -246,8 +254,8 @@ EXPORT CUresult CUDAAPI cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, si
                       ByteCount, hStream, false);
 }
 
-EXPORT CUresult CUDAAPI cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost,
-                                             size_t ByteCount, CUstream hStream)
+EXPORT CUresult CUDAAPI cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount,
+                                             CUstream hStream)
 {
         return linear(CU_MEMORYTYPE_ARRAY, NULL, 0, dstArray, dstOffset, CU_MEMORYTYPE_HOST, srcHost, 0, NULL, 0,
                       ByteCount, hStream, false);
@@ -259,13 +267,29 @@ EXPORT CUresult CUDAAPI cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset,
 static CUDA_MEMCPY3D from_peer(const CUDA_MEMCPY3D_PEER *p)
 {
         return (CUDA_MEMCPY3D){
-                .srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcZ = p->srcZ, .srcLOD = p->srcLOD,
-                .srcMemoryType = p->srcMemoryType, .srcHost = p->srcHost, .srcDevice = p->srcDevice,
-                .srcArray = p->srcArray, .srcPitch = p->srcPitch, .srcHeight = p->srcHeight,
-                .dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstZ = p->dstZ, .dstLOD = p->dstLOD,
-                .dstMemoryType = p->dstMemoryType, .dstHost = p->dstHost, .dstDevice = p->dstDevice,
-                .dstArray = p->dstArray, .dstPitch = p->dstPitch, .dstHeight = p->dstHeight,
-                .WidthInBytes = p->WidthInBytes, .Height = p->Height, .Depth = p->Depth,
+                .srcXInBytes = p->srcXInBytes,
+                .srcY = p->srcY,
+                .srcZ = p->srcZ,
+                .srcLOD = p->srcLOD,
+                .srcMemoryType = p->srcMemoryType,
+                .srcHost = p->srcHost,
+                .srcDevice = p->srcDevice,
+                .srcArray = p->srcArray,
+                .srcPitch = p->srcPitch,
+                .srcHeight = p->srcHeight,
+                .dstXInBytes = p->dstXInBytes,
+                .dstY = p->dstY,
+                .dstZ = p->dstZ,
+                .dstLOD = p->dstLOD,
+                .dstMemoryType = p->dstMemoryType,
+                .dstHost = p->dstHost,
+                .dstDevice = p->dstDevice,
+                .dstArray = p->dstArray,
+                .dstPitch = p->dstPitch,
+                .dstHeight = p->dstHeight,
+                .WidthInBytes = p->WidthInBytes,
+                .Height = p->Height,
+                .Depth = p->Depth,
         };
 }
 

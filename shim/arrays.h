@@ -14,7 +14,10 @@
 
 /* What an id names: an array (a level of a mipmapped array too) or a
  * mipmapped array. */
-enum lupc_array_kind { LUPC_ARRAY = 1, LUPC_MIPMAP = 2 };
+enum lupc_array_kind {
+        LUPC_ARRAY = 1,
+        LUPC_MIPMAP = 2
+};
 
 /* Whether id is a live handle of kind; its descriptor and shape (of level
  * 0 for a mipmapped array) in *ret_d and *ret_s (either may be NULL). */

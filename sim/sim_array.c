@@ -75,8 +75,8 @@ static size_t elem_size(CUarray_format f, unsigned ch)
 /* The driver's shape rules, the sim's size limit. */
 static CUresult desc_check(const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-        unsigned known = CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_CUBEMAP |
-                         CUDA_ARRAY3D_TEXTURE_GATHER;
+        unsigned known =
+                CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_CUBEMAP | CUDA_ARRAY3D_TEXTURE_GATHER;
         bool layered = d->Flags & CUDA_ARRAY3D_LAYERED, cube = d->Flags & CUDA_ARRAY3D_CUBEMAP;
         if (d->Flags & ~known)
                 return CUDA_ERROR_INVALID_VALUE;
@@ -162,8 +162,9 @@ SIM_API CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR 
 {
         if (!p)
                 return CUDA_ERROR_INVALID_VALUE;
-        CUDA_ARRAY3D_DESCRIPTOR d = { .Width = p->Width, .Height = p->Height, .Format = p->Format,
-                                      .NumChannels = p->NumChannels };
+        CUDA_ARRAY3D_DESCRIPTOR d = {
+                .Width = p->Width, .Height = p->Height, .Format = p->Format, .NumChannels = p->NumChannels
+        };
         return cuArray3DCreate_v2(pHandle, &d);
 }
 
@@ -205,8 +206,9 @@ SIM_API CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pDesc, CUarray h
                 return CUDA_ERROR_INVALID_VALUE;
         CUresult r = cuArray3DGetDescriptor_v2(&d, hArray);
         if (r == CUDA_SUCCESS)
-                *pDesc = (CUDA_ARRAY_DESCRIPTOR){ .Width = d.Width, .Height = d.Height, .Format = d.Format,
-                                                  .NumChannels = d.NumChannels };
+                *pDesc = (CUDA_ARRAY_DESCRIPTOR){
+                        .Width = d.Width, .Height = d.Height, .Format = d.Format, .NumChannels = d.NumChannels
+                };
         return r;
 }
 

@@ -46,8 +46,11 @@ CUresult lupw_array_put(struct lupw_session *s, const struct lupw_array *a)
 
 static CUDA_ARRAY3D_DESCRIPTOR driver_desc(const struct lup_array_desc *d)
 {
-        return (CUDA_ARRAY3D_DESCRIPTOR){ .Width = d->width, .Height = d->height, .Depth = d->depth,
-                                          .Format = (CUarray_format)d->format, .NumChannels = d->channels,
+        return (CUDA_ARRAY3D_DESCRIPTOR){ .Width = d->width,
+                                          .Height = d->height,
+                                          .Depth = d->depth,
+                                          .Format = (CUarray_format)d->format,
+                                          .NumChannels = d->channels,
                                           .Flags = d->flags };
 }
 
@@ -88,9 +91,15 @@ static bool id_fresh(struct lupw_session *s, uint64_t id)
 CUresult lupw_lupArrayCreate(struct lupw_session *s, uint64_t id, uint64_t width, uint64_t height, uint64_t depth,
                              unsigned int format, unsigned int channels, unsigned int flags, unsigned int levels)
 {
-        struct lupw_array a = { .id = id, .ctx = s->ctx.bound_id, .levels = levels,
-                                .d = { .width = width, .height = height, .depth = depth, .format = format,
-                                       .channels = channels, .flags = flags } };
+        struct lupw_array a = { .id = id,
+                                .ctx = s->ctx.bound_id,
+                                .levels = levels,
+                                .d = { .width = width,
+                                       .height = height,
+                                       .depth = depth,
+                                       .format = format,
+                                       .channels = channels,
+                                       .flags = flags } };
         const char *why;
         int rc = lup_array_check(&a.d, levels, &a.shape, &why);
         if (rc < 0)
@@ -120,8 +129,9 @@ CUresult lupw_lupMipmapLevel(struct lupw_session *s, uint64_t id, uint64_t mipma
                 return CUDA_ERROR_INVALID_VALUE;
         if (!id_fresh(s, id))
                 return CUDA_ERROR_INVALID_VALUE;
-        struct lupw_array a = { .id = id, .ctx = m->ctx, .parent = mipmap, .level = level,
-                                .d = lup_array_level_desc(&m->d, level) };
+        struct lupw_array a = {
+                .id = id, .ctx = m->ctx, .parent = mipmap, .level = level, .d = lup_array_level_desc(&m->d, level)
+        };
         a.shape = lup_array_shape_of(&a.d);
         CUresult r = lupw_array_make(s, &a);
         return r == CUDA_SUCCESS ? lupw_array_put(s, &a) : r;
@@ -204,14 +214,18 @@ CUresult lupw_lupArrayCopy(struct lupw_session *s, const void *box, CUstream hSt
                 return CUDA_ERROR_INVALID_VALUE;
         if (c.src.kind != LUP_END_ARRAY && c.dst.kind != LUP_END_ARRAY)
                 return CUDA_ERROR_INVALID_VALUE; /* device to device has its own ops */
-        CUDA_MEMCPY3D d = { .srcXInBytes = c.src.x, .srcY = c.src.y, .srcZ = c.src.z,
-                            .dstXInBytes = c.dst.x, .dstY = c.dst.y, .dstZ = c.dst.z,
-                            .WidthInBytes = c.width, .Height = c.height, .Depth = c.depth };
-        CUresult r = end_resolve(s, &c.src, &c, &d.srcMemoryType, &d.srcDevice, &d.srcArray, &d.srcPitch,
-                                 &d.srcHeight);
+        CUDA_MEMCPY3D d = { .srcXInBytes = c.src.x,
+                            .srcY = c.src.y,
+                            .srcZ = c.src.z,
+                            .dstXInBytes = c.dst.x,
+                            .dstY = c.dst.y,
+                            .dstZ = c.dst.z,
+                            .WidthInBytes = c.width,
+                            .Height = c.height,
+                            .Depth = c.depth };
+        CUresult r = end_resolve(s, &c.src, &c, &d.srcMemoryType, &d.srcDevice, &d.srcArray, &d.srcPitch, &d.srcHeight);
         if (r == CUDA_SUCCESS)
-                r = end_resolve(s, &c.dst, &c, &d.dstMemoryType, &d.dstDevice, &d.dstArray, &d.dstPitch,
-                                &d.dstHeight);
+                r = end_resolve(s, &c.dst, &c, &d.dstMemoryType, &d.dstDevice, &d.dstArray, &d.dstPitch, &d.dstHeight);
         if (r != CUDA_SUCCESS)
                 return r;
         return lupw_be(s)->cuMemcpy3DAsync_v2(&d, hStream);

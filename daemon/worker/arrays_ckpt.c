@@ -35,8 +35,9 @@ static void collect_one(uint64_t key, uint64_t val, void *ud)
 {
         struct collect *c = ud;
         const struct lupw_array *a = (const struct lupw_array *)(uintptr_t)val;
-        c->v[c->n++] = (struct lup_ckpt_array){ .id = a->id, .ctx = a->ctx, .parent = a->parent,
-                                                .level = a->level, .levels = a->levels, .d = a->d };
+        c->v[c->n++] = (struct lup_ckpt_array){
+                .id = a->id, .ctx = a->ctx, .parent = a->parent, .level = a->level, .levels = a->levels, .d = a->d
+        };
 }
 
 static int cmp_id(const void *x, const void *y)
@@ -99,8 +100,7 @@ static int move_contents(struct lupw_session *s, const struct lupw_array *a, str
                 free(buf);
         }
         if (r != CUDA_SUCCESS && rc == 0) {
-                snprintf(why, whylen, "array %#" PRIx64 ": copying its contents failed (CUDA error %d)", a->id,
-                         (int)r);
+                snprintf(why, whylen, "array %#" PRIx64 ": copying its contents failed (CUDA error %d)", a->id, (int)r);
                 rc = -EIO;
         }
         return rc;
@@ -125,8 +125,9 @@ int lupw_arrays_save(struct lupw_session *s, struct lupine_ckpt_save *save)
                                            sizeof(why));
         for (uint32_t i = 0; rc == 0 && i < nt; i++) {
                 const struct lupw_texobj *o = &s->arrays.objs[i];
-                t[i] = (struct lup_ckpt_texobj){ .value = o->value, .ctx = o->ctx, .surface = o->surface,
-                                                 .has_view = o->has_view };
+                t[i] = (struct lup_ckpt_texobj){
+                        .value = o->value, .ctx = o->ctx, .surface = o->surface, .has_view = o->has_view
+                };
                 memcpy(t[i].res, o->res, sizeof(t[i].res));
                 memcpy(t[i].tex, o->tex, sizeof(t[i].tex));
                 memcpy(t[i].view, o->view, sizeof(t[i].view));
@@ -143,12 +144,16 @@ int lupw_arrays_save(struct lupw_session *s, struct lupine_ckpt_save *save)
         return rc;
 }
 
-static int load_arrays(struct lupw_session *s, struct lupine_ckpt_load *ld, const struct lup_ckpt_array *v,
-                       uint32_t n, char *why, size_t whylen)
+static int load_arrays(struct lupw_session *s, struct lupine_ckpt_load *ld, const struct lup_ckpt_array *v, uint32_t n,
+                       char *why, size_t whylen)
 {
         for (uint32_t i = 0; i < n; i++) {
-                struct lupw_array a = { .id = v[i].id, .ctx = v[i].ctx, .parent = v[i].parent, .level = v[i].level,
-                                        .levels = v[i].levels, .d = v[i].d };
+                struct lupw_array a = { .id = v[i].id,
+                                        .ctx = v[i].ctx,
+                                        .parent = v[i].parent,
+                                        .level = v[i].level,
+                                        .levels = v[i].levels,
+                                        .d = v[i].d };
                 a.shape = lup_array_shape_of(&a.d);
                 CUresult r = lupw_bind_ctx(s, a.ctx);
                 if (r == CUDA_SUCCESS)
@@ -156,8 +161,7 @@ static int load_arrays(struct lupw_session *s, struct lupine_ckpt_load *ld, cons
                 if (r == CUDA_SUCCESS)
                         r = lupw_array_put(s, &a);
                 if (r != CUDA_SUCCESS) {
-                        snprintf(why, whylen, "array %#" PRIx64 " cannot be made again (CUDA error %d)", a.id,
-                                 (int)r);
+                        snprintf(why, whylen, "array %#" PRIx64 " cannot be made again (CUDA error %d)", a.id, (int)r);
                         return -EIO;
                 }
                 int rc = a.parent ? 0 : move_contents(s, &a, NULL, ld, why, whylen);
@@ -194,8 +198,9 @@ int lupw_arrays_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *
         if (rc == 0 && nt && !(objs = calloc(nt, sizeof(*objs))))
                 rc = -ENOMEM;
         for (uint32_t i = 0; rc == 0 && i < nt; i++) {
-                objs[i] = (struct lupw_texobj){ .value = t[i].value, .ctx = t[i].ctx, .surface = t[i].surface,
-                                                .has_view = t[i].has_view };
+                objs[i] = (struct lupw_texobj){
+                        .value = t[i].value, .ctx = t[i].ctx, .surface = t[i].surface, .has_view = t[i].has_view
+                };
                 memcpy(objs[i].res, t[i].res, sizeof(objs[i].res));
                 memcpy(objs[i].tex, t[i].tex, sizeof(objs[i].tex));
                 memcpy(objs[i].view, t[i].view, sizeof(objs[i].view));

@@ -180,8 +180,8 @@ static void fillers_free(struct lupw_session *s, struct filler *f, size_t n)
 
 /* One object under its old value; values the driver gives below it are
  * kept as fillers (freed by the caller, after every object is made). */
-static int remake_one(struct lupw_session *s, const struct lupw_texobj *o, struct filler **f, size_t *nf,
-                      size_t *capf, char *why, size_t whylen)
+static int remake_one(struct lupw_session *s, const struct lupw_texobj *o, struct filler **f, size_t *nf, size_t *capf,
+                      char *why, size_t whylen)
 {
         for (;;) {
                 uint64_t v;
@@ -193,8 +193,7 @@ static int remake_one(struct lupw_session *s, const struct lupw_texobj *o, struc
                 }
                 if (v == o->value)
                         return note(s, o) == CUDA_SUCCESS ? 0 : -ENOMEM;
-                if (v > o->value || *nf >= MAX_FILLERS ||
-                    lup_array_grow((void **)f, capf, *nf + 1, sizeof(**f)) < 0) {
+                if (v > o->value || *nf >= MAX_FILLERS || lup_array_grow((void **)f, capf, *nf + 1, sizeof(**f)) < 0) {
                         (void)(o->surface ? lupw_be(s)->cuSurfObjectDestroy(v) : lupw_be(s)->cuTexObjectDestroy(v));
                         snprintf(why, whylen,
                                  "%s object %#" PRIx64 " came back as %#" PRIx64
