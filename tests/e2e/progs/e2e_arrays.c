@@ -35,8 +35,9 @@ static void fill_bytes(uint8_t *p, size_t n, uint32_t seed)
 
 static CUarray make3d(size_t w, size_t h, size_t d, CUarray_format f, unsigned ch, unsigned flags)
 {
-        CUDA_ARRAY3D_DESCRIPTOR a = { .Width = w, .Height = h, .Depth = d, .Format = f, .NumChannels = ch,
-                                      .Flags = flags };
+        CUDA_ARRAY3D_DESCRIPTOR a = {
+                .Width = w, .Height = h, .Depth = d, .Format = f, .NumChannels = ch, .Flags = flags
+        };
         CUarray arr;
         CK(cuArray3DCreate(&arr, &a));
         return arr;
@@ -48,13 +49,25 @@ static void roundtrip3d(CUarray a, size_t row, size_t rows, size_t slices, uint3
         size_t n = row * rows * slices;
         uint8_t *in = malloc(n), *out = calloc(1, n);
         fill_bytes(in, n, seed);
-        CUDA_MEMCPY3D c = { .srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = in, .srcPitch = row, .srcHeight = rows,
-                            .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = a,
-                            .WidthInBytes = row, .Height = rows, .Depth = slices };
+        CUDA_MEMCPY3D c = { .srcMemoryType = CU_MEMORYTYPE_HOST,
+                            .srcHost = in,
+                            .srcPitch = row,
+                            .srcHeight = rows,
+                            .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                            .dstArray = a,
+                            .WidthInBytes = row,
+                            .Height = rows,
+                            .Depth = slices };
         CK(cuMemcpy3D(&c));
-        CUDA_MEMCPY3D b = { .srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a,
-                            .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = out, .dstPitch = row,
-                            .dstHeight = rows, .WidthInBytes = row, .Height = rows, .Depth = slices };
+        CUDA_MEMCPY3D b = { .srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                            .srcArray = a,
+                            .dstMemoryType = CU_MEMORYTYPE_HOST,
+                            .dstHost = out,
+                            .dstPitch = row,
+                            .dstHeight = rows,
+                            .WidthInBytes = row,
+                            .Height = rows,
+                            .Depth = slices };
         CK(cuMemcpy3D(&b));
         EXPECT(memcmp(in, out, n) == 0);
         free(in);
@@ -63,8 +76,9 @@ static void roundtrip3d(CUarray a, size_t row, size_t rows, size_t slices, uint3
 
 static void test_1d(void)
 {
-        CUDA_ARRAY_DESCRIPTOR d = { .Width = 1000, .Height = 0, .Format = CU_AD_FORMAT_UNSIGNED_INT8,
-                                    .NumChannels = 1 };
+        CUDA_ARRAY_DESCRIPTOR d = {
+                .Width = 1000, .Height = 0, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1
+        };
         CUarray a, b;
         CK(cuArrayCreate(&a, &d));
         CK(cuArrayCreate(&b, &d));
@@ -121,13 +135,24 @@ static void test_2d(void)
         size_t row = 64 * 16, pitch = row + 64;
         uint8_t *in = malloc(pitch * 32), *out = calloc(1, pitch * 32);
         fill_bytes(in, pitch * 32, 2);
-        CUDA_MEMCPY2D c = { .srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = in, .srcPitch = pitch,
-                            .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = a, .WidthInBytes = row, .Height = 32 };
+        CUDA_MEMCPY2D c = { .srcMemoryType = CU_MEMORYTYPE_HOST,
+                            .srcHost = in,
+                            .srcPitch = pitch,
+                            .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                            .dstArray = a,
+                            .WidthInBytes = row,
+                            .Height = 32 };
         CK(cuMemcpy2D(&c));
         /* a box back: rows 4..11, bytes 32..287 of each */
-        CUDA_MEMCPY2D b = { .srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a, .srcXInBytes = 32, .srcY = 4,
-                            .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = out, .dstPitch = 256,
-                            .WidthInBytes = 256, .Height = 8 };
+        CUDA_MEMCPY2D b = { .srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                            .srcArray = a,
+                            .srcXInBytes = 32,
+                            .srcY = 4,
+                            .dstMemoryType = CU_MEMORYTYPE_HOST,
+                            .dstHost = out,
+                            .dstPitch = 256,
+                            .WidthInBytes = 256,
+                            .Height = 8 };
         CK(cuMemcpy2DUnaligned(&b));
         for (int y = 0; y < 8; y++)
                 EXPECT(memcmp(out + y * 256, in + (4 + y) * pitch + 32, 256) == 0);
@@ -139,15 +164,30 @@ static void test_2d(void)
         CK(cuArrayCreate(&a2, &d));
         CUstream s;
         CK(cuStreamCreate(&s, 0));
-        CUDA_MEMCPY2D ad = { .srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a, .dstMemoryType = CU_MEMORYTYPE_DEVICE,
-                             .dstDevice = dev, .dstPitch = dpitch, .WidthInBytes = row, .Height = 32 };
+        CUDA_MEMCPY2D ad = { .srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                             .srcArray = a,
+                             .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                             .dstDevice = dev,
+                             .dstPitch = dpitch,
+                             .WidthInBytes = row,
+                             .Height = 32 };
         CK(cuMemcpy2DAsync(&ad, s));
-        CUDA_MEMCPY2D da = { .srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = dev, .srcPitch = dpitch,
-                             .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = a2, .WidthInBytes = row, .Height = 32 };
+        CUDA_MEMCPY2D da = { .srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                             .srcDevice = dev,
+                             .srcPitch = dpitch,
+                             .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                             .dstArray = a2,
+                             .WidthInBytes = row,
+                             .Height = 32 };
         CK(cuMemcpy2DAsync(&da, s));
         memset(out, 0, pitch * 32);
-        CUDA_MEMCPY2D ah = { .srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a2, .dstMemoryType = CU_MEMORYTYPE_HOST,
-                             .dstHost = out, .dstPitch = row, .WidthInBytes = row, .Height = 32 };
+        CUDA_MEMCPY2D ah = { .srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                             .srcArray = a2,
+                             .dstMemoryType = CU_MEMORYTYPE_HOST,
+                             .dstHost = out,
+                             .dstPitch = row,
+                             .WidthInBytes = row,
+                             .Height = 32 };
         CK(cuMemcpy2DAsync(&ah, s));
         CK(cuStreamSynchronize(s));
         for (int y = 0; y < 32; y++)
@@ -199,16 +239,32 @@ static void test_3d_layered_cube(void)
         CK(cuMemAlloc(&d2, n));
         CK(cuMemcpyHtoD(d1, in, n));
         CK(cuMemsetD8(d2, 0, n));
-        CUDA_MEMCPY3D c = { .srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = d1, .srcPitch = 64, .srcHeight = 8,
-                            .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = a,
-                            .WidthInBytes = 64, .Height = 8, .Depth = 4 };
+        CUDA_MEMCPY3D c = { .srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                            .srcDevice = d1,
+                            .srcPitch = 64,
+                            .srcHeight = 8,
+                            .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                            .dstArray = a,
+                            .WidthInBytes = 64,
+                            .Height = 8,
+                            .Depth = 4 };
         CK(cuMemcpy3DAsync(&c, NULL));
         CUcontext ctx;
         CK(cuCtxGetCurrent(&ctx));
-        CUDA_MEMCPY3D_PEER p = { .srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a, .srcXInBytes = 8, .srcY = 2,
-                                 .srcZ = 1, .srcContext = ctx, .dstMemoryType = CU_MEMORYTYPE_DEVICE,
-                                 .dstDevice = d2, .dstPitch = 64, .dstHeight = 8, .dstContext = ctx,
-                                 .WidthInBytes = 16, .Height = 3, .Depth = 2 };
+        CUDA_MEMCPY3D_PEER p = { .srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                                 .srcArray = a,
+                                 .srcXInBytes = 8,
+                                 .srcY = 2,
+                                 .srcZ = 1,
+                                 .srcContext = ctx,
+                                 .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                                 .dstDevice = d2,
+                                 .dstPitch = 64,
+                                 .dstHeight = 8,
+                                 .dstContext = ctx,
+                                 .WidthInBytes = 16,
+                                 .Height = 3,
+                                 .Depth = 2 };
         CK(cuMemcpy3DPeer(&p));
         CK(cuMemcpyDtoH(out, d2, n));
         for (int z = 0; z < 2; z++)
@@ -228,8 +284,9 @@ static void test_3d_layered_cube(void)
 
 static void test_mipmap(void)
 {
-        CUDA_ARRAY3D_DESCRIPTOR d = { .Width = 64, .Height = 32, .Format = CU_AD_FORMAT_UNSIGNED_INT8,
-                                      .NumChannels = 4 };
+        CUDA_ARRAY3D_DESCRIPTOR d = {
+                .Width = 64, .Height = 32, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4
+        };
         CUmipmappedArray m;
         CK(cuMipmappedArrayCreate(&m, &d, 4));
         for (unsigned l = 0; l < 4; l++) {
@@ -252,7 +309,8 @@ static void test_mipmap(void)
 static CUDA_TEXTURE_DESC tex_desc(void)
 {
         CUDA_TEXTURE_DESC t = { .addressMode = { CU_TR_ADDRESS_MODE_CLAMP, CU_TR_ADDRESS_MODE_CLAMP },
-                                .filterMode = CU_TR_FILTER_MODE_LINEAR, .flags = CU_TRSF_NORMALIZED_COORDINATES };
+                                .filterMode = CU_TR_FILTER_MODE_LINEAR,
+                                .flags = CU_TRSF_NORMALIZED_COORDINATES };
         return t;
 }
 
@@ -273,14 +331,19 @@ static void test_objects(void)
         /* linear and pitched memory */
         CUdeviceptr dev;
         CK(cuMemAlloc(&dev, 1 << 16));
-        CUDA_RESOURCE_DESC rl = { .resType = CU_RESOURCE_TYPE_LINEAR,
-                                  .res.linear = { .devPtr = dev, .format = CU_AD_FORMAT_FLOAT, .numChannels = 1,
-                                                  .sizeInBytes = 4096 } };
+        CUDA_RESOURCE_DESC rl = {
+                .resType = CU_RESOURCE_TYPE_LINEAR,
+                .res.linear = { .devPtr = dev, .format = CU_AD_FORMAT_FLOAT, .numChannels = 1, .sizeInBytes = 4096 }
+        };
         CUDA_TEXTURE_DESC pt = { .filterMode = CU_TR_FILTER_MODE_POINT, .flags = CU_TRSF_READ_AS_INTEGER };
         CK(cuTexObjectCreate(&tl, &rl, &pt, NULL));
         CUDA_RESOURCE_DESC rp = { .resType = CU_RESOURCE_TYPE_PITCH2D,
-                                  .res.pitch2D = { .devPtr = dev, .format = CU_AD_FORMAT_UNSIGNED_INT8, .numChannels = 4,
-                                                   .width = 16, .height = 16, .pitchInBytes = 256 } };
+                                  .res.pitch2D = { .devPtr = dev,
+                                                   .format = CU_AD_FORMAT_UNSIGNED_INT8,
+                                                   .numChannels = 4,
+                                                   .width = 16,
+                                                   .height = 16,
+                                                   .pitchInBytes = 256 } };
         CK(cuTexObjectCreate(&tp, &rp, &pt, NULL));
         EXPECT(to != tl && tl != tp && to != tp);
         CK(cuTexObjectGetResourceDesc(&rg, tp));
@@ -294,8 +357,11 @@ static void test_objects(void)
         CUDA_TEXTURE_DESC tm = tex_desc();
         tm.mipmapFilterMode = CU_TR_FILTER_MODE_LINEAR;
         tm.maxMipmapLevelClamp = 2.0f;
-        CUDA_RESOURCE_VIEW_DESC v = { .format = CU_RES_VIEW_FORMAT_FLOAT_1X32, .width = 16, .height = 16,
-                                      .firstMipmapLevel = 0, .lastMipmapLevel = 2 };
+        CUDA_RESOURCE_VIEW_DESC v = { .format = CU_RES_VIEW_FORMAT_FLOAT_1X32,
+                                      .width = 16,
+                                      .height = 16,
+                                      .firstMipmapLevel = 0,
+                                      .lastMipmapLevel = 2 };
         CUtexObject tmo;
         CK(cuTexObjectCreate(&tmo, &rm, &tm, &v));
         CUDA_RESOURCE_VIEW_DESC vg;
@@ -373,9 +439,15 @@ static void held_check_array(CUarray a, size_t row, size_t rows, size_t slices, 
         size_t n = row * rows * slices;
         uint8_t *want = malloc(n), *got = calloc(1, n);
         fill_bytes(want, n, seed);
-        CUDA_MEMCPY3D b = { .srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a,
-                            .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = got, .dstPitch = row,
-                            .dstHeight = rows, .WidthInBytes = row, .Height = rows, .Depth = slices };
+        CUDA_MEMCPY3D b = { .srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                            .srcArray = a,
+                            .dstMemoryType = CU_MEMORYTYPE_HOST,
+                            .dstHost = got,
+                            .dstPitch = row,
+                            .dstHeight = rows,
+                            .WidthInBytes = row,
+                            .Height = rows,
+                            .Depth = slices };
         CK(cuMemcpy3D(&b));
         if (memcmp(want, got, n) != 0) {
                 fprintf(stderr, "array of seed %u lost its contents\n", seed);
@@ -405,8 +477,9 @@ static void hold_build(struct held *h)
                 h->slices[i] = k[i].d ? k[i].d : 1;
                 roundtrip3d(h->arr[i], h->row[i], h->rows[i], h->slices[i], 100 + (uint32_t)i);
         }
-        CUDA_ARRAY3D_DESCRIPTOR md = { .Width = 32, .Height = 32, .Format = CU_AD_FORMAT_UNSIGNED_INT8,
-                                       .NumChannels = 4 };
+        CUDA_ARRAY3D_DESCRIPTOR md = {
+                .Width = 32, .Height = 32, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4
+        };
         CK(cuMipmappedArrayCreate(&h->mip, &md, 3));
         CK(cuMipmappedArrayGetLevel(&h->lv1, h->mip, 1));
         roundtrip3d(h->lv1, 16 * 4, 16, 1, 200);
@@ -420,9 +493,10 @@ static void hold_build(struct held *h)
         CK(cuTexObjectCreate(&h->tex[1], &rm, &t, NULL));
         CK(cuTexObjectDestroy(gap));
         CK(cuMemAlloc(&h->lin, 4096));
-        CUDA_RESOURCE_DESC rl = { .resType = CU_RESOURCE_TYPE_LINEAR,
-                                  .res.linear = { .devPtr = h->lin, .format = CU_AD_FORMAT_FLOAT, .numChannels = 1,
-                                                  .sizeInBytes = 4096 } };
+        CUDA_RESOURCE_DESC rl = {
+                .resType = CU_RESOURCE_TYPE_LINEAR,
+                .res.linear = { .devPtr = h->lin, .format = CU_AD_FORMAT_FLOAT, .numChannels = 1, .sizeInBytes = 4096 }
+        };
         CUDA_TEXTURE_DESC pt = { .filterMode = CU_TR_FILTER_MODE_POINT };
         CK(cuTexObjectCreate(&h->tex[2], &rl, &pt, NULL));
         CK(cuSurfObjectCreate(&h->surf, &r));
