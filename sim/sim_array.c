@@ -5,7 +5,9 @@
  * and cubemap faces are more slices), rows of width x element bytes with
  * no padding; copies reach it through sim_array_end (sim_copy2d.c). Texture
  * and surface objects are values only, numbered from 1 in creation order
- * like the driver's: the PTX interpreter does not sample them.
+ * like the driver's: the PTX interpreter does not sample them. A test can
+ * start the numbering elsewhere with LUPINE_SIM_TEXOBJ_FIRST (a driver
+ * that gives other values after a restore).
  *
  * Locking: the registries are guarded by the driver's rwlock (exclusive to
  * add or remove, shared to look up), like every other registry.
@@ -46,7 +48,18 @@ struct sim_texobj {
 static struct sim_svec arrays = { .max = MAX_ARRAYS };
 static struct sim_svec mipmaps = { .max = MAX_ARRAYS };
 static struct sim_svec objects = { .max = MAX_OBJECTS };
-static uint64_t next_object = 1;
+static uint64_t next_object; /* 0: not started */
+
+/* Lock held exclusive. */
+static uint64_t take_value(void)
+{
+        if (!next_object) {
+                const char *e = getenv("LUPINE_SIM_TEXOBJ_FIRST");
+                unsigned long long v = e ? strtoull(e, NULL, 0) : 0;
+                next_object = v && v < (1ull << 40) ? v : 1;
+        }
+        return next_object;
+}
 
 static size_t elem_size(CUarray_format f, unsigned ch)
 {
@@ -435,7 +448,7 @@ static CUresult object_create(uint64_t *ret, const struct sim_texobj *o)
         CUresult r = sim_ctx_current(drv, NULL, NULL);
         if (r == CUDA_SUCCESS)
                 r = resource_check(drv, &o->res, o->surface);
-        uint64_t v = next_object;
+        uint64_t v = take_value();
         if (r == CUDA_SUCCESS && sim_svec_insert(&objects, v, n) < 0)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
         if (r == CUDA_SUCCESS)

@@ -9,6 +9,8 @@ lupined on the simulator:
   bad input          a client without the shim sends what the shim never
                      would: the worker answers the driver's errors and goes
                      on;
+  refused            a restore where the driver gives the objects other
+                     values fails loudly; the client does not go on;
   durable, hot, upgrade
                      e2e_arrays's hold mode keeps arrays with data, a
                      mipmapped array and texture and surface objects alive
@@ -171,6 +173,50 @@ def upgrade(lupined, progs, shim, kernels, tmp):
     _hold(progs, shim, kernels).upgrade(lupined, tmp, after=_arrays_saved('upgrade', 2000))
 
 
+def refused(lupined, progs, shim, kernels, tmp):
+    """A durable restore where the driver gives every texture object a value
+    above the old one (LUPINE_SIM_TEXOBJ_FIRST): the restore of that session
+    fails loudly, and its client gets errors, never a wrong texture."""
+    from restart_harness import daemon_argv, daemon_env, read_text, start_client
+    import signal
+    port = W.free_port()
+    logp = os.path.join(tmp, 'arrays-refused.log')
+    log = open(logp, 'a')
+    argv = daemon_argv(lupined, port, os.path.join(tmp, 'arrays-refused'), 'durable')
+    d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=daemon_env())
+    c = None
+    try:
+        check('arrays (refused): the daemon starts', W.wait_port(port, d))
+        c = start_client([os.path.join(progs, 'e2e_arrays'), kernels, 'hold'], shim, port, 'arrref', '20')
+        h = _hold(progs, shim, kernels)
+        if h.ready(c, 'refused'):
+            d.send_signal(signal.SIGTERM)
+            check('arrays (refused): the drain exits 0', d.wait(timeout=60) == 0)
+            env = daemon_env()
+            env['LUPINE_SIM_TEXOBJ_FIRST'] = '4096'
+            d = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+            check('arrays (refused): the new daemon starts', W.wait_port(port, d))
+            try:
+                c.stdin.write('go\n')
+                c.stdin.flush()
+                out, err = c.communicate(timeout=120)
+            except (subprocess.TimeoutExpired, BrokenPipeError):
+                c.kill()
+                out, err = c.communicate()
+            check('arrays (refused): the client does not go on as if nothing happened',
+                  c.returncode != 0 and 'e2e_arrays hold: OK' not in out, out[-1000:] + err[-2000:])
+        text = read_text(logp)
+        check('arrays (refused): the restore says which object came back under another value',
+              re.search(r'texture object 0x[0-9a-f]+ came back as 0x[0-9a-f]+', text) is not None and
+              re.search(r'session arrref cannot be restored', text) is not None, text[-3000:])
+    finally:
+        if c is not None and c.poll() is None:
+            c.kill()
+            c.communicate()
+        stop_daemon(d)
+        log.close()
+
+
 def main():
     if len(sys.argv) < 5:
         print(__doc__)
@@ -184,14 +230,15 @@ def main():
                              ('bad', lambda: bad_input(lupined, tmp)),
                              ('durable', lambda: durable(lupined, progs, shim, kernels, tmp)),
                              ('hot', lambda: hot(lupined, progs, shim, kernels, tmp)),
-                             ('upgrade', lambda: upgrade(lupined, progs, shim, kernels, tmp))):
+                             ('upgrade', lambda: upgrade(lupined, progs, shim, kernels, tmp)),
+                             ('refused', lambda: refused(lupined, progs, shim, kernels, tmp))):
                 if not only or name in only.split(','):
                     fn()
         except Exception as e:  # a harness failure is a test failure, with the logs
             check('harness', False, repr(e))
         if check.failed:
             for f in ('arrays-plain.log', 'arrays-bad.log', 'arrays-durable.log', 'arrays-hot.log',
-                      'arrays-upgrade.log'):
+                      'arrays-upgrade.log', 'arrays-refused.log'):
                 p = os.path.join(tmp, f)
                 if os.path.exists(p):
                     print(f'---- {f} (tail) ----')
