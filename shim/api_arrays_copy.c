@@ -7,13 +7,15 @@
  * (CUDA_ERROR_INVALID_VALUE past its bounds, as the driver). Array and
  * device ends go to the worker as one lupArrayCopy, which runs the real
  * cuMemcpy3D (a device address is the same on both sides). A host end is
- * staged through a scratch allocation of the stream-ordered allocator:
- * host rows go to it with the ordinary host->device path and then to the
- * array, or from the array to it and back with the device->host path, all
- * in stream order, and the scratch is freed in stream order after. So no
- * new bulk path exists for arrays, and an asynchronous copy stays
- * asynchronous (its device->host bytes arrive by the next synchronisation
- * point, as every async copy's).
+ * staged through a scratch allocation (cuMemAlloc): host rows go to it with
+ * the ordinary host->device path and then to the array, or from the array
+ * to it and back with the device->host path, all in stream order, and the
+ * scratch is freed after (the worker's cuMemFree finishes the work before
+ * it frees). So no new bulk path exists for arrays, and an asynchronous
+ * copy stays asynchronous for the caller (its device->host bytes arrive by
+ * the next synchronisation point, as every async copy's). Not the
+ * stream-ordered allocator: its state belongs to the context that first
+ * used it, which the program may destroy, and a capture would record it.
  */
 #include <string.h>
 
@@ -109,7 +111,7 @@ static CUresult host_leg(const struct xend *hostend, CUdeviceptr scratch, bool t
 static CUresult staged(const struct xend *s, const struct xend *d, size_t w, size_t h, size_t dp, CUstream st)
 {
         CUdeviceptr scratch;
-        CUresult r = cuMemAllocAsync(&scratch, w * h * dp, st);
+        CUresult r = cuMemAlloc_v2(&scratch, w * h * dp);
         if (r != CUDA_SUCCESS)
                 return r;
         struct lup_copy_end mid = { .kind = LUP_END_DEVICE, .handle = scratch, .pitch = w, .height = h };
@@ -122,7 +124,7 @@ static CUresult staged(const struct xend *s, const struct xend *d, size_t w, siz
                 if (r == CUDA_SUCCESS)
                         r = host_leg(d, scratch, false, w, h, dp, st);
         }
-        CUresult f = cuMemFreeAsync(scratch, st);
+        CUresult f = cuMemFree_v2(scratch);
         return r != CUDA_SUCCESS ? r : f;
 }
 

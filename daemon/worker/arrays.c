@@ -262,6 +262,44 @@ CUresult lupw_lupArraySparse(struct lupw_session *s, void *props, uint64_t id)
         return r;
 }
 
+struct ctx_hunt {
+        uint64_t ctx;
+        uint64_t *ids;
+        size_t n;
+};
+
+static void hunt_ctx(uint64_t key, uint64_t val, void *ud)
+{
+        struct ctx_hunt *h = ud;
+        const struct lupw_array *a = (const struct lupw_array *)(uintptr_t)val;
+        if (a->ctx == h->ctx && !a->parent)
+                h->ids[h->n++] = key;
+}
+
+void lupw_arrays_drop_ctx(struct lupw_session *s, uint64_t ctx)
+{
+        struct lupw_arrays *A = &s->arrays;
+        size_t keep = 0;
+        for (size_t i = 0; i < A->n_objs; i++) {
+                if (A->objs[i].ctx != ctx) {
+                        A->objs[keep++] = A->objs[i];
+                        continue;
+                }
+                (void)(A->objs[i].surface ? lupw_be(s)->cuSurfObjectDestroy(A->objs[i].value)
+                                          : lupw_be(s)->cuTexObjectDestroy(A->objs[i].value));
+        }
+        A->n_objs = keep;
+        if (!A->ids.limit || !A->ids.used)
+                return;
+        struct ctx_hunt h = { .ctx = ctx, .ids = calloc(A->ids.used, sizeof(uint64_t)) };
+        if (!h.ids)
+                return; /* the driver frees them with the context; their entries stay */
+        lup_u64map_each(&A->ids, hunt_ctx, &h);
+        for (size_t i = 0; i < h.n; i++)
+                (void)lupw_lupArrayDestroy(s, h.ids[i]);
+        free(h.ids);
+}
+
 static void free_one(uint64_t key, uint64_t val, void *ud)
 {
         (void)key, (void)ud;

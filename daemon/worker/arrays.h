@@ -14,6 +14,9 @@ struct lupw_array *lupw_array_get(struct lupw_session *s, uint64_t id, bool mipm
 CUresult lupw_array_make(struct lupw_session *s, struct lupw_array *a);
 /* Enters a (a copy is kept); CUDA_ERROR_OUT_OF_MEMORY past the limit. */
 CUresult lupw_array_put(struct lupw_session *s, const struct lupw_array *a);
+/* Destroys the arrays and objects made in context ctx (bound), before it
+ * is destroyed or reset. */
+void lupw_arrays_drop_ctx(struct lupw_session *s, uint64_t ctx);
 /* Forgets every array and object (the driver's go with the contexts). */
 void lupw_arrays_release(struct lupw_session *s);
 

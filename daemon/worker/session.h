@@ -427,6 +427,10 @@ extern const struct lupw_ctl_op lupw_ctl_htod, lupw_ctl_dtoh, lupw_ctl_dtoh_asyn
  * (before any reply that is a synchronisation point). */
 int lupw_flush_pending(struct lupw_session *s, bool wait);
 void lupw_copy_free(struct lupw_session *s);
+/* Before a context goes: the copies' events, made lazily in whatever
+ * context was current, are destroyed (after every copy finished and was
+ * sent) and made again at their next use. */
+void lupw_copy_drop_events(struct lupw_session *s);
 /* Waits for host->device copies still reading the receive buffer. */
 void lupw_htod_wait(struct lupw_session *s);
 

@@ -19,7 +19,10 @@
 static const struct lup_ckpt_array good[3] = {
         { .id = ID(1), .ctx = 0x10000, .d = { .width = 64, .height = 32, .format = 0x20, .channels = 4 } },
         { .id = ID(2), .ctx = 0x10000, .levels = 3, .d = { .width = 16, .height = 16, .format = 0x01, .channels = 1 } },
-        { .id = ID(5), .ctx = 0x10000, .parent = ID(2), .level = 2,
+        { .id = ID(5),
+          .ctx = 0x10000,
+          .parent = ID(2),
+          .level = 2,
           .d = { .width = 4, .height = 4, .format = 0x01, .channels = 1 } },
 };
 
@@ -72,14 +75,30 @@ static void bad_records(void **state)
         for (int k = 0; k < 8; k++) {
                 memcpy(v, good, sizeof(v));
                 switch (k) {
-                case 0: v[0].id = ID(1) + 3; break;                /* malformed id */
-                case 1: v[1].id = ID(1); break;                    /* not ascending */
-                case 2: v[0].d.channels = 3; break;                /* bad descriptor */
-                case 3: v[0].d.width = 1ull << 40; break;          /* absurd size */
-                case 4: v[2].parent = ID(1); break;                /* level of a plain array */
-                case 5: v[2].level = 3; break;                     /* past the levels */
-                case 6: v[2].d.width = 8; break;                   /* not that level's descriptor */
-                case 7: v[2].parent = ID(9); break;                /* no such parent */
+                case 0:
+                        v[0].id = ID(1) + 3;
+                        break; /* malformed id */
+                case 1:
+                        v[1].id = ID(1);
+                        break; /* not ascending */
+                case 2:
+                        v[0].d.channels = 3;
+                        break; /* bad descriptor */
+                case 3:
+                        v[0].d.width = 1ull << 40;
+                        break; /* absurd size */
+                case 4:
+                        v[2].parent = ID(1);
+                        break; /* level of a plain array */
+                case 5:
+                        v[2].level = 3;
+                        break; /* past the levels */
+                case 6:
+                        v[2].d.width = 8;
+                        break; /* not that level's descriptor */
+                case 7:
+                        v[2].parent = ID(9);
+                        break; /* no such parent */
                 }
                 assert_int_equal(lup_ckpt_arrays_encode(v, 3, NULL, 0, &buf, &len), 0);
                 assert_int_equal(lup_ckpt_arrays_decode(buf, len, &a, &na, &got, &nt, &why), -EBADMSG);
@@ -92,8 +111,9 @@ static void descriptors(void **state)
         (void)state;
         struct lup_array_shape s;
         const char *why;
-        struct lup_array_desc d = { .width = 8, .height = 8, .depth = 6, .format = 0x20, .channels = 1,
-                                    .flags = LUP_ARRAY_CUBEMAP };
+        struct lup_array_desc d = {
+                .width = 8, .height = 8, .depth = 6, .format = 0x20, .channels = 1, .flags = LUP_ARRAY_CUBEMAP
+        };
         assert_int_equal(lup_array_check(&d, 0, &s, &why), 0);
         assert_int_equal(s.bytes, 8 * 8 * 6 * 4);
         d.height = 4;

@@ -457,6 +457,25 @@ static void held_check_array(CUarray a, size_t row, size_t rows, size_t slices, 
         free(got);
 }
 
+/* An array and an object in a context the program destroys: they go
+ * with it, and a checkpoint after must not need them. */
+static void ctx_gone(CUcontext primary)
+{
+        CUdevice dev;
+        CUcontext c;
+        CK(cuCtxGetDevice(&dev));
+        CK(cuCtxCreate_v2(&c, 0, dev));
+        CK(cuCtxSetCurrent(c));
+        CUarray a = make3d(8, 8, 0, CU_AD_FORMAT_FLOAT, 1, 0);
+        roundtrip3d(a, 32, 8, 1, 9);
+        CUDA_RESOURCE_DESC r = { .resType = CU_RESOURCE_TYPE_ARRAY, .res.array.hArray = a };
+        CUDA_TEXTURE_DESC t = tex_desc();
+        CUtexObject o;
+        CK(cuTexObjectCreate(&o, &r, &t, NULL));
+        CK(cuCtxDestroy(c));
+        CK(cuCtxSetCurrent(primary));
+}
+
 static void hold_build(struct held *h)
 {
         struct {
@@ -543,6 +562,7 @@ int main(int argc, char **argv)
         if (argc > 2 && strcmp(argv[2], "hold") == 0) {
                 struct held h;
                 char line[64];
+                ctx_gone(ctx);
                 hold_build(&h);
                 printf("ready: arrays, textures %llx %llx %llx, surface %llx\n", (unsigned long long)h.tex[0],
                        (unsigned long long)h.tex[1], (unsigned long long)h.tex[2], (unsigned long long)h.surf);
