@@ -18,7 +18,11 @@ lupined on the simulator:
                      that the objects' values are the driver's objects again,
                      and uses them.
 
-usage: test_arrays.py LUPINED PROGS_DIR SHIM_DIR KERNELS_DIR"""
+  cudart             (with CUDART_LIB_DIR RT_ARRAYS) tests/rt/rt_arrays.cu, the
+                     CUDA runtime's arrays, copies and objects, without
+                     kernels, and no call lupine does not support.
+
+usage: test_arrays.py LUPINED PROGS_DIR SHIM_DIR KERNELS_DIR [CUDART_LIB_DIR RT_ARRAYS]"""
 import os
 import re
 import struct
@@ -217,11 +221,38 @@ def refused(lupined, progs, shim, kernels, tmp):
         log.close()
 
 
+def cudart(lupined, shim, cudart_dir, prog, tmp):
+    port = W.free_port()
+    log = open(os.path.join(tmp, 'arrays-cudart.log'), 'a')
+    env = dict(os.environ)
+    env.pop('LD_LIBRARY_PATH', None)
+    d = subprocess.Popen([lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}'],
+                         stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        check('arrays (cudart): the daemon starts', W.wait_port(port, d))
+        cenv = dict(os.environ)
+        cenv['LUPINE_SERVER'] = f'127.0.0.1:{port}'
+        cenv['LD_LIBRARY_PATH'] = shim + ':' + cudart_dir
+        try:
+            r = subprocess.run([prog], env=cenv, capture_output=True, text=True, timeout=120)
+            out, err, rc = r.stdout, r.stderr, r.returncode
+        except subprocess.TimeoutExpired as e:
+            out, err, rc = str(e.stdout), str(e.stderr), -1
+        check('arrays (cudart): the runtime\'s arrays, 2D/3D/array copies, mipmapped levels, texture and surface '
+              'objects (rt_arrays)', rc == 0 and 'rt_arrays: OK' in out, out[-2000:] + err[-2000:])
+        check('arrays (cudart): no driver call lupine does not support', 'not supported by lupine' not in err,
+              err[-2000:])
+    finally:
+        stop_daemon(d)
+        log.close()
+
+
 def main():
     if len(sys.argv) < 5:
         print(__doc__)
         return 2
     lupined, progs, shim, kernels = sys.argv[1:5]
+    rt = sys.argv[5:7] if len(sys.argv) >= 7 else None
     shim = os.path.abspath(shim)
     only = os.environ.get('ARRAYS_ONLY', '')
     with tempfile.TemporaryDirectory(prefix='lupine-arrays-') as tmp:
@@ -231,14 +262,15 @@ def main():
                              ('durable', lambda: durable(lupined, progs, shim, kernels, tmp)),
                              ('hot', lambda: hot(lupined, progs, shim, kernels, tmp)),
                              ('upgrade', lambda: upgrade(lupined, progs, shim, kernels, tmp)),
-                             ('refused', lambda: refused(lupined, progs, shim, kernels, tmp))):
-                if not only or name in only.split(','):
+                             ('refused', lambda: refused(lupined, progs, shim, kernels, tmp)),
+                             ('cudart', lambda: rt and cudart(lupined, shim, rt[0], rt[1], tmp))):
+                if (not only and name != 'cudart') or name in only.split(','):
                     fn()
         except Exception as e:  # a harness failure is a test failure, with the logs
             check('harness', False, repr(e))
         if check.failed:
             for f in ('arrays-plain.log', 'arrays-bad.log', 'arrays-durable.log', 'arrays-hot.log',
-                      'arrays-upgrade.log', 'arrays-refused.log'):
+                      'arrays-upgrade.log', 'arrays-refused.log', 'arrays-cudart.log'):
                 p = os.path.join(tmp, f)
                 if os.path.exists(p):
                     print(f'---- {f} (tail) ----')
