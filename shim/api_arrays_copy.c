@@ -35,7 +35,6 @@ struct xend {
 static CUresult end_of(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array, size_t x, size_t y,
                        size_t z, size_t pitch, size_t height, struct xend *ret)
 {
-        struct lupc_alloc_info ai;
         *ret = (struct xend){ .type = type, .e = { .x = x, .y = y, .z = z, .pitch = pitch, .height = height } };
         switch (type) {
         case CU_MEMORYTYPE_ARRAY:
@@ -43,7 +42,7 @@ static CUresult end_of(CUmemorytype type, const void *host, CUdeviceptr dev, CUa
                 ret->e.handle = (uint64_t)(uintptr_t)array;
                 return CUDA_SUCCESS;
         case CU_MEMORYTYPE_UNIFIED:
-                if (!lupc_shadow_find(dev, &ai)) {
+                if (!lupc_in_arena(dev)) { /* device memory is arena memory, whoever made it */
                         ret->type = CU_MEMORYTYPE_HOST;
                         ret->host = (const void *)(uintptr_t)dev;
                         return CUDA_SUCCESS;

@@ -43,7 +43,6 @@ static struct lup_u64map objects = { .limit = MAX_OBJECTS };
 /* What the shim can tell about a resource before the worker does. */
 static CUresult check_resource(const CUDA_RESOURCE_DESC *r, bool surface)
 {
-        struct lupc_alloc_info ai;
         if (r->flags)
                 return CUDA_ERROR_INVALID_VALUE;
         switch (r->resType) {
@@ -60,11 +59,12 @@ static CUresult check_resource(const CUDA_RESOURCE_DESC *r, bool surface)
         case CU_RESOURCE_TYPE_LINEAR:
                 if (surface)
                         return CUDA_ERROR_INVALID_VALUE;
-                return lupc_shadow_find(r->res.linear.devPtr, &ai) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+                /* the worker checks the range (cuMemAlloc, pools, VMM mappings) */
+                return lupc_in_arena(r->res.linear.devPtr) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
         case CU_RESOURCE_TYPE_PITCH2D:
                 if (surface)
                         return CUDA_ERROR_INVALID_VALUE;
-                return lupc_shadow_find(r->res.pitch2D.devPtr, &ai) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+                return lupc_in_arena(r->res.pitch2D.devPtr) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
         default:
                 return CUDA_ERROR_INVALID_VALUE;
         }
