@@ -61,6 +61,7 @@ int lup_ckpt_arrays_encode(const struct lup_ckpt_array *a, uint32_t na, const st
                 lup_wr_u32(&w, a[i].d.format);
                 lup_wr_u32(&w, a[i].d.channels);
                 lup_wr_u32(&w, a[i].d.flags);
+                lup_wr_u32(&w, a[i].flags);
         }
         lup_wr_u32(&w, nt);
         for (uint32_t i = 0; i < nt; i++) {
@@ -95,6 +96,7 @@ static void read_array(struct lup_rd *r, struct lup_ckpt_array *a)
         lup_rd_u32(r, &a->d.format);
         lup_rd_u32(r, &a->d.channels);
         lup_rd_u32(r, &a->d.flags);
+        lup_rd_u32(r, &a->flags);
 }
 
 static bool read_texobj(struct lup_rd *r, struct lup_ckpt_texobj *t)
@@ -133,7 +135,7 @@ static bool arrays_sound(const struct lup_ckpt_array *a, uint32_t n)
                 const char *why;
                 uint64_t pi;
                 ok = a[i].id >= LUP_FIRST_HANDLE_ID && (a[i].id - LUP_FIRST_HANDLE_ID) % 16 == 0 &&
-                     (i == 0 || a[i].id > a[i - 1].id);
+                     (i == 0 || a[i].id > a[i - 1].id) && !(a[i].flags & ~LUP_CKPT_ARRAY_DEAD);
                 if (ok && !a[i].parent)
                         ok = lup_array_check(&a[i].d, a[i].levels, &s, &why) == 0;
                 else if (ok) {

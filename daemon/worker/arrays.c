@@ -21,13 +21,19 @@ static void ids_ready(struct lupw_session *s)
                 lup_u64map_init(&s->arrays.ids, LUP_MAX_ARRAYS + LUP_MAX_ARRAYS / 2);
 }
 
-struct lupw_array *lupw_array_get(struct lupw_session *s, uint64_t id, bool mipmap)
+struct lupw_array *lupw_array_find(struct lupw_session *s, uint64_t id, bool mipmap)
 {
         uint64_t v;
         if (!s->arrays.ids.limit || !lup_u64map_get(&s->arrays.ids, id, &v))
                 return NULL;
         struct lupw_array *a = (struct lupw_array *)(uintptr_t)v;
         return (a->levels != 0) == mipmap ? a : NULL;
+}
+
+struct lupw_array *lupw_array_get(struct lupw_session *s, uint64_t id, bool mipmap)
+{
+        struct lupw_array *a = lupw_array_find(s, id, mipmap);
+        return a && !a->dead ? a : NULL;
 }
 
 CUresult lupw_array_put(struct lupw_session *s, const struct lupw_array *a)
@@ -59,7 +65,7 @@ CUresult lupw_array_make(struct lupw_session *s, struct lupw_array *a)
         const struct lupw_backend *be = lupw_be(s);
         CUDA_ARRAY3D_DESCRIPTOR d = driver_desc(&a->d);
         if (a->parent) {
-                struct lupw_array *m = lupw_array_get(s, a->parent, true);
+                struct lupw_array *m = lupw_array_find(s, a->parent, true);
                 CUarray l;
                 if (!m || a->level >= m->levels)
                         return CUDA_ERROR_INVALID_HANDLE;
@@ -158,16 +164,18 @@ static void hunt_levels(uint64_t key, uint64_t val, void *ud)
                 h->ids[h->n++] = key;
 }
 
-CUresult lupw_lupArrayDestroy(struct lupw_session *s, uint64_t id)
+/* Destroys array or mipmapped array id (and a mipmapped array's levels) in
+ * the driver and forgets it, dead or not. */
+static CUresult destroy_now(struct lupw_session *s, uint64_t id)
 {
-        struct lupw_array *a = lupw_array_get(s, id, false), *m = lupw_array_get(s, id, true);
+        struct lupw_array *a = lupw_array_find(s, id, false), *m = lupw_array_find(s, id, true);
         CUresult r;
         if (a && !a->parent)
                 r = lupw_be(s)->cuArrayDestroy((CUarray)a->real);
         else if (m)
                 r = lupw_be(s)->cuMipmappedArrayDestroy((CUmipmappedArray)m->real);
         else
-                return CUDA_ERROR_INVALID_HANDLE; /* unknown, or a level */
+                return CUDA_ERROR_INVALID_HANDLE;
         if (r != CUDA_SUCCESS)
                 return r;
         if (m) {
@@ -178,6 +186,51 @@ CUresult lupw_lupArrayDestroy(struct lupw_session *s, uint64_t id)
         }
         forget(s, id);
         return CUDA_SUCCESS;
+}
+
+/* A texture or surface object made on an array the client then destroys
+ * stays a valid value to the client (reading it is the program's bug, as on
+ * the driver); the worker keeps such an array until the last object naming
+ * it goes, so that a restore can make every live object again. */
+CUresult lupw_lupArrayDestroy(struct lupw_session *s, uint64_t id)
+{
+        struct lupw_array *a = lupw_array_get(s, id, false), *m = lupw_array_get(s, id, true);
+        if ((!a || a->parent) && !m)
+                return CUDA_ERROR_INVALID_HANDLE; /* unknown, destroyed, or a level */
+        if (!lupw_texobj_names(s, id))
+                return destroy_now(s, id);
+        (a ? a : m)->dead = true;
+        if (m) {
+                struct level_hunt h = { .parent = id };
+                lup_u64map_each(&s->arrays.ids, hunt_levels, &h);
+                for (size_t i = 0; i < h.n; i++)
+                        lupw_array_find(s, h.ids[i], false)->dead = true;
+        }
+        return CUDA_SUCCESS;
+}
+
+struct dead_hunt {
+        uint64_t ids[64];
+        size_t n;
+};
+
+static void hunt_dead(uint64_t key, uint64_t val, void *ud)
+{
+        struct dead_hunt *h = ud;
+        const struct lupw_array *a = (const struct lupw_array *)(uintptr_t)val;
+        if (a->dead && !a->parent && h->n < 64)
+                h->ids[h->n++] = key;
+}
+
+void lupw_arrays_reap(struct lupw_session *s)
+{
+        struct dead_hunt h = { .n = 0 };
+        if (!s->arrays.ids.limit)
+                return;
+        lup_u64map_each(&s->arrays.ids, hunt_dead, &h);
+        for (size_t i = 0; i < h.n; i++)
+                if (!lupw_texobj_names(s, h.ids[i]))
+                        (void)destroy_now(s, h.ids[i]);
 }
 
 /* One end of a copy as the driver's descriptor wants it, checked. */
@@ -296,7 +349,7 @@ void lupw_arrays_drop_ctx(struct lupw_session *s, uint64_t ctx)
                 return; /* the driver frees them with the context; their entries stay */
         lup_u64map_each(&A->ids, hunt_ctx, &h);
         for (size_t i = 0; i < h.n; i++)
-                (void)lupw_lupArrayDestroy(s, h.ids[i]);
+                (void)destroy_now(s, h.ids[i]);
         free(h.ids);
 }
 

@@ -7,8 +7,17 @@
 #include "worker/session.h"
 
 /* The live array (kind: levels 0 an array or a level, else a mipmapped
- * array) of that id, or NULL. */
+ * array) of that id, or NULL; lupw_array_find also gives one the client
+ * destroyed that a live object still names (its checkpoint, its objects'
+ * restore). */
 struct lupw_array *lupw_array_get(struct lupw_session *s, uint64_t id, bool mipmap);
+struct lupw_array *lupw_array_find(struct lupw_session *s, uint64_t id, bool mipmap);
+/* Destroys the arrays the client destroyed that no live object names any
+ * more (after an object is destroyed). */
+void lupw_arrays_reap(struct lupw_session *s);
+/* worker/texobj.c: whether a live object names array or mipmapped array
+ * id, or a level of it. */
+bool lupw_texobj_names(struct lupw_session *s, uint64_t id);
 /* Makes a's driver object again from its record (a->real set): for a
  * level, from its mipmapped array, which must be made already. */
 CUresult lupw_array_make(struct lupw_session *s, struct lupw_array *a);

@@ -121,7 +121,7 @@ int lupw_arrays_save(struct lupw_session *s, struct lupine_ckpt_save *save)
                 qsort(c.v, n, sizeof(*c.v), cmp_id);
         for (uint32_t i = 0; rc == 0 && i < n; i++)
                 if (!c.v[i].parent)
-                        rc = move_contents(s, lupw_array_get(s, c.v[i].id, c.v[i].levels != 0), save, NULL, why,
+                        rc = move_contents(s, lupw_array_find(s, c.v[i].id, c.v[i].levels != 0), save, NULL, why,
                                            sizeof(why));
         for (uint32_t i = 0; rc == 0 && i < nt; i++) {
                 const struct lupw_texobj *o = &s->arrays.objs[i];

@@ -223,6 +223,7 @@ struct lupw_array {
         struct lup_array_desc d;
         struct lup_array_shape shape;
         void *real; /* CUarray or CUmipmappedArray */
+        bool dead;  /* destroyed by the client, kept while a live object names it */
 };
 struct lupw_texobj {
         uint64_t value, ctx;

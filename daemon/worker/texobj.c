@@ -24,9 +24,35 @@
 
 #define MAX_FILLERS 65536u
 
-/* The client's resource with real arrays in, checked. */
-static CUresult resource_in(struct lupw_session *s, const uint8_t *raw, bool surface, CUDA_RESOURCE_DESC *ret)
+/* The array or mipmapped array a resource names (its id), or 0. */
+static uint64_t resource_array(const uint8_t *raw)
 {
+        CUDA_RESOURCE_DESC r;
+        memcpy(&r, raw, sizeof(r));
+        if (r.resType == CU_RESOURCE_TYPE_ARRAY)
+                return (uint64_t)(uintptr_t)r.res.array.hArray;
+        if (r.resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY)
+                return (uint64_t)(uintptr_t)r.res.mipmap.hMipmappedArray;
+        return 0;
+}
+
+bool lupw_texobj_names(struct lupw_session *s, uint64_t id)
+{
+        for (size_t i = 0; i < s->arrays.n_objs; i++) {
+                uint64_t h = resource_array(s->arrays.objs[i].res);
+                struct lupw_array *a = h ? lupw_array_find(s, h, false) : NULL;
+                if (h == id || (a && a->parent == id))
+                        return true;
+        }
+        return false;
+}
+
+/* The client's resource with real arrays in, checked; remake: arrays the
+ * client destroyed are found too (an object made before that). */
+static CUresult resource_in(struct lupw_session *s, const uint8_t *raw, bool surface, bool remake,
+                            CUDA_RESOURCE_DESC *ret)
+{
+        struct lupw_array *(*get)(struct lupw_session *, uint64_t, bool) = remake ? lupw_array_find : lupw_array_get;
         CUDA_RESOURCE_DESC r;
         memcpy(&r, raw, sizeof(r));
         if (r.flags)
@@ -35,14 +61,14 @@ static CUresult resource_in(struct lupw_session *s, const uint8_t *raw, bool sur
         uint32_t elem;
         switch (r.resType) {
         case CU_RESOURCE_TYPE_ARRAY:
-                if (!(a = lupw_array_get(s, (uint64_t)(uintptr_t)r.res.array.hArray, false)))
+                if (!(a = get(s, (uint64_t)(uintptr_t)r.res.array.hArray, false)))
                         return CUDA_ERROR_INVALID_HANDLE;
                 r.res.array.hArray = (CUarray)a->real;
                 break;
         case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
                 if (surface)
                         return CUDA_ERROR_INVALID_VALUE;
-                if (!(a = lupw_array_get(s, (uint64_t)(uintptr_t)r.res.mipmap.hMipmappedArray, true)))
+                if (!(a = get(s, (uint64_t)(uintptr_t)r.res.mipmap.hMipmappedArray, true)))
                         return CUDA_ERROR_INVALID_HANDLE;
                 r.res.mipmap.hMipmappedArray = (CUmipmappedArray)a->real;
                 break;
@@ -66,12 +92,12 @@ static CUresult resource_in(struct lupw_session *s, const uint8_t *raw, bool sur
         return CUDA_SUCCESS;
 }
 
-static CUresult make(struct lupw_session *s, const struct lupw_texobj *o, uint64_t *ret)
+static CUresult make(struct lupw_session *s, const struct lupw_texobj *o, bool remake, uint64_t *ret)
 {
         CUDA_RESOURCE_DESC res;
         CUDA_TEXTURE_DESC tex;
         CUDA_RESOURCE_VIEW_DESC view;
-        CUresult r = resource_in(s, o->res, o->surface, &res);
+        CUresult r = resource_in(s, o->res, o->surface, remake, &res);
         if (r != CUDA_SUCCESS)
                 return r;
         if (o->surface) {
@@ -103,7 +129,7 @@ static CUresult create(struct lupw_session *s, struct lupw_texobj *o, uint64_t *
         uint64_t v;
         if (s->arrays.n_objs >= LUPW_MAX_TEXOBJS)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        CUresult r = make(s, o, &v);
+        CUresult r = make(s, o, false, &v);
         if (r != CUDA_SUCCESS)
                 return r;
         o->value = v;
@@ -152,6 +178,7 @@ static CUresult destroy(struct lupw_session *s, uint64_t value, bool surface)
                 return r;
         memmove(&A->objs[i], &A->objs[i + 1], (A->n_objs - i - 1) * sizeof(*A->objs));
         A->n_objs--;
+        lupw_arrays_reap(s); /* an array the client destroyed may be free to go now */
         return CUDA_SUCCESS;
 }
 
@@ -185,7 +212,7 @@ static int remake_one(struct lupw_session *s, const struct lupw_texobj *o, struc
 {
         for (;;) {
                 uint64_t v;
-                CUresult r = make(s, o, &v);
+                CUresult r = make(s, o, true, &v);
                 if (r != CUDA_SUCCESS) {
                         snprintf(why, whylen, "%s object %#" PRIx64 " cannot be made again (CUDA error %d)",
                                  o->surface ? "surface" : "texture", o->value, (int)r);

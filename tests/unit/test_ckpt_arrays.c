@@ -17,7 +17,10 @@
 #define ID(n) (0x1000000ull + 16ull * (n))
 
 static const struct lup_ckpt_array good[3] = {
-        { .id = ID(1), .ctx = 0x10000, .d = { .width = 64, .height = 32, .format = 0x20, .channels = 4 } },
+        { .id = ID(1),
+          .ctx = 0x10000,
+          .d = { .width = 64, .height = 32, .format = 0x20, .channels = 4 },
+          .flags = LUP_CKPT_ARRAY_DEAD },
         { .id = ID(2), .ctx = 0x10000, .levels = 3, .d = { .width = 16, .height = 16, .format = 0x01, .channels = 1 } },
         { .id = ID(5),
           .ctx = 0x10000,
@@ -72,7 +75,7 @@ static void bad_records(void **state)
         struct lup_ckpt_texobj *got;
         uint32_t na, nt;
         const char *why;
-        for (int k = 0; k < 8; k++) {
+        for (int k = 0; k < 9; k++) {
                 memcpy(v, good, sizeof(v));
                 switch (k) {
                 case 0:
@@ -99,6 +102,9 @@ static void bad_records(void **state)
                 case 7:
                         v[2].parent = ID(9);
                         break; /* no such parent */
+                case 8:
+                        v[0].flags = 2;
+                        break; /* an unknown array flag */
                 }
                 assert_int_equal(lup_ckpt_arrays_encode(v, 3, NULL, 0, &buf, &len), 0);
                 assert_int_equal(lup_ckpt_arrays_decode(buf, len, &a, &na, &got, &nt, &why), -EBADMSG);

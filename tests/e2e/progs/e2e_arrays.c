@@ -432,6 +432,8 @@ struct held {
         CUtexObject tex[3];
         CUsurfObject surf;
         CUdeviceptr lin;
+        CUarray gone;       /* destroyed while ... */
+        CUtexObject orphan; /* ... this object on it lives */
 };
 
 static void held_check_array(CUarray a, size_t row, size_t rows, size_t slices, uint32_t seed)
@@ -519,6 +521,12 @@ static void hold_build(struct held *h)
         CUDA_TEXTURE_DESC pt = { .filterMode = CU_TR_FILTER_MODE_POINT };
         CK(cuTexObjectCreate(&h->tex[2], &rl, &pt, NULL));
         CK(cuSurfObjectCreate(&h->surf, &r));
+        /* an object that outlives its array: still a value the restore must keep */
+        h->gone = make3d(16, 16, 0, CU_AD_FORMAT_FLOAT, 1, 0);
+        CUDA_RESOURCE_DESC rg = { .resType = CU_RESOURCE_TYPE_ARRAY, .res.array.hArray = h->gone };
+        CK(cuTexObjectCreate(&h->orphan, &rg, &t, NULL));
+        CK(cuArrayDestroy(h->gone));
+        EXPECT_ERR(cuArrayDestroy(h->gone), CUDA_ERROR_INVALID_HANDLE);
 }
 
 static void hold_check(struct held *h)
@@ -545,6 +553,10 @@ static void hold_check(struct held *h)
         for (int i = 0; i < 3; i++)
                 CK(cuTexObjectDestroy(h->tex[i]));
         CK(cuSurfObjectDestroy(h->surf));
+        EXPECT_ERR(cuArrayDestroy(h->gone), CUDA_ERROR_INVALID_HANDLE);
+        CUDA_RESOURCE_DESC rgone = { .resType = CU_RESOURCE_TYPE_ARRAY, .res.array.hArray = h->gone };
+        EXPECT_ERR(cuTexObjectCreate(&fresh, &rgone, &t, NULL), CUDA_ERROR_INVALID_HANDLE);
+        CK(cuTexObjectDestroy(h->orphan));
         for (int i = 0; i < H_ARRAYS; i++)
                 CK(cuArrayDestroy(h->arr[i]));
         CK(cuMipmappedArrayDestroy(h->mip));
