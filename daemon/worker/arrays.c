@@ -164,6 +164,29 @@ static void hunt_levels(uint64_t key, uint64_t val, void *ud)
                 h->ids[h->n++] = key;
 }
 
+/* The array or mipmapped array a resource names (its id), or 0. */
+static uint64_t resource_array(const uint8_t *raw)
+{
+        CUDA_RESOURCE_DESC r;
+        memcpy(&r, raw, sizeof(r));
+        if (r.resType == CU_RESOURCE_TYPE_ARRAY)
+                return (uint64_t)(uintptr_t)r.res.array.hArray;
+        if (r.resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY)
+                return (uint64_t)(uintptr_t)r.res.mipmap.hMipmappedArray;
+        return 0;
+}
+
+bool lupw_arrays_named(struct lupw_session *s, uint64_t id)
+{
+        for (size_t i = 0; i < s->arrays.n_objs; i++) {
+                uint64_t h = resource_array(s->arrays.objs[i].res);
+                struct lupw_array *a = h ? lupw_array_find(s, h, false) : NULL;
+                if (h == id || (a && a->parent == id))
+                        return true;
+        }
+        return false;
+}
+
 /* Destroys array or mipmapped array id (and a mipmapped array's levels) in
  * the driver and forgets it, dead or not. */
 static CUresult destroy_now(struct lupw_session *s, uint64_t id)
@@ -197,7 +220,7 @@ CUresult lupw_lupArrayDestroy(struct lupw_session *s, uint64_t id)
         struct lupw_array *a = lupw_array_get(s, id, false), *m = lupw_array_get(s, id, true);
         if ((!a || a->parent) && !m)
                 return CUDA_ERROR_INVALID_HANDLE; /* unknown, destroyed, or a level */
-        if (!lupw_texobj_names(s, id))
+        if (!lupw_arrays_named(s, id))
                 return destroy_now(s, id);
         (a ? a : m)->dead = true;
         if (m) {
@@ -229,7 +252,7 @@ void lupw_arrays_reap(struct lupw_session *s)
                 return;
         lup_u64map_each(&s->arrays.ids, hunt_dead, &h);
         for (size_t i = 0; i < h.n; i++)
-                if (!lupw_texobj_names(s, h.ids[i]))
+                if (!lupw_arrays_named(s, h.ids[i]))
                         (void)destroy_now(s, h.ids[i]);
 }
 

@@ -15,9 +15,9 @@ struct lupw_array *lupw_array_find(struct lupw_session *s, uint64_t id, bool mip
 /* Destroys the arrays the client destroyed that no live object names any
  * more (after an object is destroyed). */
 void lupw_arrays_reap(struct lupw_session *s);
-/* worker/texobj.c: whether a live object names array or mipmapped array
+/* Whether a live texture or surface object names array or mipmapped array
  * id, or a level of it. */
-bool lupw_texobj_names(struct lupw_session *s, uint64_t id);
+bool lupw_arrays_named(struct lupw_session *s, uint64_t id);
 /* Makes a's driver object again from its record (a->real set): for a
  * level, from its mipmapped array, which must be made already. */
 CUresult lupw_array_make(struct lupw_session *s, struct lupw_array *a);

@@ -24,29 +24,6 @@
 
 #define MAX_FILLERS 65536u
 
-/* The array or mipmapped array a resource names (its id), or 0. */
-static uint64_t resource_array(const uint8_t *raw)
-{
-        CUDA_RESOURCE_DESC r;
-        memcpy(&r, raw, sizeof(r));
-        if (r.resType == CU_RESOURCE_TYPE_ARRAY)
-                return (uint64_t)(uintptr_t)r.res.array.hArray;
-        if (r.resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY)
-                return (uint64_t)(uintptr_t)r.res.mipmap.hMipmappedArray;
-        return 0;
-}
-
-bool lupw_texobj_names(struct lupw_session *s, uint64_t id)
-{
-        for (size_t i = 0; i < s->arrays.n_objs; i++) {
-                uint64_t h = resource_array(s->arrays.objs[i].res);
-                struct lupw_array *a = h ? lupw_array_find(s, h, false) : NULL;
-                if (h == id || (a && a->parent == id))
-                        return true;
-        }
-        return false;
-}
-
 /* The client's resource with real arrays in, checked; remake: arrays the
  * client destroyed are found too (an object made before that). */
 static CUresult resource_in(struct lupw_session *s, const uint8_t *raw, bool surface, bool remake,
@@ -167,12 +144,15 @@ CUresult lupw_lupSurfObjectCreate(struct lupw_session *s, uint64_t *value, const
 static CUresult destroy(struct lupw_session *s, uint64_t value, bool surface)
 {
         struct lupw_arrays *A = &s->arrays;
-        size_t i = A->n_objs;
+        size_t i = A->n_objs, found = (size_t)-1;
+        /* the caller's context's object of that value, else any context's */
         while (i-- > 0)
-                if (A->objs[i].value == value && A->objs[i].surface == surface && A->objs[i].ctx == s->ctx.bound_id)
-                        break;
-        if (i == (size_t)-1)
+                if (A->objs[i].value == value && A->objs[i].surface == surface &&
+                    (found == (size_t)-1 || A->objs[i].ctx == s->ctx.bound_id))
+                        found = i;
+        if (found == (size_t)-1)
                 return CUDA_ERROR_INVALID_VALUE;
+        i = found;
         CUresult r = surface ? lupw_be(s)->cuSurfObjectDestroy(value) : lupw_be(s)->cuTexObjectDestroy(value);
         if (r != CUDA_SUCCESS)
                 return r;
