@@ -275,8 +275,23 @@ static void bad_input(void)
         CU_CHECK(cuTexObjectDestroy(t));
         CU_CHECK(cuArrayDestroy(a));
         printf("destroy twice: %d\n", (int)cuArrayDestroy(a));
+        CUmipmappedArray m;
+        CU_CHECK(cuMipmappedArrayCreate(&m, &d, 3));
+        CUarray lv;
+        printf("level past the last: %d\n", (int)cuMipmappedArrayGetLevel(&lv, m, 3));
+        CU_CHECK(cuMipmappedArrayGetLevel(&lv, m, 1));
+        CUarray again;
+        CU_CHECK(cuMipmappedArrayGetLevel(&again, m, 1));
+        printf("the same level twice is the same array: %d\n", lv == again);
+        CU_CHECK(cuArray3DGetDescriptor(&x, lv));
+        printf("level 1 descriptor: %zu x %zu x %zu\n", (size_t)x.Width, (size_t)x.Height, (size_t)x.Depth);
+        printf("zero levels: %d\n", (int)cuMipmappedArrayCreate(&m, &d, 0));
+        /* last: what the driver does with a destroyed array and with a
+         * level destroyed on its own may be undefined (kept to the end) */
         fflush(stdout);
         printf("texture on a destroyed array: %d\n", (int)cuTexObjectCreate(&t, &rd, &td, NULL));
+        fflush(stdout);
+        printf("destroying a level on its own: %d\n", (int)cuArrayDestroy(lv));
 }
 
 int main(int argc, char **argv)
