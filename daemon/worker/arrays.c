@@ -66,7 +66,7 @@ CUresult lupw_array_make(struct lupw_session *s, struct lupw_array *a)
         CUDA_ARRAY3D_DESCRIPTOR d = driver_desc(&a->d);
         if (a->parent) {
                 struct lupw_array *m = lupw_array_find(s, a->parent, true);
-                CUarray l;
+                CUarray l = NULL;
                 if (!m || a->level >= m->levels)
                         return CUDA_ERROR_INVALID_HANDLE;
                 CUresult r = be->cuMipmappedArrayGetLevel(&l, (CUmipmappedArray)m->real, a->level);
@@ -75,13 +75,13 @@ CUresult lupw_array_make(struct lupw_session *s, struct lupw_array *a)
                 return r;
         }
         if (a->levels) {
-                CUmipmappedArray m;
+                CUmipmappedArray m = NULL;
                 CUresult r = be->cuMipmappedArrayCreate(&m, &d, a->levels);
                 if (r == CUDA_SUCCESS)
                         a->real = m;
                 return r;
         }
-        CUarray h;
+        CUarray h = NULL;
         CUresult r = be->cuArray3DCreate_v2(&h, &d);
         if (r == CUDA_SUCCESS)
                 a->real = h;

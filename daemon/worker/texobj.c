@@ -78,14 +78,14 @@ static CUresult make(struct lupw_session *s, const struct lupw_texobj *o, bool r
         if (r != CUDA_SUCCESS)
                 return r;
         if (o->surface) {
-                CUsurfObject v;
+                CUsurfObject v = 0;
                 r = lupw_be(s)->cuSurfObjectCreate(&v, &res);
                 *ret = v;
                 return r;
         }
         memcpy(&tex, o->tex, sizeof(tex));
         memcpy(&view, o->view, sizeof(view));
-        CUtexObject v;
+        CUtexObject v = 0;
         r = lupw_be(s)->cuTexObjectCreate(&v, &res, &tex, o->has_view ? &view : NULL);
         *ret = v;
         return r;
@@ -103,7 +103,7 @@ static CUresult note(struct lupw_session *s, const struct lupw_texobj *o)
 
 static CUresult create(struct lupw_session *s, struct lupw_texobj *o, uint64_t *value)
 {
-        uint64_t v;
+        uint64_t v = 0;
         if (s->arrays.n_objs >= LUPW_MAX_TEXOBJS)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         CUresult r = make(s, o, false, &v);
@@ -191,7 +191,7 @@ static int remake_one(struct lupw_session *s, const struct lupw_texobj *o, struc
                       char *why, size_t whylen)
 {
         for (;;) {
-                uint64_t v;
+                uint64_t v = 0;
                 CUresult r = make(s, o, true, &v);
                 if (r != CUDA_SUCCESS) {
                         snprintf(why, whylen, "%s object %#" PRIx64 " cannot be made again (CUDA error %d)",
