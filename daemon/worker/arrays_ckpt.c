@@ -136,6 +136,14 @@ int lupw_arrays_save(struct lupw_session *s, struct lupine_ckpt_save *save)
                 rc = lup_ckpt_arrays_encode(c.v, n, t, nt, &obj, &len);
         if (rc == 0 && (n || nt))
                 rc = s->ckpt.ops->save_write(save, "arrays", obj, len);
+        if (rc == 0 && (n || nt)) {
+                uint64_t bytes = 0;
+                for (uint32_t i = 0; i < n; i++)
+                        bytes += lup_ckpt_array_bytes(&c.v[i]);
+                lup_info("session %s: checkpoint: %u array(s) and level(s), %" PRIu64
+                         " bytes of contents copied, %u texture and surface object(s)",
+                         s->name, n, bytes, nt);
+        }
         if (rc < 0 && why[0])
                 lup_err("session %s: checkpoint: %s", s->name, why);
         free(obj);
@@ -207,6 +215,10 @@ int lupw_arrays_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *
         }
         if (rc == 0 && nt)
                 rc = lupw_texobjs_remake(s, objs, nt, why, whylen);
+        if (rc == 0)
+                lup_info("session %s: restored %u array(s) and level(s) with their contents, %u texture and "
+                         "surface object(s) under their values",
+                         s->name, n, nt);
         s->ctx.bound_id = 0; /* the next call binds again */
         free(objs);
         free(v);
