@@ -28,6 +28,7 @@ struct arr {
         struct lup_array_shape shape;
         uint32_t levels;                        /* mipmapped arrays: how many */
         uint64_t parent;                        /* a level: its mipmapped array */
+        uint64_t ctx;                           /* the context it was made in */
         uint64_t level_ids[LUP_MAX_MIP_LEVELS]; /* mipmapped arrays: 0 until asked */
 };
 
@@ -77,7 +78,11 @@ static CUresult create(uint64_t *ret_id, const struct lup_array_desc *d, uint32_
         struct arr *a = calloc(1, sizeof(*a));
         if (!a)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        *a = (struct arr){ .kind = levels ? LUPC_MIPMAP : LUPC_ARRAY, .d = *d, .shape = s, .levels = levels };
+        *a = (struct arr){ .kind = levels ? LUPC_MIPMAP : LUPC_ARRAY,
+                           .d = *d,
+                           .shape = s,
+                           .levels = levels,
+                           .ctx = lupc_ctx_current() };
         uint64_t id = lupc_mint_handle();
         CUresult r =
                 lupc_send_lupArrayCreate(id, d->width, d->height, d->depth, d->format, d->channels, d->flags, levels);
@@ -173,6 +178,33 @@ static CUresult destroy(uint64_t id, enum lupc_array_kind kind)
         return CUDA_SUCCESS;
 }
 
+struct ctx_hunt {
+        uint64_t ctx;
+        uint64_t *ids;
+        size_t n, cap;
+};
+
+static void hunt_ctx(uint64_t key, uint64_t val, void *ud)
+{
+        struct ctx_hunt *h = ud;
+        if (((struct arr *)(uintptr_t)val)->ctx == h->ctx && h->n < h->cap)
+                h->ids[h->n++] = key;
+}
+
+void lupc_arrays_drop_ctx(uint64_t ctx)
+{
+        lupc_texobjs_drop_ctx(ctx);
+        pthread_mutex_lock(&lock);
+        struct ctx_hunt h = { .ctx = ctx, .cap = arrays.used };
+        h.ids = h.cap ? calloc(h.cap, sizeof(*h.ids)) : NULL;
+        if (h.ids)
+                lup_u64map_each(&arrays, hunt_ctx, &h);
+        for (size_t i = 0; i < h.n; i++)
+                forget_locked(h.ids[i]);
+        pthread_mutex_unlock(&lock);
+        free(h.ids);
+}
+
 EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
 {
         return destroy((uint64_t)(uintptr_t)hArray, LUPC_ARRAY);
@@ -208,7 +240,9 @@ EXPORT CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmapp
         struct arr *a = calloc(1, sizeof(*a));
         if (!a)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        *a = (struct arr){ .kind = LUPC_ARRAY, .d = ld, .shape = lup_array_shape_of(&ld), .parent = mid };
+        *a = (struct arr){
+                .kind = LUPC_ARRAY, .d = ld, .shape = lup_array_shape_of(&ld), .parent = mid, .ctx = m->ctx
+        };
         uint64_t id = lupc_mint_handle();
         CUresult r = lupc_send_lupMipmapLevel(id, mid, level);
         pthread_mutex_lock(&lock);

@@ -30,6 +30,7 @@ _Static_assert(sizeof(CUDA_RESOURCE_VIEW_DESC) == 112, "the wire's resource view
 #define MAX_OBJECTS (1u << 20)
 
 struct texobj {
+        uint64_t ctx; /* the context it was made in */
         bool surface;
         bool has_view;
         CUDA_RESOURCE_DESC res;
@@ -76,6 +77,7 @@ static CUresult remember(uint64_t value, const struct texobj *o)
         if (!n)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         *n = *o;
+        n->ctx = lupc_ctx_current();
         pthread_mutex_lock(&lock);
         uint64_t old;
         if (lup_u64map_del(&objects, value, &old))
@@ -162,6 +164,35 @@ static CUresult destroy(uint64_t value, bool surface)
                 free((struct texobj *)(uintptr_t)v);
         pthread_mutex_unlock(&lock);
         return CUDA_SUCCESS;
+}
+
+struct ctx_hunt {
+        uint64_t ctx;
+        uint64_t *keys;
+        size_t n, cap;
+};
+
+static void hunt_ctx(uint64_t key, uint64_t val, void *ud)
+{
+        struct ctx_hunt *h = ud;
+        if (((struct texobj *)(uintptr_t)val)->ctx == h->ctx && h->n < h->cap)
+                h->keys[h->n++] = key;
+}
+
+void lupc_texobjs_drop_ctx(uint64_t ctx)
+{
+        pthread_mutex_lock(&lock);
+        struct ctx_hunt h = { .ctx = ctx, .cap = objects.used };
+        h.keys = h.cap ? calloc(h.cap, sizeof(*h.keys)) : NULL;
+        if (h.keys)
+                lup_u64map_each(&objects, hunt_ctx, &h);
+        for (size_t i = 0; i < h.n; i++) {
+                uint64_t v;
+                if (lup_u64map_del(&objects, h.keys[i], &v))
+                        free((struct texobj *)(uintptr_t)v);
+        }
+        pthread_mutex_unlock(&lock);
+        free(h.keys);
 }
 
 EXPORT CUresult CUDAAPI cuTexObjectDestroy(CUtexObject texObject)

@@ -23,6 +23,10 @@ enum lupc_array_kind {
  * 0 for a mipmapped array) in *ret_d and *ret_s (either may be NULL). */
 bool lupc_array_find(uint64_t id, enum lupc_array_kind kind, struct lup_array_desc *ret_d,
                      struct lup_array_shape *ret_s);
+/* The worker destroyed the arrays and objects of context ctx with it
+ * (cuCtxDestroy, a primary context's reset): forget them here too. */
+void lupc_arrays_drop_ctx(uint64_t ctx);
+void lupc_texobjs_drop_ctx(uint64_t ctx);
 /* A CUDA_MEMCPY3D with at least one array end (api_hostmem.c hands them
  * over): bounds checked here, host ends staged through device memory. */
 CUresult lupc_array_memcpy3d(const CUDA_MEMCPY3D *p, CUstream st, bool sync);
