@@ -111,6 +111,24 @@ static void test_1d(void)
         CK(cuMemcpyAtoHAsync(out, b, 0, 1000, s));
         CK(cuStreamSynchronize(s));
         EXPECT(memcmp(in, out, 1000) == 0);
+        /* pinned host memory, and unified addressing naming a host pointer */
+        uint8_t *pin;
+        CK(cuMemAllocHost((void **)&pin, 1000));
+        memset(pin, 0, 1000);
+        CK(cuMemcpyAtoHAsync(pin, b, 0, 1000, s));
+        CK(cuStreamSynchronize(s));
+        EXPECT(memcmp(in, pin, 1000) == 0);
+        CUDA_MEMCPY2D u = { .srcMemoryType = CU_MEMORYTYPE_UNIFIED,
+                            .srcDevice = (CUdeviceptr)(uintptr_t)pin,
+                            .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                            .dstArray = a,
+                            .dstXInBytes = 3,
+                            .WidthInBytes = 997,
+                            .Height = 1 };
+        CK(cuMemcpy2D(&u));
+        CK(cuMemcpyAtoH(out, a, 3, 997));
+        EXPECT(memcmp(in, out, 997) == 0);
+        CK(cuMemFreeHost(pin));
         /* past the end */
         EXPECT_ERR(cuMemcpyAtoH(out, a, 999, 2), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuMemcpyHtoA(a, 1001, in, 1), CUDA_ERROR_INVALID_VALUE);
