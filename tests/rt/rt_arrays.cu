@@ -91,6 +91,23 @@ int main()
         p.srcPtr = make_cudaPitchedPtr(in, 8 * sizeof(float), 8, 8);
         p.extent = make_cudaExtent(8, 8, 6);
         CK(cudaMemcpy3D(&p));
+        // 1D layered: height 0, layers as the depth, copied layer by layer as z
+        cudaArray_t l1;
+        CK(cudaMalloc3DArray(&l1, &f, make_cudaExtent(W, 0, D), cudaArrayLayered));
+        pattern(in, W * D, 3);
+        p.dstArray = l1;
+        p.srcPtr = make_cudaPitchedPtr(in, W * sizeof(float), W, 1);
+        p.extent = make_cudaExtent(W, 1, D);
+        CK(cudaMemcpy3D(&p));
+        q.srcArray = l1;
+        q.dstPtr = make_cudaPitchedPtr(out, W * sizeof(float), W, 1);
+        q.extent = make_cudaExtent(W, 1, D);
+        memset(out, 0, sizeof(out));
+        CK(cudaMemcpy3D(&q));
+        EXPECT(memcmp(in, out, W * D * sizeof(float)) == 0);
+        CK(cudaArrayGetInfo(&got, &ext, &flags, l1));
+        EXPECT(ext.width == W && ext.height == 0 && ext.depth == D && (flags & cudaArrayLayered));
+        CK(cudaFreeArray(l1));
         // mipmapped array levels
         cudaMipmappedArray_t m;
         CK(cudaMallocMipmappedArray(&m, &f, make_cudaExtent(32, 32, 0), 3));

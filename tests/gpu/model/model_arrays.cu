@@ -42,6 +42,13 @@ __global__ void sample_layered(cudaTextureObject_t t, float *out, int n)
                 out[i] = tex2DLayered<float>(t, (i % 16) * 0.9f + 0.25f, (i / 16 % 16) * 0.8f + 0.5f, i % LAYERS);
 }
 
+__global__ void sample_layered1d(cudaTextureObject_t t, float *out, int n)
+{
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n)
+                out[i] = tex1DLayered<float>(t, (i % 32) * 1.7f + 0.3f, i % LAYERS);
+}
+
 __global__ void sample_cube(cudaTextureObject_t t, float *out, int n)
 {
         int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -89,9 +96,9 @@ static cudaTextureObject_t texture(cudaArray_t a, cudaTextureFilterMode f, int n
 }
 
 struct all {
-        cudaArray_t a2, a3, al, ac, surf_arr;
+        cudaArray_t a2, a3, al, ac, surf_arr, a1l; /* a1l: 1D layered */
         cudaMipmappedArray_t mip;
-        cudaTextureObject_t t2p, t2l, t3, tl, tc, tm;
+        cudaTextureObject_t t2p, t2l, t3, tl, tc, tm, t1l;
         cudaSurfaceObject_t so;
         float *dout;
 };
@@ -118,6 +125,9 @@ static void sample_all(struct all *s, const char *when)
         print_samples(what, s->dout);
         sample_layered<<<1, NS>>>(s->tl, s->dout, NS);
         snprintf(what, sizeof(what), "%s layered linear", when);
+        print_samples(what, s->dout);
+        sample_layered1d<<<1, NS>>>(s->t1l, s->dout, NS);
+        snprintf(what, sizeof(what), "%s 1D layered linear", when);
         print_samples(what, s->dout);
         sample_cube<<<1, NS>>>(s->tc, s->dout, NS);
         snprintf(what, sizeof(what), "%s cubemap linear", when);
@@ -158,6 +168,14 @@ static void build(struct all *s)
         c.dstArray = s->al;
         c.extent = make_cudaExtent(WL, WL, LAYERS);
         RT_CHECK(cudaMemcpy3D(&c));
+        /* 1D layered: height 0, the layers are the depth */
+        float *p1 = host_pattern(64 * LAYERS, 5);
+        RT_CHECK(cudaMalloc3DArray(&s->a1l, &f, make_cudaExtent(64, 0, LAYERS), cudaArrayLayered));
+        c.srcPtr = make_cudaPitchedPtr(p1, 64 * sizeof(float), 64, 1);
+        c.dstArray = s->a1l;
+        c.extent = make_cudaExtent(64, 1, LAYERS);
+        RT_CHECK(cudaMemcpy3D(&c));
+        free(p1);
         float *pc = host_pattern(WC * WC * 6, 4);
         RT_CHECK(cudaMalloc3DArray(&s->ac, &f, make_cudaExtent(WC, WC, 6), cudaArrayCubemap));
         c.srcPtr = make_cudaPitchedPtr(pc, WC * sizeof(float), WC, WC);
@@ -182,6 +200,7 @@ static void build(struct all *s)
         s->t3 = texture(s->a3, cudaFilterModeLinear, 0);
         s->tl = texture(s->al, cudaFilterModeLinear, 0);
         s->tc = texture(s->ac, cudaFilterModeLinear, 1);
+        s->t1l = texture(s->a1l, cudaFilterModeLinear, 0);
         cudaResourceDesc r = {};
         r.resType = cudaResourceTypeMipmappedArray;
         r.res.mipmap.mipmap = s->mip;
@@ -197,9 +216,10 @@ static void build(struct all *s)
         rs.res.array.array = s->surf_arr;
         RT_CHECK(cudaCreateSurfaceObject(&s->so, &rs));
         RT_CHECK(cudaMalloc(&s->dout, NS * sizeof(float)));
-        printf("object values: tex %llu %llu %llu %llu %llu %llu surf %llu\n", (unsigned long long)s->t2p,
+        printf("object values: tex %llu %llu %llu %llu %llu %llu %llu surf %llu\n", (unsigned long long)s->t2p,
                (unsigned long long)s->t2l, (unsigned long long)s->t3, (unsigned long long)s->tl,
-               (unsigned long long)s->tc, (unsigned long long)s->tm, (unsigned long long)s->so);
+               (unsigned long long)s->tc, (unsigned long long)s->tm, (unsigned long long)s->t1l,
+               (unsigned long long)s->so);
 }
 
 /* array -> array and array -> host after the restart: the contents stayed */
@@ -213,6 +233,11 @@ static void readback(struct all *s, const char *when)
         c.kind = cudaMemcpyDeviceToHost;
         RT_CHECK(cudaMemcpy3D(&c));
         printf("%s 3D array contents: %.6f\n", when, model_sum(h, W3 * H3 * D3));
+        c.srcArray = s->a1l; /* the 1D layered array, layer by layer as z */
+        c.dstPtr = make_cudaPitchedPtr(h, 64 * sizeof(float), 64, 1);
+        c.extent = make_cudaExtent(64, 1, LAYERS);
+        RT_CHECK(cudaMemcpy3D(&c));
+        printf("%s 1D layered contents: %.6f\n", when, model_sum(h, 64 * LAYERS));
         cudaChannelFormatDesc f = cudaCreateChannelDesc<float>();
         cudaArray_t copy;
         RT_CHECK(cudaMallocArray(&copy, &f, W2, H2));
@@ -313,12 +338,14 @@ int main(int argc, char **argv)
         RT_CHECK(cudaDestroyTextureObject(s.tl));
         RT_CHECK(cudaDestroyTextureObject(s.tc));
         RT_CHECK(cudaDestroyTextureObject(s.tm));
+        RT_CHECK(cudaDestroyTextureObject(s.t1l));
         RT_CHECK(cudaDestroySurfaceObject(s.so));
         RT_CHECK(cudaFreeArray(s.a2));
         RT_CHECK(cudaFreeArray(s.a3));
         RT_CHECK(cudaFreeArray(s.al));
         RT_CHECK(cudaFreeArray(s.ac));
         RT_CHECK(cudaFreeArray(s.surf_arr));
+        RT_CHECK(cudaFreeArray(s.a1l));
         RT_CHECK(cudaFreeMipmappedArray(s.mip));
         RT_CHECK(cudaFree(s.dout));
         bad_input();
