@@ -12,6 +12,8 @@
 #define MAX_2D_W       131072u
 #define MAX_2D_H       65536u
 #define MAX_3D         16384u
+#define MAX_3D_ALT_WH  8192u  /* ... or this wide and high */
+#define MAX_3D_ALT_D   32768u /* ... and this deep (the _ALTERNATE attributes) */
 #define MAX_LAYERED_W  32768u
 #define MAX_LAYERS     2048u
 #define MAX_CUBE_W     32768u
@@ -72,7 +74,9 @@ static int shape_check(const struct lup_array_desc *d, const char **why)
                 return -EINVAL; /* a depth needs a height */
         if (z == 0)
                 return w <= MAX_2D_W && h <= MAX_2D_H ? 0 : -EINVAL;
-        return w <= MAX_3D && h <= MAX_3D && z <= MAX_3D ? 0 : -EINVAL;
+        if (w <= MAX_3D && h <= MAX_3D && z <= MAX_3D)
+                return 0;
+        return w <= MAX_3D_ALT_WH && h <= MAX_3D_ALT_WH && z <= MAX_3D_ALT_D ? 0 : -EINVAL;
 }
 
 struct lup_array_shape lup_array_shape_of(const struct lup_array_desc *d)

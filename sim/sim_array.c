@@ -102,7 +102,7 @@ static CUresult desc_check(const CUDA_ARRAY3D_DESCRIPTOR *d)
                 return CUDA_ERROR_INVALID_VALUE;
         if (!layered && !cube && d->Depth && !d->Height)
                 return CUDA_ERROR_INVALID_VALUE;
-        if (d->Width > 131072 || d->Height > 65536 || d->Depth > 16384)
+        if (d->Width > 131072 || d->Height > 65536 || d->Depth > 32768)
                 return CUDA_ERROR_INVALID_VALUE;
         size_t rows = d->Height ? d->Height : 1, slices = d->Depth ? d->Depth : 1;
         if ((unsigned __int128)d->Width * e * rows * slices > MAX_BYTES)

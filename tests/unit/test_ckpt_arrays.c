@@ -132,6 +132,11 @@ static void descriptors(void **state)
         assert_int_equal(lup_array_check(&d, 0, &s, &why), -EINVAL); /* a depth without a height */
         d.flags = LUP_ARRAY_LAYERED;
         assert_int_equal(lup_array_check(&d, 0, &s, &why), 0); /* 1D layered */
+        struct lup_array_shape s3;
+        struct lup_array_desc d3 = { .width = 16, .height = 16, .depth = 20000, .format = 0x01, .channels = 1 };
+        assert_int_equal(lup_array_check(&d3, 0, &s3, &why), 0); /* the alternate 3D limits */
+        d3.width = 9000;
+        assert_int_equal(lup_array_check(&d3, 0, &s3, &why), -EINVAL);
         struct lup_copy_end e = { .x = 28, .y = 0, .z = 2 };
         assert_true(lup_array_box_fits(&s, &e, 4, 1, 1));
         assert_false(lup_array_box_fits(&s, &e, 5, 1, 1));
