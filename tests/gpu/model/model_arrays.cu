@@ -255,6 +255,7 @@ static void bad_input(void)
         CUDA_ARRAY3D_DESCRIPTOR d = {};
         d.Width = 16, d.Height = 16, d.Format = CU_AD_FORMAT_FLOAT, d.NumChannels = 1;
         CUDA_ARRAY3D_DESCRIPTOR x = d;
+        CUresult r0;
         x.Width = 1ull << 40;
         printf("absurd width: %d\n", (int)cuArray3DCreate(&a, &x));
         x = d, x.Width = 1 << 20, x.Height = 1 << 20;
@@ -265,6 +266,13 @@ static void bad_input(void)
         printf("3 channels: %d\n", (int)cuArray3DCreate(&a, &x));
         x = d, x.Flags = 0x10000;
         printf("unknown flag: %d\n", (int)cuArray3DCreate(&a, &x));
+        x = d, x.Width = 16, x.Height = 16, x.Depth = 20000, x.Format = CU_AD_FORMAT_UNSIGNED_INT8;
+        r0 = cuArray3DCreate(&a, &x);
+        printf("3D within the alternate limits (16 x 16 x 20000): %d\n", (int)r0);
+        if (r0 == CUDA_SUCCESS)
+                CU_CHECK(cuArrayDestroy(a));
+        x = d, x.Width = 9000, x.Height = 16, x.Depth = 20000;
+        printf("3D past both limits (9000 x 16 x 20000): %d\n", (int)cuArray3DCreate(&a, &x));
         x = d, x.Flags = CUDA_ARRAY3D_CUBEMAP, x.Depth = 5;
         printf("cubemap of 5 faces: %d\n", (int)cuArray3DCreate(&a, &x));
         x = d, x.Depth = 4;
