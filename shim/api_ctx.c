@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 
+#include "arrays.h"
 #include "client.h"
 #include "ctx_local.h"
 #include "pool.h"
@@ -109,6 +110,7 @@ EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
                 lupc_primary_reset(dev);
                 lupc_shadow_drop_ctx(lupc_primary_ctx_id(dev));
                 lupc_pool_drop_ctx(lupc_primary_ctx_id(dev));
+                lupc_arrays_drop_ctx(lupc_primary_ctx_id(dev)); /* api_arrays.c, api_texobj.c */
                 lupc_ctx_local_gone(lupc_primary_ctx_id(dev));
         }
         return r;
@@ -170,6 +172,7 @@ EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
                 lupc_ctx_forget(id);
                 lupc_shadow_drop_ctx(id);
                 lupc_pool_drop_ctx(id);
+                lupc_arrays_drop_ctx(id); /* api_arrays.c, api_texobj.c */
                 lupc_ctx_local_gone(id);
         }
         return r;

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "arrays.h"
 #include "client.h"
 #include "log.h"
 #include "rangemap.h"
@@ -313,7 +314,7 @@ static CUresult side_base(CUmemorytype type, const void *host, CUdeviceptr dev, 
                 return CUDA_SUCCESS;
         case CU_MEMORYTYPE_ARRAY:
                 (void)array;
-                return CUDA_ERROR_NOT_SUPPORTED; /* CUDA arrays are not forwarded yet */
+                return CUDA_ERROR_INVALID_VALUE; /* not reached: array copies go to api_arrays_copy.c */
         default:
                 return CUDA_ERROR_INVALID_VALUE;
         }
@@ -362,6 +363,30 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream st, bool sync)
         struct side s = { .pitch = p->srcPitch, .height = p->Height, .x = p->srcXInBytes, .y = p->srcY };
         struct side d = { .pitch = p->dstPitch, .height = p->Height, .x = p->dstXInBytes, .y = p->dstY };
         CUresult r;
+        if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+                CUDA_MEMCPY3D c = {
+                        .srcXInBytes = p->srcXInBytes,
+                        .srcY = p->srcY,
+                        .srcMemoryType = p->srcMemoryType,
+                        .srcHost = p->srcHost,
+                        .srcDevice = p->srcDevice,
+                        .srcArray = p->srcArray,
+                        .srcPitch = p->srcPitch,
+                        .srcHeight = p->Height,
+                        .dstXInBytes = p->dstXInBytes,
+                        .dstY = p->dstY,
+                        .dstMemoryType = p->dstMemoryType,
+                        .dstHost = p->dstHost,
+                        .dstDevice = p->dstDevice,
+                        .dstArray = p->dstArray,
+                        .dstPitch = p->dstPitch,
+                        .dstHeight = p->Height,
+                        .WidthInBytes = p->WidthInBytes,
+                        .Height = p->Height,
+                        .Depth = 1,
+                };
+                return lupc_initialized() ? lupc_array_memcpy3d(&c, st, sync) : CUDA_ERROR_NOT_INITIALIZED;
+        }
         if ((r = side_init(&s, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->WidthInBytes)) ||
             (r = side_init(&d, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->WidthInBytes)))
                 return r;
@@ -374,6 +399,8 @@ static CUresult copy_3d_desc(const CUDA_MEMCPY3D *p, CUstream st, bool sync)
         struct side d = { .pitch = p->dstPitch, .height = p->dstHeight, .x = p->dstXInBytes, .y = p->dstY, .z = p->dstZ };
         CUresult r;
         /* p is never NULL here: the entry points check it */
+        if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+                return lupc_initialized() ? lupc_array_memcpy3d(p, st, sync) : CUDA_ERROR_NOT_INITIALIZED;
         if (p->srcLOD || p->dstLOD)
                 return CUDA_ERROR_INVALID_VALUE;
         if ((r = side_init(&s, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->WidthInBytes)) ||

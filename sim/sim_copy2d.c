@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * 2D and 3D copies: CUDA_MEMCPY2D / CUDA_MEMCPY3D descriptors turned into
- * the boxes of sim_copy.c. Host and device (and unified) memory only: the
- * sim has no CUDA arrays, so an array side is CUDA_ERROR_NOT_SUPPORTED.
+ * the boxes of sim_copy.c. An array side is the array's host memory
+ * (sim_array.c), its box checked against the array's extent.
  *
  * Rules, as the driver's: each pitch must hold the row (X offset plus
  * width) when there is more than one row; in 3D each height must hold
@@ -15,11 +15,14 @@ struct end_desc {
         CUmemorytype type;
         const void *host;
         CUdeviceptr device;
+        CUarray array;
         size_t x, y, z;
         size_t pitch, height;   /* height: rows per slice (3D) */
 };
 
-static CUresult make_end(const struct end_desc *d, size_t width, size_t height, size_t depth,
+/* arrays_ok: the caller does not hold the lock (sim_array_end takes it);
+ * graph nodes, built under it, get CUDA_ERROR_NOT_SUPPORTED for arrays. */
+static CUresult make_end(const struct end_desc *d, size_t width, size_t height, size_t depth, bool arrays_ok,
                          struct sim_box_end *ret)
 {
         uintptr_t base;
@@ -39,7 +42,11 @@ static CUresult make_end(const struct end_desc *d, size_t width, size_t height, 
                 ret->side = SIM_SIDE_ANY;
                 break;
         case CU_MEMORYTYPE_ARRAY:
-                return CUDA_ERROR_NOT_SUPPORTED;
+                if (!arrays_ok)
+                        return CUDA_ERROR_NOT_SUPPORTED;
+                ret->side = SIM_SIDE_HOST;
+                return sim_array_end(d->array, d->x, d->y, d->z, width, height, depth, &ret->base, &ret->pitch,
+                                     &ret->slice);
         default:
                 return CUDA_ERROR_INVALID_VALUE;
         }
@@ -79,17 +86,27 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, bool async, CUstream stream)
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!p)
                 return CUDA_ERROR_INVALID_VALUE;
-        s = (struct end_desc){ .type = p->srcMemoryType, .host = p->srcHost, .device = p->srcDevice,
-                               .x = p->srcXInBytes, .y = p->srcY, .pitch = p->srcPitch };
-        d = (struct end_desc){ .type = p->dstMemoryType, .host = p->dstHost, .device = p->dstDevice,
-                               .x = p->dstXInBytes, .y = p->dstY, .pitch = p->dstPitch };
-        if ((r = make_end(&s, c.width, c.height, 1, &c.src)) != CUDA_SUCCESS ||
-            (r = make_end(&d, c.width, c.height, 1, &c.dst)) != CUDA_SUCCESS)
+        s = (struct end_desc){ .type = p->srcMemoryType,
+                               .host = p->srcHost,
+                               .device = p->srcDevice,
+                               .array = p->srcArray,
+                               .x = p->srcXInBytes,
+                               .y = p->srcY,
+                               .pitch = p->srcPitch };
+        d = (struct end_desc){ .type = p->dstMemoryType,
+                               .host = p->dstHost,
+                               .device = p->dstDevice,
+                               .array = p->dstArray,
+                               .x = p->dstXInBytes,
+                               .y = p->dstY,
+                               .pitch = p->dstPitch };
+        if ((r = make_end(&s, c.width, c.height, 1, true, &c.src)) != CUDA_SUCCESS ||
+            (r = make_end(&d, c.width, c.height, 1, true, &c.dst)) != CUDA_SUCCESS)
                 return r;
         return sim_copy_submit(&c, async, stream);
 }
 
-CUresult sim_copy3d_box(const CUDA_MEMCPY3D *p, struct sim_copy *ret)
+static CUresult copy3d_box(const CUDA_MEMCPY3D *p, bool arrays_ok, struct sim_copy *ret)
 {
         struct sim_copy c;
         struct end_desc s, d;
@@ -98,17 +115,34 @@ CUresult sim_copy3d_box(const CUDA_MEMCPY3D *p, struct sim_copy *ret)
         if (!p || p->reserved0 || p->reserved1 || p->srcLOD || p->dstLOD)
                 return CUDA_ERROR_INVALID_VALUE;
         c = (struct sim_copy){ .width = p->WidthInBytes, .height = p->Height, .depth = p->Depth };
-        s = (struct end_desc){ .type = p->srcMemoryType, .host = p->srcHost, .device = p->srcDevice,
-                               .x = p->srcXInBytes, .y = p->srcY, .z = p->srcZ,
-                               .pitch = p->srcPitch, .height = p->srcHeight };
-        d = (struct end_desc){ .type = p->dstMemoryType, .host = p->dstHost, .device = p->dstDevice,
-                               .x = p->dstXInBytes, .y = p->dstY, .z = p->dstZ,
-                               .pitch = p->dstPitch, .height = p->dstHeight };
-        if ((r = make_end(&s, c.width, c.height, c.depth, &c.src)) != CUDA_SUCCESS ||
-            (r = make_end(&d, c.width, c.height, c.depth, &c.dst)) != CUDA_SUCCESS)
+        s = (struct end_desc){ .type = p->srcMemoryType,
+                               .host = p->srcHost,
+                               .device = p->srcDevice,
+                               .array = p->srcArray,
+                               .x = p->srcXInBytes,
+                               .y = p->srcY,
+                               .z = p->srcZ,
+                               .pitch = p->srcPitch,
+                               .height = p->srcHeight };
+        d = (struct end_desc){ .type = p->dstMemoryType,
+                               .host = p->dstHost,
+                               .device = p->dstDevice,
+                               .array = p->dstArray,
+                               .x = p->dstXInBytes,
+                               .y = p->dstY,
+                               .z = p->dstZ,
+                               .pitch = p->dstPitch,
+                               .height = p->dstHeight };
+        if ((r = make_end(&s, c.width, c.height, c.depth, arrays_ok, &c.src)) != CUDA_SUCCESS ||
+            (r = make_end(&d, c.width, c.height, c.depth, arrays_ok, &c.dst)) != CUDA_SUCCESS)
                 return r;
         *ret = c;
         return CUDA_SUCCESS;
+}
+
+CUresult sim_copy3d_box(const CUDA_MEMCPY3D *p, struct sim_copy *ret)
+{
+        return copy3d_box(p, false, ret);
 }
 
 static CUresult copy3d(const CUDA_MEMCPY3D *p, bool async, CUstream stream)
@@ -118,7 +152,7 @@ static CUresult copy3d(const CUDA_MEMCPY3D *p, bool async, CUstream stream)
 
         if (!sim_driver_get())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        r = sim_copy3d_box(p, &c);
+        r = copy3d_box(p, true, &c);
         if (r != CUDA_SUCCESS)
                 return r;
         return sim_copy_submit(&c, async, stream);

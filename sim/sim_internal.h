@@ -278,6 +278,13 @@ void sim_printf_flush(struct sim_driver *drv, CUcontext ctx);
 /* Forgets the FIFO of c unwritten. Lock held. */
 void sim_printf_release(struct sim_driver *drv, struct sim_ctx *c);
 
+/* ---- sim_array.c ---- */
+/* One end of a copy inside array h: the box's first byte, the array's
+ * pitch and slice stride. CUDA_ERROR_INVALID_HANDLE for no live array,
+ * CUDA_ERROR_INVALID_VALUE for a box past its extent. Takes the lock. */
+CUresult sim_array_end(CUarray h, size_t x, size_t y, size_t z, size_t width, size_t height, size_t depth,
+                       uintptr_t *ret_base, size_t *ret_pitch, size_t *ret_slice);
+
 /* ---- sim_mem.c ---- */
 /* Range checks used by every copy and set. Lock held. */
 enum sim_access_need { SIM_NEED_READ = 1, SIM_NEED_WRITE = 2 };

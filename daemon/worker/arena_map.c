@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "worker/arrays.h"
 #include "worker/mapped.h"
 #include "worker/session.h"
 
@@ -126,6 +127,7 @@ void lupw_release_all(struct lupw_session *s)
                 if (s->ctx.primary[i])
                         s->be.fn.cuCtxSetCurrent(s->ctx.primary[i]), s->be.fn.cuCtxSynchronize();
         lupw_mapped_release(s); /* mapped host memory (worker/mapped.c) */
+        lupw_arrays_release(s); /* arrays and objects go with the contexts (worker/arrays.c) */
         if (s->mem.reserved) {
                 arena_destroy(&s->mem.arena);
                 s->be.fn.cuMemAddressFree(lup_arena_slot_base(s->slot), LUP_ARENA_SIZE);

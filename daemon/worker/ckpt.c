@@ -32,6 +32,7 @@
 #include "provider_load.h"
 #include "worker/lanes.h"
 #include "worker/graphs.h"
+#include "worker/arrays.h"
 #include "worker/mapped.h"
 #include "worker/session.h"
 
@@ -474,6 +475,8 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
                 sv.rc = lupw_graphs_save(s, sv.save);
         if (sv.rc == 0)
                 sv.rc = lupw_mapped_save(s, sv.save);
+        if (sv.rc == 0)
+                sv.rc = lupw_arrays_save(s, sv.save); /* worker/arrays_ckpt.c */
         if (sv.rc == 0)
                 sv.rc = lupw_tx_save(s, sv.save);
         if (sv.rc == 0)

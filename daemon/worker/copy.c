@@ -365,6 +365,25 @@ const struct lupw_ctl_op lupw_ctl_dtoh_async = {
         .run = dtoh_async_run,
 };
 
+void lupw_copy_drop_events(struct lupw_session *s)
+{
+        (void)lupw_flush_pending(s, true);
+        lupw_htod_wait(s);
+        if (s->copy.htod_done)
+                s->be.fn.cuEventDestroy_v2(s->copy.htod_done);
+        s->copy.htod_done = NULL;
+        for (int i = 0; i < 2; i++) {
+                if (s->copy.chunk_done[i])
+                        s->be.fn.cuEventDestroy_v2(s->copy.chunk_done[i]);
+                s->copy.chunk_done[i] = NULL;
+        }
+        for (unsigned i = 0; i < LUPW_MAX_PENDING; i++) {
+                if (s->dtoh.pending[i].done)
+                        s->be.fn.cuEventDestroy_v2(s->dtoh.pending[i].done);
+                s->dtoh.pending[i].done = NULL;
+        }
+}
+
 void lupw_copy_free(struct lupw_session *s)
 {
         lupw_lanes_free(s);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "worker/arrays.h"
 #include "worker/session.h"
 
 static CUresult retain_primary(struct lupw_session *s, int dev)
@@ -128,6 +129,8 @@ CUresult lupw_lupCtxDestroy(struct lupw_session *s, uint64_t id)
         s->be.fn.cuCtxSetCurrent(c->real);
         s->be.fn.cuCtxSynchronize();
         arena_free_owner(&s->mem.arena, id);
+        lupw_arrays_drop_ctx(s, id); /* worker/arrays.c */
+        lupw_copy_drop_events(s);    /* they may be this context's (worker/copy.c) */
         CUresult r = s->be.fn.cuCtxDestroy_v2(c->real);
         *c = s->ctx.slots[--s->ctx.n_slots];
         /* the driver's current context changed under the binding: the next
@@ -173,6 +176,7 @@ CUresult lupw_lupPrimaryCtxReset(struct lupw_session *s, CUdevice dev)
         if (s->ctx.primary[dev]) {
                 s->be.fn.cuCtxSetCurrent(s->ctx.primary[dev]);
                 s->be.fn.cuCtxSynchronize();
+                lupw_arrays_drop_ctx(s, id); /* worker/arrays.c */
         }
         arena_free_owner(&s->mem.arena, id);
         s->ctx.client_primary[dev] = false;

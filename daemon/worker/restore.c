@@ -25,6 +25,7 @@
 #include "provider_load.h"
 #include "worker/lanes.h"
 #include "worker/graphs.h"
+#include "worker/arrays.h"
 #include "worker/mapped.h"
 #include "worker/session.h"
 
@@ -469,6 +470,8 @@ int lupw_restore(struct lupw_session *s, const char *name)
                 rc = lupw_graphs_load(s, r.ld, r.why, sizeof(r.why));
         if (rc == 0)
                 rc = lupw_mapped_load(s, r.ld, r.why, sizeof(r.why));
+        if (rc == 0)
+                rc = lupw_arrays_load(s, r.ld, r.why, sizeof(r.why)); /* worker/arrays_ckpt.c */
         if (rc == 0)
                 rc = lupw_tx_load(s, r.ld, r.why, sizeof(r.why));
         free(man);

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "lupine/checkpoint_provider.h"
 #include "ctl_codec.h"
+#include "cuarray.h"
 #include "frame.h"
 #include "tls.h"
 #include "lupine/wire.h"
@@ -211,6 +212,31 @@ struct lupw_mapped {
         uint64_t bytes;             /* all mirrors' sizes */
 };
 
+/* CUDA arrays, mipmapped arrays (ids the shim minted) and texture and
+ * surface objects (the driver's values) (worker/arrays.c, texobj.c). */
+struct lupw_array {
+        uint64_t id;
+        uint64_t ctx;    /* the context id it was made in */
+        uint64_t parent; /* a level of a mipmapped array: that array's id */
+        uint32_t level;  /* ... and which level */
+        uint32_t levels; /* a mipmapped array: how many; 0: an array */
+        struct lup_array_desc d;
+        struct lup_array_shape shape;
+        void *real; /* CUarray or CUmipmappedArray */
+        bool dead;  /* destroyed by the client, kept while a live object names it */
+};
+struct lupw_texobj {
+        uint64_t value, ctx;
+        bool surface, has_view;
+        uint8_t res[144], tex[104], view[112]; /* as the client sent them (its array ids) */
+};
+#define LUPW_MAX_TEXOBJS 65536u /* LUP_CKPT_MAX_TEXOBJS */
+struct lupw_arrays {
+        struct lup_u64map ids;    /* id -> struct lupw_array * */
+        struct lupw_texobj *objs; /* live objects, in creation order */
+        size_t n_objs, cap_objs;
+};
+
 /* What the call being executed named, for the creators that remember it. */
 struct lupw_current_call {
         uint64_t parent;                  /* the handle the current call named last */
@@ -327,6 +353,7 @@ struct lupw_session {
         struct lupw_objects obj;
         struct lupw_graphs graphs;
         struct lupw_mapped mapped;
+        struct lupw_arrays arrays;
         struct lupw_current_call cur;
         struct lupw_rx rx;
         struct lupw_copy copy;
@@ -416,6 +443,10 @@ extern const struct lupw_ctl_op lupw_ctl_htod, lupw_ctl_dtoh, lupw_ctl_dtoh_asyn
  * (before any reply that is a synchronisation point). */
 int lupw_flush_pending(struct lupw_session *s, bool wait);
 void lupw_copy_free(struct lupw_session *s);
+/* Before a context goes: the copies' events, made lazily in whatever
+ * context was current, are destroyed (after every copy finished and was
+ * sent) and made again at their next use. */
+void lupw_copy_drop_events(struct lupw_session *s);
 /* Waits for host->device copies still reading the receive buffer. */
 void lupw_htod_wait(struct lupw_session *s);
 

@@ -301,6 +301,17 @@ OVERRIDES = {
                              ('dev0-ctx1-bound', 0, {'dev': 0}, BIND_CTX1)],
     'lupPrimaryCtxSetFlags': [('dev0', 0, {'dev': 0, 'flags': 4})],
     'lupPrimaryCtxReset': [('dev0', 0, {'dev': 0}), ('dev1', 0, {'dev': 1})],
+    # arrays (daemon/worker/arrays.c): the fake session has none
+    'lupArrayCreate': [('2d', PRIMARY0, {'width': 16, 'height': 16, 'format': 0x20, 'channels': 1}),
+                       ('mipmap', PRIMARY0, {'width': 16, 'height': 16, 'format': 0x01, 'channels': 4, 'levels': 3}),
+                       ('cube', PRIMARY0, {'width': 8, 'height': 8, 'depth': 6, 'format': 0x20, 'channels': 1,
+                                           'flags': 4}),
+                       ('absurd', PRIMARY0, {'width': 1 << 40, 'format': 0x20, 'channels': 1}),
+                       ('sparse', PRIMARY0, {'width': 16, 'format': 0x20, 'channels': 1, 'flags': 0x40})],
+    'lupArrayCopy': [('to-none', PRIMARY0, {'box': struct.pack('<IIQQQQQQ', 1, 0, FZ_A, 0, 0, 0, 64, 1) +
+                                            struct.pack('<IIQQQQQQ', 2, 0, FRESH_ID, 0, 0, 0, 0, 0) +
+                                            struct.pack('<QQQ', 64, 1, 1)}),
+                     ('bad-kind', PRIMARY0, {'box': struct.pack('<I', 7) + bytes(135)})],
 }
 
 

@@ -393,8 +393,8 @@ static void test_copy_2d(void **state)
         c.dstPitch = w - 6;     /* narrower than a row */
         assert_int_equal(cuMemcpy2D_v2(&c), CUDA_ERROR_INVALID_VALUE);
         c.dstPitch = hpitch;
-        c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-        assert_int_equal(cuMemcpy2D_v2(&c), CUDA_ERROR_NOT_SUPPORTED);
+        c.srcMemoryType = CU_MEMORYTYPE_ARRAY; /* a NULL array (sim/sim_array.c) */
+        assert_int_equal(cuMemcpy2D_v2(&c), CUDA_ERROR_INVALID_HANDLE);
         c.srcMemoryType = (CUmemorytype)99;
         assert_int_equal(cuMemcpy2D_v2(&c), CUDA_ERROR_INVALID_VALUE);
         c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -447,8 +447,8 @@ static void test_copy_3d(void **state)
         c.Depth = depth + 1;    /* one slice too many */
         assert_int_equal(cuMemcpy3D_v2(&c), CUDA_ERROR_INVALID_VALUE);
         c.Depth = depth;
-        c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-        assert_int_equal(cuMemcpy3D_v2(&c), CUDA_ERROR_NOT_SUPPORTED);
+        c.dstMemoryType = CU_MEMORYTYPE_ARRAY; /* a NULL array */
+        assert_int_equal(cuMemcpy3D_v2(&c), CUDA_ERROR_INVALID_HANDLE);
         assert_cu(cuMemFree_v2(d));
         free(src);
         free(dst);
