@@ -21,10 +21,10 @@
 
 static int line(const struct ctl_opts *o, const char *result, const char *check, const char *detail, const char *fix)
 {
-        const char *c = !o->color                    ? ""
-                      : strcmp(result, "pass") == 0 ? "\033[32m"
-                      : strcmp(result, "warn") == 0 ? "\033[33m"
-                                                    : "\033[31m";
+        const char *c = !o->color                     ? ""
+                        : strcmp(result, "pass") == 0 ? "\033[32m"
+                        : strcmp(result, "warn") == 0 ? "\033[33m"
+                                                      : "\033[31m";
         char word[8];
 
         snprintf(word, sizeof(word), "%s", result);
@@ -46,7 +46,8 @@ static int local_checks(const struct ctl_opts *o)
                 dlclose(h);
                 line(o, "pass", "the driver loads", "libcuda.so.1", NULL);
         } else {
-                line(o, "warn", "the driver loads", dlerror(), "install the NVIDIA driver, or run lupined --backend sim");
+                line(o, "warn", "the driver loads", dlerror(),
+                     "install the NVIDIA driver, or run lupined --backend sim");
         }
         /* io_uring_setup with no entries: EINVAL if the kernel has it, ENOSYS if not */
         long r = syscall(425, 0, NULL);

@@ -24,10 +24,9 @@
 #include "nvml_codec.h"
 #include "supervisor/internal.h"
 
-static void add(struct json_object *arr, const char *check, const char *result, const char *fix, const char *fmt,
-                ...) __attribute__((format(printf, 5, 6)));
-static void add(struct json_object *arr, const char *check, const char *result, const char *fix, const char *fmt,
-                ...)
+static void add(struct json_object *arr, const char *check, const char *result, const char *fix, const char *fmt, ...)
+        __attribute__((format(printf, 5, 6)));
+static void add(struct json_object *arr, const char *check, const char *result, const char *fix, const char *fmt, ...)
 {
         struct json_object *o = json_object_new_object();
         char detail[512];
@@ -146,8 +145,8 @@ static void store_check(struct sup *s, struct json_object *arr)
         }
         if (e) {
                 add(arr, "checkpoint store writable", "fail",
-                    "make the directory exist and be writable by lupined's user (systemd-tmpfiles --create)",
-                    "%s: %s", dir, strerror(e));
+                    "make the directory exist and be writable by lupined's user (systemd-tmpfiles --create)", "%s: %s",
+                    dir, strerror(e));
                 return;
         }
         for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
@@ -158,7 +157,10 @@ static void store_check(struct sup *s, struct json_object *arr)
                 return;
         }
         uint64_t avail = (uint64_t)fs.f_bavail * fs.f_frsize;
-        add(arr, "checkpoint store space", avail < need ? "fail" : avail < 2 * need ? "warn" : "pass",
+        add(arr, "checkpoint store space",
+            avail < need       ? "fail"
+            : avail < 2 * need ? "warn"
+                               : "pass",
             avail < 2 * need ? "free space there, or --checkpoint-dir elsewhere: a drain writes every session" : NULL,
             "%s: %.1f GiB free, the sessions hold %.1f GiB", dir, (double)avail / 1073741824.0,
             (double)need / 1073741824.0);
@@ -207,9 +209,11 @@ static void host_checks(struct sup *s, struct json_object *arr)
 
         uname(&u);
         add(arr, "io_uring", "pass", NULL, "in use (kernel %s)", u.release);
-        add(arr, "arena slots", usable == 0 ? "fail" : usable < s->reg.max_sessions ? "warn" : "pass",
-            usable < s->reg.max_sessions ? "the log at start names the mappings in the way (docs/operations.md)"
-                                         : NULL,
+        add(arr, "arena slots",
+            usable == 0                    ? "fail"
+            : usable < s->reg.max_sessions ? "warn"
+                                           : "pass",
+            usable < s->reg.max_sessions ? "the log at start names the mappings in the way (docs/operations.md)" : NULL,
             "%d of %d usable, --max-sessions %d", usable, (int)LUP_ARENA_SLOTS, s->reg.max_sessions);
         if (sup_have_fd_store())
                 add(arr, "fd store", "pass", NULL, "systemd keeps device memory across restarts (hot restarts)");

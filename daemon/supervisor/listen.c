@@ -318,7 +318,6 @@ void sup_serving_begin(struct sup *s)
         s->serving = true;
         for (int i = 0; i < s->n_listeners; i++)
                 sup_listener_arm(s, i);
-        sup_conn_unpark(s);
         if (s->checkpoints)
                 lup_clogf(LUP_LOGC_CORE, LUP_LOG_INFO,
                           "lupined %s ready: backend %s, at most %d sessions, checkpoints via %s%s, drain "

@@ -259,6 +259,7 @@ void sup_restore_progress(struct sup *s)
         lup_info("restore finished: %d of %d session(s) restored", s->n_restored, s->n_restore_listed);
         lupd_sd_fds_release_unclaimed();
         sup_serving_begin(s);
+        sup_conn_unpark(s); /* HELLOs that came during the restore */
 }
 
 void sup_restore_tick(struct sup *s, uint64_t now)

@@ -48,6 +48,18 @@ for prog in "$MODEL"/*; do
         across upgrade "$name" "$prog"
 done
 [ $checked -gt 0 ] || bad "no programs in $MODEL (tests/gpu/model/build.sh: nvcc?)"
+# the driver-API programs of the same families (tests/e2e/progs; "hold" is
+# the restart harness's midpoint, the same protocol)
+for p in e2e_arrays e2e_jit e2e_managed; do
+        [ -x "$BUILD/tests/$p" ] || continue
+        compare "$p" "$BUILD/tests/$p" tests/kernels
+        # hold mode locally too (its midpoint line dropped), as the reference
+        echo go | timeout 300 "${local_env[@]}" "$BUILD/tests/$p" tests/kernels hold 2>"$OUTDIR/$p-hold.local.err" |
+                grep -v '^ready:' >"$OUTDIR/$p-hold.local.out"
+        [ -s "$OUTDIR/$p-hold.local.out" ] || { bad "$p hold on the local driver" "$OUTDIR/$p-hold.local.err"; continue; }
+        across durable "$p-hold" "$BUILD/tests/$p" tests/kernels
+        across upgrade "$p-hold" "$BUILD/tests/$p" tests/kernels
+done
 
 stop_lupined
 tar czf "${OUT:-/tmp}/model-logs.tgz" -C "$OUTDIR" . && echo "logs: ${OUT:-/tmp}/model-logs.tgz"
