@@ -7,6 +7,7 @@
 #include <errno.h>
 
 #include "arrays.h"
+#include "unsupported.h"
 #include "client.h"
 #include "ctx_local.h"
 #include "pool.h"
@@ -46,6 +47,7 @@ EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
                         lupc_primary_release(dev);
                         return r;
                 }
+                lupc_context_made();
         }
         *pctx = (CUcontext)(uintptr_t)lupc_primary_ctx_id(dev);
         return CUDA_SUCCESS;
@@ -139,6 +141,7 @@ EXPORT CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUde
                 lupc_ctx_forget(id);
                 return r;
         }
+        lupc_context_made();
         if (lupc_ctx_push(id) < 0) {
                 /* the real driver has no stack limit this small; say so plainly */
                 lupc_send_lupCtxDestroy(id);

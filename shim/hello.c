@@ -23,6 +23,7 @@
 #include "ctl_codec.h"
 #include "image.h"
 #include "env.h"
+#include "unsupported.h"
 #include "log.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -393,6 +394,7 @@ static void do_init(void)
                 (void)pthread_atfork(NULL, NULL, tls_fork_child);
         }
         init_result = CUDA_SUCCESS;
+        lupc_context_made(); /* the session's worker is a process of the GPU host now */
         lup_debug("connected to %s as session %s", tried, conn.name);
         return;
 

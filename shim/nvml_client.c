@@ -18,8 +18,10 @@
  * NVML request has no field for the bearer token yet: LUPINE_TOKEN is not
  * sent here.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,11 +147,17 @@ static int fetch_once(struct lup_nvml_snapshot *out)
 
 /* Makes snap fresh; called with lock held. 0, or -errno when lupined
  * could not be reached within wait_ms (snap is then left as it was). */
-static int refresh_locked(void)
+static unsigned long long (*context_generation)(void); /* lupine's libcuda.so.1's, if loaded */
+static unsigned long long snap_generation;
+
+static int refresh_locked(bool procs)
 {
         uint64_t start = now_ms();
 
-        if (snap && start - snap_at_ms < cache_ms)
+        if (!context_generation)
+                *(void **)&context_generation = dlsym(RTLD_DEFAULT, "lupine_context_generation");
+        unsigned long long gen = context_generation ? context_generation() : 0;
+        if (snap && start - snap_at_ms < cache_ms && (!procs || gen == snap_generation))
                 return 0;
         struct lup_nvml_snapshot *fresh = malloc(sizeof(*fresh));
         if (!fresh)
@@ -169,6 +177,7 @@ static int refresh_locked(void)
         free(snap);
         snap = fresh;
         snap_at_ms = now_ms();
+        snap_generation = gen;
         return 0;
 }
 
@@ -191,7 +200,7 @@ static nvmlReturn_t nvml_init(void)
                         if (tcfg_rc < 0)
                                 lup_err("cannot connect to lupined for NVML: %s", err);
                 }
-                if (tcfg_rc < 0 || refresh_locked() < 0)
+                if (tcfg_rc < 0 || refresh_locked(false) < 0)
                         ret = NVML_ERROR_DRIVER_NOT_LOADED;
         }
         if (ret == NVML_SUCCESS)
@@ -244,18 +253,25 @@ nvmlReturn_t lupn_check_init(void)
 }
 
 /* Takes the lock with a fresh snapshot, or returns the error (unlocked). */
-static nvmlReturn_t enter(void)
+/* The lock, with a snapshot at most cache_ms old; for the process lists
+ * (procs), also none older than this process's last session or context. */
+static nvmlReturn_t enter_fresh(bool procs)
 {
         pthread_mutex_lock(&lock);
         if (init_count == 0) {
                 pthread_mutex_unlock(&lock);
                 return NVML_ERROR_UNINITIALIZED;
         }
-        if (refresh_locked() < 0) {
+        if (refresh_locked(procs) < 0) {
                 pthread_mutex_unlock(&lock);
                 return NVML_ERROR_GPU_IS_LOST;
         }
         return NVML_SUCCESS;
+}
+
+static nvmlReturn_t enter(void)
+{
+        return enter_fresh(false);
 }
 
 nvmlReturn_t lupn_count(unsigned *ret)
@@ -346,7 +362,12 @@ nvmlReturn_t lupn_sys_value(unsigned key, struct lup_nvml_val *ret)
 
 nvmlReturn_t lupn_dev_procs(nvmlDevice_t dev, struct lup_nvml_proc *out, unsigned cap, unsigned *n)
 {
-        nvmlReturn_t r = enter();
+        /* Processes come and go with contexts, which this very process may
+         * just have made (PyTorch lists them right after its first
+         * allocation, with a snapshot from its device count a moment
+         * before): they are asked anew when lupine's libcuda.so.1 here made
+         * a session or context since the snapshot. */
+        nvmlReturn_t r = enter_fresh(true);
 
         if (r != NVML_SUCCESS)
                 return r;

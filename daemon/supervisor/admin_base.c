@@ -43,12 +43,18 @@ out_free:
 const char *sup_admin_state_name(enum lupd_session_phase phase)
 {
         switch (phase) {
-        case LUPD_PHASE_STARTING: return "starting";
-        case LUPD_PHASE_RESTORING: return "restoring";
-        case LUPD_PHASE_SERVING: return "serving";
-        case LUPD_PHASE_DETACHED: return "detached";
-        case LUPD_PHASE_WAITING: return "restored-waiting";
-        case LUPD_PHASE_FAILED: return "failed";
+        case LUPD_PHASE_STARTING:
+                return "starting";
+        case LUPD_PHASE_RESTORING:
+                return "restoring";
+        case LUPD_PHASE_SERVING:
+                return "serving";
+        case LUPD_PHASE_DETACHED:
+                return "detached";
+        case LUPD_PHASE_WAITING:
+                return "restored-waiting";
+        case LUPD_PHASE_FAILED:
+                return "failed";
         }
         return "unknown";
 }

@@ -82,8 +82,15 @@ static int nvml_snapshot(struct sup *s, const char *prefix, const char **why)
          * second later (a context made within a session still is: the
          * host's NVML lists its worker only from then on) */
         bool same_sessions = n == cache_n && memcmp(pids, cache_pids, sizeof(pid_t) * (size_t)n) == 0;
-        if (cache_valid && same_sessions && now - cache_at_ms < LUPD_NVML_CACHE_MS && strcmp(prefix, cache_prefix) == 0)
+        if (cache_valid && same_sessions && now - cache_at_ms < LUPD_NVML_CACHE_MS &&
+            strcmp(prefix, cache_prefix) == 0) {
+                /* the process lists are asked anew every time: a session's
+                 * context made since the snapshot must show (PyTorch asks
+                 * right after its first allocation) */
+                if (cache->backend == LUP_BACKEND_CUDA)
+                        lupd_nvml_host_procs(cache, pids, n);
                 return 0;
+        }
         memcpy(cache_pids, pids, sizeof(pid_t) * (size_t)n);
         cache_n = n;
         snprintf(cache_prefix, sizeof(cache_prefix), "%s", prefix);

@@ -338,6 +338,18 @@ static void host_system(struct lup_nvml_snapshot *s)
                 lup_nvml_set_ret(lup_nvml_sys(s, LUP_NVML_K_CUDA_VERSION), (uint32_t)r);
 }
 
+void lupd_nvml_host_procs(struct lup_nvml_snapshot *s, const pid_t *pids, int n)
+{
+        typedef nvmlReturn_t (*fn_handle)(unsigned int, nvmlDevice_t *);
+        fn_handle fh = (fn_handle)sym("nvmlDeviceGetHandleByIndex_v2");
+
+        for (unsigned i = 0; fh && i < s->n_devices; i++) {
+                nvmlDevice_t h = NULL;
+                if (fh(i, &h) == NVML_SUCCESS)
+                        host_procs(&s->dev[i], h, pids, n);
+        }
+}
+
 int lupd_nvml_host_fill(struct lup_nvml_snapshot *s, const pid_t *pids, int n)
 {
         typedef nvmlReturn_t (*fn_count)(unsigned int *);

@@ -20,6 +20,9 @@ int lupd_nvml_host_open(const char **why);
 /* A snapshot of every device from the host's NVML; the processes listed
  * are those of `pids` (n of them) only. 0 or -errno. */
 int lupd_nvml_host_fill(struct lup_nvml_snapshot *s, const pid_t *pids, int n);
+/* Only the process lists of s, anew (a context made a moment ago shows at
+ * once; one NVML call per device). */
+void lupd_nvml_host_procs(struct lup_nvml_snapshot *s, const pid_t *pids, int n);
 
 /* Simulated values for the devices libcuda-sim.so shows (LUPINE_SIM_DEVICES,
  * LUPINE_SIM_MEM_MB, as the workers see them). `pids` are the sessions'

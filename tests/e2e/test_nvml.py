@@ -102,6 +102,10 @@ def test_queries(d, progs, shim):
     check('NVML and CUDA list the same devices (names, UUIDs, order)',
           r.returncode == 0 and 'PASSED' in r.stdout and r.stdout.count('device ') == 4,
           r.stdout[-800:] + r.stderr[-800:])
+    r = run(progs, ['fresh'], nvml_env(shim, f'unix:{d.unix}'))
+    check('a context made right after an NVML snapshot is in the next process list (PyTorch\'s order)',
+          r.returncode == 0 and 'PASSED' in r.stdout and 'before the context 0, after 1' in r.stdout,
+          r.stdout[-800:] + r.stderr[-800:])
 
 
 def test_no_slot(d, progs, shim):

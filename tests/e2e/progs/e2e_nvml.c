@@ -327,6 +327,32 @@ static int list(void)
         return failures;
 }
 
+/* PyTorch's order: NVML's device count first (a snapshot), then a CUDA
+ * context, then at once the process list, which must show this session's
+ * worker although the snapshot is younger than a second. */
+static int fresh_procs(void)
+{
+        unsigned nn = 0, before = 64, after = 64;
+        nvmlProcessInfo_t pi[64];
+        nvmlDevice_t d;
+        CUcontext c;
+
+        NV(nvmlDeviceGetCount_v2(&nn));
+        NV(nvmlDeviceGetHandleByIndex_v2(0, &d));
+        NV(nvmlDeviceGetComputeRunningProcesses_v3(d, &before, pi));
+        if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS ||
+            cuCtxSetCurrent(c) != CUDA_SUCCESS) {
+                fprintf(stderr, "cuInit failed\n");
+                return 1;
+        }
+        CUdeviceptr p;
+        WANT(cuMemAlloc(&p, 1 << 20) == CUDA_SUCCESS);
+        NV(nvmlDeviceGetComputeRunningProcesses_v3(d, &after, pi));
+        printf("processes before the context %u, after %u\n", before, after);
+        WANT(after == before + 1);
+        return failures;
+}
+
 int main(int argc, char **argv)
 {
         const char *mode = argc > 1 ? argv[1] : "query";
@@ -343,6 +369,8 @@ int main(int argc, char **argv)
                 same_as_cuda();
         else if (!strcmp(mode, "internal"))
                 internal();
+        else if (!strcmp(mode, "fresh"))
+                fresh_procs();
         else if (!strcmp(mode, "list"))
                 list();
         else if (!strcmp(mode, "wait") || !strcmp(mode, "lost")) {
