@@ -132,8 +132,10 @@ EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESC
 EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *p,
                                                unsigned int numMipmapLevels)
 {
-        if (!pHandle || !p || numMipmapLevels == 0)
+        if (!pHandle || !p)
                 return CUDA_ERROR_INVALID_VALUE;
+        if (numMipmapLevels == 0) /* the H200's driver takes 0 as 1 */
+                numMipmapLevels = 1;
         struct lup_array_desc d = { .width = p->Width,
                                     .height = p->Height,
                                     .depth = p->Depth,
@@ -162,6 +164,8 @@ static CUresult destroy(uint64_t id, enum lupc_array_kind kind)
         struct arr *a = find_locked(id, kind);
         bool level = a && a->parent;
         pthread_mutex_unlock(&lock);
+        if (!a && lupc_handle_was_minted(id))
+                return CUDA_ERROR_CONTEXT_IS_DESTROYED; /* destroyed already: the H200's driver answers so */
         if (!a || level)
                 return CUDA_ERROR_INVALID_HANDLE; /* a level goes with its mipmapped array */
         CUresult r = lupc_send_lupArrayDestroy(id);

@@ -232,9 +232,14 @@ EXPORT CUresult CUDAAPI cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *
         struct texobj o;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (!pResViewDesc || !find(texObject, false, &o) || !o.has_view)
+        if (!pResViewDesc || !find(texObject, false, &o))
                 return CUDA_ERROR_INVALID_VALUE;
-        *pResViewDesc = o.view;
+        /* made without a view: the H200's driver answers success; lupine
+         * gives an all-zero view (the driver's contents are not known) */
+        if (o.has_view)
+                *pResViewDesc = o.view;
+        else
+                memset(pResViewDesc, 0, sizeof(*pResViewDesc));
         return CUDA_SUCCESS;
 }
 

@@ -73,6 +73,11 @@ uint64_t lupc_mint_handle(void)
         return atomic_fetch_add(&next_handle, 16);
 }
 
+bool lupc_handle_was_minted(uint64_t id)
+{
+        return id >= LUP_FIRST_HANDLE_ID && id < atomic_load(&next_handle) && (id - LUP_FIRST_HANDLE_ID) % 16 == 0;
+}
+
 uint32_t lupc_my_lane(void)
 {
         if (!my_lane_plus1)

@@ -60,6 +60,8 @@ CUresult lupc_copy_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t stream
 CUresult lupc_upload_image(const void *image, uint64_t *ret_blob);
 /* A fresh id for a client-minted handle (streams, events, modules, ...). */
 uint64_t lupc_mint_handle(void);
+/* Whether id is one lupc_mint_handle gave out (alive or not). */
+bool lupc_handle_was_minted(uint64_t id);
 
 /* A reply that did not decode: logs once and returns CUDA_ERROR_UNKNOWN. */
 CUresult lupc_protocol_error(const char *what);

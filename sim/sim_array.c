@@ -303,8 +303,10 @@ SIM_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_AR
         uint64_t h = 0;
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (!pHandle || !p || numMipmapLevels == 0 || numMipmapLevels > MAX_LEVELS)
+        if (!pHandle || !p || numMipmapLevels > MAX_LEVELS)
                 return CUDA_ERROR_INVALID_VALUE;
+        if (numMipmapLevels == 0) /* as the H200's driver: one level */
+                numMipmapLevels = 1;
         CUresult r = desc_check(p);
         if (r != CUDA_SUCCESS)
                 return r;

@@ -22,6 +22,14 @@
 
 #include "check.h"
 
+/* Calls the real driver may crash on (handles that are garbage or freed):
+ * lupine must answer them with an error, the driver need not, so a run on
+ * the real driver (tests/gpu/model.sh) sets LUPINE_E2E_NO_UB=1. */
+static int ub_probes(void)
+{
+        return getenv("LUPINE_E2E_NO_UB") == NULL;
+}
+
 static uint32_t pat(uint32_t i, uint32_t seed)
 {
         return (i * 2654435761u) ^ seed;
@@ -141,7 +149,7 @@ static void test_1d(void)
         CK(cuMemFree(dev));
         CK(cuArrayDestroy(a));
         CK(cuArrayDestroy(b));
-        EXPECT_ERR(cuArrayDestroy(a), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_ERR(cuArrayDestroy(a), CUDA_ERROR_CONTEXT_IS_DESTROYED); /* what the H200's driver answers */
 }
 
 static void test_2d(void)
@@ -321,7 +329,7 @@ static void test_mipmap(void)
         CUarray lv;
         EXPECT_ERR(cuMipmappedArrayGetLevel(&lv, m, 4), CUDA_ERROR_INVALID_VALUE);
         CK(cuMipmappedArrayDestroy(m));
-        EXPECT_ERR(cuMipmappedArrayDestroy(m), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_ERR(cuMipmappedArrayDestroy(m), CUDA_ERROR_CONTEXT_IS_DESTROYED);
 }
 
 static CUDA_TEXTURE_DESC tex_desc(void)
@@ -397,10 +405,12 @@ static void test_objects(void)
         CK(cuTexObjectDestroy(to));
         /* a texture on a destroyed array, a surface on a mipmapped array */
         CK(cuArrayDestroy(a));
-        EXPECT_ERR(cuTexObjectCreate(&to, &r, &t, NULL), CUDA_ERROR_INVALID_HANDLE);
+        if (ub_probes())
+                EXPECT_ERR(cuTexObjectCreate(&to, &r, &t, NULL), CUDA_ERROR_INVALID_HANDLE);
         EXPECT_ERR(cuSurfObjectCreate(&so, &rm), CUDA_ERROR_INVALID_VALUE);
         CK(cuMipmappedArrayDestroy(m));
-        EXPECT_ERR(cuTexObjectCreate(&to, &rm, &tm, NULL), CUDA_ERROR_INVALID_HANDLE);
+        if (ub_probes())
+                EXPECT_ERR(cuTexObjectCreate(&to, &rm, &tm, NULL), CUDA_ERROR_INVALID_HANDLE);
         CK(cuMemFree(dev));
 }
 
@@ -432,10 +442,13 @@ static void test_bad_descriptors(void)
         d = ok, d.Flags = CUDA_ARRAY3D_CUBEMAP, d.Depth = 5;
         EXPECT_ERR(cuArray3DCreate(&a, &d), CUDA_ERROR_INVALID_VALUE);
         CUmipmappedArray m;
-        EXPECT_ERR(cuMipmappedArrayCreate(&m, &ok, 0), CUDA_ERROR_INVALID_VALUE);
-        EXPECT_ERR(cuArrayDestroy((CUarray)(uintptr_t)0x1234560), CUDA_ERROR_INVALID_HANDLE);
+        CK(cuMipmappedArrayCreate(&m, &ok, 0)); /* the H200's driver takes 0 levels */
+        CK(cuMipmappedArrayDestroy(m));
         CUDA_ARRAY3D_DESCRIPTOR got;
-        EXPECT_ERR(cuArray3DGetDescriptor(&got, (CUarray)(uintptr_t)0x1234560), CUDA_ERROR_INVALID_HANDLE);
+        if (ub_probes()) {
+                EXPECT_ERR(cuArrayDestroy((CUarray)(uintptr_t)0x1234560), CUDA_ERROR_INVALID_HANDLE);
+                EXPECT_ERR(cuArray3DGetDescriptor(&got, (CUarray)(uintptr_t)0x1234560), CUDA_ERROR_INVALID_HANDLE);
+        }
 }
 
 /* ---- hold mode */
@@ -544,7 +557,7 @@ static void hold_build(struct held *h)
         CUDA_RESOURCE_DESC rg = { .resType = CU_RESOURCE_TYPE_ARRAY, .res.array.hArray = h->gone };
         CK(cuTexObjectCreate(&h->orphan, &rg, &t, NULL));
         CK(cuArrayDestroy(h->gone));
-        EXPECT_ERR(cuArrayDestroy(h->gone), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_ERR(cuArrayDestroy(h->gone), CUDA_ERROR_CONTEXT_IS_DESTROYED);
 }
 
 static void hold_check(struct held *h)
@@ -571,9 +584,10 @@ static void hold_check(struct held *h)
         for (int i = 0; i < 3; i++)
                 CK(cuTexObjectDestroy(h->tex[i]));
         CK(cuSurfObjectDestroy(h->surf));
-        EXPECT_ERR(cuArrayDestroy(h->gone), CUDA_ERROR_INVALID_HANDLE);
+        EXPECT_ERR(cuArrayDestroy(h->gone), CUDA_ERROR_CONTEXT_IS_DESTROYED);
         CUDA_RESOURCE_DESC rgone = { .resType = CU_RESOURCE_TYPE_ARRAY, .res.array.hArray = h->gone };
-        EXPECT_ERR(cuTexObjectCreate(&fresh, &rgone, &t, NULL), CUDA_ERROR_INVALID_HANDLE);
+        if (ub_probes())
+                EXPECT_ERR(cuTexObjectCreate(&fresh, &rgone, &t, NULL), CUDA_ERROR_INVALID_HANDLE);
         CK(cuTexObjectDestroy(h->orphan));
         for (int i = 0; i < H_ARRAYS; i++)
                 CK(cuArrayDestroy(h->arr[i]));

@@ -216,10 +216,14 @@ static void build(struct all *s)
         rs.res.array.array = s->surf_arr;
         RT_CHECK(cudaCreateSurfaceObject(&s->so, &rs));
         RT_CHECK(cudaMalloc(&s->dout, NS * sizeof(float)));
-        printf("object values: tex %llu %llu %llu %llu %llu %llu %llu surf %llu\n", (unsigned long long)s->t2p,
-               (unsigned long long)s->t2l, (unsigned long long)s->t3, (unsigned long long)s->tl,
-               (unsigned long long)s->tc, (unsigned long long)s->tm, (unsigned long long)s->t1l,
-               (unsigned long long)s->so);
+        /* The values are small ids the driver counts up per process; lupine's
+         * worker starts further up (the H200 gave 1.. locally, 5.. through
+         * lupine), so their order and spacing are printed, which must agree,
+         * and the first value to stderr. */
+        unsigned long long b = s->t2p;
+        printf("object values, from the first: tex +%llu +%llu +%llu +%llu +%llu +%llu +%llu surf +%llu\n", s->t2p - b,
+               s->t2l - b, s->t3 - b, s->tl - b, s->tc - b, s->tm - b, s->t1l - b, s->so - b);
+        fprintf(stderr, "first texture object value: %llu\n", b);
 }
 
 /* array -> array and array -> host after the restart: the contents stayed */
@@ -319,12 +323,9 @@ static void bad_input(void)
         CU_CHECK(cuArray3DGetDescriptor(&x, lv));
         printf("level 1 descriptor: %zu x %zu x %zu\n", (size_t)x.Width, (size_t)x.Height, (size_t)x.Depth);
         printf("zero levels: %d\n", (int)cuMipmappedArrayCreate(&m, &d, 0));
-        /* last: what the driver does with a destroyed array and with a
-         * level destroyed on its own may be undefined (kept to the end) */
-        fflush(stdout);
-        printf("texture on a destroyed array: %d\n", (int)cuTexObjectCreate(&t, &rd, &td, NULL));
-        fflush(stdout);
-        printf("destroying a level on its own: %d\n", (int)cuArrayDestroy(lv));
+        /* Not asked: a texture on a destroyed array and destroying a level
+         * on its own crash the H200's driver (a first run ended there with
+         * SIGSEGV); lupine answers them with errors (e2e_arrays). */
 }
 
 int main(int argc, char **argv)
