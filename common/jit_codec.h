@@ -65,7 +65,12 @@ enum lup_jit_class {
 enum lup_jit_class lup_jit_option_class(uint32_t option);
 
 /* What the worker answers about a link or load (lupJitRead, LUP_JIT_READ_INFO). */
-enum { LUP_JIT_READ_CUBIN = 0, LUP_JIT_READ_INFO_LOG = 1, LUP_JIT_READ_ERROR_LOG = 2, LUP_JIT_READ_INFO = 3 };
+enum {
+        LUP_JIT_READ_CUBIN = 0,
+        LUP_JIT_READ_INFO_LOG = 1,
+        LUP_JIT_READ_ERROR_LOG = 2,
+        LUP_JIT_READ_INFO = 3
+};
 #define LUP_JIT_CHUNK 240u /* bytes one lupJitRead returns at most */
 
 struct lup_jit_opt {

@@ -153,8 +153,8 @@ static CUresult add_last(struct link *l)
 }
 
 /* Takes a copy of the input (data: size bytes, its own) into l. */
-static CUresult add_input(struct link *l, CUjitInputType type, uint8_t *data, size_t size, const char *name,
-                          unsigned n, CUjit_option *options, void **values)
+static CUresult add_input(struct link *l, CUjitInputType type, uint8_t *data, size_t size, const char *name, unsigned n,
+                          CUjit_option *options, void **values)
 {
         struct link_input in = { .in = { .type = (uint32_t)type, .data = data, .size = size } };
         struct lupc_jit_opts ignored;

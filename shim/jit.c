@@ -123,8 +123,7 @@ CUresult lupc_jit_answer(uint64_t id, const struct lupc_jit_opts *o)
                         o->values[i] = (void *)(uintptr_t)(info_filled < o->info_cap ? info_filled : o->info_cap);
                         break;
                 case LUP_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
-                        o->values[i] =
-                                (void *)(uintptr_t)(error_filled < o->error_cap ? error_filled : o->error_cap);
+                        o->values[i] = (void *)(uintptr_t)(error_filled < o->error_cap ? error_filled : o->error_cap);
                         break;
                 case LUP_JIT_WALL_TIME:
                         o->values[i] = NULL;

@@ -31,7 +31,7 @@
 
 struct link_input {
         char *name;
-        char *text;             /* the PTX, NUL-terminated */
+        char *text; /* the PTX, NUL-terminated */
         size_t len;
         struct sim_ptx_module *ptx;
 };
@@ -39,7 +39,7 @@ struct link_input {
 struct sim_link {
         uint32_t magic;
         unsigned nopts;
-        CUjit_option *options;  /* the caller's: the answers go there */
+        CUjit_option *options; /* the caller's: the answers go there */
         void **values;
         char *info, *error;
         unsigned info_cap, error_cap;
@@ -150,7 +150,7 @@ static CUresult check_kind(struct sim_link *l, CUjitInputType type, const uint8_
                 memcpy(&magic, p, 4);
         switch (type) {
         case CU_JIT_INPUT_PTX:
-                return CUDA_SUCCESS;    /* the parser decides */
+                return CUDA_SUCCESS; /* the parser decides */
         case CU_JIT_INPUT_CUBIN:
                 if (size >= 4 && memcmp(p, elf, 4) == 0)
                         return CUDA_SUCCESS;
@@ -194,8 +194,9 @@ static CUresult read_input(struct sim_link *l, CUjitInputType type, const uint8_
         }
         if (res != SIM_IMAGE_OK) {
                 error_log(l, "sim: %s: no PTX the simulator can read\n", name);
-                return type == CU_JIT_INPUT_PTX ? CUDA_ERROR_INVALID_PTX
-                       : res == SIM_IMAGE_NO_BINARY ? CUDA_ERROR_NO_BINARY_FOR_GPU : CUDA_ERROR_INVALID_IMAGE;
+                return type == CU_JIT_INPUT_PTX     ? CUDA_ERROR_INVALID_PTX
+                       : res == SIM_IMAGE_NO_BINARY ? CUDA_ERROR_NO_BINARY_FOR_GPU
+                                                    : CUDA_ERROR_INVALID_IMAGE;
         }
         if ((r = sim_module_parse(text, len, true, &in->ptx)) != CUDA_SUCCESS) {
                 if (type == CU_JIT_INPUT_PTX && r == CUDA_ERROR_INVALID_IMAGE)
@@ -235,7 +236,7 @@ SIM_API CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *
                 if ((unsigned)options[i] >= CU_JIT_NUM_OPTIONS || options[i] == CU_JIT_WALL_TIME ||
                     options[i] == CU_JIT_INFO_LOG_BUFFER || options[i] == CU_JIT_ERROR_LOG_BUFFER ||
                     options[i] == CU_JIT_TARGET_FROM_CUCONTEXT || options[i] == CU_JIT_TARGET)
-                        return CUDA_ERROR_INVALID_VALUE;        /* not for an input (cuda.h) */
+                        return CUDA_ERROR_INVALID_VALUE; /* not for an input (cuda.h) */
         if (l->cubin || l->ninputs >= SIM_LINK_MAX_INPUTS)
                 return CUDA_ERROR_INVALID_VALUE;
         if (!name) {
@@ -260,8 +261,8 @@ SIM_API CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *
         return r;
 }
 
-SIM_API CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path,
-                                  unsigned int numOptions, CUjit_option *options, void **optionValues)
+SIM_API CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions,
+                                  CUjit_option *options, void **optionValues)
 {
         struct stat st;
         size_t got = 0;
@@ -298,8 +299,9 @@ SIM_API CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const 
 /* What the driver's linker brings itself (the device runtime's calls). */
 static bool builtin(const char *name)
 {
-        static const char *const names[] = { "vprintf", "malloc", "free", "__assertfail",
-                                             "cudaGetParameterBufferV2", "cudaLaunchDeviceV2" };
+        static const char *const names[] = {
+                "vprintf", "malloc", "free", "__assertfail", "cudaGetParameterBufferV2", "cudaLaunchDeviceV2"
+        };
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
                 if (strcmp(names[i], name) == 0)
                         return true;
@@ -331,8 +333,7 @@ static CUresult resolve(struct sim_link *l)
                         for (size_t j = 0; j < l->ninputs; j++)
                                 found += defines(l->inputs[j].ptx, x->name, x->is_func);
                         if (found == 0) {
-                                error_log(l, "sim: undefined reference to '%s' in '%s'\n", x->name,
-                                          l->inputs[i].name);
+                                error_log(l, "sim: undefined reference to '%s' in '%s'\n", x->name, l->inputs[i].name);
                                 return CUDA_ERROR_INVALID_IMAGE;
                         }
                 }

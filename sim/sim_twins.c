@@ -198,6 +198,21 @@ static CUresult twin_jit_axpb(const struct sim_twin_args *a)
         return CUDA_SUCCESS;
 }
 
+/* tests/gpu/model/model_jit.cu's kernel loaded with JIT options: p[i] = v + i. */
+static CUresult twin_jit_fill(const struct sim_twin_args *a)
+{
+        int n = param_int(a, 2);
+        uint32_t v, *p;
+        CUresult r;
+
+        param(a, 1, &v, sizeof(v));
+        if ((r = mem(a, param_ptr(a, 0), span(n, 4), SIM_NEED_WRITE, (void **)&p)) != CUDA_SUCCESS)
+                return r;
+        for (int i = 0; i < n; i++)
+                p[i] = v + (uint32_t)i;
+        return CUDA_SUCCESS;
+}
+
 /* Sleeps instead of spinning: same duration, no CPU burnt. */
 static CUresult twin_spin_ns(const struct sim_twin_args *a)
 {
@@ -360,6 +375,7 @@ static const struct sim_twin twins[] = {
         { "fill_u32", 3, { 8, 4, 4 }, NULL, true, twin_fill_u32 },
         { "add_global_u32", 2, { 8, 4 }, "g_bias", true, twin_add_global_u32 },
         { "jit_axpb", 3, { 8, 8, 4 }, "jit_bias", true, twin_jit_axpb },
+        { "jit_fill", 3, { 8, 4, 4 }, NULL, true, twin_jit_fill },
         { "spin_ns", 1, { 8 }, NULL, false, twin_spin_ns },
         { "oob_write_u32", 1, { 8 }, NULL, true, twin_oob_write_u32 },
         { "struct_param", 2, { 32, 8 }, NULL, true, twin_struct_param },

@@ -31,8 +31,8 @@
 #include "worker/session.h"
 #include "worker_gen.h"
 
-#define LUPW_MAX_JIT   1024u /* link states and unread load answers per session */
-#define SCRATCH_LOG    4096u /* an input's own log buffers (the driver refuses them anyway) */
+#define LUPW_MAX_JIT 1024u /* link states and unread load answers per session */
+#define SCRATCH_LOG  4096u /* an input's own log buffers (the driver refuses them anyway) */
 
 struct jit_ent {
         uint64_t id;
@@ -44,7 +44,7 @@ struct jit_ent {
         char *info, *error;           /* the logs the driver writes */
         unsigned info_cap, error_cap;
         int at_info, at_error, at_wall, at_threads; /* their options' indexes, or -1 */
-        const void *cubin; /* after cuLinkComplete: the driver's, while st lives */
+        const void *cubin;                          /* after cuLinkComplete: the driver's, while st lives */
         size_t cubin_size;
 };
 
@@ -325,7 +325,8 @@ CUresult lupw_lupJitDrop(struct lupw_session *s, uint64_t id)
  * checkpointed image is the code the client got (see the top). */
 static CUresult jit_ptx(struct lupw_session *s, struct jit_ent *e, const struct lup_jit_input *in)
 {
-        CUresult r = s->be.fn.cuLinkCreate_v2(e->n_opts, e->n_opts ? e->opts : NULL, e->n_opts ? e->vals : NULL, &e->st);
+        CUresult r =
+                s->be.fn.cuLinkCreate_v2(e->n_opts, e->n_opts ? e->opts : NULL, e->n_opts ? e->vals : NULL, &e->st);
         if (r != CUDA_SUCCESS) {
                 e->st = NULL;
                 return r;

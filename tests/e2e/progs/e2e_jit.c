@@ -28,7 +28,7 @@
 
 #include "e2e_util.h"
 
-#define N 4096
+#define N   4096
 #define LOG 4096
 
 static const char *dir;
@@ -45,11 +45,18 @@ struct logs {
 static void logs_init(struct logs *l, unsigned info_cap)
 {
         memset(l, 0, sizeof(*l));
-        CUjit_option o[] = { CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
-                             CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_WALL_TIME, CU_JIT_LOG_VERBOSE,
+        CUjit_option o[] = { CU_JIT_INFO_LOG_BUFFER,    CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                             CU_JIT_ERROR_LOG_BUFFER,   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                             CU_JIT_WALL_TIME,          CU_JIT_LOG_VERBOSE,
                              CU_JIT_OPTIMIZATION_LEVEL, CU_JIT_TARGET_FROM_CUCONTEXT };
-        void *v[] = { l->info, (void *)(uintptr_t)info_cap, l->error, (void *)(uintptr_t)LOG, NULL,
-                      (void *)(uintptr_t)1, (void *)(uintptr_t)3, NULL };
+        void *v[] = { l->info,
+                      (void *)(uintptr_t)info_cap,
+                      l->error,
+                      (void *)(uintptr_t)LOG,
+                      NULL,
+                      (void *)(uintptr_t)1,
+                      (void *)(uintptr_t)3,
+                      NULL };
         memset(l->info, 'x', sizeof(l->info));
         memset(l->error, 'x', sizeof(l->error));
         memcpy(l->opt, o, sizeof(o));
