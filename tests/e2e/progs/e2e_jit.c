@@ -57,8 +57,6 @@ static void logs_init(struct logs *l, unsigned info_cap)
                       (void *)(uintptr_t)1,
                       (void *)(uintptr_t)3,
                       NULL };
-        memset(l->info, 'x', sizeof(l->info));
-        memset(l->error, 'x', sizeof(l->error));
         memcpy(l->opt, o, sizeof(o));
         memcpy(l->val, v, sizeof(v));
         l->n = 8;
@@ -193,7 +191,8 @@ static void test_link(void)
                 EXPECT(strstr(l.info, "added jit_a.ptx") && strstr(l.info, "jit_b.ptx") && strstr(l.info, "linked 2"));
                 EXPECT(info_size(&l) == strlen(l.info) + 1 && error_size(&l) == 0);
         }
-        printf("linked: cubin %zu bytes, info log %zu bytes, wall %.3f ms\n", size, strlen(l.info), wall(&l));
+        /* sizes and times differ between runs: only what is the same is printed */
+        printf("linked: cubin %s, info log %s\n", size ? "not empty" : "empty", l.info[0] ? "written" : "empty");
         run_axpb(mod, 7);
         set_bias(mod, 10);
         run_axpb(mod, 10);
