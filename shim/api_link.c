@@ -116,6 +116,9 @@ EXPORT CUresult CUDAAPI cuLinkCreate_v2(unsigned int numOptions, CUjit_option *o
 /* Sends inputs [first, n_inputs) with the state's options (lupJitAdd). */
 static CUresult send_inputs(struct link *l, uint32_t first)
 {
+        if (first == 0 && l->n_sent > 0 && lup_trace_level() >= 1)
+                lup_tracef("link state %llx: the server does not hold it (a restore): sending its %u inputs again",
+                           (unsigned long long)l->id, l->n_inputs);
         struct lup_jit_req req = { .n_opts = l->n_wire, .first = first, .n_inputs = l->n_inputs - first };
         memcpy(req.opts, l->wire, sizeof(req.opts[0]) * l->n_wire);
         struct lup_jit_input *ins = calloc(req.n_inputs ? req.n_inputs : 1, sizeof(*ins));

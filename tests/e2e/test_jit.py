@@ -170,19 +170,33 @@ def _hold(progs, shim, kernels):
                 'link completed, all run and checked', 'e2e_jit hold: OK')
 
 
+def _traced(what, tmp, run):
+    """run() with the client's calls traced; then a check that the shim
+    rebuilt the half-done link in the new worker."""
+    path = os.path.join(tmp, f'jit-{what}.trace')
+    os.environ['LUPINE_TRACE'] = path
+    try:
+        run()
+    finally:
+        del os.environ['LUPINE_TRACE']
+    text = open(path).read() if os.path.exists(path) else ''
+    check(f'jit ({what}): the new worker did not hold the half-done link; the shim sent its input again',
+          'sending its 2 inputs again' in text, text[-1500:])
+
+
 def durable(lupined, progs, shim, kernels, tmp):
-    _hold(progs, shim, kernels).durable(lupined, tmp)
+    _traced('durable', tmp, lambda: _hold(progs, shim, kernels).durable(lupined, tmp))
 
 
 def hot(lupined, progs, shim, kernels, tmp):
     def drained(m, rc):
         check('jit (hot): the drain exits 0', rc == 0, m.log()[-2000:])
 
-    _hold(progs, shim, kernels).hot(lupined, tmp, drained)
+    _traced('hot', tmp, lambda: _hold(progs, shim, kernels).hot(lupined, tmp, drained))
 
 
 def upgrade(lupined, progs, shim, kernels, tmp):
-    _hold(progs, shim, kernels).upgrade(lupined, tmp)
+    _traced('upgrade', tmp, lambda: _hold(progs, shim, kernels).upgrade(lupined, tmp))
 
 
 def main():
