@@ -341,6 +341,8 @@ static CUresult jit_ptx(struct lupw_session *s, struct jit_ent *e, const struct 
         size_t n = 0;
         if ((r = s->be.fn.cuLinkComplete(e->st, &cubin, &n)) != CUDA_SUCCESS)
                 return r;
+        if (!cubin || n == 0 || n > LUP_MAX_BLOB)
+                return CUDA_ERROR_INVALID_IMAGE;
         e->cubin = cubin;
         e->cubin_size = n;
         return CUDA_SUCCESS;
