@@ -35,6 +35,19 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* cuda.h maps these names to their _v2; the unversioned symbols (CUDA
+ * 5.5's) take the same arguments and are exported below for programs that
+ * look them up by name. */
+#undef cuLinkCreate
+#undef cuLinkAddData
+#undef cuLinkAddFile
+CUresult CUDAAPI cuLinkCreate(unsigned int numOptions, CUjit_option *options, void **optionValues,
+                              CUlinkState *stateOut);
+CUresult CUDAAPI cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name,
+                               unsigned int numOptions, CUjit_option *options, void **optionValues);
+CUresult CUDAAPI cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions,
+                               CUjit_option *options, void **optionValues);
+
 #define LUPC_MAX_LINKS 4096u /* live link states per process */
 
 struct link_input {
@@ -334,4 +347,22 @@ EXPORT CUresult CUDAAPI cuLinkDestroy(CUlinkState state)
         CUresult r = lupc_send_lupJitDrop(l->id);
         link_free(l);
         return r == CUDA_ERROR_DEVICE_UNAVAILABLE ? r : CUDA_SUCCESS;
+}
+
+EXPORT CUresult CUDAAPI cuLinkCreate(unsigned int numOptions, CUjit_option *options, void **optionValues,
+                                     CUlinkState *stateOut)
+{
+        return cuLinkCreate_v2(numOptions, options, optionValues, stateOut);
+}
+
+EXPORT CUresult CUDAAPI cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name,
+                                      unsigned int numOptions, CUjit_option *options, void **optionValues)
+{
+        return cuLinkAddData_v2(state, type, data, size, name, numOptions, options, optionValues);
+}
+
+EXPORT CUresult CUDAAPI cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions,
+                                      CUjit_option *options, void **optionValues)
+{
+        return cuLinkAddFile_v2(state, type, path, numOptions, options, optionValues);
 }

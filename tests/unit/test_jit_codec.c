@@ -39,12 +39,21 @@ static void roundtrip(void **state)
 {
         static const char ptx[] = ".version 9.0\n.target sm_90\n";
         struct lup_jit_input in[2] = {
-                { .type = 1, .n_opts = 1, .opts = { { 7, 2 } }, .name = "a.ptx", .name_len = 5,
-                  .data = (const uint8_t *)ptx, .size = sizeof(ptx) },
-                { .type = 0, .data = (const uint8_t *)"\x7f" "ELF", .size = 4 },
+                { .type = 1,
+                  .n_opts = 1,
+                  .opts = { { 7, 2 } },
+                  .name = "a.ptx",
+                  .name_len = 5,
+                  .data = (const uint8_t *)ptx,
+                  .size = sizeof(ptx) },
+                { .type = 0,
+                  .data = (const uint8_t *)"\x7f"
+                                           "ELF",
+                  .size = 4 },
         };
-        struct lup_jit_req req = { .n_opts = 3, .opts = { { 3, 0 }, { 4, 4096 }, { 2, 0 } }, .first = 2,
-                                   .n_inputs = 2, .inputs = in };
+        struct lup_jit_req req = {
+                .n_opts = 3, .opts = { { 3, 0 }, { 4, 4096 }, { 2, 0 } }, .first = 2, .n_inputs = 2, .inputs = in
+        };
         struct lup_jit_req q;
         size_t n;
         uint8_t *b = encode(&req, &n);
@@ -111,8 +120,9 @@ static void limits(void **state)
         /* an input's name: LUP_JIT_MAX_NAME bytes, not one more */
         char *name = malloc(LUP_JIT_MAX_NAME + 1);
         memset(name, 'n', LUP_JIT_MAX_NAME + 1);
-        struct lup_jit_input in = { .type = 1, .name = name, .name_len = LUP_JIT_MAX_NAME,
-                                    .data = (const uint8_t *)"x", .size = 1 };
+        struct lup_jit_input in = {
+                .type = 1, .name = name, .name_len = LUP_JIT_MAX_NAME, .data = (const uint8_t *)"x", .size = 1
+        };
         req = (struct lup_jit_req){ .n_inputs = 1, .inputs = &in };
         b = encode(&req, &n);
         assert_int_equal(decode(b, n, &q), 0);
@@ -146,8 +156,8 @@ static void limits(void **state)
 static void option_classes(void **state)
 {
         (void)state;
-        assert_int_equal(lup_jit_option_class(0), LUP_JIT_SCALAR);  /* max registers */
-        assert_int_equal(lup_jit_option_class(2), LUP_JIT_SCALAR);  /* wall time: an output */
+        assert_int_equal(lup_jit_option_class(0), LUP_JIT_SCALAR); /* max registers */
+        assert_int_equal(lup_jit_option_class(2), LUP_JIT_SCALAR); /* wall time: an output */
         assert_int_equal(lup_jit_option_class(3), LUP_JIT_HOST_BUFFER);
         assert_int_equal(lup_jit_option_class(5), LUP_JIT_HOST_BUFFER);
         assert_int_equal(lup_jit_option_class(15), LUP_JIT_UNKNOWN);
