@@ -125,18 +125,31 @@ static CUresult ent_new(struct lupw_session *s, uint64_t id, const struct lup_ji
         for (uint32_t i = 0; i < q->n_opts; i++) {
                 uint32_t o = q->opts[i].option;
                 void *v = (void *)(uintptr_t)q->opts[i].value;
-                if (o == LUP_JIT_INFO_LOG_BUFFER)
+                switch (o) {
+                case LUP_JIT_INFO_LOG_BUFFER:
                         v = e->info;
-                else if (o == LUP_JIT_ERROR_LOG_BUFFER)
+                        break;
+                case LUP_JIT_ERROR_LOG_BUFFER:
                         v = e->error;
-                else if (o == LUP_JIT_INFO_LOG_BUFFER_SIZE_BYTES)
-                        v = (void *)(uintptr_t)e->info_cap, e->at_info = (int)i;
-                else if (o == LUP_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
-                        v = (void *)(uintptr_t)e->error_cap, e->at_error = (int)i;
-                else if (o == LUP_JIT_WALL_TIME)
-                        v = NULL, e->at_wall = (int)i;
-                else if (o == LUP_JIT_THREADS_PER_BLOCK)
+                        break;
+                case LUP_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+                        v = (void *)(uintptr_t)e->info_cap;
+                        e->at_info = (int)i;
+                        break;
+                case LUP_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+                        v = (void *)(uintptr_t)e->error_cap;
+                        e->at_error = (int)i;
+                        break;
+                case LUP_JIT_WALL_TIME:
+                        v = NULL;
+                        e->at_wall = (int)i;
+                        break;
+                case LUP_JIT_THREADS_PER_BLOCK:
                         e->at_threads = (int)i;
+                        break;
+                default:
+                        break;
+                }
                 e->opts[i] = (CUjit_option)o;
                 e->vals[i] = v;
         }
