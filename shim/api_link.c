@@ -148,12 +148,13 @@ static CUresult send_inputs(struct link *l, uint32_t first)
         return lupc_send_lupJitAdd(l->id, blob);
 }
 
-/* The newest input, sent; after a restore, everything again. On failure
- * the input is forgotten (the driver's state does not hold it either). */
+/* The newest input, sent; after a restore (the worker lost the state, or
+ * the request's upload), everything again. On failure the input is
+ * forgotten (the driver's state does not hold it either). */
 static CUresult add_last(struct link *l)
 {
         CUresult r = send_inputs(l, l->n_sent);
-        if (r == CUDA_ERROR_NOT_FOUND && l->n_sent > 0)
+        if (r == CUDA_ERROR_NOT_FOUND)
                 r = send_inputs(l, 0);
         if (r == CUDA_SUCCESS) {
                 l->n_sent = l->n_inputs;

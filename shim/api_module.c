@@ -52,10 +52,15 @@ static CUresult load_jit(void *ret_handle, bool library, const void *image, unsi
         struct lup_jit_input in = { .type = 0, .data = start, .size = size };
         req.n_inputs = 1;
         req.inputs = &in;
-        uint64_t blob;
-        if ((r = lupc_jit_upload(&req, &blob)) != CUDA_SUCCESS)
-                return r;
-        r = library ? lupc_send_lupLibraryLoadJit(ret_handle, blob) : lupc_send_lupModuleLoadJit(ret_handle, blob);
+        uint64_t blob = 0;
+        /* NOT_FOUND: a restore came between the upload and the load */
+        r = CUDA_ERROR_NOT_FOUND;
+        for (int attempt = 0; attempt < 2 && r == CUDA_ERROR_NOT_FOUND; attempt++) {
+                if ((r = lupc_jit_upload(&req, &blob)) != CUDA_SUCCESS)
+                        return r;
+                r = library ? lupc_send_lupLibraryLoadJit(ret_handle, blob)
+                            : lupc_send_lupModuleLoadJit(ret_handle, blob);
+        }
         /* the logs are the caller's also when the load failed */
         CUresult a = lupc_jit_answer(blob, &o);
         (void)lupc_send_lupJitDrop(blob);

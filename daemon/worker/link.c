@@ -163,14 +163,16 @@ static CUresult ent_new(struct lupw_session *s, uint64_t id, const struct lup_ji
 }
 
 /* Decodes the request in blob id into *q (its inputs: the caller frees);
- * the blob stays the caller's to release. */
+ * the blob stays the caller's to release. A blob this worker never got
+ * (a restore came between its upload and this call) is NOT_FOUND: the
+ * shim uploads it again. */
 static CUresult take_request(struct lupw_session *s, uint64_t blob, struct lup_jit_req *q)
 {
         const void *p;
         size_t n;
         const char *why = NULL;
         if (lupw_blob_take(s, blob, &p, &n) < 0)
-                return CUDA_ERROR_INVALID_VALUE;
+                return CUDA_ERROR_NOT_FOUND;
         if (n == 0)
                 return CUDA_ERROR_OUT_OF_MEMORY; /* an upload over its cap */
         int e = lup_jit_decode(p, n, q, &why);

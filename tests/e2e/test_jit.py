@@ -123,8 +123,10 @@ def bad_input(lupined, kernels, tmp):
               add(link, request(inputs=[(9, [], b'x', b'data')])) == INVALID_VALUE)
         check('jit bad input: an input longer than the request -> INVALID_VALUE',
               add(link, request(inputs=[(1, [], b'x', b'data')])[:-2]) == INVALID_VALUE)
-        check('jit bad input: a call naming a blob never uploaded -> INVALID_VALUE',
-              st(call(JIT_ADD, struct.pack('<QQ', link, 0x7777770))) == INVALID_VALUE)
+        check('jit bad input: a call naming a blob never uploaded -> NOT_FOUND (the shim uploads it again)',
+              st(call(JIT_ADD, struct.pack('<QQ', link, 0x7777770))) == NOT_FOUND)
+        check('jit bad input: a module load naming a blob never uploaded -> NOT_FOUND',
+              st(call(MODULE_LOAD_JIT, struct.pack('<QQ', mint(), 0x7777780))) == NOT_FOUND)
         check('jit bad input: a later input of a state the worker does not hold -> NOT_FOUND',
               add(mint(), request(inputs=[(1, [], b'b', jit_b)], first=3)) == NOT_FOUND)
         # log sizes far past the cap, log buffer pointers the worker never uses
