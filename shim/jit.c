@@ -105,9 +105,28 @@ static CUresult read_log(uint64_t id, unsigned what, char *buf, unsigned cap, ui
         return CUDA_SUCCESS;
 }
 
+/* Whether o asks for anything the driver writes back. */
+static bool wants_answers(const struct lupc_jit_opts *o)
+{
+        for (unsigned i = 0; i < o->n; i++) {
+                switch ((uint32_t)o->options[i]) {
+                case LUP_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+                case LUP_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+                case LUP_JIT_WALL_TIME:
+                case LUP_JIT_THREADS_PER_BLOCK:
+                        return true;
+                default:
+                        break;
+                }
+        }
+        return o->info || o->error;
+}
+
 CUresult lupc_jit_answer(uint64_t id, const struct lupc_jit_opts *o)
 {
         uint8_t info[16];
+        if (!wants_answers(o))
+                return CUDA_SUCCESS; /* nothing to write back: no round trip */
         CUresult r = lupc_jit_read(id, LUP_JIT_READ_INFO, info, sizeof(info));
         if (r != CUDA_SUCCESS)
                 return r;

@@ -179,7 +179,7 @@ static void test_link(void)
         struct logs l;
         CUmodule mod;
         void *cubin;
-        size_t size;
+        size_t size, n, n2;
         logs_init(&l, LOG);
         CUlinkState st = link_two(&l, &mod, &cubin, &size);
         /* the logs: NUL-terminated within their buffers, sizes within them */
@@ -203,6 +203,21 @@ static void test_link(void)
         CK(cuModuleUnload(again));
         CK(cuModuleUnload(mod));
         CK(cuLinkDestroy(st));
+
+        /* no options at all */
+        {
+                uint8_t *a = file("jit_a.ptx", &n), *b = file("jit_b.ptx", &n2);
+                CK(cuLinkCreate(0, NULL, NULL, &st));
+                CK(cuLinkAddData(st, CU_JIT_INPUT_PTX, a, n + 1, NULL, 0, NULL, NULL));
+                CK(cuLinkAddData(st, CU_JIT_INPUT_PTX, b, n2 + 1, NULL, 0, NULL, NULL));
+                CK(cuLinkComplete(st, &cubin, &size));
+                CK(cuModuleLoadData(&mod, cubin));
+                run_axpb(mod, 7);
+                CK(cuModuleUnload(mod));
+                CK(cuLinkDestroy(st));
+                free(a);
+                free(b);
+        }
 
         /* a small info buffer: cut and terminated */
         logs_init(&l, 8);
