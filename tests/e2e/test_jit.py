@@ -11,8 +11,8 @@
                      goes on;
   durable, hot, upgrade
                      e2e_jit's hold mode keeps a linked module whose
-                     variable it changed, a module loaded with JIT options
-                     and a link state with one of its two inputs added
+                     variable it changed, a module and a library loaded
+                     with JIT options and a link state with one of its two inputs added
                      while the daemon restarts (SIGTERM and a new daemon;
                      SIGTERM under a fake service manager with the fd
                      store; SIGHUP twice), then runs the kernels, checks
@@ -167,9 +167,9 @@ def bad_input(lupined, kernels, tmp):
 
 def _hold(progs, shim, kernels):
     return Hold(check, progs, kernels, shim, 'e2e_jit', 'jit', 'jit',
-                'a linked module, a module loaded with JIT options, a link state half done',
-                'the linked kernel with its changed variable, the module loaded with options, and the half-done '
-                'link completed, all run and checked', 'e2e_jit hold: OK')
+                'a linked module, a module and a library loaded with JIT options, a link state half done',
+                'the linked kernel with its changed variable, the module and library loaded with options, and the '
+                'half-done link completed, all run and checked', 'e2e_jit hold: OK')
 
 
 def _traced(what, tmp, run):

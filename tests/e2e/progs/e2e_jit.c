@@ -16,7 +16,8 @@
  *
  * usage: e2e_jit DIR          (DIR holds kernels.ptx, jit_a.ptx, jit_b.ptx)
  *        e2e_jit DIR hold     builds a linked module (its variable changed),
- *                             a module loaded with JIT options and a link
+ *                             a module and a library loaded with JIT
+ *                             options and a link
  *                             state with one input added, prints "ready:",
  *                             waits for a line on stdin (the daemon restarts
  *                             meanwhile), then checks and uses them all
@@ -336,9 +337,10 @@ static void test_load_options(void)
 /* ---- hold: what must survive a restart */
 
 struct held {
-        struct logs l1, l2, l3;
+        struct logs l1, l2, l3, l4;
         CUlinkState done, half;
         CUmodule linked, loaded;
+        CUlibrary lib;
         void *cubin;
         size_t size;
         uint8_t *copy;
@@ -360,8 +362,13 @@ static void hold_build(struct held *h)
         uint8_t *ptx = file("kernels.ptx", &n);
         logs_init(&h->l2, LOG);
         CK(cuModuleLoadDataEx(&h->loaded, ptx, h->l2.n, h->l2.opt, h->l2.val));
-        free(ptx);
         run_fill(h->loaded, 0xabcdu);
+        logs_init(&h->l4, LOG);
+        CK(cuLibraryLoadData(&h->lib, ptx, h->l4.opt, h->l4.val, h->l4.n, NULL, NULL, 0));
+        free(ptx);
+        CUmodule lmod;
+        CK(cuLibraryGetModule(&lmod, h->lib));
+        run_fill(lmod, 0x1111u);
         /* half done: jit_a added, jit_b not yet */
         logs_init(&h->l3, LOG);
         CK(cuLinkCreate(h->l3.n, h->l3.opt, h->l3.val, &h->half));
@@ -383,6 +390,12 @@ static void hold_check(struct held *h)
         CK(cuMemFree(h->out));
         EXPECT(memcmp(h->cubin, h->copy, h->size) == 0);
         run_fill(h->loaded, 0xbcdeu);
+        CUmodule lmod;
+        CUkernel k;
+        CK(cuLibraryGetModule(&lmod, h->lib));
+        run_fill(lmod, 0x2222u);
+        CK(cuLibraryGetKernel(&k, h->lib, "fill_u32"));
+        CK(cuLibraryUnload(h->lib));
         /* the half-done link goes on */
         path_of(path, sizeof(path), "jit_b.ptx");
         CK(cuLinkAddFile(h->half, CU_JIT_INPUT_PTX, path, 0, NULL, NULL));
@@ -420,7 +433,7 @@ int main(int argc, char **argv)
                 static struct held h;
                 char line[64];
                 hold_build(&h);
-                printf("ready: linked module, module loaded with JIT options, a link state half done\n");
+                printf("ready: linked module, module and library loaded with JIT options, a link state half done\n");
                 fflush(stdout);
                 if (!fgets(line, sizeof(line), stdin))
                         return 1;
