@@ -363,6 +363,26 @@ static CUresult jit_ptx(struct lupw_session *s, struct jit_ent *e, const struct 
         return CUDA_SUCCESS;
 }
 
+/* Forgets a link that failed and the answers it wrote, so that the
+ * driver's loader answers afresh: PTX the linker refused is given to it,
+ * which says why in its own words (or loads it: then the PTX is the image
+ * a restore loads, without the options). */
+static void ent_unlink(struct lupw_session *s, struct jit_ent *e)
+{
+        if (e->st)
+                (void)s->be.fn.cuLinkDestroy(e->st);
+        e->st = NULL;
+        e->cubin = NULL;
+        memset(e->info, 0, e->info_cap + 1);
+        memset(e->error, 0, e->error_cap + 1);
+        if (e->at_info >= 0)
+                e->vals[e->at_info] = (void *)(uintptr_t)e->info_cap;
+        if (e->at_error >= 0)
+                e->vals[e->at_error] = (void *)(uintptr_t)e->error_cap;
+        if (e->at_wall >= 0)
+                e->vals[e->at_wall] = NULL;
+}
+
 /* Keeps the image a restore loads (as ops.c's creators do). */
 static CUresult keep_image(struct lupw_session *s, const void *image, size_t n)
 {
@@ -397,9 +417,13 @@ static CUresult load_jit(struct lupw_session *s, void *ret_handle, bool library,
         const void *image = q.inputs[0].data;
         size_t image_len = (size_t)q.inputs[0].size;
         (void)lup_image_measure(image, image_len, &kind, &start, &size);
+        bool linked = false;
         if (kind == LUP_IMAGE_PTX) {
-                if ((r = jit_ptx(s, e, &q.inputs[0])) != CUDA_SUCCESS)
-                        goto out;
+                linked = jit_ptx(s, e, &q.inputs[0]) == CUDA_SUCCESS;
+                if (!linked)
+                        ent_unlink(s, e); /* the loader below answers for what the linker refused */
+        }
+        if (linked) {
                 image = e->cubin;
                 image_len = e->cubin_size;
                 r = library ? s->be.fn.cuLibraryLoadData(ret_handle, image, NULL, NULL, 0, NULL, NULL, 0)
