@@ -11,7 +11,7 @@
 CUresult lupc_jit_opts(unsigned n, CUjit_option *options, void **values, bool for_input, struct lupc_jit_opts *ret,
                        struct lup_jit_opt *out, uint32_t *ret_n)
 {
-        struct lupc_jit_opts o = { .n = n, .options = options, .values = values };
+        struct lupc_jit_opts o = { .n = n, .values = values };
 
         if (n && (!options || !values))
                 return CUDA_ERROR_INVALID_VALUE;
@@ -45,6 +45,10 @@ CUresult lupc_jit_opts(unsigned n, CUjit_option *options, void **values, bool fo
                         break;
                 }
                 out[i] = (struct lup_jit_opt){ opt, v };
+                o.ids[i] = opt;
+                if (opt == LUP_JIT_INFO_LOG_BUFFER_SIZE_BYTES || opt == LUP_JIT_ERROR_LOG_BUFFER_SIZE_BYTES ||
+                    opt == LUP_JIT_WALL_TIME || opt == LUP_JIT_THREADS_PER_BLOCK)
+                        o.answers = true;
         }
         if (for_input)
                 o.info = o.error = NULL;
@@ -105,27 +109,10 @@ static CUresult read_log(uint64_t id, unsigned what, char *buf, unsigned cap, ui
         return CUDA_SUCCESS;
 }
 
-/* Whether o asks for anything the driver writes back. */
-static bool wants_answers(const struct lupc_jit_opts *o)
-{
-        for (unsigned i = 0; i < o->n; i++) {
-                switch ((uint32_t)o->options[i]) {
-                case LUP_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
-                case LUP_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
-                case LUP_JIT_WALL_TIME:
-                case LUP_JIT_THREADS_PER_BLOCK:
-                        return true;
-                default:
-                        break;
-                }
-        }
-        return o->info || o->error;
-}
-
 CUresult lupc_jit_answer(uint64_t id, const struct lupc_jit_opts *o)
 {
         uint8_t info[16];
-        if (!wants_answers(o))
+        if (!o->answers && !o->info && !o->error)
                 return CUDA_SUCCESS; /* nothing to write back: no round trip */
         CUresult r = lupc_jit_read(id, LUP_JIT_READ_INFO, info, sizeof(info));
         if (r != CUDA_SUCCESS)
@@ -136,8 +123,8 @@ CUresult lupc_jit_answer(uint64_t id, const struct lupc_jit_opts *o)
         if ((r = read_log(id, LUP_JIT_READ_INFO_LOG, o->info, o->info_cap, info_filled)) != CUDA_SUCCESS ||
             (r = read_log(id, LUP_JIT_READ_ERROR_LOG, o->error, o->error_cap, error_filled)) != CUDA_SUCCESS)
                 return r;
-        for (unsigned i = 0; i < o->n; i++) {
-                switch ((uint32_t)o->options[i]) {
+        for (unsigned i = 0; i < o->n && o->answers; i++) {
+                switch (o->ids[i]) {
                 case LUP_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
                         o->values[i] = (void *)(uintptr_t)(info_filled < o->info_cap ? info_filled : o->info_cap);
                         break;

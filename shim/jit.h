@@ -9,16 +9,20 @@
 #define LUPC_JIT_H
 
 #include <cuda.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "jit_codec.h"
 
-/* A caller's option list: its arrays (which it keeps alive: the answers
- * go into them), the log buffers' sizes as it gave them. */
+/* A caller's option list: a copy of its option numbers, its values array
+ * (the answers go there: the driver's contract is that it stays valid
+ * while output options are in use, and it is touched only then), the log
+ * buffers and their sizes as it gave them. */
 struct lupc_jit_opts {
         unsigned n;
-        CUjit_option *options;
+        uint32_t ids[LUP_JIT_MAX_OPTS];
         void **values;
+        bool answers;                 /* some option is an output: the worker's answers are read */
         unsigned info_cap, error_cap; /* 0: no such buffer */
         char *info, *error;
 };

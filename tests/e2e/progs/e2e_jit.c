@@ -205,10 +205,27 @@ static void test_link(void)
         CK(cuModuleUnload(mod));
         CK(cuLinkDestroy(st));
 
-        /* no options at all */
+        /* no options at all; then options that need no answer */
         {
                 uint8_t *a = file("jit_a.ptx", &n), *b = file("jit_b.ptx", &n2);
                 CK(cuLinkCreate(0, NULL, NULL, &st));
+                CK(cuLinkAddData(st, CU_JIT_INPUT_PTX, a, n + 1, NULL, 0, NULL, NULL));
+                CK(cuLinkAddData(st, CU_JIT_INPUT_PTX, b, n2 + 1, NULL, 0, NULL, NULL));
+                CK(cuLinkComplete(st, &cubin, &size));
+                CK(cuModuleLoadData(&mod, cubin));
+                run_axpb(mod, 7);
+                CK(cuModuleUnload(mod));
+                CK(cuLinkDestroy(st));
+                /* options that need no answer: their arrays may go after cuLinkCreate */
+                CUjit_option *o = malloc(2 * sizeof(*o));
+                void **v = malloc(2 * sizeof(*v));
+                o[0] = CU_JIT_OPTIMIZATION_LEVEL, v[0] = (void *)(uintptr_t)1;
+                o[1] = CU_JIT_GENERATE_LINE_INFO, v[1] = (void *)(uintptr_t)1;
+                CK(cuLinkCreate(2, o, v, &st));
+                memset(o, 0xff, 2 * sizeof(*o));
+                memset(v, 0xff, 2 * sizeof(*v));
+                free(o);
+                free(v);
                 CK(cuLinkAddData(st, CU_JIT_INPUT_PTX, a, n + 1, NULL, 0, NULL, NULL));
                 CK(cuLinkAddData(st, CU_JIT_INPUT_PTX, b, n2 + 1, NULL, 0, NULL, NULL));
                 CK(cuLinkComplete(st, &cubin, &size));
