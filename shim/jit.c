@@ -102,6 +102,8 @@ static CUresult read_log(uint64_t id, unsigned what, char *buf, unsigned cap, ui
         if (!buf || cap == 0)
                 return CUDA_SUCCESS;
         uint32_t n = filled < cap ? filled : cap;
+        if (n > LUP_JIT_MAX_LOG)
+                n = LUP_JIT_MAX_LOG; /* what the worker's buffer holds at most */
         CUresult r = lupc_jit_read(id, what, buf, n);
         if (r != CUDA_SUCCESS)
                 return r;
@@ -126,10 +128,10 @@ CUresult lupc_jit_answer(uint64_t id, const struct lupc_jit_opts *o)
         for (unsigned i = 0; i < o->n && o->answers; i++) {
                 switch (o->ids[i]) {
                 case LUP_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
-                        o->values[i] = (void *)(uintptr_t)(info_filled < o->info_cap ? info_filled : o->info_cap);
+                        o->values[i] = (void *)(uintptr_t)info_filled; /* what the driver wrote there */
                         break;
                 case LUP_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
-                        o->values[i] = (void *)(uintptr_t)(error_filled < o->error_cap ? error_filled : o->error_cap);
+                        o->values[i] = (void *)(uintptr_t)error_filled;
                         break;
                 case LUP_JIT_WALL_TIME:
                         o->values[i] = NULL;

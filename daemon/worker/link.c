@@ -311,8 +311,9 @@ CUresult lupw_lupJitRead(struct lupw_session *s, unsigned int *len, void *chunk,
                 if (e->at_wall >= 0)
                         memcpy(&wall, &e->vals[e->at_wall], sizeof(wall));
                 memcpy(info, &wall, sizeof(wall));
-                lup_put32(info + 4, filled(e, e->at_info, e->info_cap));
-                lup_put32(info + 8, filled(e, e->at_error, e->error_cap));
+                /* the size options as the driver wrote them; the logs hold at most their caps */
+                lup_put32(info + 4, filled(e, e->at_info, UINT32_MAX));
+                lup_put32(info + 8, filled(e, e->at_error, UINT32_MAX));
                 lup_put32(info + 12, e->at_threads >= 0 ? (uint32_t)(uintptr_t)e->vals[e->at_threads] : 0);
                 src = info, n = sizeof(info);
                 break;

@@ -185,7 +185,6 @@ static void test_link(void)
         CUlinkState st = link_two(&l, &mod, &cubin, &size);
         /* the logs: NUL-terminated within their buffers, sizes within them */
         EXPECT(memchr(l.info, 0, LOG) != NULL && memchr(l.error, 0, LOG) != NULL);
-        EXPECT(info_size(&l) <= LOG && error_size(&l) <= LOG);
         EXPECT(l.error[0] == 0);
         EXPECT(wall(&l) >= 0.0f);
         if (on_sim) {
@@ -240,10 +239,9 @@ static void test_link(void)
         /* a small info buffer: cut and terminated */
         logs_init(&l, 8);
         st = link_two(&l, &mod, &cubin, &size);
-        EXPECT(info_size(&l) <= 8);
         EXPECT(memchr(l.info, 0, 8) != NULL);
-        if (on_sim)
-                EXPECT(strlen(l.info) == 7 && strncmp(l.info, "sim: ad", 7) == 0);
+        if (on_sim) /* the driver's size option after a cut log: model_jit prints it on the GPU */
+                EXPECT(info_size(&l) == 8 && strlen(l.info) == 7 && strncmp(l.info, "sim: ad", 7) == 0);
         run_axpb(mod, 7);
         CK(cuModuleUnload(mod));
         CK(cuLinkDestroy(st));
@@ -322,7 +320,7 @@ static void test_load_options(void)
         logs_init(&l, LOG);
         CK(cuModuleLoadDataEx(&mod, ptx, l.n, l.opt, l.val));
         EXPECT(memchr(l.info, 0, LOG) != NULL && l.error[0] == 0);
-        EXPECT(info_size(&l) <= LOG && wall(&l) >= 0.0f);
+        EXPECT(wall(&l) >= 0.0f);
         run_fill(mod, 0x1234u);
         CK(cuModuleUnload(mod));
 
@@ -330,7 +328,9 @@ static void test_load_options(void)
         logs_init(&l, LOG);
         EXPECT_ERR(cuModuleLoadDataEx(&mod, broken, l.n, l.opt, l.val), CUDA_ERROR_INVALID_PTX);
         EXPECT(l.error[0] != 0);
-        EXPECT(memchr(l.error, 0, LOG) != NULL && error_size(&l) <= LOG);
+        EXPECT(memchr(l.error, 0, LOG) != NULL);
+        if (on_sim)
+                EXPECT(error_size(&l) == strlen(l.error) + 1);
         printf("bad PTX loaded with options: error log %s\n", l.error[0] ? "written" : "empty");
 
         CUlibrary lib;
