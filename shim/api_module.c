@@ -2,7 +2,8 @@
 /*
  * Module and library loading variants, names, globals and the cached
  * function/kernel queries. The images themselves travel as blobs
- * (lupc_upload_image); JIT options are not forwarded.
+ * (lupc_upload_image); a load with JIT options goes as a JIT request
+ * (load_jit; docs/jit.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,8 @@
 
 #include "client.h"
 #include "funcs.h"
+#include "image.h"
+#include "jit.h"
 #include "log.h"
 #include "shim_gen.h"
 #include "u64map.h"
@@ -23,28 +26,47 @@
 #undef cuModuleGetGlobal
 #undef cuLibraryGetGlobal
 
-/* JIT options carry host pointers (log buffers) and tuning knobs; the
- * worker loads with defaults. Empty logs are written so callers that print
- * them see an empty string rather than garbage. */
-static void answer_jit_options(unsigned int n, CUjit_option *options, void **values)
+/*
+ * A load with JIT options: the image and the options go to the worker in
+ * one JIT request (common/jit_codec.h), whose logs, wall time and threads
+ * per block come back into the caller's buffers and values (shim/jit.c).
+ * The worker keeps the answer under the request's blob id until it is
+ * read. library: cuLibraryLoadData's jitOptions, else cuModuleLoadDataEx.
+ */
+static CUresult load_jit(void *ret_handle, bool library, const void *image, unsigned n, CUjit_option *options,
+                         void **values)
 {
-        if (!options || !values)
-                return;
-        for (unsigned int i = 0; i < n; i++) {
-                switch (options[i]) {
-                case CU_JIT_INFO_LOG_BUFFER:
-                case CU_JIT_ERROR_LOG_BUFFER:
-                        if (values[i])
-                                *(char *)values[i] = 0;
-                        break;
-                case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
-                case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
-                        values[i] = (void *)(uintptr_t)0;
-                        break;
-                default:
-                        break;
-                }
+        struct lupc_jit_opts o;
+        struct lup_jit_req req = { 0 };
+        int kind;
+        const uint8_t *start;
+        size_t size;
+
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        CUresult r = lupc_jit_opts(n, options, values, false, &o, req.opts, &req.n_opts);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (lup_image_measure(image, SIZE_MAX, &kind, &start, &size) < 0 || size > LUP_MAX_BLOB)
+                return CUDA_ERROR_INVALID_IMAGE;
+        struct lup_jit_input in = { .type = 0, .data = start, .size = size };
+        req.n_inputs = 1;
+        req.inputs = &in;
+        uint64_t blob = 0;
+        /* NOT_FOUND: a restore came between the upload and the load */
+        r = CUDA_ERROR_NOT_FOUND;
+        for (int attempt = 0; attempt < 2 && r == CUDA_ERROR_NOT_FOUND; attempt++) {
+                if ((r = lupc_jit_upload(&req, &blob)) != CUDA_SUCCESS)
+                        return r;
+                r = library ? lupc_send_lupLibraryLoadJit(ret_handle, blob)
+                            : lupc_send_lupModuleLoadJit(ret_handle, blob);
         }
+        /* the logs are the caller's also when the load failed */
+        CUresult a = lupc_jit_answer(blob, &o);
+        (void)lupc_send_lupJitDrop(blob);
+        if (r == CUDA_SUCCESS && a != CUDA_SUCCESS && a != CUDA_ERROR_NOT_FOUND)
+                lup_warn("lupine: the JIT logs of a module load could not be read (error %d)", (int)a);
+        return r;
 }
 
 EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
@@ -52,10 +74,11 @@ EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, 
 {
         if (numOptions && (!options || !optionValues))
                 return CUDA_ERROR_INVALID_VALUE;
-        CUresult r = cuModuleLoadData(module, image);
-        if (r == CUDA_SUCCESS)
-                answer_jit_options(numOptions, options, optionValues);
-        return r;
+        if (numOptions == 0)
+                return cuModuleLoadData(module, image);
+        if (!module || !image)
+                return CUDA_ERROR_INVALID_VALUE;
+        return load_jit(module, false, image, numOptions, options, optionValues);
 }
 
 EXPORT CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
@@ -154,10 +177,9 @@ EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, 
                         return r;
                 lupc_ctx_set_current((uint64_t)(uintptr_t)c);
         }
-        CUresult r = lupc_send_lupLibraryLoad(library, code);
-        if (r == CUDA_SUCCESS)
-                answer_jit_options(numJitOptions, jitOptions, jitOptionsValues);
-        return r;
+        if (numJitOptions)
+                return load_jit(library, true, code, numJitOptions, jitOptions, jitOptionsValues);
+        return lupc_send_lupLibraryLoad(library, code);
 }
 
 EXPORT CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,

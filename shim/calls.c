@@ -152,6 +152,17 @@ CUresult lupc_upload_image(const void *image, uint64_t *ret_blob)
         /* the caller's own memory: its headers say how long it is */
         if (lup_image_measure(image, SIZE_MAX, &kind, &start, &n) < 0 || n > LUP_MAX_BLOB)
                 return CUDA_ERROR_INVALID_IMAGE;
+        return lupc_upload_blob(start, n, ret_blob);
+}
+
+CUresult lupc_upload_blob(const void *data, size_t n, uint64_t *ret_blob)
+{
+        const uint8_t *start = data;
+
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (n == 0 || n > LUP_MAX_BLOB)
+                return CUDA_ERROR_INVALID_VALUE;
         uint64_t blob = lupc_mint_handle();
         for (size_t off = 0; off < n;) {
                 size_t k = n - off < LUP_BULK_CHUNK ? n - off : LUP_BULK_CHUNK;

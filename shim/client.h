@@ -58,6 +58,8 @@ CUresult lupc_copy_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t stream
 /* Uploads a module image (size found from its headers) as a blob for the
  * next call that takes it. CUDA_ERROR_INVALID_IMAGE if it is not one. */
 CUresult lupc_upload_image(const void *image, uint64_t *ret_blob);
+/* Uploads n bytes (at most LUP_MAX_BLOB) as a blob, for an op that names it. */
+CUresult lupc_upload_blob(const void *data, size_t n, uint64_t *ret_blob);
 /* A fresh id for a client-minted handle (streams, events, modules, ...). */
 uint64_t lupc_mint_handle(void);
 /* Whether id is one lupc_mint_handle gave out (alive or not). */

@@ -61,10 +61,12 @@ static CUresult library_load(CUlibrary *library, const void *code, const char *p
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!library || (!code && !path))
                 return CUDA_ERROR_INVALID_VALUE;
+        unsigned cap = sim_jit_error_cap(numJit, jit, jitValues);
         r = library_options(numJit, jit, jitValues, numLib, lib, libValues, path != NULL);
         if (r != CUDA_SUCCESS)
                 return r;
         r = path ? sim_module_parse_file(path, &ptx) : sim_module_parse(code, 0, false, &ptx);
+        sim_jit_error(numJit, jit, jitValues, cap, r);
         if (r != CUDA_SUCCESS)
                 return r;
         l = calloc(1, sizeof(*l));

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -177,6 +178,34 @@ CUresult sim_jit_options(unsigned n, CUjit_option *options, void **values)
         return CUDA_SUCCESS;
 }
 
+unsigned sim_jit_error_cap(unsigned n, CUjit_option *options, void **values)
+{
+        for (unsigned i = 0; options && values && i < n && n <= SIM_MAX_JIT_OPTIONS; i++)
+                if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+                        return (unsigned)(uintptr_t)values[i];
+        return 0;
+}
+
+void sim_jit_error(unsigned n, CUjit_option *options, void **values, unsigned cap, CUresult r)
+{
+        char *log = NULL;
+        int at = -1;
+
+        if (r == CUDA_SUCCESS || !options || !values || cap == 0 || n > SIM_MAX_JIT_OPTIONS)
+                return;
+        for (unsigned i = 0; i < n; i++) {
+                if (options[i] == CU_JIT_ERROR_LOG_BUFFER)
+                        log = values[i];
+                else if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+                        at = (int)i;
+        }
+        if (!log || at < 0)
+                return;
+        int k = snprintf(log, cap, "sim: the image does not load (error %d)", (int)r);
+        size_t len = k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1;
+        values[at] = (void *)(uintptr_t)(len ? len + 1 : 0);
+}
+
 void sim_module_destroy(struct sim_driver *drv, struct sim_module *m)
 {
         if (!m)
@@ -314,10 +343,13 @@ SIM_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigne
 
         if (!sim_driver_get())
                 return CUDA_ERROR_NOT_INITIALIZED;
+        unsigned cap = sim_jit_error_cap(numOptions, options, optionValues);
         r = sim_jit_options(numOptions, options, optionValues);
         if (r != CUDA_SUCCESS)
                 return r;
-        return module_load(module, image, 0, false, NULL);
+        r = module_load(module, image, 0, false, NULL);
+        sim_jit_error(numOptions, options, optionValues, cap, r);
+        return r;
 }
 
 SIM_API CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)

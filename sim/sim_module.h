@@ -91,6 +91,12 @@ CUresult sim_module_parse_file(const char *path, struct sim_ptx_module **ret);
 /* Validates cuModuleLoadDataEx/cuLibraryLoadData JIT options, and fills
  * the log buffers they name with empty logs. */
 CUresult sim_jit_options(unsigned n, CUjit_option *options, void **values);
+/* The error log's size as the caller gave it (0: none), read before
+ * sim_jit_options() answers it; after a load with those options failed
+ * with r, sim_jit_error() writes a one-line error log in that much room
+ * and answers the size option. */
+unsigned sim_jit_error_cap(unsigned n, CUjit_option *options, void **values);
+void sim_jit_error(unsigned n, CUjit_option *options, void **values, unsigned cap, CUresult r);
 /* Builds and registers a module from ptx (taken, freed on failure):
  * allocates and initialises its variables on dev, makes its functions.
  * Lock held exclusive. */

@@ -25,6 +25,43 @@
 
 #include "sim_ptx_decl.h"
 
+/* ---- names a link resolves ---- */
+
+static int note_extern(struct sim_ptx_module *m, const struct ptx_tok *name, bool is_func)
+{
+        struct sim_ptx_extern *grown;
+
+        if (m->nexterns >= SIM_PTX_MAX_GLOBALS)
+                return -E2BIG;
+        grown = realloc(m->externs, (m->nexterns + 1) * sizeof(*grown));
+        if (!grown)
+                return -ENOMEM;
+        m->externs = grown;
+        if (!(grown[m->nexterns].name = ptx_tok_strdup(name)))
+                return -ENOMEM;
+        grown[m->nexterns++].is_func = is_func;
+        return 0;
+}
+
+static int note_func(struct sim_ptx_module *m, const struct ptx_tok *name)
+{
+        char **grown;
+
+        for (size_t i = 0; i < m->nfuncs; i++)
+                if (ptx_tok_eq(name, m->funcs[i]))
+                        return -EBADMSG; /* defined twice */
+        if (m->nfuncs >= SIM_PTX_MAX_ENTRIES)
+                return -E2BIG;
+        grown = realloc(m->funcs, (m->nfuncs + 1) * sizeof(*grown));
+        if (!grown)
+                return -ENOMEM;
+        m->funcs = grown;
+        if (!(grown[m->nfuncs] = ptx_tok_strdup(name)))
+                return -ENOMEM;
+        m->nfuncs++;
+        return 0;
+}
+
 /* ---- module-scope variables ---- */
 
 /* Adds the variable declared as d: its initialiser, if any, up to its
@@ -46,7 +83,7 @@ static int add_global(struct ptx_parser *ps, const struct ptx_decl *d, bool is_c
         if ((e = ptx_expect(ps, ";")) < 0)
                 goto out_free;
         if (is_extern) {        /* declared here, defined elsewhere: no storage */
-                e = 0;
+                e = note_extern(m, &d->name, false);
                 goto out_free;
         }
         for (size_t i = 0; i < m->nglobals; i++)
@@ -258,29 +295,34 @@ out_free:
         return e;
 }
 
-/* .func [(ret)] name [(params)] [.noreturn] { body } | ; — skipped. */
-static int skip_func(struct ptx_parser *ps)
+/* .func [(ret)] name [(params)] [.noreturn] { body } | ; — the body is
+ * skipped; the name is kept for a link: defined, or .extern. */
+static int skip_func(struct ptx_parser *ps, bool is_extern)
 {
+        struct ptx_tok name = { 0 };
         int e;
 
         if ((e = ptx_advance(ps)) < 0)
                 return e;
-        for (int parens = 0; parens < 2 && ptx_is(ps, "("); parens++) {
-                if ((e = ptx_skip_past(ps, ")")) < 0)
-                        return e;
-                if (parens == 0 && ptx_is_name(ps))
-                        if ((e = ptx_advance(ps)) < 0)
-                                return e;
-        }
-        if (ptx_is_name(ps) && (e = ptx_advance(ps)) < 0)
+        if (ptx_is(ps, "(") && (e = ptx_skip_past(ps, ")")) < 0)
                 return e;
+        if (ptx_is_name(ps)) {
+                name = ps->t;
+                if ((e = ptx_advance(ps)) < 0)
+                        return e;
+        }
         if (ptx_is(ps, "(") && (e = ptx_skip_past(ps, ")")) < 0)
                 return e;
         if ((e = skip_directives(ps)) < 0)
                 return e;
-        if (ptx_is(ps, ";"))
+        if (ptx_is(ps, ";")) {
+                if (is_extern && name.n && (e = note_extern(ps->m, &name, true)) < 0)
+                        return e;
                 return ptx_advance(ps);
-        return parse_body(ps, NULL);
+        }
+        if ((e = parse_body(ps, NULL)) < 0)
+                return e;
+        return name.n ? note_func(ps->m, &name) : 0;
 }
 
 /* ---- top level ---- */
@@ -360,6 +402,8 @@ static int parse_top(struct ptx_parser *ps)
         int e;
 
         while (!ps->eof) {
+                if (!ps->m->body_off && ps->seen_target && !ptx_is(ps, ".address_size"))
+                        ps->m->body_off = (size_t)(ps->t.s - ps->p);
                 if (ptx_is(ps, ".version")) {
                         if (ps->seen_version)
                                 return -EBADMSG;
@@ -382,7 +426,7 @@ static int parse_top(struct ptx_parser *ps)
                 } else if (ptx_is(ps, ".entry")) {
                         e = parse_entry(ps, is_extern);
                 } else if (ptx_is(ps, ".func")) {
-                        e = skip_func(ps);
+                        e = skip_func(ps, is_extern);
                 } else if (ptx_is(ps, ".global") || ptx_is(ps, ".const")) {
                         e = parse_global(ps, ptx_is(ps, ".const"), is_extern);
                 } else if (ptx_is(ps, ".file") || ptx_is(ps, ".loc")) {
@@ -408,6 +452,8 @@ static int parse_top(struct ptx_parser *ps)
                 if (!ps->seen_target && ps->m->nentries + ps->m->nglobals > 0)
                         return -EBADMSG;
         }
+        if (!ps->m->body_off)
+                ps->m->body_off = ps->len;
         /* A linkage directive must qualify something. */
         return ps->seen_version && ps->seen_target && !linkage ? 0 : -EBADMSG;
 }
@@ -422,6 +468,12 @@ void sim_ptx_free(struct sim_ptx_module *m)
                 free(m->globals[i].name);
                 free(m->globals[i].init);
         }
+        for (size_t i = 0; i < m->nfuncs; i++)
+                free(m->funcs[i]);
+        for (size_t i = 0; i < m->nexterns; i++)
+                free(m->externs[i].name);
+        free(m->funcs);
+        free(m->externs);
         free(m->entries);
         free(m->globals);
         free(m);

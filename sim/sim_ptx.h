@@ -89,6 +89,12 @@ struct sim_ptx_global {
         int is_const;           /* .const rather than .global */
 };
 
+/* A name the module declares .extern: defined by another input of a link. */
+struct sim_ptx_extern {
+        char *name;
+        bool is_func; /* a .func; else a variable */
+};
+
 struct sim_ptx_module {
         unsigned version_major, version_minor;
         unsigned target_sm;     /* 90 for .target sm_90 */
@@ -96,6 +102,12 @@ struct sim_ptx_module {
         struct sim_ptx_entry *entries;
         size_t nglobals;
         struct sim_ptx_global *globals;
+        /* for linking (sim_link.c) */
+        size_t body_off; /* where the text after .version/.target/.address_size starts */
+        size_t nfuncs;
+        char **funcs; /* .func definitions (with a body) */
+        size_t nexterns;
+        struct sim_ptx_extern *externs;
 };
 
 /* Parses len bytes of PTX. -EBADMSG for text that is not well-formed PTX

@@ -180,6 +180,39 @@ static CUresult twin_add_global_u32(const struct sim_twin_args *a)
         return CUDA_SUCCESS;
 }
 
+/* tests/kernels/jit_a.ptx linked with jit_b.ptx: out[i] = 2 * in[i] + jit_bias. */
+static CUresult twin_jit_axpb(const struct sim_twin_args *a)
+{
+        int n = param_int(a, 2);
+        uint32_t *bias, *out, *in;
+        CUresult r;
+
+        if (n <= 0)
+                return CUDA_SUCCESS;
+        if ((r = mem(a, a->global, 4, SIM_NEED_READ, (void **)&bias)) != CUDA_SUCCESS ||
+            (r = mem(a, param_ptr(a, 1), span(n, 4), SIM_NEED_READ, (void **)&in)) != CUDA_SUCCESS ||
+            (r = mem(a, param_ptr(a, 0), span(n, 4), SIM_NEED_WRITE, (void **)&out)) != CUDA_SUCCESS)
+                return r;
+        for (int i = 0; i < n; i++)
+                out[i] = 2u * in[i] + *bias;
+        return CUDA_SUCCESS;
+}
+
+/* tests/gpu/model/model_jit.cu's kernel loaded with JIT options: p[i] = v + i. */
+static CUresult twin_jit_fill(const struct sim_twin_args *a)
+{
+        int n = param_int(a, 2);
+        uint32_t v, *p;
+        CUresult r;
+
+        param(a, 1, &v, sizeof(v));
+        if ((r = mem(a, param_ptr(a, 0), span(n, 4), SIM_NEED_WRITE, (void **)&p)) != CUDA_SUCCESS)
+                return r;
+        for (int i = 0; i < n; i++)
+                p[i] = v + (uint32_t)i;
+        return CUDA_SUCCESS;
+}
+
 /* Sleeps instead of spinning: same duration, no CPU burnt. */
 static CUresult twin_spin_ns(const struct sim_twin_args *a)
 {
@@ -341,6 +374,8 @@ static const struct sim_twin twins[] = {
         { "matmul_tiled_i32", 4, { 8, 8, 8, 4 }, NULL, true, twin_matmul_tiled_i32 },
         { "fill_u32", 3, { 8, 4, 4 }, NULL, true, twin_fill_u32 },
         { "add_global_u32", 2, { 8, 4 }, "g_bias", true, twin_add_global_u32 },
+        { "jit_axpb", 3, { 8, 8, 4 }, "jit_bias", true, twin_jit_axpb },
+        { "jit_fill", 3, { 8, 4, 4 }, NULL, true, twin_jit_fill },
         { "spin_ns", 1, { 8 }, NULL, false, twin_spin_ns },
         { "oob_write_u32", 1, { 8 }, NULL, true, twin_oob_write_u32 },
         { "struct_param", 2, { 32, 8 }, NULL, true, twin_struct_param },

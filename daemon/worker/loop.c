@@ -746,6 +746,7 @@ out_free:;
         free(s->copy.staging);
         lupw_graphs_free(s);
         lupw_handles_free(s);
+        lupw_jit_free(s);
         lup_rangemap_free(&s->obj.globals);
         free(s);
         return status;

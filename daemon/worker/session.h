@@ -157,6 +157,7 @@ struct lupw_objects {
         uint64_t blob_bytes;
         struct lup_rangemap globals; /* module globals the client asked for (client addresses) */
         struct lup_rangemap xlate;   /* after a restore: old global address -> new (a) */
+        struct lup_u64map jit;       /* id -> link state or load answers (worker/link.c) */
 };
 
 /* Stream captures and graphs (worker/graphs.c, worker/graphs_ckpt.c). */
@@ -427,6 +428,9 @@ struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64
 CUresult lupw_function(struct lupw_session *s, uint64_t id, struct lupw_handle_ent **ret_e, CUfunction *ret_fn);
 extern const struct lupw_ctl_op lupw_ctl_blob;
 void lupw_prov_free(struct lupw_prov *p);
+/* worker/link.c: frees every link state and unread JIT answer (the driver's
+ * states end with the process: it may be closed already) */
+void lupw_jit_free(struct lupw_session *s);
 /* Events' recorded state in a checkpoint (object "events"): 0 or -errno;
  * loading after the handles were re-created records them again. */
 int lupw_events_save(struct lupw_session *s, struct lupine_ckpt_save *save);

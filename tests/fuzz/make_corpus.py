@@ -575,6 +575,36 @@ def visible_seeds():
     return seeds
 
 
+def jit_request(opts=(), inputs=(), first=0):
+    """common/jit_codec.h: opts (option, value), inputs (type, opts, name, data)."""
+    def put_opts(o):
+        return struct.pack('<I', len(o)) + b''.join(struct.pack('<IQ', k, v) for k, v in o)
+    b = struct.pack('<I', 0x3154494a) + put_opts(opts) + struct.pack('<II', first, len(inputs))
+    for t, o, name, data in inputs:
+        b += struct.pack('<I', t) + put_opts(o) + struct.pack('<H', len(name)) + name
+        b += struct.pack('<Q', len(data)) + data
+    return b
+
+
+def jit_seeds():
+    """fuzz_jit: JIT requests, good and bad."""
+    ptx = b'.version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\nret;\n}\n\0'
+    logs = [(3, 0), (4, 4096), (5, 0), (6, 4096), (2, 0), (12, 1), (7, 3), (8, 0)]
+    good = jit_request(logs, [(1, [], b'a.ptx', ptx), (1, [(7, 2)], b'b.ptx', ptx)])
+    return {
+        'empty.bin': jit_request(),
+        'link.bin': good,
+        'later.bin': jit_request(logs, [(1, [], b'', ptx)], first=3),
+        'load.bin': jit_request([(7, 4)], [(0, [], b'', ptx)]),
+        'bad-magic.bin': b'XXXX' + good[4:],
+        'host-array-option.bin': jit_request([(17, 0x1000)]),
+        'bad-type.bin': jit_request([], [(9, [], b'', b'x')]),
+        'truncated.bin': good[:-3],
+        'trailing.bin': good + b'\0',
+        'nul-in-name.bin': jit_request([], [(1, [], b'a\0b', ptx)]),
+    }
+
+
 def tls_record_seeds():
     """fuzz_tls_record: operations on the peer's stream (see the harness):
     kind (0 sealed, 1 raw, 2 tampered, 3 close_notify), u16 length, bytes."""
@@ -622,6 +652,7 @@ def main():
     write_absent('fuzz_tls_server', tls_random_seeds())
     write_dir('fuzz_frame', frame_seeds())
     write_dir('fuzz_image', image_seeds())
+    write_dir('fuzz_jit', jit_seeds())
     write_dir('fuzz_nvml', nvml_seeds())
     write_dir('fuzz_visible', visible_seeds())
     write_dir('fuzz_tls_record', tls_record_seeds())
