@@ -43,12 +43,14 @@ struct mirror {
         uint64_t base, size;
         uint8_t *shadow; /* what the worker's mirror was last known to hold */
         bool read_only;  /* registered READ_ONLY: never pulled (the GPU may not write it) */
+        bool managed;    /* cuMemAllocManaged (api_managed.c): not the poller's */
 };
 
 static pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER; /* mirrors, frame, the exchanges */
 static struct mirror mirrors[MAX_MIRROR];
 static size_t n_mirrors;
-static uint8_t *frame; /* FRAME_CAP + 16 bytes: pushes and pull answers */
+static size_t n_polled; /* mirrors the poller exchanges: all but managed ones */
+static uint8_t *frame;  /* FRAME_CAP + 16 bytes: pushes and pull answers */
 
 atomic_uint lupc_mapped_n;     /* mirrors: the hot path's only cost */
 static atomic_ulong async_seq; /* asynchronous calls sent while mirrors exist */
@@ -149,12 +151,16 @@ static CUresult pull_one(struct mirror *m)
 
 /* false when an exchange failed (the session is gone, most likely: the
  * program's own calls report that); said once */
-static bool exchange_locked(bool pull)
+static bool exchange_locked(bool pull, bool polling)
 {
         static bool said;
         bool ok = true;
         in_mapped = 1;
         for (size_t i = 0; i < n_mirrors; i++) {
+                /* the program may not touch managed memory while the GPU
+                 * works: only calls exchange it */
+                if (polling && mirrors[i].managed)
+                        continue;
                 CUresult r = push_one(&mirrors[i]);
                 if (r == CUDA_SUCCESS && pull && !mirrors[i].read_only)
                         r = pull_one(&mirrors[i]);
@@ -179,7 +185,7 @@ static void *poller(void *arg)
         struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000 };
         pthread_mutex_lock(&mlock);
         for (;;) {
-                while (n_mirrors == 0 || atomic_load(&async_seq) == atomic_load(&idle_seq)) {
+                while (n_polled == 0 || atomic_load(&async_seq) == atomic_load(&idle_seq)) {
                         poller_asleep = true;
                         pthread_cond_wait(&wake, &mlock);
                         poller_asleep = false;
@@ -188,7 +194,7 @@ static void *poller(void *arg)
                  * one call at a time, a pull would wait behind it holding
                  * mlock and stall every other thread's calls: push only (the
                  * program's call pulls when it returns). */
-                bool ok = exchange_locked(atomic_load(&sync_calls) == 0);
+                bool ok = exchange_locked(atomic_load(&sync_calls) == 0, true);
                 pthread_mutex_unlock(&mlock);
                 struct timespec slow = { 0, 100000000 }; /* after a failure: 100 ms */
                 nanosleep(ok ? &ts : &slow, NULL);
@@ -206,7 +212,7 @@ void lupc_mapped_before(unsigned flags, uint16_t op)
         if (flags & LUPC_SYNC)
                 atomic_fetch_add(&sync_calls, 1);
         pthread_mutex_lock(&mlock);
-        exchange_locked(false);
+        exchange_locked(false, false);
         if (!(flags & LUPC_SYNC)) {
                 atomic_fetch_add(&async_seq, 1);
                 if (poller_asleep)
@@ -224,13 +230,13 @@ void lupc_mapped_after(void)
                 return;
         atomic_fetch_sub(&sync_calls, 1);
         pthread_mutex_lock(&mlock);
-        exchange_locked(true);
+        exchange_locked(true, false);
         pthread_mutex_unlock(&mlock);
 }
 
 /* ---- ranges becoming mapped, and going */
 
-static CUresult activate(uint64_t base, uint64_t size, unsigned int flags)
+static CUresult activate(uint64_t base, uint64_t size, unsigned int flags, bool managed)
 {
         if (n_mirrors >= MAX_MIRROR)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -251,7 +257,9 @@ static CUresult activate(uint64_t base, uint64_t size, unsigned int flags)
                 .size = size,
                 .shadow = shadow,
                 .read_only = (flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0,
+                .managed = managed,
         };
+        n_polled += !managed;
         atomic_store(&lupc_mapped_n, (unsigned)n_mirrors);
         if (!poller_started) {
                 pthread_t t;
@@ -274,7 +282,15 @@ CUresult lupc_mapped_use(uint64_t p, uint64_t n)
         if (!lupc_host_find(p, &base, &size, &flags) || n > size - (p - base))
                 return CUDA_ERROR_INVALID_VALUE;
         pthread_mutex_lock(&mlock);
-        CUresult r = find_mirror(base) ? CUDA_SUCCESS : activate(base, size, flags);
+        CUresult r = find_mirror(base) ? CUDA_SUCCESS : activate(base, size, flags, false);
+        pthread_mutex_unlock(&mlock);
+        return r;
+}
+
+CUresult lupc_mapped_managed(uint64_t base, uint64_t size)
+{
+        pthread_mutex_lock(&mlock);
+        CUresult r = find_mirror(base) ? CUDA_ERROR_INVALID_VALUE : activate(base, size, 0, true);
         pthread_mutex_unlock(&mlock);
         return r;
 }
@@ -305,6 +321,7 @@ void lupc_mapped_forget(uint64_t base)
                 (void)lupc_send_lupHostMapDestroy(base);
                 in_mapped = 0;
                 free(m->shadow);
+                n_polled -= !m->managed;
                 *m = mirrors[--n_mirrors];
                 atomic_store(&lupc_mapped_n, (unsigned)n_mirrors);
         }
