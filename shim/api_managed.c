@@ -52,7 +52,7 @@ struct managed {
         uint64_t base, size;
         uint64_t ctx;
         int device;
-        unsigned int attach; /* CUmemAttach_flags */
+        unsigned int attach;  /* CUmemAttach_flags */
         struct page_adv *adv; /* one per page, made at the first advice or prefetch */
 };
 
@@ -78,7 +78,9 @@ bool lupc_managed_find(uint64_t p, struct lupc_managed_info *ret)
         pthread_mutex_lock(&mglock);
         struct managed *m = find_locked(p);
         if (m && ret)
-                *ret = (struct lupc_managed_info){ .base = m->base, .size = m->size, .ctx = m->ctx, .device = m->device };
+                *ret = (struct lupc_managed_info){
+                        .base = m->base, .size = m->size, .ctx = m->ctx, .device = m->device
+                };
         pthread_mutex_unlock(&mglock);
         return m != NULL;
 }
@@ -157,8 +159,9 @@ EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, un
                 free(m);
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        *m = (struct managed){ .base = (uint64_t)(uintptr_t)p, .size = bytesize, .ctx = ctx, .device = info.device,
-                               .attach = flags };
+        *m = (struct managed){
+                .base = (uint64_t)(uintptr_t)p, .size = bytesize, .ctx = ctx, .device = info.device, .attach = flags
+        };
         pthread_mutex_lock(&mglock);
         int rc = slot_add(m);
         pthread_mutex_unlock(&mglock);
@@ -420,8 +423,12 @@ static CUresult range_attr(const struct managed *m, uint64_t first, uint64_t end
         int pref_type = same_pref ? f->pref_type : 0, last_type = same_last ? f->last_type : 0;
         int pref_id = f->pref_id, last_id = f->last_id;
         /* the legacy attributes: a device, CU_DEVICE_CPU for any host location, else CU_DEVICE_INVALID */
-        int pref_dev = pref_type == CU_MEM_LOCATION_TYPE_DEVICE ? pref_id : pref_type ? CU_DEVICE_CPU : CU_DEVICE_INVALID;
-        int last_dev = last_type == CU_MEM_LOCATION_TYPE_DEVICE ? last_id : last_type ? CU_DEVICE_CPU : CU_DEVICE_INVALID;
+        int pref_dev = pref_type == CU_MEM_LOCATION_TYPE_DEVICE ? pref_id
+                       : pref_type                              ? CU_DEVICE_CPU
+                                                                : CU_DEVICE_INVALID;
+        int last_dev = last_type == CU_MEM_LOCATION_TYPE_DEVICE ? last_id
+                       : last_type                              ? CU_DEVICE_CPU
+                                                                : CU_DEVICE_INVALID;
         int v;
         switch (attr) {
         case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
@@ -437,8 +444,9 @@ static CUresult range_attr(const struct managed *m, uint64_t first, uint64_t end
                 v = pref_type ? pref_type : CU_MEM_LOCATION_TYPE_INVALID;
                 break;
         case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID:
-                v = pref_type == CU_MEM_LOCATION_TYPE_DEVICE || pref_type == CU_MEM_LOCATION_TYPE_HOST_NUMA ? pref_id
-                                                                                                          : CU_DEVICE_INVALID;
+                v = pref_type == CU_MEM_LOCATION_TYPE_DEVICE || pref_type == CU_MEM_LOCATION_TYPE_HOST_NUMA
+                            ? pref_id
+                            : CU_DEVICE_INVALID;
                 break;
         case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE:
                 v = last_type ? last_type : CU_MEM_LOCATION_TYPE_INVALID;

@@ -76,6 +76,29 @@ static CUresult send_push(uint64_t base, size_t len)
         return lupc_call(LUP_OP_MAPPED_PUSH, LUPC_ASYNC, frame, len, NULL, 0, NULL);
 }
 
+/* Where the run of changed bytes from i ends (a frame's worth on). In managed memory a run goes
+ * on across fewer unchanged bytes than a span header (they are sent
+ * again): under its contract nothing else writes a managed range while
+ * the program does, so an unchanged byte's mirror holds the same value,
+ * and values that change in some of their bytes (floats, counters) go in
+ * a few long spans instead of many short ones. */
+static uint64_t run_end(const struct mirror *m, const uint8_t *mem, uint64_t i)
+{
+        uint64_t j = i, end = m->size - i > FRAME_CAP ? i + FRAME_CAP : m->size; /* one frame's worth at most */
+        for (;;) {
+                while (j < end && mem[j] != m->shadow[j])
+                        j++;
+                if (!m->managed)
+                        return j;
+                uint64_t g = j;
+                while (g < end && g - j < SPAN_HDR && mem[g] == m->shadow[g])
+                        g++;
+                if (g >= end || g - j >= SPAN_HDR)
+                        return j;
+                j = g;
+        }
+}
+
 /* The runs of bytes where the program's memory and the shadow differ, in
  * frames of at most FRAME_CAP bytes; each byte is read once, and what is
  * sent becomes the shadow. */
@@ -94,9 +117,7 @@ static CUresult push_one(struct mirror *m)
                 uint64_t end = i + k;
                 while (i < end && mem[i] == m->shadow[i])
                         i++;
-                uint64_t j = i;
-                while (j < m->size && mem[j] != m->shadow[j])
-                        j++;
+                uint64_t j = run_end(m, mem, i);
                 if (j == i)
                         continue;
                 if (FRAME_CAP - len <= SPAN_HDR) {
@@ -290,7 +311,7 @@ CUresult lupc_mapped_use(uint64_t p, uint64_t n)
 CUresult lupc_mapped_managed(uint64_t base, uint64_t size)
 {
         pthread_mutex_lock(&mlock);
-        CUresult r = find_mirror(base) ? CUDA_ERROR_INVALID_VALUE : activate(base, size, 0, true);
+        CUresult r = find_mirror(base) ? CUDA_ERROR_INVALID_VALUE : activate(base, size, LUP_HOSTMAP_MANAGED, true);
         pthread_mutex_unlock(&mlock);
         return r;
 }

@@ -287,7 +287,8 @@ static void test_advice_prefetch(void)
         int rm = 9, pref = 9;
         void *data[2] = { &rm, &pref };
         size_t sizes[2] = { 4, 4 };
-        CUmem_range_attribute ats[2] = { CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION };
+        CUmem_range_attribute ats[2] = { CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
+                                         CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION };
         CK(cuMemRangeGetAttributes(data, sizes, ats, 2, p + pg, pg));
         EXPECT(rm == 1 && pref == 0);
         /* the data is untouched by all that */
@@ -313,14 +314,16 @@ static void test_bad_input(void)
         EXPECT_ERR(cuMemAdvise(d, 4096, CU_MEM_ADVISE_SET_READ_MOSTLY, 0), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuMemPrefetchAsync(d, 4096, 0, NULL), CUDA_ERROR_INVALID_VALUE);
         int v;
-        EXPECT_ERR(cuMemRangeGetAttribute(&v, 4, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, d, 4096), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuMemRangeGetAttribute(&v, 4, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, d, 4096),
+                   CUDA_ERROR_INVALID_VALUE);
         /* bad advice, locations, sizes */
         EXPECT_ERR(cuMemAdvise(p, 4096, (CUmem_advise)99, 0), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuMemAdvise(p, 4096, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, 99), CUDA_ERROR_INVALID_DEVICE);
         EXPECT_ERR(cuMemPrefetchAsync(p, 4096, 99, NULL), CUDA_ERROR_INVALID_DEVICE);
         CUmemLocation host = { .type = CU_MEM_LOCATION_TYPE_HOST };
         EXPECT_ERR(cuMemPrefetchAsync_v2(p, 4096, host, 1, NULL), CUDA_ERROR_INVALID_VALUE);
-        EXPECT_ERR(cuMemRangeGetAttribute(&v, 8, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, p, 4096), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuMemRangeGetAttribute(&v, 8, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, p, 4096),
+                   CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuMemRangeGetAttribute(&v, 4, (CUmem_range_attribute)99, p, 4096), CUDA_ERROR_INVALID_VALUE);
         /* stream attachment */
         CUstream s;
