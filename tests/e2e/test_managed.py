@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Managed memory through lupined on the simulator:
 
-  e2e_managed        a managed vector add with host access between kernels,
+  e2e_managed        (on the simulator itself, then through lupined: the
+                     outputs must be equal) a managed vector add with host access between kernels,
                      copies with managed ends, stream attachment, pointer
                      and range attributes, advice and prefetches, the device
                      attributes of the contract, bad input (the program runs
@@ -29,7 +30,19 @@ from restart_harness import Hold, stop_daemon  # noqa: E402
 check = W.Checks()
 
 
-def plain(lupined, progs, shim, kernels, tmp, elsewhere=False):
+def local(progs, kernels):
+    """e2e_managed on the simulator itself (what a local driver prints):
+    lupine's output must be the same."""
+    env = dict(os.environ)
+    env.pop('LD_LIBRARY_PATH', None)
+    r = subprocess.run([os.path.join(progs, 'e2e_managed_sim'), kernels], env=env, capture_output=True, text=True,
+                       timeout=120)
+    check('managed: e2e_managed on the simulator itself', r.returncode == 0 and 'e2e_managed: OK' in r.stdout,
+          r.stdout[-2000:] + r.stderr[-2000:])
+    return r.stdout
+
+
+def plain(lupined, progs, shim, kernels, tmp, elsewhere=False, want=None):
     port = W.free_port()
     log = open(os.path.join(tmp, 'managed-plain.log'), 'a')
     env = dict(os.environ)
@@ -54,6 +67,9 @@ def plain(lupined, progs, shim, kernels, tmp, elsewhere=False):
         check(f'managed: vector add with host access between kernels, copies, attachment, attributes, advice, '
               f'prefetch, bad input (e2e_managed){what}', rc == 0 and 'e2e_managed: OK' in out,
               out[-2000:] + err[-3000:])
+        if want is not None:
+            check(f'managed: the same output as on the simulator itself{what}', out == want,
+                  f'local:\n{want}\nlupine:\n{out}')
         check(f'managed: the device reports no concurrent managed access{what}',
               'concurrent managed access 0, pageable 0, direct from host 0' in err, err[-2000:])
         if elsewhere:
@@ -101,8 +117,9 @@ def main():
     shim = os.path.abspath(shim)
     with tempfile.TemporaryDirectory(prefix='lupine-managed-') as tmp:
         try:
-            plain(lupined, progs, shim, kernels, tmp)
-            plain(lupined, progs, shim, kernels, tmp, elsewhere=True)
+            want = local(progs, kernels)
+            plain(lupined, progs, shim, kernels, tmp, want=want)
+            plain(lupined, progs, shim, kernels, tmp, elsewhere=True, want=want)
             durable(lupined, progs, shim, kernels, tmp)
             hot(lupined, progs, shim, kernels, tmp)
             upgrade(lupined, progs, shim, kernels, tmp)
