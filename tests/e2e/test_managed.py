@@ -15,10 +15,13 @@
                      yet, while the daemon restarts (SIGTERM and a new
                      daemon; SIGTERM under a fake service manager with the
                      fd store; SIGHUP twice), then checks the data at the
-                     same addresses and uses it.
+                     same addresses and uses it;
+  wire_gaps          a raw client: the worker's pulls of a managed range
+                     merge short unchanged gaps, a mapped range's do not.
 
 usage: test_managed.py LUPINED PROGS_DIR SHIM_DIR KERNELS_DIR"""
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -82,6 +85,73 @@ def plain(lupined, progs, shim, kernels, tmp, elsewhere=False, want=None):
         log.close()
 
 
+def wire_gaps(lupined, tmp):
+    """A client without the shim: the worker's pulls of a managed range
+    (LUP_HOSTMAP_MANAGED) send a run of changed bytes across short unchanged
+    gaps, in replies of at most 1 MiB that carry on where the last stopped;
+    a mapped range (no flag) gets one span per changed byte."""
+    create, memset32, sync, retain, pull = 620, 262, 280, 283, 37
+    ctx = 0x10000  # device 0's primary context
+    managed_flag = 1 << 31
+    port = W.free_port()
+    log = open(os.path.join(tmp, 'managed-wire.log'), 'a')
+    env = dict(os.environ)
+    env.pop('LD_LIBRARY_PATH', None)
+    d = subprocess.Popen([lupined, '--backend', 'sim', '--listen', f'127.0.0.1:{port}'],
+                         stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        check('managed wire: the daemon starts', W.wait_port(port, d))
+        s, _, _ = W.handshake(('127.0.0.1', port), 'managed-wire')
+        seq = [0]
+
+        def call(op, payload, is_sync=True):
+            seq[0] += 1
+            s.sendall(W.frame(op, payload, flags=W.F_SYNC if is_sync else 0, seq=seq[0], ctx=ctx))
+            return W.read_frame(s) if is_sync else None
+
+        def pull_all(va, size):
+            """every span of the GPU's changes: (spans, bytes rebuilt, replies)"""
+            buf, spans, at, replies = bytearray(size), 0, 0, 0
+            while at < size and replies < 64:
+                h, p = call(pull, struct.pack('<QQ', va, at))
+                replies += 1
+                if h['status'] != 0 or len(p) < 8:
+                    return -1, b'', replies
+                nxt, off = struct.unpack_from('<Q', p)[0], 8
+                while off < len(p):
+                    o, n = struct.unpack_from('<QI', p, off)
+                    buf[o:o + n] = p[off + 12:off + 12 + n]
+                    spans, off = spans + 1, off + 12 + n
+                at = nxt
+            return spans, bytes(buf), replies
+
+        st = lambda r: r[0]['status']
+        va, size = 0x7e0000000000, (3 << 20) + 100
+        va2, size2 = va + (64 << 20), 1 << 16
+        ok = st(call(retain, struct.pack('<i', 0))) == 0
+        ok = ok and st(call(create, struct.pack('<QQI', va, size, managed_flag))) == 0
+        ok = ok and st(call(create, struct.pack('<QQI', va2, size2, 0))) == 0
+        check('managed wire: a managed mirror and a mapped one', ok)
+        # one byte in four changes: gaps of three unchanged bytes
+        call(memset32, struct.pack('<QIQ', va, 1, size // 4), is_sync=False)
+        call(memset32, struct.pack('<QIQ', va2, 1, size2 // 4), is_sync=False)
+        check('managed wire: the memsets ran', st(call(sync, b'')) == 0)
+        want = (b'\x01\x00\x00\x00' * (size // 4)).ljust(size, b'\x00')
+        spans, got, replies = pull_all(va, size)
+        check(f'managed wire: a managed range comes back in a few long spans ({spans} spans, {replies} replies)',
+              got == want and 0 < spans <= 4 and replies == 4, f'{spans} spans, {replies} replies')
+        spans, got, _ = pull_all(va, size)
+        check('managed wire: pulled once only', spans == 0 and got == bytes(size), f'{spans} spans')
+        spans, got, _ = pull_all(va2, size2)
+        check(f'managed wire: a mapped range gets one span per changed byte ({spans})',
+              got == b'\x01\x00\x00\x00' * (size2 // 4) and spans == size2 // 4, f'{spans} spans')
+        s.close()
+        check('managed wire: the daemon goes on', d.poll() is None)
+    finally:
+        stop_daemon(d)
+        log.close()
+
+
 def _hold(progs, shim, kernels):
     return Hold(check, progs, kernels, shim, 'e2e_managed', 'managed', 'mng',
                 'managed memory with data from host and GPU built',
@@ -120,13 +190,14 @@ def main():
             want = local(progs, kernels)
             plain(lupined, progs, shim, kernels, tmp, want=want)
             plain(lupined, progs, shim, kernels, tmp, elsewhere=True, want=want)
+            wire_gaps(lupined, tmp)
             durable(lupined, progs, shim, kernels, tmp)
             hot(lupined, progs, shim, kernels, tmp)
             upgrade(lupined, progs, shim, kernels, tmp)
         except Exception as e:  # a harness failure is a test failure, with the logs
             check('harness', False, repr(e))
         if check.failed:
-            for f in ('managed-plain.log', 'managed-durable.log', 'managed-hot.log', 'managed-upgrade.log'):
+            for f in ('managed-plain.log', 'managed-wire.log', 'managed-durable.log', 'managed-hot.log', 'managed-upgrade.log'):
                 p = os.path.join(tmp, f)
                 if os.path.exists(p):
                     print(f'---- {f} (tail) ----')
