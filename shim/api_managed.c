@@ -168,7 +168,8 @@ EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, un
         CUresult r = rc < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS && lupc_host_track(m->base, bytesize, 0, LUPC_HOST_MANAGED) < 0)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
-        else if (r == CUDA_SUCCESS && (r = lupc_mapped_managed(m->base, bytesize)) != CUDA_SUCCESS) {
+        else if (r == CUDA_SUCCESS &&
+                 (r = lupc_mapped_managed(m->base, bytesize, flags == CU_MEM_ATTACH_GLOBAL)) != CUDA_SUCCESS) {
                 lupc_mapped_forget(m->base);
                 lupc_host_untrack(m->base, LUPC_HOST_MANAGED);
         }
@@ -399,6 +400,10 @@ EXPORT CUresult CUDAAPI cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dpt
         else
                 m->attach = flags;
         pthread_mutex_unlock(&mglock);
+        /* memory attached to the host or one stream may be written while
+         * kernels run elsewhere: always pushed */
+        if (r == CUDA_SUCCESS)
+                lupc_mapped_managed_attach(dptr, flags == CU_MEM_ATTACH_GLOBAL);
         return r;
 }
 

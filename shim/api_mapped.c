@@ -44,6 +44,7 @@ struct mirror {
         uint8_t *shadow; /* what the worker's mirror was last known to hold */
         bool read_only;  /* registered READ_ONLY: never pulled (the GPU may not write it) */
         bool managed;    /* cuMemAllocManaged (api_managed.c): not the poller's */
+        bool global;     /* managed, attached globally: not written by the host while kernels run */
 };
 
 static pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER; /* mirrors, frame, the exchanges */
@@ -56,6 +57,11 @@ atomic_uint lupc_mapped_n;     /* mirrors: the hot path's only cost */
 static atomic_ulong async_seq; /* asynchronous calls sent while mirrors exist */
 static atomic_ulong idle_seq;  /* async_seq when a context synchronisation began */
 static atomic_int sync_calls;  /* the program's synchronous calls under way */
+/* A kernel was launched and no synchronous call has returned since: on a
+ * device without concurrent managed access the program may not touch
+ * globally attached managed memory until it synchronises, even once the
+ * kernel is done, so there is nothing of it to push. */
+static atomic_bool kernels_out;
 static __thread int in_mapped; /* this thread is exchanging: no hooks */
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static bool poller_started, poller_asleep;
@@ -175,12 +181,13 @@ static CUresult pull_one(struct mirror *m)
 static bool exchange_locked(bool pull, bool polling)
 {
         static bool said;
-        bool ok = true;
+        bool ok = true, quiet = atomic_load(&kernels_out);
         in_mapped = 1;
         for (size_t i = 0; i < n_mirrors; i++) {
                 /* the program may not touch managed memory while the GPU
-                 * works: only calls exchange it */
-                if (polling && mirrors[i].managed)
+                 * works: only calls exchange it, and none push what it may
+                 * not have written */
+                if ((polling && mirrors[i].managed) || (quiet && !pull && mirrors[i].global))
                         continue;
                 CUresult r = push_one(&mirrors[i]);
                 if (r == CUDA_SUCCESS && pull && !mirrors[i].read_only)
@@ -234,6 +241,8 @@ void lupc_mapped_before(unsigned flags, uint16_t op)
                 atomic_fetch_add(&sync_calls, 1);
         pthread_mutex_lock(&mlock);
         exchange_locked(false, false);
+        if (op == LUP_OP_LAUNCH || op == LUP_OPC_cuGraphLaunch)
+                atomic_store(&kernels_out, true);
         if (!(flags & LUPC_SYNC)) {
                 atomic_fetch_add(&async_seq, 1);
                 if (poller_asleep)
@@ -252,6 +261,9 @@ void lupc_mapped_after(void)
         atomic_fetch_sub(&sync_calls, 1);
         pthread_mutex_lock(&mlock);
         exchange_locked(true, false);
+        /* it may have been a synchronisation (any synchronous call counts:
+         * pushing again is always safe) */
+        atomic_store(&kernels_out, false);
         pthread_mutex_unlock(&mlock);
 }
 
@@ -279,6 +291,7 @@ static CUresult activate(uint64_t base, uint64_t size, unsigned int flags, bool 
                 .shadow = shadow,
                 .read_only = (flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0,
                 .managed = managed,
+                .global = managed && !(flags & LUP_HOSTMAP_ATTACH_HOST),
         };
         n_polled += !managed;
         atomic_store(&lupc_mapped_n, (unsigned)n_mirrors);
@@ -308,12 +321,23 @@ CUresult lupc_mapped_use(uint64_t p, uint64_t n)
         return r;
 }
 
-CUresult lupc_mapped_managed(uint64_t base, uint64_t size)
+CUresult lupc_mapped_managed(uint64_t base, uint64_t size, bool global)
 {
         pthread_mutex_lock(&mlock);
-        CUresult r = find_mirror(base) ? CUDA_ERROR_INVALID_VALUE : activate(base, size, LUP_HOSTMAP_MANAGED, true);
+        CUresult r = find_mirror(base)
+                             ? CUDA_ERROR_INVALID_VALUE
+                             : activate(base, size, LUP_HOSTMAP_MANAGED | (global ? 0 : LUP_HOSTMAP_ATTACH_HOST), true);
         pthread_mutex_unlock(&mlock);
         return r;
+}
+
+void lupc_mapped_managed_attach(uint64_t base, bool global)
+{
+        pthread_mutex_lock(&mlock);
+        struct mirror *m = find_mirror(base);
+        if (m && m->managed)
+                m->global = global;
+        pthread_mutex_unlock(&mlock);
 }
 
 void lupc_mapped_scan(const uint8_t *params, size_t n)

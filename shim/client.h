@@ -140,8 +140,11 @@ CUresult lupc_mapped_use(uint64_t p, uint64_t n);
 void lupc_mapped_scan(const uint8_t *params, size_t n);
 /* The range at base goes away (freed, unregistered): its mirror too. */
 void lupc_mapped_forget(uint64_t base);
-/* A managed range's mirror, made at allocation; the poller leaves it alone. */
-CUresult lupc_mapped_managed(uint64_t base, uint64_t size);
+/* A managed range's mirror, made at allocation; the poller leaves it alone.
+ * global: attached globally (not to the host or one stream), so not pushed
+ * between a kernel launch and the next synchronous call. */
+CUresult lupc_mapped_managed(uint64_t base, uint64_t size, bool global);
+void lupc_mapped_managed_attach(uint64_t base, bool global);
 
 /* ---- managed memory (api_managed.c) */
 struct lupc_managed_info {

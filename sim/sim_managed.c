@@ -98,9 +98,8 @@ static void advise(struct sim_page_adv *a, CUmem_advise advice, const CUmemLocat
                 break;
         case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
                 a->pref_type = (unsigned char)l->type;
-                a->pref_id = l->type == CU_MEM_LOCATION_TYPE_DEVICE || l->type == CU_MEM_LOCATION_TYPE_HOST_NUMA
-                                     ? l->id
-                                     : 0;
+                a->pref_id =
+                        l->type == CU_MEM_LOCATION_TYPE_DEVICE || l->type == CU_MEM_LOCATION_TYPE_HOST_NUMA ? l->id : 0;
                 break;
         case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
                 a->pref_type = 0;
@@ -221,8 +220,8 @@ static int loc_legacy(int type, int id)
         return type == CU_MEM_LOCATION_TYPE_DEVICE ? id : type ? CU_DEVICE_CPU : CU_DEVICE_INVALID;
 }
 
-static CUresult range_attr(const struct sim_range *r, size_t first, size_t end, CUmem_range_attribute attr,
-                           void *data, size_t size)
+static CUresult range_attr(const struct sim_range *r, size_t first, size_t end, CUmem_range_attribute attr, void *data,
+                           size_t size)
 {
         const struct sim_page_adv *a = r->adv, *f = &a[first];
         bool same_pref = true, same_last = true, rm = true;
@@ -251,7 +250,7 @@ static CUresult range_attr(const struct sim_range *r, size_t first, size_t end, 
                 break;
         case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID:
                 v = pt == CU_MEM_LOCATION_TYPE_DEVICE || pt == CU_MEM_LOCATION_TYPE_HOST_NUMA ? f->pref_id
-                                                                                            : CU_DEVICE_INVALID;
+                                                                                              : CU_DEVICE_INVALID;
                 break;
         case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE:
                 v = lt ? lt : CU_MEM_LOCATION_TYPE_INVALID;

@@ -8,7 +8,10 @@
  *                cuMemAlloc memory, for the baseline on the same side;
  *   host touch:  the host rewrites all of x, a kernel reads it, the host
  *                reads one value of y after a synchronisation; each
- *                round's time (what a program that alternates pays).
+ *                round's time (what a program that alternates pays);
+ *   launches:    empty kernels while the managed buffers exist, with a
+ *                synchronisation after each or after every 100 (what every
+ *                call pays for managed memory it does not use).
  *
  *   managed_bench KERNELS_DIR [quick]
  */
@@ -28,7 +31,7 @@
                 }                                                                                 \
         } while (0)
 
-static CUfunction saxpy;
+static CUfunction saxpy, empty;
 
 static double now_s(void)
 {
@@ -63,6 +66,21 @@ static void streaming(const char *what, CUdeviceptr x, CUdeviceptr y, size_t byt
         double t = now_s() - t0;
         printf("{\"case\": \"%s: kernels streaming\", \"bytes\": %zu, \"gbps\": %.3f}\n", what, bytes,
                3.0 * (double)bytes * rounds / t / 1e9);
+}
+
+/* small launches while managed memory is allocated: what each call pays
+ * for it (one synchronisation per `batch` launches) */
+static void small_launches(size_t bytes, int batch, int total)
+{
+        double t0 = now_s();
+        for (int i = 0; i < total; i++) {
+                CK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+                if ((i + 1) % batch == 0)
+                        CK(cuCtxSynchronize());
+        }
+        CK(cuCtxSynchronize());
+        printf("{\"case\": \"managed allocated: empty launches, a sync every %d\", \"bytes\": %zu, \"per_s\": %.1f}\n",
+               batch, bytes, total / (now_s() - t0));
 }
 
 /* the host rewrites x, a kernel reads it, the host reads y */
@@ -112,6 +130,7 @@ int main(int argc, char **argv)
         CK(cuCtxSetCurrent(ctx));
         CK(cuModuleLoadData(&mod, ptx));
         CK(cuModuleGetFunction(&saxpy, mod, "saxpy_f32"));
+        CK(cuModuleGetFunction(&empty, mod, "empty_kernel"));
         const size_t sizes[] = { 4u << 20, 64u << 20 };
         for (size_t s = 0; s < (quick ? 1u : 2u); s++) {
                 size_t bytes = sizes[s];
@@ -128,6 +147,8 @@ int main(int argc, char **argv)
                 streaming("device memory", dx, dy, bytes, rounds);
                 streaming("managed", mx, my, bytes, rounds);
                 host_touch((float *)(uintptr_t)mx, (float *)(uintptr_t)my, bytes, quick ? 5 : 20);
+                small_launches(bytes, 1, quick ? 20 : 100);
+                small_launches(bytes, 100, quick ? 100 : 1000);
                 CK(cuMemFree(mx));
                 CK(cuMemFree(my));
                 CK(cuMemFree(dx));

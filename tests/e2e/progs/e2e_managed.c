@@ -175,8 +175,26 @@ static void test_attach(void)
         CK(cuStreamAttachMemAsync(s, (CUdeviceptr)m, n * 4, CU_MEM_ATTACH_GLOBAL));
         CK(cuStreamSynchronize(s));
         EXPECT(m[0] == 107u && m[n - 1] == 107u);
-        printf("managed attach: %u\n", m[n - 1]);
+        /* memory attached to an idle stream: the host writes it while a
+         * kernel on another stream runs, and the idle stream's kernel sees it */
+        CUstream s2;
+        unsigned *g;
+        CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+        CK(cuMemAllocManaged((CUdeviceptr *)&g, n * 4, CU_MEM_ATTACH_GLOBAL));
+        CK(cuStreamAttachMemAsync(s2, (CUdeviceptr)m, 0, CU_MEM_ATTACH_SINGLE));
+        CK(cuStreamSynchronize(s2));
+        fill((CUdeviceptr)g, 3u, n, s);
+        for (int i = 0; i < n; i++)
+                m[i] = 200u;
+        inc((CUdeviceptr)m, n, s2);
+        CK(cuStreamSynchronize(s2));
+        EXPECT(m[0] == 207u && m[n - 1] == 207u);
+        CK(cuStreamSynchronize(s));
+        EXPECT(g[0] == 3u && g[n - 1] == 3u);
+        printf("managed attach: %u %u\n", m[n - 1], g[0]);
+        CK(cuMemFree((CUdeviceptr)g));
         CK(cuMemFree((CUdeviceptr)m));
+        CK(cuStreamDestroy(s2));
         CK(cuStreamDestroy(s));
 }
 
