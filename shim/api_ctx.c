@@ -109,6 +109,7 @@ EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
                 lupc_primary_reset(dev);
                 lupc_shadow_drop_ctx(lupc_primary_ctx_id(dev));
                 lupc_pool_drop_ctx(lupc_primary_ctx_id(dev));
+                lupc_managed_drop_ctx(lupc_primary_ctx_id(dev));
                 lupc_ctx_local_gone(lupc_primary_ctx_id(dev));
         }
         return r;
@@ -170,6 +171,7 @@ EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
                 lupc_ctx_forget(id);
                 lupc_shadow_drop_ctx(id);
                 lupc_pool_drop_ctx(id);
+                lupc_managed_drop_ctx(id);
                 lupc_ctx_local_gone(id);
         }
         return r;

@@ -206,6 +206,23 @@ CUresult lupc_managed_free(uint64_t p)
         return CUDA_SUCCESS;
 }
 
+void lupc_managed_drop_ctx(uint64_t ctx)
+{
+        size_t n = 0;
+        uint64_t *bases = NULL;
+        pthread_mutex_lock(&mglock);
+        for (size_t i = 0; i < ranges.n; i++)
+                n += slots[ranges.r[i].a]->ctx == ctx;
+        bases = n ? calloc(n, sizeof(*bases)) : NULL;
+        for (size_t i = 0, k = 0; bases && i < ranges.n; i++)
+                if (slots[ranges.r[i].a]->ctx == ctx)
+                        bases[k++] = ranges.r[i].base;
+        pthread_mutex_unlock(&mglock);
+        for (size_t i = 0; bases && i < n; i++)
+                (void)lupc_managed_free(bases[i]);
+        free(bases);
+}
+
 /* The driver's booleans are 4 bytes wide (api_mem.c). */
 static void put_bool(void *data, bool v)
 {

@@ -155,6 +155,8 @@ struct lupc_managed_info {
 bool lupc_managed_find(uint64_t p, struct lupc_managed_info *ret);
 /* cuMemFree's part: LUPC_NOT_MANAGED when p is not managed memory */
 CUresult lupc_managed_free(uint64_t p);
+/* a destroyed or reset context's managed memory goes with it */
+void lupc_managed_drop_ctx(uint64_t ctx);
 CUresult lupc_managed_pointer_attr(void *data, CUpointer_attribute attribute, uint64_t ptr,
                                    const struct lupc_managed_info *mi);
 /* the device attributes the managed contract fixes (true: answered) */

@@ -318,6 +318,26 @@ static void test_advice_prefetch(void)
         CK(cuMemFree(p));
 }
 
+/* managed memory goes with the context it was made in */
+static void test_context_gone(CUdevice dev)
+{
+        CUcontext c;
+        CUdeviceptr p, q;
+        CK(cuCtxCreate_v2(&c, 0, dev));
+        CK(cuMemAllocManaged(&p, 1 << 16, CU_MEM_ATTACH_GLOBAL));
+        CK(cuMemAllocManaged(&q, 4096, CU_MEM_ATTACH_HOST));
+        ((unsigned *)(uintptr_t)p)[0] = 1u;
+        CK(cuMemsetD32(p, 6u, 16)); /* the module's kernels belong to the primary context */
+        CK(cuCtxSynchronize());
+        EXPECT(((unsigned *)(uintptr_t)p)[0] == 6u);
+        CK(cuCtxDestroy(c));
+        CK(cuCtxSetCurrent(ctx));
+        unsigned int managed = 9;
+        EXPECT_ERR(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuMemFree(q), CUDA_ERROR_INVALID_VALUE);
+        printf("managed memory of a destroyed context: gone\n");
+}
+
 static void test_bad_input(void)
 {
         CUdeviceptr p, d;
@@ -463,6 +483,7 @@ int main(int argc, char **argv)
         test_attach();
         test_pointer_attributes();
         test_advice_prefetch();
+        test_context_gone(dev);
         test_bad_input();
         CK(cuDevicePrimaryCtxRelease(dev));
         printf("e2e_managed: %s\n", e2e_failures ? "FAILED" : "OK");
