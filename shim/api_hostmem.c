@@ -204,7 +204,7 @@ EXPORT CUresult CUDAAPI cuMemHostUnregister(void *p)
         pthread_mutex_unlock(&hlock);
         /* the driver: memory it does not know is "not registered", an
          * interior pointer or cuMemHostAlloc memory an invalid value */
-        if (!found)
+        if (!found || r.b == LUPC_HOST_MANAGED)
                 return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
         if (r.b || r.base != (uint64_t)(uintptr_t)p || !lupc_host_find(r.base, &base, &size, &flags))
                 return CUDA_ERROR_INVALID_VALUE;
@@ -236,6 +236,9 @@ EXPORT CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!lupc_ctx_current())
                 return CUDA_ERROR_INVALID_CONTEXT;
+        /* managed memory is not pinned host memory (api_managed.c) */
+        if (lupc_managed_find((uint64_t)(uintptr_t)p, NULL))
+                return CUDA_ERROR_INVALID_VALUE;
         /* the device address is the host address (api_mapped.c) */
         CUresult r = lupc_mapped_use((uint64_t)(uintptr_t)p, 1);
         if (r == CUDA_SUCCESS)

@@ -375,6 +375,10 @@ static void test_bad_input(void)
         unsigned int flags;
         EXPECT_ERR(cuMemHostGetFlags(&flags, (void *)(uintptr_t)p), CUDA_ERROR_INVALID_VALUE);
         EXPECT_ERR(cuMemFreeHost((void *)(uintptr_t)p), CUDA_ERROR_INVALID_VALUE);
+        CUdeviceptr hp;
+        EXPECT_ERR(cuMemHostGetDevicePointer(&hp, (void *)(uintptr_t)p, 0), CUDA_ERROR_INVALID_VALUE);
+        EXPECT_ERR(cuMemHostUnregister((void *)(uintptr_t)p), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+        EXPECT_ERR(cuMemHostRegister((void *)(uintptr_t)p, 4096, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
         /* freed from the start, once */
         EXPECT_ERR(cuMemFree(p + 4096), CUDA_ERROR_INVALID_VALUE);
         CK(cuMemFree(p));

@@ -189,6 +189,13 @@ static void bad_input(void)
         int e12 = (int)cuMemFree((CUdeviceptr)m + 4096);
         unsigned int fl = 0;
         int e13 = (int)cuMemHostGetFlags(&fl, m);
+        CUdeviceptr hp;
+        int e14 = (int)cuMemHostGetDevicePointer(&hp, m, 0);
+        int e15 = (int)cuMemHostUnregister(m);
+        int e16 = (int)cuMemHostRegister(m, 4096, 0);
+        if (e16 == CUDA_SUCCESS)
+                cuMemHostUnregister(m);
+        int e17 = (int)cuMemFreeHost(m);
         RT_CHECK(cudaFree(m));
         RT_CHECK(cudaFree(d));
         RT_CHECK(cudaDeviceSynchronize());
@@ -198,6 +205,8 @@ static void bad_input(void)
         printf("bad input: advice 99 %d, prefetch to device 99 %d, range size 8 %d, attach single to null %d, "
                "attach part %d, free inside %d, host flags %d\n",
                e7, e8, e9, e10, e11, e12, e13);
+        printf("bad input: on managed memory: host device pointer %d, unregister %d, register %d, free host %d\n", e14,
+               e15, e16, e17);
 }
 
 int main(int argc, char **argv)
