@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -57,6 +58,7 @@ struct managed {
 };
 
 static pthread_mutex_t mglock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint n_managed;      /* allocations: copies and pointer queries look only when there are any */
 static struct lup_rangemap ranges; /* a = index in slots */
 static struct managed *slots[MAX_MANAGED];
 
@@ -75,6 +77,8 @@ static struct managed *find_locked(uint64_t p)
 
 bool lupc_managed_find(uint64_t p, struct lupc_managed_info *ret)
 {
+        if (atomic_load_explicit(&n_managed, memory_order_relaxed) == 0)
+                return false;
         pthread_mutex_lock(&mglock);
         struct managed *m = find_locked(p);
         if (m && ret)
@@ -115,6 +119,7 @@ static struct managed *slot_remove_locked(uint64_t base)
                 return NULL;
         struct managed *m = slots[r.a];
         slots[r.a] = NULL;
+        atomic_fetch_sub(&n_managed, 1);
         return m;
 }
 
@@ -131,6 +136,7 @@ static int slot_add(struct managed *m)
                         return rc;
                 slots[i] = m;
                 next = i + 1;
+                atomic_fetch_add(&n_managed, 1);
                 return 0;
         }
         return -ENOSPC;
