@@ -82,12 +82,12 @@ static CUresult send_push(uint64_t base, size_t len)
         return lupc_call(LUP_OP_MAPPED_PUSH, LUPC_ASYNC, frame, len, NULL, 0, NULL);
 }
 
-/* Where the run of changed bytes from i ends (a frame's worth on). In managed memory a run goes
- * on across fewer unchanged bytes than a span header (they are sent
- * again): under its contract nothing else writes a managed range while
- * the program does, so an unchanged byte's mirror holds the same value,
- * and values that change in some of their bytes (floats, counters) go in
- * a few long spans instead of many short ones. */
+/* Where the run of changed bytes from i ends (a frame's worth on). In
+ * managed memory a run goes on across fewer unchanged bytes than a span
+ * header (they are sent again): under its contract nothing else writes a
+ * managed range while the program does, so an unchanged byte's mirror
+ * holds the same value, and values that change in some of their bytes
+ * (floats, counters) go in a few long spans instead of many short ones. */
 static uint64_t run_end(const struct mirror *m, const uint8_t *mem, uint64_t i)
 {
         uint64_t j = i, end = m->size - i > FRAME_CAP ? i + FRAME_CAP : m->size; /* one frame's worth at most */
@@ -294,6 +294,10 @@ static CUresult activate(uint64_t base, uint64_t size, unsigned int flags, bool 
                 .global = managed && !(flags & LUP_HOSTMAP_ATTACH_HOST),
         };
         n_polled += !managed;
+        /* without mirrors no hook ran: what kernels_out says may be stale
+         * (clearing it only means pushing, which is always safe) */
+        if (n_mirrors == 1)
+                atomic_store(&kernels_out, false);
         atomic_store(&lupc_mapped_n, (unsigned)n_mirrors);
         if (!poller_started) {
                 pthread_t t;

@@ -318,6 +318,30 @@ static void test_advice_prefetch(void)
         CK(cuMemFree(p));
 }
 
+/* a kernel runs while managed memory exists, the last managed allocation
+ * goes, a synchronisation with no managed memory at all; then new managed
+ * memory written by the host reaches the next kernel */
+static void test_after_all_freed(void)
+{
+        const int n = 4096;
+        CUdeviceptr p, q, d;
+        CK(cuMemAlloc(&d, n * 4));
+        CK(cuMemAllocManaged(&p, n * 4, CU_MEM_ATTACH_GLOBAL));
+        fill(d, 1u, n, NULL); /* a kernel on device memory only */
+        CK(cuMemFree(p));
+        CK(cuCtxSynchronize());
+        CK(cuMemFree(d));
+        CK(cuMemAllocManaged(&q, n * 4, CU_MEM_ATTACH_GLOBAL));
+        unsigned *u = (unsigned *)(uintptr_t)q;
+        for (int i = 0; i < n; i++)
+                u[i] = 5u;
+        inc(q, n, NULL);
+        CK(cuCtxSynchronize());
+        EXPECT(u[0] == 12u && u[n - 1] == 12u);
+        printf("managed after all was freed: %u\n", u[0]);
+        CK(cuMemFree(q));
+}
+
 /* managed memory goes with the context it was made in */
 static void test_context_gone(CUdevice dev)
 {
@@ -488,6 +512,7 @@ int main(int argc, char **argv)
         test_pointer_attributes();
         test_advice_prefetch();
         test_context_gone(dev);
+        test_after_all_freed();
         test_bad_input();
         CK(cuDevicePrimaryCtxRelease(dev));
         printf("e2e_managed: %s\n", e2e_failures ? "FAILED" : "OK");
