@@ -113,6 +113,7 @@ EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
                 lupc_shadow_drop_ctx(lupc_primary_ctx_id(dev));
                 lupc_pool_drop_ctx(lupc_primary_ctx_id(dev));
                 lupc_arrays_drop_ctx(lupc_primary_ctx_id(dev)); /* api_arrays.c, api_texobj.c */
+                lupc_managed_drop_ctx(lupc_primary_ctx_id(dev));
                 lupc_ctx_local_gone(lupc_primary_ctx_id(dev));
         }
         return r;
@@ -176,6 +177,7 @@ EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
                 lupc_shadow_drop_ctx(id);
                 lupc_pool_drop_ctx(id);
                 lupc_arrays_drop_ctx(id); /* api_arrays.c, api_texobj.c */
+                lupc_managed_drop_ctx(id);
                 lupc_ctx_local_gone(id);
         }
         return r;

@@ -130,6 +130,9 @@ EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
                 *pi = attrib == CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED;
                 return CUDA_SUCCESS;
         }
+        /* managed memory's contract (api_managed.c, docs/managed.md) */
+        if (lupc_managed_device_attr(attrib, pi))
+                return CUDA_SUCCESS;
         if (d->attr_res[attrib - 1] != CUDA_SUCCESS)
                 return (CUresult)d->attr_res[attrib - 1];
         *pi = d->attr[attrib - 1];

@@ -25,7 +25,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* payload a = cuMemHostAlloc flags, b = 1 if allocated here (else registered) */
+/* payload a = cuMemHostAlloc flags, b = LUPC_HOST_ALLOCATED, _REGISTERED or _MANAGED */
 static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
 static struct lup_rangemap host_ranges;
 atomic_uint lupc_host_n;                     /* ranges: launches look for them in parameters only when there are any */
@@ -45,9 +45,9 @@ static void note_bounds(void)
         atomic_store(&lupc_host_n, (unsigned)host_ranges.n);
 }
 
-static int host_add(uint64_t base, uint64_t size, unsigned int flags, bool allocated)
+static int host_add(uint64_t base, uint64_t size, unsigned int flags, int kind)
 {
-        struct lup_range r = { .base = base, .size = size, .a = flags, .b = allocated };
+        struct lup_range r = { .base = base, .size = size, .a = flags, .b = (uint64_t)kind };
         pthread_mutex_lock(&hlock);
         int rc = lup_rangemap_add(&host_ranges, &r);
         note_bounds();
@@ -55,16 +55,35 @@ static int host_add(uint64_t base, uint64_t size, unsigned int flags, bool alloc
         return rc;
 }
 
-static int host_remove(uint64_t base, bool allocated)
+static int host_remove(uint64_t base, int kind)
 {
         struct lup_range r;
         int rc = -ENOENT;
         pthread_mutex_lock(&hlock);
-        if (lup_rangemap_find(&host_ranges, base, &r) && r.base == base && r.b == (uint64_t)allocated)
+        if (lup_rangemap_find(&host_ranges, base, &r) && r.base == base && r.b == (uint64_t)kind)
                 rc = lup_rangemap_remove(&host_ranges, base, NULL);
         note_bounds();
         pthread_mutex_unlock(&hlock);
         return rc;
+}
+
+int lupc_host_track(uint64_t base, uint64_t size, unsigned int flags, int kind)
+{
+        return host_add(base, size, flags, kind);
+}
+
+int lupc_host_untrack(uint64_t base, int kind)
+{
+        return host_remove(base, kind);
+}
+
+/* the range holding p, whatever its kind */
+static bool host_range(uint64_t p, struct lup_range *ret)
+{
+        pthread_mutex_lock(&hlock);
+        bool found = lup_rangemap_find(&host_ranges, p, ret);
+        pthread_mutex_unlock(&hlock);
+        return found;
 }
 
 bool lupc_host_find(uint64_t p, uint64_t *ret_base, uint64_t *ret_size, unsigned int *ret_flags)
@@ -91,7 +110,7 @@ EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int 
         void *p = NULL;
         if (posix_memalign(&p, 4096, bytesize) != 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        if (host_add((uint64_t)(uintptr_t)p, bytesize, Flags, true) < 0) {
+        if (host_add((uint64_t)(uintptr_t)p, bytesize, Flags, LUPC_HOST_ALLOCATED) < 0) {
                 free(p);
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -108,12 +127,11 @@ EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
 {
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        uint64_t base, size;
-        unsigned int flags;
-        if (!lupc_host_find((uint64_t)(uintptr_t)p, &base, &size, &flags) || base != (uint64_t)(uintptr_t)p)
+        struct lup_range r;
+        if (!host_range((uint64_t)(uintptr_t)p, &r) || r.base != (uint64_t)(uintptr_t)p || r.b != LUPC_HOST_ALLOCATED)
                 return CUDA_ERROR_INVALID_VALUE;
-        lupc_mapped_forget(base);
-        if (host_remove((uint64_t)(uintptr_t)p, true) < 0)
+        lupc_mapped_forget(r.base);
+        if (host_remove(r.base, LUPC_HOST_ALLOCATED) < 0)
                 return CUDA_ERROR_INVALID_VALUE;
         free(p);
         return CUDA_SUCCESS;
@@ -169,7 +187,7 @@ EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned 
                 return CUDA_ERROR_NOT_SUPPORTED; /* no PCI BAR of this machine can reach the GPU */
         if (!host_memory_mapped(p, bytesize, (Flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0))
                 return CUDA_ERROR_INVALID_VALUE;
-        int rc = host_add((uint64_t)(uintptr_t)p, bytesize, Flags, false);
+        int rc = host_add((uint64_t)(uintptr_t)p, bytesize, Flags, LUPC_HOST_REGISTERED);
         if (rc == -EEXIST)
                 return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
         return rc < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
@@ -187,12 +205,12 @@ EXPORT CUresult CUDAAPI cuMemHostUnregister(void *p)
         pthread_mutex_unlock(&hlock);
         /* the driver: memory it does not know is "not registered", an
          * interior pointer or cuMemHostAlloc memory an invalid value */
-        if (!found)
+        if (!found || r.b == LUPC_HOST_MANAGED)
                 return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
         if (r.b || r.base != (uint64_t)(uintptr_t)p || !lupc_host_find(r.base, &base, &size, &flags))
                 return CUDA_ERROR_INVALID_VALUE;
         lupc_mapped_forget(base);
-        return host_remove(base, false) < 0 ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_SUCCESS;
+        return host_remove(base, LUPC_HOST_REGISTERED) < 0 ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_SUCCESS;
 }
 
 EXPORT CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
@@ -204,8 +222,8 @@ EXPORT CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
         bool found = lup_rangemap_find(&host_ranges, (uint64_t)(uintptr_t)p, &r);
         pthread_mutex_unlock(&hlock);
         /* cuMemHostAlloc and registered memory (driver 580 answers for
-         * both); under UVA it is always mapped */
-        if (!found)
+         * both); under UVA it is always mapped. Not managed memory. */
+        if (!found || r.b == LUPC_HOST_MANAGED)
                 return CUDA_ERROR_INVALID_VALUE;
         *pFlags = (unsigned int)r.a | CU_MEMHOSTALLOC_DEVICEMAP;
         return CUDA_SUCCESS;
@@ -219,6 +237,9 @@ EXPORT CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!lupc_ctx_current())
                 return CUDA_ERROR_INVALID_CONTEXT;
+        /* managed memory is not pinned host memory (api_managed.c) */
+        if (lupc_managed_find((uint64_t)(uintptr_t)p, NULL))
+                return CUDA_ERROR_INVALID_VALUE;
         /* the device address is the host address (api_mapped.c) */
         CUresult r = lupc_mapped_use((uint64_t)(uintptr_t)p, 1);
         if (r == CUDA_SUCCESS)
@@ -247,7 +268,8 @@ EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, si
 static bool is_device(uint64_t p)
 {
         struct lupc_alloc_info a;
-        return lupc_shadow_find(p, &a);
+        /* managed memory: copies run on the GPU host's mirror, in stream order */
+        return lupc_shadow_find(p, &a) || lupc_managed_find(p, NULL);
 }
 
 /* One contiguous copy in the direction the pointers say. sync: return only

@@ -43,17 +43,25 @@ struct mirror {
         uint64_t base, size;
         uint8_t *shadow; /* what the worker's mirror was last known to hold */
         bool read_only;  /* registered READ_ONLY: never pulled (the GPU may not write it) */
+        bool managed;    /* cuMemAllocManaged (api_managed.c): not the poller's */
+        bool global;     /* managed, attached globally: not written by the host while kernels run */
 };
 
 static pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER; /* mirrors, frame, the exchanges */
 static struct mirror mirrors[MAX_MIRROR];
 static size_t n_mirrors;
-static uint8_t *frame; /* FRAME_CAP + 16 bytes: pushes and pull answers */
+static size_t n_polled; /* mirrors the poller exchanges: all but managed ones */
+static uint8_t *frame;  /* FRAME_CAP + 16 bytes: pushes and pull answers */
 
 atomic_uint lupc_mapped_n;     /* mirrors: the hot path's only cost */
 static atomic_ulong async_seq; /* asynchronous calls sent while mirrors exist */
 static atomic_ulong idle_seq;  /* async_seq when a context synchronisation began */
 static atomic_int sync_calls;  /* the program's synchronous calls under way */
+/* A kernel was launched and no synchronous call has returned since: on a
+ * device without concurrent managed access the program may not touch
+ * globally attached managed memory until it synchronises, even once the
+ * kernel is done, so there is nothing of it to push. */
+static atomic_bool kernels_out;
 static __thread int in_mapped; /* this thread is exchanging: no hooks */
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static bool poller_started, poller_asleep;
@@ -74,6 +82,29 @@ static CUresult send_push(uint64_t base, size_t len)
         return lupc_call(LUP_OP_MAPPED_PUSH, LUPC_ASYNC, frame, len, NULL, 0, NULL);
 }
 
+/* Where the run of changed bytes from i ends (a frame's worth on). In
+ * managed memory a run goes on across fewer unchanged bytes than a span
+ * header (they are sent again): under its contract nothing else writes a
+ * managed range while the program does, so an unchanged byte's mirror
+ * holds the same value, and values that change in some of their bytes
+ * (floats, counters) go in a few long spans instead of many short ones. */
+static uint64_t run_end(const struct mirror *m, const uint8_t *mem, uint64_t i)
+{
+        uint64_t j = i, end = m->size - i > FRAME_CAP ? i + FRAME_CAP : m->size; /* one frame's worth at most */
+        for (;;) {
+                while (j < end && mem[j] != m->shadow[j])
+                        j++;
+                if (!m->managed)
+                        return j;
+                uint64_t g = j;
+                while (g < end && g - j < SPAN_HDR && mem[g] == m->shadow[g])
+                        g++;
+                if (g >= end || g - j >= SPAN_HDR)
+                        return j;
+                j = g;
+        }
+}
+
 /* The runs of bytes where the program's memory and the shadow differ, in
  * frames of at most FRAME_CAP bytes; each byte is read once, and what is
  * sent becomes the shadow. */
@@ -92,9 +123,7 @@ static CUresult push_one(struct mirror *m)
                 uint64_t end = i + k;
                 while (i < end && mem[i] == m->shadow[i])
                         i++;
-                uint64_t j = i;
-                while (j < m->size && mem[j] != m->shadow[j])
-                        j++;
+                uint64_t j = run_end(m, mem, i);
                 if (j == i)
                         continue;
                 if (FRAME_CAP - len <= SPAN_HDR) {
@@ -149,12 +178,17 @@ static CUresult pull_one(struct mirror *m)
 
 /* false when an exchange failed (the session is gone, most likely: the
  * program's own calls report that); said once */
-static bool exchange_locked(bool pull)
+static bool exchange_locked(bool pull, bool polling)
 {
         static bool said;
-        bool ok = true;
+        bool ok = true, quiet = atomic_load(&kernels_out);
         in_mapped = 1;
         for (size_t i = 0; i < n_mirrors; i++) {
+                /* the program may not touch managed memory while the GPU
+                 * works: only calls exchange it, and none push what it may
+                 * not have written */
+                if ((polling && mirrors[i].managed) || (quiet && !pull && mirrors[i].global))
+                        continue;
                 CUresult r = push_one(&mirrors[i]);
                 if (r == CUDA_SUCCESS && pull && !mirrors[i].read_only)
                         r = pull_one(&mirrors[i]);
@@ -179,7 +213,7 @@ static void *poller(void *arg)
         struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000 };
         pthread_mutex_lock(&mlock);
         for (;;) {
-                while (n_mirrors == 0 || atomic_load(&async_seq) == atomic_load(&idle_seq)) {
+                while (n_polled == 0 || atomic_load(&async_seq) == atomic_load(&idle_seq)) {
                         poller_asleep = true;
                         pthread_cond_wait(&wake, &mlock);
                         poller_asleep = false;
@@ -188,7 +222,7 @@ static void *poller(void *arg)
                  * one call at a time, a pull would wait behind it holding
                  * mlock and stall every other thread's calls: push only (the
                  * program's call pulls when it returns). */
-                bool ok = exchange_locked(atomic_load(&sync_calls) == 0);
+                bool ok = exchange_locked(atomic_load(&sync_calls) == 0, true);
                 pthread_mutex_unlock(&mlock);
                 struct timespec slow = { 0, 100000000 }; /* after a failure: 100 ms */
                 nanosleep(ok ? &ts : &slow, NULL);
@@ -206,7 +240,9 @@ void lupc_mapped_before(unsigned flags, uint16_t op)
         if (flags & LUPC_SYNC)
                 atomic_fetch_add(&sync_calls, 1);
         pthread_mutex_lock(&mlock);
-        exchange_locked(false);
+        exchange_locked(false, false);
+        if (op == LUP_OP_LAUNCH || op == LUP_OPC_cuGraphLaunch)
+                atomic_store(&kernels_out, true);
         if (!(flags & LUPC_SYNC)) {
                 atomic_fetch_add(&async_seq, 1);
                 if (poller_asleep)
@@ -224,13 +260,16 @@ void lupc_mapped_after(void)
                 return;
         atomic_fetch_sub(&sync_calls, 1);
         pthread_mutex_lock(&mlock);
-        exchange_locked(true);
+        exchange_locked(true, false);
+        /* it may have been a synchronisation (any synchronous call counts:
+         * pushing again is always safe) */
+        atomic_store(&kernels_out, false);
         pthread_mutex_unlock(&mlock);
 }
 
 /* ---- ranges becoming mapped, and going */
 
-static CUresult activate(uint64_t base, uint64_t size, unsigned int flags)
+static CUresult activate(uint64_t base, uint64_t size, unsigned int flags, bool managed)
 {
         if (n_mirrors >= MAX_MIRROR)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -251,7 +290,14 @@ static CUresult activate(uint64_t base, uint64_t size, unsigned int flags)
                 .size = size,
                 .shadow = shadow,
                 .read_only = (flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0,
+                .managed = managed,
+                .global = managed && !(flags & LUP_HOSTMAP_ATTACH_HOST),
         };
+        n_polled += !managed;
+        /* without mirrors no hook ran: what kernels_out says may be stale
+         * (clearing it only means pushing, which is always safe) */
+        if (n_mirrors == 1)
+                atomic_store(&kernels_out, false);
         atomic_store(&lupc_mapped_n, (unsigned)n_mirrors);
         if (!poller_started) {
                 pthread_t t;
@@ -274,9 +320,28 @@ CUresult lupc_mapped_use(uint64_t p, uint64_t n)
         if (!lupc_host_find(p, &base, &size, &flags) || n > size - (p - base))
                 return CUDA_ERROR_INVALID_VALUE;
         pthread_mutex_lock(&mlock);
-        CUresult r = find_mirror(base) ? CUDA_SUCCESS : activate(base, size, flags);
+        CUresult r = find_mirror(base) ? CUDA_SUCCESS : activate(base, size, flags, false);
         pthread_mutex_unlock(&mlock);
         return r;
+}
+
+CUresult lupc_mapped_managed(uint64_t base, uint64_t size, bool global)
+{
+        pthread_mutex_lock(&mlock);
+        CUresult r = find_mirror(base)
+                             ? CUDA_ERROR_INVALID_VALUE
+                             : activate(base, size, LUP_HOSTMAP_MANAGED | (global ? 0 : LUP_HOSTMAP_ATTACH_HOST), true);
+        pthread_mutex_unlock(&mlock);
+        return r;
+}
+
+void lupc_mapped_managed_attach(uint64_t base, bool global)
+{
+        pthread_mutex_lock(&mlock);
+        struct mirror *m = find_mirror(base);
+        if (m && m->managed)
+                m->global = global;
+        pthread_mutex_unlock(&mlock);
 }
 
 void lupc_mapped_scan(const uint8_t *params, size_t n)
@@ -305,6 +370,7 @@ void lupc_mapped_forget(uint64_t base)
                 (void)lupc_send_lupHostMapDestroy(base);
                 in_mapped = 0;
                 free(m->shadow);
+                n_polled -= !m->managed;
                 *m = mirrors[--n_mirrors];
                 atomic_store(&lupc_mapped_n, (unsigned)n_mirrors);
         }

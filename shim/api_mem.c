@@ -55,6 +55,9 @@ EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
                 return g;
         if (lupc_pool_free(dptr, NULL) == CUDA_SUCCESS)
                 return CUDA_SUCCESS;
+        CUresult m = lupc_managed_free(dptr); /* api_managed.c */
+        if (m != LUPC_NOT_MANAGED)
+                return m;
         /* Only the start of a live allocation can be freed; anything else is
          * refused here, before it reaches the network. */
         if (lupc_shadow_remove(dptr, NULL) < 0)
@@ -66,9 +69,13 @@ EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psiz
 {
         struct lupc_alloc_info a;
 
+        struct lupc_managed_info mi;
+
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (!lupc_shadow_find(dptr, &a))
+        if (lupc_managed_find(dptr, &mi))
+                a = (struct lupc_alloc_info){ .base = mi.base, .size = mi.size };
+        else if (!lupc_shadow_find(dptr, &a))
                 return CUDA_ERROR_NOT_FOUND;
         if (pbase)
                 *pbase = a.base;
@@ -92,9 +99,26 @@ static CUresult copy_checks(const void *host, CUdeviceptr dev, size_t n, bool *r
         return r;
 }
 
+/* A copy whose host end is managed memory runs on the GPU host, between
+ * the mirrors, in stream order (api_managed.c). sync: it waits, and the
+ * wait brings the result into the program's pages. */
+static CUresult managed_copy(CUdeviceptr dst, CUdeviceptr src, size_t n, uint64_t stream, bool sync)
+{
+        CUstream s = (CUstream)(uintptr_t)stream;
+        CUresult r = cuMemcpyDtoDAsync_v2(dst, src, n, s);
+        return r == CUDA_SUCCESS && sync ? cuStreamSynchronize(s) : r;
+}
+
+static bool is_managed(const void *p)
+{
+        return p && lupc_managed_find((uint64_t)(uintptr_t)p, NULL);
+}
+
 CUresult lupc_htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
 {
         bool done;
+        if (is_managed(src))
+                return managed_copy(dst, (CUdeviceptr)(uintptr_t)src, n, stream, false);
         CUresult r = copy_checks(src, dst, n, &done);
         if (!done && (r = lupc_capture_refuse(stream, "cuMemcpyHtoD")) != CUDA_SUCCESS)
                 return r;
@@ -104,6 +128,8 @@ CUresult lupc_htod(CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
 CUresult lupc_dtoh(void *dst, CUdeviceptr src, size_t n, uint64_t stream)
 {
         bool done;
+        if (is_managed(dst))
+                return managed_copy((CUdeviceptr)(uintptr_t)dst, src, n, stream, true);
         CUresult r = copy_checks(dst, src, n, &done);
         if (!done && (r = lupc_capture_refuse(stream, "cuMemcpyDtoH")) != CUDA_SUCCESS)
                 return r;
@@ -135,6 +161,8 @@ EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevic
 static CUresult dtoh_async(void *dst, CUdeviceptr src, size_t n, uint64_t stream)
 {
         bool done;
+        if (is_managed(dst))
+                return managed_copy((CUdeviceptr)(uintptr_t)dst, src, n, stream, false);
         CUresult r = copy_checks(dst, src, n, &done);
         if (done)
                 return r;
@@ -167,6 +195,9 @@ EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute at
                 return CUDA_ERROR_NOT_INITIALIZED;
         uint64_t hbase, hsize;
         unsigned int hflags;
+        struct lupc_managed_info mi;
+        if (!lupc_shadow_find(ptr, &a) && lupc_managed_find(ptr, &mi))
+                return lupc_managed_pointer_attr(data, attribute, ptr, &mi);
         if (!lupc_shadow_find(ptr, &a)) {
                 /* unregistered host memory: INVALID_VALUE, like the driver */
                 if (!lupc_host_find(ptr, &hbase, &hsize, &hflags))
@@ -289,7 +320,8 @@ EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpoi
                 return CUDA_ERROR_INVALID_VALUE;
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        bool known = lupc_shadow_find(ptr, &a) || lupc_host_find(ptr, &hbase, &hsize, &hflags);
+        bool known = lupc_shadow_find(ptr, &a) || lupc_host_find(ptr, &hbase, &hsize, &hflags) ||
+                     lupc_managed_find(ptr, NULL);
         for (unsigned int i = 0; i < numAttributes; i++) {
                 if (!data[i])
                         return CUDA_ERROR_INVALID_VALUE;

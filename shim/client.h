@@ -121,6 +121,16 @@ void lupc_shadow_drop_ctx(uint64_t ctx);
 
 /* registered or cuMemAllocHost'ed host memory (api_hostmem.c) */
 bool lupc_host_find(uint64_t p, uint64_t *ret_base, uint64_t *ret_size, unsigned int *ret_flags);
+/* what kind of host range (lupc_host_track's kind) */
+enum {
+        LUPC_HOST_REGISTERED = 0,
+        LUPC_HOST_ALLOCATED = 1,
+        LUPC_HOST_MANAGED = 2
+};
+/* api_managed.c's ranges are host ranges too (mirrored, in kernel parameter
+ * scans); -EEXIST, -ENOMEM */
+int lupc_host_track(uint64_t base, uint64_t size, unsigned int flags, int kind);
+int lupc_host_untrack(uint64_t base, int kind);
 extern _Atomic unsigned int lupc_host_n;            /* pinned ranges */
 extern _Atomic uint64_t lupc_host_lo, lupc_host_hi; /* they all lie in [lo, hi) */
 
@@ -134,6 +144,27 @@ CUresult lupc_mapped_use(uint64_t p, uint64_t n);
 void lupc_mapped_scan(const uint8_t *params, size_t n);
 /* The range at base goes away (freed, unregistered): its mirror too. */
 void lupc_mapped_forget(uint64_t base);
+/* A managed range's mirror, made at allocation; the poller leaves it alone.
+ * global: attached globally (not to the host or one stream), so not pushed
+ * between a kernel launch and the next synchronous call. */
+CUresult lupc_mapped_managed(uint64_t base, uint64_t size, bool global);
+void lupc_mapped_managed_attach(uint64_t base, bool global);
+
+/* ---- managed memory (api_managed.c) */
+struct lupc_managed_info {
+        uint64_t base, size, ctx;
+        int device;
+};
+#define LUPC_NOT_MANAGED ((CUresult)-1)
+bool lupc_managed_find(uint64_t p, struct lupc_managed_info *ret);
+/* cuMemFree's part: LUPC_NOT_MANAGED when p is not managed memory */
+CUresult lupc_managed_free(uint64_t p);
+/* a destroyed or reset context's managed memory goes with it */
+void lupc_managed_drop_ctx(uint64_t ctx);
+CUresult lupc_managed_pointer_attr(void *data, CUpointer_attribute attribute, uint64_t ptr,
+                                   const struct lupc_managed_info *mi);
+/* the device attributes the managed contract fixes (true: answered) */
+bool lupc_managed_device_attr(CUdevice_attribute a, int *ret);
 /* calls.c, while lupc_mapped_n: before each call (the host's changes go
  * first) and after each synchronous one (the device's come back). */
 void lupc_mapped_before(unsigned flags, uint16_t op);

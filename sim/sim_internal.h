@@ -160,7 +160,10 @@ enum sim_range_kind {
         SIM_RANGE_GLOBAL,       /* a module's __device__/__constant__ variable */
         SIM_RANGE_HOST_ALLOC,   /* cuMemAllocHost/cuMemHostAlloc: pinned, mapped */
         SIM_RANGE_HOST_REGISTERED, /* cuMemHostRegister: the caller's memory */
+        SIM_RANGE_MANAGED,         /* cuMemAllocManaged (sim_managed.c) */
 };
+
+struct sim_page_adv;
 
 /* A range of device addresses that may be read or written. */
 struct sim_range {
@@ -174,6 +177,7 @@ struct sim_range {
         unsigned host_flags;    /* CU_MEMHOSTALLOC_* / CU_MEMHOSTREGISTER_* */
         CUcontext ctx;          /* owner of an ALLOC, GLOBAL or HOST_* range */
         struct sim_vmm_alloc *backing;  /* SIM_RANGE_MAPPING */
+        struct sim_page_adv *adv;       /* SIM_RANGE_MANAGED: advice per page, made on first use */
 };
 
 struct sim_reservation {

@@ -11,6 +11,7 @@
  */
 #include <sys/mman.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "sim_internal.h"
@@ -114,6 +115,7 @@ static void range_free(struct sim_driver *drv, struct sim_range *r)
         /* Registered memory is the caller's: only forget it. */
         if (r->kind != SIM_RANGE_HOST_REGISTERED)
                 munmap((void *)r->start, r->map_size);
+        free(r->adv);
         free(r);
 }
 
@@ -132,7 +134,7 @@ void sim_mem_free_ctx_allocs(struct sim_driver *drv, CUcontext ctx)
 
                 /* Globals go with their module (sim_module_unload_ctx). */
                 if (r->ctx != ctx || (r->kind != SIM_RANGE_ALLOC && r->kind != SIM_RANGE_HOST_ALLOC &&
-                                      r->kind != SIM_RANGE_HOST_REGISTERED))
+                                      r->kind != SIM_RANGE_HOST_REGISTERED && r->kind != SIM_RANGE_MANAGED))
                         continue;
                 sim_svec_remove_at(&drv->ranges, i);
                 range_free(drv, r);
@@ -289,7 +291,8 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
          * cuMemAlloc block; a VMM mapping is unmapped with cuMemUnmap. */
         if (dptr == 0)
                 return CUDA_SUCCESS;
-        return sim_mem_free_current(drv, dptr, SIM_RANGE_ALLOC, CUDA_ERROR_INVALID_VALUE);
+        CUresult r = sim_mem_free_current(drv, dptr, SIM_RANGE_ALLOC, CUDA_ERROR_INVALID_VALUE);
+        return r == CUDA_ERROR_INVALID_VALUE ? sim_mem_free_current(drv, dptr, SIM_RANGE_MANAGED, r) : r;
 }
 
 SIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -361,6 +364,7 @@ SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute
                 goto out_unlock;
         }
         host = r->kind == SIM_RANGE_HOST_ALLOC || r->kind == SIM_RANGE_HOST_REGISTERED;
+        bool managed = r->kind == SIM_RANGE_MANAGED; /* a device pointer with a host pointer */
         switch (attribute) {
         case CU_POINTER_ATTRIBUTE_CONTEXT:
                 /* VMM memory belongs to the device, not to a context. */
@@ -371,7 +375,7 @@ SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute
                 break;
         case CU_POINTER_ATTRIBUTE_HOST_POINTER:
                 /* Only host memory has one; mapped, it equals the device's. */
-                if (!host) {
+                if (!host && !managed) {
                         res = CUDA_ERROR_INVALID_VALUE;
                         break;
                 }
@@ -387,7 +391,7 @@ SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute
                 *(unsigned long long *)data = r->buffer_id;
                 break;
         case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-                put_uint(data, 0);
+                put_uint(data, managed);
                 break;
         case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
                 *(int *)data = r->dev;
@@ -415,4 +419,39 @@ SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute
 out_unlock:
         sim_unlock(drv);
         return res;
+}
+
+/* Every attribute at once; unlike the single query it succeeds for any
+ * pointer: what does not apply reads as zero (the device ordinal of memory
+ * the sim does not know as -2, as the driver reports for host memory). */
+SIM_API CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
+                                        CUdeviceptr ptr)
+{
+        struct sim_driver *drv = sim_driver_get();
+
+        if (!drv)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!numAttributes || !attributes || !data)
+                return CUDA_ERROR_INVALID_VALUE;
+        for (unsigned int i = 0; i < numAttributes; i++) {
+                if (!data[i])
+                        return CUDA_ERROR_INVALID_VALUE;
+                if (cuPointerGetAttribute(data[i], attributes[i], ptr) == CUDA_SUCCESS)
+                        continue;
+                bool four = attributes[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE ||
+                            attributes[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL ||
+                            attributes[i] == CU_POINTER_ATTRIBUTE_SYNC_MEMOPS ||
+                            attributes[i] == CU_POINTER_ATTRIBUTE_IS_MANAGED ||
+                            attributes[i] == CU_POINTER_ATTRIBUTE_MAPPED ||
+                            attributes[i] == CU_POINTER_ATTRIBUTE_ACCESS_FLAGS ||
+                            attributes[i] == CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE;
+                memset(data[i], 0, four ? 4 : 8);
+                if (attributes[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) {
+                        sim_rdlock(drv);
+                        if (!sim_range_find(drv, ptr))
+                                *(int *)data[i] = -2;
+                        sim_unlock(drv);
+                }
+        }
+        return CUDA_SUCCESS;
 }

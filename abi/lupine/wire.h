@@ -72,6 +72,14 @@ enum lup_ctl_op {
         LUP_OP_CTL_MAX     = 255,
 };
 
+/* lupHostMapCreate's flags: the driver's CU_MEMHOSTREGISTER_* bits, and this
+ * one: the range is managed memory (the shim's cuMemAllocManaged), whose
+ * exchanges may resend unchanged bytes between changed ones (worker/mapped.c) */
+#define LUP_HOSTMAP_MANAGED     (1u << 31)
+/* the shim's own bit, kept with the mirror: managed memory attached to the
+ * host (CU_MEM_ATTACH_HOST) at allocation; the worker ignores it */
+#define LUP_HOSTMAP_ATTACH_HOST (1u << 30)
+
 /* hard limits; every one of them is checked on receive */
 #define LUP_MAX_PAYLOAD      ((1u << 20) + 4096u) /* biggest frame payload accepted */
 #define LUP_BULK_CHUNK       (1u << 20)         /* bulk data is cut into chunks of this size */

@@ -295,6 +295,29 @@ static int pull_check(struct lupw_session *s, const struct lup_hdr *h, const uin
         return 0;
 }
 
+/* Where the run of changed bytes from i ends, at most cap bytes on. In
+ * managed memory (LUP_HOSTMAP_MANAGED) a run goes on across fewer unchanged
+ * bytes than a span header: under its contract the program does not write
+ * a managed range while the GPU may, so the client holds the shadow's
+ * value there, and values that change in some of their bytes go in a few
+ * long spans instead of many short ones. */
+static uint64_t run_end(const struct lupw_mirror *m, uint64_t i, uint64_t cap)
+{
+        uint64_t j = i, end = m->size - i > cap ? i + cap : m->size;
+        for (;;) {
+                while (j < end && m->host[j] != m->shadow[j])
+                        j++;
+                if (!(m->flags & LUP_HOSTMAP_MANAGED))
+                        return j;
+                uint64_t g = j;
+                while (g < end && g - j < SPAN_HDR && m->host[g] == m->shadow[g])
+                        g++;
+                if (g >= end || g - j >= SPAN_HDR)
+                        return j;
+                j = g;
+        }
+}
+
 /* Appends the runs of bytes where host and shadow differ, from *at on, to
  * w (each copied once, so the shadow gets exactly what is sent), while
  * room is left; *at is where it stopped. */
@@ -311,15 +334,10 @@ static void diff_spans(struct lupw_mirror *m, uint64_t *at, struct lup_wr *w)
                 uint64_t end = i + k;
                 while (i < end && m->host[i] == m->shadow[i])
                         i++;
-                uint64_t j = i;
-                while (j < m->size && m->host[j] != m->shadow[j])
-                        j++;
-                if (j == i)
-                        continue;
                 size_t room = w->cap - w->len;
                 if (room <= SPAN_HDR)
                         break;
-                uint64_t n = j - i < room - SPAN_HDR ? j - i : room - SPAN_HDR;
+                uint64_t j = run_end(m, i, room - SPAN_HDR), n = j - i; /* host[i] differs: n > 0 */
                 lup_wr_u64(w, i);
                 lup_wr_u32(w, (uint32_t)n);
                 uint8_t *dst = w->p + w->len;

@@ -49,7 +49,7 @@ def main():
             if 'p50_us' in r:
                 return r['p50_us'], f"p50 {r['p50_us']:.1f} / p99 {r['p99_us']:.1f} us"
             if 'per_s' in r:
-                return r['per_s'], f"{r['per_s'] / 1e3:.0f}k/s"
+                return r['per_s'], f"{r['per_s'] / 1e3:.0f}k/s" if r['per_s'] >= 1e4 else f"{r['per_s']:.0f}/s"
             return r['gbps'], f"{r['gbps']:.2f} GB/s"
 
         vl, sl = val(lo)
@@ -90,7 +90,7 @@ def main():
                 continue
             name = f"{rt['case']} {fmt_size(rt['bytes'])}" if 'bytes' in rt else key
             for f, unit, scale in (('gbps', 'GB/s', 1), ('per_s', 'k/s', 1e-3), ('p50_us', 'us p50', 1)):
-                if f in rt and f in rs:
+                if f in rt and f in rs and rt[f] and rs[f]:  # a quick run's tiny copies may round to 0
                     r = rs[f] / rt[f] if f != 'p50_us' else rt[f] / rs[f]
                     print(f"| {name} | {rt[f] * scale:.2f} {unit} | {rs[f] * scale:.2f} {unit} | {r:.2f}x |")
                     break

@@ -18,6 +18,7 @@ backend=cuda
 if [ "$backend" = cuda ]; then
         LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/bench/bench" tests/kernels $QUICK > "$OUTDIR/bench-local.jsonl"
         LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/bench/mapped_bench" tests/kernels $QUICK >> "$OUTDIR/bench-local.jsonl"
+        LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/bench/managed_bench" tests/kernels $QUICK >> "$OUTDIR/bench-local.jsonl"
 fi
 tmp=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))
@@ -30,9 +31,13 @@ LUPINE_SERVER="127.0.0.1:$port" LD_LIBRARY_PATH="$BUILD/shim" "$BUILD/tests/benc
         > "$OUTDIR/bench-lupine-tcp.jsonl"
 LUPINE_SERVER="127.0.0.1:$port" LD_LIBRARY_PATH="$BUILD/shim" "$BUILD/tests/bench/mapped_bench" tests/kernels $QUICK \
         >> "$OUTDIR/bench-lupine-tcp.jsonl"
+LUPINE_SERVER="127.0.0.1:$port" LD_LIBRARY_PATH="$BUILD/shim" "$BUILD/tests/bench/managed_bench" tests/kernels $QUICK \
+        >> "$OUTDIR/bench-lupine-tcp.jsonl"
 LUPINE_SERVER="unix:$tmp/s" LD_LIBRARY_PATH="$BUILD/shim" "$BUILD/tests/bench/bench" tests/kernels $QUICK \
         > "$OUTDIR/bench-lupine-unix.jsonl"
 LUPINE_SERVER="unix:$tmp/s" LD_LIBRARY_PATH="$BUILD/shim" "$BUILD/tests/bench/mapped_bench" tests/kernels $QUICK \
+        >> "$OUTDIR/bench-lupine-unix.jsonl"
+LUPINE_SERVER="unix:$tmp/s" LD_LIBRARY_PATH="$BUILD/shim" "$BUILD/tests/bench/managed_bench" tests/kernels $QUICK \
         >> "$OUTDIR/bench-lupine-unix.jsonl"
 # The same over TLS 1.3 with a bearer token (issue 15: HtoD/DtoH >= 0.8x of
 # plaintext), against a second lupined with test certificates.
