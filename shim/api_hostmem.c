@@ -187,6 +187,12 @@ EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned 
                 return CUDA_ERROR_NOT_SUPPORTED; /* no PCI BAR of this machine can reach the GPU */
         if (!host_memory_mapped(p, bytesize, (Flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0))
                 return CUDA_ERROR_INVALID_VALUE;
+        struct lup_range m;
+        pthread_mutex_lock(&hlock);
+        bool managed = lup_rangemap_find(&host_ranges, (uint64_t)(uintptr_t)p, &m) && m.b == LUPC_HOST_MANAGED;
+        pthread_mutex_unlock(&hlock);
+        if (managed)
+                return CUDA_ERROR_INVALID_VALUE; /* as the H200's driver */
         int rc = host_add((uint64_t)(uintptr_t)p, bytesize, Flags, LUPC_HOST_REGISTERED);
         if (rc == -EEXIST)
                 return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
@@ -205,8 +211,10 @@ EXPORT CUresult CUDAAPI cuMemHostUnregister(void *p)
         pthread_mutex_unlock(&hlock);
         /* the driver: memory it does not know is "not registered", an
          * interior pointer or cuMemHostAlloc memory an invalid value */
-        if (!found || r.b == LUPC_HOST_MANAGED)
+        if (!found)
                 return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+        if (r.b == LUPC_HOST_MANAGED)
+                return CUDA_ERROR_INVALID_VALUE; /* as the H200's driver */
         if (r.b || r.base != (uint64_t)(uintptr_t)p || !lupc_host_find(r.base, &base, &size, &flags))
                 return CUDA_ERROR_INVALID_VALUE;
         lupc_mapped_forget(base);
@@ -222,10 +230,11 @@ EXPORT CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
         bool found = lup_rangemap_find(&host_ranges, (uint64_t)(uintptr_t)p, &r);
         pthread_mutex_unlock(&hlock);
         /* cuMemHostAlloc and registered memory (driver 580 answers for
-         * both); under UVA it is always mapped. Not managed memory. */
-        if (!found || r.b == LUPC_HOST_MANAGED)
+         * both); under UVA it is always mapped. Managed memory: the H200's
+         * driver answers success (with flags lupine does not know: 0). */
+        if (!found)
                 return CUDA_ERROR_INVALID_VALUE;
-        *pFlags = (unsigned int)r.a | CU_MEMHOSTALLOC_DEVICEMAP;
+        *pFlags = r.b == LUPC_HOST_MANAGED ? 0 : (unsigned int)r.a | CU_MEMHOSTALLOC_DEVICEMAP;
         return CUDA_SUCCESS;
 }
 

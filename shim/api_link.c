@@ -63,6 +63,7 @@ struct link {
         struct link_input *inputs;
         uint32_t n_inputs, cap_inputs;
         uint32_t n_sent; /* inputs the worker's state holds, as far as we know */
+        bool spoiled;    /* the driver refused an input: nothing links any more (the H200's rule) */
         uint8_t *cubin;  /* after cuLinkComplete */
         uint64_t cubin_size;
 };
@@ -159,6 +160,8 @@ static CUresult add_last(struct link *l)
         if (r == CUDA_SUCCESS) {
                 l->n_sent = l->n_inputs;
         } else {
+                if (r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_NO_BINARY_FOR_GPU)
+                        l->spoiled = true;
                 struct link_input *last = &l->inputs[--l->n_inputs];
                 free((void *)last->in.name);
                 free((void *)last->in.data);
@@ -175,7 +178,9 @@ static CUresult add_input(struct link *l, CUjitInputType type, uint8_t *data, si
 {
         struct link_input in = { .in = { .type = (uint32_t)type, .data = data, .size = size } };
         struct lupc_jit_opts ignored;
-        CUresult r = lupc_jit_opts(n, options, values, true, &ignored, in.in.opts, &in.in.n_opts);
+        CUresult r = l->cubin     ? CUDA_ERROR_INVALID_VALUE /* completed: as the H200's driver */
+                     : l->spoiled ? CUDA_ERROR_INVALID_IMAGE
+                                  : lupc_jit_opts(n, options, values, true, &ignored, in.in.opts, &in.in.n_opts);
         if (r != CUDA_SUCCESS)
                 goto out_free;
         if (name) {
@@ -287,7 +292,9 @@ EXPORT CUresult CUDAAPI cuLinkAddFile_v2(CUlinkState state, CUjitInputType type,
 static CUresult complete(struct link *l)
 {
         if (l->cubin)
-                return CUDA_SUCCESS; /* done already: the same cubin, still the state's */
+                return CUDA_ERROR_INVALID_HANDLE; /* completed already: the H200's driver answers so */
+        if (l->spoiled)
+                return CUDA_ERROR_INVALID_IMAGE;
         CUresult r = CUDA_ERROR_NOT_FOUND;
         for (int attempt = 0; attempt < 3 && r == CUDA_ERROR_NOT_FOUND; attempt++) {
                 if (attempt > 0 && (r = send_inputs(l, 0)) != CUDA_SUCCESS)

@@ -93,7 +93,10 @@ SIM_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fla
         /* Not memory the sim already knows: device memory, pinned memory,
          * or part of a registered range. */
         if (sim_range_overlaps(drv, start, bytesize)) {
-                res = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+                struct sim_range *m = sim_range_find(drv, start);
+                /* managed memory: the H200's driver says invalid value */
+                res = m && m->kind == SIM_RANGE_MANAGED ? CUDA_ERROR_INVALID_VALUE
+                                                        : CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
                 goto out_free;
         }
         res = sim_check_host_range(drv, p, bytesize, SIM_NEED_READ);
@@ -138,6 +141,12 @@ SIM_API CUresult cuMemHostUnregister(void *p)
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (!p)
                 return CUDA_ERROR_INVALID_VALUE;
+        sim_rdlock(drv);
+        struct sim_range *m = sim_range_find(drv, (uintptr_t)p);
+        bool managed = m && m->kind == SIM_RANGE_MANAGED;
+        sim_unlock(drv);
+        if (managed)
+                return CUDA_ERROR_INVALID_VALUE; /* as the H200's driver */
         return sim_mem_free_current(drv, (uintptr_t)p, SIM_RANGE_HOST_REGISTERED,
                                     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
 }
@@ -184,6 +193,8 @@ SIM_API CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
                  * for both); under UVA it is always mapped */
                 if (r && (r->kind == SIM_RANGE_HOST_ALLOC || r->kind == SIM_RANGE_HOST_REGISTERED))
                         *pFlags = r->host_flags | CU_MEMHOSTALLOC_DEVICEMAP;
+                else if (r && r->kind == SIM_RANGE_MANAGED)
+                        *pFlags = 0; /* the H200's driver answers success for managed memory */
                 else
                         res = CUDA_ERROR_INVALID_VALUE;
         }

@@ -46,6 +46,7 @@ struct sim_link {
         size_t info_len, error_len;
         double wall_ms;
         size_t ninputs;
+        bool poisoned; /* an input was refused: as the H200's driver, nothing links any more */
         struct link_input *inputs;
         char *cubin;
         size_t cubin_len;
@@ -194,13 +195,11 @@ static CUresult read_input(struct sim_link *l, CUjitInputType type, const uint8_
         }
         if (res != SIM_IMAGE_OK) {
                 error_log(l, "sim: %s: no PTX the simulator can read\n", name);
-                return type == CU_JIT_INPUT_PTX     ? CUDA_ERROR_INVALID_PTX
-                       : res == SIM_IMAGE_NO_BINARY ? CUDA_ERROR_NO_BINARY_FOR_GPU
-                                                    : CUDA_ERROR_INVALID_IMAGE;
+                /* the H200's driver answers INVALID_IMAGE for text that is not PTX too */
+                return res == SIM_IMAGE_NO_BINARY && type != CU_JIT_INPUT_PTX ? CUDA_ERROR_NO_BINARY_FOR_GPU
+                                                                              : CUDA_ERROR_INVALID_IMAGE;
         }
         if ((r = sim_module_parse(text, len, true, &in->ptx)) != CUDA_SUCCESS) {
-                if (type == CU_JIT_INPUT_PTX && r == CUDA_ERROR_INVALID_IMAGE)
-                        r = CUDA_ERROR_INVALID_PTX; /* text that is not PTX: the compiler refuses it */
                 error_log(l, "sim: %s: PTX that does not compile (error %d)\n", name, (int)r);
                 return r;
         }
@@ -243,7 +242,11 @@ SIM_API CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *
                 snprintf(fallback, sizeof(fallback), "input %zu", l->ninputs);
                 name = fallback;
         }
+        if (l->poisoned)
+                return CUDA_ERROR_INVALID_IMAGE;
         r = read_input(l, type, data, size, name, &in);
+        if (r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_NO_BINARY_FOR_GPU)
+                l->poisoned = true;
         if (r == CUDA_SUCCESS && !(grown = realloc(l->inputs, (l->ninputs + 1) * sizeof(*grown)))) {
                 free(in.text);
                 free(in.name);
@@ -402,6 +405,8 @@ SIM_API CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *size
                 return CUDA_ERROR_INVALID_HANDLE;
         if (!cubinOut || !sizeOut)
                 return CUDA_ERROR_INVALID_VALUE;
+        if (l->poisoned)
+                return CUDA_ERROR_INVALID_IMAGE;
         if (!l->cubin) {
                 r = l->ninputs ? resolve(l) : CUDA_ERROR_INVALID_VALUE;
                 if (r == CUDA_SUCCESS)

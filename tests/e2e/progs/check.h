@@ -4,32 +4,60 @@
 #define E2E_CHECK_H
 
 #include <cuda.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 /* the CUDA 3.2 ABI of cuCtxCreate, which cuda.h 13 no longer declares */
 CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 
-#define CK(call) do { \
-        CUresult r_ = (call); \
-        if (r_ != CUDA_SUCCESS) { \
-                const char *n_ = NULL; \
-                cuGetErrorName(r_, &n_); \
-                fprintf(stderr, "%s:%d: %s failed: %d %s\n", __FILE__, __LINE__, #call, (int)r_, n_ ? n_ : "?"); \
-                exit(1); \
-        } \
-} while (0)
+/* The line of the call in progress, for a crash inside the driver: a
+ * SIGSEGV or SIGBUS handler says where (the real driver crashes on some
+ * bad input that lupine refuses). */
+static volatile int e2e_line;
+static void e2e_on_crash(int sig)
+{
+        char b[96];
+        int n = snprintf(b, sizeof(b), "e2e: signal %d in the call at line %d\n", sig, e2e_line);
+        if (write(STDERR_FILENO, b, (size_t)n) < 0) {
+        }
+        signal(sig, SIG_DFL);
+        raise(sig);
+}
+__attribute__((constructor)) static void e2e_crash_report(void)
+{
+        signal(SIGSEGV, e2e_on_crash);
+        signal(SIGBUS, e2e_on_crash);
+}
+
+#define CK(call)                                                                                         \
+        do {                                                                                             \
+                e2e_line = __LINE__;                                                                     \
+                CUresult r_ = (call);                                                                    \
+                if (r_ != CUDA_SUCCESS) {                                                                \
+                        const char *n_ = NULL;                                                           \
+                        cuGetErrorName(r_, &n_);                                                         \
+                        fprintf(stderr, "%s:%d: %s failed: %d %s\n", __FILE__, __LINE__, #call, (int)r_, \
+                                n_ ? n_ : "?");                                                          \
+                        exit(1);                                                                         \
+                }                                                                                        \
+        } while (0)
 
 /* An error code that differs from the expectation is recorded, not fatal,
  * so one run against the real driver lists every difference at once. */
 static int e2e_failures;
-#define EXPECT_ERR(call, want) do { \
-        CUresult r_ = (call); \
-        if (r_ != (want)) { \
-                fprintf(stderr, "%s:%d: %s returned %d, expected %d\n", __FILE__, __LINE__, #call, (int)r_, (int)(want)); \
-                e2e_failures++; \
-        } \
-} while (0)
+#define EXPECT_ERR(call, want)                                                                                      \
+        do {                                                                                                        \
+                e2e_line = __LINE__;                                                                                \
+                CUresult r_ = (call);                                                                               \
+                if (r_ != (want)) {                                                                                 \
+                        fprintf(stderr, "%s:%d: %s returned %d, expected %d\n", __FILE__, __LINE__, #call, (int)r_, \
+                                (int)(want));                                                                       \
+                        e2e_failures++;                                                                             \
+                }                                                                                                   \
+        } while (0)
 
 #define EXPECT(cond) do { \
         if (!(cond)) { \
