@@ -154,8 +154,13 @@ static int refresh_locked(bool procs)
 {
         uint64_t start = now_ms();
 
-        if (!context_generation)
-                *(void **)&context_generation = dlsym(RTLD_DEFAULT, "lupine_context_generation");
+        if (!context_generation) {
+                /* libcudart and PyTorch load libcuda.so.1 RTLD_LOCAL: ask for it by name */
+                void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+                *(void **)&context_generation = dlsym(h ? h : RTLD_DEFAULT, "lupine_context_generation");
+                if (h)
+                        dlclose(h); /* NOLOAD took a reference; the library stays */
+        }
         unsigned long long gen = context_generation ? context_generation() : 0;
         if (snap && start - snap_at_ms < cache_ms && (!procs || gen == snap_generation))
                 return 0;
