@@ -63,7 +63,7 @@ struct link {
         struct link_input *inputs;
         uint32_t n_inputs, cap_inputs;
         uint32_t n_sent; /* inputs the worker's state holds, as far as we know */
-        bool spoiled;    /* the driver refused an input: nothing links any more (the H200's rule) */
+        bool completed;  /* cuLinkComplete was called (whatever it answered) */
         uint8_t *cubin;  /* after cuLinkComplete */
         uint64_t cubin_size;
 };
@@ -160,8 +160,6 @@ static CUresult add_last(struct link *l)
         if (r == CUDA_SUCCESS) {
                 l->n_sent = l->n_inputs;
         } else {
-                if (r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_NO_BINARY_FOR_GPU)
-                        l->spoiled = true;
                 struct link_input *last = &l->inputs[--l->n_inputs];
                 free((void *)last->in.name);
                 free((void *)last->in.data);
@@ -178,8 +176,8 @@ static CUresult add_input(struct link *l, CUjitInputType type, uint8_t *data, si
 {
         struct link_input in = { .in = { .type = (uint32_t)type, .data = data, .size = size } };
         struct lupc_jit_opts ignored;
-        CUresult r = l->cubin     ? CUDA_ERROR_INVALID_VALUE /* completed: as the H200's driver */
-                     : l->spoiled ? CUDA_ERROR_INVALID_IMAGE
+        /* after cuLinkComplete, even one that failed: as the H200's driver */
+        CUresult r = l->completed ? CUDA_ERROR_INVALID_VALUE
                                   : lupc_jit_opts(n, options, values, true, &ignored, in.in.opts, &in.in.n_opts);
         if (r != CUDA_SUCCESS)
                 goto out_free;
@@ -291,10 +289,9 @@ EXPORT CUresult CUDAAPI cuLinkAddFile_v2(CUlinkState state, CUjitInputType type,
  * forget the state: then everything is sent again and linked again. */
 static CUresult complete(struct link *l)
 {
-        if (l->cubin)
+        if (l->completed)
                 return CUDA_ERROR_INVALID_HANDLE; /* completed already: the H200's driver answers so */
-        if (l->spoiled)
-                return CUDA_ERROR_INVALID_IMAGE;
+        l->completed = true;
         CUresult r = CUDA_ERROR_NOT_FOUND;
         for (int attempt = 0; attempt < 3 && r == CUDA_ERROR_NOT_FOUND; attempt++) {
                 if (attempt > 0 && (r = send_inputs(l, 0)) != CUDA_SUCCESS)

@@ -228,8 +228,11 @@ CUresult lupw_lupJitAdd(struct lupw_session *s, uint64_t id, uint64_t blob)
                 return r;
         }
         struct jit_ent *e = ent_get(s, id);
-        if (q.first == 0 && e) {
-                ent_drop(s, id); /* the client sends everything again */
+        /* the client sends everything again; not when the state holds no
+         * input yet (every add so far was refused): the driver's state must
+         * stay as those refusals left it, as locally */
+        if (q.first == 0 && e && e->n_inputs > 0) {
+                ent_drop(s, id);
                 e = NULL;
         }
         if (!e && q.first != 0) {

@@ -149,7 +149,8 @@ static void test_1d(void)
         CK(cuMemFree(dev));
         CK(cuArrayDestroy(a));
         CK(cuArrayDestroy(b));
-        EXPECT_ERR(cuArrayDestroy(a), CUDA_ERROR_CONTEXT_IS_DESTROYED); /* what the H200's driver answers */
+        if (ub_probes()) /* the H200's driver answered 709 once, and crashed here once */
+                EXPECT_ERR(cuArrayDestroy(a), CUDA_ERROR_CONTEXT_IS_DESTROYED);
 }
 
 static void test_2d(void)
@@ -329,7 +330,8 @@ static void test_mipmap(void)
         CUarray lv;
         EXPECT_ERR(cuMipmappedArrayGetLevel(&lv, m, 4), CUDA_ERROR_INVALID_VALUE);
         CK(cuMipmappedArrayDestroy(m));
-        EXPECT_ERR(cuMipmappedArrayDestroy(m), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+        if (ub_probes())
+                EXPECT_ERR(cuMipmappedArrayDestroy(m), CUDA_ERROR_CONTEXT_IS_DESTROYED);
 }
 
 static CUDA_TEXTURE_DESC tex_desc(void)
@@ -557,7 +559,8 @@ static void hold_build(struct held *h)
         CUDA_RESOURCE_DESC rg = { .resType = CU_RESOURCE_TYPE_ARRAY, .res.array.hArray = h->gone };
         CK(cuTexObjectCreate(&h->orphan, &rg, &t, NULL));
         CK(cuArrayDestroy(h->gone));
-        EXPECT_ERR(cuArrayDestroy(h->gone), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+        if (ub_probes())
+                EXPECT_ERR(cuArrayDestroy(h->gone), CUDA_ERROR_CONTEXT_IS_DESTROYED);
 }
 
 static void hold_check(struct held *h)
@@ -584,7 +587,8 @@ static void hold_check(struct held *h)
         for (int i = 0; i < 3; i++)
                 CK(cuTexObjectDestroy(h->tex[i]));
         CK(cuSurfObjectDestroy(h->surf));
-        EXPECT_ERR(cuArrayDestroy(h->gone), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+        if (ub_probes())
+                EXPECT_ERR(cuArrayDestroy(h->gone), CUDA_ERROR_CONTEXT_IS_DESTROYED);
         CUDA_RESOURCE_DESC rgone = { .resType = CU_RESOURCE_TYPE_ARRAY, .res.array.hArray = h->gone };
         if (ub_probes())
                 EXPECT_ERR(cuTexObjectCreate(&fresh, &rgone, &t, NULL), CUDA_ERROR_INVALID_HANDLE);

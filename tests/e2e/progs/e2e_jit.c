@@ -283,13 +283,19 @@ static void test_bad_input(void)
         logs_init(&l, LOG);
         CK(cuLinkCreate(l.n, l.opt, l.val, &st));
         CK(cuLinkAddData(st, CU_JIT_INPUT_PTX, a, n + 1, "jit_a.ptx", 0, NULL, NULL));
-        free(a);
         CUresult r = cuLinkComplete(st, &cubin, &size);
         EXPECT(r != CUDA_SUCCESS);
         printf("unresolved externs: cuLinkComplete -> %d\n", (int)r);
         if (on_sim)
                 EXPECT(strstr(l.error, "undefined reference to 'jit_twice' in 'jit_a.ptx'") != NULL);
+        /* after a complete, even one that failed, nothing more goes in (the H200's driver) */
         path_of(path, sizeof(path), "jit_b.ptx");
+        EXPECT_ERR(cuLinkAddFile(st, CU_JIT_INPUT_PTX, path, 0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+        CK(cuLinkDestroy(st));
+        logs_init(&l, LOG);
+        CK(cuLinkCreate(l.n, l.opt, l.val, &st));
+        CK(cuLinkAddData(st, CU_JIT_INPUT_PTX, a, n + 1, "jit_a.ptx", 0, NULL, NULL));
+        free(a);
         CK(cuLinkAddFile(st, CU_JIT_INPUT_PTX, path, 0, NULL, NULL));
         CK(cuLinkComplete(st, &cubin, &size));
         CUmodule mod;
