@@ -166,8 +166,10 @@ static CUresult destroy(uint64_t id, enum lupc_array_kind kind)
         pthread_mutex_unlock(&lock);
         if (!a && lupc_handle_was_minted(id))
                 return CUDA_ERROR_CONTEXT_IS_DESTROYED; /* destroyed already: the H200's driver answers so */
-        if (!a || level)
-                return CUDA_ERROR_INVALID_HANDLE; /* a level goes with its mipmapped array */
+        if (!a)
+                return CUDA_ERROR_INVALID_HANDLE;
+        if (level) /* the H200's driver answers success; the level goes with its mipmapped array */
+                return CUDA_SUCCESS;
         CUresult r = lupc_send_lupArrayDestroy(id);
         if (r != CUDA_SUCCESS)
                 return r;

@@ -325,7 +325,8 @@ static void test_mipmap(void)
                 CK(cuArray3DGetDescriptor(&got, lv));
                 EXPECT(got.Width == 64u >> l && got.Height == 32u >> l && got.Depth == 0);
                 roundtrip3d(lv, (64u >> l) * 4, 32u >> l, 1, 40 + l);
-                EXPECT_ERR(cuArrayDestroy(lv), CUDA_ERROR_INVALID_HANDLE);
+                /* the H200's driver answers success for a level (it stays its mipmapped array's) */
+                CK(cuArrayDestroy(lv));
         }
         CUarray lv;
         EXPECT_ERR(cuMipmappedArrayGetLevel(&lv, m, 4), CUDA_ERROR_INVALID_VALUE);

@@ -307,8 +307,11 @@ static void test_bad_input(void)
         /* jit_b twice: its names are defined twice */
         CK(cuLinkCreate(l.n, l.opt, l.val, &st));
         CK(cuLinkAddFile(st, CU_JIT_INPUT_PTX, path, 0, NULL, NULL));
-        CK(cuLinkAddFile(st, CU_JIT_INPUT_PTX, path, 0, NULL, NULL));
-        r = cuLinkComplete(st, &cubin, &size);
+        /* the H200's driver refuses the second at once (INVALID_SOURCE), the sim at complete */
+        r = cuLinkAddFile(st, CU_JIT_INPUT_PTX, path, 0, NULL, NULL);
+        EXPECT(r == CUDA_SUCCESS || r == CUDA_ERROR_INVALID_SOURCE);
+        if (r == CUDA_SUCCESS)
+                r = cuLinkComplete(st, &cubin, &size);
         EXPECT(r != CUDA_SUCCESS);
         printf("defined twice: cuLinkComplete -> %d\n", (int)r);
         CK(cuLinkDestroy(st));
