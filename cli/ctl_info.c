@@ -31,17 +31,19 @@ static const char *str(struct json_object *obj, const char *key)
         return json_object_get_string(v);
 }
 
-static long long num(struct json_object *obj, const char *key, bool *ok)
+long long ctl_json_int(struct json_object *obj, const char *key, bool *ok)
 {
         struct json_object *v;
-        *ok = json_object_object_get_ex(obj, key, &v) && v && json_object_is_type(v, json_type_int);
-        return *ok ? (long long)json_object_get_int64(v) : 0;
+        bool have = json_object_object_get_ex(obj, key, &v) && v && json_object_is_type(v, json_type_int);
+        if (ok)
+                *ok = have;
+        return have ? (long long)json_object_get_int64(v) : -1;
 }
 
 static const char *mode(struct json_object *g, const char *key)
 {
         bool ok;
-        long long v = num(g, key, &ok);
+        long long v = ctl_json_int(g, key, &ok);
         return !ok ? "n/a" : v ? "on" : "off";
 }
 
@@ -49,24 +51,24 @@ static void print_gpu(struct json_object *g)
 {
         char total[32], used[32];
         bool ok_t, ok_u, ok;
-        long long t = num(g, "memory_total", &ok_t), u = num(g, "memory_used", &ok_u);
+        long long t = ctl_json_int(g, "memory_total", &ok_t), u = ctl_json_int(g, "memory_used", &ok_u);
 
         ctl_human_bytes((double)t, total, sizeof(total));
         ctl_human_bytes((double)u, used, sizeof(used));
         printf("GPU %s: %s\n", str(g, "index"), str(g, "name"));
         printf("  uuid          %s\n  pci           %s\n", str(g, "uuid"), str(g, "pci_bus_id"));
         printf("  memory        %s used of %s\n", ok_u ? used : "-", ok_t ? total : "-");
-        long long ma = num(g, "compute_capability_major", &ok);
+        long long ma = ctl_json_int(g, "compute_capability_major", &ok);
         if (ok) {
                 bool ok2;
-                long long mi = num(g, "compute_capability_minor", &ok2);
+                long long mi = ctl_json_int(g, "compute_capability_minor", &ok2);
                 printf("  compute       %lld.%lld\n", ma, mi);
         }
         printf("  clocks        SM %s MHz (max %s), memory %s MHz (max %s)\n", str(g, "clock_sm_mhz"),
                str(g, "max_clock_sm_mhz"), str(g, "clock_mem_mhz"), str(g, "max_clock_mem_mhz"));
-        long long p = num(g, "power_mw", &ok), pl;
+        long long p = ctl_json_int(g, "power_mw", &ok), pl;
         bool okl;
-        pl = num(g, "power_limit_mw", &okl);
+        pl = ctl_json_int(g, "power_limit_mw", &okl);
         if (ok && okl)
                 printf("  power         %.1f W of %.1f W\n", (double)p / 1000.0, (double)pl / 1000.0);
         printf("  temperature   %s C (slowdown at %s C)\n", str(g, "temperature_c"), str(g, "temperature_slowdown_c"));

@@ -43,14 +43,6 @@ static void raw_mode(bool on)
         }
 }
 
-static long long num(struct json_object *o, const char *key)
-{
-        struct json_object *v;
-        return json_object_object_get_ex(o, key, &v) && v && json_object_is_type(v, json_type_int)
-                       ? (long long)json_object_get_int64(v)
-                       : -1;
-}
-
 static void gpus(const struct ctl_opts *o)
 {
         struct json_object *top, *arr;
@@ -66,10 +58,11 @@ static void gpus(const struct ctl_opts *o)
                         struct json_object *g = json_object_array_get_idx(arr, i);
                         if (o->device >= 0 && (size_t)o->device != i)
                                 continue;
-                        ctl_human_bytes((double)num(g, "memory_used"), used, sizeof(used));
-                        ctl_human_bytes((double)num(g, "memory_total"), total, sizeof(total));
-                        printf("%-4zu %6lld %7.1f %5lld %10s / %-10s\n", i, num(g, "temperature_c"),
-                               (double)num(g, "power_mw") / 1000.0, num(g, "utilization_gpu"), used, total);
+                        ctl_human_bytes((double)ctl_json_int(g, "memory_used", NULL), used, sizeof(used));
+                        ctl_human_bytes((double)ctl_json_int(g, "memory_total", NULL), total, sizeof(total));
+                        printf("%-4zu %6lld %7.1f %5lld %10s / %-10s\n", i, ctl_json_int(g, "temperature_c", NULL),
+                               (double)ctl_json_int(g, "power_mw", NULL) / 1000.0,
+                               ctl_json_int(g, "utilization_gpu", NULL), used, total);
                 }
         }
         json_object_put(top);

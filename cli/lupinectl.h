@@ -36,6 +36,11 @@ int ctl_diag(const struct ctl_opts *o);
 /* drain, upgrade: the daemon's one-line answer */
 int ctl_simple(const struct ctl_opts *o, uint16_t cmd, const char *what);
 
+struct json_object;
+/* An integer member of a JSON object: its value, or -1 with *ok false
+ * (ok may be NULL) when it is absent, null or not an integer. */
+long long ctl_json_int(struct json_object *obj, const char *key, bool *ok);
+
 /* "1.25 GiB", "512 MiB", "0 B" */
 void ctl_human_bytes(double b, char *out, size_t cap);
 

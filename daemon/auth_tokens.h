@@ -61,13 +61,19 @@ bool lupd_key_in_tenant(const char *key, const char *prefix, size_t prefix_len);
 /* Every later log line of this process carries the session of key (the
  * client's name) and its tenant ("t<16 hex>", none for the anonymous one)
  * as journal fields: for a worker, which serves that one session. */
-static inline void lupd_log_context_key(const char *key)
+/* The tenant's id in key ("t<16 hex>", without the dots) into out; ""
+ * for the anonymous tenant. Returns the tenant part's length in key. */
+static inline size_t lupd_key_tenant_id(const char *key, char out[LUPD_TENANT_PREFIX_MAX])
 {
         size_t tl = lupd_key_tenant_len(key);
-        char tenant[LUPD_TENANT_PREFIX_MAX] = "";
+        snprintf(out, LUPD_TENANT_PREFIX_MAX, "%.*s", tl ? (int)tl - 2 : 0, key + (tl ? 1 : 0));
+        return tl;
+}
 
-        if (tl) /* "t<16 hex>", without the dots */
-                snprintf(tenant, sizeof(tenant), "%.*s", (int)tl - 2, key + 1);
+static inline void lupd_log_context_key(const char *key)
+{
+        char tenant[LUPD_TENANT_PREFIX_MAX];
+        size_t tl = lupd_key_tenant_id(key, tenant);
         lup_log_set_context(key + tl, tl ? tenant : NULL);
 }
 

@@ -89,15 +89,14 @@ static void admin_limits(const struct sup *s, struct lup_admin_status *st)
                     s->upload_acct ? atomic_load(&s->upload_acct->refused_total) : 0);
 }
 
+_Static_assert(LUP_ADMIN_MAX_WORD >= LUPD_TENANT_PREFIX_MAX, "a tenant id fits STATUS's word");
+
 /* What the worker last reported, as lupinectl shows it. */
 static void admin_session_stats(const struct lupd_session *se, struct lup_admin_session *out)
 {
         const struct lupd_session_stats *st = &se->stats;
-        size_t tl = lupd_key_tenant_len(se->name);
-
         out->has_stats = true;
-        if (tl)
-                snprintf(out->tenant, sizeof(out->tenant), "%.*s", (int)tl - 2, se->name + 1);
+        lupd_key_tenant_id(se->name, out->tenant);
         snprintf(out->client, sizeof(out->client), "%s", se->client);
         out->calls = (int64_t)st->calls;
         out->bytes_in = (int64_t)st->bytes_in;

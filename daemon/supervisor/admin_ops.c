@@ -35,21 +35,22 @@ static void reply_json(struct sup *s, int idx, struct json_object *obj, const ch
         json_object_put(obj);
 }
 
-/* NVML key k of device d: a number or string, or null when NVML had none. */
-static struct json_object *val(struct lup_nvml_dev *d, unsigned k)
+/* NVML value v of key k: a number or string, or null when NVML had none. */
+static struct json_object *json_of(const struct lup_nvml_val *v, unsigned k)
 {
-        const struct lup_nvml_val *v = lup_nvml_devval(d, k);
         if (!v || !v->present || v->ret != 0)
                 return NULL; /* json-c writes NULL as null */
         return lup_nvml_key_is_str(k) ? json_object_new_string(v->str) : json_object_new_int64((int64_t)v->num);
 }
 
+static struct json_object *val(struct lup_nvml_dev *d, unsigned k)
+{
+        return json_of(lup_nvml_devval(d, k), k);
+}
+
 static struct json_object *sys_val(struct lup_nvml_snapshot *snap, unsigned k)
 {
-        const struct lup_nvml_val *v = lup_nvml_sys(snap, k);
-        if (!v || !v->present || v->ret != 0)
-                return NULL;
-        return lup_nvml_key_is_str(k) ? json_object_new_string(v->str) : json_object_new_int64((int64_t)v->num);
+        return json_of(lup_nvml_sys(snap, k), k);
 }
 
 static void admin_info(struct sup *s, int idx)

@@ -254,10 +254,8 @@ static void per_session(struct out *o, struct sup *s, const char *name, const ch
                 const struct lupd_session_stats *st = &se->stats;
                 if (se->state != LUPD_SESSION_LIVE || !st->have)
                         continue;
-                size_t tl = lupd_key_tenant_len(se->name);
-                char tenant[24] = "";
-                if (tl)
-                        snprintf(tenant, sizeof(tenant), "%.*s", (int)tl - 2, se->name + 1);
+                char tenant[LUPD_TENANT_PREFIX_MAX];
+                size_t tl = lupd_key_tenant_id(se->name, tenant);
                 uint64_t v = which == 0   ? st->calls
                              : which == 1 ? st->bytes_in
                              : which == 2 ? st->bytes_out

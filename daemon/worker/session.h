@@ -299,7 +299,7 @@ struct lupw_stats {
         _Atomic uint64_t bytes_out; /* sent to the client (lupw_send, any thread) */
         uint64_t bytes_in;          /* received from it */
         uint64_t sent_ns;           /* when the last report went */
-        uint64_t sent_calls, sent_in, sent_out, sent_mem, sent_epoch;
+        uint64_t sent_calls, sent_in, sent_out, sent_epoch;
         uint64_t ckpt_unix_ms; /* wall clock of the last committed checkpoint */
         /* a checkpoint's or restore's progress */
         int phase; /* LUPD_WORK_* */

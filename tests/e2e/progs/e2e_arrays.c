@@ -22,14 +22,6 @@
 
 #include "check.h"
 
-/* Calls the real driver may crash on (handles that are garbage or freed):
- * lupine must answer them with an error, the driver need not, so a run on
- * the real driver (tests/gpu/model.sh) sets LUPINE_E2E_NO_UB=1. */
-static int ub_probes(void)
-{
-        return getenv("LUPINE_E2E_NO_UB") == NULL;
-}
-
 static uint32_t pat(uint32_t i, uint32_t seed)
 {
         return (i * 2654435761u) ^ seed;

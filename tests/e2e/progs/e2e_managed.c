@@ -27,14 +27,6 @@
 CUresult CUDAAPI cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device);
 CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);
 
-/* Calls the real driver crashes on (bad flags to cuStreamAttachMemAsync):
- * lupine answers them, the driver need not; tests/gpu/model.sh sets
- * LUPINE_E2E_NO_UB=1 on the GPU. */
-static int ub_probes(void)
-{
-        return getenv("LUPINE_E2E_NO_UB") == NULL;
-}
-
 static CUmodule mod;
 static CUfunction f_add, f_fill, f_inc;
 static CUcontext ctx;
