@@ -4,8 +4,9 @@
  * sim. An array is plain host memory holding its slices in order (layers
  * and cubemap faces are more slices), rows of width x element bytes with
  * no padding; copies reach it through sim_array_end (sim_copy2d.c). Texture
- * and surface objects are values only, numbered from 1 in creation order
- * like the driver's: the PTX interpreter does not sample them. A test can
+ * and surface objects are values only, numbered per context from 1,
+ * lowest free first, like the driver's: the PTX interpreter does not
+ * sample them. A test can
  * start the numbering elsewhere with LUPINE_SIM_TEXOBJ_FIRST (a driver
  * that gives other values after a restore).
  *
@@ -48,17 +49,29 @@ struct sim_texobj {
 static struct sim_svec arrays = { .max = MAX_ARRAYS };
 static struct sim_svec mipmaps = { .max = MAX_ARRAYS };
 static struct sim_svec objects = { .max = MAX_OBJECTS };
-static uint64_t next_object; /* 0: not started */
+static uint64_t first_object; /* 0: not read yet */
 
 /* Lock held exclusive. */
-static uint64_t take_value(void)
+/* Objects are keyed by context and value: each context numbers its own
+ * from 1 (LUPINE_SIM_TEXOBJ_FIRST), lowest free first, as the H200's
+ * driver does. */
+static uint64_t object_key(const struct sim_ctx *c, uint64_t v)
 {
-        if (!next_object) {
+        return (c->id << 32) | v;
+}
+
+/* Lock held exclusive. */
+static uint64_t take_value(const struct sim_ctx *c)
+{
+        if (!first_object) {
                 const char *e = getenv("LUPINE_SIM_TEXOBJ_FIRST");
                 unsigned long long v = e ? strtoull(e, NULL, 0) : 0;
-                next_object = v && v < (1ull << 40) ? v : 1;
+                first_object = v && v < (1ull << 31) ? v : 1;
         }
-        return next_object;
+        uint64_t v = first_object;
+        while (sim_svec_get(&objects, object_key(c, v)))
+                v++;
+        return v;
 }
 
 static size_t elem_size(CUarray_format f, unsigned ch)
@@ -446,15 +459,14 @@ static CUresult object_create(uint64_t *ret, const struct sim_texobj *o)
         if (!n)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         *n = *o;
+        struct sim_ctx *c = NULL;
+        uint64_t v = 0;
         sim_wrlock(drv);
-        CUresult r = sim_ctx_current(drv, NULL, NULL);
+        CUresult r = sim_ctx_current(drv, &c, NULL);
         if (r == CUDA_SUCCESS)
                 r = resource_check(drv, &o->res, o->surface);
-        uint64_t v = take_value();
-        if (r == CUDA_SUCCESS && sim_svec_insert(&objects, v, n) < 0)
+        if (r == CUDA_SUCCESS && sim_svec_insert(&objects, object_key(c, v = take_value(c)), n) < 0)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
-        if (r == CUDA_SUCCESS)
-                next_object++;
         sim_unlock(drv);
         if (r != CUDA_SUCCESS) {
                 free(n);
@@ -499,10 +511,13 @@ static CUresult object_destroy(uint64_t v, bool surface)
         struct sim_driver *drv = sim_driver_get();
         if (!drv)
                 return CUDA_ERROR_NOT_INITIALIZED;
+        struct sim_ctx *c = NULL;
+        struct sim_texobj *o = NULL;
         sim_wrlock(drv);
-        struct sim_texobj *o = sim_svec_get(&objects, v);
+        if (sim_ctx_current(drv, &c, NULL) == CUDA_SUCCESS && v < (1ull << 32))
+                o = sim_svec_get(&objects, object_key(c, v));
         if (o && o->surface == surface)
-                (void)sim_svec_remove(&objects, v);
+                (void)sim_svec_remove(&objects, object_key(c, v));
         else
                 o = NULL;
         sim_unlock(drv);

@@ -152,8 +152,8 @@ int lupw_arrays_save(struct lupw_session *s, struct lupine_ckpt_save *save)
         return rc;
 }
 
-static int load_arrays(struct lupw_session *s, struct lupine_ckpt_load *ld, const struct lup_ckpt_array *v, uint32_t n,
-                       char *why, size_t whylen)
+/* The arrays, empty (load_contents fills them). */
+static int load_arrays(struct lupw_session *s, const struct lup_ckpt_array *v, uint32_t n, char *why, size_t whylen)
 {
         for (uint32_t i = 0; i < n; i++) {
                 struct lupw_array a = { .id = v[i].id,
@@ -172,7 +172,25 @@ static int load_arrays(struct lupw_session *s, struct lupine_ckpt_load *ld, cons
                         snprintf(why, whylen, "array %#" PRIx64 " cannot be made again (CUDA error %d)", a.id, (int)r);
                         return -EIO;
                 }
-                int rc = a.parent ? 0 : move_contents(s, &a, NULL, ld, why, whylen);
+        }
+        return 0;
+}
+
+/* The arrays' contents, after their objects: the real driver's array
+ * copies take texture object values of their own for a while (learned on
+ * the H200), which would push the objects' values up. */
+static int load_contents(struct lupw_session *s, struct lupine_ckpt_load *ld, const struct lup_ckpt_array *v,
+                         uint32_t n, char *why, size_t whylen)
+{
+        for (uint32_t i = 0; i < n; i++) {
+                if (v[i].parent)
+                        continue;
+                const struct lupw_array *a = lupw_array_find(s, v[i].id, v[i].levels != 0);
+                if (!a) {
+                        snprintf(why, whylen, "array %#" PRIx64 " is gone before its contents", v[i].id);
+                        return -EIO;
+                }
+                int rc = move_contents(s, a, NULL, ld, why, whylen);
                 if (rc < 0)
                         return rc;
         }
@@ -202,7 +220,7 @@ int lupw_arrays_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *
                 snprintf(why, whylen, "%s", w);
                 return rc;
         }
-        rc = load_arrays(s, ld, v, n, why, whylen);
+        rc = load_arrays(s, v, n, why, whylen);
         if (rc == 0 && nt && !(objs = calloc(nt, sizeof(*objs))))
                 rc = -ENOMEM;
         for (uint32_t i = 0; rc == 0 && i < nt; i++) {
@@ -215,6 +233,8 @@ int lupw_arrays_load(struct lupw_session *s, struct lupine_ckpt_load *ld, char *
         }
         if (rc == 0 && nt)
                 rc = lupw_texobjs_remake(s, objs, nt, why, whylen);
+        if (rc == 0)
+                rc = load_contents(s, ld, v, n, why, whylen);
         if (rc == 0)
                 lup_info("session %s: restored %u array(s) and level(s) with their contents, %u texture and "
                          "surface object(s) under their values",

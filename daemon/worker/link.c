@@ -22,6 +22,7 @@
  * pointer but the worker's own), log sizes against LUP_JIT_MAX_LOG.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,6 +220,15 @@ static CUresult add_one(struct lupw_session *s, struct jit_ent *e, const struct 
         return r;
 }
 
+/* How much of a log the driver filled, as far as this entry holds it. */
+static uint32_t filled(const struct jit_ent *e, int at, unsigned cap)
+{
+        if (at < 0)
+                return 0;
+        uint64_t v = (uint64_t)(uintptr_t)e->vals[at];
+        return (uint32_t)(v < cap ? v : cap);
+}
+
 CUresult lupw_lupJitAdd(struct lupw_session *s, uint64_t id, uint64_t blob)
 {
         struct lup_jit_req q = { 0 };
@@ -255,6 +265,9 @@ CUresult lupw_lupJitAdd(struct lupw_session *s, uint64_t id, uint64_t blob)
         for (uint32_t i = 0; i < q.n_inputs && r == CUDA_SUCCESS; i++)
                 if ((r = add_one(s, e, &q.inputs[i])) == CUDA_SUCCESS)
                         e->n_inputs++;
+        lup_debug("session %s: link %#" PRIx64 ": %u input(s), CUDA error %d; info log %zu bytes (size %u), error log %zu bytes (size %u)",
+                  s->name, id, e->n_inputs, (int)r, strlen(e->info), filled(e, e->at_info, UINT32_MAX), strlen(e->error),
+                  filled(e, e->at_error, UINT32_MAX));
 out:
         lupw_blob_release(s, blob); /* q's inputs point into it */
         free(q.inputs);
@@ -277,15 +290,6 @@ CUresult lupw_lupJitComplete(struct lupw_session *s, uint64_t *size, uint64_t id
         e->cubin_size = n;
         *size = n;
         return CUDA_SUCCESS;
-}
-
-/* How much of a log the driver filled, as far as this entry holds it. */
-static uint32_t filled(const struct jit_ent *e, int at, unsigned cap)
-{
-        if (at < 0)
-                return 0;
-        uint64_t v = (uint64_t)(uintptr_t)e->vals[at];
-        return (uint32_t)(v < cap ? v : cap);
 }
 
 CUresult lupw_lupJitRead(struct lupw_session *s, unsigned int *len, void *chunk, uint64_t id, unsigned int what,

@@ -2,9 +2,12 @@
 /*
  * Texture and surface objects. Kernels read an object's value as a kernel
  * argument, so the value the client holds must name the same object for
- * the session's whole life: a restore makes every live object again in
- * creation order, each under the value it had (taking the driver's values
- * below it as fillers until it is reached, then giving the fillers back);
+ * the session's whole life: a restore makes every live object again, per
+ * context in the order of their values, each under the value it had
+ * (taking the driver's values below it as fillers until it is reached,
+ * then giving the fillers back; the real driver numbers each context's
+ * objects from 1, lowest free first, and frees a value a little after
+ * its destroy);
  * a value that cannot be had again fails the restore of that session,
  * loudly: a texture read through a wrong object is never acceptable.
  *
@@ -17,12 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "worker/arrays.h"
 #include "worker_gen.h"
 
 #define MAX_FILLERS 65536u
+#define MAX_WAITS   250u /* of 2 ms each, for a value the driver has not freed yet */
 
 /* The client's resource with real arrays in, checked; remake: arrays the
  * client destroyed are found too (an object made before that). */
@@ -190,6 +195,7 @@ static void fillers_free(struct lupw_session *s, struct filler *f, size_t n)
 static int remake_one(struct lupw_session *s, const struct lupw_texobj *o, struct filler **f, size_t *nf, size_t *capf,
                       char *why, size_t whylen)
 {
+        unsigned waits = 0;
         for (;;) {
                 uint64_t v = 0;
                 CUresult r = make(s, o, true, &v);
@@ -200,6 +206,15 @@ static int remake_one(struct lupw_session *s, const struct lupw_texobj *o, struc
                 }
                 if (v == o->value)
                         return note(s, o) == CUDA_SUCCESS ? 0 : -ENOMEM;
+                if (v > o->value && waits < MAX_WAITS) {
+                        /* the driver frees a value some time after its
+                         * destroy (its own array copies take some): wait */
+                        (void)(o->surface ? lupw_be(s)->cuSurfObjectDestroy(v) : lupw_be(s)->cuTexObjectDestroy(v));
+                        (void)lupw_be(s)->cuCtxSynchronize();
+                        nanosleep(&(struct timespec){ .tv_nsec = 2000000 }, NULL);
+                        waits++;
+                        continue;
+                }
                 if (v > o->value || *nf >= MAX_FILLERS || lup_array_grow((void **)f, capf, *nf + 1, sizeof(**f)) < 0) {
                         (void)(o->surface ? lupw_be(s)->cuSurfObjectDestroy(v) : lupw_be(s)->cuTexObjectDestroy(v));
                         snprintf(why, whylen,
@@ -212,20 +227,44 @@ static int remake_one(struct lupw_session *s, const struct lupw_texobj *o, struc
         }
 }
 
-int lupw_texobjs_remake(struct lupw_session *s, const struct lupw_texobj *t, size_t n, char *why, size_t whylen)
+/* Contexts, then values, ascending: an object's fillers take only values
+ * below it, never one a later object needs. */
+static int by_ctx_value(const void *a, const void *b)
+{
+        const struct lupw_texobj *x = *(const struct lupw_texobj *const *)a, *y = *(const struct lupw_texobj *const *)b;
+        if (x->ctx != y->ctx)
+                return x->ctx < y->ctx ? -1 : 1;
+        return x->value < y->value ? -1 : x->value > y->value;
+}
+
+int lupw_texobjs_remake(struct lupw_session *s, const struct lupw_texobj *objs, size_t n, char *why, size_t whylen)
 {
         struct filler *f = NULL;
         size_t nf = 0, capf = 0;
+        const struct lupw_texobj **sorted = calloc(n ? n : 1, sizeof(*sorted));
+        if (!sorted) {
+                snprintf(why, whylen, "out of memory for %zu texture and surface objects", n);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++)
+                sorted[i] = &objs[i];
+        qsort(sorted, n, sizeof(*sorted), by_ctx_value);
         int rc = 0;
         for (size_t i = 0; rc == 0 && i < n; i++) {
-                if (lupw_bind_ctx(s, t[i].ctx) != CUDA_SUCCESS) {
-                        snprintf(why, whylen, "texture object %#" PRIx64 ": its context is gone", t[i].value);
+                const struct lupw_texobj *t = sorted[i];
+                if (i > 0 && t->ctx != sorted[i - 1]->ctx) {
+                        fillers_free(s, f, nf); /* another context: its own values */
+                        f = NULL, nf = capf = 0;
+                }
+                if (lupw_bind_ctx(s, t->ctx) != CUDA_SUCCESS) {
+                        snprintf(why, whylen, "texture object %#" PRIx64 ": its context is gone", t->value);
                         rc = -EIO;
                         break;
                 }
-                rc = remake_one(s, &t[i], &f, &nf, &capf, why, whylen);
+                rc = remake_one(s, t, &f, &nf, &capf, why, whylen);
         }
         fillers_free(s, f, nf);
+        free(sorted);
         if (rc < 0)
                 lup_err("session %s: %s", s->name, why);
         return rc;

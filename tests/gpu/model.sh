@@ -17,6 +17,11 @@ BUILD=${1:?usage: model.sh BUILD_DIR MODEL_DIR}
 MODEL=${2:?usage: model.sh BUILD_DIR MODEL_DIR}
 OUTDIR=$(mktemp -d /tmp/lupine-model.XXXXXX)
 . tests/gpu/compare_lib.sh
+# The driver's JIT cache decides whether cuLinkAddData writes an info log
+# (a cached PTX is not compiled again, locally as through lupine: learned
+# on the H200 with tests/gpu/probes/texobj_jit.sh): no cache on either side,
+# so that the local run and lupine's both compile
+export CUDA_CACHE_DISABLE=1
 start_lupined || { echo "lupine model: FAILED, lupined did not start"; exit 1; }
 
 # name prog args...: the local output (compare's) against a run through a
