@@ -265,9 +265,10 @@ CUresult lupw_lupJitAdd(struct lupw_session *s, uint64_t id, uint64_t blob)
         for (uint32_t i = 0; i < q.n_inputs && r == CUDA_SUCCESS; i++)
                 if ((r = add_one(s, e, &q.inputs[i])) == CUDA_SUCCESS)
                         e->n_inputs++;
-        lup_debug("session %s: link %#" PRIx64 ": %u input(s), CUDA error %d; info log %zu bytes (size %u), error log %zu bytes (size %u)",
-                  s->name, id, e->n_inputs, (int)r, strlen(e->info), filled(e, e->at_info, UINT32_MAX), strlen(e->error),
-                  filled(e, e->at_error, UINT32_MAX));
+        lup_debug("session %s: link %#" PRIx64
+                  ": %u input(s), CUDA error %d; info log %zu bytes (size %u), error log %zu bytes (size %u)",
+                  s->name, id, e->n_inputs, (int)r, strlen(e->info), filled(e, e->at_info, UINT32_MAX),
+                  strlen(e->error), filled(e, e->at_error, UINT32_MAX));
 out:
         lupw_blob_release(s, blob); /* q's inputs point into it */
         free(q.inputs);

@@ -14,9 +14,10 @@ static CUdeviceptr lin;
 
 static CUtexObject tex(void)
 {
-        CUDA_RESOURCE_DESC r = { .resType = CU_RESOURCE_TYPE_LINEAR,
-                                 .res.linear = { .devPtr = lin, .format = CU_AD_FORMAT_FLOAT,
-                                                 .numChannels = 1, .sizeInBytes = 4096 } };
+        CUDA_RESOURCE_DESC r = {
+                .resType = CU_RESOURCE_TYPE_LINEAR,
+                .res.linear = { .devPtr = lin, .format = CU_AD_FORMAT_FLOAT, .numChannels = 1, .sizeInBytes = 4096 }
+        };
         CUDA_TEXTURE_DESC t = { .filterMode = CU_TR_FILTER_MODE_POINT };
         CUtexObject o = 0;
         CUresult rc = cuTexObjectCreate(&o, &r, &t, NULL);
@@ -34,8 +35,9 @@ static void show(const char *step)
 
 static CUarray array2d(unsigned flags)
 {
-        CUDA_ARRAY3D_DESCRIPTOR d = { .Width = 16, .Height = 16, .Format = CU_AD_FORMAT_FLOAT,
-                                      .NumChannels = 1, .Flags = flags };
+        CUDA_ARRAY3D_DESCRIPTOR d = {
+                .Width = 16, .Height = 16, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1, .Flags = flags
+        };
         CUarray a = NULL;
         if (cuArray3DCreate(&a, &d))
                 printf("  cuArray3DCreate failed\n");
@@ -52,8 +54,7 @@ int main(int argc, char **argv)
         show("fresh primary context");
         show("again (after a destroy)");
         CUtexObject a = tex(), b = tex(), c = tex();
-        printf("three live: %#llx %#llx %#llx\n", (unsigned long long)a, (unsigned long long)b,
-               (unsigned long long)c);
+        printf("three live: %#llx %#llx %#llx\n", (unsigned long long)a, (unsigned long long)b, (unsigned long long)c);
         cuTexObjectDestroy(b);
         show("middle one destroyed");
         cuTexObjectDestroy(a);
@@ -69,8 +70,9 @@ int main(int argc, char **argv)
         printf("surface object: rc %d value %#llx\n", cuSurfObjectCreate(&so, &rs), (unsigned long long)so);
         show("with a live surface object");
         cuSurfObjectDestroy(so);
-        CUDA_ARRAY3D_DESCRIPTOR md = { .Width = 32, .Height = 32, .Format = CU_AD_FORMAT_UNSIGNED_INT8,
-                                       .NumChannels = 4 };
+        CUDA_ARRAY3D_DESCRIPTOR md = {
+                .Width = 32, .Height = 32, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4
+        };
         CUmipmappedArray m;
         if (cuMipmappedArrayCreate(&m, &md, 3) == 0)
                 show("after cuMipmappedArrayCreate");
