@@ -488,6 +488,13 @@ static int serve(struct lupw_session *s)
 
         lupw_tx_busy(s, true);
         lupw_tx_start(s);
+        /* Frames an upgrade handed over with the connection may be whole
+         * already (a recv the drain cancelled had got them): the client
+         * waits for their replies and sends nothing more, so run them now,
+         * not on the next input (seen on the H200: a hang after an
+         * upgrade with 160 bytes handed over). */
+        if (s->fd >= 0 && s->rx.len > s->rx.off)
+                input_arrived(s, 0);
 
         while (!s->loop.stop) {
                 struct io_uring_sqe *sqe;
