@@ -51,7 +51,6 @@ static struct sim_svec mipmaps = { .max = MAX_ARRAYS };
 static struct sim_svec objects = { .max = MAX_OBJECTS };
 static uint64_t first_object; /* 0: not read yet */
 
-/* Lock held exclusive. */
 /* Objects are keyed by context and value: each context numbers its own
  * from 1 (LUPINE_SIM_TEXOBJ_FIRST), lowest free first, as the H200's
  * driver does. */
@@ -465,8 +464,11 @@ static CUresult object_create(uint64_t *ret, const struct sim_texobj *o)
         CUresult r = sim_ctx_current(drv, &c, NULL);
         if (r == CUDA_SUCCESS)
                 r = resource_check(drv, &o->res, o->surface);
-        if (r == CUDA_SUCCESS && sim_svec_insert(&objects, object_key(c, v = take_value(c)), n) < 0)
-                r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (r == CUDA_SUCCESS) {
+                v = take_value(c);
+                if (sim_svec_insert(&objects, object_key(c, v), n) < 0)
+                        r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
         sim_unlock(drv);
         if (r != CUDA_SUCCESS) {
                 free(n);

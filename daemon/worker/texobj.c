@@ -106,6 +106,12 @@ static CUresult note(struct lupw_session *s, const struct lupw_texobj *o)
         return CUDA_SUCCESS;
 }
 
+/* Gives the driver's object of value v back. */
+static CUresult value_destroy(struct lupw_session *s, uint64_t v, bool surface)
+{
+        return surface ? lupw_be(s)->cuSurfObjectDestroy(v) : lupw_be(s)->cuTexObjectDestroy(v);
+}
+
 static CUresult create(struct lupw_session *s, struct lupw_texobj *o, uint64_t *value)
 {
         uint64_t v = 0;
@@ -117,10 +123,7 @@ static CUresult create(struct lupw_session *s, struct lupw_texobj *o, uint64_t *
         o->value = v;
         o->ctx = s->ctx.bound_id;
         if ((r = note(s, o)) != CUDA_SUCCESS) {
-                if (o->surface)
-                        (void)lupw_be(s)->cuSurfObjectDestroy(v);
-                else
-                        (void)lupw_be(s)->cuTexObjectDestroy(v);
+                (void)value_destroy(s, v, o->surface);
                 return r;
         }
         *value = v;
@@ -158,7 +161,7 @@ static CUresult destroy(struct lupw_session *s, uint64_t value, bool surface)
         if (found == (size_t)-1)
                 return CUDA_ERROR_INVALID_VALUE;
         i = found;
-        CUresult r = surface ? lupw_be(s)->cuSurfObjectDestroy(value) : lupw_be(s)->cuTexObjectDestroy(value);
+        CUresult r = value_destroy(s, value, surface);
         if (r != CUDA_SUCCESS)
                 return r;
         memmove(&A->objs[i], &A->objs[i + 1], (A->n_objs - i - 1) * sizeof(*A->objs));
@@ -185,8 +188,7 @@ struct filler {
 static void fillers_free(struct lupw_session *s, struct filler *f, size_t n)
 {
         for (size_t i = 0; i < n; i++)
-                (void)(f[i].surface ? lupw_be(s)->cuSurfObjectDestroy(f[i].value)
-                                    : lupw_be(s)->cuTexObjectDestroy(f[i].value));
+                (void)value_destroy(s, f[i].value, f[i].surface);
         free(f);
 }
 
@@ -209,14 +211,14 @@ static int remake_one(struct lupw_session *s, const struct lupw_texobj *o, struc
                 if (v > o->value && waits < MAX_WAITS) {
                         /* the driver frees a value some time after its
                          * destroy (its own array copies take some): wait */
-                        (void)(o->surface ? lupw_be(s)->cuSurfObjectDestroy(v) : lupw_be(s)->cuTexObjectDestroy(v));
+                        (void)value_destroy(s, v, o->surface);
                         (void)lupw_be(s)->cuCtxSynchronize();
                         nanosleep(&(struct timespec){ .tv_nsec = 2000000 }, NULL);
                         waits++;
                         continue;
                 }
                 if (v > o->value || *nf >= MAX_FILLERS || lup_array_grow((void **)f, capf, *nf + 1, sizeof(**f)) < 0) {
-                        (void)(o->surface ? lupw_be(s)->cuSurfObjectDestroy(v) : lupw_be(s)->cuTexObjectDestroy(v));
+                        (void)value_destroy(s, v, o->surface);
                         snprintf(why, whylen,
                                  "%s object %#" PRIx64 " came back as %#" PRIx64
                                  ": kernels holding the old value would read the wrong %s",
