@@ -43,6 +43,8 @@ static void print_session(const struct ctl_opts *o, const struct lup_admin_sessi
         printf("%-24s slot %-3d ", se->name, se->slot);
         print_state(o, se->state);
         printf(" pid %d", se->pid);
+        if (se->unresponsive)
+                printf("%s  NOT ANSWERING ITS HEARTBEAT%s", o->color ? "\033[31m" : "", o->color ? "\033[0m" : "");
         if (!se->has_stats) {
                 printf("\n");
                 return;
@@ -64,6 +66,27 @@ static void print_session(const struct ctl_opts *o, const struct lup_admin_sessi
                 ctl_human_bytes((double)se->progress_total, total, sizeof(total));
                 printf("%-24s %s: %lld%%, %s of %s\n", "", se->progress,
                        (long long)(se->progress_done * 100 / se->progress_total), done, total);
+        }
+}
+
+/* "health: ok ..." and a line per GPU that is not ok (docs/health.md). */
+static void print_health(const struct ctl_opts *o, const struct lup_admin_health *h)
+{
+        bool ok = true;
+
+        if (!h->present)
+                return;
+        for (int i = 0; i < h->n_gpus; i++)
+                ok &= strcmp(h->gpu[i].state, "ok") == 0;
+        printf("health: %s%s%s (policy %s), %s", o->color && !ok ? "\033[31m" : "", ok ? "ok" : "NOT OK",
+               o->color && !ok ? "\033[0m" : "", h->policy, h->admitting ? "admitting sessions" : "NOT ADMITTING");
+        if (h->drained)
+                printf(", %lld session(s) drained by it", (long long)h->drained);
+        printf("\n");
+        for (int i = 0; i < h->n_gpus; i++) {
+                const struct lup_admin_gpu_health *g = &h->gpu[i];
+                if (strcmp(g->state, "ok") != 0)
+                        printf("  GPU %d %s: %s\n", g->index, g->state, g->why[0] ? g->why : "-");
         }
 }
 
@@ -108,6 +131,7 @@ int ctl_status(const struct ctl_opts *o)
                        : st->stopping ? "stopping"
                                       : "not draining",
                        st->n);
+                print_health(o, &st->health);
                 for (int i = 0; i < st->n; i++)
                         print_session(o, &st->s[i]);
                 if (st->n_limits > 0)

@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 
 #include "admin.h"
+#include "admin_health.h"
 #include "buf.h"
 #include "frame.h"
 
@@ -185,6 +186,9 @@ static int session_encode(struct json_object *arr, const struct lup_admin_sessio
                 goto out_put;
         if (se->has_stats && (r = stats_encode(o, se)) < 0)
                 goto out_put;
+        /* only when true: the keys lupined has always sent stay as they were */
+        if (se->unresponsive && (r = obj_add(o, "unresponsive", json_object_new_boolean(true))) < 0)
+                goto out_put;
         if (json_object_array_add(arr, o) < 0) {
                 r = -ENOMEM;
                 goto out_put;
@@ -245,7 +249,7 @@ int lup_admin_status_encode(const struct lup_admin_status *st, char **ret_text, 
                         goto out_put;
         if ((r = obj_add(top, "count", json_object_new_int(st->n))) < 0)
                 goto out_put;
-        if ((r = limits_encode(top, st)) < 0)
+        if ((r = limits_encode(top, st)) < 0 || (r = lup_admin_health_encode(top, &st->health)) < 0)
                 goto out_put;
         /* No "\/": nothing reads the text as HTML. */
         s = json_object_to_json_string_length(top, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
@@ -436,7 +440,7 @@ static int status_read(struct json_object *top, struct lup_admin_status *st, con
                 *ret_why = "a daemon field of the wrong type or size";
                 return -EBADMSG;
         }
-        if (limits_read(top, st, ret_why) < 0)
+        if (limits_read(top, st, ret_why) < 0 || lup_admin_health_decode(top, &st->health, ret_why) < 0)
                 return -EBADMSG;
         if (!arr)
                 return 0;
@@ -450,7 +454,8 @@ static int status_read(struct json_object *top, struct lup_admin_status *st, con
 
                 if (!json_object_is_type(o, json_type_object) || get_str(o, "name", se->name, sizeof(se->name)) < 0 ||
                     get_int(o, "slot", &se->slot) < 0 || get_str(o, "state", se->state, sizeof(se->state)) < 0 ||
-                    get_int(o, "pid", &se->pid) < 0 || stats_read(o, se) < 0) {
+                    get_int(o, "pid", &se->pid) < 0 || stats_read(o, se) < 0 ||
+                    get_bool(o, "unresponsive", &se->unresponsive) < 0) {
                         *ret_why = "a session field of the wrong type or size";
                         return -EBADMSG;
                 }

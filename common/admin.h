@@ -77,6 +77,7 @@ struct lup_admin_session {
         int64_t checkpoint_age_s;              /* -1: never */
         char progress[LUP_ADMIN_MAX_WORD];     /* "checkpoint", "restore", or "" for none */
         int64_t progress_done, progress_total; /* bytes */
+        bool unresponsive;                     /* its worker misses heartbeats (the health watch) */
 };
 
 /* One configured limit (docs/security.md): sent as "limits": {NAME: VALUE}
@@ -88,6 +89,24 @@ struct lup_admin_limit {
         int64_t hits;  /* times it refused or ended something since the start */
 };
 
+/* The GPU health watch (docs/health.md): sent as "health" after the
+ * limits. */
+struct lup_admin_gpu_health {
+        int index;
+        char state[LUP_ADMIN_MAX_WORD]; /* ok, failing (not yet --health-retries times), alarm, unwatched */
+        char why[160];                  /* the failing check; "" when ok */
+        int64_t alarms;                 /* raised since the start */
+};
+
+struct lup_admin_health {
+        bool present;                    /* the daemon sent "health" */
+        char policy[LUP_ADMIN_MAX_WORD]; /* drain, report, off */
+        bool admitting;                  /* new sessions are admitted */
+        int64_t drained;                 /* sessions the watch drained */
+        int n_gpus;
+        struct lup_admin_gpu_health gpu[LUP_MAX_DEVICES];
+};
+
 struct lup_admin_status {
         char version[LUP_ADMIN_MAX_WORD];
         char backend[LUP_ADMIN_MAX_WORD];
@@ -97,6 +116,7 @@ struct lup_admin_status {
         struct lup_admin_session s[LUP_ARENA_SLOTS];
         int n_limits;
         struct lup_admin_limit limits[LUP_ADMIN_MAX_LIMITS];
+        struct lup_admin_health health;
 };
 
 /* The STATUS JSON object for st, into a malloc'd NUL-terminated

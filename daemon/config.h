@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "health_cfg.h"
 #include "lupine/wire.h"
 #include "net.h"
 
@@ -67,6 +68,7 @@ struct lupd_config {
         enum lupd_ckpt_mode checkpoint_mode; /* --checkpoint-mode (issue 5) */
         int checkpoint_lanes;           /* --checkpoint-lanes; 0: LUPINE_CHECKPOINT_LANES or automatic */
         bool checkpoint_verify;         /* --checkpoint-verify (or LUPINE_CHECKPOINT_VERIFY=1) */
+        struct lupd_health_cfg health;  /* --health-*, --thermal-limit (docs/health.md) */
         char **argv;                    /* the command line, for re-executing on upgrade */
         /* worker mode only */
         bool worker;

@@ -120,7 +120,15 @@ enum lupd_ctl_type {
         LUPD_CTL_HOT_END = 13,
         LUPD_CTL_STATS = 14,
         LUPD_CTL_LOG_LEVELS = 15,
+        LUPD_CTL_HEARTBEAT = 16,
 };
+
+/* LUPD_CTL_HEARTBEAT (worker -> supervisor), every --health-interval from
+ * a thread of its own (worker/sup_beat.c), in any phase: u32 type, u32
+ * the GPUs the session holds a context or memory on (bit N: device N).
+ * The health watch (supervisor/health.c) counts a worker whose heartbeat
+ * is older than --health-timeout as not answering. */
+#define LUPD_CTL_HEARTBEAT_LEN 8u
 
 /* LUPD_CTL_SHUTDOWN's optional u32 flags */
 #define LUPD_SHUTDOWN_FORGET 1u /* delete the session's checkpoint first (lupinectl sessions kill --delete) */

@@ -99,6 +99,7 @@ static const struct option long_options[] = {
         { "auth-tokens", required_argument, NULL, OPT_AUTH_TOKENS },
         { "max-sessions-per-tenant", required_argument, NULL, OPT_MAX_SESSIONS_TENANT },
         { "max-detached-per-tenant", required_argument, NULL, OPT_MAX_DETACHED_TENANT },
+        LUPD_HEALTH_LONG_OPTIONS,
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { "worker", no_argument, NULL, OPT_WORKER },
@@ -231,7 +232,8 @@ static const char usage_text[] =
 "                          off).\n"
 "      --max-detached-per-tenant N\n"
 "                          New sessions are refused to a tenant that has N\n"
-"                          sessions without a client, 0..%d (default %d; 0: off).\n"
+"                          sessions without a client, 0..%d (default %d; 0: off).\n";
+static const char usage_tail[] =
 "\n"
 "Internal options (the supervisor passes them to the workers it starts;\n"
 "not for use by hand):\n"
@@ -296,7 +298,9 @@ static void print_usage(FILE *f)
                 LUPD_PENDING_LIMIT_MAX, LUPD_PENDING_DEFAULT, LUPD_PENDING_LIMIT_MAX, LUPD_PENDING_PER_PEER_DEFAULT,
                 LUPD_UPLOAD_CAP_SESSION_MAX_MIB, LUPD_UPLOAD_CAP_SESSION_DEFAULT_MIB, LUPD_UPLOAD_CAP_TOTAL_MAX_MIB,
                 LUPD_UPLOAD_CAP_TOTAL_DEFAULT_MIB, LUPD_MAX_SESSIONS, LUPD_SESSIONS_PER_TENANT_DEFAULT,
-                LUPD_MAX_SESSIONS, LUPD_DETACHED_PER_TENANT_DEFAULT, LUPD_SHUTDOWN_GRACE_MS / 1000);
+                LUPD_MAX_SESSIONS, LUPD_DETACHED_PER_TENANT_DEFAULT);
+        lupd_health_usage(f);
+        fprintf(f, usage_tail, LUPD_SHUTDOWN_GRACE_MS / 1000);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -621,6 +625,8 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                         r = parse_checkpoint_option(c, optarg, cfg);
                         if (r == 0)
                                 r = parse_limit_option(c, optarg, cfg);
+                        if (r == 0)
+                                r = lupd_health_parse_option(c, optarg, &cfg->health);
                         if (r < 0)
                                 return r;
                         if (r > 0)
@@ -711,6 +717,7 @@ int main(int argc, char **argv)
         int r;
 
         ensure_stdio();
+        lupd_health_defaults(&cfg.health);
         cfg.argv = argv;
         r = parse_args(argc, argv, &cfg);
         if (r < 0)

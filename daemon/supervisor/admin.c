@@ -154,9 +154,11 @@ static void admin_status(struct sup *s, int idx)
                 out->slot = se->slot;
                 out->pid = (int)se->pid;
                 admin_session_stats(se, out);
+                out->unresponsive = se->unresponsive;
                 st->n++;
         }
         admin_limits(s, st);
+        sup_health_report(s, &st->health);
         r = lup_admin_status_encode(st, &text, &len);
         if (r < 0) {
                 sup_conn_close(s, idx, (uint32_t)-r, "ADMIN STATUS: cannot write the reply: %s", strerror(-r));

@@ -153,6 +153,8 @@ struct setting {
         const char *applies;
 };
 
+#define SETTINGS_MAX 16
+
 static int settings(struct sup *s, struct setting *out)
 {
         struct lupd_config *c = s->cfg;
@@ -170,12 +172,14 @@ static int settings(struct sup *s, struct setting *out)
                                      "at once" };
         out[n++] = (struct setting){ "max_detached_per_tenant", &c->max_detached_per_tenant, 0, LUPD_MAX_SESSIONS,
                                      "at once" };
+        out[n++] = (struct setting){ "thermal_limit_c", &c->health.thermal_limit_c, 0, 200, "at once" };
+        out[n++] = (struct setting){ "health_retries", &c->health.retries, 1, 100, "at once" };
         return n;
 }
 
 static void admin_config_show(struct sup *s, int idx)
 {
-        struct setting set[8];
+        struct setting set[SETTINGS_MAX];
         int n = settings(s, set);
         struct json_object *top = json_object_new_object();
 
@@ -187,7 +191,7 @@ static void admin_config_show(struct sup *s, int idx)
 
 static void admin_config_set(struct sup *s, int idx, const char *arg)
 {
-        struct setting set[8];
+        struct setting set[SETTINGS_MAX];
         int n = settings(s, set);
         const char *eq = strchr(arg, '=');
         char key[64], why[200], msg[400];

@@ -133,7 +133,10 @@ static void conn_route(struct sup *s, int idx, int entry, bool start, const stru
  *   key unknown, token non-zero     refused with CUDA_ERROR_DEVICE_UNAVAILABLE
  *                                   "session NAME no longer exists", so the
  *                                   client stops retrying;
- *   key unknown, token zero         a new session, within the tenant's caps.
+ *   key unknown, token non-zero,    refused as moved (not "no longer exists"),
+ *   drained by the health watch     so the client tries its other servers;
+ *   key unknown, token zero         a new session, within the tenant's caps,
+ *                                   unless the health watch stops admitting.
  */
 static void conn_hello(struct sup *s, int idx)
 {
@@ -173,8 +176,20 @@ static void conn_hello(struct sup *s, int idx)
                 conn_route(s, idx, entry, false, &fwd_hdr, fwd, hello.name);
                 return;
         }
+        if (!token_is_zero(hello.token) && sup_health_moved(s, key)) {
+                /* not "no longer exists": the client goes on to its other servers */
+                sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE,
+                               "session %s was checkpointed and moved off this host by its GPU health watch; a "
+                               "lupined sharing the checkpoint store can restore it",
+                               hello.name);
+                return;
+        }
         if (!token_is_zero(hello.token)) {
                 sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "session %s no longer exists", hello.name);
+                return;
+        }
+        if (!sup_health_admitting(s, why_buf, sizeof(why_buf))) {
+                sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "not admitting new sessions: %s", why_buf);
                 return;
         }
         if (sup_tenant_caps(s, key, why_buf, sizeof(why_buf)) < 0) {
@@ -194,6 +209,7 @@ static void conn_hello(struct sup *s, int idx)
                 sup_conn_close(s, idx, CUDA_ERROR_INVALID_VALUE, "invalid session name");
                 return;
         }
+        sup_health_forget(s, key);
         if (tenant[0])
                 lup_info("session %s of tenant %s: new, from %s", key, tenant, c->peer);
         conn_route(s, idx, entry, true, &fwd_hdr, fwd, hello.name);

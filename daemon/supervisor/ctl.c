@@ -301,6 +301,13 @@ static int ctl_plain_message(struct sup *s, int idx, size_t len)
                 break;
         case LUPD_CTL_STATS:
                 return on_stats(s, idx, len);
+        case LUPD_CTL_HEARTBEAT:
+                if (len != LUPD_CTL_HEARTBEAT_LEN) {
+                        worker_violation(s, idx, "a malformed heartbeat");
+                        return -EPROTO;
+                }
+                sup_health_on_beat(s, idx, lup_le32(se->ctl_buf + 4));
+                return 0;
         default:
                 ok = false;
                 want = 0;

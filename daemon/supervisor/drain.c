@@ -222,6 +222,42 @@ static bool drainable(const struct lupd_session *se)
         return se->state == LUPD_SESSION_LIVE && se->phase != LUPD_PHASE_FAILED;
 }
 
+/* ---- one session, the daemon going on (the health watch) */
+
+int sup_drain_session(struct sup *s, int idx, const char *why)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        int r;
+
+        if (!drainable(se) || se->drain_sent)
+                return -EALREADY;
+        se->drain_sent = true;
+        se->health_drain = true;
+        se->was_pristine = se->restore && (se->phase == LUPD_PHASE_RESTORING || se->phase == LUPD_PHASE_WAITING);
+        se->drain_deadline = sup_now_ms() + (uint64_t)s->cfg->drain_timeout_s * 1000u;
+        r = sup_worker_send_drain(s, idx, LUPD_DRAIN_DURABLE);
+        if (r < 0) {
+                lup_warn("cannot tell worker %d (session %s) to drain: %s", (int)se->pid, se->name, strerror(-r));
+                return 0; /* it is dying; the reaper gives the verdict */
+        }
+        lup_warn("session %s: draining to a durable checkpoint (%s); its client is told to reconnect, to another "
+                 "host if this one does not admit it",
+                 se->name, why);
+        return 0;
+}
+
+void sup_drain_session_expire(struct sup *s, int idx)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        char why[192];
+
+        snprintf(why, sizeof(why),
+                 "its worker %d did not finish the checkpoint within %d s (--drain-timeout); killed it", (int)se->pid,
+                 s->cfg->drain_timeout_s);
+        drain_verdict(s, idx, FAILED, why);
+        sup_worker_kill(s, idx);
+}
+
 void sup_drain_begin(struct sup *s, const char *why)
 {
         uint64_t now = sup_now_ms();
@@ -258,7 +294,7 @@ void sup_drain_begin(struct sup *s, const char *why)
                 struct lupd_session *se = &s->reg.s[i];
                 int r;
 
-                if (!drainable(se))
+                if (!drainable(se) || se->drain_sent) /* the health watch drains it already */
                         continue;
                 se->drain_sent = true;
                 se->was_pristine = se->restore &&

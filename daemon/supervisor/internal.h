@@ -18,6 +18,7 @@
  *   supervisor/admin.c       ADMIN requests (lupinectl) instead of HELLO;
  *   supervisor/nvml.c        NVML requests (libnvidia-ml.so.1) instead of HELLO, with
  *                            their values from supervisor/nvml_host.c or nvml_sim.c;
+ *   supervisor/health.c      the GPU health watch: NVML checks, heartbeats, alarms, drains;
  *   supervisor/conn.c        pending connections: reading and judging HELLO;
  *   supervisor/restore.c     restore at start: provider listing, restore workers;
  *   supervisor/ctl.c         the control channel: READY, ATTACHED, DETACHED, DRAINED,
@@ -138,6 +139,33 @@ struct sup_held {
         char name[256]; /* its LISTEN_FDNAMES name (supervisor/fdstore.c) */
 };
 
+/* The health watch's view of one GPU (supervisor/health.c). */
+struct sup_gpu_health {
+        bool alarm;
+        int bad, good;     /* failed and passed checks in a row */
+        char why[160];     /* the failing check (while in alarm: the one that raised it) */
+        uint64_t since_ms; /* the alarm was raised then */
+        uint64_t alarms;   /* raised since the start */
+        bool ecc_seen;     /* ecc_base holds the first uncorrectable count seen */
+        uint64_t ecc_base;
+        uint32_t xid;          /* the last alarming Xid ... */
+        uint64_t xid_until_ms; /* ... which counts until then */
+        bool said_no_store;    /* "no checkpoint provider" was logged for this alarm */
+};
+
+/* Session names the watch drained: their clients hear "moved", not "gone". */
+#define SUP_HEALTH_MOVED_MAX 64u
+
+struct sup_health {
+        struct sup_gpu_health gpu[LUP_MAX_DEVICES];
+        unsigned n_gpus; /* GPUs seen so far (a lost one stays counted) */
+        uint64_t next_check_ms;
+        uint64_t drained;      /* sessions drained by the watch */
+        uint64_t hung_workers; /* workers found not answering */
+        char moved[SUP_HEALTH_MOVED_MAX][LUP_MAX_NAME + 1];
+        unsigned n_moved, moved_next;
+};
+
 /* Why the supervisor is stopping, if it is. */
 enum sup_stop {
         SUP_RUNNING = 0,
@@ -205,6 +233,7 @@ struct sup {
         /* TLS and authentication (supervisor/auth.c, docs/security.md) */
         struct lup_tls_ctx *tls_ctx; /* --tls-cert: the first handshake's context */
         struct lupd_tokens auth;     /* --auth-tokens */
+        struct sup_health health;    /* supervisor/health.c */
 };
 
 static inline int safe_close(int fd)
@@ -303,6 +332,25 @@ void sup_conn_unpark(struct sup *s);
  * connection handed to a worker goes this way too. */
 void sup_conn_drop(struct sup *s, int idx);
 
+/* ---- supervisor/health.c */
+
+struct lup_admin_health;
+/* Whether the watch runs (--health-policy is not off). */
+bool sup_health_enabled(const struct sup *s);
+/* Worker idx's heartbeat, with the GPUs it uses. */
+void sup_health_on_beat(struct sup *s, int idx, uint32_t devices);
+/* Every tick: checks the GPUs and heartbeats when one is due, raises and
+ * clears alarms, drains. */
+void sup_health_tick(struct sup *s, uint64_t now);
+/* Whether new sessions are admitted; if not, why (when why != NULL). */
+bool sup_health_admitting(const struct sup *s, char *why, size_t cap);
+/* Whether session key `name` was drained off this host by the watch. */
+bool sup_health_moved(const struct sup *s, const char *name);
+/* A new session of that name began here: it is no longer "moved". */
+void sup_health_forget(struct sup *s, const char *name);
+/* The watch's state for STATUS. */
+void sup_health_report(const struct sup *s, struct lup_admin_health *out);
+
 /* ---- supervisor/conn.c */
 
 /* Completion of the recv into pending-connection slot idx: reads on, or
@@ -394,6 +442,12 @@ void sup_reap_workers(struct sup *s);
 void sup_drain_begin(struct sup *s, const char *why);
 /* The tick while draining: EXTEND_TIMEOUT_USEC, the drain deadline. */
 void sup_drain_tick(struct sup *s, uint64_t now);
+/* Worker idx alone checkpoints (durable) and exits, the daemon going on
+ * (the health watch; why is logged). 0, or -EALREADY when it cannot be
+ * drained (failed, already draining). */
+int sup_drain_session(struct sup *s, int idx, const char *why);
+/* That drain passed --drain-timeout: the verdict, and SIGKILL. */
+void sup_drain_session_expire(struct sup *s, int idx);
 /* Worker idx reported LUPD_CTL_DRAINED with status. */
 void sup_drain_on_drained(struct sup *s, int idx, int32_t status);
 /* Worker idx, told to drain, is gone without DRAINED (wait_status from

@@ -301,6 +301,25 @@ static void gpu_metrics(struct out *o, struct sup *s)
         }
 }
 
+/* The health watch (docs/health.md): per GPU, and the daemon's admission. */
+static void health_metrics(struct out *o, struct sup *s)
+{
+        const struct sup_health *h = &s->health;
+
+        family(o, "lupine_admitting", "gauge", "1 while new sessions are admitted (0: a GPU health alarm, or a stop)");
+        put(o, "lupine_admitting %d\n", !s->stopping && sup_health_admitting(s, NULL, 0) ? 1 : 0);
+        family(o, "lupine_gpu_healthy", "gauge", "0 while the GPU is in a health alarm");
+        for (unsigned d = 0; d < h->n_gpus; d++)
+                put(o, "lupine_gpu_healthy{gpu=\"%u\"} %d\n", d, h->gpu[d].alarm ? 0 : 1);
+        family(o, "lupine_gpu_health_alarms_total", "counter", "health alarms raised for the GPU");
+        for (unsigned d = 0; d < h->n_gpus; d++)
+                put(o, "lupine_gpu_health_alarms_total{gpu=\"%u\"} %llu\n", d, (unsigned long long)h->gpu[d].alarms);
+        family(o, "lupine_health_drained_sessions_total", "counter", "sessions drained by the health watch");
+        put(o, "lupine_health_drained_sessions_total %llu\n", (unsigned long long)h->drained);
+        family(o, "lupine_health_hung_workers_total", "counter", "workers found not answering their heartbeat");
+        put(o, "lupine_health_hung_workers_total %llu\n", (unsigned long long)h->hung_workers);
+}
+
 void sup_metrics_update(struct sup *s, uint64_t now, bool force)
 {
         struct out o = { 0 };
@@ -328,6 +347,7 @@ void sup_metrics_update(struct sup *s, uint64_t now, bool force)
                 per_session(&o, s, "lupine_session_memory_bytes", "gauge", "device memory the session holds", 3);
                 per_session(&o, s, "lupine_session_checkpoint_epoch", "gauge", "its last committed checkpoint", 4);
                 gpu_metrics(&o, s);
+                health_metrics(&o, s);
                 if (!o.full)
                         break;
                 free(o.p);

@@ -377,3 +377,82 @@ int lupd_nvml_host_fill(struct lup_nvml_snapshot *s, const pid_t *pids, int n)
         }
         return 0;
 }
+
+/* ---- Xid events for the health watch */
+
+/* nvmlEventData_t, as NVML's header has it */
+struct host_event {
+        nvmlDevice_t device;
+        unsigned long long type, data;
+        unsigned int gpu_instance, compute_instance;
+};
+#define XID_CRITICAL 0x8ull /* nvmlEventTypeXidCriticalError */
+
+int lupd_nvml_host_xids(struct lupd_xid *out, int max)
+{
+        typedef nvmlReturn_t (*fn_create)(void **);
+        typedef nvmlReturn_t (*fn_register)(nvmlDevice_t, unsigned long long, void *);
+        typedef nvmlReturn_t (*fn_wait)(void *, struct host_event *, unsigned int);
+        typedef nvmlReturn_t (*fn_count)(unsigned int *);
+        typedef nvmlReturn_t (*fn_handle)(unsigned int, nvmlDevice_t *);
+        typedef nvmlReturn_t (*fn_index)(nvmlDevice_t, unsigned int *);
+        static void *set;
+        static bool tried;
+        static nvmlDevice_t handles[LUP_MAX_DEVICES];
+        static unsigned n_handles;
+        fn_wait wait = (fn_wait)sym("nvmlEventSetWait_v2");
+        fn_index index = (fn_index)sym("nvmlDeviceGetIndex");
+        int n = 0;
+
+        if (!lib)
+                return -ENOENT;
+        if (!tried) {
+                /* once: a GPU whose registration fails (no Xid events on it)
+                 * is still watched through its other values */
+                fn_create create = (fn_create)sym("nvmlEventSetCreate");
+                fn_register reg = (fn_register)sym("nvmlDeviceRegisterEvents");
+                fn_count fc = (fn_count)sym("nvmlDeviceGetCount_v2");
+                fn_handle fh = (fn_handle)sym("nvmlDeviceGetHandleByIndex_v2");
+                unsigned count = 0, ok = 0;
+                tried = true;
+                if (!create || !reg || !fc || !fh || !wait || create(&set) != NVML_SUCCESS ||
+                    fc(&count) != NVML_SUCCESS) {
+                        lup_warn("NVML: no event set on the host: Xid events are not watched");
+                        set = NULL;
+                        return -ENOTSUP;
+                }
+                for (unsigned i = 0; i < count && i < LUP_MAX_DEVICES; i++) {
+                        nvmlDevice_t h = NULL;
+                        nvmlReturn_t r = fh(i, &h);
+                        if (r == NVML_SUCCESS)
+                                r = reg(h, XID_CRITICAL, set);
+                        if (r == NVML_SUCCESS)
+                                ok++;
+                        else
+                                lup_warn("NVML: GPU %u takes no Xid event registration (%d): its Xids are not "
+                                         "watched",
+                                         i, r);
+                        handles[i] = h;
+                }
+                n_handles = count < LUP_MAX_DEVICES ? count : LUP_MAX_DEVICES;
+                lup_info("NVML: watching Xid events on %u of %u GPU(s)", ok, count);
+        }
+        if (!set)
+                return -ENOTSUP;
+        while (n < max) {
+                struct host_event e = { 0 };
+                if (wait(set, &e, 0) != NVML_SUCCESS)
+                        break; /* NVML_ERROR_TIMEOUT: none waiting */
+                if (!(e.type & XID_CRITICAL))
+                        continue;
+                unsigned idx = LUP_MAX_DEVICES;
+                if (!index || index(e.device, &idx) != NVML_SUCCESS)
+                        for (unsigned i = 0; i < n_handles; i++)
+                                if (handles[i] == e.device)
+                                        idx = i;
+                out[n].device = idx < LUP_MAX_DEVICES ? (int)idx : -1;
+                out[n].xid = (uint32_t)e.data;
+                n++;
+        }
+        return n;
+}

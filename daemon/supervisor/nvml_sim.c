@@ -220,4 +220,5 @@ void lupd_nvml_sim_fill(struct lup_nvml_snapshot *s, const pid_t *pids, int n)
                 s->dev[0].procs[i].used = ~0ull; /* NVML_VALUE_NOT_AVAILABLE */
                 s->dev[0].n_procs++;
         }
+        lupd_nvml_sim_faults(s);
 }

@@ -9,6 +9,7 @@
 #ifndef LUPD_NVML_VALUES_H
 #define LUPD_NVML_VALUES_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "nvml_codec.h"
@@ -30,5 +31,24 @@ void lupd_nvml_host_procs(struct lup_nvml_snapshot *s, const pid_t *pids, int n)
  * (the sim runs kernels on the CPU), shown as utilization, power, clocks
  * and temperature of device 0, where they are listed as its processes. */
 void lupd_nvml_sim_fill(struct lup_nvml_snapshot *s, const pid_t *pids, int n);
+
+/* Xid events for the health watch (supervisor/health.c): what happened
+ * since the last call, at most max of them; device -1 when NVML could not
+ * say which GPU. Host: NVML's event set (registered on the first call);
+ * -ENOENT before the host's NVML is open, -ENOTSUP without events. Sim:
+ * the fault file (below). */
+struct lupd_xid {
+        int device;
+        uint32_t xid;
+};
+int lupd_nvml_host_xids(struct lupd_xid *out, int max);
+int lupd_nvml_sim_xids(struct lupd_xid *out, int max);
+
+/* The simulator's faults, for testing the health watch: the file named by
+ * LUPINE_SIM_FAULTS, read at every snapshot, holds lines "GPU KEY[=VALUE]"
+ * (docs/health.md): temperature=C, ecc_uncorrected=N, retired_pending=N,
+ * remapped_pending=N, lost, xid=CODE (each xid line is one event, taken
+ * once). Applied to s after the simulated values. */
+void lupd_nvml_sim_faults(struct lup_nvml_snapshot *s);
 
 #endif

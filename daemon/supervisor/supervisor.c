@@ -173,7 +173,8 @@ static void on_signal(struct sup *s, int res)
 static void tick_arm(struct sup *s)
 {
         struct io_uring_sqe *sqe;
-        bool need = s->n_conns > 0 || s->stopping || s->restoring || s->watchdog_ms || sup_metrics_enabled();
+        bool need = s->n_conns > 0 || s->stopping || s->restoring || s->watchdog_ms || sup_metrics_enabled() ||
+                    sup_health_enabled(s);
 
         for (int i = 0; i < s->n_listeners && !need; i++)
                 need = s->listeners[i].paused;
@@ -208,6 +209,8 @@ static void on_tick(struct sup *s)
                 sig_arm(s);
         if (s->restoring)
                 sup_restore_tick(s, now);
+        else
+                sup_health_tick(s, now);
         if (!s->stopping)
                 return;
 
@@ -476,6 +479,9 @@ int supervisor_main(struct lupd_config *cfg)
                 s->tick_ms = 10;
         if (s->tick_ms > 500)
                 s->tick_ms = 500;
+        /* the health watch checks every --health-interval, on the tick */
+        if (cfg->health.policy != LUPD_HEALTH_OFF && s->tick_ms > (unsigned)cfg->health.interval_ms)
+                s->tick_ms = (unsigned)cfg->health.interval_ms;
 
         /* First, before anything else can take an fd number. */
         r = lupd_sd_fds_collect();

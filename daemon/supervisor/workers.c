@@ -38,6 +38,7 @@ struct worker_argv {
         char restore[LUP_MAX_NAME + 32];
         char tls_cert[sizeof(((struct lupd_config *)0)->tls_cert) + 16];
         char tls_key[sizeof(((struct lupd_config *)0)->tls_key) + 16];
+        char beat[40];
         char *argv[24];
 };
 
@@ -67,6 +68,8 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
                 }
         }
         a->argv[n++] = a->ttl;
+        snprintf(a->beat, sizeof(a->beat), "--health-interval=%d", cfg->health.interval_ms);
+        a->argv[n++] = a->beat;
         snprintf(a->grace, sizeof(a->grace), "--detach-grace=%d", cfg->detach_grace_s);
         a->argv[n++] = a->grace;
         snprintf(a->cap_s, sizeof(a->cap_s), "--upload-cap-session=%d", cfg->upload_cap_session_mib);

@@ -471,6 +471,7 @@ static void arm_timers(struct lupw_session *s)
                 io_uring_sqe_set_data64(sqe, ud_make(UD_TTL, s->loop.conn_gen));
                 s->loop.ttl_armed = true;
         }
+        lupw_beat_devices(s);
         uint64_t stats_due = lupw_stats_tick(s);
         if (stats_due && !s->loop.stats_armed) {
                 s->loop.stats_ts.tv_sec = (long long)(stats_due / 1000000000u);
@@ -638,6 +639,15 @@ static int start_new(struct lupw_session *s)
         return 0;
 }
 
+/* LUPINE_SPIN_US: how long a worker polls for the next frame before
+ * sleeping, in ns (default 50 us; 0 turns polling off) */
+static uint64_t spin_from_env(void)
+{
+        const char *spin = getenv("LUPINE_SPIN_US");
+        long spin_us = spin && *spin ? strtol(spin, NULL, 10) : 50;
+        return spin_us > 0 && spin_us < 100000 ? (uint64_t)spin_us * 1000 : 0;
+}
+
 int worker_main(const struct lupd_config *cfg)
 {
         struct lupw_session *s = calloc(1, sizeof(*s));
@@ -655,11 +665,7 @@ int worker_main(const struct lupd_config *cfg)
         s->out.buf = malloc(s->out.cap);
         s->copy.staging = malloc(LUP_BULK_CHUNK);
         lupw_tx_init(s);
-        /* LUPINE_SPIN_US: how long a worker polls for the next frame before
-         * sleeping (default 50; 0 turns polling off) */
-        const char *spin = getenv("LUPINE_SPIN_US");
-        long spin_us = spin && *spin ? strtol(spin, NULL, 10) : 50;
-        s->rx.spin_ns = spin_us > 0 && spin_us < 100000 ? (uint64_t)spin_us * 1000 : 0;
+        s->rx.spin_ns = spin_from_env();
         if (!s->rx.buf || !s->out.buf || !s->copy.staging)
                 goto out_free;
         lupw_handles_init(s);
@@ -689,6 +695,7 @@ int worker_main(const struct lupd_config *cfg)
                 s->loop.exit_status = 1;
                 goto out_free;
         }
+        (void)lupw_beat_start(s->ctl_fd, cfg->health.interval_ms); /* a restore of many GiB beats too */
 
         if (cfg->restore[0]) {
                 snprintf(s->name, sizeof(s->name), "%s", cfg->restore);
@@ -723,6 +730,7 @@ int worker_main(const struct lupd_config *cfg)
                 lupw_forget_checkpoint(s); /* the session ended: an old checkpoint must not come back */
 
 out_release:
+        lupw_beat_stop();
         lupw_hot_free(s);
         lupw_ckpt_close(s);
         lupw_copy_free(s);

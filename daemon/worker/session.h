@@ -564,6 +564,12 @@ void lupw_ctl_send(struct lupw_session *s, uint32_t type, int32_t status, uint32
  * until a report of what changed is due, or 0 when nothing waits: the
  * loop then wakes for it, so an idle session's last numbers are told. */
 uint64_t lupw_stats_tick(struct lupw_session *s);
+/* worker/sup_beat.c: the heartbeat thread (LUPD_CTL_HEARTBEAT every
+ * interval_ms on ctl_fd; 0 or -errno, logged), its end, and the GPUs the
+ * session uses, noted by the main thread for the next beat. */
+int lupw_beat_start(int ctl_fd, int interval_ms);
+void lupw_beat_stop(void);
+void lupw_beat_devices(const struct lupw_session *s);
 /* Progress of a checkpoint or restore (phase LUPD_WORK_*): a log line at
  * every tenth of the bytes or every 2 s, a report at most twice a second;
  * done == total ends the phase with a line of the rate. */

@@ -151,7 +151,7 @@ def test_status_and_refusals(exe, ctlexe, tmp):
             # then the limits (docs/security.md)
             check("status --json keys", list(js) == ["version", "backend", "draining", "stopping", "checkpoints",
                                                      "max_sessions", "sessions", "count", "limits",
-                                                     "limit_hits"] and
+                                                     "limit_hits", "health"] and
                   js["limits"]["max_pending"] == 256 and js["limit_hits"]["max_pending"] == 0 and
                   list(js["sessions"][0]) == ["name", "slot", "state", "pid", "tenant", "client", "calls",
                                               "calls_per_s", "bytes_in", "bytes_out", "bytes_per_s", "memory",
