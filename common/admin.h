@@ -77,6 +77,18 @@ struct lup_admin_session {
         int64_t checkpoint_age_s;              /* -1: never */
         char progress[LUP_ADMIN_MAX_WORD];     /* "checkpoint", "restore", or "" for none */
         int64_t progress_done, progress_total; /* bytes */
+        /* Sent (last, as "last_checkpoint_error") once an operator asked
+         * for a checkpoint of this session (lupinectl sessions checkpoint):
+         * "" while one runs and after one succeeded, else why the last
+         * one failed. */
+        bool has_ckpt_result;
+        char last_checkpoint_error[160];
+};
+
+/* A drain's counts (sent as "drain", last, only while draining): the
+ * sessions told to drain and the verdicts so far (docs/sessions.md). */
+struct lup_admin_drain {
+        int sessions, checkpointed, lost, kept, ended, own_error;
 };
 
 /* One configured limit (docs/security.md): sent as "limits": {NAME: VALUE}
@@ -97,6 +109,8 @@ struct lup_admin_status {
         struct lup_admin_session s[LUP_ARENA_SLOTS];
         int n_limits;
         struct lup_admin_limit limits[LUP_ADMIN_MAX_LIMITS];
+        bool has_drain; /* "drain" is sent (draining) */
+        struct lup_admin_drain drain;
 };
 
 /* The STATUS JSON object for st, into a malloc'd NUL-terminated

@@ -104,6 +104,11 @@ struct lupd_session {
         uint64_t detached_ms;            /* CLOCK_MONOTONIC ms of the last DETACHED */
         char client[96];                 /* the client's address while it has one */
         struct lupd_session_stats stats; /* the worker's last LUPD_CTL_STATS */
+        /* a checkpoint the operator asked for (ADMIN CHECKPOINT) */
+        bool ckpt_asked;          /* ever: STATUS then carries last_checkpoint_error */
+        bool ckpt_running;        /* LUPD_CTL_CHECKPOINT sent, CHECKPOINTED not yet back */
+        uint64_t ckpt_started_ms; /* CLOCK_MONOTONIC ms it was sent */
+        char ckpt_error[160];     /* why the last one failed; "" after success, or while one runs */
         uint8_t ctl_buf[LUPD_CTL_RECV_BUF];
         /* recvmsg state for the ring: fds arrive with HOT_MEM and HANDBACK */
         struct iovec ctl_iov;
