@@ -4,6 +4,7 @@
  * (abi/lupine/wire.h, docs/protocol.md), over the daemon's UNIX socket.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +19,25 @@
 
 #define REPLY_TIMEOUT_S 30
 
+/* What went wrong, on stderr, unless the caller polls and says (quiet). */
+static void say(const struct ctl_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const struct ctl_opts *o, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (o->quiet)
+                return;
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+}
+
 int ctl_call(const struct ctl_opts *o, uint16_t cmd, const char *arg, uint32_t *ret_status, char **ret_text)
 {
         const char *path = o->socket;
         char spec[sizeof(((struct lup_endpoint *)0)->text)];
-        struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
+        struct timeval tv = { .tv_sec = o->timeout_ms ? o->timeout_ms / 1000 : REPLY_TIMEOUT_S,
+                              .tv_usec = (o->timeout_ms % 1000) * 1000 };
         uint8_t req[LUP_ADMIN_REQUEST_MAX], hb[LUP_HDR_SIZE];
         size_t req_len = LUP_ADMIN_REQUEST_SIZE;
         struct lup_hdr h;
@@ -35,13 +50,13 @@ int ctl_call(const struct ctl_opts *o, uint16_t cmd, const char *arg, uint32_t *
 
         if ((size_t)snprintf(spec, sizeof(spec), "unix:%s", path) >= sizeof(spec) ||
             lup_endpoint_parse(spec, &ep) < 0 || ep.family != AF_UNIX) {
-                fprintf(stderr, "lupinectl: %s: not a usable UNIX socket path\n", path);
-                return -1;
+                say(o, "lupinectl: %s: not a usable UNIX socket path\n", path);
+                return -EINVAL;
         }
         fd = lup_connect(&ep);
         if (fd < 0) {
-                fprintf(stderr, "lupinectl: cannot connect to %s: %s\n", path, strerror(-fd));
-                return -1;
+                say(o, "lupinectl: cannot connect to %s: %s\n", path, strerror(-fd));
+                return fd;
         }
         (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -50,11 +65,11 @@ int ctl_call(const struct ctl_opts *o, uint16_t cmd, const char *arg, uint32_t *
         else
                 lup_admin_request_encode(req, cmd);
         if (o->verbose)
-                fprintf(stderr, "lupinectl: ADMIN command %u%s%s to %s\n", (unsigned)cmd, arg ? ", argument " : "",
-                        arg ? arg : "", path);
+                say(o, "lupinectl: ADMIN command %u%s%s to %s\n", (unsigned)cmd, arg ? ", argument " : "",
+                    arg ? arg : "", path);
         r = lup_write_full(fd, req, req_len);
         if (r < 0) {
-                fprintf(stderr, "lupinectl: cannot send to %s: %s\n", path, strerror(-r));
+                say(o, "lupinectl: cannot send to %s: %s\n", path, strerror(-r));
                 goto out_close;
         }
         r = lup_read_full(fd, hb, sizeof(hb));
@@ -66,41 +81,40 @@ int ctl_call(const struct ctl_opts *o, uint16_t cmd, const char *arg, uint32_t *
                 goto out_close;
         }
         if (r < 0) {
-                fprintf(stderr, "lupinectl: no answer from %s: %s\n", path, r == -EAGAIN ? "timed out" : strerror(-r));
+                say(o, "lupinectl: no answer from %s: %s\n", path, r == -EAGAIN ? "timed out" : strerror(-r));
                 goto out_close;
         }
         r = lup_hdr_decode(hb, &h, &why);
         if (r < 0 || lup_admin_reply_check(&h) < 0) {
-                fprintf(stderr, "lupinectl: %s sent a malformed reply (%s)\n", path,
-                        r < 0 ? why : "not an ADMIN reply");
+                say(o, "lupinectl: %s sent a malformed reply (%s)\n", path, r < 0 ? why : "not an ADMIN reply");
                 r = -EBADMSG;
                 goto out_close;
         }
         payload = malloc(h.len ? h.len : 1);
         if (!payload) {
-                fprintf(stderr, "lupinectl: out of memory\n");
+                say(o, "lupinectl: out of memory\n");
                 r = -ENOMEM;
                 goto out_close;
         }
         r = lup_read_full(fd, payload, h.len);
         if (r < 0) {
-                fprintf(stderr, "lupinectl: reading the reply from %s: %s\n", path,
-                        r == -ECONNRESET ? "connection closed" : strerror(-r));
+                say(o, "lupinectl: reading the reply from %s: %s\n", path,
+                    r == -ECONNRESET ? "connection closed" : strerror(-r));
                 goto out_free;
         }
         r = lup_admin_reply_decode(payload, h.len, &text, &text_len);
         if (r < 0) {
-                fprintf(stderr, "lupinectl: %s sent a malformed reply (bad text)\n", path);
+                say(o, "lupinectl: %s sent a malformed reply (bad text)\n", path);
                 goto out_free;
         }
         out = strndup(text, text_len);
         if (!out) {
-                fprintf(stderr, "lupinectl: out of memory\n");
+                say(o, "lupinectl: out of memory\n");
                 r = -ENOMEM;
                 goto out_free;
         }
         if (o->verbose)
-                fprintf(stderr, "lupinectl: reply status %u, %zu bytes\n", (unsigned)h.status, text_len);
+                say(o, "lupinectl: reply status %u, %zu bytes\n", (unsigned)h.status, text_len);
         *ret_status = h.status;
         *ret_text = out;
         r = 0;
@@ -108,7 +122,7 @@ out_free:
         free(payload);
 out_close:
         close(fd);
-        return r < 0 ? -1 : 0;
+        return r < 0 ? r : 0;
 }
 
 

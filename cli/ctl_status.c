@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lupinectl status and sessions (list, show, kill): lupined's STATUS JSON
- * (common/admin.c reads it) as a table, one session in detail, or ending
- * one session.
+ * lupinectl status and sessions (list, show, kill; checkpoint is ctl_ckpt.c):
+ * lupined's STATUS JSON (common/admin.c reads it) as a table, one session
+ * in detail, or ending one session.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,25 +92,37 @@ static void print_health(const struct ctl_opts *o, const struct lup_admin_health
 }
 
 /* STATUS, read: *ret_text (the JSON) and *ret_st, both the caller's to free. */
-static int fetch(const struct ctl_opts *o, char **ret_text, struct lup_admin_status **ret_st)
+int ctl_fetch_status(const struct ctl_opts *o, char **ret_text, struct lup_admin_status **ret_st)
 {
         struct lup_admin_status *st;
         const char *why;
+        uint32_t status;
         char *text;
+        int r;
 
-        if (ctl_call_ok(o, LUP_ADMIN_STATUS, NULL, "report its status", &text) < 0)
-                return -1;
+        if (o->quiet) {
+                r = ctl_call(o, LUP_ADMIN_STATUS, NULL, &status, &text);
+                if (r < 0)
+                        return r;
+                if (status != 0) {
+                        free(text);
+                        return -EPROTO;
+                }
+        } else if (ctl_call_ok(o, LUP_ADMIN_STATUS, NULL, "report its status", &text) < 0) {
+                return -EPROTO;
+        }
         st = calloc(1, sizeof(*st));
         if (!st) {
                 fprintf(stderr, "lupinectl: out of memory\n");
                 free(text);
-                return -1;
+                return -ENOMEM;
         }
         if (lup_admin_status_decode(text, strlen(text), st, &why) < 0) {
-                fprintf(stderr, "lupinectl: cannot read lupined's status reply: %s (try --json)\n", why);
+                if (!o->quiet)
+                        fprintf(stderr, "lupinectl: cannot read lupined's status reply: %s (try --json)\n", why);
                 free(text);
                 free(st);
-                return -1;
+                return -EBADMSG;
         }
         *ret_text = text;
         *ret_st = st;
@@ -121,7 +134,7 @@ int ctl_status(const struct ctl_opts *o)
         struct lup_admin_status *st;
         char *text;
 
-        if (fetch(o, &text, &st) < 0)
+        if (ctl_fetch_status(o, &text, &st) < 0)
                 return 1;
         if (o->json) {
                 printf("%s\n", text);
@@ -152,7 +165,7 @@ static int show(const struct ctl_opts *o, const char *name)
         char *text, mem[32], in[32], out[32];
         int rc = 1;
 
-        if (fetch(o, &text, &st) < 0)
+        if (ctl_fetch_status(o, &text, &st) < 0)
                 return 1;
         for (int i = 0; i < st->n; i++) {
                 const struct lup_admin_session *se = &st->s[i];
@@ -224,7 +237,10 @@ int ctl_sessions(const struct ctl_opts *o, int argc, char **argv)
                 return show(o, argv[1]);
         if (strcmp(sub, "kill") == 0 && (argc == 2 || (argc == 3 && strcmp(argv[2], "--delete") == 0)))
                 return kill_session(o, argv[1], argc == 3);
-        fprintf(stderr, "lupinectl: sessions: expected 'list', 'show NAME' or 'kill NAME [--delete]'\n"
+        if (strcmp(sub, "checkpoint") == 0 && argc == 2)
+                return ctl_checkpoint(o, argv[1]);
+        fprintf(stderr, "lupinectl: sessions: expected 'list', 'show NAME', 'kill NAME [--delete]' or "
+                        "'checkpoint NAME'\n"
                         "Try 'lupinectl --help'.\n");
         return 2;
 }

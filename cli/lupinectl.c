@@ -34,6 +34,11 @@ static void usage(FILE *f)
                    "  sessions kill NAME [--delete]\n"
                    "                         end a session now; its checkpoint is kept (a restart\n"
                    "                         restores it) or, with --delete, deleted\n"
+                   "  sessions checkpoint NAME\n"
+                   "                         a durable checkpoint of one session now, while it runs\n"
+                   "                         (its client sees a pause at most); waits for it, showing\n"
+                   "                         progress; exit 1 when it failed (--json: the session's\n"
+                   "                         object at the end)\n"
                    "  info                   the host's GPUs: name, UUID, memory, clocks, power,\n"
                    "                         temperature, ECC, MIG and persistence modes\n"
                    "  monitor [-i MS] [-n COUNT]\n"
@@ -49,7 +54,10 @@ static void usage(FILE *f)
                    "  config show            the settings that can change while lupined runs\n"
                    "  config set KEY VALUE   change one (log_level, drain_timeout_s, limits, ...)\n"
                    "  drain                  checkpoint every session, then the daemon exits (as on\n"
-                   "                         SIGTERM); refused when lupined has no checkpoint provider\n"
+                   "                         SIGTERM); refused when lupined has no checkpoint provider.\n"
+                   "                         Waits until lupined has exited (a progress bar on a\n"
+                   "                         terminal), then says how many sessions were checkpointed\n"
+                   "                         and lost; exit 1 when one was lost\n"
                    "  upgrade                zero-disconnect upgrade (as systemctl reload / SIGHUP):\n"
                    "                         every session is drained and checkpointed with its memory\n"
                    "                         kept on the GPU and its client connection open, then\n"
@@ -99,7 +107,7 @@ static int run(struct ctl_opts *o, int argc, char **argv)
         if (strcmp(cmd, "monitor") == 0)
                 return ctl_monitor(o, argc - 1, argv + 1);
         if (strcmp(cmd, "drain") == 0 && argc == 1)
-                return ctl_simple(o, LUP_ADMIN_DRAIN, "drain");
+                return ctl_drain(o);
         if (strcmp(cmd, "upgrade") == 0 && argc == 1)
                 return ctl_simple(o, LUP_ADMIN_UPGRADE, "upgrade");
         if (!strcmp(cmd, "status") || !strcmp(cmd, "info") || !strcmp(cmd, "drain") || !strcmp(cmd, "upgrade") ||

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lupinectl's parts: the exchange (ctl_call.c), the status and session
- * commands (ctl_status.c), info and config (ctl_info.c), and main
+ * commands (ctl_status.c), checkpoint and drain followed to their end
+ * (ctl_ckpt.c), info and config (ctl_info.c), and main
  * (lupinectl.c), which parses the options and picks the command.
  */
 #ifndef LUPINECTL_H
@@ -16,11 +17,15 @@ struct ctl_opts {
         bool color;         /* words in color (a terminal, and no --no-color) */
         bool verbose;       /* say what is sent and received, on stderr */
         int device;         /* -d N: only GPU N (info); -1 for all */
+        int timeout_ms;     /* how long to wait for an answer; 0: 30 s */
+        bool quiet;         /* ctl_call says nothing of failures (a poll that expects them) */
 };
 
 /* Sends ADMIN cmd (with arg, or none when NULL) and reads the reply:
  * *ret_status and the text, NUL-terminated, in a malloc'd *ret_text.
- * Returns 0, or -1 after printing why. */
+ * Returns 0, or -errno after printing why (unless o->quiet): the
+ * connect's own error (-ENOENT, -ECONNREFUSED: no daemon there), -EAGAIN
+ * when no answer came in time, another for a broken exchange. */
 int ctl_call(const struct ctl_opts *o, uint16_t cmd, const char *arg, uint32_t *ret_status, char **ret_text);
 /* ctl_call, then: a refusal is printed ("lupined refused to WHAT: ...")
  * and is -1; otherwise the text is the caller's to free. */
@@ -35,6 +40,16 @@ int ctl_monitor(const struct ctl_opts *o, int argc, char **argv);
 int ctl_diag(const struct ctl_opts *o);
 /* drain, upgrade: the daemon's one-line answer */
 int ctl_simple(const struct ctl_opts *o, uint16_t cmd, const char *what);
+/* sessions checkpoint NAME (ctl_ckpt.c) */
+int ctl_checkpoint(const struct ctl_opts *o, const char *name);
+/* drain, followed until lupined exits (ctl_ckpt.c) */
+int ctl_drain(const struct ctl_opts *o);
+
+struct lup_admin_status;
+/* STATUS, read: *ret_text (the JSON) and *ret_st, both the caller's to
+ * free. 0, or -errno (as ctl_call; -EBADMSG for a reply that does not
+ * read, said unless o->quiet). */
+int ctl_fetch_status(const struct ctl_opts *o, char **ret_text, struct lup_admin_status **ret_st);
 
 struct json_object;
 /* An integer member of a JSON object: its value, or -1 with *ok false

@@ -189,6 +189,9 @@ static int session_encode(struct json_object *arr, const struct lup_admin_sessio
         /* only when true: the keys lupined has always sent stay as they were */
         if (se->unresponsive && (r = obj_add(o, "unresponsive", json_object_new_boolean(true))) < 0)
                 goto out_put;
+        if (se->has_ckpt_result &&
+            (r = obj_add(o, "last_checkpoint_error", json_object_new_string(se->last_checkpoint_error))) < 0)
+                goto out_put;
         if (json_object_array_add(arr, o) < 0) {
                 r = -ENOMEM;
                 goto out_put;
@@ -221,6 +224,28 @@ static int limits_encode(struct json_object *top, const struct lup_admin_status 
         return 0;
 }
 
+/* "drain", while draining. */
+static int drain_encode(struct json_object *top, const struct lup_admin_status *st)
+{
+        const struct lup_admin_drain *d = &st->drain;
+        struct json_object *o;
+        int r;
+
+        if (!st->has_drain)
+                return 0;
+        if ((r = obj_add(top, "drain", json_object_new_object())) < 0)
+                return r;
+        o = json_object_object_get(top, "drain");
+        if ((r = obj_add(o, "sessions", json_object_new_int(d->sessions))) < 0 ||
+            (r = obj_add(o, "checkpointed", json_object_new_int(d->checkpointed))) < 0 ||
+            (r = obj_add(o, "lost", json_object_new_int(d->lost))) < 0 ||
+            (r = obj_add(o, "kept", json_object_new_int(d->kept))) < 0 ||
+            (r = obj_add(o, "ended", json_object_new_int(d->ended))) < 0 ||
+            (r = obj_add(o, "own_error", json_object_new_int(d->own_error))) < 0)
+                return r;
+        return 0;
+}
+
 int lup_admin_status_encode(const struct lup_admin_status *st, char **ret_text, size_t *ret_len)
 {
         struct json_object *top, *arr;
@@ -250,6 +275,8 @@ int lup_admin_status_encode(const struct lup_admin_status *st, char **ret_text, 
         if ((r = obj_add(top, "count", json_object_new_int(st->n))) < 0)
                 goto out_put;
         if ((r = limits_encode(top, st)) < 0 || (r = lup_admin_health_encode(top, &st->health)) < 0)
+                goto out_put;
+        if ((r = drain_encode(top, st)) < 0)
                 goto out_put;
         /* No "\/": nothing reads the text as HTML. */
         s = json_object_to_json_string_length(top, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
@@ -382,6 +409,15 @@ static int stats_read(struct json_object *o, struct lup_admin_session *se)
         return 0;
 }
 
+/* "last_checkpoint_error", when there is one. */
+static int ckpt_result_read(struct json_object *o, struct lup_admin_session *se)
+{
+        if (!json_object_object_get_ex(o, "last_checkpoint_error", NULL))
+                return 0;
+        se->has_ckpt_result = true;
+        return get_str(o, "last_checkpoint_error", se->last_checkpoint_error, sizeof(se->last_checkpoint_error));
+}
+
 static int get_bool(struct json_object *obj, const char *key, bool *out)
 {
         struct json_object *v;
@@ -423,6 +459,24 @@ static int limits_read(struct json_object *top, struct lup_admin_status *st, con
         return 0;
 }
 
+/* "drain", when the daemon drains. */
+static int drain_read(struct json_object *top, struct lup_admin_status *st)
+{
+        struct lup_admin_drain *d = &st->drain;
+        struct json_object *o;
+
+        if (get_typed(top, "drain", json_type_object, &o) < 0)
+                return -EBADMSG;
+        if (!o)
+                return 0;
+        st->has_drain = true;
+        if (get_int(o, "sessions", &d->sessions) < 0 || get_int(o, "checkpointed", &d->checkpointed) < 0 ||
+            get_int(o, "lost", &d->lost) < 0 || get_int(o, "kept", &d->kept) < 0 ||
+            get_int(o, "ended", &d->ended) < 0 || get_int(o, "own_error", &d->own_error) < 0)
+                return -EBADMSG;
+        return 0;
+}
+
 static int status_read(struct json_object *top, struct lup_admin_status *st, const char **ret_why)
 {
         struct json_object *arr;
@@ -442,6 +496,10 @@ static int status_read(struct json_object *top, struct lup_admin_status *st, con
         }
         if (limits_read(top, st, ret_why) < 0 || lup_admin_health_decode(top, &st->health, ret_why) < 0)
                 return -EBADMSG;
+        if (drain_read(top, st) < 0) {
+                *ret_why = "a drain count of the wrong type or size";
+                return -EBADMSG;
+        }
         if (!arr)
                 return 0;
         if (json_object_array_length(arr) > LUP_ARENA_SLOTS) {
@@ -454,7 +512,7 @@ static int status_read(struct json_object *top, struct lup_admin_status *st, con
 
                 if (!json_object_is_type(o, json_type_object) || get_str(o, "name", se->name, sizeof(se->name)) < 0 ||
                     get_int(o, "slot", &se->slot) < 0 || get_str(o, "state", se->state, sizeof(se->state)) < 0 ||
-                    get_int(o, "pid", &se->pid) < 0 || stats_read(o, se) < 0 ||
+                    get_int(o, "pid", &se->pid) < 0 || stats_read(o, se) < 0 || ckpt_result_read(o, se) < 0 ||
                     get_bool(o, "unresponsive", &se->unresponsive) < 0) {
                         *ret_why = "a session field of the wrong type or size";
                         return -EBADMSG;

@@ -78,6 +78,18 @@ struct lup_admin_session {
         char progress[LUP_ADMIN_MAX_WORD];     /* "checkpoint", "restore", or "" for none */
         int64_t progress_done, progress_total; /* bytes */
         bool unresponsive;                     /* its worker misses heartbeats (the health watch) */
+        /* Sent (last, as "last_checkpoint_error") once an operator asked
+         * for a checkpoint of this session (lupinectl sessions checkpoint):
+         * "" while one runs and after one succeeded, else why the last
+         * one failed. */
+        bool has_ckpt_result;
+        char last_checkpoint_error[160];
+};
+
+/* A drain's counts (sent as "drain", last, only while draining): the
+ * sessions told to drain and the verdicts so far (docs/sessions.md). */
+struct lup_admin_drain {
+        int sessions, checkpointed, lost, kept, ended, own_error;
 };
 
 /* One configured limit (docs/security.md): sent as "limits": {NAME: VALUE}
@@ -117,6 +129,8 @@ struct lup_admin_status {
         int n_limits;
         struct lup_admin_limit limits[LUP_ADMIN_MAX_LIMITS];
         struct lup_admin_health health;
+        bool has_drain; /* "drain" is sent (draining) */
+        struct lup_admin_drain drain;
 };
 
 /* The STATUS JSON object for st, into a malloc'd NUL-terminated

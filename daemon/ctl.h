@@ -76,6 +76,22 @@
  *     (0: none), u64 its wall-clock time (ms since the epoch; 0: none),
  *     u64 bytes of the phase done, u64 bytes of the phase in all
  *     (LUPD_CTL_STATS_LEN bytes). lupinectl status and the metrics show it.
+ *   LUPD_CTL_CHECKPOINT (supervisor -> worker): u32 type
+ *     A durable checkpoint now, and the session goes on (lupinectl
+ *     sessions checkpoint; worker/ckpt_now.c says what it waits for and
+ *     why the result is consistent). Between two calls, once no stream
+ *     capture and no module upload is open (at most
+ *     LUPD_CKPT_NOW_WAIT_MS), the worker finishes what it accepted,
+ *     synchronises, puts every answer in the reply log and saves through
+ *     the provider as a drain does, but sends no GOODBYE and keeps
+ *     serving. At most one at a time (the supervisor sees to it).
+ *   LUPD_CTL_CHECKPOINTED (worker -> supervisor), once per CHECKPOINT:
+ *       u32 type, i32 status, u64 epoch  (LUPD_CTL_CHECKPOINTED_LEN bytes)
+ *     0: committed, epoch is the new checkpoint's; < 0: -errno, not
+ *     checkpointed (older checkpoints stay; epoch is the last committed):
+ *     -EBUSY a capture or upload stayed open, -ENOTRECOVERABLE the
+ *     context has a sticky error of its own, -ECANCELED a DRAIN came
+ *     first (it checkpoints anyway), other: the save failed (logged).
  *
  * A restore worker started with --hot first reads, before it touches the
  * driver (supervisor -> worker, sent right after the fork):
@@ -121,6 +137,8 @@ enum lupd_ctl_type {
         LUPD_CTL_STATS = 14,
         LUPD_CTL_LOG_LEVELS = 15,
         LUPD_CTL_HEARTBEAT = 16,
+        LUPD_CTL_CHECKPOINT = 17,
+        LUPD_CTL_CHECKPOINTED = 18,
 };
 
 /* LUPD_CTL_HEARTBEAT (worker -> supervisor), every --health-interval from
@@ -129,6 +147,12 @@ enum lupd_ctl_type {
  * The health watch (supervisor/health.c) counts a worker whose heartbeat
  * is older than --health-timeout as not answering. */
 #define LUPD_CTL_HEARTBEAT_LEN 8u
+
+/* LUPD_CTL_CHECKPOINTED */
+#define LUPD_CTL_CHECKPOINTED_LEN 16u
+/* How long a CHECKPOINT waits for a stream capture or a module upload to
+ * end before it gives up with -EBUSY. */
+#define LUPD_CKPT_NOW_WAIT_MS     10000u
 
 /* LUPD_CTL_SHUTDOWN's optional u32 flags */
 #define LUPD_SHUTDOWN_FORGET 1u /* delete the session's checkpoint first (lupinectl sessions kill --delete) */

@@ -230,7 +230,13 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
         if (rep.status != 0) {
                 snprintf(ra->last_error, sizeof(ra->last_error), "%s refused: %.200s", ep->text, rep.msg);
                 lupt_close(&l, true);
-                if (rep.status == CUDA_ERROR_DEVICE_UNAVAILABLE && strstr(rep.msg, "no longer exists")) {
+                /* Gone, or restored from a checkpoint older than what this
+                 * client saw executed (the frames in between were dropped
+                 * from the replay buffer once acknowledged): no later try
+                 * can make it whole, so the calls fail now, not after
+                 * LUPINE_RECONNECT_TIMEOUT (docs/sessions.md). */
+                if (rep.status == CUDA_ERROR_DEVICE_UNAVAILABLE &&
+                    (strstr(rep.msg, "no longer exists") || strstr(rep.msg, "stale checkpoint"))) {
                         session_lost("lupined at %s says: %s", ep->text, rep.msg);
                         return SESSION_LOST;
                 }

@@ -244,6 +244,7 @@ enum lup_admin_cmd {
         LUP_ADMIN_CONFIG_SHOW = 6, /* what can change at run time, as JSON */
         LUP_ADMIN_CONFIG_SET = 7,  /* argument "KEY=VALUE" */
         LUP_ADMIN_DIAG = 8,        /* checks, as JSON (lupinectl diag) */
+        LUP_ADMIN_CHECKPOINT = 9,  /* argument NAME: a durable checkpoint of that session now */
 };
 #define LUP_ADMIN_MAX_TEXT 65535u /* what a u16 prefix can carry */
 

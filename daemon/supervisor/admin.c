@@ -155,10 +155,22 @@ static void admin_status(struct sup *s, int idx)
                 out->pid = (int)se->pid;
                 admin_session_stats(se, out);
                 out->unresponsive = se->unresponsive;
+                out->has_ckpt_result = se->ckpt_asked;
+                snprintf(out->last_checkpoint_error, sizeof(out->last_checkpoint_error), "%s", se->ckpt_error);
                 st->n++;
         }
         admin_limits(s, st);
         sup_health_report(s, &st->health);
+        if (s->stop == SUP_DRAIN) { /* lupinectl drain's progress */
+                s->drain_status_ms = sup_now_ms();
+                st->has_drain = true;
+                st->drain = (struct lup_admin_drain){ .sessions = s->n_drain,
+                                                      .checkpointed = s->n_checkpointed,
+                                                      .lost = s->n_lost,
+                                                      .kept = s->n_kept,
+                                                      .ended = s->n_ended,
+                                                      .own_error = s->n_own_error };
+        }
         r = lup_admin_status_encode(st, &text, &len);
         if (r < 0) {
                 sup_conn_close(s, idx, (uint32_t)-r, "ADMIN STATUS: cannot write the reply: %s", strerror(-r));

@@ -2,8 +2,9 @@
 /*
  * The ADMIN commands beyond status, drain and upgrade (issue 18): INFO (the
  * host's GPUs from the NVML snapshot, as JSON), KILL (end one session,
- * keeping or deleting its checkpoint), CONFIG_SHOW and CONFIG_SET (what
- * can change while lupined runs). docs/protocol.md, "ADMIN".
+ * keeping or deleting its checkpoint), CHECKPOINT (a durable checkpoint of
+ * one session while it goes on), CONFIG_SHOW and CONFIG_SET (what can
+ * change while lupined runs). docs/protocol.md, "ADMIN".
  */
 #define LUP_LOG_CAT LUP_LOGC_ADMIN
 #include <errno.h>
@@ -144,6 +145,75 @@ static void admin_kill(struct sup *s, int idx, const char *arg)
                 sup_conn_done(s, idx, "ADMIN KILL %s", name);
 }
 
+/* NAME: a durable checkpoint of that session now, while it goes on
+ * (LUPD_CTL_CHECKPOINT; worker/ckpt_now.c). The answer goes at once; the
+ * verdict comes with LUPD_CTL_CHECKPOINTED (supervisor/ctl.c), and STATUS
+ * shows it: the session's checkpoint_epoch advances, or its
+ * last_checkpoint_error says why not. */
+static void admin_checkpoint(struct sup *s, int idx, const char *name)
+{
+        struct lupd_session *se;
+        char msg[300];
+        int e, r;
+
+        if (!*name) {
+                sup_conn_close(s, idx, EINVAL, "ADMIN CHECKPOINT: expected a session name");
+                return;
+        }
+        if (!s->checkpoints) {
+                sup_conn_close(s, idx, EOPNOTSUPP,
+                               "cannot checkpoint: no checkpoint provider is configured (--checkpoint-dir or "
+                               "--checkpoint-provider); nothing was done");
+                return;
+        }
+        e = lupd_registry_find_name(&s->reg, name);
+        if (e < 0 || s->reg.s[e].state != LUPD_SESSION_LIVE) {
+                sup_conn_close(s, idx, ENOENT, "cannot checkpoint: no session %.200s", name);
+                return;
+        }
+        se = &s->reg.s[e];
+        if (s->stopping || se->drain_sent) {
+                sup_conn_close(s, idx, EALREADY,
+                               "cannot checkpoint session %.200s: the daemon is %s, which "
+                               "checkpoints it anyway",
+                               name, s->upgrade ? "upgrading" : "draining");
+                return;
+        }
+        if (se->shutdown_sent) {
+                sup_conn_close(s, idx, ESHUTDOWN, "cannot checkpoint session %.200s: it is ending", name);
+                return;
+        }
+        if (se->phase == LUPD_PHASE_STARTING || se->phase == LUPD_PHASE_RESTORING) {
+                sup_conn_close(s, idx, EAGAIN, "cannot checkpoint session %.200s yet: it is still %s; try again", name,
+                               se->phase == LUPD_PHASE_RESTORING ? "being restored" : "starting");
+                return;
+        }
+        if (se->ckpt_running) {
+                sup_conn_close(s, idx, EALREADY,
+                               "cannot checkpoint session %.200s: a checkpoint of it is already running (asked "
+                               "for %llu s ago)",
+                               name, (unsigned long long)((sup_now_ms() - se->ckpt_started_ms) / 1000u));
+                return;
+        }
+        r = sup_worker_send(s, e, LUPD_CTL_CHECKPOINT);
+        if (r < 0) {
+                sup_conn_close(s, idx, (uint32_t)-r, "ADMIN CHECKPOINT: cannot tell its worker: %s", strerror(-r));
+                return;
+        }
+        se->ckpt_asked = true;
+        se->ckpt_running = true;
+        se->ckpt_started_ms = sup_now_ms();
+        se->ckpt_error[0] = 0;
+        lup_info("session %s: checkpoint asked for by %s (last epoch %llu); the session goes on", name,
+                 s->conns[idx].peer, (unsigned long long)se->stats.epoch);
+        snprintf(msg, sizeof(msg), "checkpoint of %.200s started, last epoch %llu", name,
+                 (unsigned long long)se->stats.epoch);
+        if (sup_admin_reply(&s->conns[idx], msg, strlen(msg)) < 0)
+                sup_conn_close(s, idx, 0, "ADMIN CHECKPOINT: cannot send the reply");
+        else
+                sup_conn_done(s, idx, "ADMIN CHECKPOINT %s", name);
+}
+
 /* The settings CONFIG_SET may change; "new" ones apply to sessions that
  * start afterwards (their workers read them at start). */
 struct setting {
@@ -257,6 +327,9 @@ bool sup_admin_ops_run(struct sup *s, int idx, uint16_t cmd, const char *arg)
                 return true;
         case LUP_ADMIN_DIAG:
                 sup_admin_diag(s, idx);
+                return true;
+        case LUP_ADMIN_CHECKPOINT:
+                admin_checkpoint(s, idx, arg);
                 return true;
         default:
                 return false;

@@ -276,6 +276,9 @@ static int conn_take(struct sup *s, int idx)
                 sup_admin_run(s, idx);
         else if (c->hdr.op == LUP_OP_NVML)
                 sup_nvml_run(s, idx);
+        else if (s->stopping)
+                c->parked = true; /* a drain answers ADMIN (lupinectl drain's progress) and nothing else:
+                                   * the HELLO waits, and its connection closes when the daemon exits */
         else if (!s->serving)
                 c->parked = true; /* a session may be the one being restored: after the restore */
         else

@@ -299,7 +299,7 @@ void sup_conn_new(struct sup *s, const struct listener *l, int fd)
         struct conn *c;
         int idx;
 
-        if (s->stopping) {
+        if (s->stopping && !sup_listener_drain_admin(s, l)) {
                 close(fd);
                 return;
         }

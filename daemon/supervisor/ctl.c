@@ -12,6 +12,7 @@
  *   ATTACHED  after READY, only while an ATTACH is unanswered; 8 bytes.
  *   DETACHED  after READY; 4 bytes (or 8, with a zero status).
  *   DRAINED   once, only after DRAIN; 8 bytes.
+ *   CHECKPOINTED  once per CHECKPOINT, only while one runs; 16 bytes.
  *
  * Statuses are 0 or -errno; a positive status is malformed.
  *
@@ -108,7 +109,8 @@ static void on_detached(struct sup *s, int idx)
                 se->phase = LUPD_PHASE_DETACHED;
         se->client[0] = 0;
         /* the worker's rule (worker/loop.c): a session never checkpointed */
-        se->in_grace = !se->restore && s->cfg->detach_grace_s > 0 && s->cfg->detach_grace_s < s->cfg->session_ttl_s;
+        se->in_grace = !se->restore && se->stats.epoch == 0 && s->cfg->detach_grace_s > 0 &&
+                       s->cfg->detach_grace_s < s->cfg->session_ttl_s;
         se->detached_ms = sup_now_ms();
         lup_info("session %s detached: its client connection was lost; the session is kept for up to %d s "
                  "for the client to resume (%d s if it was never checkpointed: --detach-grace)",
@@ -264,6 +266,65 @@ static int on_stats(struct sup *s, int idx, size_t len)
         return 0;
 }
 
+/* Why a checkpoint the operator asked for was not made, for STATUS. */
+static void checkpoint_failure(int32_t status, char *out, size_t cap)
+{
+        switch (status) {
+        case -EBUSY:
+                snprintf(out, cap,
+                         "a stream capture or a module upload of the client stayed open for %u s; try "
+                         "again",
+                         LUPD_CKPT_NOW_WAIT_MS / 1000u);
+                break;
+        case -ENOTRECOVERABLE:
+                snprintf(out, cap,
+                         "its CUDA context has a sticky error of its own making (the worker's log "
+                         "names it)");
+                break;
+        case -ECANCELED:
+                snprintf(out, cap, "cancelled: the session drained or ended first");
+                break;
+        default:
+                snprintf(out, cap, "the checkpoint failed: %s (the worker's log says more)", errno_text(status));
+                break;
+        }
+}
+
+/* The verdict of a checkpoint the operator asked for (ADMIN CHECKPOINT):
+ * logged, and kept for STATUS. */
+static int on_checkpointed(struct sup *s, int idx, size_t len)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        struct lup_rd r = lup_rd_init(se->ctl_buf, len);
+        uint32_t type;
+        int32_t status = 0;
+        uint64_t epoch = 0;
+
+        lup_rd_u32(&r, &type);
+        lup_rd_i32(&r, &status);
+        lup_rd_u64(&r, &epoch);
+        if (!se->ckpt_running || len != LUPD_CTL_CHECKPOINTED_LEN || lup_rd_finish(&r) < 0 || status > 0 ||
+            (status == 0 && epoch == 0)) {
+                worker_violation(s, idx, se->ckpt_running ? "a malformed CHECKPOINTED" : "CHECKPOINTED unasked");
+                return -EPROTO;
+        }
+        se->ckpt_running = false;
+        double secs = (double)(sup_now_ms() - se->ckpt_started_ms) / 1000.0;
+        if (status == 0) {
+                se->ckpt_error[0] = 0;
+                se->stats.epoch = epoch; /* STATUS shows it now; the worker's next report says the same */
+                lup_info("session %s checkpointed at epoch %llu: %llu bytes in %.1f s", se->name,
+                         (unsigned long long)epoch, (unsigned long long)se->stats.mem, secs);
+        } else {
+                checkpoint_failure(status, se->ckpt_error, sizeof(se->ckpt_error));
+                lup_warn("session %s: checkpoint asked for not made after %.1f s: %s; its last checkpoint (epoch "
+                         "%llu) stays",
+                         se->name, secs, se->ckpt_error, (unsigned long long)epoch);
+        }
+        sup_status_update(s);
+        return 0;
+}
+
 /* A control message without fds. */
 static int ctl_plain_message(struct sup *s, int idx, size_t len)
 {
@@ -308,6 +369,8 @@ static int ctl_plain_message(struct sup *s, int idx, size_t len)
                 }
                 sup_health_on_beat(s, idx, lup_le32(se->ctl_buf + 4));
                 return 0;
+        case LUPD_CTL_CHECKPOINTED:
+                return on_checkpointed(s, idx, len);
         default:
                 ok = false;
                 want = 0;

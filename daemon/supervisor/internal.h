@@ -22,7 +22,8 @@
  *   supervisor/conn.c        pending connections: reading and judging HELLO;
  *   supervisor/restore.c     restore at start: provider listing, restore workers;
  *   supervisor/ctl.c         the control channel: READY, ATTACHED, DETACHED, DRAINED,
- *                            HOT_MEM and HANDBACK in (daemon/ctl.h); reaping workers;
+ *                            CHECKPOINTED, HOT_MEM and HANDBACK in (daemon/ctl.h);
+ *                            reaping workers;
  *   supervisor/supervisor.c  the loop, the ring, signals, shutdown: the top.
  * Nothing outside daemon/supervisor*.c includes this.
  */
@@ -212,6 +213,9 @@ struct sup {
         int n_ended;            /* ... that ended by themselves meanwhile */
         int n_own_error;        /* ... that ended by their own sticky CUDA error (not checkpointed) */
         /* hot checkpoint and upgrade (supervisor/fdstore.c, supervisor/upgrade.c) */
+        bool drain_admin_over;    /* the drain's workers are gone: no more accepts (sup_listener_drain_admin) */
+        uint64_t drain_status_ms; /* CLOCK_MONOTONIC ms of the last STATUS answered while draining */
+        uint64_t drain_over_ms;   /* ... when the drain's workers were first seen gone */
         bool upgrade;           /* this drain ends in a re-exec, not an exit */
         bool upgrade_stop;      /* ... unless SIGTERM/SIGINT came meanwhile: then an exit */
         uint32_t upgrade_flags; /* LUPD_DRAIN_* the upgrade's drain sent first */
@@ -235,6 +239,18 @@ struct sup {
         struct lupd_tokens auth;     /* --auth-tokens */
         struct sup_health health;    /* supervisor/health.c */
 };
+
+/* Whether listener l accepts while the daemon drains: a UNIX socket whose
+ * backlog would die with this process anyway (ours, not systemd's, and no
+ * upgrade passes it on), so that lupinectl drain can follow the drain with
+ * STATUS. A HELLO there waits unanswered (supervisor/conn.c) and is closed
+ * once the workers are gone (sup_done, supervisor/supervisor.c), as the
+ * backlog would be. Inline: listen.c and conn_slots.c both ask. */
+static inline bool sup_listener_drain_admin(const struct sup *s, const struct listener *l)
+{
+        return s->stop == SUP_DRAIN && !s->upgrade && !s->drain_admin_over && l->ep->family == AF_UNIX &&
+               (!l->inherited || l->owned);
+}
 
 static inline int safe_close(int fd)
 {
@@ -533,7 +549,7 @@ int sup_admin_reply(const struct conn *c, const char *text, size_t n);
 
 /* ---- supervisor/admin_ops.c */
 
-/* INFO, KILL, CONFIG_SHOW, CONFIG_SET on connection idx; false for a
+/* INFO, KILL, CHECKPOINT, CONFIG_SHOW, CONFIG_SET, DIAG on connection idx; false for a
  * command that is not one of them. */
 bool sup_admin_ops_run(struct sup *s, int idx, uint16_t cmd, const char *arg);
 

@@ -37,8 +37,10 @@ void sup_listener_arm(struct sup *s, int li)
         struct io_uring_sqe *sqe;
 
         /* While sessions are restored, the UNIX sockets already accept, so
-         * that lupinectl gets answers; a HELLO there waits (supervisor/conn.c). */
-        if (l->fd < 0 || l->armed || s->stopping || (!s->serving && !(s->restoring && l->ep->family == AF_UNIX)))
+         * that lupinectl gets answers; a HELLO there waits (supervisor/conn.c).
+         * So do those of a drain whose backlog dies with this process. */
+        if (l->fd < 0 || l->armed || (s->stopping && !sup_listener_drain_admin(s, l)) ||
+            (!s->serving && !s->stopping && !(s->restoring && l->ep->family == AF_UNIX)))
                 return;
         sqe = sup_sqe(s);
         if (!sqe) {
@@ -293,7 +295,7 @@ void sup_listeners_pause(struct sup *s)
                 struct io_uring_sqe *sqe;
 
                 l->paused = false;
-                if (l->fd < 0 || !l->armed)
+                if (l->fd < 0 || !l->armed || sup_listener_drain_admin(s, l))
                         continue;
                 /* Not sup_cancel_op(): its fallback, shutdown(), would take
                  * the socket out of LISTEN and drop the backlog. */

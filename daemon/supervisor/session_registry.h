@@ -112,6 +112,11 @@ struct lupd_session {
         bool unresponsive;       /* beats_missed reached --health-retries */
         bool health_drain;       /* drained by the health watch, the daemon going on */
         uint64_t drain_deadline; /* ... killed if not done by then (CLOCK_MONOTONIC ms) */
+        /* a checkpoint the operator asked for (ADMIN CHECKPOINT) */
+        bool ckpt_asked;          /* ever: STATUS then carries last_checkpoint_error */
+        bool ckpt_running;        /* LUPD_CTL_CHECKPOINT sent, CHECKPOINTED not yet back */
+        uint64_t ckpt_started_ms; /* CLOCK_MONOTONIC ms it was sent */
+        char ckpt_error[160];     /* why the last one failed; "" after success, or while one runs */
         uint8_t ctl_buf[LUPD_CTL_RECV_BUF];
         /* recvmsg state for the ring: fds arrive with HOT_MEM and HANDBACK */
         struct iovec ctl_iov;

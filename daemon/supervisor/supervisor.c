@@ -374,6 +374,23 @@ static bool sup_done(struct sup *s)
                         lupd_registry_live(&s->reg));
                 return true;
         }
+        /* The workers are gone: the UNIX sockets that answered lupinectl
+         * during the drain stop accepting, and what they accepted closes.
+         * When someone follows the drain (a STATUS in the last
+         * LUPD_DRAIN_WATCH_MS), its next poll gets the final verdicts
+         * first, so lupinectl drain can say how it ended; bounded. */
+        if (s->stop == SUP_DRAIN && !s->upgrade && !s->drain_admin_over) {
+                if (!s->drain_over_ms)
+                        s->drain_over_ms = now;
+                if (s->drain_status_ms && now - s->drain_status_ms < LUPD_DRAIN_WATCH_MS &&
+                    s->drain_status_ms < s->drain_over_ms && now - s->drain_over_ms < LUPD_DRAIN_WATCH_MS)
+                        return false;
+                s->drain_admin_over = true;
+                sup_listeners_pause(s);
+                for (int i = 0; i < LUPD_MAX_PENDING; i++)
+                        if (s->conns[i].fd >= 0 && !s->conns[i].closing)
+                                sup_conn_close(s, i, 0, "server stopped");
+        }
         /* The workers are gone. Let the ring hand back the listening
          * sockets and connections before exiting: ring teardown is
          * asynchronous, and a socket it still holds after we exit would

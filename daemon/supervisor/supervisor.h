@@ -47,6 +47,9 @@
 /* After SIGKILL, how long to wait for the kernel to hand the corpses back
  * before exiting anyway (a worker stuck in uninterruptible sleep). */
 #define LUPD_KILL_GRACE_MS 5000
+/* After a drain, how long the daemon waits for the next STATUS of someone
+ * who follows it (lupinectl drain), so that it sees the final verdicts. */
+#define LUPD_DRAIN_WATCH_MS                 1000
 
 /* --drain-timeout: how long workers get to checkpoint (and, at start, to
  * restore) before SIGKILL. */

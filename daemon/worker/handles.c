@@ -409,13 +409,24 @@ int lupw_events_save(struct lupw_session *s, struct lupine_ckpt_save *save)
         if (!l.e || !l.id || !done || !rec)
                 goto out;
         lup_u64map_each(&s->obj.handles, collect_recorded, &l);
+        /* measure_ctx() writes the times into the events; they go back as
+         * they were after, so a session that goes on after its checkpoint
+         * (worker/ckpt_now.c) answers cuEventElapsedTime from the driver
+         * as before, not from the float-rounded times measured here */
+        for (size_t i = 0; i < l.n; i++)
+                rec[i] = (struct lup_ckpt_event){ .have_when = l.e[i]->have_when, .when_ms = l.e[i]->when_ms };
         for (size_t i = 0; i < l.n; i++)
                 if (!done[i])
                         measure_ctx(s, &l, l.e[i]->ctx, done);
-        for (size_t i = 0; i < l.n; i++)
+        for (size_t i = 0; i < l.n; i++) {
+                bool had = rec[i].have_when;
+                double was = rec[i].when_ms;
                 rec[i] = (struct lup_ckpt_event){ .id = l.id[i],
                                                   .have_when = l.e[i]->have_when,
                                                   .when_ms = l.e[i]->when_ms };
+                l.e[i]->have_when = had;
+                l.e[i]->when_ms = was;
+        }
         rc = lup_ckpt_events_encode(rec, (uint32_t)l.n, &obj, &len);
         if (rc == 0)
                 rc = s->ckpt.ops->save_write(save, "events", obj, len);

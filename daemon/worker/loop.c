@@ -3,8 +3,8 @@
  * The worker's life: start (a new session, or one restored from a
  * checkpoint), serve its connection, survive losing it (detached, waiting
  * for the client to come back with the session's token), take over a new
- * connection (ATTACH), drain and checkpoint on request, expire when nobody
- * claims it.
+ * connection (ATTACH), drain and checkpoint on request, checkpoint and go
+ * on (CHECKPOINT, worker/ckpt_now.c), expire when nobody claims it.
  *
  * io_uring user_data: bits 0-7 the event kind (UD_*), bits 8-63 the
  * connection generation it belongs to; a completion from an older
@@ -36,7 +36,8 @@ enum {
         UD_RECV = 1,
         UD_CTL = 2,
         UD_TTL = 3,
-        UD_STATS = 4
+        UD_STATS = 4,
+        UD_CKPT = 5
 };
 
 static uint64_t ud_make(int kind, uint64_t gen)
@@ -266,25 +267,6 @@ static bool recv_quiesce(struct lupw_session *s)
         return alive;
 }
 
-/* Errors a kernel of the session's own leaves in its context for good: the
- * context is unusable, and so is its memory (CUDA driver API, "sticky"
- * errors). */
-static bool sticky_error(CUresult r)
-{
-        switch (r) {
-        case CUDA_ERROR_ILLEGAL_ADDRESS:
-        case CUDA_ERROR_HARDWARE_STACK_ERROR:
-        case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-        case CUDA_ERROR_MISALIGNED_ADDRESS:
-        case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-        case CUDA_ERROR_INVALID_PC:
-        case CUDA_ERROR_LAUNCH_FAILED:
-                return true;
-        default:
-                return false;
-        }
-}
-
 /* Stops taking calls, finishes what was received, synchronises, says
  * GOODBYE (executed up to N) -- or, for an upgrade (HANDBACK), keeps the
  * connection for the next daemon --, checkpoints (the memory contents
@@ -304,20 +286,10 @@ static void drain(struct lupw_session *s, uint32_t flags)
                 drop_connection(s);
                 handback = false;
         }
-        lupw_htod_wait(s);
-        int rc = lupw_flush_pending(s, true);
-        CUresult r = lupw_sync_all(s);
-        if (r != CUDA_SUCCESS)
-                lupw_latch(s, r, "drain");
-        bool own_error = sticky_error(r);
-        /* Device printf output that synchronisation wrote goes out now and
-         * into the reply log, which the checkpoint keeps: this process's
-         * stdout ends with it. */
-        int orc = lupw_output_forward(s);
-        if (orc == 0)
-                orc = lupw_flush_out(s);
-        if (rc == 0)
-                rc = orc;
+        /* this process's stdout ends with what synchronisation flushed */
+        CUresult r;
+        int rc = lupw_quiesce(s, &r);
+        bool own_error = lupw_sticky_error(r);
         if (rc == 0 && !handback)
                 send_goodbye(s);
         if (flags & LUPD_DRAIN_DURABLE)
@@ -417,6 +389,11 @@ static void handle_ctl(struct lupw_session *s)
         case LUPD_CTL_ATTACH:
                 attach(s, msg, (size_t)n, nfds ? fds[0] : -1);
                 return;
+        case LUPD_CTL_CHECKPOINT:
+                /* carried out by the loop between two batches of frames
+                 * (worker/ckpt_now.c) */
+                lupw_ckpt_now_request(s);
+                break;
         default:
                 lup_err("session %s: unknown control message %u", s->name, type);
                 break;
@@ -481,6 +458,29 @@ static void arm_timers(struct lupw_session *s)
                 io_uring_sqe_set_data64(sqe, ud_make(UD_STATS, 0));
                 s->loop.stats_armed = true;
         }
+        if (s->ckpt.now_wanted && !s->loop.ckpt_armed) {
+                /* a checkpoint waiting for a capture or an upload to end
+                 * looks again even if no frame comes */
+                s->loop.ckpt_ts.tv_sec = 0;
+                s->loop.ckpt_ts.tv_nsec = (long long)LUPW_CKPT_NOW_POLL_MS * 1000000;
+                sqe = io_uring_get_sqe(&s->loop.ring);
+                io_uring_prep_timeout(sqe, &s->loop.ckpt_ts, 0, 0);
+                io_uring_sqe_set_data64(sqe, ud_make(UD_CKPT, 0));
+                s->loop.ckpt_armed = true;
+        }
+}
+
+/* A drain, or a checkpoint asked for, between two batches of frames:
+ * true when one ran or gave up (the loop looks at the session again). */
+static bool checkpoint_work(struct lupw_session *s)
+{
+        if (s->ckpt.drain_wanted) {
+                s->ckpt.drain_wanted = false;
+                lupw_ckpt_now_cancel(s, "the session drains, and the drain checkpoints it");
+                drain(s, s->ckpt.drain_flags);
+                return true;
+        }
+        return s->ckpt.now_wanted && lupw_ckpt_now_step(s);
 }
 
 static int serve(struct lupw_session *s)
@@ -499,11 +499,8 @@ static int serve(struct lupw_session *s)
 
         while (!s->loop.stop) {
                 struct io_uring_sqe *sqe;
-                if (s->ckpt.drain_wanted) {
-                        s->ckpt.drain_wanted = false;
-                        drain(s, s->ckpt.drain_flags);
+                if (checkpoint_work(s))
                         continue;
-                }
                 /* A client in a call/return loop sends again within
                  * microseconds: poll briefly before sleeping in the ring,
                  * which saves a wake-up per call. Every so often go through
@@ -578,6 +575,8 @@ static int serve(struct lupw_session *s)
                                 handle_ctl(s);
                         } else if (kind == UD_STATS) {
                                 s->loop.stats_armed = false; /* the report goes before the next sleep */
+                        } else if (kind == UD_CKPT) {
+                                s->loop.ckpt_armed = false; /* the loop looks at the checkpoint again */
                         } else if (kind == UD_TTL) {
                                 if (gen != s->loop.conn_gen || s->fd >= 0)
                                         continue;
@@ -599,6 +598,7 @@ static int serve(struct lupw_session *s)
                 }
                 io_uring_cq_advance(&s->loop.ring, seen);
         }
+        lupw_ckpt_now_cancel(s, "the session ended first");
         return 0;
 }
 

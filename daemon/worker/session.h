@@ -287,9 +287,10 @@ struct lupw_loop {
         bool stop;
         int exit_status;
         uint64_t conn_gen; /* bumped whenever the connection is replaced */
-        bool recv_armed, ctl_armed, ttl_armed, stats_armed;
+        bool recv_armed, ctl_armed, ttl_armed, stats_armed, ckpt_armed;
         struct __kernel_timespec stats_ts;
-        bool stale_recv; /* a dropped connection's recv has not completed yet (drop_connection) */
+        struct __kernel_timespec ckpt_ts; /* a waiting CHECKPOINT looks again then */
+        bool stale_recv;                  /* a dropped connection's recv has not completed yet (drop_connection) */
         struct __kernel_timespec ttl;
         uint64_t detached_since;
 };
@@ -317,6 +318,9 @@ struct lupw_ckpt_state {
         bool draining;                      /* a drain began: never delete checkpoints now */
         uint32_t drain_flags;               /* LUPD_DRAIN_* of a DRAIN not yet carried out */
         bool drain_wanted;                  /* ... set by the control message, run by the loop */
+        bool now_wanted;                    /* a CHECKPOINT not yet carried out (worker/ckpt_now.c) */
+        uint64_t now_since_ns;              /* ... asked for then */
+        bool now_said_wait;                 /* ... and the log said why it waits */
         uint32_t mem;                       /* restoring: CKPT_MEM_* of the checkpoint */
         struct lupw_hot *hot;               /* hot restore state (worker/hot.c), or NULL */
         struct lupw_lanes *lanes;           /* checkpoint/restore copy lanes (worker/lanes.c), or NULL */
@@ -478,6 +482,27 @@ int lupw_restore(struct lupw_session *s, const char *name);
 /* Deletes the session's checkpoints (it ended or expired). */
 void lupw_forget_checkpoint(struct lupw_session *s);
 void lupw_ckpt_close(struct lupw_session *s);
+
+/* worker/ckpt_now.c */
+/* Errors a kernel of the session's own leaves in its context for good:
+ * the context is unusable, and so is its memory ("sticky" errors). */
+bool lupw_sticky_error(CUresult r);
+/* What every checkpoint of a live session needs first: host->device
+ * copies done, async device->host copies sent, every context synchronised
+ * (its error latched, and in *ret_sync), device printf output and every
+ * answer written to the client and the reply log. 0, or -errno when the
+ * client stopped reading (what it missed is in the log when it resumes). */
+int lupw_quiesce(struct lupw_session *s, CUresult *ret_sync);
+/* LUPD_CTL_CHECKPOINT arrived: a checkpoint is wanted between two calls. */
+void lupw_ckpt_now_request(struct lupw_session *s);
+/* Called by the loop between batches of frames while one is wanted: makes
+ * it once the session is quiet (no capture or upload open), or gives up
+ * after LUPD_CKPT_NOW_WAIT_MS, reporting LUPD_CTL_CHECKPOINTED either way.
+ * Returns true when it did either (the loop looks at its state again). */
+bool lupw_ckpt_now_step(struct lupw_session *s);
+/* A drain comes first: the wanted checkpoint is reported -ECANCELED. */
+void lupw_ckpt_now_cancel(struct lupw_session *s, const char *why);
+#define LUPW_CKPT_NOW_POLL_MS 100u /* how often a waiting checkpoint looks again while idle */
 /* Loads and opens the configured provider once; -ENOTSUP when none is. */
 int lupw_ckpt_open(struct lupw_session *s);
 

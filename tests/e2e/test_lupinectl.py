@@ -8,7 +8,9 @@ Checks: --help and usage errors (exit 2); a clear error for a missing
 socket (exit 1); `status` with zero sessions and with one, as text and as
 JSON (the keys, their order and types as lupined has always sent them); `drain` refused without a checkpoint provider (nothing happens);
 `drain` with --checkpoint-dir: the daemon checkpoints the session and exits
-0; ADMIN over TCP refused; malformed ADMIN frames refused without hurting
+0, and lupinectl follows it to the end ("drained: 1 session(s)
+checkpointed, 0 lost"; the progress bar on a terminal and `sessions
+checkpoint` are test_ckpt_now.py's); ADMIN over TCP refused; malformed ADMIN frames refused without hurting
 the daemon.
 
 Standard library only. Exit 0 on pass, 1 on failure (naming the case).
@@ -181,7 +183,8 @@ def test_status_and_refusals(exe, ctlexe, tmp):
             "empty payload": w.frame(OP_ADMIN, b"", flags=w.F_SYNC),
             "short payload": w.frame(OP_ADMIN, b"\x01", flags=w.F_SYNC),
             "long payload": w.frame(OP_ADMIN, b"\x01\x00\x00", flags=w.F_SYNC),
-            "unknown command": w.frame(OP_ADMIN, b"\x09\x00", flags=w.F_SYNC),
+            "unknown command": w.frame(OP_ADMIN, b"\x7f\x00", flags=w.F_SYNC),
+            "checkpoint without a name": w.frame(OP_ADMIN, b"\x09\x00", flags=w.F_SYNC),
             "command zero": w.frame(OP_ADMIN, b"\x00\x00", flags=w.F_SYNC),
             "not sync": w.frame(OP_ADMIN, b"\x01\x00", flags=0),
             "reply flag": w.frame(OP_ADMIN, b"\x01\x00", flags=w.F_SYNC | w.F_REPLY),
@@ -218,8 +221,9 @@ def test_drain(exe, ctlexe, tmp):
             return
         cs, _, _ = w.handshake(d.sock, "job2")
         r = ctl(ctlexe, "--socket", d.sock, "drain")
-        check("drain is accepted", r.returncode == 0 and "draining: checkpointing 1 session(s)" in r.stdout,
-              r.stdout + r.stderr)
+        check("drain is accepted and followed to its end", r.returncode == 0 and
+              "draining: checkpointing 1 session(s)" in r.stdout and
+              re.search(r"^drained: 1 session\(s\) checkpointed, 0 lost", r.stdout, re.M), r.stdout + r.stderr)
         try:
             rc = d.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:

@@ -94,7 +94,7 @@ def main():
         check('status (text): the session\'s line has its memory and calls/s',
               re.search(r'^big +slot \d+ +serving +pid \d+  tenant -  client unix:.*  memory 1\.00 GiB  \d+ calls/s'
                         r'  .*never checkpointed$', r.stdout, re.M) is not None, r.stdout)
-        r = subprocess.run([ctl, '--socket', sock, 'drain'], capture_output=True, text=True, timeout=30)
+        r = subprocess.run([ctl, '--socket', sock, 'drain'], capture_output=True, text=True, timeout=120)
         check('drain accepted', r.returncode == 0, r.stdout + r.stderr)
         check('the drain exits 0', d.wait(timeout=120) == 0)
         with open(log_path) as f:

@@ -13,7 +13,11 @@
  * once at the start (a context limit, and a function attribute every fill
  * launch depends on: 100 KiB of dynamic shared memory) must survive too.
  *
- * usage: e2e_restart KERNELS_DIR ROUNDS [MS_BETWEEN_ROUNDS]
+ * usage: e2e_restart KERNELS_DIR ROUNDS [MS_BETWEEN_ROUNDS [HOLD_AT]]
+ *
+ * With HOLD_AT, after that round it says "ready: round N" and waits for a
+ * line on stdin before the next (tests/e2e/test_ckpt_now.py: a checkpoint
+ * and a crash while it waits).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -39,7 +43,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "usage: %s KERNELS_DIR ROUNDS [MS]\n", argv[0]);
                 return 2;
         }
-        int rounds = atoi(argv[2]), pause_ms = argc > 3 ? atoi(argv[3]) : 20;
+        int rounds = atoi(argv[2]), pause_ms = argc > 3 ? atoi(argv[3]) : 20, hold_at = argc > 4 ? atoi(argv[4]) : 0;
         char path[4096];
         CUcontext ctx;
         CUmodule m;
@@ -103,6 +107,13 @@ int main(int argc, char **argv)
                 if (r % 10 == 0) {
                         printf("round %d ok\n", r);
                         fflush(stdout);
+                }
+                if (r == hold_at) {
+                        char line[64];
+                        printf("ready: round %d\n", r);
+                        fflush(stdout);
+                        if (!fgets(line, sizeof(line), stdin))
+                                return 1;
                 }
                 struct timespec ts = { 0, (long)pause_ms * 1000000L };
                 nanosleep(&ts, NULL);
