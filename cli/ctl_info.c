@@ -136,7 +136,8 @@ int ctl_config(const struct ctl_opts *o, int argc, char **argv)
                 free(text);
                 if (!top)
                         return 1;
-                json_object_object_foreach(top, key, val) printf("%-26s %s\n", key, json_object_get_string(val));
+                json_object_object_foreach(top, key, val)
+                        printf("%-26s %s\n", key, val ? json_object_get_string(val) : "-");
                 json_object_put(top);
                 return 0;
         }

@@ -14,6 +14,7 @@
 #include <json-c/json.h>
 
 #include "ctl.h"
+#include "journal.h"
 #include "log.h"
 #include "nvml_codec.h"
 #include "supervisor/internal.h"
@@ -182,6 +183,9 @@ static void admin_config_show(struct sup *s, int idx)
         json_object_object_add(top, "log_level", json_object_new_string(s->cfg->log_levels));
         for (int i = 0; i < n; i++)
                 json_object_object_add(top, set[i].key, json_object_new_int(*set[i].field));
+        /* read-only: where the log goes, for `lupinectl log` */
+        json_object_object_add(top, "log_target", json_object_new_string(lupd_journal_active() ? "journal" : "stderr"));
+        json_object_object_add(top, "log_file", s->cfg->log_file[0] ? json_object_new_string(s->cfg->log_file) : NULL);
         reply_json(s, idx, top, "CONFIG_SHOW");
 }
 
