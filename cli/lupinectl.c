@@ -46,6 +46,13 @@ static void usage(FILE *f)
                    "                         persistence), the checkpoint store (writable, space),\n"
                    "                         the TLS certificate's expiry, io_uring, arena slots,\n"
                    "                         the fd store; exit 1 when one failed\n"
+                   "  log [-n N] [--level L] [--session S] [-f] [--file PATH] [--journal-dir DIR]\n"
+                   "                         the daemon's log: the last N entries (default 50) of\n"
+                   "                         level L or more severe (err, warning, info, debug, 0-7)\n"
+                   "                         and of session S, then with -f new ones until Ctrl-C;\n"
+                   "                         from the journal when lupined logs there, else from its\n"
+                   "                         --log-file (lupined says which), or from PATH or the\n"
+                   "                         journal files in DIR\n"
                    "  config show            the settings that can change while lupined runs\n"
                    "  config set KEY VALUE   change one (log_level, drain_timeout_s, limits, ...)\n"
                    "  drain                  checkpoint every session, then the daemon exits (as on\n"
@@ -61,7 +68,8 @@ static void usage(FILE *f)
                    "Options:\n"
                    "  -s, --socket PATH  lupined's UNIX socket (default: $LUPINE_ADMIN_SOCKET, or\n"
                    "                     " DEFAULT_SOCKET ")\n"
-                   "  -j, --json         print lupined's JSON (status, sessions, info, config)\n"
+                   "  -j, --json         print lupined's JSON (status, sessions, info, config); log:\n"
+                   "                     one JSON object an entry\n"
                    "  -d, --device N     info: only GPU N\n"
                    "      --no-color     no colors (they are used only on a terminal)\n"
                    "  -v, --verbose      say what is sent and received, on stderr\n"
@@ -98,6 +106,8 @@ static int run(struct ctl_opts *o, int argc, char **argv)
                 return ctl_diag(o);
         if (strcmp(cmd, "monitor") == 0)
                 return ctl_monitor(o, argc - 1, argv + 1);
+        if (strcmp(cmd, "log") == 0)
+                return ctl_log(o, argc, argv);
         if (strcmp(cmd, "drain") == 0 && argc == 1)
                 return ctl_simple(o, LUP_ADMIN_DRAIN, "drain");
         if (strcmp(cmd, "upgrade") == 0 && argc == 1)
@@ -107,7 +117,7 @@ static int run(struct ctl_opts *o, int argc, char **argv)
                 fprintf(stderr, "lupinectl: %s takes no arguments\nTry 'lupinectl --help'.\n", cmd);
         else
                 fprintf(stderr,
-                        "lupinectl: unknown command '%s' (status, sessions, info, monitor, diag, config, drain or upgrade)\n"
+                        "lupinectl: unknown command '%s' (status, sessions, info, monitor, diag, log, config, drain or upgrade)\n"
                         "Try 'lupinectl --help'.\n",
                         cmd);
         return 2;
@@ -166,7 +176,7 @@ int main(int argc, char **argv)
         }
         if (optind == argc) {
                 fprintf(stderr,
-                        "lupinectl: no command given (status, sessions, info, monitor, diag, config, drain or upgrade)\n"
+                        "lupinectl: no command given (status, sessions, info, monitor, diag, log, config, drain or upgrade)\n"
                         "Try 'lupinectl --help'.\n");
                 return 2;
         }

@@ -33,6 +33,7 @@ int ctl_info(const struct ctl_opts *o);
 int ctl_config(const struct ctl_opts *o, int argc, char **argv);
 int ctl_monitor(const struct ctl_opts *o, int argc, char **argv);
 int ctl_diag(const struct ctl_opts *o);
+int ctl_log(const struct ctl_opts *o, int argc, char **argv);
 /* drain, upgrade: the daemon's one-line answer */
 int ctl_simple(const struct ctl_opts *o, uint16_t cmd, const char *what);
 
