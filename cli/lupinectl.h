@@ -16,6 +16,7 @@ struct ctl_opts {
         bool color;         /* words in color (a terminal, and no --no-color) */
         bool verbose;       /* say what is sent and received, on stderr */
         int device;         /* -d N: only GPU N (info); -1 for all */
+        const char *server; /* --server URL: info (and bench) from a client's side, or NULL */
 };
 
 /* Sends ADMIN cmd (with arg, or none when NULL) and reads the reply:
@@ -34,6 +35,7 @@ int ctl_config(const struct ctl_opts *o, int argc, char **argv);
 int ctl_monitor(const struct ctl_opts *o, int argc, char **argv);
 int ctl_diag(const struct ctl_opts *o);
 int ctl_log(const struct ctl_opts *o, int argc, char **argv);
+int ctl_bench(const struct ctl_opts *o, int argc, char **argv);
 /* drain, upgrade: the daemon's one-line answer */
 int ctl_simple(const struct ctl_opts *o, uint16_t cmd, const char *what);
 
