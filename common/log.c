@@ -157,9 +157,9 @@ static void write_file_line(int cat, int level, const struct lup_log_fields *f, 
         struct timespec ts;
 
         clock_gettime(CLOCK_REALTIME, &ts);
-        size_t n =
-                lup_log_line_format(line, sizeof(line), (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u,
-                                    log_prefix, (int)getpid(), level, cat, f, msg);
+        size_t n = lup_log_line_format(line, sizeof(line),
+                                       (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u, log_prefix,
+                                       (int)getpid(), lup_log_level_name(level), lup_log_cat_name(cat), f, msg);
         if (write(log_file_fd, line, n) < 0) {
                 /* the file is full or gone: stderr or the journal still has it */
         }

@@ -55,8 +55,8 @@ static void put_field(char *out, size_t cap, size_t *at, const char *key, const 
         }
 }
 
-size_t lup_log_line_format(char *out, size_t cap, uint64_t usec, const char *ident, int pid, int level, int cat,
-                           const struct lup_log_fields *f, const char *msg)
+size_t lup_log_line_format(char *out, size_t cap, uint64_t usec, const char *ident, int pid, const char *level,
+                           const char *category, const struct lup_log_fields *f, const char *msg)
 {
         time_t t = (time_t)(usec / 1000000u);
         struct tm tm;
@@ -66,8 +66,7 @@ size_t lup_log_line_format(char *out, size_t cap, uint64_t usec, const char *ide
         if (!gmtime_r(&t, &tm))
                 memset(&tm, 0, sizeof(tm));
         size_t k = strftime(head, sizeof(head), "%Y-%m-%dT%H:%M:%S", &tm);
-        snprintf(head + k, sizeof(head) - k, ".%06uZ %s[%d]: %s: ", (unsigned)(usec % 1000000u), ident, pid,
-                 lup_log_level_name(level));
+        snprintf(head + k, sizeof(head) - k, ".%06uZ %s[%d]: %s: ", (unsigned)(usec % 1000000u), ident, pid, level);
         put(out, cap, &at, head, strlen(head));
         start = at;
         put(out, cap, &at, msg, strlen(msg));
@@ -75,7 +74,7 @@ size_t lup_log_line_format(char *out, size_t cap, uint64_t usec, const char *ide
                 if (out[i] == '\n' || out[i] == '\r')
                         out[i] = ' ';
         put(out, cap, &at, " | category=", 12);
-        put(out, cap, &at, lup_log_cat_name(cat), strlen(lup_log_cat_name(cat)));
+        put(out, cap, &at, category, strlen(category));
         if (f) {
                 put_field(out, cap, &at, "session", f->session);
                 put_field(out, cap, &at, "tenant", f->tenant);

@@ -39,10 +39,11 @@ struct lup_log_line {
         char msg[1100];
 };
 
-/* The line for one message (the fields already merged with the process
- * context), newline included, into out (cap >= 64): its length. */
-size_t lup_log_line_format(char *out, size_t cap, uint64_t usec, const char *ident, int pid, int level, int cat,
-                           const struct lup_log_fields *f, const char *msg);
+/* The line for one message (level and category as words, the fields
+ * already merged with the process context), newline included, into out
+ * (cap >= 64): its length. */
+size_t lup_log_line_format(char *out, size_t cap, uint64_t usec, const char *ident, int pid, const char *level,
+                           const char *category, const struct lup_log_fields *f, const char *msg);
 /* Parses one line (without its newline, n bytes) into *ret (fully
  * overwritten): 0, or -EINVAL when it is not a line of this format (*ret
  * then holds nothing useful). */

@@ -26,7 +26,7 @@ static void format_parse(void **state)
         char line[LUP_LOG_LINE_MAX];
 
         (void)state;
-        size_t n = lup_log_line_format(line, sizeof(line), T0, "lupined-worker", 42, LUP_LOG_WARNING, LUP_LOGC_GPU, &f,
+        size_t n = lup_log_line_format(line, sizeof(line), T0, "lupined-worker", 42, "warning", "gpu", &f,
                                        "out of memory\nreally");
         assert_string_equal(line, "2026-03-01T12:00:00.123456Z lupined-worker[42]: warning: out of memory really | "
                                   "category=gpu session=job1 tenant=team\\x20a\\x5cb op=cuMemAlloc cuda_error=2\n");
@@ -45,7 +45,7 @@ static void format_parse(void **state)
 
         /* no fields but the category; a message holding the separator */
         struct lup_log_fields none = { .cuda_error = -1 };
-        n = lup_log_line_format(line, sizeof(line), T0, "lupined", 7, LUP_LOG_ERR, LUP_LOGC_CORE, &none,
+        n = lup_log_line_format(line, sizeof(line), T0, "lupined", 7, "error", "core", &none,
                                 "a | category=net session=x b");
         assert_int_equal(lup_log_line_parse(line, n - 1, &e), 0);
         assert_int_equal(e.level, 3);
@@ -59,7 +59,7 @@ static void format_parse(void **state)
         memset(big, 'x', sizeof(big) - 1);
         big[sizeof(big) - 1] = 0;
         char small[200];
-        n = lup_log_line_format(small, sizeof(small), T0, "lupined", 7, LUP_LOG_INFO, LUP_LOGC_CORE, &f, big);
+        n = lup_log_line_format(small, sizeof(small), T0, "lupined", 7, "info", "core", &f, big);
         assert_int_equal(n, sizeof(small) - 1);
         assert_int_equal(small[n - 1], '\n');
         assert_null(memchr(small, '\n', n - 1));
