@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lupinectl info (the host's GPUs, from lupined's NVML snapshot) and config
+ * lupinectl info (the host's GPUs, from lupined's NVML snapshot; with
+ * --server, a remote lupined's, fetched as a client does) and config
  * (show, set KEY VALUE: what lupined can change while it runs).
  */
 #include <stdio.h>
@@ -8,8 +9,12 @@
 #include <string.h>
 #include <json-c/json.h>
 
+#include "admin.h"
 #include "cli/lupinectl.h"
 #include "lupine/wire.h"
+#include "nvml_fetch.h"
+
+#define REMOTE_TIMEOUT_MS 10000 /* connect, TLS handshake, each read and write */
 
 static struct json_object *parse(const char *text, const char *what)
 {
@@ -78,13 +83,58 @@ static void print_gpu(struct json_object *g)
         printf("  MIG           %s\n  persistence   %s\n", mode(g, "mig_mode"), mode(g, "persistence_mode"));
 }
 
+/* --server: the snapshot a client gets (the NVML connection kind, with
+ * the client's TLS settings and token: docs/running.md), as INFO's JSON
+ * text with "server" added. 0, or -1 after saying why. */
+static int remote_info(const struct ctl_opts *o, char **ret_text)
+{
+        struct lup_nvml_snapshot *snap = malloc(sizeof(*snap));
+        struct lupt_config tcfg = { 0 };
+        struct json_object *top = NULL;
+        char why[600];
+        int r = -1;
+
+        if (!snap) {
+                fprintf(stderr, "lupinectl: out of memory\n");
+                return -1;
+        }
+        if (lupt_config_load(&tcfg, o->server, LUPT_CFG_TOKEN, why, sizeof(why)) < 0) {
+                fprintf(stderr, "lupinectl: %s\n", why);
+                goto out;
+        }
+        if (o->verbose)
+                fprintf(stderr, "lupinectl: NVML snapshot from %s%s\n", o->server,
+                        tcfg.token_len ? ", with a token" : "");
+        r = lup_nvml_fetch(&tcfg, o->server, REMOTE_TIMEOUT_MS, snap, why, sizeof(why));
+        if (r < 0) {
+                fprintf(stderr, "lupinectl: cannot get the GPUs of %s: %s\n", o->server, why[0] ? why : strerror(-r));
+                r = -1;
+                goto out;
+        }
+        top = lup_admin_info_json(snap, NULL);
+        if (top)
+                json_object_object_add(top, "server", json_object_new_string(o->server));
+        *ret_text = top ? strdup(json_object_to_json_string_ext(top, JSON_C_TO_STRING_PLAIN |
+                                                                             JSON_C_TO_STRING_NOSLASHESCAPE))
+                        : NULL;
+        r = *ret_text ? 0 : -1;
+        if (r < 0)
+                fprintf(stderr, "lupinectl: out of memory\n");
+out:
+        json_object_put(top);
+        lupt_config_free(&tcfg);
+        free(snap);
+        return r;
+}
+
 int ctl_info(const struct ctl_opts *o)
 {
         struct json_object *top, *gpus;
         char *text;
         int shown = 0;
 
-        if (ctl_call_ok(o, LUP_ADMIN_INFO, NULL, "describe its GPUs", &text) < 0)
+        if (o->server ? remote_info(o, &text) < 0
+                      : ctl_call_ok(o, LUP_ADMIN_INFO, NULL, "describe its GPUs", &text) < 0)
                 return 1;
         if (o->json && o->device < 0) {
                 printf("%s\n", text);
@@ -95,7 +145,10 @@ int ctl_info(const struct ctl_opts *o)
         free(text);
         if (!top)
                 return 1;
-        if (!o->json)
+        if (!o->json && o->server)
+                printf("lupined at %s, backend %s; driver %s, NVML %s, CUDA %s\n", o->server, str(top, "backend"),
+                       str(top, "driver_version"), str(top, "nvml_version"), str(top, "cuda_version"));
+        else if (!o->json)
                 printf("lupined %s, backend %s; driver %s, NVML %s, CUDA %s\n", str(top, "version"),
                        str(top, "backend"), str(top, "driver_version"), str(top, "nvml_version"),
                        str(top, "cuda_version"));
@@ -136,7 +189,8 @@ int ctl_config(const struct ctl_opts *o, int argc, char **argv)
                 free(text);
                 if (!top)
                         return 1;
-                json_object_object_foreach(top, key, val) printf("%-26s %s\n", key, json_object_get_string(val));
+                json_object_object_foreach(top, key, val)
+                        printf("%-26s %s\n", key, val ? json_object_get_string(val) : "-");
                 json_object_put(top);
                 return 0;
         }

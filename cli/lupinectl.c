@@ -23,7 +23,8 @@ static void usage(FILE *f)
 {
         fprintf(f, "Usage: lupinectl [OPTIONS] COMMAND [ARGS]\n"
                    "\n"
-                   "Talks to a running lupined over its UNIX socket.\n"
+                   "Talks to a running lupined over its UNIX socket (info --server and bench: to\n"
+                   "any lupined, as a client does).\n"
                    "\n"
                    "Commands:\n"
                    "  status                 the daemon (backend, state) and one line per session:\n"
@@ -39,7 +40,8 @@ static void usage(FILE *f)
                    "                         (its client sees a pause at most); waits for it, showing\n"
                    "                         progress; exit 1 when it failed (--json: the session's\n"
                    "                         object at the end)\n"
-                   "  info                   the host's GPUs: name, UUID, memory, clocks, power,\n"
+                   "  info                   the host's GPUs (with --server, a remote host's, fetched\n"
+                   "                         as a client does): name, UUID, memory, clocks, power,\n"
                    "                         temperature, ECC, MIG and persistence modes\n"
                    "  monitor [-i MS] [-n COUNT]\n"
                    "                         a live view of the GPUs (temperature, power,\n"
@@ -51,6 +53,20 @@ static void usage(FILE *f)
                    "                         persistence), the checkpoint store (writable, space),\n"
                    "                         the TLS certificate's expiry, io_uring, arena slots,\n"
                    "                         the fd store; exit 1 when one failed\n"
+                   "  log [-n N] [--level L] [--session S] [-f] [--file PATH] [--journal-dir DIR]\n"
+                   "                         the daemon's log: the last N entries (default 50) of\n"
+                   "                         level L or more severe (err, warning, info, debug, 0-7)\n"
+                   "                         and of session S, then with -f new ones until Ctrl-C;\n"
+                   "                         from the journal when lupined logs there, else from its\n"
+                   "                         --log-file (lupined says which), or from PATH or the\n"
+                   "                         journal files in DIR\n"
+                   "  bench [--server URL] [-n N] [--size MiB]\n"
+                   "                         what a client gets, through lupine's libcuda.so.1\n"
+                   "                         ($LUPINE_LIBCUDA, else the installed one): call latency\n"
+                   "                         (p50, p99 of N synchronous calls, default 1000), empty\n"
+                   "                         kernel launches/s (10 x N), HtoD and DtoH copy GB/s of a\n"
+                   "                         MiB buffer (default 64). URL as $LUPINE_SERVER (the\n"
+                   "                         default), with the client's LUPINE_TLS_*, LUPINE_TOKEN\n"
                    "  config show            the settings that can change while lupined runs\n"
                    "  config set KEY VALUE   change one (log_level, drain_timeout_s, limits, ...)\n"
                    "  drain                  checkpoint every session, then the daemon exits (as on\n"
@@ -69,8 +85,13 @@ static void usage(FILE *f)
                    "Options:\n"
                    "  -s, --socket PATH  lupined's UNIX socket (default: $LUPINE_ADMIN_SOCKET, or\n"
                    "                     " DEFAULT_SOCKET ")\n"
-                   "  -j, --json         print lupined's JSON (status, sessions, info, config)\n"
+                   "  -j, --json         print lupined's JSON (status, sessions, info, config); log:\n"
+                   "                     one JSON object an entry\n"
                    "  -d, --device N     info: only GPU N\n"
+                   "      --server URL   info, bench: a lupined's GPUs as a client sees them, over\n"
+                   "                     TCP or TLS (HOST:PORT, tls://HOST:PORT, unix:PATH), with\n"
+                   "                     the client's credentials (LUPINE_TLS_CA, _CERT, _KEY,\n"
+                   "                     LUPINE_TOKEN or LUPINE_TOKEN_FILE; docs/running.md)\n"
                    "      --no-color     no colors (they are used only on a terminal)\n"
                    "  -v, --verbose      say what is sent and received, on stderr\n"
                    "  -V, --version      show the version\n"
@@ -94,6 +115,12 @@ static int run(struct ctl_opts *o, int argc, char **argv)
 {
         const char *cmd = argv[0];
 
+        if (o->server && strcmp(cmd, "info") != 0 && strcmp(cmd, "bench") != 0) {
+                fprintf(stderr, "lupinectl: --server applies to info and bench only (the other commands ask the "
+                                "local lupined over its UNIX socket)\n");
+                return 2;
+        }
+
         if (strcmp(cmd, "status") == 0 && argc == 1)
                 return ctl_status(o);
         if (strcmp(cmd, "sessions") == 0)
@@ -106,6 +133,10 @@ static int run(struct ctl_opts *o, int argc, char **argv)
                 return ctl_diag(o);
         if (strcmp(cmd, "monitor") == 0)
                 return ctl_monitor(o, argc - 1, argv + 1);
+        if (strcmp(cmd, "log") == 0)
+                return ctl_log(o, argc, argv);
+        if (strcmp(cmd, "bench") == 0)
+                return ctl_bench(o, argc, argv);
         if (strcmp(cmd, "drain") == 0 && argc == 1)
                 return ctl_drain(o);
         if (strcmp(cmd, "upgrade") == 0 && argc == 1)
@@ -115,7 +146,7 @@ static int run(struct ctl_opts *o, int argc, char **argv)
                 fprintf(stderr, "lupinectl: %s takes no arguments\nTry 'lupinectl --help'.\n", cmd);
         else
                 fprintf(stderr,
-                        "lupinectl: unknown command '%s' (status, sessions, info, monitor, diag, config, drain or upgrade)\n"
+                        "lupinectl: unknown command '%s' (status, sessions, info, monitor, diag, log, bench, config, drain or upgrade)\n"
                         "Try 'lupinectl --help'.\n",
                         cmd);
         return 2;
@@ -124,13 +155,19 @@ static int run(struct ctl_opts *o, int argc, char **argv)
 int main(int argc, char **argv)
 {
         enum {
-                OPT_NO_COLOR = 0x100
+                OPT_NO_COLOR = 0x100,
+                OPT_SERVER,
         };
         static const struct option opts[] = {
-                { "socket", required_argument, NULL, 's' }, { "json", no_argument, NULL, 'j' },
-                { "device", required_argument, NULL, 'd' }, { "no-color", no_argument, NULL, OPT_NO_COLOR },
-                { "verbose", no_argument, NULL, 'v' },      { "version", no_argument, NULL, 'V' },
-                { "help", no_argument, NULL, 'h' },         {},
+                { "socket", required_argument, NULL, 's' },
+                { "json", no_argument, NULL, 'j' },
+                { "device", required_argument, NULL, 'd' },
+                { "no-color", no_argument, NULL, OPT_NO_COLOR },
+                { "verbose", no_argument, NULL, 'v' },
+                { "version", no_argument, NULL, 'V' },
+                { "help", no_argument, NULL, 'h' },
+                { "server", required_argument, NULL, OPT_SERVER },
+                {},
         };
         struct ctl_opts o = { .socket = getenv("LUPINE_ADMIN_SOCKET"),
                               .device = -1,
@@ -158,6 +195,13 @@ int main(int argc, char **argv)
                 case OPT_NO_COLOR:
                         o.color = false;
                         break;
+                case OPT_SERVER:
+                        if (!*optarg) {
+                                fprintf(stderr, "lupinectl: --server: empty\n");
+                                return 2;
+                        }
+                        o.server = optarg;
+                        break;
                 case 'v':
                         o.verbose = true;
                         break;
@@ -174,7 +218,7 @@ int main(int argc, char **argv)
         }
         if (optind == argc) {
                 fprintf(stderr,
-                        "lupinectl: no command given (status, sessions, info, monitor, diag, config, drain or upgrade)\n"
+                        "lupinectl: no command given (status, sessions, info, monitor, diag, log, bench, config, drain or upgrade)\n"
                         "Try 'lupinectl --help'.\n");
                 return 2;
         }

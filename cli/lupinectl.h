@@ -19,6 +19,7 @@ struct ctl_opts {
         int device;         /* -d N: only GPU N (info); -1 for all */
         int timeout_ms;     /* how long to wait for an answer; 0: 30 s */
         bool quiet;         /* ctl_call says nothing of failures (a poll that expects them) */
+        const char *server; /* --server URL: info (and bench) from a client's side, or NULL */
 };
 
 /* Sends ADMIN cmd (with arg, or none when NULL) and reads the reply:
@@ -38,6 +39,8 @@ int ctl_info(const struct ctl_opts *o);
 int ctl_config(const struct ctl_opts *o, int argc, char **argv);
 int ctl_monitor(const struct ctl_opts *o, int argc, char **argv);
 int ctl_diag(const struct ctl_opts *o);
+int ctl_log(const struct ctl_opts *o, int argc, char **argv);
+int ctl_bench(const struct ctl_opts *o, int argc, char **argv);
 /* drain, upgrade: the daemon's one-line answer */
 int ctl_simple(const struct ctl_opts *o, uint16_t cmd, const char *what);
 /* sessions checkpoint NAME (ctl_ckpt.c) */

@@ -147,4 +147,13 @@ int lup_admin_session_encode(const struct lup_admin_session *se, char **ret_text
  * static reason in *ret_why. */
 int lup_admin_status_decode(const char *text, size_t n, struct lup_admin_status *ret, const char **ret_why);
 
+/* ---- INFO */
+struct json_object;
+struct lup_nvml_snapshot;
+/* INFO's reply object from an NVML snapshot: version (lupined's, or null
+ * when NULL), backend, driver_version, nvml_version, cuda_version, then
+ * "gpus": one object per device (docs/protocol.md). NULL when out of
+ * memory; the caller puts it. */
+struct json_object *lup_admin_info_json(struct lup_nvml_snapshot *snap, const char *version);
+
 #endif

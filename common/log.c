@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "log.h"
+#include "log_line.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@ static int cat_max[LUP_LOGC_COUNT] = { LUP_LOG_INFO, LUP_LOG_INFO, LUP_LOG_INFO,
 static lup_log_sink_fn log_sink;
 static void *log_sink_data;
 static char ctx_session[128], ctx_tenant[64];
+static int log_file_fd = -1;
 
 int lup_trace_lvl;
 static FILE *trace_file;
@@ -142,6 +144,27 @@ void lup_log_set_sink(lup_log_sink_fn fn, void *userdata)
         log_sink_data = userdata;
 }
 
+void lup_log_set_file(int fd)
+{
+        log_file_fd = fd;
+}
+
+/* One write() per line: O_APPEND makes it land whole at the end, whoever
+ * (supervisor or worker) writes at the same time. */
+static void write_file_line(int cat, int level, const struct lup_log_fields *f, const char *msg)
+{
+        char line[LUP_LOG_LINE_MAX];
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        size_t n = lup_log_line_format(line, sizeof(line),
+                                       (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u, log_prefix,
+                                       (int)getpid(), lup_log_level_name(level), lup_log_cat_name(cat), f, msg);
+        if (write(log_file_fd, line, n) < 0) {
+                /* the file is full or gone: stderr or the journal still has it */
+        }
+}
+
 void lup_log_set_context(const char *session, const char *tenant)
 {
         snprintf(ctx_session, sizeof(ctx_session), "%s", session ? session : "");
@@ -185,16 +208,17 @@ void lup_vclogf(int cat, int level, const struct lup_log_fields *f, const char *
         if (level > lup_log_cat_level(cat))
                 return;
         vsnprintf(msg, sizeof(msg), fmt, ap);
-        if (log_sink) {
-                struct lup_log_fields all = f ? *f : (struct lup_log_fields){ .cuda_error = -1 };
-                if (!all.session && ctx_session[0])
-                        all.session = ctx_session;
-                if (!all.tenant && ctx_tenant[0])
-                        all.tenant = ctx_tenant;
+        struct lup_log_fields all = f ? *f : (struct lup_log_fields){ .cuda_error = -1 };
+        if (!all.session && ctx_session[0])
+                all.session = ctx_session;
+        if (!all.tenant && ctx_tenant[0])
+                all.tenant = ctx_tenant;
+        if (log_sink)
                 log_sink(cat, level, &all, msg, log_sink_data);
-        } else {
+        else
                 lup_log_write_stderr(level, msg);
-        }
+        if (log_file_fd >= 0)
+                write_file_line(cat, level, &all, msg);
         errno = saved;
 }
 

@@ -69,6 +69,9 @@ void lup_log_set_sink(lup_log_sink_fn fn, void *userdata);
 /* The line "PREFIX[PID]: LEVEL: msg" on stderr (what happens without a sink). */
 void lup_log_write_stderr(int level, const char *msg);
 void lup_log_set_context(const char *session, const char *tenant);
+/* Every message also goes, as one line of common/log_line.h's format, to
+ * fd (opened O_APPEND by the program: lupined --log-file); -1: none. */
+void lup_log_set_file(int fd);
 int lup_log_max_level(void); /* the highest of any category */
 int lup_log_cat_level(int cat);
 const char *lup_log_cat_name(int cat);

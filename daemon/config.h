@@ -38,6 +38,7 @@ struct lupd_config {
         enum lupd_backend_choice backend;
         char log_levels[256]; /* --log-level: "info", "warning,net=debug" (common/log.h) */
         int log_target;       /* LUPD_LOG_TARGET_* */
+        char log_file[4096];  /* --log-file: every line appended there too (absolute), "" for none */
         char metrics[128];    /* --metrics HOST:PORT, "" for none */
         int max_sessions;
         char self_exe[4096];            /* resolved /proc/self/exe, for spawning workers */

@@ -37,6 +37,7 @@
 enum {
         OPT_LOG_LEVEL = 0x100,
         OPT_LOG_TARGET,
+        OPT_LOG_FILE,
         OPT_METRICS,
         OPT_INSECURE,
         OPT_WORKER,
@@ -74,6 +75,7 @@ static const struct option long_options[] = {
         { "max-sessions", required_argument, NULL, 'm' },
         { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
         { "log-target", required_argument, NULL, OPT_LOG_TARGET },
+        { "log-file", required_argument, NULL, OPT_LOG_FILE },
         { "metrics", required_argument, NULL, OPT_METRICS },
         { "insecure", no_argument, NULL, OPT_INSECURE },
         { "checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR },
@@ -139,6 +141,10 @@ static const char usage_text[] =
 "                          fields SESSION, TENANT, OP, CUDA_ERROR, when systemd's\n"
 "                          journal is stderr; stderr otherwise), journal or stderr\n"
 "                          (one line per message: 'lupined[PID]: LEVEL: text').\n"
+"      --log-file PATH     Also append every line to PATH (created if missing),\n"
+"                          with the time and the fields: what `lupinectl log`\n"
+"                          reads when there is no journal. No rotation of its\n"
+"                          own: use logrotate's copytruncate, or restart.\n"
 "      --metrics HOST:PORT Serve Prometheus metrics at http://HOST:PORT/metrics\n"
 "                          (sessions, calls, bytes, memory, checkpoints, GPU\n"
 "                          temperature, power, utilization; no authentication:\n"
@@ -552,6 +558,56 @@ static int parse_limit_option(int c, const char *arg, struct lupd_config *cfg)
         }
 }
 
+/* --log-level, --log-target, --log-file: 1 when c is one of them and was
+ * taken, 0 when it is not, or -EINVAL after printing what is wrong. */
+static int parse_log_option(int c, const char *arg, struct lupd_config *cfg)
+{
+        char why[160];
+
+        switch (c) {
+        case OPT_LOG_LEVEL:
+                if (lup_log_set_levels(arg, why, sizeof(why)) < 0)
+                        return usage_error("--log-level %s: %s", arg, why);
+                if (copy_arg(cfg->log_levels, sizeof(cfg->log_levels), arg, "--log-level") < 0)
+                        return -EINVAL;
+                return 1;
+        case OPT_LOG_TARGET:
+                if (strcmp(arg, "auto") == 0)
+                        cfg->log_target = LUPD_LOG_TARGET_AUTO;
+                else if (strcmp(arg, "journal") == 0)
+                        cfg->log_target = LUPD_LOG_TARGET_JOURNAL;
+                else if (strcmp(arg, "stderr") == 0)
+                        cfg->log_target = LUPD_LOG_TARGET_STDERR;
+                else
+                        return usage_error("--log-target %s: expected auto, journal or stderr", arg);
+                return 1;
+        case OPT_LOG_FILE:
+                /* absolute: workers open it too, and lupinectl is told it */
+                if (copy_arg(cfg->log_file, sizeof(cfg->log_file), arg, "--log-file") < 0 ||
+                    make_absolute(cfg->log_file, sizeof(cfg->log_file), "--log-file") < 0)
+                        return -EINVAL;
+                return 1;
+        default:
+                return 0;
+        }
+}
+
+/* --log-file: opened once per process (supervisor and each worker), for
+ * appending; 0, or -errno after saying why. */
+static int open_log_file(const struct lupd_config *cfg)
+{
+        if (!cfg->log_file[0])
+                return 0;
+        int fd = open(cfg->log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0640);
+        if (fd < 0) {
+                int e = errno;
+                lup_err("--log-file %s: cannot open it for appending: %s", cfg->log_file, strerror(e));
+                return -e;
+        }
+        lup_log_set_file(fd);
+        return 0;
+}
+
 /* Returns 0 to run, 1 to exit 0 at once (--help, --version), or -EINVAL
  * after printing what is wrong. */
 static int parse_args(int argc, char **argv, struct lupd_config *cfg)
@@ -582,26 +638,9 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                                 return usage_error("--max-sessions %s: expected a number from 1 to %d", optarg,
                                                    LUPD_MAX_SESSIONS);
                         break;
-                case OPT_LOG_LEVEL: {
-                        char why[160];
-                        if (lup_log_set_levels(optarg, why, sizeof(why)) < 0)
-                                return usage_error("--log-level %s: %s", optarg, why);
-                        if (copy_arg(cfg->log_levels, sizeof(cfg->log_levels), optarg, "--log-level") < 0)
-                                return -EINVAL;
-                } break;
                 case OPT_METRICS:
                         if (copy_arg(cfg->metrics, sizeof(cfg->metrics), optarg, "--metrics") < 0)
                                 return -EINVAL;
-                        break;
-                case OPT_LOG_TARGET:
-                        if (strcmp(optarg, "auto") == 0)
-                                cfg->log_target = LUPD_LOG_TARGET_AUTO;
-                        else if (strcmp(optarg, "journal") == 0)
-                                cfg->log_target = LUPD_LOG_TARGET_JOURNAL;
-                        else if (strcmp(optarg, "stderr") == 0)
-                                cfg->log_target = LUPD_LOG_TARGET_STDERR;
-                        else
-                                return usage_error("--log-target %s: expected auto, journal or stderr", optarg);
                         break;
                 case OPT_INSECURE:
                         cfg->insecure = true;
@@ -625,6 +664,8 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                         r = parse_checkpoint_option(c, optarg, cfg);
                         if (r == 0)
                                 r = parse_limit_option(c, optarg, cfg);
+                        if (r == 0)
+                                r = parse_log_option(c, optarg, cfg);
                         if (r == 0)
                                 r = lupd_health_parse_option(c, optarg, &cfg->health);
                         if (r < 0)
@@ -731,6 +772,8 @@ int main(int argc, char **argv)
         lup_log_setup(cfg.worker ? "lupined-worker" : "lupined", LUP_LOG_INFO);
         lup_log_set_levels(cfg.log_levels, (char[160]){ 0 }, 160); /* checked by parse_args */
         lupd_journal_setup(cfg.log_target);
+        if (open_log_file(&cfg) < 0)
+                return 1;
         lup_trace_setup_from_env();
 
         r = resolve_self_exe(&cfg);

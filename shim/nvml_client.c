@@ -14,9 +14,9 @@
  * nvmlInit) and the next call tries again.
  *
  * A tls:// endpoint is one TLS session (the supervisor answers NVML itself:
- * no hand-off), set up by LUPINE_TLS_CA / _CERT / _KEY as libcuda's. The
- * NVML request has no field for the bearer token yet: LUPINE_TOKEN is not
- * sent here.
+ * no hand-off), set up by LUPINE_TLS_CA / _CERT / _KEY as libcuda's, and
+ * the request carries LUPINE_TOKEN. The exchange itself is
+ * common/nvml_fetch.c, which lupinectl --server uses too.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -36,10 +36,10 @@
 #include "log.h"
 #include "net.h"
 #include "nvml_shim.h"
+#include "nvml_fetch.h"
 #include "transport.h"
 
 #define LUPN_DEFAULT_SERVER  "127.0.0.1:14833" /* as libcuda.so.1's */
-#define LUPN_MAX_ENDPOINTS   8
 #define LUPN_IO_TIMEOUT_MS   5000
 #define LUPN_DEFAULT_WAIT_MS 10000u
 #define LUPN_MAX_CACHE_MS    1000u
@@ -70,81 +70,6 @@ int lupn_unsupported(const char *name, atomic_bool *logged)
         return NVML_ERROR_NOT_SUPPORTED;
 }
 
-/* One exchange on a connection: the snapshot into *out. -errno. */
-static int fetch_on(struct lupt_link *l, struct lup_nvml_snapshot *out)
-{
-        uint8_t req[LUP_HDR_SIZE + LUP_NVML_REQ_MAX], hb[LUP_HDR_SIZE];
-        struct lup_hdr h = { .op = LUP_OP_NVML, .flags = LUP_F_SYNC };
-        struct lup_hdr rh;
-        const char *why = NULL;
-        int rc;
-
-        /* the bearer token, if any: the server authenticates NVML clients
-         * as it does CUDA ones, and lists only the tenant's processes */
-        h.len = (uint32_t)lup_nvml_req_encode_auth(req + LUP_HDR_SIZE, tcfg.token, tcfg.token_len);
-        lup_hdr_encode(req, &h);
-        rc = lupt_write_full(l, req, LUP_HDR_SIZE + h.len);
-        if (rc == 0)
-                rc = lupt_read_full(l, hb, sizeof(hb));
-        if (rc == -EPROTO)
-                snprintf(last_err, sizeof(last_err), "%s", lupt_why(l));
-        if (rc < 0)
-                return rc;
-        if (lup_hdr_decode(hb, &rh, &why) < 0 || rh.op != LUP_OP_NVML || !(rh.flags & LUP_F_REPLY) ||
-            rh.len > LUP_NVML_MAX_REPLY) {
-                lup_warn("lupined sent a malformed NVML reply header%s%s", why ? ": " : "", why ? why : "");
-                return -EPROTO;
-        }
-        uint8_t *p = malloc(rh.len ? rh.len : 1);
-        if (!p)
-                return -ENOMEM;
-        rc = lupt_read_full(l, p, rh.len);
-        if (rc == 0 && rh.status != 0) {
-                struct lup_rd r = lup_rd_init(p, rh.len);
-                const char *msg = "";
-                size_t n = 0;
-                lup_rd_str16(&r, 1024, &msg, &n);
-                lup_warn("lupined refused the NVML request (%u): %.*s", (unsigned)rh.status, (int)n, msg);
-                rc = -EPROTO;
-        } else if (rc == 0 && lup_nvml_decode(p, rh.len, out, &why) < 0) {
-                lup_warn("lupined sent a malformed NVML snapshot: %s", why);
-                rc = -EPROTO;
-        }
-        free(p);
-        return rc;
-}
-
-/* One try over the endpoints of LUPINE_SERVER. */
-static int fetch_once(struct lup_nvml_snapshot *out)
-{
-        const char *env = getenv("LUPINE_SERVER");
-        char list[1024], *save = NULL;
-        int rc = -ENOENT, n = 0;
-
-        snprintf(list, sizeof(list), "%s", env && *env ? env : LUPN_DEFAULT_SERVER);
-        for (char *tok = strtok_r(list, ",", &save); tok && n < LUPN_MAX_ENDPOINTS;
-             tok = strtok_r(NULL, ",", &save), n++) {
-                struct lup_endpoint ep;
-                struct lupt_link l;
-                if (lup_endpoint_parse(tok, &ep) < 0)
-                        continue;
-                int fd = lupt_connect(&tcfg, &ep, LUPN_IO_TIMEOUT_MS, &l, last_err, sizeof(last_err));
-                if (fd < 0 && !ep.tls)
-                        last_err[0] = 0; /* strerror(rc) says it, as before TLS */
-                if (fd < 0) {
-                        rc = fd;
-                        continue;
-                }
-                last_err[0] = 0;
-                lupt_set_timeout(&l, LUPN_IO_TIMEOUT_MS);
-                rc = fetch_on(&l, out);
-                lupt_close(&l, true);
-                if (rc == 0)
-                        return 0;
-        }
-        return rc;
-}
-
 /* Makes snap fresh; called with lock held. 0, or -errno when lupined
  * could not be reached within wait_ms (snap is then left as it was). */
 static unsigned long long (*context_generation)(void); /* lupine's libcuda.so.1's, if loaded */
@@ -168,7 +93,9 @@ static int refresh_locked(bool procs)
         if (!fresh)
                 return -ENOMEM;
         for (;;) {
-                int rc = fetch_once(fresh);
+                const char *env = getenv("LUPINE_SERVER");
+                int rc = lup_nvml_fetch(&tcfg, env && *env ? env : LUPN_DEFAULT_SERVER, LUPN_IO_TIMEOUT_MS, fresh,
+                                        last_err, sizeof(last_err));
                 if (rc == 0)
                         break;
                 if (now_ms() - start >= wait_ms) {

@@ -39,6 +39,7 @@ struct worker_argv {
         char tls_cert[sizeof(((struct lupd_config *)0)->tls_cert) + 16];
         char tls_key[sizeof(((struct lupd_config *)0)->tls_key) + 16];
         char beat[40];
+        char log_file[sizeof(((struct lupd_config *)0)->log_file) + 16];
         char *argv[24];
 };
 
@@ -55,6 +56,10 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
         a->argv[n++] = "--ctl-fd=3";
         a->argv[n++] = a->backend;
         a->argv[n++] = a->level;
+        if (cfg->log_file[0]) {
+                snprintf(a->log_file, sizeof(a->log_file), "--log-file=%s", cfg->log_file);
+                a->argv[n++] = a->log_file;
+        }
         if (cfg->checkpoint_dir[0]) {
                 snprintf(a->ckpt, sizeof(a->ckpt), "--checkpoint-dir=%s", cfg->checkpoint_dir);
                 a->argv[n++] = a->ckpt;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The shims' transport (shim/transport.c) against a TLS server made here
+ * The shims' transport (common/transport.c) against a TLS server made here
  * with common/tls.c in a thread, on loopback TCP, with certificates made at
  * test time: the two handshakes of a hand-off on one socket and the ticket,
  * 64 MiB each way at once from two threads on each side (with 1 ms waits,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The shims' byte transport (libcuda.so.1 and libnvidia-ml.so.1): one
+ * The clients' byte transport (libcuda.so.1, libnvidia-ml.so.1, lupinectl): one
  * connection to lupined, a plain socket or TLS 1.3 (tls://HOST:PORT,
  * docs/tls.md) through common/tls.c. On a plain socket every call is the
  * system call the shim made before (read, recv MSG_DONTWAIT, sendmsg), so
