@@ -20,6 +20,10 @@
 #   model     issue 14: arrays, textures, JIT linking, mapped and managed
 #             memory, batched cuBLAS, cuFFT, against local, and again across
 #             a durable restart and an upgrade (tests/gpu/model.sh)
+#   ops       issue 18: lupinectl info, monitor, diag, log and bench against
+#             nvidia-smi and the local driver; a thermal limit below the
+#             temperature drains a session that a second lupined restores
+#             (tests/gpu/ops.sh)
 #   nvml      issue 16: the real nvidia-smi (plain, -L, -q, --query-gpu, dmon),
 #             pynvml and PyTorch's NVML calls, locally and through lupine's
 #             libnvidia-ml.so.1 (tests/gpu/nvml.sh)
@@ -34,7 +38,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 shift 2>/dev/null || true
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core runtime families model nvml visible tls bench)
+[ ${#parts[@]} -gt 0 ] || parts=(core runtime families model ops nvml visible tls bench)
 LOG=${OUT:-/tmp}/gpu-run.log
 : > "$LOG"
 pass=0
@@ -178,6 +182,12 @@ part_tls() {
         grep -h "lupine tls:\|gpt_train over TLS" "$LOG" | tail -n 2
 }
 
+part_ops() {
+        step "lupinectl against the real GPU, and a thermal drain adopted by a second lupined (tests/gpu/ops.sh)" \
+                tests/gpu/ops.sh "$BUILD"
+        grep -h "lupine ops:" "$LOG" | tail -n 1
+}
+
 part_bench() {
         if [ -z "${LUPINE_GPU_NO_BENCH:-}" ]; then
                 echo "=== benchmarks (local driver vs lupine, same job)" | tee -a "$LOG"
@@ -187,8 +197,8 @@ part_bench() {
 
 for part in "${parts[@]}"; do
         case $part in
-        core | runtime | families | model | nvml | visible | tls | bench) ;;
-        *) echo "run.sh: unknown part '$part' (parts: core runtime families model nvml visible tls bench)"; exit 2 ;;
+        core | runtime | families | model | ops | nvml | visible | tls | bench) ;;
+        *) echo "run.sh: unknown part '$part' (parts: core runtime families model ops nvml visible tls bench)"; exit 2 ;;
         esac
 done
 for part in "${parts[@]}"; do
