@@ -142,7 +142,9 @@ static int find_shim(char *buf, size_t cap)
         return -1;
 }
 
-static int load_shim(const char *path, struct cu *cu)
+/* want_lupine: the library must be lupine's (a bench against a server),
+ * or must not be (--local: the host's own driver, the baseline). */
+static int load_shim(const char *path, struct cu *cu, bool want_lupine)
 {
         static const struct {
                 const char *name;
@@ -170,8 +172,9 @@ static int load_shim(const char *path, struct cu *cu)
                 return -1;
         }
         /* the real driver would measure the local GPU, not a server */
-        if (!dlsym(h, "lupine_context_generation")) {
-                fprintf(stderr, "lupinectl: bench: %s is not lupine's libcuda.so.1\n", path);
+        if (!dlsym(h, "lupine_context_generation") == want_lupine) {
+                fprintf(stderr, "lupinectl: bench: %s is %s\n", path,
+                        want_lupine ? "not lupine's libcuda.so.1" : "lupine's libcuda.so.1, not the host's driver (--local)");
                 return -1;
         }
         for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
@@ -338,14 +341,16 @@ static int parse_long(const char *s, long lo, long hi, long *ret)
 }
 
 /* The options: 0, or 2 (bad usage) after saying why. */
-static int parse_bench_args(int argc, char **argv, const char **server, long *n, long *mib)
+static int parse_bench_args(int argc, char **argv, const char **server, long *n, long *mib, bool *local)
 {
         enum {
                 OPT_SERVER = 0x100,
-                OPT_SIZE
+                OPT_SIZE,
+                OPT_LOCAL
         };
         static const struct option opts[] = {
                 { "server", required_argument, NULL, OPT_SERVER },
+                { "local", no_argument, NULL, OPT_LOCAL },
                 { "size", required_argument, NULL, OPT_SIZE },
                 { "calls", required_argument, NULL, 'n' },
                 {},
@@ -357,6 +362,9 @@ static int parse_bench_args(int argc, char **argv, const char **server, long *n,
                 switch (c) {
                 case OPT_SERVER:
                         *server = optarg;
+                        break;
+                case OPT_LOCAL:
+                        *local = true;
                         break;
                 case 'n':
                         if (parse_long(optarg, 1, MAX_N, n) < 0) {
@@ -383,6 +391,10 @@ static int parse_bench_args(int argc, char **argv, const char **server, long *n,
                 fprintf(stderr, "lupinectl: bench --server: empty\n");
                 return 2;
         }
+        if (*local && *server) {
+                fprintf(stderr, "lupinectl: bench: --local measures this host's own driver; it takes no --server\n");
+                return 2;
+        }
         return 0;
 }
 
@@ -391,19 +403,28 @@ int ctl_bench(const struct ctl_opts *o, int argc, char **argv)
         const char *server = o->server;
         long n = DEFAULT_N, mib = DEFAULT_MIB;
         struct results res = { 0 };
+        bool local = false;
         char lib[PATH_MAX + 32], dev[256] = "?";
         struct cu cu = { 0 };
         CUcontext ctx;
         CUdevice d;
         CUresult r;
 
-        if ((r = parse_bench_args(argc, argv, &server, &n, &mib)) != 0)
+        if ((r = parse_bench_args(argc, argv, &server, &n, &mib, &local)) != 0)
                 return r;
         if (server)
                 setenv("LUPINE_SERVER", server, 1);
-        server = getenv("LUPINE_SERVER") && *getenv("LUPINE_SERVER") ? getenv("LUPINE_SERVER") : "127.0.0.1:14833";
-        if (find_shim(lib, sizeof(lib)) < 0 || load_shim(lib, &cu) < 0)
-                return 1;
+        if (local) { /* the baseline: the driver the loader finds, as a local program gets it */
+                server = "the local driver";
+                snprintf(lib, sizeof(lib), "libcuda.so.1");
+                if (load_shim(lib, &cu, false) < 0)
+                        return 1;
+        } else {
+                server = getenv("LUPINE_SERVER") && *getenv("LUPINE_SERVER") ? getenv("LUPINE_SERVER")
+                                                                             : "127.0.0.1:14833";
+                if (find_shim(lib, sizeof(lib)) < 0 || load_shim(lib, &cu, true) < 0)
+                        return 1;
+        }
         fprintf(stderr, "lupinectl: bench: connecting to %s through %s\n", server, lib);
         r = cu.init(0);
         if (r == CUDA_NO_DEVICE) {

@@ -106,7 +106,11 @@ def test_plain(exe, ctlexe, shim, tmp):
               "cannot reach lupined at 127.0.0.1:1" in r.stderr, r.stderr)
         r = ctl(ctlexe, "bench", "--server", server, env={"LUPINE_LIBCUDA": os.path.join(tmp, "none.so")})
         check("bench with no shim there: exit 1, said", r.returncode == 1 and "cannot load" in r.stderr, r.stderr)
-        for bad in (["-n", "0"], ["--size", "x"], ["extra"]):
+        shimdir = os.path.dirname(env.get("LUPINE_LIBCUDA", "")) or os.path.join(os.path.dirname(ctlexe), "..", "shim")
+        r = ctl(ctlexe, "bench", "--local", "-n", "10", env=dict(env, LD_LIBRARY_PATH=shimdir))
+        check("bench --local finding lupine's libcuda.so.1: refused, said", r.returncode == 1 and
+              "not the host's driver" in r.stderr, r.stderr)
+        for bad in (["-n", "0"], ["--size", "x"], ["extra"], ["--local", "--server", server]):
             r = ctl(ctlexe, "bench", *bad, env=env)
             check(f"bench {' '.join(bad)}: bad usage", r.returncode == 2, r.stderr)
     finally:

@@ -42,17 +42,21 @@ json_get() { # python expression over j, the JSON on stdin
         python3 -c "import json,sys; j=json.load(sys.stdin); print($1)"
 }
 
-start_host a "$pa" --metrics "127.0.0.1:$pm" --log-file "$OUTDIR/a.logfile" ||
+# --metrics needs libmicrohttpd, which not every GPU host has
+metrics=()
+if ldconfig -p | grep -q libmicrohttpd; then metrics=(--metrics "127.0.0.1:$pm"); else echo "     no libmicrohttpd here: the metrics are not checked"; fi
+start_host a "$pa" "${metrics[@]}" --log-file "$OUTDIR/a.logfile" ||
         { echo "lupine ops: FAILED, lupined did not start"; exit 1; }
 
 # ---- info: lupinectl's view of the GPU against nvidia-smi's (the local NVML)
 smi=$(nvidia-smi --query-gpu=name,uuid,memory.total --format=csv,noheader,nounits -i 0)
 "$CTL" -s "$OUTDIR/a.sock" --json info >"$OUTDIR/info.json" 2>"$OUTDIR/info.err"
-mine=$(json_get 'f"{j[\"gpus\"][0][\"name\"]}, {j[\"gpus\"][0][\"uuid\"]}, {j[\"gpus\"][0][\"memory_total\"] >> 20}"' <"$OUTDIR/info.json")
+GPU3='", ".join([j["gpus"][0]["name"], j["gpus"][0]["uuid"], str(j["gpus"][0]["memory_total"] >> 20)])'
+mine=$(json_get "$GPU3" <"$OUTDIR/info.json")
 if [ -n "$smi" ] && [ "$mine" = "$smi" ]; then ok "info: name, UUID, memory as nvidia-smi ($smi)"; else bad "info: '$mine' vs nvidia-smi '$smi'" "$OUTDIR/info.err"; fi
 "$CTL" -s "$OUTDIR/a.sock" info | head -n 20
 remote=$("$CTL" --server "127.0.0.1:$pa" --json info 2>"$OUTDIR/rinfo.err" |
-        json_get 'f"{j[\"gpus\"][0][\"name\"]}, {j[\"gpus\"][0][\"uuid\"]}, {j[\"gpus\"][0][\"memory_total\"] >> 20}"')
+        json_get "$GPU3")
 if [ "$remote" = "$smi" ]; then ok "info --server (a client's view): as nvidia-smi"; else bad "info --server: '$remote'" "$OUTDIR/rinfo.err"; fi
 
 # ---- monitor: two refreshes in a pseudo-terminal
@@ -76,9 +80,8 @@ sys.stdout.write(out.decode('utf-8', 'replace'))
 sys.exit(os.waitstatus_to_exitcode(st))
 PY
 mrc=$?
-name=$(echo "$smi" | cut -d, -f1)
-if [ $mrc -eq 0 ] && grep -q "$name" "$OUTDIR/monitor.out" && [ "$(grep -c $'\e\[H' "$OUTDIR/monitor.out")" -ge 2 ]; then
-        ok "monitor: two refreshes in a terminal, naming the GPU"
+if [ $mrc -eq 0 ] && [ "$(grep -c 'temp C' "$OUTDIR/monitor.out")" -ge 2 ] && grep -q $'\e\[H' "$OUTDIR/monitor.out"; then
+        ok "monitor: two refreshes in a terminal, redrawn in place"
 else
         bad "monitor (rc $mrc)" "$OUTDIR/monitor.out"
 fi
@@ -94,8 +97,7 @@ else
 fi
 
 # ---- bench: the local driver, then lupine, same job
-real_lib=$(ldconfig -p | awk '/libcuda.so.1 /{print $NF; exit}')
-LUPINE_LIBCUDA=$real_lib "$CTL" --json bench -n 2000 --size 256 >"$OUTDIR/bench.local.json" 2>"$OUTDIR/bench.local.err"
+"$CTL" --json bench --local -n 2000 --size 256 >"$OUTDIR/bench.local.json" 2>"$OUTDIR/bench.local.err"
 lrc=$?
 "$CTL" --json bench --server "127.0.0.1:$pa" -n 2000 --size 256 >"$OUTDIR/bench.lupine.json" 2>"$OUTDIR/bench.lupine.err"
 brc=$?
@@ -146,7 +148,9 @@ if "$CTL" -s "$OUTDIR/a.sock" --json status | json_get 'j["health"]["admitting"]
 else
         bad "status during the alarm"
 fi
-if python3 - "$pm" <<'PY'
+if [ ${#metrics[@]} -eq 0 ]; then
+        echo "     metrics: not checked (no libmicrohttpd on this host)"
+elif python3 - "$pm" <<'PY'
 import sys, time, urllib.request
 for _ in range(50):  # the text is rebuilt every second
     m = urllib.request.urlopen(f'http://127.0.0.1:{sys.argv[1]}/metrics').read().decode()
