@@ -174,7 +174,8 @@ static int load_shim(const char *path, struct cu *cu, bool want_lupine)
         /* the real driver would measure the local GPU, not a server */
         if (!dlsym(h, "lupine_context_generation") == want_lupine) {
                 fprintf(stderr, "lupinectl: bench: %s is %s\n", path,
-                        want_lupine ? "not lupine's libcuda.so.1" : "lupine's libcuda.so.1, not the host's driver (--local)");
+                        want_lupine ? "not lupine's libcuda.so.1"
+                                    : "lupine's libcuda.so.1, not the host's driver (--local)");
                 return -1;
         }
         for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {

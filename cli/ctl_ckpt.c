@@ -22,11 +22,11 @@
 #include "admin.h"
 #include "cli/lupinectl.h"
 
-#define POLL_MS       200
-#define POLL_WAIT_MS  2000 /* one STATUS may take this long */
-#define POLL_FAILURES 15   /* STATUS that fail in a row before a checkpoint is given up on */
-#define DRAIN_TIMEOUTS 5   /* ... before a drain is no longer followed */
-#define GIB           1073741824.0
+#define POLL_MS        200
+#define POLL_WAIT_MS   2000 /* one STATUS may take this long */
+#define POLL_FAILURES  15   /* STATUS that fail in a row before a checkpoint is given up on */
+#define DRAIN_TIMEOUTS 5    /* ... before a drain is no longer followed */
+#define GIB            1073741824.0
 
 static double now_s(void)
 {
@@ -62,7 +62,9 @@ static bool daemon_gone(int r)
 /* "[#######.............]" for done of total, into out[cap]. */
 static void bar(double done, double total, char *out, size_t cap)
 {
-        enum { W = 20 };
+        enum {
+                W = 20
+        };
         int n = total > 0 ? (int)(done * W / total) : 0;
 
         if (cap < W + 3)
@@ -130,8 +132,9 @@ int ctl_checkpoint(const struct ctl_opts *o, const char *name)
                         if (daemon_gone(r) || ++failures >= POLL_FAILURES) {
                                 if (drawn)
                                         printf("\r\033[K");
-                                fprintf(stderr, "lupinectl: lupined stopped answering (%s) before the checkpoint of "
-                                                "%s was reported\n",
+                                fprintf(stderr,
+                                        "lupinectl: lupined stopped answering (%s) before the checkpoint of "
+                                        "%s was reported\n",
                                         strerror(-r), name);
                                 return 1;
                         }
@@ -185,8 +188,8 @@ int ctl_checkpoint(const struct ctl_opts *o, const char *name)
 /* What a drain's poll knows of one session. */
 struct seen {
         char name[LUP_MAX_NAME + 1];
-        int64_t epoch;       /* when first seen */
-        double total, done;  /* bytes */
+        int64_t epoch;      /* when first seen */
+        double total, done; /* bytes */
 };
 
 struct drain_view {

@@ -17,12 +17,12 @@ enum lupd_health_policy {
         LUPD_HEALTH_OFF,       /* no watch at all (the workers still send heartbeats) */
 };
 
-#define LUPD_HEALTH_MAX_XIDS           32
-#define LUPD_THERMAL_LIMIT_DEFAULT_C   90
+#define LUPD_HEALTH_MAX_XIDS            32
+#define LUPD_THERMAL_LIMIT_DEFAULT_C    90
 #define LUPD_HEALTH_INTERVAL_DEFAULT_MS 1000
-#define LUPD_HEALTH_TIMEOUT_DEFAULT_MS 5000
-#define LUPD_HEALTH_RETRIES_DEFAULT    3
-#define LUPD_HEALTH_XID_HOLD_DEFAULT_S 60
+#define LUPD_HEALTH_TIMEOUT_DEFAULT_MS  5000
+#define LUPD_HEALTH_RETRIES_DEFAULT     3
+#define LUPD_HEALTH_XID_HOLD_DEFAULT_S  60
 
 struct lupd_health_cfg {
         int policy;          /* enum lupd_health_policy */
@@ -47,14 +47,16 @@ enum {
 };
 
 /* getopt_long entries for the options above, for main.c's table. */
-#define LUPD_HEALTH_LONG_OPTIONS                                                                                  \
-        { "health-policy", required_argument, NULL, LUPD_OPT_HEALTH_POLICY },                                     \
-                { "thermal-limit", required_argument, NULL, LUPD_OPT_THERMAL_LIMIT },                             \
-                { "health-interval", required_argument, NULL, LUPD_OPT_HEALTH_INTERVAL },                         \
-                { "health-timeout", required_argument, NULL, LUPD_OPT_HEALTH_TIMEOUT },                           \
-                { "health-retries", required_argument, NULL, LUPD_OPT_HEALTH_RETRIES },                           \
-                { "health-xids", required_argument, NULL, LUPD_OPT_HEALTH_XIDS },                                 \
-                { "health-xid-hold", required_argument, NULL, LUPD_OPT_HEALTH_XID_HOLD }
+#define LUPD_HEALTH_LONG_OPTIONS                                                          \
+        { "health-policy", required_argument, NULL, LUPD_OPT_HEALTH_POLICY },             \
+                { "thermal-limit", required_argument, NULL, LUPD_OPT_THERMAL_LIMIT },     \
+                { "health-interval", required_argument, NULL, LUPD_OPT_HEALTH_INTERVAL }, \
+                { "health-timeout", required_argument, NULL, LUPD_OPT_HEALTH_TIMEOUT },   \
+                { "health-retries", required_argument, NULL, LUPD_OPT_HEALTH_RETRIES },   \
+                { "health-xids", required_argument, NULL, LUPD_OPT_HEALTH_XIDS },         \
+        {                                                                                 \
+                "health-xid-hold", required_argument, NULL, LUPD_OPT_HEALTH_XID_HOLD      \
+        }
 
 /* The defaults above, and the default Xid list. */
 void lupd_health_defaults(struct lupd_health_cfg *h);

@@ -152,8 +152,7 @@ int lupd_health_parse_option(int c, const char *arg, struct lupd_health_cfg *h)
                 if (r == -E2BIG)
                         return bad("--health-xids %s: at most %d codes", arg, LUPD_HEALTH_MAX_XIDS);
                 if (r < 0)
-                        return bad("--health-xids %s: expected comma-separated Xid codes, e.g. 48,79,95, or none",
-                                   arg);
+                        return bad("--health-xids %s: expected comma-separated Xid codes, e.g. 48,79,95, or none", arg);
                 return 1;
         default:
                 return 0;

@@ -68,8 +68,8 @@ void sup_health_on_beat(struct sup *s, int idx, uint32_t devices)
 /* Whether the watch expects heartbeats from entry se now. */
 static bool beats_expected(const struct lupd_session *se)
 {
-        return se->state == LUPD_SESSION_LIVE && se->pid > 0 && !se->reaped && !se->shutdown_sent &&
-               !se->drain_done && se->phase != LUPD_PHASE_FAILED;
+        return se->state == LUPD_SESSION_LIVE && se->pid > 0 && !se->reaped && !se->shutdown_sent && !se->drain_done &&
+               se->phase != LUPD_PHASE_FAILED;
 }
 
 static void check_heartbeats(struct sup *s, uint64_t now)
@@ -144,7 +144,8 @@ static void check_gpu(struct sup *s, const struct lup_nvml_snapshot *snap, unsig
                         lup_debug("GPU %u: %llu uncorrectable ECC error(s) when first seen", d, (unsigned long long)v);
                 }
                 if (v > g->ecc_base) {
-                        snprintf(why, cap, "%llu new uncorrectable ECC error(s)", (unsigned long long)(v - g->ecc_base));
+                        snprintf(why, cap, "%llu new uncorrectable ECC error(s)",
+                                 (unsigned long long)(v - g->ecc_base));
                         return;
                 }
         }
@@ -361,7 +362,10 @@ void sup_health_report(const struct sup *s, struct lup_admin_health *out)
                 struct lup_admin_gpu_health *o = &out->gpu[d];
                 o->index = (int)d;
                 snprintf(o->state, sizeof(o->state), "%s",
-                         !watching(s) ? "unwatched" : g->alarm ? "alarm" : g->bad ? "failing" : "ok");
+                         !watching(s) ? "unwatched"
+                         : g->alarm   ? "alarm"
+                         : g->bad     ? "failing"
+                                      : "ok");
                 snprintf(o->why, sizeof(o->why), "%s", g->alarm || g->bad ? g->why : "");
                 o->alarms = (int64_t)g->alarms;
         }
