@@ -20,7 +20,9 @@ A oneshot unit inside then checks, as root:
   - lupinectl status answers on /run/lupine/lupined.sock;
   - systemctl reload leaves the service active under the same main pid;
   - systemctl stop ends it with Result=success while the sockets stay;
-  - the next client, on TCP 14833, starts it again.
+  - the next client, on TCP 14833, starts it again;
+  - lupinectl log reads lupined's entries back from the journal (sd-journal),
+    with --session, --json and --level.
 
 It writes ok/FAIL lines and lupined's journal to a bound directory and
 powers the container off. Exit 77 (skipped, saying why) when not root, or
@@ -69,6 +71,16 @@ check "systemctl stop ends lupined cleanly" sh -c 'systemctl stop lupined.servic
         [ "$(systemctl show -p Result --value lupined.service)" = success ]'
 check "the sockets stay when lupined stops" systemctl is-active lupined.socket lupined-local.socket
 check "the next client (TCP 14833) starts lupined again" client 127.0.0.1:14833 nspawn-2
+ctl=/opt/lupine/cli/lupinectl
+check "lupinectl log reads lupined's journal entries" sh -c "$ctl log -n 300 > /out/ctllog 2>&1; cat /out/ctllog;
+        grep -q 'session nspawn-2' /out/ctllog"
+check "lupinectl log --session keeps that session's entries" sh -c "$ctl log -n 300 --session nspawn-1 > /out/ctllog1 2>&1;
+        cat /out/ctllog1; grep -q nspawn-1 /out/ctllog1 && ! grep -q nspawn-2 /out/ctllog1"
+check "lupinectl --json log: one JSON object a line" sh -c "$ctl --json log -n 20 | python3 -c 'import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+assert rows and all(isinstance(r, dict) for r in rows), rows'"
+check "lupinectl log --level err: no entry above err" sh -c "$ctl log -n 300 --level err > /out/ctllog_err 2>&1;
+        cat /out/ctllog_err; ! grep -Eq ' (info|debug|warning): ' /out/ctllog_err"
 journalctl -u lupined.service -u lupined.socket -u lupined-local.socket --no-pager > /out/journal 2>&1
 systemctl status lupined.service --no-pager >> /out/detail 2>&1
 [ $fail = 0 ] && echo PASS >> $out
