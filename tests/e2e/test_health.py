@@ -20,6 +20,8 @@ a hung worker, from SIGSTOP. Cases:
      it), its GPU goes into alarm, and once it runs again it is drained
      with its checkpoint.
   4. --health-policy report: an alarm, no drain, sessions still admitted.
+  5. under a service manager (tests/e2e/sdharness.py), STATUS= says when
+     the host stops admitting and why, and when it admits again.
 
 Exit 0 on pass, 1 on failure (naming the case).
 """
@@ -36,6 +38,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lupwire as W  # noqa: E402
 from restart_harness import read_line  # noqa: E402
+from sdharness import ServiceManager  # noqa: E402
 
 check = W.Checks()
 FAST = ['--health-interval', '200', '--health-retries', '2', '--health-timeout', '600']
@@ -336,13 +339,47 @@ def report_case(exe, ctl, progs, shim, kernels, tmp):
         d.stop()
 
 
+def notify_case(exe, ctl, progs, shim, kernels, tmp):
+    """sd_notify's STATUS= says when the host stops admitting, and when it
+    admits again."""
+    f = os.path.join(tmp, 'faults-notify')
+    fault(f, '')
+    env = dict(os.environ, LUPINE_SIM_FAULTS=f)
+    env.pop('LD_LIBRARY_PATH', None)
+    port = W.free_port()
+    with ServiceManager([exe, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-dir',
+                         os.path.join(tmp, 'ck-notify')] + FAST, tmp, env=env,
+                        log_path=os.path.join(tmp, 'notify.log')) as sm:
+        sm.start()
+        check('notify: READY=1', sm.wait_for('READY', '1', timeout=20) is not None, sm.log()[-1500:])
+
+        def status_has(text, timeout=20):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                st = [m.get('STATUS', '') for m in sm.notifications('STATUS')]
+                if st and text(st[-1]):
+                    return st[-1]
+                time.sleep(0.1)
+            return None
+
+        fault(f, '0 lost\n')
+        got = status_has(lambda t: 'NOT ADMITTING: GPU 0 is unhealthy: NVML says GPU 0 is lost' in t)
+        check('notify: STATUS= says it does not admit, and why', got is not None,
+              str([m.get('STATUS') for m in sm.notifications('STATUS')][-3:]))
+        fault(f, '')
+        got = status_has(lambda t: t.startswith('serving') and 'NOT ADMITTING' not in t)
+        check('notify: STATUS= back to serving once the GPU passes', got is not None,
+              str([m.get('STATUS') for m in sm.notifications('STATUS')][-3:]))
+        sm.stop()
+
+
 def main():
     if len(sys.argv) != 6:
         print(__doc__)
         return 2
     exe, ctl, progs, shim, kernels = sys.argv[1:6]
     with tempfile.TemporaryDirectory(prefix='lupine-health-') as tmp:
-        for case in (thermal_case, each_fault_case, hung_worker_case, report_case):
+        for case in (thermal_case, each_fault_case, hung_worker_case, report_case, notify_case):
             try:
                 case(exe, ctl, progs, shim, kernels, tmp)
             except Exception as e:  # a case that breaks must not hide the others
