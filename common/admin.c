@@ -132,7 +132,7 @@ int lup_admin_reply_decode(const uint8_t *p, size_t n, const char **ret_text, si
 
 /* Adds v under key; v == NULL (an allocation that failed) is -ENOMEM. On
  * failure v is released: the caller has nothing left to free but obj. */
-static int obj_add(struct json_object *obj, const char *key, struct json_object *v)
+int lup_admin_json_add(struct json_object *obj, const char *key, struct json_object *v)
 {
         if (!v)
                 return -ENOMEM;
@@ -149,25 +149,25 @@ static int stats_encode(struct json_object *o, const struct lup_admin_session *s
         struct json_object *p;
         int r;
 
-        if ((r = obj_add(o, "tenant", json_object_new_string(se->tenant))) < 0 ||
-            (r = obj_add(o, "client", json_object_new_string(se->client))) < 0 ||
-            (r = obj_add(o, "calls", json_object_new_int64(se->calls))) < 0 ||
-            (r = obj_add(o, "calls_per_s", json_object_new_double(se->calls_per_s))) < 0 ||
-            (r = obj_add(o, "bytes_in", json_object_new_int64(se->bytes_in))) < 0 ||
-            (r = obj_add(o, "bytes_out", json_object_new_int64(se->bytes_out))) < 0 ||
-            (r = obj_add(o, "bytes_per_s", json_object_new_double(se->bytes_per_s))) < 0 ||
-            (r = obj_add(o, "memory", json_object_new_int64(se->memory))) < 0 ||
-            (r = obj_add(o, "checkpoint_epoch", json_object_new_int64(se->checkpoint_epoch))) < 0 ||
-            (r = obj_add(o, "checkpoint_age_s", json_object_new_int64(se->checkpoint_age_s))) < 0)
+        if ((r = lup_admin_json_add(o, "tenant", json_object_new_string(se->tenant))) < 0 ||
+            (r = lup_admin_json_add(o, "client", json_object_new_string(se->client))) < 0 ||
+            (r = lup_admin_json_add(o, "calls", json_object_new_int64(se->calls))) < 0 ||
+            (r = lup_admin_json_add(o, "calls_per_s", json_object_new_double(se->calls_per_s))) < 0 ||
+            (r = lup_admin_json_add(o, "bytes_in", json_object_new_int64(se->bytes_in))) < 0 ||
+            (r = lup_admin_json_add(o, "bytes_out", json_object_new_int64(se->bytes_out))) < 0 ||
+            (r = lup_admin_json_add(o, "bytes_per_s", json_object_new_double(se->bytes_per_s))) < 0 ||
+            (r = lup_admin_json_add(o, "memory", json_object_new_int64(se->memory))) < 0 ||
+            (r = lup_admin_json_add(o, "checkpoint_epoch", json_object_new_int64(se->checkpoint_epoch))) < 0 ||
+            (r = lup_admin_json_add(o, "checkpoint_age_s", json_object_new_int64(se->checkpoint_age_s))) < 0)
                 return r;
         if (!se->progress[0])
                 return 0;
-        if ((r = obj_add(o, "progress", json_object_new_object())) < 0)
+        if ((r = lup_admin_json_add(o, "progress", json_object_new_object())) < 0)
                 return r;
         p = json_object_object_get(o, "progress");
-        if ((r = obj_add(p, "phase", json_object_new_string(se->progress))) < 0 ||
-            (r = obj_add(p, "done", json_object_new_int64(se->progress_done))) < 0 ||
-            (r = obj_add(p, "total", json_object_new_int64(se->progress_total))) < 0)
+        if ((r = lup_admin_json_add(p, "phase", json_object_new_string(se->progress))) < 0 ||
+            (r = lup_admin_json_add(p, "done", json_object_new_int64(se->progress_done))) < 0 ||
+            (r = lup_admin_json_add(p, "total", json_object_new_int64(se->progress_total))) < 0)
                 return r;
         return 0;
 }
@@ -179,18 +179,18 @@ static int session_encode(struct json_object *arr, const struct lup_admin_sessio
 
         if (!o)
                 return -ENOMEM;
-        if ((r = obj_add(o, "name", json_object_new_string(se->name))) < 0 ||
-            (r = obj_add(o, "slot", json_object_new_int(se->slot))) < 0 ||
-            (r = obj_add(o, "state", json_object_new_string(se->state))) < 0 ||
-            (r = obj_add(o, "pid", json_object_new_int(se->pid))) < 0)
+        if ((r = lup_admin_json_add(o, "name", json_object_new_string(se->name))) < 0 ||
+            (r = lup_admin_json_add(o, "slot", json_object_new_int(se->slot))) < 0 ||
+            (r = lup_admin_json_add(o, "state", json_object_new_string(se->state))) < 0 ||
+            (r = lup_admin_json_add(o, "pid", json_object_new_int(se->pid))) < 0)
                 goto out_put;
         if (se->has_stats && (r = stats_encode(o, se)) < 0)
                 goto out_put;
         /* only when true: the keys lupined has always sent stay as they were */
-        if (se->unresponsive && (r = obj_add(o, "unresponsive", json_object_new_boolean(true))) < 0)
+        if (se->unresponsive && (r = lup_admin_json_add(o, "unresponsive", json_object_new_boolean(true))) < 0)
                 goto out_put;
         if (se->has_ckpt_result &&
-            (r = obj_add(o, "last_checkpoint_error", json_object_new_string(se->last_checkpoint_error))) < 0)
+            (r = lup_admin_json_add(o, "last_checkpoint_error", json_object_new_string(se->last_checkpoint_error))) < 0)
                 goto out_put;
         if (json_object_array_add(arr, o) < 0) {
                 r = -ENOMEM;
@@ -210,15 +210,15 @@ static int limits_encode(struct json_object *top, const struct lup_admin_status 
 
         if (st->n_limits <= 0)
                 return 0;
-        if ((r = obj_add(top, "limits", json_object_new_object())) < 0 ||
-            (r = obj_add(top, "limit_hits", json_object_new_object())) < 0)
+        if ((r = lup_admin_json_add(top, "limits", json_object_new_object())) < 0 ||
+            (r = lup_admin_json_add(top, "limit_hits", json_object_new_object())) < 0)
                 return r;
         lim = json_object_object_get(top, "limits");
         hits = json_object_object_get(top, "limit_hits");
         for (int i = 0; i < st->n_limits && i < (int)LUP_ADMIN_MAX_LIMITS; i++) {
                 const struct lup_admin_limit *l = &st->limits[i];
-                if ((r = obj_add(lim, l->name, json_object_new_int64(l->value))) < 0 ||
-                    (r = obj_add(hits, l->name, json_object_new_int64(l->hits))) < 0)
+                if ((r = lup_admin_json_add(lim, l->name, json_object_new_int64(l->value))) < 0 ||
+                    (r = lup_admin_json_add(hits, l->name, json_object_new_int64(l->hits))) < 0)
                         return r;
         }
         return 0;
@@ -233,15 +233,15 @@ static int drain_encode(struct json_object *top, const struct lup_admin_status *
 
         if (!st->has_drain)
                 return 0;
-        if ((r = obj_add(top, "drain", json_object_new_object())) < 0)
+        if ((r = lup_admin_json_add(top, "drain", json_object_new_object())) < 0)
                 return r;
         o = json_object_object_get(top, "drain");
-        if ((r = obj_add(o, "sessions", json_object_new_int(d->sessions))) < 0 ||
-            (r = obj_add(o, "checkpointed", json_object_new_int(d->checkpointed))) < 0 ||
-            (r = obj_add(o, "lost", json_object_new_int(d->lost))) < 0 ||
-            (r = obj_add(o, "kept", json_object_new_int(d->kept))) < 0 ||
-            (r = obj_add(o, "ended", json_object_new_int(d->ended))) < 0 ||
-            (r = obj_add(o, "own_error", json_object_new_int(d->own_error))) < 0)
+        if ((r = lup_admin_json_add(o, "sessions", json_object_new_int(d->sessions))) < 0 ||
+            (r = lup_admin_json_add(o, "checkpointed", json_object_new_int(d->checkpointed))) < 0 ||
+            (r = lup_admin_json_add(o, "lost", json_object_new_int(d->lost))) < 0 ||
+            (r = lup_admin_json_add(o, "kept", json_object_new_int(d->kept))) < 0 ||
+            (r = lup_admin_json_add(o, "ended", json_object_new_int(d->ended))) < 0 ||
+            (r = lup_admin_json_add(o, "own_error", json_object_new_int(d->own_error))) < 0)
                 return r;
         return 0;
 }
@@ -260,19 +260,19 @@ int lup_admin_status_encode(const struct lup_admin_status *st, char **ret_text, 
         if (!top)
                 return -ENOMEM;
         /* The keys in the order lupined has always sent them. */
-        if ((r = obj_add(top, "version", json_object_new_string(st->version))) < 0 ||
-            (r = obj_add(top, "backend", json_object_new_string(st->backend))) < 0 ||
-            (r = obj_add(top, "draining", json_object_new_boolean(st->draining))) < 0 ||
-            (r = obj_add(top, "stopping", json_object_new_boolean(st->stopping))) < 0 ||
-            (r = obj_add(top, "checkpoints", json_object_new_boolean(st->checkpoints))) < 0 ||
-            (r = obj_add(top, "max_sessions", json_object_new_int(st->max_sessions))) < 0 ||
-            (r = obj_add(top, "sessions", json_object_new_array())) < 0)
+        if ((r = lup_admin_json_add(top, "version", json_object_new_string(st->version))) < 0 ||
+            (r = lup_admin_json_add(top, "backend", json_object_new_string(st->backend))) < 0 ||
+            (r = lup_admin_json_add(top, "draining", json_object_new_boolean(st->draining))) < 0 ||
+            (r = lup_admin_json_add(top, "stopping", json_object_new_boolean(st->stopping))) < 0 ||
+            (r = lup_admin_json_add(top, "checkpoints", json_object_new_boolean(st->checkpoints))) < 0 ||
+            (r = lup_admin_json_add(top, "max_sessions", json_object_new_int(st->max_sessions))) < 0 ||
+            (r = lup_admin_json_add(top, "sessions", json_object_new_array())) < 0)
                 goto out_put;
         arr = json_object_object_get(top, "sessions");
         for (int i = 0; i < st->n; i++)
                 if ((r = session_encode(arr, &st->s[i])) < 0)
                         goto out_put;
-        if ((r = obj_add(top, "count", json_object_new_int(st->n))) < 0)
+        if ((r = lup_admin_json_add(top, "count", json_object_new_int(st->n))) < 0)
                 goto out_put;
         if ((r = limits_encode(top, st)) < 0 || (r = lup_admin_health_encode(top, &st->health)) < 0)
                 goto out_put;
@@ -329,7 +329,7 @@ static int get_typed(struct json_object *obj, const char *key, enum json_type ty
         return 0;
 }
 
-static int get_str(struct json_object *obj, const char *key, char *out, size_t cap)
+int lup_admin_json_str(struct json_object *obj, const char *key, char *out, size_t cap)
 {
         struct json_object *v;
         size_t len;
@@ -362,7 +362,7 @@ static int get_int(struct json_object *obj, const char *key, int *out)
         return 0;
 }
 
-static int get_i64(struct json_object *obj, const char *key, int64_t *out)
+int lup_admin_json_i64(struct json_object *obj, const char *key, int64_t *out)
 {
         struct json_object *v;
 
@@ -395,16 +395,19 @@ static int stats_read(struct json_object *o, struct lup_admin_session *se)
                 return 0;
         se->has_stats = true;
         se->checkpoint_age_s = -1;
-        if (get_str(o, "tenant", se->tenant, sizeof(se->tenant)) < 0 ||
-            get_str(o, "client", se->client, sizeof(se->client)) < 0 || get_i64(o, "calls", &se->calls) < 0 ||
-            get_double(o, "calls_per_s", &se->calls_per_s) < 0 || get_i64(o, "bytes_in", &se->bytes_in) < 0 ||
-            get_i64(o, "bytes_out", &se->bytes_out) < 0 || get_double(o, "bytes_per_s", &se->bytes_per_s) < 0 ||
-            get_i64(o, "memory", &se->memory) < 0 || get_i64(o, "checkpoint_epoch", &se->checkpoint_epoch) < 0 ||
-            get_i64(o, "checkpoint_age_s", &se->checkpoint_age_s) < 0 ||
+        if (lup_admin_json_str(o, "tenant", se->tenant, sizeof(se->tenant)) < 0 ||
+            lup_admin_json_str(o, "client", se->client, sizeof(se->client)) < 0 ||
+            lup_admin_json_i64(o, "calls", &se->calls) < 0 || get_double(o, "calls_per_s", &se->calls_per_s) < 0 ||
+            lup_admin_json_i64(o, "bytes_in", &se->bytes_in) < 0 ||
+            lup_admin_json_i64(o, "bytes_out", &se->bytes_out) < 0 ||
+            get_double(o, "bytes_per_s", &se->bytes_per_s) < 0 || lup_admin_json_i64(o, "memory", &se->memory) < 0 ||
+            lup_admin_json_i64(o, "checkpoint_epoch", &se->checkpoint_epoch) < 0 ||
+            lup_admin_json_i64(o, "checkpoint_age_s", &se->checkpoint_age_s) < 0 ||
             get_typed(o, "progress", json_type_object, &p) < 0)
                 return -EBADMSG;
-        if (p && (get_str(p, "phase", se->progress, sizeof(se->progress)) < 0 ||
-                  get_i64(p, "done", &se->progress_done) < 0 || get_i64(p, "total", &se->progress_total) < 0))
+        if (p && (lup_admin_json_str(p, "phase", se->progress, sizeof(se->progress)) < 0 ||
+                  lup_admin_json_i64(p, "done", &se->progress_done) < 0 ||
+                  lup_admin_json_i64(p, "total", &se->progress_total) < 0))
                 return -EBADMSG;
         return 0;
 }
@@ -415,7 +418,8 @@ static int ckpt_result_read(struct json_object *o, struct lup_admin_session *se)
         if (!json_object_object_get_ex(o, "last_checkpoint_error", NULL))
                 return 0;
         se->has_ckpt_result = true;
-        return get_str(o, "last_checkpoint_error", se->last_checkpoint_error, sizeof(se->last_checkpoint_error));
+        return lup_admin_json_str(o, "last_checkpoint_error", se->last_checkpoint_error,
+                                  sizeof(se->last_checkpoint_error));
 }
 
 static int get_bool(struct json_object *obj, const char *key, bool *out)
@@ -486,8 +490,8 @@ static int status_read(struct json_object *top, struct lup_admin_status *st, con
                 *ret_why = "not a JSON object";
                 return -EBADMSG;
         }
-        if (get_str(top, "version", st->version, sizeof(st->version)) < 0 ||
-            get_str(top, "backend", st->backend, sizeof(st->backend)) < 0 ||
+        if (lup_admin_json_str(top, "version", st->version, sizeof(st->version)) < 0 ||
+            lup_admin_json_str(top, "backend", st->backend, sizeof(st->backend)) < 0 ||
             get_bool(top, "draining", &st->draining) < 0 || get_bool(top, "stopping", &st->stopping) < 0 ||
             get_bool(top, "checkpoints", &st->checkpoints) < 0 || get_int(top, "max_sessions", &st->max_sessions) < 0 ||
             get_int(top, "count", &count) < 0 || get_typed(top, "sessions", json_type_array, &arr) < 0) {
@@ -510,8 +514,10 @@ static int status_read(struct json_object *top, struct lup_admin_status *st, con
                 struct json_object *o = json_object_array_get_idx(arr, i);
                 struct lup_admin_session *se = &st->s[st->n];
 
-                if (!json_object_is_type(o, json_type_object) || get_str(o, "name", se->name, sizeof(se->name)) < 0 ||
-                    get_int(o, "slot", &se->slot) < 0 || get_str(o, "state", se->state, sizeof(se->state)) < 0 ||
+                if (!json_object_is_type(o, json_type_object) ||
+                    lup_admin_json_str(o, "name", se->name, sizeof(se->name)) < 0 ||
+                    get_int(o, "slot", &se->slot) < 0 ||
+                    lup_admin_json_str(o, "state", se->state, sizeof(se->state)) < 0 ||
                     get_int(o, "pid", &se->pid) < 0 || stats_read(o, se) < 0 || ckpt_result_read(o, se) < 0 ||
                     get_bool(o, "unresponsive", &se->unresponsive) < 0) {
                         *ret_why = "a session field of the wrong type or size";

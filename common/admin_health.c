@@ -10,17 +10,6 @@
 
 #include "admin_health.h"
 
-static int add(struct json_object *obj, const char *key, struct json_object *v)
-{
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(obj, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
 static int gpu_encode(struct json_object *arr, const struct lup_admin_gpu_health *g)
 {
         struct json_object *o = json_object_new_object();
@@ -28,10 +17,11 @@ static int gpu_encode(struct json_object *arr, const struct lup_admin_gpu_health
 
         if (!o)
                 return -ENOMEM;
-        if ((r = add(o, "index", json_object_new_int(g->index))) < 0 ||
-            (r = add(o, "state", json_object_new_string(g->state))) < 0 ||
-            (r = add(o, "why", json_object_new_string(g->why))) < 0 ||
-            (r = add(o, "alarms", json_object_new_int64(g->alarms))) < 0 || json_object_array_add(arr, o) < 0) {
+        if ((r = lup_admin_json_add(o, "index", json_object_new_int(g->index))) < 0 ||
+            (r = lup_admin_json_add(o, "state", json_object_new_string(g->state))) < 0 ||
+            (r = lup_admin_json_add(o, "why", json_object_new_string(g->why))) < 0 ||
+            (r = lup_admin_json_add(o, "alarms", json_object_new_int64(g->alarms))) < 0 ||
+            json_object_array_add(arr, o) < 0) {
                 json_object_put(o);
                 return r < 0 ? r : -ENOMEM;
         }
@@ -45,47 +35,18 @@ int lup_admin_health_encode(struct json_object *top, const struct lup_admin_heal
 
         if (!h->present)
                 return 0;
-        if ((r = add(top, "health", json_object_new_object())) < 0)
+        if ((r = lup_admin_json_add(top, "health", json_object_new_object())) < 0)
                 return r;
         o = json_object_object_get(top, "health");
-        if ((r = add(o, "policy", json_object_new_string(h->policy))) < 0 ||
-            (r = add(o, "admitting", json_object_new_boolean(h->admitting))) < 0 ||
-            (r = add(o, "drained", json_object_new_int64(h->drained))) < 0 ||
-            (r = add(o, "gpus", json_object_new_array())) < 0)
+        if ((r = lup_admin_json_add(o, "policy", json_object_new_string(h->policy))) < 0 ||
+            (r = lup_admin_json_add(o, "admitting", json_object_new_boolean(h->admitting))) < 0 ||
+            (r = lup_admin_json_add(o, "drained", json_object_new_int64(h->drained))) < 0 ||
+            (r = lup_admin_json_add(o, "gpus", json_object_new_array())) < 0)
                 return r;
         arr = json_object_object_get(o, "gpus");
         for (int i = 0; i < h->n_gpus && i < (int)LUP_MAX_DEVICES; i++)
                 if ((r = gpu_encode(arr, &h->gpu[i])) < 0)
                         return r;
-        return 0;
-}
-
-/* A string member into out[cap]: absent leaves it; wrong type, too long or
- * holding a NUL is -EBADMSG. */
-static int str_of(struct json_object *o, const char *key, char *out, size_t cap)
-{
-        struct json_object *v;
-
-        if (!json_object_object_get_ex(o, key, &v))
-                return 0;
-        if (!json_object_is_type(v, json_type_string))
-                return -EBADMSG;
-        size_t len = (size_t)json_object_get_string_len(v);
-        if (len >= cap || memchr(json_object_get_string(v), 0, len))
-                return -EBADMSG;
-        memcpy(out, json_object_get_string(v), len + 1);
-        return 0;
-}
-
-static int int_of(struct json_object *o, const char *key, int64_t *out)
-{
-        struct json_object *v;
-
-        if (!json_object_object_get_ex(o, key, &v))
-                return 0;
-        if (!json_object_is_type(v, json_type_int))
-                return -EBADMSG;
-        *out = json_object_get_int64(v);
         return 0;
 }
 
@@ -97,8 +58,9 @@ int lup_admin_health_decode(struct json_object *top, struct lup_admin_health *h,
         if (!json_object_object_get_ex(top, "health", &o))
                 return 0;
         *ret_why = "a health field of the wrong type or size";
-        if (!json_object_is_type(o, json_type_object) || str_of(o, "policy", h->policy, sizeof(h->policy)) < 0 ||
-            int_of(o, "drained", &h->drained) < 0)
+        if (!json_object_is_type(o, json_type_object) ||
+            lup_admin_json_str(o, "policy", h->policy, sizeof(h->policy)) < 0 ||
+            lup_admin_json_i64(o, "drained", &h->drained) < 0)
                 return -EBADMSG;
         h->present = true;
         if (json_object_object_get_ex(o, "admitting", &v)) {
@@ -114,10 +76,10 @@ int lup_admin_health_decode(struct json_object *top, struct lup_admin_health *h,
                 struct json_object *g = json_object_array_get_idx(arr, i);
                 struct lup_admin_gpu_health *out = &h->gpu[h->n_gpus];
                 int64_t index = (int64_t)i;
-                if (!json_object_is_type(g, json_type_object) || int_of(g, "index", &index) < 0 ||
-                    str_of(g, "state", out->state, sizeof(out->state)) < 0 ||
-                    str_of(g, "why", out->why, sizeof(out->why)) < 0 || int_of(g, "alarms", &out->alarms) < 0 ||
-                    index < 0 || index >= (int64_t)LUP_MAX_DEVICES)
+                if (!json_object_is_type(g, json_type_object) || lup_admin_json_i64(g, "index", &index) < 0 ||
+                    lup_admin_json_str(g, "state", out->state, sizeof(out->state)) < 0 ||
+                    lup_admin_json_str(g, "why", out->why, sizeof(out->why)) < 0 ||
+                    lup_admin_json_i64(g, "alarms", &out->alarms) < 0 || index < 0 || index >= (int64_t)LUP_MAX_DEVICES)
                         return -EBADMSG;
                 out->index = (int)index;
                 h->n_gpus++;

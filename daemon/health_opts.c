@@ -2,11 +2,11 @@
 /* The health watch's command-line options (daemon/health_cfg.h). */
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "health_cfg.h"
+#include "opts.h"
 
 /* The Xid codes that say the GPU, not the program, is in trouble:
  * double-bit ECC (48), the GPU's micro-controller halted (61, 62), a row
@@ -57,32 +57,6 @@ void lupd_health_xids_text(const struct lupd_health_cfg *h, char *out, size_t ca
                 snprintf(out, cap, "none");
 }
 
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...)
-{
-        va_list ap;
-
-        fputs("lupined: ", stderr);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputs("\nTry 'lupined --help' for more information.\n", stderr);
-        return -EINVAL;
-}
-
-static int number(const char *s, long min, long max, int *ret)
-{
-        char *end;
-        long v;
-
-        errno = 0;
-        v = strtol(s, &end, 10);
-        if (errno || end == s || *end || v < min || v > max)
-                return -EINVAL;
-        *ret = (int)v;
-        return 0;
-}
-
 /* "48,79,95", or "none" for no Xid alarms at all */
 static int parse_xids(const char *arg, struct lupd_health_cfg *h)
 {
@@ -125,34 +99,36 @@ int lupd_health_parse_option(int c, const char *arg, struct lupd_health_cfg *h)
                 else if (strcmp(arg, "off") == 0)
                         h->policy = LUPD_HEALTH_OFF;
                 else
-                        return bad("--health-policy %s: expected drain, report or off", arg);
+                        return lupd_usage_error("--health-policy %s: expected drain, report or off", arg);
                 return 1;
         case LUPD_OPT_THERMAL_LIMIT:
-                if (number(arg, 0, 200, &h->thermal_limit_c) < 0)
-                        return bad("--thermal-limit %s: expected degrees Celsius from 1 to 200, or 0 for none", arg);
+                if (lupd_parse_int(arg, 0, 200, &h->thermal_limit_c) < 0)
+                        return lupd_usage_error(
+                                "--thermal-limit %s: expected degrees Celsius from 1 to 200, or 0 for none", arg);
                 return 1;
         case LUPD_OPT_HEALTH_INTERVAL:
-                if (number(arg, 50, 60000, &h->interval_ms) < 0)
-                        return bad("--health-interval %s: expected milliseconds from 50 to 60000", arg);
+                if (lupd_parse_int(arg, 50, 60000, &h->interval_ms) < 0)
+                        return lupd_usage_error("--health-interval %s: expected milliseconds from 50 to 60000", arg);
                 return 1;
         case LUPD_OPT_HEALTH_TIMEOUT:
-                if (number(arg, 100, 600000, &h->timeout_ms) < 0)
-                        return bad("--health-timeout %s: expected milliseconds from 100 to 600000", arg);
+                if (lupd_parse_int(arg, 100, 600000, &h->timeout_ms) < 0)
+                        return lupd_usage_error("--health-timeout %s: expected milliseconds from 100 to 600000", arg);
                 return 1;
         case LUPD_OPT_HEALTH_RETRIES:
-                if (number(arg, 1, 100, &h->retries) < 0)
-                        return bad("--health-retries %s: expected a number from 1 to 100", arg);
+                if (lupd_parse_int(arg, 1, 100, &h->retries) < 0)
+                        return lupd_usage_error("--health-retries %s: expected a number from 1 to 100", arg);
                 return 1;
         case LUPD_OPT_HEALTH_XID_HOLD:
-                if (number(arg, 1, 86400, &h->xid_hold_s) < 0)
-                        return bad("--health-xid-hold %s: expected seconds from 1 to 86400", arg);
+                if (lupd_parse_int(arg, 1, 86400, &h->xid_hold_s) < 0)
+                        return lupd_usage_error("--health-xid-hold %s: expected seconds from 1 to 86400", arg);
                 return 1;
         case LUPD_OPT_HEALTH_XIDS:
                 r = parse_xids(arg, h);
                 if (r == -E2BIG)
-                        return bad("--health-xids %s: at most %d codes", arg, LUPD_HEALTH_MAX_XIDS);
+                        return lupd_usage_error("--health-xids %s: at most %d codes", arg, LUPD_HEALTH_MAX_XIDS);
                 if (r < 0)
-                        return bad("--health-xids %s: expected comma-separated Xid codes, e.g. 48,79,95, or none", arg);
+                        return lupd_usage_error(
+                                "--health-xids %s: expected comma-separated Xid codes, e.g. 48,79,95, or none", arg);
                 return 1;
         default:
                 return 0;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "opts.h"
 #include "frame.h"
 #include "log.h"
 #include "net.h"
@@ -309,42 +310,15 @@ static void print_usage(FILE *f)
         fprintf(f, usage_tail, LUPD_SHUTDOWN_GRACE_MS / 1000);
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-        va_list ap;
-
-        fputs("lupined: ", stderr);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputs("\nTry 'lupined --help' for more information.\n", stderr);
-        return -EINVAL;
-}
-
-/* A whole decimal number in [min, max]. */
-static int parse_int(const char *s, long min, long max, int *ret)
-{
-        char *end;
-        long v;
-
-        errno = 0;
-        v = strtol(s, &end, 10);
-        if (errno || end == s || *end || v < min || v > max)
-                return -EINVAL;
-        *ret = (int)v;
-        return 0;
-}
-
 /* A string option into a fixed buffer: neither empty nor cut short. */
 static int copy_arg(char *dst, size_t cap, const char *value, const char *what)
 {
         size_t n = strlen(value);
 
         if (n == 0)
-                return usage_error("%s: must not be empty", what);
+                return lupd_usage_error("%s: must not be empty", what);
         if (n >= cap)
-                return usage_error("%s: too long (at most %zu bytes)", what, cap - 1);
+                return lupd_usage_error("%s: too long (at most %zu bytes)", what, cap - 1);
         memcpy(dst, value, n + 1);
         return 0;
 }
@@ -359,11 +333,11 @@ static int make_absolute(char *path, size_t cap, const char *what)
         if (path[0] == '/')
                 return 0;
         if (!getcwd(cwd, sizeof(cwd)))
-                return usage_error("%s %s: cannot resolve a relative path: %s", what, path, strerror(errno));
+                return lupd_usage_error("%s %s: cannot resolve a relative path: %s", what, path, strerror(errno));
         n = strlen(cwd);
         m = strlen(path);
         if (n + 1 + m >= cap)
-                return usage_error("%s %s: too long once made absolute", what, path);
+                return lupd_usage_error("%s %s: too long once made absolute", what, path);
         memmove(path + n + 1, path, m + 1);
         memcpy(path, cwd, n);
         path[n] = '/';
@@ -379,11 +353,12 @@ static int check_checkpoint_args(struct lupd_config *cfg)
         int r;
 
         if (cfg->checkpoint_dir[0] && cfg->checkpoint_provider[0])
-                return usage_error("--checkpoint-dir and --checkpoint-provider exclude each other (--checkpoint-dir "
-                                   "DIR means the built-in directory provider)");
+                return lupd_usage_error(
+                        "--checkpoint-dir and --checkpoint-provider exclude each other (--checkpoint-dir "
+                        "DIR means the built-in directory provider)");
         if (cfg->checkpoint_dir[0] && cfg->checkpoint_config[0])
-                return usage_error("--checkpoint-dir and --checkpoint-config exclude each other (--checkpoint-dir "
-                                   "DIR is short for --checkpoint-config DIR with the directory provider)");
+                return lupd_usage_error("--checkpoint-dir and --checkpoint-config exclude each other (--checkpoint-dir "
+                                        "DIR is short for --checkpoint-config DIR with the directory provider)");
         if (!cfg->checkpoint_dir[0] && !cfg->checkpoint_provider[0] && env && env[0]) {
                 r = copy_arg(cfg->checkpoint_provider, sizeof(cfg->checkpoint_provider), env,
                              "LUPINE_CHECKPOINT_LIBRARY");
@@ -405,11 +380,11 @@ static int check_checkpoint_args(struct lupd_config *cfg)
         /* A bare name is looked up like any dlopen() name; a path must be
          * there now, rather than fail at the first drain. */
         if (strchr(cfg->checkpoint_provider, '/') && access(cfg->checkpoint_provider, R_OK) < 0)
-                return usage_error("%s %s: %s", provider_what, cfg->checkpoint_provider, strerror(errno));
+                return lupd_usage_error("%s %s: %s", provider_what, cfg->checkpoint_provider, strerror(errno));
         if (cfg->restore[0] && !cfg->worker)
-                return usage_error("--restore is only meaningful with --worker");
+                return lupd_usage_error("--restore is only meaningful with --worker");
         if (cfg->restore[0] && !cfg->checkpoint_dir[0] && !cfg->checkpoint_provider[0])
-                return usage_error("--restore=%s needs a checkpoint provider", cfg->restore);
+                return lupd_usage_error("--restore=%s needs a checkpoint provider", cfg->restore);
         return 0;
 }
 
@@ -418,12 +393,12 @@ static int add_listen(struct lupd_config *cfg, const char *s)
         int r;
 
         if (cfg->n_listen >= LUPD_MAX_LISTEN)
-                return usage_error("--listen %s: at most %d endpoints", s, LUPD_MAX_LISTEN);
+                return lupd_usage_error("--listen %s: at most %d endpoints", s, LUPD_MAX_LISTEN);
         r = lup_endpoint_parse(s, &cfg->listen[cfg->n_listen]);
         if (r == -EHOSTUNREACH)
-                return usage_error("--listen %s: cannot resolve the host name", s);
+                return lupd_usage_error("--listen %s: cannot resolve the host name", s);
         if (r < 0)
-                return usage_error("--listen %s: expected HOST:PORT, [IPV6]:PORT or unix:PATH", s);
+                return lupd_usage_error("--listen %s: expected HOST:PORT, [IPV6]:PORT or unix:PATH", s);
         cfg->n_listen++;
         return 0;
 }
@@ -452,15 +427,15 @@ static int parse_checkpoint_option(int c, const char *arg, struct lupd_config *c
                         return r;
                 return 1;
         case OPT_DRAIN_TIMEOUT:
-                if (parse_int(arg, 1, LUPD_DRAIN_TIMEOUT_MAX_S, &cfg->drain_timeout_s) < 0)
-                        return usage_error("--drain-timeout %s: expected a number of seconds from 1 to %d", arg,
-                                           LUPD_DRAIN_TIMEOUT_MAX_S);
+                if (lupd_parse_int(arg, 1, LUPD_DRAIN_TIMEOUT_MAX_S, &cfg->drain_timeout_s) < 0)
+                        return lupd_usage_error("--drain-timeout %s: expected a number of seconds from 1 to %d", arg,
+                                                LUPD_DRAIN_TIMEOUT_MAX_S);
                 return 1;
         case OPT_SESSION_TTL:
-                if (parse_int(arg, 1, LUPD_SESSION_TTL_MAX_S, &cfg->session_ttl_s) < 0)
-                        return usage_error("--session-ttl %s: expected a number of seconds from 1 to %d "
-                                           "(30 days)",
-                                           arg, LUPD_SESSION_TTL_MAX_S);
+                if (lupd_parse_int(arg, 1, LUPD_SESSION_TTL_MAX_S, &cfg->session_ttl_s) < 0)
+                        return lupd_usage_error("--session-ttl %s: expected a number of seconds from 1 to %d "
+                                                "(30 days)",
+                                                arg, LUPD_SESSION_TTL_MAX_S);
                 return 1;
         case OPT_CHECKPOINT_MODE:
                 if (strcmp(arg, "hot") == 0)
@@ -470,12 +445,12 @@ static int parse_checkpoint_option(int c, const char *arg, struct lupd_config *c
                 else if (strcmp(arg, "both") == 0)
                         cfg->checkpoint_mode = LUPD_CKPT_BOTH;
                 else
-                        return usage_error("--checkpoint-mode %s: expected hot, durable or both", arg);
+                        return lupd_usage_error("--checkpoint-mode %s: expected hot, durable or both", arg);
                 return 1;
         case OPT_CHECKPOINT_LANES:
-                if (parse_int(arg, 1, LUPD_CKPT_LANES_MAX, &cfg->checkpoint_lanes) < 0)
-                        return usage_error("--checkpoint-lanes %s: expected a number from 1 to %d", arg,
-                                           LUPD_CKPT_LANES_MAX);
+                if (lupd_parse_int(arg, 1, LUPD_CKPT_LANES_MAX, &cfg->checkpoint_lanes) < 0)
+                        return lupd_usage_error("--checkpoint-lanes %s: expected a number from 1 to %d", arg,
+                                                LUPD_CKPT_LANES_MAX);
                 return 1;
         case OPT_CHECKPOINT_VERIFY:
                 cfg->checkpoint_verify = true;
@@ -485,8 +460,8 @@ static int parse_checkpoint_option(int c, const char *arg, struct lupd_config *c
                 return 1;
         case OPT_RESTORE:
                 if (!lup_session_name_valid(arg, strlen(arg)))
-                        return usage_error("--restore=%s: not a session name (1 to %u of A-Z a-z 0-9 . _ -)", arg,
-                                           LUP_MAX_NAME);
+                        return lupd_usage_error("--restore=%s: not a session name (1 to %u of A-Z a-z 0-9 . _ -)", arg,
+                                                LUP_MAX_NAME);
                 memcpy(cfg->restore, arg, strlen(arg) + 1);
                 return 1;
         default:
@@ -500,41 +475,41 @@ static int parse_limit_option(int c, const char *arg, struct lupd_config *cfg)
 {
         switch (c) {
         case OPT_DETACH_GRACE:
-                if (parse_int(arg, 0, LUPD_SESSION_TTL_MAX_S, &cfg->detach_grace_s) < 0)
-                        return usage_error("--detach-grace %s: expected a number of seconds from 0 to %d", arg,
-                                           LUPD_SESSION_TTL_MAX_S);
+                if (lupd_parse_int(arg, 0, LUPD_SESSION_TTL_MAX_S, &cfg->detach_grace_s) < 0)
+                        return lupd_usage_error("--detach-grace %s: expected a number of seconds from 0 to %d", arg,
+                                                LUPD_SESSION_TTL_MAX_S);
                 return 1;
         case OPT_MAX_PENDING:
-                if (parse_int(arg, 1, LUPD_PENDING_LIMIT_MAX, &cfg->max_pending) < 0)
-                        return usage_error("--max-pending %s: expected a number from 1 to %d", arg,
-                                           LUPD_PENDING_LIMIT_MAX);
+                if (lupd_parse_int(arg, 1, LUPD_PENDING_LIMIT_MAX, &cfg->max_pending) < 0)
+                        return lupd_usage_error("--max-pending %s: expected a number from 1 to %d", arg,
+                                                LUPD_PENDING_LIMIT_MAX);
                 return 1;
         case OPT_MAX_PENDING_PER_PEER:
-                if (parse_int(arg, 0, LUPD_PENDING_LIMIT_MAX, &cfg->max_pending_per_peer) < 0)
-                        return usage_error("--max-pending-per-peer %s: expected a number from 0 to %d", arg,
-                                           LUPD_PENDING_LIMIT_MAX);
+                if (lupd_parse_int(arg, 0, LUPD_PENDING_LIMIT_MAX, &cfg->max_pending_per_peer) < 0)
+                        return lupd_usage_error("--max-pending-per-peer %s: expected a number from 0 to %d", arg,
+                                                LUPD_PENDING_LIMIT_MAX);
                 return 1;
         case OPT_UPLOAD_CAP_SESSION:
-                if (parse_int(arg, 0, LUPD_UPLOAD_CAP_SESSION_MAX_MIB, &cfg->upload_cap_session_mib) < 0)
-                        return usage_error("--upload-cap-session %s: expected a number of MiB from 0 to %d", arg,
-                                           LUPD_UPLOAD_CAP_SESSION_MAX_MIB);
+                if (lupd_parse_int(arg, 0, LUPD_UPLOAD_CAP_SESSION_MAX_MIB, &cfg->upload_cap_session_mib) < 0)
+                        return lupd_usage_error("--upload-cap-session %s: expected a number of MiB from 0 to %d", arg,
+                                                LUPD_UPLOAD_CAP_SESSION_MAX_MIB);
                 return 1;
         case OPT_UPLOAD_CAP_TOTAL:
-                if (parse_int(arg, 0, LUPD_UPLOAD_CAP_TOTAL_MAX_MIB, &cfg->upload_cap_total_mib) < 0)
-                        return usage_error("--upload-cap-total %s: expected a number of MiB from 0 to %d", arg,
-                                           LUPD_UPLOAD_CAP_TOTAL_MAX_MIB);
+                if (lupd_parse_int(arg, 0, LUPD_UPLOAD_CAP_TOTAL_MAX_MIB, &cfg->upload_cap_total_mib) < 0)
+                        return lupd_usage_error("--upload-cap-total %s: expected a number of MiB from 0 to %d", arg,
+                                                LUPD_UPLOAD_CAP_TOTAL_MAX_MIB);
                 return 1;
         case OPT_CHECK_ARENA:
                 cfg->check_arena = true;
                 return 1;
         case OPT_MAX_SESSIONS_TENANT:
         case OPT_MAX_DETACHED_TENANT:
-                if (parse_int(arg, 0, LUPD_MAX_SESSIONS,
-                              c == OPT_MAX_SESSIONS_TENANT ? &cfg->max_sessions_per_tenant
-                                                           : &cfg->max_detached_per_tenant) < 0)
-                        return usage_error("--max-%s-per-tenant %s: expected a number from 0 to %d",
-                                           c == OPT_MAX_SESSIONS_TENANT ? "sessions" : "detached", arg,
-                                           LUPD_MAX_SESSIONS);
+                if (lupd_parse_int(arg, 0, LUPD_MAX_SESSIONS,
+                                   c == OPT_MAX_SESSIONS_TENANT ? &cfg->max_sessions_per_tenant
+                                                                : &cfg->max_detached_per_tenant) < 0)
+                        return lupd_usage_error("--max-%s-per-tenant %s: expected a number from 0 to %d",
+                                                c == OPT_MAX_SESSIONS_TENANT ? "sessions" : "detached", arg,
+                                                LUPD_MAX_SESSIONS);
                 return 1;
         case OPT_TLS_CERT:
         case OPT_TLS_KEY:
@@ -545,13 +520,13 @@ static int parse_limit_option(int c, const char *arg, struct lupd_config *cfg)
                             : c == OPT_TLS_CLIENT_CA ? cfg->tls_client_ca
                                                      : cfg->auth_tokens;
                 if (!arg[0] || strlen(arg) >= sizeof(cfg->tls_cert))
-                        return usage_error("%s: expected a file name", arg);
+                        return lupd_usage_error("%s: expected a file name", arg);
                 memcpy(dst, arg, strlen(arg) + 1);
                 return 1;
         }
         case OPT_UPLOAD_ACCT_FD:
-                if (parse_int(arg, 0, INT_MAX, &cfg->upload_acct_fd) < 0)
-                        return usage_error("--upload-acct-fd=%s: expected a file descriptor number", arg);
+                if (lupd_parse_int(arg, 0, INT_MAX, &cfg->upload_acct_fd) < 0)
+                        return lupd_usage_error("--upload-acct-fd=%s: expected a file descriptor number", arg);
                 return 1;
         default:
                 return 0;
@@ -567,7 +542,7 @@ static int parse_log_option(int c, const char *arg, struct lupd_config *cfg)
         switch (c) {
         case OPT_LOG_LEVEL:
                 if (lup_log_set_levels(arg, why, sizeof(why)) < 0)
-                        return usage_error("--log-level %s: %s", arg, why);
+                        return lupd_usage_error("--log-level %s: %s", arg, why);
                 if (copy_arg(cfg->log_levels, sizeof(cfg->log_levels), arg, "--log-level") < 0)
                         return -EINVAL;
                 return 1;
@@ -579,7 +554,7 @@ static int parse_log_option(int c, const char *arg, struct lupd_config *cfg)
                 else if (strcmp(arg, "stderr") == 0)
                         cfg->log_target = LUPD_LOG_TARGET_STDERR;
                 else
-                        return usage_error("--log-target %s: expected auto, journal or stderr", arg);
+                        return lupd_usage_error("--log-target %s: expected auto, journal or stderr", arg);
                 return 1;
         case OPT_LOG_FILE:
                 /* absolute: workers open it too, and lupinectl is told it */
@@ -631,12 +606,12 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                         else if (strcmp(optarg, "sim") == 0)
                                 cfg->backend = LUPD_BACKEND_SIM;
                         else
-                                return usage_error("--backend %s: expected auto, cuda or sim", optarg);
+                                return lupd_usage_error("--backend %s: expected auto, cuda or sim", optarg);
                         break;
                 case 'm':
-                        if (parse_int(optarg, 1, LUPD_MAX_SESSIONS, &cfg->max_sessions) < 0)
-                                return usage_error("--max-sessions %s: expected a number from 1 to %d", optarg,
-                                                   LUPD_MAX_SESSIONS);
+                        if (lupd_parse_int(optarg, 1, LUPD_MAX_SESSIONS, &cfg->max_sessions) < 0)
+                                return lupd_usage_error("--max-sessions %s: expected a number from 1 to %d", optarg,
+                                                        LUPD_MAX_SESSIONS);
                         break;
                 case OPT_METRICS:
                         if (copy_arg(cfg->metrics, sizeof(cfg->metrics), optarg, "--metrics") < 0)
@@ -649,13 +624,13 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                         cfg->worker = true;
                         break;
                 case OPT_CTL_FD:
-                        if (parse_int(optarg, 0, INT_MAX, &cfg->ctl_fd) < 0)
-                                return usage_error("--ctl-fd=%s: expected a file descriptor number", optarg);
+                        if (lupd_parse_int(optarg, 0, INT_MAX, &cfg->ctl_fd) < 0)
+                                return lupd_usage_error("--ctl-fd=%s: expected a file descriptor number", optarg);
                         have_ctl_fd = true;
                         break;
                 case OPT_HELLO_TIMEOUT:
-                        if (parse_int(optarg, 1, 600000, &cfg->hello_timeout_ms) < 0)
-                                return usage_error("--hello-timeout-ms %s: expected 1 to 600000", optarg);
+                        if (lupd_parse_int(optarg, 1, 600000, &cfg->hello_timeout_ms) < 0)
+                                return lupd_usage_error("--hello-timeout-ms %s: expected 1 to 600000", optarg);
                         break;
                 case OPT_NO_MULTISHOT:
                         cfg->no_multishot_accept = true;
@@ -684,20 +659,20 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                 }
         }
         if (optind < argc)
-                return usage_error("unexpected argument '%s'", argv[optind]);
+                return lupd_usage_error("unexpected argument '%s'", argv[optind]);
         if (cfg->worker && !have_ctl_fd)
-                return usage_error("--worker needs --ctl-fd=N");
+                return lupd_usage_error("--worker needs --ctl-fd=N");
         if (!cfg->worker && have_ctl_fd)
-                return usage_error("--ctl-fd is only meaningful with --worker");
+                return lupd_usage_error("--ctl-fd is only meaningful with --worker");
         if (cfg->worker && fcntl(cfg->ctl_fd, F_GETFD) < 0)
-                return usage_error("--ctl-fd=%d: not an open file descriptor", cfg->ctl_fd);
+                return lupd_usage_error("--ctl-fd=%d: not an open file descriptor", cfg->ctl_fd);
         r = check_checkpoint_args(cfg);
         if (r < 0)
                 return r;
         if (!cfg->tls_cert[0] != !cfg->tls_key[0])
-                return usage_error("--tls-cert and --tls-key go together");
+                return lupd_usage_error("--tls-cert and --tls-key go together");
         if (cfg->tls_client_ca[0] && !cfg->tls_cert[0])
-                return usage_error("--tls-client-ca needs --tls-cert and --tls-key");
+                return lupd_usage_error("--tls-client-ca needs --tls-cert and --tls-key");
         if (!cfg->worker && cfg->n_listen == 0) {
                 char def[32];
                 snprintf(def, sizeof(def), "127.0.0.1:%d", LUPD_DEFAULT_PORT);

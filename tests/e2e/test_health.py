@@ -45,8 +45,9 @@ FAST = ['--health-interval', '200', '--health-retries', '2', '--health-timeout',
 
 
 class Daemon:
-    def __init__(self, exe, tmp, label, ckdir, faults, args=()):  # noqa: D107
-        self.port = W.free_port()
+    def __init__(self, exe, tmp, label, ckdir, faults, args=(), port=None):  # noqa: D107
+        """port: one chosen before (a client's list names it), or a free one."""
+        self.port = port or W.free_port()
         self.sock = os.path.join(tmp, f'{label}.sock')
         self.log_path = os.path.join(tmp, f'{label}.log')
         self.mport = W.free_port()
@@ -196,7 +197,7 @@ def thermal_case(a_exe, ctl, progs, shim, kernels, tmp):
         check('thermal: its client was told moved, not gone', a.wait_log(r'moved off this host by its GPU health watch'),
               a.log()[-2000:])
         # host B shares the store and restores the session at its start
-        b = start_on_port(a_exe, tmp, 'thermal-b', ck, fb, port_b)
+        b = Daemon(a_exe, tmp, 'thermal-b', ck, fb, port=port_b)
         out, err = client.communicate(timeout=240)
         check('thermal: the workload ends exact on B', client.returncode == 0 and 'counter exact' in out,
               (out + err)[-2000:] + b.log()[-2000:])
@@ -217,27 +218,6 @@ def thermal_case(a_exe, ctl, progs, shim, kernels, tmp):
         a.stop()
         if b:
             b.stop()
-
-
-def start_on_port(exe, tmp, label, ck, faults, port):
-    """A Daemon on a port chosen before (the client's list names it)."""
-    d = Daemon.__new__(Daemon)
-    d.port = port
-    d.sock = os.path.join(tmp, f'{label}.sock')
-    d.log_path = os.path.join(tmp, f'{label}.log')
-    d.mport = W.free_port()
-    env = dict(os.environ)
-    for k in ('LD_LIBRARY_PATH', 'NOTIFY_SOCKET', 'LISTEN_FDS', 'LISTEN_PID', 'LUPINE_CHECKPOINT_LIBRARY'):
-        env.pop(k, None)
-    env['LUPINE_SIM_FAULTS'] = faults
-    d.logf = open(d.log_path, 'ab')
-    d.proc = subprocess.Popen(
-        [exe, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--listen', f'unix:{d.sock}',
-         '--checkpoint-dir', ck, '--session-ttl', '120', '--drain-timeout', '30'] + FAST,
-        stdin=subprocess.DEVNULL, stdout=d.logf, stderr=d.logf, env=env)
-    if not W.wait_port(port, d.proc, 20):
-        raise RuntimeError(f'{label} did not start:\n' + d.log()[-3000:])
-    return d
 
 
 def each_fault_case(exe, ctl, progs, shim, kernels, tmp):
