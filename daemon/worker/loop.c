@@ -356,7 +356,9 @@ static void handle_ctl(struct lupw_session *s)
         int fds[1] = { -1 }, nfds = 0;
         int n = lup_recv_fds(s->ctl_fd, msg, sizeof(msg), fds, 1, &nfds);
         if (n <= 0) {
-                lup_info("session %s: the supervisor is gone; ending the session", s->name);
+                /* its checkpoint, if any, stays: the next lupined restores it */
+                lup_info("session %s: the supervisor is gone; ending the session, keeping its checkpoint", s->name);
+                s->ckpt.keep = true;
                 send_goodbye(s);
                 s->loop.stop = true;
                 return;
@@ -367,6 +369,8 @@ static void handle_ctl(struct lupw_session *s)
                 lup_info("session %s: shutting down at the supervisor's request", s->name);
                 if (n >= 8 && (lup_le32(msg + 4) & LUPD_SHUTDOWN_FORGET))
                         lupw_forget_checkpoint(s);
+                else
+                        s->ckpt.keep = true; /* lupinectl sessions kill NAME: a restart restores it */
                 send_goodbye(s);
                 s->loop.stop = true;
                 break;
@@ -726,7 +730,7 @@ int worker_main(const struct lupd_config *cfg)
         }
         if (serve(s) < 0)
                 s->loop.exit_status = 1;
-        else if (!s->ckpt.draining)
+        else if (!s->ckpt.draining && !s->ckpt.keep)
                 lupw_forget_checkpoint(s); /* the session ended: an old checkpoint must not come back */
 
 out_release:

@@ -316,6 +316,7 @@ struct lupw_ckpt_state {
         uint64_t epoch;                     /* of the last committed checkpoint */
         bool drained;                       /* a checkpoint was committed */
         bool draining;                      /* a drain began: never delete checkpoints now */
+        bool keep;                          /* the session ends, its checkpoint stays (kill keep, supervisor gone) */
         uint32_t drain_flags;               /* LUPD_DRAIN_* of a DRAIN not yet carried out */
         bool drain_wanted;                  /* ... set by the control message, run by the loop */
         bool now_wanted;                    /* a CHECKPOINT not yet carried out (worker/ckpt_now.c) */

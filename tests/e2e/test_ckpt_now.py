@@ -305,6 +305,49 @@ def test_resume(env):
         d.close()
 
 
+def test_kept(env):
+    """`sessions kill NAME` (no --delete) keeps the checkpoint, and so does a
+    worker whose supervisor is gone: the next daemon restores both."""
+    case = "kept"
+    ck = os.path.join(env.tmp, "ck-kept")
+    d = Daemon(env.exe, env.tmp, "kept", ["--checkpoint-dir", ck])
+    cs = []
+    try:
+        check(f"{case}: the daemon starts", d.ready, d.log())
+        for name in ("kept-kill", "kept-orphan"):
+            c = env.client(d, name, 100000, 20)
+            cs.append(c)
+            check(f"{case}: {name} runs", wait_line(c, "round 10 ok") is not None)
+            r = env.ctl(d, "sessions", "checkpoint", name)
+            check(f"{case}: {name} checkpointed", r.returncode == 0, r.stdout + r.stderr)
+        r = env.ctl(d, "sessions", "kill", "kept-kill")
+        check(f"{case}: kill without --delete says the checkpoint is kept", r.returncode == 0 and "kept" in r.stdout,
+              r.stdout + r.stderr)
+        check(f"{case}: its worker exits", d.wait_log(r"worker \d+ for session kept-kill exited"), d.log()[-1500:])
+        # only the supervisor dies: the orphaned worker ends its session
+        d.proc.kill()
+        d.proc.wait()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and "the supervisor is gone" not in d.log():
+            time.sleep(0.1)
+        time.sleep(0.5)
+        check(f"{case}: the orphaned worker keeps the checkpoint", "keeping its checkpoint" in d.log(), d.log()[-1500:])
+        for c in cs:
+            c.kill()
+            c.communicate()
+        cs = []
+        d.close()
+        d = Daemon(env.exe, env.tmp, "kept", ["--checkpoint-dir", ck], sock=d.sock, port=d.port)
+        check(f"{case}: the next daemon restores both",
+              d.ready and d.wait_log(r"session kept-kill: restored checkpoint epoch 1") and
+              d.wait_log(r"session kept-orphan: restored checkpoint epoch 1"), d.log()[-2000:])
+    finally:
+        for c in cs:
+            c.kill()
+            c.communicate()
+        d.close()
+
+
 def test_stale(env):
     case = "stale"
     ck = os.path.join(env.tmp, "ck-stale")
@@ -413,7 +456,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="ckpt-now-")
     env = Env(exe, ctlexe, progs, shim, kernels, tmp)
     try:
-        for t in (test_live, test_refusals, test_resume, test_stale, test_drain):
+        for t in (test_live, test_refusals, test_resume, test_kept, test_stale, test_drain):
             t(env)
     finally:
         if check.failed:
