@@ -97,13 +97,25 @@ static int conn_writev(int fd, struct lup_tls *tls, struct iovec *iov, int iovcn
         return tls ? lup_tls_writev_full(tls, iov, iovcnt) : lup_writev_full(fd, iov, iovcnt);
 }
 
+#define LUPW_SEND_MAX_IOV 8
+
 int lupw_send(struct lupw_session *s, struct iovec *iov, int iovcnt, bool stream)
 {
         struct lupw_tx *t = &s->tx;
+        /* The write advances the iovecs it is given (lup_iov_advance) as
+         * partial writes come back: it gets a copy, so that what is counted
+         * and logged below is the whole frame. Logging the advanced ones
+         * logged only what the last partial write left, which a client
+         * that read slowly found out with its next PING (and a resend would
+         * have sent wrong bytes). */
+        struct iovec wr[LUPW_SEND_MAX_IOV];
+        if (iovcnt <= 0 || iovcnt > LUPW_SEND_MAX_IOV)
+                return -EINVAL;
+        memcpy(wr, iov, sizeof(wr[0]) * (size_t)iovcnt);
         pthread_mutex_lock(&t->lock);
         int rc = -EPIPE;
         if (s->fd >= 0 && !t->broken) {
-                rc = conn_writev(s->fd, s->tls, iov, iovcnt);
+                rc = conn_writev(s->fd, s->tls, wr, iovcnt);
                 if (rc == 0) {
                         size_t n = 0;
                         for (int i = 0; i < iovcnt; i++)
@@ -207,9 +219,13 @@ int lupw_tx_ack(struct lupw_session *s, uint64_t rx)
                 if (t->start == t->end && t->buf && t->cap > (8u << 20))
                         (void)madvise(t->buf, t->cap, MADV_FREE); /* idle sessions give the pages back */
         }
+        uint64_t end = t->end, start = t->start;
         pthread_mutex_unlock(&t->lock);
-        if (rc < 0)
+        if (rc < 0) {
+                lup_warn("session %s: PING acknowledges %llu bytes of answers; %llu were sent (log from %llu)", s->name,
+                         (unsigned long long)rx, (unsigned long long)end, (unsigned long long)start);
                 lupw_set_why(s, "PING acknowledges answers that were never sent");
+        }
         return rc;
 }
 
