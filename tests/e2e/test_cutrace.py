@@ -19,9 +19,9 @@ import run_e2e as E  # noqa: E402
 LINE = re.compile(r'^[\d.]+ (\d+) ([<>]) (\S+?)[( ]')
 
 
-def traced(tmp, d, cutrace, progs, prog, args=(), extra_lib=None):
+def traced(tmp, d, cutrace, progs, prog, args=(), extra_lib=None, unix=False):
     path = os.path.join(tmp, prog + '.trace')
-    env = E.client_env(f'127.0.0.1:{d.port}')
+    env = E.client_env(f'unix:{d.unix}' if unix else f'127.0.0.1:{d.port}')
     if extra_lib:
         env['LD_LIBRARY_PATH'] += ':' + extra_lib
     env['LD_AUDIT'] = cutrace
@@ -72,6 +72,19 @@ def main():
                     m is not None and int(m.group(1), 16) >= 0x100000, t[:3000])
             E.check('every call logged has its result, per thread', balanced(t))
 
+            roundtrip = os.environ.get('LUPINE_TEST_ROUNDTRIP')
+            if roundtrip:
+                bad = []
+                for i in range(10):
+                    r, t = traced(tmp, d, cutrace, os.path.dirname(roundtrip), os.path.basename(roundtrip),
+                                  unix=True)
+                    if r.returncode != 0:
+                        bad.append(f'run {i}: ' + r.stderr[-600:])
+                with open(d.log_path) as f:
+                    log = f.read()
+                E.check('the example (256 MiB each way) under lupine-cutrace over the UNIX socket, 10 runs: all pass, every PING '
+                        'acknowledges only answers that were sent', not bad and 'PING acknowledges' not in log,
+                        '\n'.join(bad)[-2000:] + '\n'.join(x for x in log.splitlines() if 'PING' in x)[-1000:])
             r, t = traced(tmp, d, cutrace, tests, 'e2e_export_tables', args=[kernels])
             E.check('e2e_export_tables under lupine-cutrace passes', r.returncode == 0,
                     r.stdout[-1000:] + r.stderr[-1000:])
