@@ -101,9 +101,11 @@ static void example_caps(void **state)
 
         assert_int_equal(lupine_provider_load(args[ARG_EXAMPLE], &p, &h, err, sizeof(err)), 0);
         assert_int_equal(lupine_provider_caps(p), LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ |
-                                                          LUPINE_CKPT_CAP_DIRECT_WRITE);
+                                                          LUPINE_CKPT_CAP_DIRECT_WRITE | LUPINE_CKPT_CAP_LEASES);
         assert_non_null(p->save_write_at);
         assert_non_null(p->save_direct_get);
+        assert_non_null(p->lease_claim);
+        assert_non_null(p->save_fence);
         lupine_provider_unload(h);
 }
 
