@@ -307,7 +307,7 @@ struct dir_tree_count {
 int dir_tree_count(int dfd, bool skip_marker, struct dir_tree_count *tc);
 
 /* Newest modification time of the tree at parent_fd/name (the directory
- * itself and everything below). */
+ * itself and everything below; a file's own mtime if it is not one). */
 int dir_tree_newest_mtime(int parent_fd, const char *name, int64_t *ret);
 
 /* Deletes `name` under parent_fd and everything below it. Missing entries

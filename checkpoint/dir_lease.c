@@ -144,8 +144,10 @@ static int lease_lock(struct lupine_ckpt_instance *inst, const char *sdir, int *
                 if ((r != -EAGAIN && r != -EACCES && r != -EINTR) || waited_us >= DIR_LEASE_LOCK_WAIT_MS * 1000L) {
                         if (r == -EACCES)
                                 r = -EAGAIN;
-                        dir_fail(inst, r, "locking %s/%s/%s (the filesystem must support fcntl locks; on NFS "
-                                 "not mounted with nolock)", inst->root, DIR_LEASE_DIR, lname);
+                        dir_fail(inst, r,
+                                 "locking %s/%s/%s (the filesystem must support fcntl locks; on NFS "
+                                 "not mounted with nolock)",
+                                 inst->root, DIR_LEASE_DIR, lname);
                         close(fd);
                         close(dfd);
                         return r;
@@ -171,8 +173,8 @@ static int lease_load(struct lupine_ckpt_instance *inst, int dfd, const char *sd
         fd = openat(dfd, sdir, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
                 if (errno != ENOENT)
-                        return dir_fail(inst, -errno, "opening the lease record %s/%s/%s", inst->root,
-                                        DIR_LEASE_DIR, sdir);
+                        return dir_fail(inst, -errno, "opening the lease record %s/%s/%s", inst->root, DIR_LEASE_DIR,
+                                        sdir);
                 *ret = (struct lupine_ckpt_lease){ 0 }; /* never claimed */
                 return 0;
         }
@@ -287,8 +289,8 @@ int dir_lease_claim(struct lupine_ckpt_instance *inst, const char *session, cons
         int64_t now = dir_now_unix_ms();
         if (cur.owner[0] && strcmp(cur.owner, owner) != 0 && cur.expires_unix_ms > now) {
                 *ret = cur;
-                r = dir_fail(inst, -EBUSY, "session %s is leased to %s until %" PRId64 " (token %" PRIu64 ")",
-                             session, cur.owner, cur.expires_unix_ms, cur.token);
+                r = dir_fail(inst, -EBUSY, "session %s is leased to %s until %" PRId64 " (token %" PRIu64 ")", session,
+                             cur.owner, cur.expires_unix_ms, cur.token);
                 goto out_unlock;
         }
         if (cur.token == UINT64_MAX) {
@@ -324,8 +326,8 @@ int dir_lease_renew(struct lupine_ckpt_instance *inst, const char *session, cons
                 goto out_unlock;
         if (!holds(&cur, owner, token)) {
                 *ret = cur;
-                r = dir_fail(inst, -ESTALE, "the lease of session %s is no longer %s's token %" PRIu64, session,
-                             owner, token);
+                r = dir_fail(inst, -ESTALE, "the lease of session %s is no longer %s's token %" PRIu64, session, owner,
+                             token);
                 goto out_unlock;
         }
         cur.expires_unix_ms = dir_now_unix_ms() + ttl_ms;
@@ -356,8 +358,8 @@ int dir_lease_release(struct lupine_ckpt_instance *inst, const char *session, co
         if (!cur.owner[0] && cur.token == token && token != 0)
                 goto out_unlock; /* released already, and nobody claimed since */
         if (!holds(&cur, owner, token)) {
-                r = dir_fail(inst, -ESTALE, "the lease of session %s is no longer %s's token %" PRIu64, session,
-                             owner, token);
+                r = dir_fail(inst, -ESTALE, "the lease of session %s is no longer %s's token %" PRIu64, session, owner,
+                             token);
                 goto out_unlock;
         }
         cur.owner[0] = '\0';
@@ -401,9 +403,11 @@ int dir_lease_hold(struct lupine_ckpt_instance *inst, const char *session, const
         r = lease_load(inst, dfd, sdir, &cur);
         close(dfd);
         if (r == 0 && !holds(&cur, owner, token))
-                r = dir_fail(inst, -ESTALE, "session %s: the lease passed from %s's token %" PRIu64 " to %s%s "
-                             "token %" PRIu64, session, owner, token, cur.owner[0] ? cur.owner : "nobody",
-                             cur.owner[0] ? "'s" : ",", cur.token);
+                r = dir_fail(inst, -ESTALE,
+                             "session %s: the lease passed from %s's token %" PRIu64 " to %s%s "
+                             "token %" PRIu64,
+                             session, owner, token, cur.owner[0] ? cur.owner : "nobody", cur.owner[0] ? "'s" : ",",
+                             cur.token);
         if (r < 0) {
                 close(lfd);
                 return r;

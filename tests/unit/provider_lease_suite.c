@@ -163,8 +163,8 @@ static void lease_takeover(void **state)
         p->close(a);
 }
 
-static int save_fenced(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_instance *inst,
-                       const char *owner, uint64_t token, uint64_t epoch, uint64_t seed, struct lupine_ckpt_save **ret)
+static int save_fenced(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_instance *inst, const char *owner,
+                       uint64_t token, uint64_t epoch, uint64_t seed, struct lupine_ckpt_save **ret)
 {
         struct lupine_ckpt_save *s = NULL;
         int r;
@@ -230,10 +230,10 @@ static void lease_fenced_commit(void **state)
 /* Shared by the racers (MAP_SHARED). */
 struct race {
         pthread_barrier_t bar;
-        int holders;                       /* processes believing they hold the lease now */
-        int violations;                    /* times holders was seen above 1 */
-        int errors;                        /* results other than 0 and -EBUSY */
-        uint64_t token[ROUNDS][RACERS];    /* the token a racer won in a round, else 0 */
+        int holders;                    /* processes believing they hold the lease now */
+        int violations;                 /* times holders was seen above 1 */
+        int errors;                     /* results other than 0 and -EBUSY */
+        uint64_t token[ROUNDS][RACERS]; /* the token a racer won in a round, else 0 */
 };
 
 static void racer(const struct suite_env *env, struct lupine_ckpt_instance *parent, struct race *rc, int me)
