@@ -45,7 +45,9 @@
  *   LUPINE_CKPT_CAP_DIRECT_WRITE  (version 3, needs CONCURRENT_WRITE)
  *      save_direct_get and save_direct_done may run on several threads at
  *      once, together with save_write_at, for one save.
- * No other callback ever overlaps another. Different sessions may use
+ * No other callback ever overlaps another. (Lease callbacks of
+ * different instances, processes and hosts do run at once against one
+ * store; that is what they are for.) Different sessions may use
  * different instances (open is per process; workers are separate
  * processes). While calls overlap, last_error describes one of the
  * failures, and a provider need not clear it on success.
