@@ -90,6 +90,7 @@ enum dir_fault_point {
         DIR_FAULT_CRASH_CLEANUP,/* ... after the rename, before old epochs go */
         DIR_FAULT_NO_URING,     /* pretend io_uring is unavailable: pwrite/fsync */
         DIR_FAULT_FLIP,         /* the Nth load_read of a load flips a bit of what it returns */
+        DIR_FAULT_LEASE,        /* the Nth lease record write of an instance: its rename fails */
         DIR_FAULT_COUNT
 };
 
@@ -112,6 +113,7 @@ struct lupine_ckpt_instance {
         bool have_ring;         /* false: io_uring unavailable, pwrite/fsync instead */
         bool ring_broken;       /* a submit failed; never touch the ring again */
         struct dir_faults faults;
+        struct dir_fault_counts lease_counts; /* DIR_FAULT_LEASE counts per instance */
         char err[DIR_ERR_MAX];
 };
 

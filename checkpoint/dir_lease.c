@@ -228,8 +228,9 @@ static int lease_store(struct lupine_ckpt_instance *inst, int dfd, const char *s
         close(fd);
         if (r < 0)
                 goto out_unlink;
-        if (renameat(dfd, tmp, dfd, sdir) < 0) {
-                r = -errno;
+        int e = dir_fault_hit(&inst->faults, &inst->lease_counts, DIR_FAULT_LEASE);
+        if (e || renameat(dfd, tmp, dfd, sdir) < 0) {
+                r = e ? -e : -errno;
                 /* NFS: a retransmitted RENAME whose first reply was lost
                  * fails with ENOENT although it happened; the record is
                  * then our file */

@@ -867,6 +867,27 @@ static void leases_on_disk(void **state)
         assert_false(exists(env, ".leases/.tmp-lease-1-dead", S_IFREG));
         assert_true(exists(env, ".leases/.tmp-lease-2-young", S_IFREG));
         P->close(inst);
+
+        /* the second record write fails: the renew's error comes back, the
+         * record is the claim's, no temp is left, the next write works */
+        struct lupine_ckpt_lease got;
+        inst = open_faulty(env, "lease:2");
+        assert_int_equal(P->lease_claim(inst, "f", "host-a", 30000, &l), 0);
+        assert_int_equal(P->lease_renew(inst, "f", "host-a", l.token, 60000, &out), -EIO);
+        assert_non_null(strstr(P->last_error(inst), "writing the lease record"));
+        assert_int_equal(P->lease_read(inst, "f", &got), 0);
+        assert_int_equal(got.token, l.token);
+        assert_int_equal(got.expires_unix_ms, l.expires_unix_ms);
+        assert_int_equal(count_prefixed(env, ".leases", ".tmp-"), 1); /* the young one from above */
+        assert_int_equal(P->lease_renew(inst, "f", "host-a", l.token, 60000, &out), 0);
+        P->close(inst);
+        /* every write fails: a claim leaves the session never claimed */
+        inst = open_faulty(env, "lease");
+        assert_int_equal(P->lease_claim(inst, "g", "host-a", 30000, &out), -EIO);
+        assert_int_equal(P->lease_read(inst, "g", &got), 0);
+        assert_int_equal(got.token, 0);
+        assert_int_equal(P->lease_release(inst, "f", "host-a", l.token), -EIO);
+        P->close(inst);
 }
 
 int main(void)
