@@ -5,7 +5,7 @@
  *
  * argv: EXAMPLE.so BAD-abi.so BAD-size.so BAD-null.so BAD-nullname.so
  *       BAD-nosym.so BAD-nulltable.so V1.so BAD-direct.so V3.so BAD-leases.so
- *       BAD-v4size.so   (tests/providers/meson.build)
+ *       BAD-v4size.so V2.so   (tests/providers/meson.build)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,6 +29,7 @@ enum {
         ARG_V3,
         ARG_LEASES,
         ARG_V4SIZE,
+        ARG_V2,
         ARG_COUNT
 };
 static char **args;
@@ -73,6 +74,20 @@ static void loader_accepts_v1(void **state)
         assert_int_equal(lupine_provider_load(args[ARG_V1], &p, &h, err, sizeof(err)), 0);
         assert_int_equal(p->abi_version, 1);
         assert_int_equal(lupine_provider_caps(p), 0);
+        lupine_provider_unload(h);
+}
+
+/* An ABI version 2 provider (a table that ends at save_write_at) still
+ * loads, with its version-2 capabilities only. */
+static void loader_accepts_v2(void **state)
+{
+        const struct lupine_checkpoint_provider *p = NULL;
+        void *h = NULL;
+        char err[256];
+
+        assert_int_equal(lupine_provider_load(args[ARG_V2], &p, &h, err, sizeof(err)), 0);
+        assert_int_equal(p->abi_version, 2);
+        assert_int_equal(lupine_provider_caps(p), LUPINE_CKPT_CAP_CONCURRENT_READ);
         lupine_provider_unload(h);
 }
 
@@ -264,18 +279,19 @@ int main(int argc, char **argv)
                 cmocka_unit_test(loader_refuses_bad_tables),
                 cmocka_unit_test(loader_refuses_missing_library),
                 cmocka_unit_test(loader_accepts_v1),
+                cmocka_unit_test(loader_accepts_v2),
                 cmocka_unit_test(loader_accepts_v3),
                 cmocka_unit_test(example_caps),
                 cmocka_unit_test(example_reserved_pool),
         };
-        size_t n = 8;
+        size_t n = 9;
         void *h = NULL;
         char err[512];
         int r;
 
         if (argc != ARG_COUNT) {
                 fprintf(stderr,
-                        "usage: %s EXAMPLE.so BAD-abi BAD-size BAD-null BAD-nullname BAD-nosym BAD-nulltable V1 BAD-direct V3 BAD-leases BAD-v4size\n",
+                        "usage: %s EXAMPLE.so BAD-abi BAD-size BAD-null BAD-nullname BAD-nosym BAD-nulltable V1 BAD-direct V3 BAD-leases BAD-v4size V2\n",
                         argv[0]);
                 return 2;
         }
