@@ -28,6 +28,7 @@ static const struct {
         { "crash-before-cleanup", DIR_FAULT_CRASH_CLEANUP, ECANCELED },
         { "no-uring", DIR_FAULT_NO_URING, 0 },
         { "flip", DIR_FAULT_FLIP, 0 },
+        { "lease", DIR_FAULT_LEASE, EIO },
 };
 
 static const struct {

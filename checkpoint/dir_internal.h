@@ -16,6 +16,7 @@
  *   ROOT/<sdir>/.tmp-<epoch>-<pid>-<random>/                 a save in progress, or an
  *                                                           old epoch being deleted
  *   ROOT/.tmp-rm-<pid>-<random>/                             a session being removed
+ *   ROOT/.leases/<sdir>, <sdir>@lock, .tmp-lease-*           session leases (dir_lease.c)
  *
  * An object written with save_write_at (the daemon's device memory, from
  * several lanes at once) is striped: ROOT/.../<epoch>/<name>@<k> for k in
@@ -70,6 +71,11 @@
 #define DIR_QUARANTINE             ".quarantine" /* damaged epochs, moved aside (dir_quarantine.c) */
 #define DIR_QUARANTINE_MIN_AGE_SEC 60            /* ... at list, only if unchanged this long (shared filesystems) */
 #define DIR_EPOCH_HEX       16
+#define DIR_LEASE_DIR              ".leases" /* session leases (dir_lease.c) */
+#define DIR_LEASE_MAGIC            "LUPLEAS1"
+#define DIR_LEASE_VERSION          1u
+#define DIR_LEASE_MAX              256u /* bytes of an encoded lease record */
+#define DIR_LEASE_LOCK_WAIT_MS     5000 /* a lease lock not had by then: -EAGAIN */
 
 /* ---- fault injection (LUPINE_DIR_PROVIDER_FAIL, a test facility) */
 enum dir_fault_point {
@@ -84,6 +90,7 @@ enum dir_fault_point {
         DIR_FAULT_CRASH_CLEANUP,/* ... after the rename, before old epochs go */
         DIR_FAULT_NO_URING,     /* pretend io_uring is unavailable: pwrite/fsync */
         DIR_FAULT_FLIP,         /* the Nth load_read of a load flips a bit of what it returns */
+        DIR_FAULT_LEASE,        /* the Nth lease record write of an instance: its rename fails */
         DIR_FAULT_COUNT
 };
 
@@ -106,6 +113,7 @@ struct lupine_ckpt_instance {
         bool have_ring;         /* false: io_uring unavailable, pwrite/fsync instead */
         bool ring_broken;       /* a submit failed; never touch the ring again */
         struct dir_faults faults;
+        struct dir_fault_counts lease_counts; /* DIR_FAULT_LEASE counts per instance */
         char err[DIR_ERR_MAX];
 };
 
@@ -137,6 +145,9 @@ struct lupine_ckpt_save {
         char **subdirs;         /* directories we created, to fsync at commit */
         size_t n_subdirs, cap_subdirs;
         uint64_t total_bytes;
+        bool fenced; /* save_fence: commit only while this owner and token hold the lease */
+        char fence_owner[LUPINE_CKPT_OWNER_MAX + 1];
+        uint64_t fence_token;
         pthread_mutex_t mu;     /* everything above and err, while save_write_at calls overlap */
         int err;                /* latched: the first failure; the save is dead */
         bool crashed;           /* a crash-before-* fault stopped the commit */
@@ -248,6 +259,31 @@ int dir_quarantine_epoch(struct lupine_ckpt_instance *inst, int session_fd, cons
  * DIR_QUARANTINE_MIN_AGE_SEC: how many were moved. */
 int dir_quarantine_damaged(struct lupine_ckpt_instance *inst, int session_fd, const char *sdir, const char *session);
 
+/* ---- dir_lease.c: session leases (ABI version 4) */
+
+/* The lease record: magic, version, token, expiry, owner, CRC-32C.
+ * Encode returns the length or -ENOBUFS; decode -EBADMSG if anything is
+ * off (then *ret is untouched). */
+int dir_lease_encode(const struct lupine_ckpt_lease *l, uint8_t *buf, size_t cap);
+int dir_lease_decode(const uint8_t *buf, size_t len, struct lupine_ckpt_lease *ret);
+int64_t dir_now_unix_ms(void);
+
+/* The callbacks (abi/lupine/checkpoint_provider.h). */
+int dir_lease_claim(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint32_t ttl_ms,
+                    struct lupine_ckpt_lease *ret);
+int dir_lease_renew(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint64_t token,
+                    uint32_t ttl_ms, struct lupine_ckpt_lease *ret);
+int dir_lease_release(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint64_t token);
+int dir_lease_read(struct lupine_ckpt_instance *inst, const char *session, struct lupine_ckpt_lease *ret);
+
+/* Locks the session's lease and checks that (owner, token) holds it:
+ * 0 with the lock held in *ret_lock_fd (close it to unlock; a claim waits
+ * meanwhile), -ESTALE if not, -errno. dir_lease_check: the same, unlocking
+ * at once. */
+int dir_lease_hold(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint64_t token,
+                   int *ret_lock_fd);
+int dir_lease_check(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint64_t token);
+
 /* ---- dir_walk.c */
 
 /* openat(O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC): the fd or -errno. */
@@ -273,7 +309,7 @@ struct dir_tree_count {
 int dir_tree_count(int dfd, bool skip_marker, struct dir_tree_count *tc);
 
 /* Newest modification time of the tree at parent_fd/name (the directory
- * itself and everything below). */
+ * itself and everything below; a file's own mtime if it is not one). */
 int dir_tree_newest_mtime(int parent_fd, const char *name, int64_t *ret);
 
 /* Deletes `name` under parent_fd and everything below it. Missing entries
@@ -303,6 +339,8 @@ int dir_save_write_at(struct lupine_ckpt_save *save, const char *name, uint64_t 
                       size_t len);
 int dir_save_commit(struct lupine_ckpt_save *save);
 void dir_save_abort(struct lupine_ckpt_save *save);
+/* Version 4: a commit only while (owner, token) holds the session's lease. */
+int dir_save_fence(struct lupine_ckpt_save *save, const char *owner, uint64_t token);
 
 /* ---- dir_io.c */
 

@@ -669,15 +669,28 @@ static int commit(struct lupine_ckpt_save *save)
         if (crash_here(save, DIR_FAULT_CRASH_RENAME))
                 return dir_fail(save->inst, -ECANCELED, "simulated crash before the rename");
         dir_epoch_name(save->epoch, ename);
+        /* fenced: the lease check and the rename are one step against a
+         * claim, which waits for the lock until the rename is durable */
+        int lease_fd = -1;
+        if (save->fenced) {
+                r = dir_lease_hold(save->inst, save->session, save->fence_owner, save->fence_token, &lease_fd);
+                if (r < 0) {
+                        save->err = r; /* keeps the lease's message */
+                        drop_tmp(save);
+                        return r;
+                }
+        }
         e = dir_fault_hit(&save->inst->faults, &save->counts, DIR_FAULT_RENAME);
         r = e ? -e : rename_noreplace(save->session_fd, save->tmp_name, ename);
         if (r < 0) {
                 char what[128];
+                lease_fd = safe_close(lease_fd);
                 snprintf(what, sizeof(what), "renaming %s to %s", save->tmp_name, ename);
                 return save_fail(save, r == -ENOTEMPTY ? -EEXIST : r, what);
         }
         save->tmp_fd = safe_close(save->tmp_fd); /* it is the epoch now */
         r = dir_io_fsync(save, &save->session_fd, 1, NULL);
+        lease_fd = safe_close(lease_fd);
         if (r < 0)
                 /* Visible, maybe not durable: keep the older epochs. */
                 return dir_fail(save->inst, r, "checkpoint %s epoch %" PRIu64 ": fsync of the session directory "
@@ -708,6 +721,25 @@ int dir_save_commit(struct lupine_ckpt_save *save)
         drop_tmp(save);
         free_save(save);
         return r;
+}
+
+int dir_save_fence(struct lupine_ckpt_save *save, const char *owner, uint64_t token)
+{
+        size_t n;
+        int r;
+
+        if (!save)
+                return -EINVAL;
+        dir_clear_error(save->inst);
+        if (!owner || !dir_session_valid(owner, &n) || token == 0 || save->fenced)
+                return dir_fail(save->inst, -EINVAL, "save_fence: invalid owner, token 0, or fenced already");
+        r = dir_lease_check(save->inst, save->session, owner, token);
+        if (r < 0)
+                return r;
+        save->fenced = true;
+        memcpy(save->fence_owner, owner, n + 1);
+        save->fence_token = token;
+        return 0;
 }
 
 void dir_save_abort(struct lupine_ckpt_save *save)

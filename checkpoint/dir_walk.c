@@ -129,6 +129,10 @@ int dir_tree_newest_mtime(int parent_fd, const char *name, int64_t *ret)
         if (fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
         tc.newest_mtime = st.st_mtim.tv_sec;
+        if (!S_ISDIR(st.st_mode)) {
+                *ret = tc.newest_mtime; /* a file (a lease record being written) is its own tree */
+                return 0;
+        }
         fd = dir_open_dir_at(parent_fd, name);
         if (fd < 0)
                 return fd;

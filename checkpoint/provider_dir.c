@@ -81,6 +81,12 @@ static void reap_leftovers(struct lupine_ckpt_instance *inst)
                 }
         }
         closedir(d);
+        /* lease records being written when their writer died */
+        int lfd = dir_open_dir_at(inst->root_fd, DIR_LEASE_DIR);
+        if (lfd >= 0) {
+                reap_tmp_in(lfd, now);
+                close(lfd);
+        }
 }
 
 static void dir_close(struct lupine_ckpt_instance *inst)
@@ -481,8 +487,14 @@ static const struct lupine_checkpoint_provider dir_provider = {
         .remove = dir_remove,
         /* version 2: lanes write (pwrite) and read (pread) in parallel;
          * save_write, used for everything else, goes through io_uring */
-        .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ,
+        .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ | LUPINE_CKPT_CAP_LEASES,
         .save_write_at = dir_save_write_at,
+        /* version 4: session leases (dir_lease.c) */
+        .lease_claim = dir_lease_claim,
+        .lease_renew = dir_lease_renew,
+        .lease_release = dir_lease_release,
+        .lease_read = dir_lease_read,
+        .save_fence = dir_save_fence,
 };
 
 const struct lupine_checkpoint_provider *lupine_dir_provider(void)

@@ -30,6 +30,12 @@
         (offsetof(struct lupine_checkpoint_provider, save_direct_done) +                                               \
          sizeof(((struct lupine_checkpoint_provider *)0)->save_direct_done))
 
+/* Version 4 adds lease_claim, lease_renew, lease_release, lease_read and
+ * save_fence. */
+#define V4_SIZE                                                    \
+        (offsetof(struct lupine_checkpoint_provider, save_fence) + \
+         sizeof(((struct lupine_checkpoint_provider *)0)->save_fence))
+
 #define READ_FULL_MAX (64u << 20) /* bytes asked of one load_read by lupine_provider_read_full */
 
 static int fail(char *err, size_t errlen, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -108,7 +114,10 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
                          p->abi_version, LUPINE_CHECKPOINT_ABI_VERSION_MIN, LUPINE_CHECKPOINT_ABI_VERSION);
                 goto out_close;
         }
-        size_t need = p->abi_version >= 3 ? V3_SIZE : p->abi_version >= 2 ? V2_SIZE : V1_SIZE;
+        size_t need = p->abi_version >= 4   ? V4_SIZE
+                      : p->abi_version >= 3 ? V3_SIZE
+                      : p->abi_version >= 2 ? V2_SIZE
+                                            : V1_SIZE;
         if (p->struct_size < need) {
                 r = fail(err, errlen, -ELIBBAD,
                          "checkpoint provider %s: struct_size %u is smaller than version %u's %zu bytes", path_or_null,
@@ -127,6 +136,12 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
                 r = fail(err, errlen, -ELIBBAD,
                          "checkpoint provider %s (%s) claims direct writes but lacks concurrent writes or a "
                          "direct-write callback", path_or_null, p->name ? p->name : "?");
+                goto out_close;
+        }
+        if (lupine_provider_caps(p) & LUPINE_CKPT_CAP_LEASES &&
+            (!p->lease_claim || !p->lease_renew || !p->lease_release || !p->lease_read || !p->save_fence)) {
+                r = fail(err, errlen, -ELIBBAD, "checkpoint provider %s (%s) claims leases but lacks a lease callback",
+                         path_or_null, p->name ? p->name : "?");
                 goto out_close;
         }
         if (!p->name) {
@@ -154,6 +169,8 @@ uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p)
         uint64_t known = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ;
         if (p->abi_version >= 3 && p->struct_size >= V3_SIZE)
                 known |= LUPINE_CKPT_CAP_DIRECT_WRITE;
+        if (p->abi_version >= 4 && p->struct_size >= V4_SIZE)
+                known |= LUPINE_CKPT_CAP_LEASES;
         return p->caps & known;
 }
 

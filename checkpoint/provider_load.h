@@ -22,8 +22,9 @@
  * `name` and every version-1 callback non-NULL, save_write_at non-NULL if
  * caps claim concurrent writes, and the three direct-write callbacks
  * non-NULL, with concurrent writes claimed too, if caps claim direct
- * writes. The table must stay
- * valid until lupine_provider_unload(*ret_dlhandle).
+ * writes, and the five lease callbacks (version 4) non-NULL if caps claim
+ * leases. The table must stay valid until
+ * lupine_provider_unload(*ret_dlhandle).
  *
  * Returns 0, or -ELIBACC (cannot load), -ELIBBAD (no entry point, or a
  * table this daemon must not use), -EINVAL (bad arguments); err (errlen
@@ -34,7 +35,9 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
                          void **ret_dlhandle, char *err, size_t errlen);
 
 /* The LUPINE_CKPT_CAP_* bits this daemon may use: caps of a version-2 (or
- * newer) table, known bits only; 0 for a version-1 table or NULL. */
+ * newer) table, known bits only, each only from the version that defines
+ * it (LEASES from 4); 0 for a version-1 table or NULL. No LEASES: the
+ * provider has no leases, and the daemon runs single-host. */
 uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p);
 
 /* Reads len bytes of object `name` at `offset` through p->load_read, in

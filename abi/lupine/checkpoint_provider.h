@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lupine checkpoint-provider ABI, version 3 (versions 1 and 2 still load).
+ * lupine checkpoint-provider ABI, version 4 (versions 1 to 3 still load).
  *
  * A provider decides WHERE checkpoint bytes go (a directory, an object
  * store, ...); lupined decides WHAT the state is. A provider is a shared
@@ -19,7 +19,10 @@
  *   2  adds `caps` and `save_write_at` after `remove` (optional concurrency;
  *      a version-2 provider that leaves caps 0 behaves as version 1);
  *   3  adds `direct_region`, `save_direct_get` and `save_direct_done` after
- *      `save_write_at` (optional direct writes, LUPINE_CKPT_CAP_DIRECT_WRITE).
+ *      `save_write_at` (optional direct writes, LUPINE_CKPT_CAP_DIRECT_WRITE);
+ *   4  adds `lease_claim`, `lease_renew`, `lease_release`, `lease_read` and
+ *      `save_fence` after `save_direct_done` (optional session leases,
+ *      LUPINE_CKPT_CAP_LEASES; see "Leases" below and docs/providers.md).
  * This lupined loads versions LUPINE_CHECKPOINT_ABI_VERSION_MIN to
  * LUPINE_CHECKPOINT_ABI_VERSION. A lupined older than version N refuses
  * abi_version N; a provider that must also load there stamps the older
@@ -42,7 +45,9 @@
  *   LUPINE_CKPT_CAP_DIRECT_WRITE  (version 3, needs CONCURRENT_WRITE)
  *      save_direct_get and save_direct_done may run on several threads at
  *      once, together with save_write_at, for one save.
- * No other callback ever overlaps another. Different sessions may use
+ * No other callback ever overlaps another. (Lease callbacks of
+ * different instances, processes and hosts do run at once against one
+ * store; that is what they are for.) Different sessions may use
  * different instances (open is per process; workers are separate
  * processes). While calls overlap, last_error describes one of the
  * failures, and a provider need not clear it on success.
@@ -66,7 +71,7 @@
 extern "C" {
 #endif
 
-#define LUPINE_CHECKPOINT_ABI_VERSION 3u
+#define LUPINE_CHECKPOINT_ABI_VERSION     4u
 #define LUPINE_CHECKPOINT_ABI_VERSION_MIN 1u /* the oldest this header's daemon loads */
 
 /* caps (version 2) */
@@ -74,11 +79,26 @@ extern "C" {
 #define LUPINE_CKPT_CAP_CONCURRENT_READ  (1ull << 1)
 /* caps (version 3) */
 #define LUPINE_CKPT_CAP_DIRECT_WRITE     (1ull << 2)
+/* caps (version 4) */
+#define LUPINE_CKPT_CAP_LEASES           (1ull << 3)
 #define LUPINE_CHECKPOINT_SYMBOL "lupine_checkpoint_provider_v1"
 
 struct lupine_ckpt_instance;    /* opaque, the provider's */
 struct lupine_ckpt_save;        /* one save in progress */
 struct lupine_ckpt_load;        /* one committed checkpoint opened for reading */
+
+/* Leases (version 4): owner names follow the session-name rule (1..128
+ * bytes of [A-Za-z0-9._-]). */
+#define LUPINE_CKPT_OWNER_MAX        128u
+#define LUPINE_CKPT_LEASE_TTL_MAX_MS 600000u /* 10 minutes; a longer ttl_ms is -EINVAL */
+#define LUPINE_CKPT_LEASE_SKEW_MS    2000u   /* the clock disagreement between hosts that leases tolerate */
+
+/* A session's lease as the store holds it. */
+struct lupine_ckpt_lease {
+        char owner[LUPINE_CKPT_OWNER_MAX + 1]; /* the holder; "" when free (never claimed, or released) */
+        uint64_t token;                        /* the fencing token of the last claim; 0: never claimed */
+        int64_t expires_unix_ms;               /* the holder's wall clock at claim/renew + ttl_ms; 0 when free */
+};
 
 struct lupine_ckpt_info {
         char session[129];
@@ -176,6 +196,73 @@ struct lupine_checkpoint_provider {
                                void **ret_ptr);
         /* The bytes of a save_direct_get range are in place. */
         int (*save_direct_done)(struct lupine_ckpt_save *save, const char *name, uint64_t offset, size_t len);
+
+        /* ---- version 4: read only when abi_version >= 4 */
+        /*
+         * Leases (LUPINE_CKPT_CAP_LEASES): several daemons ("hosts") share
+         * one store, and a session must run on at most one of them at a
+         * time. The store keeps one lease per session: (owner, token,
+         * expiry). Every callback below is one atomic read-modify-write of
+         * that lease against every other process on every host using the
+         * store: of two claims racing for a free lease, exactly one wins.
+         *
+         * The token is a fencing token: each successful claim sets it to
+         * one more than the session's last token, so tokens are strictly
+         * increasing per session and never reused, also across release
+         * and across `remove` (lease records outlive checkpoints). Only a
+         * claim changes the token; renew and release keep it.
+         *
+         * Time. expires_unix_ms is the claimer's or renewer's wall clock
+         * plus ttl_ms; a claimer takes an unexpired lease from nobody but
+         * its own owner, and judges expiry by its own wall clock. Clocks
+         * of hosts disagree, so the HOLDER keeps the margin: it must treat
+         * its lease as lost at (its monotonic clock just before the call)
+         * + ttl_ms - LUPINE_CKPT_LEASE_SKEW_MS, and renew well before (at
+         * a third of ttl_ms, say); ttl_ms should therefore be several
+         * times LUPINE_CKPT_LEASE_SKEW_MS. Clocks further apart than that
+         * can let two hosts run a session at once for a while, but never
+         * let a stale host commit: a fenced save (save_fence) checks the
+         * token, not the time.
+         *
+         * Errors: -EINVAL for a bad name, owner or ttl_ms (0 or over
+         * LUPINE_CKPT_LEASE_TTL_MAX_MS); -EAGAIN when the store stayed
+         * busy too long to decide (try again); -EIO and friends from the
+         * store. *ret is written only where said.
+         *
+         * lease_claim: takes the lease of `session` for `owner` for ttl_ms
+         * if it is free, expired, or held by `owner` already (a restarted
+         * holder claims again; its older token is fenced off). On success
+         * the token is bumped and *ret is the new lease. -EBUSY when
+         * another owner holds an unexpired lease: *ret is that lease.
+         */
+        int (*lease_claim)(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint32_t ttl_ms,
+                           struct lupine_ckpt_lease *ret);
+        /* lease_renew: sets the expiry to now + ttl_ms if (owner, token)
+         * still holds the lease, expired or not (nobody took it over); *ret
+         * is the renewed lease. -ESTALE otherwise (taken over, released or
+         * never ours); *ret is then the lease as it is. */
+        int (*lease_renew)(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint64_t token,
+                           uint32_t ttl_ms, struct lupine_ckpt_lease *ret);
+        /* lease_release: frees the lease if (owner, token) holds it,
+         * keeping the token. 0 also if it is already free with this very
+         * token (a repeated release); -ESTALE if another claim came since,
+         * which the old holder may ignore: it is not its lease any more. */
+        int (*lease_release)(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint64_t token);
+        /* lease_read: the lease as it is, without changing it (for
+         * listings and tests). A session never claimed reads as free with
+         * token 0. */
+        int (*lease_read)(struct lupine_ckpt_instance *inst, const char *session, struct lupine_ckpt_lease *ret);
+        /* save_fence: makes the save conditional on (owner, token) holding
+         * the session's lease. save_commit then makes the save visible
+         * only if, at the moment it does, the lease still carries this
+         * owner and token (expired or not: the token is the fence); else
+         * it fails with -ESTALE, discards the save and leaves the
+         * committed checkpoints untouched. The check and the visibility
+         * step are one atomic step against lease_claim. Called once, after
+         * save_begin and before any write; -ESTALE right away if (owner,
+         * token) does not hold the lease now. A save without a fence
+         * commits as before. */
+        int (*save_fence)(struct lupine_ckpt_save *save, const char *owner, uint64_t token);
 };
 
 typedef const struct lupine_checkpoint_provider *(*lupine_checkpoint_provider_fn)(void);

@@ -33,6 +33,9 @@ BIOs) hold random bytes: they are written only when absent, so that a run
 changes nothing. Whole recorded handshakes (rec-*.bin) are written by the
 harness itself, LUP_FUZZ_TLS_RECORD (see fuzz_tls_server.c).
 
+fuzz_dir_records input: a byte (even: a COMMITTED marker, odd: a lease
+record), then the record as checkpoint/dir_commit.c or dir_lease.c writes it.
+
 fuzz_ckpt_codec's seeds are not made here: they are real checkpoint objects
 that a running lupined wrote, copied by ckpt_corpus.py.
 """
@@ -622,6 +625,39 @@ def tls_record_seeds():
     }
 
 
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+
+def with_crc(body):
+    return body + struct.pack('<I', crc32c(body))
+
+
+def dir_marker(epoch, objects, nbytes, when, session):
+    s = session.encode()
+    return with_crc(b'LUPCKPT1' + struct.pack('<IQQQQH', 1, epoch, objects, nbytes, when, len(s)) + s)
+
+
+def dir_lease(token, expires, owner):
+    o = owner.encode()
+    return with_crc(b'LUPLEAS1' + struct.pack('<IQQH', 1, token, expires, len(o)) + o)
+
+
+def dir_records_seeds():
+    return {
+        'marker.bin': b'\0' + dir_marker(1, 3, 70999, 1700000000, 'job-1'),
+        'marker-dot.bin': b'\0' + dir_marker(0x1122334455667788, 0, 0, 0, '.tmp-x'),
+        'lease-held.bin': b'\1' + dir_lease(7, 1700000000123, 'host-a.1234'),
+        'lease-free.bin': b'\1' + dir_lease(9, 0, ''),
+        'lease-long.bin': b'\1' + dir_lease(2**64 - 1, 2**63 - 1, 'h' * 128),
+    }
+
+
 def write_dir(target, seeds):
     d = os.path.join(OUT, target)
     os.makedirs(d, exist_ok=True)
@@ -656,6 +692,7 @@ def main():
     write_dir('fuzz_nvml', nvml_seeds())
     write_dir('fuzz_visible', visible_seeds())
     write_dir('fuzz_tls_record', tls_record_seeds())
+    write_dir('fuzz_dir_records', dir_records_seeds())
     # image-short-ptx: "//" and its NUL, then a byte more
     write_dir(os.path.join('known-bugs', 'fuzz_image'), {'short-ptx.bin': b'//\0\0'})
     ops = parse_spec()

@@ -11,6 +11,14 @@
  *   BAD_V1        not broken: an old provider, abi_version 1 and a table
  *                 that ends at remove, which must still load (caps 0)
  *   BAD_DIRECT    claims direct writes (version 3) without the callbacks
+ *   BAD_V2        not broken: abi_version 2 and a table that ends at
+ *                 save_write_at, which must still load; of its caps only
+ *                 the version-2 bits count
+ *   BAD_V3        not broken: abi_version 3 and a table that ends at
+ *                 save_direct_done, which must still load; the LEASES bit
+ *                 it sets is version 4's and must be ignored
+ *   BAD_LEASES    claims leases (version 4) without the callbacks
+ *   BAD_V4SIZE    abi_version 4 with a version-3 struct_size
  */
 #include <errno.h>
 #include <stddef.h>
@@ -44,6 +52,10 @@ static const struct lupine_checkpoint_provider bad = {
         .abi_version = 99,
 #elif defined(BAD_V1)
         .abi_version = 1,
+#elif defined(BAD_V2)
+        .abi_version = 2,
+#elif defined(BAD_V3)
+        .abi_version = 3,
 #else
         .abi_version = LUPINE_CHECKPOINT_ABI_VERSION,
 #endif
@@ -51,6 +63,10 @@ static const struct lupine_checkpoint_provider bad = {
         .struct_size = 16,
 #elif defined(BAD_V1)
         .struct_size = offsetof(struct lupine_checkpoint_provider, caps),
+#elif defined(BAD_V2)
+        .struct_size = offsetof(struct lupine_checkpoint_provider, direct_region),
+#elif defined(BAD_V3) || defined(BAD_V4SIZE)
+        .struct_size = offsetof(struct lupine_checkpoint_provider, lease_claim),
 #else
         .struct_size = sizeof(struct lupine_checkpoint_provider),
 #endif
@@ -79,6 +95,16 @@ static const struct lupine_checkpoint_provider bad = {
 #ifdef BAD_DIRECT
         .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_DIRECT_WRITE,
         .save_write_at = b_save_write_at,
+#endif
+#ifdef BAD_V3
+        .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_LEASES,
+        .save_write_at = b_save_write_at,
+#endif
+#ifdef BAD_V2
+        .caps = LUPINE_CKPT_CAP_CONCURRENT_READ | LUPINE_CKPT_CAP_DIRECT_WRITE | LUPINE_CKPT_CAP_LEASES,
+#endif
+#ifdef BAD_LEASES
+        .caps = LUPINE_CKPT_CAP_LEASES,
 #endif
 };
 

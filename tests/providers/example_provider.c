@@ -29,7 +29,10 @@
  *  - ABI version 3's direct writes, with that pool: the pool is the
  *    region, save_direct_get hands out a block, and the daemon has the GPU
  *    copy into it, so no CPU touches the bytes. A commit refuses while a
- *    block handed out is not yet reported done.
+ *    block handed out is not yet reported done;
+ *  - ABI version 4's session leases (example_lease.c): claim, renew,
+ *    release and a fenced commit, each one atomic step on a lease table
+ *    that processes forked after open share.
  *
  * It includes nothing of lupine but the public header: a provider builds
  * against abi/lupine/checkpoint_provider.h alone.
@@ -47,6 +50,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "example_lease.h"
 #include "lupine/checkpoint_provider.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -96,6 +100,7 @@ struct checkpoint {
 struct lupine_ckpt_instance {
         struct checkpoint *committed; /* the newest epoch of each session */
         struct pool *pool;            /* config "MIB,reserve", else NULL */
+        struct ex_leases *leases;     /* shared with processes forked after open */
         unsigned long long max_save;  /* bytes one save may hold */
         pthread_mutex_t err_mu;       /* concurrent calls may fail at once */
         char err[256];
@@ -106,6 +111,9 @@ struct lupine_ckpt_save {
         struct checkpoint *ckpt;
         pthread_mutex_t mu;     /* the object list and extent arrays, for save_write_at */
         size_t direct_pending;  /* direct ranges handed out and not yet done */
+        bool fenced;            /* save_fence: commit only while fence_owner's fence_token holds the lease */
+        char fence_owner[LUPINE_CKPT_OWNER_MAX + 1];
+        uint64_t fence_token;
 };
 
 struct lupine_ckpt_load {
@@ -260,16 +268,23 @@ static int ex_open(const char *config, struct lupine_ckpt_instance **ret)
                 return -ENOMEM;
         pthread_mutex_init(&inst->err_mu, NULL);
         inst->max_save = MAX_SAVE_BYTES;
+        if (!(inst->leases = ex_leases_new())) {
+                pthread_mutex_destroy(&inst->err_mu);
+                free(inst);
+                return -ENOMEM;
+        }
         if (config && *config) {
                 unsigned long long mib = strtoull(config, &end, 10);
                 bool reserve = strcmp(end, ",reserve") == 0;
                 if ((*end && !reserve) || mib == 0 || mib > (1ull << 24) || (reserve && (mib << 20) < POOL_BLOCK)) {
+                        ex_leases_free(inst->leases);
                         pthread_mutex_destroy(&inst->err_mu);
                         free(inst);
                         return -EINVAL;
                 }
                 inst->max_save = mib << 20;
                 if (reserve && !(inst->pool = pool_reserve(inst->max_save))) {
+                        ex_leases_free(inst->leases);
                         pthread_mutex_destroy(&inst->err_mu);
                         free(inst);
                         return -ENOMEM;
@@ -291,6 +306,7 @@ static void ex_close(struct lupine_ckpt_instance *inst)
         /* a load still open would keep its checkpoint, and so its blocks:
          * the daemon ends every load before it closes */
         pool_release(inst->pool);
+        ex_leases_free(inst->leases);
         pthread_mutex_destroy(&inst->err_mu);
         free(inst);
 }
@@ -505,12 +521,22 @@ static int ex_save_commit(struct lupine_ckpt_save *save)
                 ex_save_abort(save);
                 return r;
         }
+        /* fenced: the lease check and the swap below are one step */
+        if (save->fenced &&
+            ex_leases_hold(inst->leases, save->ckpt->session, save->fence_owner, save->fence_token) < 0) {
+                fail(inst, -ESTALE, "session %s: the lease left %s's token %llu", save->ckpt->session,
+                     save->fence_owner, (unsigned long long)save->fence_token);
+                ex_save_abort(save);
+                return -ESTALE;
+        }
         /* The atomic step: the new epoch takes the old one's place. */
         save->ckpt->next = old ? old->next : inst->committed;
         if (old)
                 *pp = save->ckpt;
         else
                 inst->committed = save->ckpt;
+        if (save->fenced)
+                ex_leases_unlock(inst->leases);
         /* Only now that the new epoch is in place does the old one go. */
         checkpoint_unref(old);
         pthread_mutex_destroy(&save->mu);
@@ -641,6 +667,80 @@ static int ex_remove(struct lupine_ckpt_instance *inst, const char *session)
         return 0;
 }
 
+/* ---- version 4: session leases (the table is example_lease.c) */
+
+static int lease_args(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint32_t ttl_ms,
+                      bool want_ttl)
+{
+        inst->err[0] = '\0';
+        if (!valid_session(session) || (owner && !valid_session(owner)))
+                return fail(inst, -EINVAL, "invalid session name or lease owner");
+        if (want_ttl && (ttl_ms == 0 || ttl_ms > LUPINE_CKPT_LEASE_TTL_MAX_MS))
+                return fail(inst, -EINVAL, "lease ttl %u ms is outside 1..%u", ttl_ms, LUPINE_CKPT_LEASE_TTL_MAX_MS);
+        return 0;
+}
+
+static int lease_result(struct lupine_ckpt_instance *inst, const char *session, int r)
+{
+        if (r == -EBUSY)
+                return fail(inst, r, "session %s is leased to another owner", session);
+        if (r == -ESTALE)
+                return fail(inst, r, "the lease of session %s is not (owner, token)'s any more", session);
+        if (r < 0)
+                return fail(inst, r, "lease of session %s: %s", session, strerror(-r));
+        return 0;
+}
+
+static int ex_lease_claim(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint32_t ttl_ms,
+                          struct lupine_ckpt_lease *ret)
+{
+        int r = lease_args(inst, session, owner ? owner : "", ttl_ms, true);
+
+        return r < 0 ? r : lease_result(inst, session, ex_leases_claim(inst->leases, session, owner, ttl_ms, ret));
+}
+
+static int ex_lease_renew(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint64_t token,
+                          uint32_t ttl_ms, struct lupine_ckpt_lease *ret)
+{
+        int r = lease_args(inst, session, owner ? owner : "", ttl_ms, true);
+
+        return r < 0 ? r
+                     : lease_result(inst, session, ex_leases_renew(inst->leases, session, owner, token, ttl_ms, ret));
+}
+
+static int ex_lease_release(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint64_t token)
+{
+        int r = lease_args(inst, session, owner ? owner : "", 0, false);
+
+        return r < 0 ? r : lease_result(inst, session, ex_leases_release(inst->leases, session, owner, token));
+}
+
+static int ex_lease_read(struct lupine_ckpt_instance *inst, const char *session, struct lupine_ckpt_lease *ret)
+{
+        int r = lease_args(inst, session, NULL, 0, false);
+
+        if (r == 0)
+                ex_leases_read(inst->leases, session, ret);
+        return r;
+}
+
+static int ex_save_fence(struct lupine_ckpt_save *save, const char *owner, uint64_t token)
+{
+        struct lupine_ckpt_instance *inst = save->inst;
+        int r = lease_args(inst, save->ckpt->session, owner ? owner : "", 0, false);
+
+        if (r < 0 || token == 0 || save->fenced)
+                return fail(inst, -EINVAL, "save_fence: invalid owner, token 0, or fenced already");
+        r = ex_leases_hold(inst->leases, save->ckpt->session, owner, token);
+        if (r < 0)
+                return lease_result(inst, save->ckpt->session, r);
+        ex_leases_unlock(inst->leases);
+        save->fenced = true;
+        snprintf(save->fence_owner, sizeof(save->fence_owner), "%s", owner);
+        save->fence_token = token;
+        return 0;
+}
+
 /* ---- the one exported symbol */
 
 EXPORT const struct lupine_checkpoint_provider *lupine_checkpoint_provider_v1(void);
@@ -662,11 +762,17 @@ static const struct lupine_checkpoint_provider example_provider = {
         .load_end = ex_load_end,
         .list = ex_list,
         .remove = ex_remove,
-        .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ | LUPINE_CKPT_CAP_DIRECT_WRITE,
+        .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ | LUPINE_CKPT_CAP_DIRECT_WRITE |
+                LUPINE_CKPT_CAP_LEASES,
         .save_write_at = ex_save_write_at,
         .direct_region = ex_direct_region,
         .save_direct_get = ex_save_direct_get,
         .save_direct_done = ex_save_direct_done,
+        .lease_claim = ex_lease_claim,
+        .lease_renew = ex_lease_renew,
+        .lease_release = ex_lease_release,
+        .lease_read = ex_lease_read,
+        .save_fence = ex_save_fence,
 };
 
 EXPORT const struct lupine_checkpoint_provider *lupine_checkpoint_provider_v1(void)

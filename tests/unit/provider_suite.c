@@ -652,5 +652,5 @@ size_t suite_add_tests(struct CMUnitTest *out, size_t cap, struct suite_env *env
         if (n > cap)
                 n = cap;
         memcpy(out, tests, n * sizeof(tests[0]));
-        return n;
+        return n + suite_add_lease_tests(out + n, cap - n, env);
 }

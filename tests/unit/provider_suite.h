@@ -33,6 +33,10 @@ int suite_teardown(void **state);
 /* Appends the suite's tests (prestate = env) to out; returns how many. */
 size_t suite_add_tests(struct CMUnitTest *out, size_t cap, struct suite_env *env);
 
+/* The lease tests (provider_lease_suite.c; skipped without
+ * LUPINE_CKPT_CAP_LEASES), which suite_add_tests appends too. */
+size_t suite_add_lease_tests(struct CMUnitTest *out, size_t cap, struct suite_env *env);
+
 /* An instance on env->dir (or the provider's default config). */
 struct lupine_ckpt_instance *suite_open(const struct suite_env *env);
 

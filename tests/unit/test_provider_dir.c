@@ -809,6 +809,87 @@ static void config_from_environment(void **state)
         assert_true(P->open(root, &inst) < 0);
 }
 
+/* The lease record's codec, and what the directory holds: records and lock
+ * files under .leases that listing never shows, a damaged record refused
+ * (never a guessed token), a stale temp file reaped at open. */
+static void leases_on_disk(void **state)
+{
+        struct suite_env *env = *state;
+        struct lupine_ckpt_lease l = { .owner = "host-a",
+                                       .token = 0x0102030405060708ull,
+                                       .expires_unix_ms = 1700000000123 },
+                                 out;
+        struct lupine_ckpt_instance *inst;
+        uint8_t buf[DIR_LEASE_MAX + 1];
+        char listed[256] = "";
+        int len = dir_lease_encode(&l, buf, sizeof(buf));
+
+        assert_true(len > 0);
+        assert_int_equal(dir_lease_decode(buf, (size_t)len, &out), 0);
+        assert_string_equal(out.owner, "host-a");
+        assert_int_equal(out.token, l.token);
+        assert_int_equal(out.expires_unix_ms, l.expires_unix_ms);
+        for (int n = 0; n < len; n++)
+                assert_int_equal(dir_lease_decode(buf, (size_t)n, &out), -EBADMSG);
+        for (int i = 0; i < len * 8; i++) {
+                buf[i / 8] ^= (uint8_t)(1u << (i % 8));
+                assert_int_equal(dir_lease_decode(buf, (size_t)len, &out), -EBADMSG);
+                buf[i / 8] ^= (uint8_t)(1u << (i % 8));
+        }
+        assert_int_equal(dir_lease_encode(&l, buf, 20), -ENOBUFS);
+        /* a held lease without a token is not a record we write */
+        l.token = 0;
+        len = dir_lease_encode(&l, buf, sizeof(buf));
+        assert_int_equal(dir_lease_decode(buf, (size_t)len, &out), -EBADMSG);
+
+        inst = open_faulty(env, NULL);
+        assert_int_equal(P->lease_claim(inst, "job", "host-a", 30000, &out), 0);
+        assert_int_equal(P->lease_claim(inst, ".x", "host-a", 30000, &out), 0);
+        assert_true(exists(env, ".leases/job", S_IFREG));
+        assert_true(exists(env, ".leases/job@lock", S_IFREG));
+        assert_true(exists(env, ".leases/%.x", S_IFREG));
+        assert_int_equal(count_prefixed(env, ".leases", ".tmp-"), 0);
+        save_small(P, inst, "job", 1, 3);
+        assert_int_equal(P->list(inst, count_cb, listed), 0);
+        assert_string_equal(listed, "job|");
+        /* damaged: refused by every operation, not reset to token 0 */
+        write_file(env, ".leases/job", "garbage", 7);
+        assert_int_equal(P->lease_claim(inst, "job", "host-b", 30000, &out), -EBADMSG);
+        assert_non_null(strstr(P->last_error(inst), "damaged"));
+        assert_int_equal(P->lease_read(inst, "job", &out), -EBADMSG);
+        assert_int_equal(P->lease_renew(inst, "job", "host-a", 1, 30000, &out), -EBADMSG);
+        /* a record being written when its writer died: reaped once stale */
+        write_file(env, ".leases/.tmp-lease-1-dead", "x", 1);
+        age(env, ".leases/.tmp-lease-1-dead");
+        write_file(env, ".leases/.tmp-lease-2-young", "x", 1);
+        P->close(inst);
+        inst = open_faulty(env, NULL);
+        assert_false(exists(env, ".leases/.tmp-lease-1-dead", S_IFREG));
+        assert_true(exists(env, ".leases/.tmp-lease-2-young", S_IFREG));
+        P->close(inst);
+
+        /* the second record write fails: the renew's error comes back, the
+         * record is the claim's, no temp is left, the next write works */
+        struct lupine_ckpt_lease got;
+        inst = open_faulty(env, "lease:2");
+        assert_int_equal(P->lease_claim(inst, "f", "host-a", 30000, &l), 0);
+        assert_int_equal(P->lease_renew(inst, "f", "host-a", l.token, 60000, &out), -EIO);
+        assert_non_null(strstr(P->last_error(inst), "writing the lease record"));
+        assert_int_equal(P->lease_read(inst, "f", &got), 0);
+        assert_int_equal(got.token, l.token);
+        assert_int_equal(got.expires_unix_ms, l.expires_unix_ms);
+        assert_int_equal(count_prefixed(env, ".leases", ".tmp-"), 1); /* the young one from above */
+        assert_int_equal(P->lease_renew(inst, "f", "host-a", l.token, 60000, &out), 0);
+        P->close(inst);
+        /* every write fails: a claim leaves the session never claimed */
+        inst = open_faulty(env, "lease");
+        assert_int_equal(P->lease_claim(inst, "g", "host-a", 30000, &out), -EIO);
+        assert_int_equal(P->lease_read(inst, "g", &got), 0);
+        assert_int_equal(got.token, 0);
+        assert_int_equal(P->lease_release(inst, "f", "host-a", l.token), -EIO);
+        P->close(inst);
+}
+
 int main(void)
 {
         static struct suite_env env = { .needs_dir = true };
@@ -832,9 +913,10 @@ int main(void)
                 T(config_from_environment),
                 T(striped_objects),
                 T(flipped_read),
+                T(leases_on_disk),
         };
 #undef T
-        size_t n = 18;
+        size_t n = 19;
 
         P = lupine_dir_provider();
         env.p = P;

@@ -4,7 +4,8 @@
  * the conformance suite through it.
  *
  * argv: EXAMPLE.so BAD-abi.so BAD-size.so BAD-null.so BAD-nullname.so
- *       BAD-nosym.so BAD-nulltable.so V1.so   (tests/providers/meson.build)
+ *       BAD-nosym.so BAD-nulltable.so V1.so BAD-direct.so V3.so BAD-leases.so
+ *       BAD-v4size.so V2.so   (tests/providers/meson.build)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +16,22 @@
 #include "provider_load.h"
 #include "provider_suite.h"
 
-enum { ARG_EXAMPLE = 1, ARG_ABI, ARG_SIZE, ARG_NULL, ARG_NULLNAME, ARG_NOSYM, ARG_NULLTABLE, ARG_V1, ARG_DIRECT, ARG_COUNT };
+enum {
+        ARG_EXAMPLE = 1,
+        ARG_ABI,
+        ARG_SIZE,
+        ARG_NULL,
+        ARG_NULLNAME,
+        ARG_NOSYM,
+        ARG_NULLTABLE,
+        ARG_V1,
+        ARG_DIRECT,
+        ARG_V3,
+        ARG_LEASES,
+        ARG_V4SIZE,
+        ARG_V2,
+        ARG_COUNT
+};
 static char **args;
 
 static void loader_builtin(void **state)
@@ -61,6 +77,35 @@ static void loader_accepts_v1(void **state)
         lupine_provider_unload(h);
 }
 
+/* An ABI version 2 provider (a table that ends at save_write_at) still
+ * loads, with its version-2 capabilities only. */
+static void loader_accepts_v2(void **state)
+{
+        const struct lupine_checkpoint_provider *p = NULL;
+        void *h = NULL;
+        char err[256];
+
+        assert_int_equal(lupine_provider_load(args[ARG_V2], &p, &h, err, sizeof(err)), 0);
+        assert_int_equal(p->abi_version, 2);
+        assert_int_equal(lupine_provider_caps(p), LUPINE_CKPT_CAP_CONCURRENT_READ);
+        lupine_provider_unload(h);
+}
+
+/* An ABI version 3 provider (a table that ends at save_direct_done) still
+ * loads; a LEASES bit in its caps means nothing there (the bit is version
+ * 4's), so it has no leases and the daemon runs it single-host. */
+static void loader_accepts_v3(void **state)
+{
+        const struct lupine_checkpoint_provider *p = NULL;
+        void *h = NULL;
+        char err[256];
+
+        assert_int_equal(lupine_provider_load(args[ARG_V3], &p, &h, err, sizeof(err)), 0);
+        assert_int_equal(p->abi_version, 3);
+        assert_int_equal(lupine_provider_caps(p), LUPINE_CKPT_CAP_CONCURRENT_WRITE);
+        lupine_provider_unload(h);
+}
+
 /* The example provider claims both version-2 capabilities; the suite's
  * concurrent_lanes test then exercises them. */
 static void example_caps(void **state)
@@ -71,9 +116,11 @@ static void example_caps(void **state)
 
         assert_int_equal(lupine_provider_load(args[ARG_EXAMPLE], &p, &h, err, sizeof(err)), 0);
         assert_int_equal(lupine_provider_caps(p), LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ |
-                                                          LUPINE_CKPT_CAP_DIRECT_WRITE);
+                                                          LUPINE_CKPT_CAP_DIRECT_WRITE | LUPINE_CKPT_CAP_LEASES);
         assert_non_null(p->save_write_at);
         assert_non_null(p->save_direct_get);
+        assert_non_null(p->lease_claim);
+        assert_non_null(p->save_fence);
         lupine_provider_unload(h);
 }
 
@@ -99,6 +146,8 @@ static void loader_refuses_bad_tables(void **state)
         expect_refused(ARG_NOSYM, -ELIBBAD, "does not export " LUPINE_CHECKPOINT_SYMBOL);
         expect_refused(ARG_NULLTABLE, -ELIBBAD, "returned NULL");
         expect_refused(ARG_DIRECT, -ELIBBAD, "claims direct writes");
+        expect_refused(ARG_LEASES, -ELIBBAD, "claims leases but lacks a lease callback");
+        expect_refused(ARG_V4SIZE, -ELIBBAD, "smaller than version 4's");
 }
 
 static void loader_refuses_missing_library(void **state)
@@ -224,22 +273,25 @@ static void example_reserved_pool(void **state)
 int main(int argc, char **argv)
 {
         static struct suite_env env, reserved;
-        struct CMUnitTest tests[32] = {
+        struct CMUnitTest tests[48] = {
                 cmocka_unit_test(loader_builtin),
                 cmocka_unit_test(loader_example),
                 cmocka_unit_test(loader_refuses_bad_tables),
                 cmocka_unit_test(loader_refuses_missing_library),
                 cmocka_unit_test(loader_accepts_v1),
+                cmocka_unit_test(loader_accepts_v2),
+                cmocka_unit_test(loader_accepts_v3),
                 cmocka_unit_test(example_caps),
                 cmocka_unit_test(example_reserved_pool),
         };
-        size_t n = 7;
+        size_t n = 9;
         void *h = NULL;
         char err[512];
         int r;
 
         if (argc != ARG_COUNT) {
-                fprintf(stderr, "usage: %s EXAMPLE.so BAD-abi BAD-size BAD-null BAD-nullname BAD-nosym BAD-nulltable V1 BAD-direct\n",
+                fprintf(stderr,
+                        "usage: %s EXAMPLE.so BAD-abi BAD-size BAD-null BAD-nullname BAD-nosym BAD-nulltable V1 BAD-direct V3 BAD-leases BAD-v4size V2\n",
                         argv[0]);
                 return 2;
         }

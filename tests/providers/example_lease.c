@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The example provider's session leases (example_lease.h). A real store
+ * does each of these as one conditional write (a compare-and-swap on the
+ * lease object's version, a conditional PUT, a transaction); here one
+ * mutex around a read-modify-write of a table plays that part.
+ *
+ * The table lives in a MAP_SHARED anonymous mapping made at open, so the
+ * processes forked after open share it, as hosts share a store: that is
+ * how the tests race several processes for one lease. The mutex is
+ * process-shared and robust: a process that dies holding it leaves it
+ * usable (each change is one struct assignment, so the table is never
+ * half-written).
+ */
+#include "example_lease.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+struct ex_lease_slot {
+        char session[129]; /* "" while unused */
+        struct lupine_ckpt_lease lease;
+};
+
+struct ex_leases {
+        pthread_mutex_t mu;
+        struct ex_lease_slot slot[EX_LEASE_SLOTS];
+};
+
+static int64_t now_unix_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct ex_leases *ex_leases_new(void)
+{
+        pthread_mutexattr_t a;
+        struct ex_leases *t;
+
+        t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (t == MAP_FAILED)
+                return NULL;
+        pthread_mutexattr_init(&a);
+        pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+        pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+        pthread_mutex_init(&t->mu, &a);
+        pthread_mutexattr_destroy(&a);
+        return t;
+}
+
+void ex_leases_free(struct ex_leases *t)
+{
+        if (t)
+                munmap(t, sizeof(*t));
+}
+
+static void lock(struct ex_leases *t)
+{
+        if (pthread_mutex_lock(&t->mu) == EOWNERDEAD)
+                pthread_mutex_consistent(&t->mu);
+}
+
+void ex_leases_unlock(struct ex_leases *t)
+{
+        pthread_mutex_unlock(&t->mu);
+}
+
+/* The session's slot, or a free one for it (create), or NULL. Locked. */
+static struct ex_lease_slot *find(struct ex_leases *t, const char *session, bool create)
+{
+        struct ex_lease_slot *unused = NULL;
+
+        for (size_t i = 0; i < EX_LEASE_SLOTS; i++) {
+                if (strcmp(t->slot[i].session, session) == 0)
+                        return &t->slot[i];
+                if (!unused && !t->slot[i].session[0])
+                        unused = &t->slot[i];
+        }
+        if (!create || !unused)
+                return NULL;
+        /* records are never deleted: tokens must never restart */
+        snprintf(unused->session, sizeof(unused->session), "%s", session);
+        unused->lease = (struct lupine_ckpt_lease){ 0 };
+        return unused;
+}
+
+static bool holds(const struct lupine_ckpt_lease *l, const char *owner, uint64_t token)
+{
+        return l->owner[0] && l->token == token && strcmp(l->owner, owner) == 0;
+}
+
+int ex_leases_claim(struct ex_leases *t, const char *session, const char *owner, uint32_t ttl_ms,
+                    struct lupine_ckpt_lease *ret)
+{
+        struct ex_lease_slot *s;
+        int64_t now = now_unix_ms();
+        int r = 0;
+
+        lock(t);
+        s = find(t, session, true);
+        if (!s) {
+                r = -ENOSPC;
+        } else if (s->lease.owner[0] && strcmp(s->lease.owner, owner) != 0 && s->lease.expires_unix_ms > now) {
+                *ret = s->lease;
+                r = -EBUSY;
+        } else if (s->lease.token == UINT64_MAX) {
+                r = -EOVERFLOW;
+        } else {
+                struct lupine_ckpt_lease l = { .token = s->lease.token + 1, .expires_unix_ms = now + ttl_ms };
+                snprintf(l.owner, sizeof(l.owner), "%s", owner);
+                s->lease = l;
+                *ret = l;
+        }
+        ex_leases_unlock(t);
+        return r;
+}
+
+int ex_leases_renew(struct ex_leases *t, const char *session, const char *owner, uint64_t token, uint32_t ttl_ms,
+                    struct lupine_ckpt_lease *ret)
+{
+        struct ex_lease_slot *s;
+        int r = 0;
+
+        lock(t);
+        s = find(t, session, false);
+        if (!s || !holds(&s->lease, owner, token)) {
+                *ret = s ? s->lease : (struct lupine_ckpt_lease){ 0 };
+                r = -ESTALE;
+        } else {
+                s->lease.expires_unix_ms = now_unix_ms() + ttl_ms;
+                *ret = s->lease;
+        }
+        ex_leases_unlock(t);
+        return r;
+}
+
+int ex_leases_release(struct ex_leases *t, const char *session, const char *owner, uint64_t token)
+{
+        struct ex_lease_slot *s;
+        int r = 0;
+
+        lock(t);
+        s = find(t, session, false);
+        if (s && !s->lease.owner[0] && s->lease.token == token && token != 0) {
+                r = 0; /* released already, and nobody claimed since */
+        } else if (!s || !holds(&s->lease, owner, token)) {
+                r = -ESTALE;
+        } else {
+                s->lease.owner[0] = '\0';
+                s->lease.expires_unix_ms = 0;
+        }
+        ex_leases_unlock(t);
+        return r;
+}
+
+void ex_leases_read(struct ex_leases *t, const char *session, struct lupine_ckpt_lease *ret)
+{
+        struct ex_lease_slot *s;
+
+        lock(t);
+        s = find(t, session, false);
+        *ret = s ? s->lease : (struct lupine_ckpt_lease){ 0 };
+        ex_leases_unlock(t);
+}
+
+int ex_leases_hold(struct ex_leases *t, const char *session, const char *owner, uint64_t token)
+{
+        struct ex_lease_slot *s;
+
+        lock(t);
+        s = find(t, session, false);
+        if (!s || !holds(&s->lease, owner, token)) {
+                ex_leases_unlock(t);
+                return -ESTALE;
+        }
+        return 0;
+}
