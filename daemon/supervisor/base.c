@@ -101,6 +101,23 @@ static void health_text(const struct sup *s, char *out, size_t cap)
                 }
 }
 
+void sup_count_work(struct sup *s, const struct lupd_session *se, bool restore)
+{
+        /* the bytes the last progress report named, else the memory held */
+        uint64_t bytes = se->stats.total ? se->stats.total : se->stats.mem;
+        uint64_t ms = se->work_started_ms ? sup_now_ms() - se->work_started_ms : 0;
+
+        if (restore) {
+                s->totals.restores++;
+                s->totals.restore_bytes += bytes;
+                s->totals.restore_ms += ms;
+        } else {
+                s->totals.checkpoints++;
+                s->totals.checkpoint_bytes += bytes;
+                s->totals.checkpoint_ms += ms;
+        }
+}
+
 void sup_status_update(struct sup *s)
 {
         const struct lupd_registry *reg = &s->reg;

@@ -311,6 +311,8 @@ static int on_checkpointed(struct sup *s, int idx, size_t len)
         se->ckpt_running = false;
         double secs = (double)(sup_now_ms() - se->ckpt_started_ms) / 1000.0;
         if (status == 0) {
+                se->work_started_ms = se->ckpt_started_ms;
+                sup_count_work(s, se, false);
                 se->ckpt_error[0] = 0;
                 se->stats.epoch = epoch; /* STATUS shows it now; the worker's next report says the same */
                 lup_info("session %s checkpointed at epoch %llu: %llu bytes in %.1f s", se->name,

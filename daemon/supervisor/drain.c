@@ -115,6 +115,7 @@ int sup_worker_send_drain(struct sup *s, int idx, uint32_t flags)
         if (se->ctl_fd < 0)
                 return -EBADF;
         se->drain_flags = flags;
+        se->work_started_ms = sup_now_ms();
         lup_put32(msg, LUPD_CTL_DRAIN);
         lup_put32(msg + 4, flags);
         if (send(se->ctl_fd, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
@@ -149,6 +150,7 @@ static void drain_verdict(struct sup *s, int idx, enum verdict v, const char *wh
         se->drain_done = true;
         if (v == CHECKPOINTED) {
                 s->n_checkpointed++;
+                sup_count_work(s, se, false);
                 if (se->hot_fds)
                         lup_info("session %s checkpointed (%s): %llu memory fd(s), %.2f GiB, %s", se->name,
                                  sup_drain_mode_name(se->drain_flags), (unsigned long long)se->hot_fds,
@@ -265,6 +267,8 @@ void sup_drain_begin(struct sup *s, const char *why)
 
         s->stopping = true;
         s->stop = SUP_DRAIN;
+        if (!s->upgrade)
+                s->totals.drains++;
         for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
                 n += drainable(&s->reg.s[i]);
         if (n)

@@ -238,6 +238,12 @@ struct sup {
         struct lup_tls_ctx *tls_ctx; /* --tls-cert: the first handshake's context */
         struct lupd_tokens auth;     /* --auth-tokens */
         struct sup_health health;    /* supervisor/health.c */
+        /* since this process started, for the metrics (supervisor/metrics.c) */
+        struct {
+                uint64_t drains, upgrades;
+                uint64_t checkpoints, checkpoint_bytes, checkpoint_ms; /* drains' and operators' checkpoints */
+                uint64_t restores, restore_bytes, restore_ms;
+        } totals;
 };
 
 /* Whether listener l accepts while the daemon drains: a UNIX socket whose
@@ -297,6 +303,9 @@ struct io_uring_sqe *sup_sqe(struct sup *s);
 void sup_cancel_op(struct sup *s, uint64_t ud, int fd);
 /* Whether one more connection-related log line fits the rate limit. */
 bool sup_conn_log_allow(struct sup *s);
+/* A checkpoint (restore false) or restore of entry se is done: counted for
+ * the metrics, with its bytes and the time since work_started_ms. */
+void sup_count_work(struct sup *s, const struct lupd_session *se, bool restore);
 /* Sends systemd a STATUS= line describing the sessions now. */
 void sup_status_update(struct sup *s);
 /* Every EXTEND_INTERVAL, tell systemd to wait a little longer. */

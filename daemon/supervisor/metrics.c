@@ -301,6 +301,35 @@ static void gpu_metrics(struct out *o, struct sup *s)
         }
 }
 
+/* Drains, upgrades, checkpoints and restores since the start. */
+static void work_metrics(struct out *o, struct sup *s)
+{
+        static const char *const what[] = { "checkpoint", "restore" };
+        const uint64_t n[] = { s->totals.checkpoints, s->totals.restores },
+                       bytes[] = { s->totals.checkpoint_bytes, s->totals.restore_bytes },
+                       ms[] = { s->totals.checkpoint_ms, s->totals.restore_ms };
+        char name[64], help[128];
+
+        family(o, "lupine_drains_total", "counter", "drains (SIGTERM, lupinectl drain) begun");
+        put(o, "lupine_drains_total %llu\n", (unsigned long long)s->totals.drains);
+        family(o, "lupine_upgrades_total", "counter", "upgrades (SIGHUP, lupinectl upgrade) begun");
+        put(o, "lupine_upgrades_total %llu\n", (unsigned long long)s->totals.upgrades);
+        for (int i = 0; i < 2; i++) {
+                snprintf(name, sizeof(name), "lupine_%ss_total", what[i]);
+                snprintf(help, sizeof(help), "sessions whose %s completed", what[i]);
+                family(o, name, "counter", help);
+                put(o, "%s %llu\n", name, (unsigned long long)n[i]);
+                snprintf(name, sizeof(name), "lupine_%s_bytes_total", what[i]);
+                snprintf(help, sizeof(help), "device memory moved by completed %ss", what[i]);
+                family(o, name, "counter", help);
+                put(o, "%s %llu\n", name, (unsigned long long)bytes[i]);
+                snprintf(name, sizeof(name), "lupine_%s_seconds_total", what[i]);
+                snprintf(help, sizeof(help), "time completed %ss took", what[i]);
+                family(o, name, "counter", help);
+                put(o, "%s %.3f\n", name, (double)ms[i] / 1000.0);
+        }
+}
+
 /* The health watch (docs/health.md): per GPU, and the daemon's admission. */
 static void health_metrics(struct out *o, struct sup *s)
 {
@@ -348,6 +377,7 @@ void sup_metrics_update(struct sup *s, uint64_t now, bool force)
                 per_session(&o, s, "lupine_session_checkpoint_epoch", "gauge", "its last committed checkpoint", 4);
                 gpu_metrics(&o, s);
                 health_metrics(&o, s);
+                work_metrics(&o, s);
                 if (!o.full)
                         break;
                 free(o.p);

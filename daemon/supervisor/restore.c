@@ -222,6 +222,7 @@ void sup_restore_on_ready(struct sup *s, int idx, int32_t status, uint32_t slot)
         if (se->phase == LUPD_PHASE_RESTORING)
                 se->phase = se->hot_conn ? LUPD_PHASE_SERVING : LUPD_PHASE_WAITING;
         s->n_restored++;
+        sup_count_work(s, se, true);
         lup_info("session %s restored into arena slot %d by worker %d; %s", se->name, se->slot, (int)se->pid,
                  se->hot_conn ? "serving its client's connection again" : "waiting for its client");
 out:

@@ -105,13 +105,14 @@ struct lupd_session {
         char client[96];                 /* the client's address while it has one */
         struct lupd_session_stats stats; /* the worker's last LUPD_CTL_STATS */
         /* the health watch (supervisor/health.c) */
-        uint64_t beat_ms;        /* CLOCK_MONOTONIC ms of the last heartbeat; 0: none yet */
-        uint64_t watched_ms;     /* ... when the watch first saw this entry */
-        uint32_t devices;        /* the GPUs it uses, from its last heartbeat (bit N: device N) */
-        int beats_missed;        /* checks in a row that found the heartbeat late */
-        bool unresponsive;       /* beats_missed reached --health-retries */
-        bool health_drain;       /* drained by the health watch, the daemon going on */
-        uint64_t drain_deadline; /* ... killed if not done by then (CLOCK_MONOTONIC ms) */
+        uint64_t beat_ms;         /* CLOCK_MONOTONIC ms of the last heartbeat; 0: none yet */
+        uint64_t watched_ms;      /* ... when the watch first saw this entry */
+        uint32_t devices;         /* the GPUs it uses, from its last heartbeat (bit N: device N) */
+        int beats_missed;         /* checks in a row that found the heartbeat late */
+        bool unresponsive;        /* beats_missed reached --health-retries */
+        bool health_drain;        /* drained by the health watch, the daemon going on */
+        uint64_t drain_deadline;  /* ... killed if not done by then (CLOCK_MONOTONIC ms) */
+        uint64_t work_started_ms; /* DRAIN sent, or the restore worker started (CLOCK_MONOTONIC ms) */
         /* a checkpoint the operator asked for (ADMIN CHECKPOINT) */
         bool ckpt_asked;          /* ever: STATUS then carries last_checkpoint_error */
         bool ckpt_running;        /* LUPD_CTL_CHECKPOINT sent, CHECKPOINTED not yet back */

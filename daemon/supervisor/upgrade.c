@@ -73,6 +73,7 @@ int sup_upgrade_begin(struct sup *s, const char *why, char *err, size_t errcap)
         }
         sup_raise_nofile();
         s->upgrade = true;
+        s->totals.upgrades++;
         s->upgrade_flags = sup_drain_flags_for(s, true);
         sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=upgrading: draining sessions",
                    (unsigned long long)(lup_now_ns() / 1000u));

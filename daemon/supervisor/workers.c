@@ -241,6 +241,7 @@ int sup_session_restore(struct sup *s, int idx)
 {
         struct lupd_session *se = &s->reg.s[idx];
         bool hot = sup_hot_restore_wanted(se->name, se->restore_epoch);
+        se->work_started_ms = sup_now_ms();
         int r = worker_spawn(s, idx, se->name, hot, NULL, 0, -1);
 
         if (r < 0) {

@@ -187,8 +187,11 @@ def thermal_case(a_exe, ctl, progs, shim, kernels, tmp):
         time.sleep(1.2)  # the metrics are rebuilt every second
         m = a.metrics()
         check('thermal: metrics', 'lupine_gpu_healthy{gpu="0"} 0' in m and 'lupine_admitting 0' in m
-              and 'lupine_health_drained_sessions_total 1' in m and 'lupine_gpu_health_alarms_total{gpu="0"} 1' in m,
-              '\n'.join(x for x in m.splitlines() if 'health' in x or 'admitting' in x))
+              and 'lupine_health_drained_sessions_total 1' in m and 'lupine_gpu_health_alarms_total{gpu="0"} 1' in m
+              and 'lupine_checkpoints_total 1' in m and 'lupine_drains_total 0' in m
+              and re.search(r'^lupine_checkpoint_bytes_total [1-9]', m, re.M) is not None
+              and re.search(r'^lupine_checkpoint_seconds_total (?!0\.000$)[0-9.]+$', m, re.M) is not None,
+              '\n'.join(x for x in m.splitlines() if 'health' in x or 'admitting' in x or 'checkpoint' in x))
         r = subprocess.run([os.path.join(progs, 'e2e_basic')], env=client_env(shim, f'127.0.0.1:{a.port}', 'newcomer'),
                            capture_output=True, text=True, timeout=60)
         check('thermal: a new session is refused with the reason',
