@@ -86,21 +86,6 @@ static void progress_text(const struct lupd_registry *reg, char *out, size_t cap
                 snprintf(out, cap, ", %u%% of %.1f GiB", (unsigned)(done * 100 / total), (double)total / 1073741824.0);
 }
 
-/* "; NOT ADMITTING: GPU N ..." while the health watch (supervisor/health.c)
- * holds an alarm under --health-policy drain; read from its state, as this
- * file is below it. */
-static void health_text(const struct sup *s, char *out, size_t cap)
-{
-        out[0] = 0;
-        if (s->cfg->health.policy != LUPD_HEALTH_DRAIN)
-                return;
-        for (unsigned d = 0; d < s->health.n_gpus; d++)
-                if (s->health.gpu[d].alarm) {
-                        snprintf(out, cap, "; NOT ADMITTING: GPU %u is unhealthy: %s", d, s->health.gpu[d].why);
-                        return;
-                }
-}
-
 void sup_count_work(struct sup *s, const struct lupd_session *se, bool restore)
 {
         /* the bytes the last progress report named, else the memory held */
@@ -139,8 +124,9 @@ void sup_status_update(struct sup *s)
                 sd_notifyf(0, "STATUS=restoring %d sessions%s", left, progress);
         } else {
                 int live = lupd_registry_live(reg) - lupd_registry_count_phase(reg, LUPD_PHASE_FAILED);
-                char health[256];
-                health_text(s, health, sizeof(health));
+                char why[200], health[256] = "";
+                if (!sup_health_admitting(s, why, sizeof(why)))
+                        snprintf(health, sizeof(health), "; NOT ADMITTING: %s", why);
                 sd_notifyf(0, "STATUS=serving %d sessions (%d detached, %d restored and waiting for their client)%s",
                            live, lupd_registry_count_phase(reg, LUPD_PHASE_DETACHED),
                            lupd_registry_count_phase(reg, LUPD_PHASE_WAITING), health);

@@ -325,20 +325,15 @@ void sup_drain_tick(struct sup *s, uint64_t now)
                 return;
         for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
                 struct lupd_session *se = &s->reg.s[i];
-                char why[192];
 
                 if (se->state != LUPD_SESSION_LIVE)
                         continue;
                 if (se->drain_sent && !se->drain_done) {
-                        snprintf(why, sizeof(why),
-                                 "its worker %d did not finish the checkpoint within %d s (--drain-timeout); "
-                                 "killed it",
-                                 (int)se->pid, s->cfg->drain_timeout_s);
-                        drain_verdict(s, i, FAILED, why);
-                } else {
-                        lup_warn("worker %d for session %s is still running at the drain deadline; killing it",
-                                 (int)se->pid, se->name);
+                        sup_drain_session_expire(s, i); /* the verdict, and SIGKILL */
+                        continue;
                 }
+                lup_warn("worker %d for session %s is still running at the drain deadline; killing it", (int)se->pid,
+                         se->name);
                 sup_worker_kill(s, i);
         }
         s->killed = true;

@@ -42,14 +42,9 @@
 
 #define NVML_GPU_IS_LOST 15u
 
-static bool watching(const struct sup *s)
-{
-        return s->cfg->health.policy != LUPD_HEALTH_OFF;
-}
-
 bool sup_health_enabled(const struct sup *s)
 {
-        return watching(s);
+        return s->cfg->health.policy != LUPD_HEALTH_OFF;
 }
 
 void sup_health_on_beat(struct sup *s, int idx, uint32_t devices)
@@ -269,7 +264,7 @@ void sup_health_tick(struct sup *s, uint64_t now)
         struct sup_health *hs = &s->health;
         bool changed = false;
 
-        if (!watching(s) || now < hs->next_check_ms || s->stopping)
+        if (!sup_health_enabled(s) || now < hs->next_check_ms || s->stopping)
                 return;
         hs->next_check_ms = now + (uint64_t)h->interval_ms;
         for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++) {
@@ -315,21 +310,6 @@ void sup_health_tick(struct sup *s, uint64_t now)
                 sup_status_update(s);
 }
 
-bool sup_health_admitting(const struct sup *s, char *why, size_t cap)
-{
-        if (s->cfg->health.policy != LUPD_HEALTH_DRAIN)
-                return true;
-        for (unsigned d = 0; d < s->health.n_gpus; d++) {
-                const struct sup_gpu_health *g = &s->health.gpu[d];
-                if (!g->alarm)
-                        continue;
-                if (why)
-                        snprintf(why, cap, "GPU %u is unhealthy: %s", d, g->why);
-                return false;
-        }
-        return true;
-}
-
 bool sup_health_moved(const struct sup *s, const char *name)
 {
         for (unsigned i = 0; i < s->health.n_moved; i++)
@@ -362,10 +342,10 @@ void sup_health_report(const struct sup *s, struct lup_admin_health *out)
                 struct lup_admin_gpu_health *o = &out->gpu[d];
                 o->index = (int)d;
                 snprintf(o->state, sizeof(o->state), "%s",
-                         !watching(s) ? "unwatched"
-                         : g->alarm   ? "alarm"
-                         : g->bad     ? "failing"
-                                      : "ok");
+                         !sup_health_enabled(s) ? "unwatched"
+                         : g->alarm             ? "alarm"
+                         : g->bad               ? "failing"
+                                                : "ok");
                 snprintf(o->why, sizeof(o->why), "%s", g->alarm || g->bad ? g->why : "");
                 o->alarms = (int64_t)g->alarms;
         }

@@ -33,6 +33,7 @@
 #include <liburing.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -258,6 +259,24 @@ static inline bool sup_listener_drain_admin(const struct sup *s, const struct li
                (!l->inherited || l->owned);
 }
 
+/* Whether the health watch admits new sessions: yes unless --health-policy
+ * drain holds an alarm on a GPU; then why (when why != NULL). Plain data,
+ * read by the files below supervisor/health.c too (base.c's STATUS=). */
+static inline bool sup_health_admitting(const struct sup *s, char *why, size_t cap)
+{
+        if (s->cfg->health.policy != LUPD_HEALTH_DRAIN)
+                return true;
+        for (unsigned d = 0; d < s->health.n_gpus; d++) {
+                const struct sup_gpu_health *g = &s->health.gpu[d];
+                if (!g->alarm)
+                        continue;
+                if (why)
+                        snprintf(why, cap, "GPU %u is unhealthy: %s", d, g->why);
+                return false;
+        }
+        return true;
+}
+
 static inline int safe_close(int fd)
 {
         if (fd >= 0)
@@ -367,8 +386,6 @@ void sup_health_on_beat(struct sup *s, int idx, uint32_t devices);
 /* Every tick: checks the GPUs and heartbeats when one is due, raises and
  * clears alarms, drains. */
 void sup_health_tick(struct sup *s, uint64_t now);
-/* Whether new sessions are admitted; if not, why (when why != NULL). */
-bool sup_health_admitting(const struct sup *s, char *why, size_t cap);
 /* Whether session key `name` was drained off this host by the watch. */
 bool sup_health_moved(const struct sup *s, const char *name);
 /* A new session of that name began here: it is no longer "moved". */
@@ -471,7 +488,8 @@ void sup_drain_tick(struct sup *s, uint64_t now);
  * (the health watch; why is logged). 0, or -EALREADY when it cannot be
  * drained (failed, already draining). */
 int sup_drain_session(struct sup *s, int idx, const char *why);
-/* That drain passed --drain-timeout: the verdict, and SIGKILL. */
+/* A drain of worker idx (one session's, or the daemon's) passed
+ * --drain-timeout: its verdict, and SIGKILL. */
 void sup_drain_session_expire(struct sup *s, int idx);
 /* Worker idx reported LUPD_CTL_DRAINED with status. */
 void sup_drain_on_drained(struct sup *s, int idx, int32_t status);
