@@ -92,6 +92,9 @@
  *     -EBUSY a capture or upload stayed open, -ENOTRECOVERABLE the
  *     context has a sticky error of its own, -ECANCELED a DRAIN came
  *     first (it checkpoints anyway), other: the save failed (logged).
+ *   LUPD_CTL_OP_STATS (worker -> supervisor), with STATS, before DRAINED
+ *     and at the session's end: calls, bytes and latency by op since the
+ *     last one (layout and meaning: daemon/op_stats.h).
  *
  * A restore worker started with --hot first reads, before it touches the
  * driver (supervisor -> worker, sent right after the fork):
@@ -139,6 +142,7 @@ enum lupd_ctl_type {
         LUPD_CTL_HEARTBEAT = 16,
         LUPD_CTL_CHECKPOINT = 17,
         LUPD_CTL_CHECKPOINTED = 18,
+        LUPD_CTL_OP_STATS = 19, /* calls, bytes and latency by op: daemon/op_stats.h */
 };
 
 /* LUPD_CTL_HEARTBEAT (worker -> supervisor), every --health-interval from

@@ -289,15 +289,16 @@ def gen_ops_h(funcs):
     o = [HEADER, '#ifndef LUPINE_OPS_H\n#define LUPINE_OPS_H\n\n#include <stddef.h>\n\nenum lup_gen_op {\n']
     for fn in funcs:
         o.append(f'\tLUP_OPC_{fn.name} = {fn.opid},\n')
-    o.append('};\n\n/* Name of a generated op id, or NULL. */\nconst char *lup_op_name(unsigned op);\n\n#endif\n')
+    o.append('};\n\n/* Name of an op id (control or generated), or NULL. */\nconst char *lup_op_name(unsigned op);\n\n#endif\n')
     return ''.join(o)
 
 
 def gen_ops_c(funcs):
     o = [HEADER, '#include "ops.h"\n#include "lupine/wire.h"\n\nconst char *lup_op_name(unsigned op)\n{\n\tswitch (op) {\n']
-    o.append('\tcase LUP_OP_HELLO: return "HELLO";\n\tcase LUP_OP_GOODBYE: return "GOODBYE";\n'
-             '\tcase LUP_OP_PING: return "PING";\n\tcase LUP_OP_MEMCPY_HTOD: return "MEMCPY_HTOD";\n'
-             '\tcase LUP_OP_MEMCPY_DTOH: return "MEMCPY_DTOH";\n')
+    # the hand-written control ops of lupine/wire.h
+    for name in ('HELLO', 'GOODBYE', 'PING', 'MEMCPY_HTOD', 'MEMCPY_DTOH', 'LAUNCH', 'FUNC_INFO', 'BLOB',
+                 'DTOH_ASYNC', 'GRAPH_KERNEL', 'GRAPH_KERNEL_GET', 'MAPPED_PUSH', 'MAPPED_PULL'):
+        o.append(f'\tcase LUP_OP_{name}: return "{name}";\n')
     for fn in funcs:
         o.append(f'\tcase {fn.opid}: return "{fn.name}";\n')
     o.append('\tdefault: return NULL;\n\t}\n}\n')

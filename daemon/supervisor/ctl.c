@@ -26,6 +26,7 @@
 #define LUP_LOG_CAT LUP_LOGC_SESSION
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -34,6 +35,7 @@
 #include "buf.h"
 #include "ctl.h"
 #include "log.h"
+#include "op_stats.h"
 #include "supervisor/internal.h"
 #include "upload_acct.h"
 
@@ -266,6 +268,28 @@ static int on_stats(struct sup *s, int idx, size_t len)
         return 0;
 }
 
+static void add_op_count(void *arg, unsigned op, const struct lupd_op_count *c)
+{
+        lupd_op_count_add(&((struct sup *)arg)->ops[op], c);
+}
+
+/* Calls, bytes and latency by op since the worker's last report, summed
+ * for the metrics (daemon/op_stats.h). */
+static int on_op_stats(struct sup *s, int idx, size_t len)
+{
+        char what[96];
+        const char *why;
+
+        if (!s->ops && !(s->ops = calloc(LUPD_OP_IDS, sizeof(*s->ops))))
+                return 0; /* no memory for the table: the counts are dropped, the session goes on */
+        if (lupd_op_stats_decode(s->reg.s[idx].ctl_buf, len, add_op_count, s, &why) < 0) {
+                snprintf(what, sizeof(what), "a malformed OP_STATS report (%s)", why);
+                worker_violation(s, idx, what);
+                return -EPROTO;
+        }
+        return 0;
+}
+
 /* Why a checkpoint the operator asked for was not made, for STATUS. */
 static void checkpoint_failure(int32_t status, char *out, size_t cap)
 {
@@ -364,6 +388,8 @@ static int ctl_plain_message(struct sup *s, int idx, size_t len)
                 break;
         case LUPD_CTL_STATS:
                 return on_stats(s, idx, len);
+        case LUPD_CTL_OP_STATS:
+                return on_op_stats(s, idx, len);
         case LUPD_CTL_HEARTBEAT:
                 if (len != LUPD_CTL_HEARTBEAT_LEN) {
                         worker_violation(s, idx, "a malformed heartbeat");

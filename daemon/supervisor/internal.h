@@ -45,6 +45,8 @@
 #include "auth_tokens.h"
 #include "tls.h"
 
+struct lupd_op_count; /* daemon/op_stats.h */
+
 
 struct lup_hello;
 
@@ -245,6 +247,7 @@ struct sup {
                 uint64_t checkpoints, checkpoint_bytes, checkpoint_ms; /* drains' and operators' checkpoints */
                 uint64_t restores, restore_bytes, restore_ms;
         } totals;
+        struct lupd_op_count *ops; /* by op, summed over workers' OP_STATS (LUPD_OP_IDS; NULL: none yet) */
 };
 
 /* Whether listener l accepts while the daemon drains: a UNIX socket whose

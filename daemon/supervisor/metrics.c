@@ -34,6 +34,8 @@
 #include "log.h"
 #include "net.h"
 #include "nvml_codec.h"
+#include "ops.h"
+#include "op_stats.h"
 #include "supervisor/internal.h"
 
 #define METRICS_MAX (1u << 20)
@@ -330,6 +332,57 @@ static void work_metrics(struct out *o, struct sup *s)
         }
 }
 
+static const char *op_label(unsigned op, char *buf, size_t cap)
+{
+        const char *n = lup_op_name(op);
+        if (n)
+                return n;
+        snprintf(buf, cap, "op_%u", op); /* a worker newer than this supervisor (an upgrade) */
+        return buf;
+}
+
+/* Calls, bytes and the workers' latency by op (daemon/op_stats.h), summed
+ * over every session since the start; only ops that were called. One pass
+ * per family: the format wants a family's samples together. */
+static void op_metrics(struct out *o, struct sup *s)
+{
+        static const char *const dir[] = { "in", "out" };
+        char nb[16];
+
+        family(o, "lupine_calls_total", "counter", "calls executed, by op");
+        for (unsigned op = 0; s->ops && op < LUPD_OP_IDS; op++)
+                if (s->ops[op].calls)
+                        put(o, "lupine_calls_total{op=\"%s\"} %llu\n", op_label(op, nb, sizeof(nb)),
+                            (unsigned long long)s->ops[op].calls);
+        family(o, "lupine_call_bytes_total", "counter", "bytes of calls' requests (in) and answers (out), by op");
+        for (unsigned op = 0; s->ops && op < LUPD_OP_IDS; op++) {
+                const struct lupd_op_count *c = &s->ops[op];
+                const uint64_t v[] = { c->bytes_in, c->bytes_out };
+                for (int d = 0; d < 2 && (c->calls || c->bytes_out); d++)
+                        put(o, "lupine_call_bytes_total{op=\"%s\",direction=\"%s\"} %llu\n",
+                            op_label(op, nb, sizeof(nb)), dir[d], (unsigned long long)v[d]);
+        }
+        family(o, "lupine_call_duration_seconds", "histogram",
+               "time the worker took for a call, from taking it up to queueing its answer (asynchronous calls: to "
+               "queueing them on the GPU), by op; the network is not in it");
+        for (unsigned op = 0; s->ops && op < LUPD_OP_IDS; op++) {
+                const struct lupd_op_count *c = &s->ops[op];
+                if (!c->calls)
+                        continue;
+                const char *n = op_label(op, nb, sizeof(nb));
+                uint64_t cum = 0;
+                for (unsigned b = 0; b + 1 < LUPD_OP_BUCKETS; b++) {
+                        cum += c->bucket[b];
+                        put(o, "lupine_call_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n", n,
+                            (double)lupd_op_bucket_ns[b] / 1e9, (unsigned long long)cum);
+                }
+                put(o, "lupine_call_duration_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n", n,
+                    (unsigned long long)c->calls);
+                put(o, "lupine_call_duration_seconds_sum{op=\"%s\"} %.9f\n", n, (double)c->ns / 1e9);
+                put(o, "lupine_call_duration_seconds_count{op=\"%s\"} %llu\n", n, (unsigned long long)c->calls);
+        }
+}
+
 /* The health watch (docs/health.md): per GPU, and the daemon's admission. */
 static void health_metrics(struct out *o, struct sup *s)
 {
@@ -378,6 +431,7 @@ void sup_metrics_update(struct sup *s, uint64_t now, bool force)
                 gpu_metrics(&o, s);
                 health_metrics(&o, s);
                 work_metrics(&o, s);
+                op_metrics(&o, s);
                 if (!o.full)
                         break;
                 free(o.p);

@@ -59,7 +59,7 @@ enum lupd_session_phase {
 /* The worker's control messages are tiny, except LUPD_CTL_HOT_MEM (up to
  * 253 records of 16 bytes); anything bigger is a protocol violation,
  * detected with MSG_TRUNC. */
-#define LUPD_CTL_RECV_BUF 4096u
+#define LUPD_CTL_RECV_BUF       4096u /* daemon/op_stats.h sizes its messages to it */
 /* fds one control message may carry (daemon/ctl.h: LUPD_CTL_MAX_FDS) */
 #define LUPD_CTL_RECV_FDS 253u
 

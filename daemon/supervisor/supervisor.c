@@ -577,6 +577,8 @@ out_close_sigfd:
 out_free:
         lup_tls_ctx_free(s->tls_ctx);
         sup_auth_free(s);
+        free(s->ops);
+        s->ops = NULL;
         free(s);
         return status;
 }

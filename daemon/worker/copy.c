@@ -110,6 +110,7 @@ static int send_data(struct lupw_session *s, uint64_t token, uint64_t off, const
         int rc = lupw_flush_out(s);
         lup_hdr_encode(hb, &rh);
         struct iovec iov[3] = { { hb, sizeof(hb) }, { buf, sizeof(buf) }, { (void *)data, n } };
+        lupw_op_bytes_out(s, LUP_OP_DTOH_ASYNC, n);
         int wrc = lupw_send(s, iov, n ? 3 : 2, true); /* logged for a resend even if it fails */
         return rc < 0 ? rc : wrc;
 }
@@ -129,6 +130,7 @@ static int send_out(struct lupw_session *s, const struct lup_hdr *h, uint64_t to
                 return send_data(s, token, off, data, k, CUDA_SUCCESS);
         struct lup_hdr rh = { .len = (uint32_t)k, .op = h->op, .flags = LUP_F_REPLY | (off + k < n ? LUP_F_MORE : 0),
                               .lane = h->lane, .seq = h->seq, .ctx = s->last_seq };
+        lupw_op_bytes_out(s, h->op, k);
         return send_chunk(s, &rh, data, k);
 }
 

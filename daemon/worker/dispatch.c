@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "frame.h"
 #include "log.h"
 #include "ops.h"
@@ -102,7 +103,7 @@ static void log_failure(const struct lupw_session *s, const char *op, CUresult r
                   name ? name : "unknown error", (int)r, sticky ? "; the context is lost" : "");
 }
 
-int lupw_run_op(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+static int run_op(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
 {
         struct lupw_ctl_op gen;
         const struct lupw_ctl_op *op = &gen;
@@ -154,6 +155,17 @@ int lupw_run_op(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *
                 return -EBADMSG;
         }
         return lupw_reply(s, h, 0, res, res == CUDA_SUCCESS ? reply_buf : NULL, res == CUDA_SUCCESS ? out.len : 0);
+}
+
+/* Counted for the metrics by op (daemon/op_stats.h): a call that ran,
+ * whatever its CUDA result; not a frame that ends the connection. */
+int lupw_run_op(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)
+{
+        uint64_t t0 = lup_now_ns();
+        int rc = run_op(s, h, p);
+        if (rc >= 0)
+                lupw_op_count(s, h->op, h->len, lup_now_ns() - t0);
+        return rc;
 }
 
 static int handle_frame(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p)

@@ -345,6 +345,7 @@ static void drain(struct lupw_session *s, uint32_t flags)
                         send_goodbye(s);
                 }
         }
+        lupw_op_stats_flush(s);
         lupw_ctl_send(s, LUPD_CTL_DRAINED, status, 0, false);
         s->loop.exit_status = status == 0 || status == -ENOTRECOVERABLE ? 0 : 1;
         s->loop.stop = true;
@@ -728,7 +729,9 @@ int worker_main(const struct lupd_config *cfg)
                 lupw_ctl_send(s, LUPD_CTL_READY, 0, s->slot, true);
                 lup_info("session %s: serving in arena slot %u", s->name, s->slot);
         }
-        if (serve(s) < 0)
+        int served = serve(s);
+        lupw_op_stats_flush(s);
+        if (served < 0)
                 s->loop.exit_status = 1;
         else if (!s->ckpt.draining && !s->ckpt.keep)
                 lupw_forget_checkpoint(s); /* the session ended: an old checkpoint must not come back */
@@ -754,6 +757,7 @@ out_release:
 out_free:;
         int status = s->loop.exit_status;
         lupw_tx_free(s);
+        free(s->stats.ops);
         if (s->loop.ring_ok)
                 io_uring_queue_exit(&s->loop.ring);
         lup_tls_free(s->tls, true);

@@ -17,6 +17,7 @@
 #include "frame.h"
 #include "tls.h"
 #include "lupine/wire.h"
+#include "op_stats.h"
 #include "rangemap.h"
 #include "u64map.h"
 #include "worker/tx.h"
@@ -306,6 +307,10 @@ struct lupw_stats {
         int phase; /* LUPD_WORK_* */
         uint64_t phase_start_ns, logged_ns;
         unsigned logged_tenth; /* the last tenth of the bytes logged */
+        /* by op since the last LUPD_CTL_OP_STATS that got through
+         * (daemon/op_stats.h); main thread only; NULL: not counted */
+        struct lupd_op_count *ops;
+        bool ops_counted; /* a call was counted since */
 };
 
 /* Checkpoints and drains (worker/ckpt.c, restore.c, hot.c, lanes.c). */
@@ -602,6 +607,17 @@ void lupw_beat_devices(const struct lupw_session *s);
 void lupw_progress(struct lupw_session *s, int phase, uint64_t done, uint64_t total);
 /* A checkpoint was committed now: the next report says so at once. */
 void lupw_stats_committed(struct lupw_session *s);
+/* One call of op (worker/dispatch.c): its request's payload bytes and the
+ * nanoseconds it took. */
+void lupw_op_count(struct lupw_session *s, uint16_t op, uint64_t bytes_in, uint64_t ns);
+/* Bytes of op's answers sent to the client (replies, reply chunks, DATA). */
+static inline void lupw_op_bytes_out(struct lupw_session *s, uint16_t op, uint64_t n)
+{
+        if (s->stats.ops && op < LUPD_OP_IDS)
+                s->stats.ops[op].bytes_out += n;
+}
+/* Sends what the op table holds now (before DRAINED, at the end). */
+void lupw_op_stats_flush(struct lupw_session *s);
 
 /* worker/dispatch.c: executes every complete frame received: 0, -EPIPE when the client
  * stopped reading (it may resume), or another -errno for a protocol

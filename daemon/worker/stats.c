@@ -7,11 +7,14 @@
  * Reports are paced: at most one a second while the session works (none
  * while it is idle: nothing changes then), and at most two a second while
  * a checkpoint or restore moves. A report is one small datagram on the
- * control socket; the supervisor reads them whenever they come.
+ * control socket; the supervisor reads them whenever they come. The
+ * calls, bytes and latency by op (daemon/op_stats.h) go with each report.
  */
 #define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <inttypes.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -31,6 +34,52 @@ static uint64_t memory_held(const struct lupw_session *s)
         for (size_t i = 0; i < s->mem.n_chunks; i++)
                 b += s->mem.chunks[i].size;
         return b;
+}
+
+void lupw_op_count(struct lupw_session *s, uint16_t op, uint64_t bytes_in, uint64_t ns)
+{
+        struct lupw_stats *st = &s->stats;
+
+        if (!st->ops) { /* the first call: a failed allocation only means no counts */
+                st->ops = calloc(LUPD_OP_IDS, sizeof(*st->ops));
+                if (!st->ops)
+                        return;
+        }
+        if (op >= LUPD_OP_IDS)
+                return;
+        struct lupd_op_count *c = &st->ops[op];
+        c->calls++;
+        c->bytes_in += bytes_in;
+        c->ns += ns;
+        c->bucket[lupd_op_bucket(ns)]++;
+        st->ops_counted = true;
+}
+
+/* Ships the op table, as many messages as it takes, and clears what got
+ * through; what a full socket refused goes with the next report. */
+static void send_op_stats(struct lupw_session *s, int flags)
+{
+        static uint8_t b[LUPD_OP_STATS_FIXED + LUPD_OP_STATS_MAX_RECS * LUPD_OP_STATS_REC];
+        struct lupw_stats *st = &s->stats;
+        unsigned from = 0, start;
+        size_t len;
+
+        if (!st->ops || !st->ops_counted || s->ctl_fd < 0)
+                return;
+        for (;;) {
+                start = from;
+                if (!(len = lupd_op_stats_encode(b, sizeof(b), st->ops, &from)))
+                        break;
+                if (send(s->ctl_fd, b, len, flags | MSG_NOSIGNAL) < 0)
+                        return;
+                memset(&st->ops[start], 0, (from - start) * sizeof(st->ops[0]));
+        }
+        st->ops_counted = false;
+}
+
+void lupw_op_stats_flush(struct lupw_session *s)
+{
+        send_op_stats(s, MSG_DONTWAIT); /* never wait on a supervisor that does not read */
 }
 
 static void report(struct lupw_session *s, uint64_t now, uint64_t done, uint64_t total)
@@ -55,6 +104,7 @@ static void report(struct lupw_session *s, uint64_t now, uint64_t done, uint64_t
         /* never block the session on its supervisor: a full socket drops this one */
         if (send(s->ctl_fd, b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
                 return;
+        send_op_stats(s, MSG_DONTWAIT);
         st->sent_ns = now;
         st->sent_calls = s->last_seq;
         st->sent_in = st->bytes_in;

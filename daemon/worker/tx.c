@@ -425,6 +425,7 @@ int lupw_reply(struct lupw_session *s, const struct lup_hdr *req, uint16_t flags
 {
         /* device printf output flushed by this call goes first */
         int rc = lupw_output_forward(s);
+        lupw_op_bytes_out(s, req->op, len);
         struct lup_hdr h = { .len = (uint32_t)len, .op = req->op, .flags = LUP_F_REPLY | flags,
                              .lane = req->lane, .status = (uint32_t)status, .seq = req->seq, .ctx = s->last_seq };
         if (LUP_HDR_SIZE + len > s->out.cap - s->out.len)

@@ -13,6 +13,8 @@ A client (e2e_bigsession) fills 1 GiB on the simulator and waits. Checks:
   leaves the endpoint serving;
 - Debian's prometheus scrapes it every second and its query API answers
   lupine_session_memory_bytes{session="met"} with 1 GiB, the target "up";
+- calls, bytes and latency histograms by op: exact counts of the
+  client's calls while it runs and after it ends;
 - a bad --metrics address stops the daemon with a clear error.
 """
 import json
@@ -49,7 +51,7 @@ def get(url, method='GET'):
 
 def parse(text):
     """{(name, labels): value} and the problems found."""
-    samples, problems, typed = {}, [], set()
+    samples, problems, typed, seen, last = {}, [], set(), set(), None
     for line in text.splitlines():
         if line.startswith('# HELP ') or line.startswith('# TYPE '):
             parts = line.split(' ', 3)
@@ -60,8 +62,16 @@ def parse(text):
         if not m:
             problems.append(line)
             continue
-        if m.group(1) not in typed:
+        name = m.group(1)
+        base = re.sub(r'_(bucket|sum|count)$', '', name)
+        if name not in typed and base not in typed:
             problems.append(f'no TYPE before {line}')
+        if name not in typed and base in typed:
+            name = base
+        if name != last and name in seen:
+            problems.append(f'{name} in two groups: {line}')
+        seen.add(name)
+        last = name
         samples[(m.group(1), m.group(2) or '')] = float(m.group(3))
     return samples, problems
 
@@ -100,6 +110,11 @@ def prometheus_check(tmp, port):
                     got = float(res[0]['value'][1])
         check('prometheus: its query API answers the session\'s memory, 1 GiB', got is not None and got >= GIB,
               str(got))
+        query = urllib.parse.quote('histogram_quantile(0.5, lupine_call_duration_seconds_bucket{op="MEMCPY_HTOD"})')
+        code, _, body = get(f'http://127.0.0.1:{web}/api/v1/query?query={query}')
+        res = json.loads(body)['data']['result'] if code == 200 else []
+        check('prometheus: histogram_quantile over the MEMCPY_HTOD latency histogram answers',
+              bool(res) and float(res[0]['value'][1]) > 0, body[:300])
         code, _, body = get(f'http://127.0.0.1:{web}/api/v1/targets')
         ok = code == 200 and any(t.get('health') == 'up' for t in json.loads(body)['data']['activeTargets'])
         check('prometheus: the lupined target is up', ok, body[:500])
@@ -107,6 +122,51 @@ def prometheus_check(tmp, port):
         p.terminate()
         p.wait(timeout=30)
         log.close()
+
+
+def histogram_ok(samples, op):
+    """The op's histogram is cumulative, ends at +Inf with its count, and
+    its count is its calls."""
+    buckets = sorted((float(re.search(r'le="([^"]+)"', l).group(1).replace('+Inf', 'inf')), v)
+                     for (n, l), v in samples.items()
+                     if n == 'lupine_call_duration_seconds_bucket' and f'op="{op}"' in l)
+    count = value(samples, 'lupine_call_duration_seconds_count', op=op)
+    total = value(samples, 'lupine_call_duration_seconds_sum', op=op)
+    calls = value(samples, 'lupine_calls_total', op=op)
+    mono = all(a[1] <= b[1] for a, b in zip(buckets, buckets[1:]))
+    return (len(buckets) == 13 and buckets[-1][0] == float('inf') and mono and buckets[-1][1] == count == calls and
+            total is not None and total > 0), f'{op}: {buckets} count {count} sum {total} calls {calls}'
+
+
+def op_checks_filled(samples):
+    """After the fill: one cuMemAlloc, one cuCtxSynchronize, 1 GiB of
+    MEMCPY_HTOD requests, each with its latency histogram."""
+    check('/metrics by op: one cuMemAlloc_v2, one cuCtxSynchronize',
+          value(samples, 'lupine_calls_total', op='cuMemAlloc_v2') == 1 and
+          value(samples, 'lupine_calls_total', op='cuCtxSynchronize') == 1,
+          str([k for k in samples if k[0] == 'lupine_calls_total']))
+    check('/metrics by op: 1 GiB in MEMCPY_HTOD requests',
+          (value(samples, 'lupine_call_bytes_total', op='MEMCPY_HTOD', direction='in') or 0) >= GIB)
+    for op in ('cuMemAlloc_v2', 'cuCtxSynchronize', 'MEMCPY_HTOD'):
+        ok, why = histogram_ok(samples, op)
+        check(f'/metrics by op: the latency histogram of {op}', ok, why)
+
+
+def op_checks_ended(samples, problems):
+    """After the client's end: its last calls were counted too."""
+    check('/metrics after the session: still the text format', not problems, str(problems[:5]))
+    check('/metrics by op: the read-back counted at the session\'s end (cuMemGetInfo_v2 once, 1 GiB out of '
+          'MEMCPY_DTOH, 16 calls)',
+          value(samples, 'lupine_calls_total', op='cuMemGetInfo_v2') == 1 and
+          value(samples, 'lupine_calls_total', op='MEMCPY_DTOH') == 16 and
+          (value(samples, 'lupine_call_bytes_total', op='MEMCPY_DTOH', direction='out') or 0) >= GIB,
+          str({k: v for k, v in samples.items() if 'MEMCPY_DTOH' in k[1] or 'GetInfo' in k[1]}))
+    ok, why = histogram_ok(samples, 'MEMCPY_DTOH')
+    check('/metrics by op: the latency histogram of MEMCPY_DTOH', ok, why)
+    check('/metrics by op: 1 GiB of MEMCPY_HTOD frames, no more',
+          value(samples, 'lupine_calls_total', op='MEMCPY_HTOD') is not None and
+          (value(samples, 'lupine_call_bytes_total', op='MEMCPY_HTOD', direction='in') or 0) < GIB + (1 << 20),
+          str(value(samples, 'lupine_calls_total', op='MEMCPY_HTOD')))
 
 
 def main():
@@ -161,10 +221,21 @@ def main():
                     pass
             code, _, _ = get(url)
             check('garbage sent to the port leaves /metrics serving', code == 200 and d.poll() is None)
+            op_checks_filled(samples)
             prometheus_check(tmp, port)
             open(go, 'w').close()
             out, _ = c.communicate(timeout=120)
             check('the client verified its memory', c.returncode == 0 and 'verified 1 GiB' in out, out[-300:])
+            # the worker's last counts come as the session ends
+            deadline = time.time() + 15
+            while time.time() < deadline:
+                code, _, text = get(url)
+                samples, problems = parse(text) if code == 200 else ({}, ['no answer'])
+                if value(samples, 'lupine_calls_total', op='cuMemGetInfo_v2') is not None and \
+                        (value(samples, 'lupine_call_bytes_total', op='MEMCPY_DTOH', direction='out') or 0) >= GIB:
+                    break
+                time.sleep(0.5)
+            op_checks_ended(samples, problems)
         finally:
             if c and c.poll() is None:
                 c.kill()
