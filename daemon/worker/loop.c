@@ -653,6 +653,28 @@ static uint64_t spin_from_env(void)
         return spin_us > 0 && spin_us < 100000 ? (uint64_t)spin_us * 1000 : 0;
 }
 
+/* What the session holds on the driver, and the driver itself. */
+static void release_session(struct lupw_session *s)
+{
+        lupw_beat_stop();
+        lupw_hot_free(s);
+        lupw_ckpt_close(s);
+        lupw_copy_free(s);
+        if (s->rx.pinned)
+                s->be.fn.cuMemFreeHost(s->rx.buf);
+        if (s->copy.staging_pinned)
+                s->be.fn.cuMemFreeHost(s->copy.staging);
+        if (s->copy.staging2)
+                s->be.fn.cuMemFreeHost(s->copy.staging2);
+        if (s->rx.pinned)
+                s->rx.buf = NULL;
+        if (s->copy.staging_pinned)
+                s->copy.staging = NULL;
+        lupw_vmm_release(s);
+        lupw_release_all(s);
+        backend_close(&s->be);
+}
+
 int worker_main(const struct lupd_config *cfg)
 {
         struct lupw_session *s = calloc(1, sizeof(*s));
@@ -737,23 +759,7 @@ int worker_main(const struct lupd_config *cfg)
                 lupw_forget_checkpoint(s); /* the session ended: an old checkpoint must not come back */
 
 out_release:
-        lupw_beat_stop();
-        lupw_hot_free(s);
-        lupw_ckpt_close(s);
-        lupw_copy_free(s);
-        if (s->rx.pinned)
-                s->be.fn.cuMemFreeHost(s->rx.buf);
-        if (s->copy.staging_pinned)
-                s->be.fn.cuMemFreeHost(s->copy.staging);
-        if (s->copy.staging2)
-                s->be.fn.cuMemFreeHost(s->copy.staging2);
-        if (s->rx.pinned)
-                s->rx.buf = NULL;
-        if (s->copy.staging_pinned)
-                s->copy.staging = NULL;
-        lupw_vmm_release(s);
-        lupw_release_all(s);
-        backend_close(&s->be);
+        release_session(s);
 out_free:;
         int status = s->loop.exit_status;
         lupw_tx_free(s);
