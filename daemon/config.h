@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "fleet_cfg.h"
 #include "health_cfg.h"
 #include "lupine/wire.h"
 #include "net.h"
@@ -70,6 +71,7 @@ struct lupd_config {
         int checkpoint_lanes;           /* --checkpoint-lanes; 0: LUPINE_CHECKPOINT_LANES or automatic */
         bool checkpoint_verify;         /* --checkpoint-verify (or LUPINE_CHECKPOINT_VERIFY=1) */
         struct lupd_health_cfg health;  /* --health-*, --thermal-limit (docs/health.md) */
+        struct lupd_fleet_cfg fleet;    /* --host-id, --lease-ttl (docs/fleet.md) */
         char **argv;                    /* the command line, for re-executing on upgrade */
         /* worker mode only */
         bool worker;

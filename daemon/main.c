@@ -103,6 +103,7 @@ static const struct option long_options[] = {
         { "max-sessions-per-tenant", required_argument, NULL, OPT_MAX_SESSIONS_TENANT },
         { "max-detached-per-tenant", required_argument, NULL, OPT_MAX_DETACHED_TENANT },
         LUPD_HEALTH_LONG_OPTIONS,
+        LUPD_FLEET_LONG_OPTIONS,
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { "worker", no_argument, NULL, OPT_WORKER },
@@ -279,7 +280,9 @@ static const char usage_tail[] =
 "                   that restore does not claim are closed (and removed\n"
 "                   from systemd's fd store) once restore is done.\n"
 "  JOURNAL_STREAM   Set by systemd when stderr is connected to the journal.\n"
-"                   Logs go to stderr either way for now.\n"
+"                   lupined then writes native journal entries, with\n"
+"                   PRIORITY, SESSION, TENANT, OP and CUDA_ERROR fields\n"
+"                   (--log-target says otherwise).\n"
 "\n"
 "Signals: SIGTERM or SIGINT stop the daemon. With a checkpoint provider they\n"
 "drain it: no new sessions are admitted (new clients wait in the listen\n"
@@ -307,6 +310,7 @@ static void print_usage(FILE *f)
                 LUPD_UPLOAD_CAP_TOTAL_DEFAULT_MIB, LUPD_MAX_SESSIONS, LUPD_SESSIONS_PER_TENANT_DEFAULT,
                 LUPD_MAX_SESSIONS, LUPD_DETACHED_PER_TENANT_DEFAULT);
         lupd_health_usage(f);
+        lupd_fleet_usage(f);
         fprintf(f, usage_tail, LUPD_SHUTDOWN_GRACE_MS / 1000);
 }
 
@@ -643,6 +647,8 @@ static int parse_args(int argc, char **argv, struct lupd_config *cfg)
                                 r = parse_log_option(c, optarg, cfg);
                         if (r == 0)
                                 r = lupd_health_parse_option(c, optarg, &cfg->health);
+                        if (r == 0)
+                                r = lupd_fleet_parse_option(c, optarg, &cfg->fleet);
                         if (r < 0)
                                 return r;
                         if (r > 0)
@@ -734,6 +740,7 @@ int main(int argc, char **argv)
 
         ensure_stdio();
         lupd_health_defaults(&cfg.health);
+        lupd_fleet_defaults(&cfg.fleet);
         cfg.argv = argv;
         r = parse_args(argc, argv, &cfg);
         if (r < 0)

@@ -11,8 +11,7 @@
  * microseconds, a launch tens, a synchronise or a large copy milliseconds
  * and more. */
 const uint64_t lupd_op_bucket_ns[LUPD_OP_BUCKETS - 1] = {
-        5000,    10000,    25000,    50000,    100000,    250000,
-        500000, 1000000, 2500000, 10000000, 100000000, 1000000000,
+        5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 10000000, 100000000, 1000000000,
 };
 
 static void put_rec(uint8_t *p, unsigned op, const struct lupd_op_count *c)
@@ -79,8 +78,7 @@ static int read_rec(struct lup_rd *r, uint32_t *op, struct lupd_op_count *c, con
 }
 
 int lupd_op_stats_decode(const uint8_t *buf, size_t len,
-                         void (*fn)(void *arg, unsigned op, const struct lupd_op_count *c), void *arg,
-                         const char **why)
+                         void (*fn)(void *arg, unsigned op, const struct lupd_op_count *c), void *arg, const char **why)
 {
         uint8_t seen[LUPD_OP_IDS / 8];
         struct lup_rd r = lup_rd_init(buf, len);

@@ -26,10 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LUPD_OP_IDS          1024u /* op ids counted: 0..255 control, 256.. generated */
-#define LUPD_OP_BUCKETS      13u   /* LUPD_OP_BUCKETS - 1 upper bounds, then +Inf */
-#define LUPD_OP_STATS_FIXED  8u
-#define LUPD_OP_STATS_REC    (8u + 8u * (4u + LUPD_OP_BUCKETS))
+#define LUPD_OP_IDS            1024u /* op ids counted: 0..255 control, 256.. generated */
+#define LUPD_OP_BUCKETS        13u   /* LUPD_OP_BUCKETS - 1 upper bounds, then +Inf */
+#define LUPD_OP_STATS_FIXED    8u
+#define LUPD_OP_STATS_REC      (8u + 8u * (4u + LUPD_OP_BUCKETS))
 /* a message fits the supervisor's 4096-byte receive buffer (LUPD_CTL_RECV_BUF) */
 #define LUPD_OP_STATS_MAX_RECS ((4096u - LUPD_OP_STATS_FIXED) / LUPD_OP_STATS_REC)
 

@@ -130,6 +130,10 @@ static void conn_route(struct sup *s, int idx, int entry, bool start, const stru
  *                                   client itself (refused "busy" while
  *                                   the worker has not reported READY or
  *                                   has too many resumes in flight);
+ *   key unknown, token non-zero,    restored from the store for it, the
+ *   a checkpoint store              HELLO waiting (supervisor/adopt.c), or
+ *                                   refused with the verdict: another host
+ *                                   holds it, or it no longer exists;
  *   key unknown, token non-zero     refused with CUDA_ERROR_DEVICE_UNAVAILABLE
  *                                   "session NAME no longer exists", so the
  *                                   client stops retrying;
@@ -174,6 +178,18 @@ static void conn_hello(struct sup *s, int idx)
                         return;
                 }
                 conn_route(s, idx, entry, false, &fwd_hdr, fwd, hello.name);
+                return;
+        }
+        /* A resuming client whose session is not here: it may be in the
+         * store, drained or left by another host (supervisor/adopt.c). */
+        if (!token_is_zero(hello.token) && s->checkpoints && sup_health_admitting(s, NULL, 0) &&
+            sup_adopt_begin(s, idx, key, hello.name))
+                return;
+        if (!token_is_zero(hello.token) && s->checkpoints && !sup_health_admitting(s, why_buf, sizeof(why_buf))) {
+                sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE,
+                               "session %s is not on this host, which admits no sessions now (%s); a lupined "
+                               "sharing the checkpoint store can restore it",
+                               hello.name, why_buf);
                 return;
         }
         if (!token_is_zero(hello.token) && sup_health_moved(s, key)) {
@@ -286,11 +302,26 @@ static int conn_take(struct sup *s, int idx)
         return 0;
 }
 
+void sup_conn_rejudge(struct sup *s)
+{
+        if (s->stopping)
+                return; /* they wait with the other HELLOs, closed at the exit */
+        for (int i = 0; i < LUPD_MAX_PENDING; i++) {
+                struct conn *c = &s->conns[i];
+                if (c->fd < 0 || c->closing || !c->rejudge)
+                        continue;
+                c->rejudge = false;
+                c->parked = false;
+                c->deadline = sup_now_ms() + (uint64_t)s->cfg->hello_timeout_ms;
+                conn_hello(s, i);
+        }
+}
+
 void sup_conn_unpark(struct sup *s)
 {
         for (int i = 0; i < LUPD_MAX_PENDING; i++) {
                 struct conn *c = &s->conns[i];
-                if (c->fd < 0 || c->closing || !c->parked)
+                if (c->fd < 0 || c->closing || !c->parked || c->adopt_entry >= 0 || c->rejudge)
                         continue;
                 c->parked = false;
                 c->deadline = sup_now_ms() + (uint64_t)s->cfg->hello_timeout_ms;

@@ -323,6 +323,7 @@ void sup_conn_new(struct sup *s, const struct listener *l, int fd)
         c = &s->conns[idx];
         memset(c, 0, sizeof(*c));
         c->fd = fd;
+        c->adopt_entry = -1;
         c->deadline = sup_now_ms() + (uint64_t)s->cfg->hello_timeout_ms;
         c->accept_no = ++s->accept_no;
         memcpy(c->peer_key, key, sizeof(key));

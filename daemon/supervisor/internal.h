@@ -115,6 +115,8 @@ struct conn {
         bool closing;           /* dropped; fd is closed when that recv completes */
         bool have_hdr;          /* hdr is decoded; now reading the payload */
         bool parked;            /* a whole HELLO that waits for the restore to end */
+        int adopt_entry;        /* parked for the adoption of this registry entry (supervisor/adopt.c); -1 */
+        bool rejudge;           /* ... which succeeded: judge the HELLO again (sup_conn_rejudge) */
         bool unix_listener;     /* accepted on a UNIX socket (ADMIN is allowed there) */
         bool loopback;          /* a TCP peer on a loopback address */
         uint32_t peer_uid;      /* UNIX socket: the peer's uid (SO_PEERCRED) */
@@ -129,6 +131,19 @@ struct conn {
         uint8_t hdr_buf[LUP_HDR_SIZE];
         uint8_t *payload;       /* hdr.len bytes, allocated once the header is valid */
         char peer[160];
+};
+
+/* Adoption on demand (supervisor/adopt.c) */
+#define SUP_ADOPT_MAX         8     /* adoptions under way at once */
+#define SUP_ADOPT_VERDICTS    32    /* verdicts remembered */
+#define SUP_ADOPT_GONE_MS     10000 /* how long "not in the store" is remembered */
+#define SUP_ADOPT_REMEMBER_MS 2000  /* ... and other verdicts (a lease may expire, a slot free up) */
+
+struct sup_adopt_verdict {
+        char key[LUP_MAX_NAME + 1]; /* "" unused */
+        int32_t status;             /* READY's, or -EADDRINUSE, -ECHILD */
+        char why[200];
+        uint64_t until_ms;
 };
 
 struct log_limit {
@@ -241,6 +256,12 @@ struct sup {
         struct lup_tls_ctx *tls_ctx; /* --tls-cert: the first handshake's context */
         struct lupd_tokens auth;     /* --auth-tokens */
         struct sup_health health;    /* supervisor/health.c */
+        struct {                     /* supervisor/adopt.c */
+                struct sup_adopt_verdict verdict[SUP_ADOPT_VERDICTS];
+                unsigned next;
+                int in_flight;
+                uint64_t started, adopted; /* since the start, for the metrics */
+        } adopt;
         /* since this process started, for the metrics (supervisor/metrics.c) */
         struct {
                 uint64_t drains, upgrades;
@@ -374,6 +395,21 @@ void sup_conn_done(struct sup *s, int idx, const char *fmt, ...) __attribute__((
 /* The HELLOs that arrived on UNIX sockets while sessions were restored,
  * handled now that the daemon serves. */
 void sup_conn_unpark(struct sup *s);
+/* Judges again the HELLOs whose adoption succeeded (c->rejudge). */
+void sup_conn_rejudge(struct sup *s);
+
+/* supervisor/adopt.c: a resuming client's session is not here; restore it
+ * from the store for it (the HELLO waits), or refuse it with the verdict
+ * of a recent try. True when the connection is dealt with. */
+bool sup_adopt_begin(struct sup *s, int idx, const char *key, const char *name);
+/* The adoption worker of entry idx reported (status 0: restored, waiting
+ * for its client; the caller then calls sup_conn_rejudge) or is gone
+ * (status < 0, why says what). */
+void sup_adopt_done(struct sup *s, int idx, int32_t status, const char *why);
+/* A verdict about key no longer holds (the session is here now). */
+void sup_adopt_forget(struct sup *s, const char *key);
+/* Kills an adoption worker that has not reported within --drain-timeout. */
+void sup_adopt_tick(struct sup *s, uint64_t now);
 /* Frees slot idx, or, while a recv still targets its buffer, cancels that
  * recv and lets sup_conn_on_recv() finish the job. Logs nothing: a
  * connection handed to a worker goes this way too. */

@@ -196,11 +196,16 @@ void sup_restore_on_ready(struct sup *s, int idx, int32_t status, uint32_t slot)
 {
         struct lupd_session *se = &s->reg.s[idx];
         int holder = -1, r;
+        char why[200];
 
         if (status < 0) {
                 /* The worker logged the details and exits by itself. */
                 se->phase = LUPD_PHASE_FAILED;
-                lup_warn("session %s could not be restored: %s", se->name, errno_text(status));
+                snprintf(why, sizeof(why), "%s", errno_text(status));
+                if (status == -EBUSY)
+                        lup_info("session %s not restored: another host sharing the store holds its lease", se->name);
+                else if (!se->adopt || status != -ENOENT)
+                        lup_warn("session %s could not be restored: %s", se->name, why);
                 goto out;
         }
         r = lupd_registry_set_slot(&s->reg, idx, slot < LUP_ARENA_SLOTS ? (int)slot : -1, &holder);
@@ -217,6 +222,15 @@ void sup_restore_on_ready(struct sup *s, int idx, int32_t status, uint32_t slot)
                 se->phase = LUPD_PHASE_FAILED;
                 se->ctl_eof = true;
                 sup_worker_kill(s, idx);
+                status = -EADDRINUSE;
+                if (holder >= 0)
+                        snprintf(why, sizeof(why),
+                                 "its arena slot %u is taken by another session here (issue 17: "
+                                 "arenas across hosts)",
+                                 (unsigned)slot);
+                else
+                        snprintf(why, sizeof(why), "its checkpoint names arena slot %u, which does not exist",
+                                 (unsigned)slot);
                 goto out;
         }
         if (se->phase == LUPD_PHASE_RESTORING)
@@ -225,7 +239,10 @@ void sup_restore_on_ready(struct sup *s, int idx, int32_t status, uint32_t slot)
         sup_count_work(s, se, true);
         lup_info("session %s restored into arena slot %d by worker %d; %s", se->name, se->slot, (int)se->pid,
                  se->hot_conn ? "serving its client's connection again" : "waiting for its client");
+        why[0] = 0;
 out:
+        sup_adopt_done(s, idx, status, why);
+        sup_conn_rejudge(s); /* a client waiting for this adoption attaches now */
         sup_restore_progress(s);
 }
 
@@ -235,6 +252,9 @@ void sup_restore_on_gone(struct sup *s, int idx, const char *why)
 
         lup_warn("session %s could not be restored: its worker %d %s before reporting (the checkpoint is kept)",
                  se->name, (int)se->pid, why);
+        char text[200];
+        snprintf(text, sizeof(text), "its restore worker %s before reporting", why);
+        sup_adopt_done(s, idx, -ECHILD, text);
 }
 
 static int restores_left(const struct sup *s)

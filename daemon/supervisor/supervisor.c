@@ -174,7 +174,7 @@ static void tick_arm(struct sup *s)
 {
         struct io_uring_sqe *sqe;
         bool need = s->n_conns > 0 || s->stopping || s->restoring || s->watchdog_ms || sup_metrics_enabled() ||
-                    sup_health_enabled(s);
+                    sup_health_enabled(s) || s->adopt.in_flight > 0;
 
         for (int i = 0; i < s->n_listeners && !need; i++)
                 need = s->listeners[i].paused;
@@ -211,6 +211,7 @@ static void on_tick(struct sup *s)
                 sup_restore_tick(s, now);
         else
                 sup_health_tick(s, now);
+        sup_adopt_tick(s, now);
         if (!s->stopping)
                 return;
 

@@ -39,8 +39,9 @@ struct worker_argv {
         char tls_cert[sizeof(((struct lupd_config *)0)->tls_cert) + 16];
         char tls_key[sizeof(((struct lupd_config *)0)->tls_key) + 16];
         char beat[40];
+        char host_id[LUPINE_CKPT_OWNER_MAX + 16], lease_ttl[40];
         char log_file[sizeof(((struct lupd_config *)0)->log_file) + 16];
-        char *argv[24];
+        char *argv[28];
 };
 
 static void worker_argv_build(const struct lupd_config *cfg, const char *restore, bool hot, int acct_fd,
@@ -75,6 +76,10 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
         a->argv[n++] = a->ttl;
         snprintf(a->beat, sizeof(a->beat), "--health-interval=%d", cfg->health.interval_ms);
         a->argv[n++] = a->beat;
+        snprintf(a->host_id, sizeof(a->host_id), "--host-id=%s", cfg->fleet.host_id);
+        a->argv[n++] = a->host_id;
+        snprintf(a->lease_ttl, sizeof(a->lease_ttl), "--lease-ttl=%d", cfg->fleet.lease_ttl_s);
+        a->argv[n++] = a->lease_ttl;
         snprintf(a->grace, sizeof(a->grace), "--detach-grace=%d", cfg->detach_grace_s);
         a->argv[n++] = a->grace;
         snprintf(a->cap_s, sizeof(a->cap_s), "--upload-cap-session=%d", cfg->upload_cap_session_mib);

@@ -19,6 +19,7 @@
  */
 #define LUP_LOG_CAT LUP_LOGC_CHECKPOINT
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +49,7 @@ int lupw_ckpt_open(struct lupw_session *s)
         const char *path = cfg->checkpoint_provider[0] ? cfg->checkpoint_provider : getenv("LUPINE_CHECKPOINT_LIBRARY");
         if (path && !*path)
                 path = NULL;
-        const char *config = cfg->checkpoint_config[0] ? cfg->checkpoint_config
-                             : cfg->checkpoint_dir[0] ? cfg->checkpoint_dir : NULL;
+        const char *config = lupw_ckpt_config(s);
         if (!path && !config)
                 return -ENOTSUP; /* no checkpoints configured */
         int rc = lupine_provider_load(path, &s->ckpt.ops, &s->ckpt.dl, err, sizeof(err));
@@ -91,6 +91,14 @@ void lupw_forget_checkpoint(struct lupw_session *s)
 {
         if (lupw_ckpt_open(s) < 0)
                 return;
+        /* A remove cannot be fenced: look first that the session is still
+         * ours, so that a host that lost it never deletes the new holder's
+         * checkpoint (docs/fleet.md). */
+        if (!lupw_lease_confirm(s)) {
+                lup_info("session %s: another host holds it now; its checkpoint stays", s->name);
+                return;
+        }
+        s->lease.release_at_end = true; /* ended: the name is free for any host */
         int rc = s->ckpt.ops->remove(s->ckpt.inst, s->name);
         if (rc < 0 && rc != -ENOENT)
                 lup_warn("session %s: cannot delete its checkpoint: %s", s->name,
@@ -422,6 +430,13 @@ static int finish_save(struct saver *sv, uint32_t mem, uint64_t epoch, double t0
                 return sv->rc;
         }
         rc = s->ckpt.ops->save_commit(sv->save);
+        if (rc == -ESTALE) {
+                atomic_store(&s->lease.lost, true);
+                lup_err("session %s: checkpoint not committed: another host claimed the session's lease since (%s); "
+                        "this host stops running it",
+                        s->name, s->ckpt.ops->last_error(s->ckpt.inst));
+                return rc;
+        }
         if (rc != 0) {
                 lup_err("session %s: checkpoint commit failed: %s", s->name, s->ckpt.ops->last_error(s->ckpt.inst));
                 return rc;
@@ -460,6 +475,15 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
         rc = s->ckpt.ops->save_begin(s->ckpt.inst, s->name, epoch, &sv.save);
         if (rc < 0) {
                 lup_err("session %s: checkpoint: %s", s->name, s->ckpt.ops->last_error(s->ckpt.inst));
+                return rc;
+        }
+        rc = lupw_lease_fence(s, sv.save); /* a host that lost the lease never commits (worker/lease.c) */
+        if (rc < 0) {
+                lup_err("session %s: checkpoint not begun: %s", s->name,
+                        rc == -ESTALE   ? "another host claimed the session's lease"
+                        : rc == -ENOLCK ? "this worker holds no lease for the session"
+                                        : s->ckpt.ops->last_error(s->ckpt.inst));
+                s->ckpt.ops->save_abort(sv.save);
                 return rc;
         }
         struct lup_ckpt_manifest m;

@@ -234,6 +234,14 @@ int lupw_process_input(struct lupw_session *s)
                 }
                 if (s->rx.len - off - LUP_HDR_SIZE < h.len)
                         break;
+                /* no call runs without the session's lease (worker/lease.c);
+                 * the frame waits, unconsumed, for a renewal */
+                if (s->lease.on && lupw_lease_check(s) != 0) {
+                        if (!s->lease.held)
+                                lup_warn("session %s: its lease was not renewed in time; calls wait", s->name);
+                        s->lease.held = true;
+                        break;
+                }
                 rc = handle_frame(s, &h, s->rx.buf + off + LUP_HDR_SIZE);
                 if (rc == 0)
                         rc = lupw_tx_failed(s);

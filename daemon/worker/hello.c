@@ -177,15 +177,36 @@ int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req, con
 int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello)
 {
         CUresult st;
-        char err[200];
+        char err[400];
         const char *why = lupw_open_device(s, &st);
         if (why)
                 return lupw_refuse(s, req, st, why);
         if (lupw_reserve_arena(s, s->slot, err, sizeof(err)) < 0)
                 return lupw_refuse(s, req, CUDA_ERROR_OUT_OF_MEMORY, err);
+        /* One host at a time runs a session of this name: the lease first,
+         * before the client hears of the session (worker/lease.c). */
+        if (lupw_ckpt_open(s) == 0) {
+                int lr = lupw_lease_claim(s);
+                if (lr == -EBUSY) {
+                        snprintf(err, sizeof(err),
+                                 "session %s runs on host %s, which shares this host's checkpoint store (it holds "
+                                 "the session's lease)",
+                                 hello->name, s->lease.holder);
+                        (void)lupw_refuse(s, req, CUDA_ERROR_DEVICE_UNAVAILABLE, err);
+                        return -EBUSY; /* refused: the session is not started */
+                }
+                if (lr < 0) {
+                        (void)lupw_refuse(s, req, CUDA_ERROR_DEVICE_UNAVAILABLE,
+                                          "the checkpoint store cannot say whether another host runs this session "
+                                          "(its lease); try again");
+                        return lr;
+                }
+        }
         /* The resume token: only its holder may take the session over later. */
-        if (getrandom(s->token, sizeof(s->token), 0) != (ssize_t)sizeof(s->token))
-                return lupw_refuse(s, req, CUDA_ERROR_OPERATING_SYSTEM, "no randomness for the session token");
+        if (getrandom(s->token, sizeof(s->token), 0) != (ssize_t)sizeof(s->token)) {
+                (void)lupw_refuse(s, req, CUDA_ERROR_OPERATING_SYSTEM, "no randomness for the session token");
+                return -EIO;
+        }
         int rc = lupw_send_hello_reply(s, req, hello);
         /* The checkpoint provider opens now, not at the first checkpoint: a
          * provider that cannot open is logged while the session can still
@@ -193,7 +214,7 @@ int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const 
          * example's ",reserve") does it before any drain waits on it; so
          * does the GPU hash kernel. A failure is not the session's: the
          * checkpoint tries again. */
-        if (rc == 0 && lupw_ckpt_open(s) == 0)
+        if (rc == 0 && s->ckpt.inst)
                 lupw_lanes_prepare(s);
         return rc;
 }

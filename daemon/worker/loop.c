@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The worker's life: start (a new session, or one restored from a
- * checkpoint), serve its connection, survive losing it (detached, waiting
+ * The worker's life once started (worker/main.c): serve its connection, survive losing it (detached, waiting
  * for the client to come back with the session's token), take over a new
  * connection (ATTACH), drain and checkpoint on request, checkpoint and go
  * on (CHECKPOINT, worker/ckpt_now.c), expire when nobody claims it.
@@ -31,13 +30,13 @@
 #include "worker/privs.h"
 #include "worker/session.h"
 
-#define OUT_CAP (256u * 1024u)
 enum {
         UD_RECV = 1,
         UD_CTL = 2,
         UD_TTL = 3,
         UD_STATS = 4,
-        UD_CKPT = 5
+        UD_CKPT = 5,
+        UD_LEASE = 6
 };
 
 static uint64_t ud_make(int kind, uint64_t gen)
@@ -345,6 +344,10 @@ static void drain(struct lupw_session *s, uint32_t flags)
                         send_goodbye(s);
                 }
         }
+        /* Checkpointed for good: any host sharing the store may take it
+         * over at once. An upgrade's new worker here claims it again. */
+        if (status == 0 && (mem & LUP_CKPT_MEM_DURABLE) && !(flags & LUPD_DRAIN_HANDBACK))
+                s->lease.release_at_end = true;
         lupw_op_stats_flush(s);
         lupw_ctl_send(s, LUPD_CTL_DRAINED, status, 0, false);
         s->loop.exit_status = status == 0 || status == -ENOTRECOVERABLE ? 0 : 1;
@@ -370,8 +373,10 @@ static void handle_ctl(struct lupw_session *s)
                 lup_info("session %s: shutting down at the supervisor's request", s->name);
                 if (n >= 8 && (lup_le32(msg + 4) & LUPD_SHUTDOWN_FORGET))
                         lupw_forget_checkpoint(s);
-                else
-                        s->ckpt.keep = true; /* lupinectl sessions kill NAME: a restart restores it */
+                else {
+                        s->ckpt.keep = true;            /* lupinectl sessions kill NAME: a restart restores it */
+                        s->lease.release_at_end = true; /* ... or any host sharing the store */
+                }
                 send_goodbye(s);
                 s->loop.stop = true;
                 break;
@@ -488,7 +493,88 @@ static bool checkpoint_work(struct lupw_session *s)
         return s->ckpt.now_wanted && lupw_ckpt_now_step(s);
 }
 
-static int serve(struct lupw_session *s)
+/* Another host claimed the session's lease (worker/lease.c): it is that
+ * host's now. This one ends it without touching the store, and its client
+ * goes on to its other servers (the GOODBYE makes it reconnect; this
+ * host's supervisor then answers that another host holds the session). */
+static void lease_lost(struct lupw_session *s)
+{
+        lup_err("session %s: host %s claimed its lease; ending it here (seq %llu) and keeping the checkpoint, "
+                "which is that host's now",
+                s->name, s->lease.holder[0] ? s->lease.holder : "another", (unsigned long long)s->last_seq);
+        s->ckpt.keep = true;
+        s->lease.release_at_end = false;
+        s->loop.exit_status = 0;
+        send_goodbye(s);
+        s->loop.stop = true;
+}
+
+/* The renewing thread tried: input held back for want of a renewal runs
+ * now if the lease is good again. */
+static void lease_wake(struct lupw_session *s)
+{
+        uint64_t n;
+
+        while (read(s->lease.efd, &n, sizeof(n)) > 0)
+                ;
+        int st = lupw_lease_check(s);
+        if (st == -ESTALE) {
+                lease_lost(s);
+        } else if (st == 0 && s->lease.held) {
+                s->lease.held = false;
+                lup_info("session %s: its lease is renewed; running calls again", s->name);
+                input_arrived(s, 0);
+        }
+}
+
+/* One completion of the ring. */
+static void on_completion(struct lupw_session *s, int kind, int res, uint64_t gen)
+{
+        if (kind == UD_RECV) {
+                if (gen != s->loop.conn_gen) {
+                        /* a connection since replaced: its bytes are not ours */
+                        s->loop.stale_recv = false;
+                        return;
+                }
+                s->loop.recv_armed = false;
+                if (s->tls && res >= 0)
+                        tls_input(s);
+                else if (res == 0 || res == -ECONNRESET || res == -EPIPE)
+                        detach(s, "disconnected");
+                else if (res < 0)
+                        detach(s, strerror(-res));
+                else
+                        input_arrived(s, (size_t)res);
+        } else if (kind == UD_CTL) {
+                s->loop.ctl_armed = false;
+                handle_ctl(s);
+        } else if (kind == UD_STATS) {
+                s->loop.stats_armed = false; /* the report goes before the next sleep */
+        } else if (kind == UD_LEASE) {
+                s->loop.lease_armed = false;
+                lease_wake(s);
+        } else if (kind == UD_CKPT) {
+                s->loop.ckpt_armed = false; /* the loop looks at the checkpoint again */
+        } else if (kind == UD_TTL) {
+                if (gen != s->loop.conn_gen || s->fd >= 0)
+                        return;
+                s->loop.ttl_armed = false;
+                if (res == -ETIME && detach_grace_applies(s)) {
+                        lup_warn("session %s: limit hit: detach grace: never checkpointed and its "
+                                 "client left without GOODBYE; ended after %d s (--detach-grace), "
+                                 "not the %d s TTL",
+                                 s->name, s->cfg->detach_grace_s, s->cfg->session_ttl_s);
+                        lupw_forget_checkpoint(s);
+                        s->loop.stop = true;
+                } else if (res == -ETIME) {
+                        lup_info("session %s: expired unclaimed after %d s", s->name, s->cfg->session_ttl_s);
+                        lupw_forget_checkpoint(s);
+                        s->loop.stop = true;
+                }
+        }
+}
+
+int lupw_serve(struct lupw_session *s)
 {
         int spins_in_a_row = 0;
 
@@ -504,13 +590,18 @@ static int serve(struct lupw_session *s)
 
         while (!s->loop.stop) {
                 struct io_uring_sqe *sqe;
+                if (s->lease.on && atomic_load_explicit(&s->lease.lost, memory_order_relaxed)) {
+                        lease_lost(s);
+                        continue;
+                }
                 if (checkpoint_work(s))
                         continue;
                 /* A client in a call/return loop sends again within
                  * microseconds: poll briefly before sleeping in the ring,
                  * which saves a wake-up per call. Every so often go through
                  * the ring anyway, so control messages are seen. */
-                if (s->fd >= 0 && !s->loop.recv_armed && !s->loop.stale_recv && s->rx.spin_ns && spins_in_a_row < 64) {
+                bool reading = s->fd >= 0 && !s->lease.held; /* held: the input waits (lease_wake) */
+                if (reading && !s->loop.recv_armed && !s->loop.stale_recv && s->rx.spin_ns && spins_in_a_row < 64) {
                         ssize_t k = spin_recv(s);
                         if (k > 0) {
                                 spins_in_a_row++;
@@ -523,11 +614,11 @@ static int serve(struct lupw_session *s)
                         }
                 }
                 spins_in_a_row = 0;
-                if (s->tls && !s->loop.recv_armed && lup_tls_pending(s->tls)) {
+                if (reading && s->tls && !s->loop.recv_armed && lup_tls_pending(s->tls)) {
                         tls_input(s); /* OpenSSL holds bytes already: no poll would say so */
                         continue;
                 }
-                if (s->fd >= 0 && !s->loop.recv_armed && !s->loop.stale_recv) {
+                if (reading && !s->loop.recv_armed && !s->loop.stale_recv) {
                         sqe = io_uring_get_sqe(&s->loop.ring);
                         if (s->tls) /* OpenSSL reads; the ring says when */
                                 io_uring_prep_poll_add(sqe, s->fd, (unsigned)lup_tls_want(s->tls));
@@ -541,6 +632,12 @@ static int serve(struct lupw_session *s)
                         io_uring_prep_poll_add(sqe, s->ctl_fd, POLLIN);
                         io_uring_sqe_set_data64(sqe, ud_make(UD_CTL, 0));
                         s->loop.ctl_armed = true;
+                }
+                if (s->lease.efd >= 0 && !s->loop.lease_armed) {
+                        sqe = io_uring_get_sqe(&s->loop.ring);
+                        io_uring_prep_poll_add(sqe, s->lease.efd, POLLIN);
+                        io_uring_sqe_set_data64(sqe, ud_make(UD_LEASE, 0));
+                        s->loop.lease_armed = true;
                 }
                 arm_timers(s);
                 struct io_uring_cqe *cqe;
@@ -556,227 +653,11 @@ static int serve(struct lupw_session *s)
                 {
                         seen++;
                         uint64_t ud = io_uring_cqe_get_data64(cqe);
-                        int kind = (int)(ud & 0xff), res = cqe->res;
-                        uint64_t gen = ud >> 8;
-                        if (s->loop.stop)
-                                continue;
-                        if (kind == UD_RECV) {
-                                if (gen != s->loop.conn_gen) {
-                                        /* a connection since replaced: its bytes are not ours */
-                                        s->loop.stale_recv = false;
-                                        continue;
-                                }
-                                s->loop.recv_armed = false;
-                                if (s->tls && res >= 0)
-                                        tls_input(s);
-                                else if (res == 0 || res == -ECONNRESET || res == -EPIPE)
-                                        detach(s, "disconnected");
-                                else if (res < 0)
-                                        detach(s, strerror(-res));
-                                else
-                                        input_arrived(s, (size_t)res);
-                        } else if (kind == UD_CTL) {
-                                s->loop.ctl_armed = false;
-                                handle_ctl(s);
-                        } else if (kind == UD_STATS) {
-                                s->loop.stats_armed = false; /* the report goes before the next sleep */
-                        } else if (kind == UD_CKPT) {
-                                s->loop.ckpt_armed = false; /* the loop looks at the checkpoint again */
-                        } else if (kind == UD_TTL) {
-                                if (gen != s->loop.conn_gen || s->fd >= 0)
-                                        continue;
-                                s->loop.ttl_armed = false;
-                                if (res == -ETIME && detach_grace_applies(s)) {
-                                        lup_warn("session %s: limit hit: detach grace: never checkpointed and its "
-                                                 "client left without GOODBYE; ended after %d s (--detach-grace), "
-                                                 "not the %d s TTL",
-                                                 s->name, s->cfg->detach_grace_s, s->cfg->session_ttl_s);
-                                        lupw_forget_checkpoint(s);
-                                        s->loop.stop = true;
-                                } else if (res == -ETIME) {
-                                        lup_info("session %s: expired unclaimed after %d s", s->name,
-                                                 s->cfg->session_ttl_s);
-                                        lupw_forget_checkpoint(s);
-                                        s->loop.stop = true;
-                                }
-                        }
+                        if (!s->loop.stop)
+                                on_completion(s, (int)(ud & 0xff), cqe->res, ud >> 8);
                 }
                 io_uring_cq_advance(&s->loop.ring, seen);
         }
         lupw_ckpt_now_cancel(s, "the session ended first");
         return 0;
-}
-
-static int start_new(struct lupw_session *s)
-{
-        uint8_t msg[LUPD_CTL_MAX_MSG];
-        int fds[1] = { -1 }, nfds = 0;
-        struct lup_hdr req;
-        struct lup_hello hello;
-        struct lup_tls *tls = NULL;
-        uint8_t ticket[LUP_TICKET_SIZE];
-        bool via_tls = false;
-        uint32_t slot;
-        const char *why = "no message";
-
-        int n = lup_recv_fds(s->ctl_fd, msg, sizeof(msg), fds, 1, &nfds);
-        if (n <= 0 || nfds != 1 ||
-            lupw_parse_assign(msg, (size_t)n, LUPD_CTL_ASSIGN, &slot, &req, &hello, &via_tls, ticket, &why) < 0) {
-                lup_err("worker: bad assignment from the supervisor: %s", n <= 0 ? "channel closed" : why);
-                for (int i = 0; i < nfds; i++)
-                        close(fds[i]);
-                return -EBADMSG;
-        }
-        snprintf(s->name, sizeof(s->name), "%s", hello.name);
-        lupd_log_context_key(s->name);
-        if (via_tls) {
-                tls = lupw_tls_accept(s, fds[0], &req, ticket);
-                if (!tls) {
-                        close(fds[0]);
-                        return -EPROTO;
-                }
-        }
-        lupw_tx_set_fd(s, fds[0], tls, NULL);
-        s->slot = slot;
-        int rc = lupw_setup_session(s, &req, &hello);
-        if (rc < 0 || !s->mem.reserved)
-                return -EIO;
-        return 0;
-}
-
-/* LUPINE_SPIN_US: how long a worker polls for the next frame before
- * sleeping, in ns (default 50 us; 0 turns polling off) */
-static uint64_t spin_from_env(void)
-{
-        const char *spin = getenv("LUPINE_SPIN_US");
-        long spin_us = spin && *spin ? strtol(spin, NULL, 10) : 50;
-        return spin_us > 0 && spin_us < 100000 ? (uint64_t)spin_us * 1000 : 0;
-}
-
-/* What the session holds on the driver, and the driver itself. */
-static void release_session(struct lupw_session *s)
-{
-        lupw_beat_stop();
-        lupw_hot_free(s);
-        lupw_ckpt_close(s);
-        lupw_copy_free(s);
-        if (s->rx.pinned)
-                s->be.fn.cuMemFreeHost(s->rx.buf);
-        if (s->copy.staging_pinned)
-                s->be.fn.cuMemFreeHost(s->copy.staging);
-        if (s->copy.staging2)
-                s->be.fn.cuMemFreeHost(s->copy.staging2);
-        if (s->rx.pinned)
-                s->rx.buf = NULL;
-        if (s->copy.staging_pinned)
-                s->copy.staging = NULL;
-        lupw_vmm_release(s);
-        lupw_release_all(s);
-        backend_close(&s->be);
-}
-
-int worker_main(const struct lupd_config *cfg)
-{
-        struct lupw_session *s = calloc(1, sizeof(*s));
-        int rc;
-
-        if (!s)
-                return 1;
-        s->cfg = cfg;
-        s->ctl_fd = cfg->ctl_fd;
-        s->fd = -1;
-        s->loop.exit_status = 0;
-        s->rx.cap = 8u << 20; /* several frames: see lupw_process_input's compaction */
-        s->out.cap = OUT_CAP;
-        s->rx.buf = malloc(s->rx.cap);
-        s->out.buf = malloc(s->out.cap);
-        s->copy.staging = malloc(LUP_BULK_CHUNK);
-        lupw_tx_init(s);
-        s->rx.spin_ns = spin_from_env();
-        if (!s->rx.buf || !s->out.buf || !s->copy.staging)
-                goto out_free;
-        lupw_handles_init(s);
-        lupw_graphs_init(s);
-        rc = io_uring_queue_init(16, &s->loop.ring, 0);
-        if (rc < 0) {
-                lup_err("worker: io_uring_queue_init failed: %s (io_uring is required)", strerror(-rc));
-                lupw_ctl_send(s, LUPD_CTL_READY, rc, 0, true);
-                goto out_free;
-        }
-        s->loop.ring_ok = true;
-        /* Before anything a client or checkpoint can reach: the backend,
-         * the connection, the fds of a hot restore. The ring is made
-         * first: with kernel.io_uring_disabled=1 only CAP_SYS_ADMIN or
-         * kernel.io_uring_group may create one, and it holds no
-         * privilege (its requests run with the submitter's credentials). */
-        /* The certificate and key are read before the privileges go, as
-         * a service reads its key files before it drops root. */
-        if (cfg->tls_cert[0] && lupw_tls_ctx_load(s) < 0) {
-                lupw_ctl_send(s, LUPD_CTL_READY, -EINVAL, 0, true);
-                s->loop.exit_status = 1;
-                goto out_free;
-        }
-        rc = lupw_drop_privileges();
-        if (rc < 0) {
-                lupw_ctl_send(s, LUPD_CTL_READY, rc, 0, true);
-                s->loop.exit_status = 1;
-                goto out_free;
-        }
-        (void)lupw_beat_start(s->ctl_fd, cfg->health.interval_ms); /* a restore of many GiB beats too */
-
-        if (cfg->restore[0]) {
-                snprintf(s->name, sizeof(s->name), "%s", cfg->restore);
-                lupd_log_context_key(s->name);
-                /* a hot restore's fds (and connection) come first */
-                rc = cfg->hot ? lupw_hot_receive(s) : 0;
-                if (rc == 0)
-                        rc = lupw_restore(s, cfg->restore);
-                if (rc == 0)
-                        rc = lupw_hot_adopt_conn(s);
-                if (rc < 0) {
-                        lupw_ctl_send(s, LUPD_CTL_READY, rc, 0, true);
-                        s->loop.exit_status = 1;
-                        goto out_release;
-                }
-                lupw_ctl_send(s, LUPD_CTL_READY, 0, s->slot, true);
-                if (rc == 0)
-                        lup_info("session %s: restored in arena slot %u at seq %llu; waiting %d s for its client",
-                                 s->name, s->slot, (unsigned long long)s->last_seq, cfg->session_ttl_s);
-        } else {
-                if (start_new(s) < 0) {
-                        lupw_ctl_send(s, LUPD_CTL_READY, -EIO, 0, true);
-                        s->loop.exit_status = 1;
-                        goto out_release;
-                }
-                lupw_ctl_send(s, LUPD_CTL_READY, 0, s->slot, true);
-                lup_info("session %s: serving in arena slot %u", s->name, s->slot);
-        }
-        int served = serve(s);
-        lupw_op_stats_flush(s);
-        if (served < 0)
-                s->loop.exit_status = 1;
-        else if (!s->ckpt.draining && !s->ckpt.keep)
-                lupw_forget_checkpoint(s); /* the session ended: an old checkpoint must not come back */
-
-out_release:
-        release_session(s);
-out_free:;
-        int status = s->loop.exit_status;
-        lupw_tx_free(s);
-        free(s->stats.ops);
-        if (s->loop.ring_ok)
-                io_uring_queue_exit(&s->loop.ring);
-        lup_tls_free(s->tls, true);
-        lupw_tls_free(s);
-        if (s->fd >= 0)
-                close(s->fd);
-        free(s->rx.buf);
-        free(s->out.buf);
-        free(s->copy.staging);
-        lupw_graphs_free(s);
-        lupw_handles_free(s);
-        lupw_jit_free(s);
-        lup_rangemap_free(&s->obj.globals);
-        free(s);
-        return status;
 }

@@ -455,6 +455,9 @@ int lupw_restore(struct lupw_session *s, const char *name)
                 lup_err("session %s cannot be restored: no usable checkpoint provider", name);
                 return rc;
         }
+        rc = lupw_lease_claim(s); /* -EBUSY: another host runs it (logged) */
+        if (rc < 0)
+                return rc;
         rc = s->ckpt.ops->load_begin(s->ckpt.inst, name, 0, &r.ld, &epoch);
         if (rc < 0) {
                 lup_err("session %s cannot be restored: %s", name,

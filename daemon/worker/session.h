@@ -20,6 +20,7 @@
 #include "op_stats.h"
 #include "rangemap.h"
 #include "u64map.h"
+#include "worker/lease.h"
 #include "worker/tx.h"
 
 /* How a handle was made, so a restore can make it again. */
@@ -288,7 +289,7 @@ struct lupw_loop {
         bool stop;
         int exit_status;
         uint64_t conn_gen; /* bumped whenever the connection is replaced */
-        bool recv_armed, ctl_armed, ttl_armed, stats_armed, ckpt_armed;
+        bool recv_armed, ctl_armed, ttl_armed, stats_armed, ckpt_armed, lease_armed;
         struct __kernel_timespec stats_ts;
         struct __kernel_timespec ckpt_ts; /* a waiting CHECKPOINT looks again then */
         bool stale_recv;                  /* a dropped connection's recv has not completed yet (drop_connection) */
@@ -373,6 +374,7 @@ struct lupw_session {
         struct lupw_tx tx; /* the write side: reply log, heartbeats (worker/tx.c) */
         struct lupw_loop loop;
         struct lupw_ckpt_state ckpt;
+        struct lupw_lease lease; /* worker/lease.c */
 };
 
 /*
@@ -425,6 +427,8 @@ const struct lupw_ctl_op *lupw_ctl_op(uint16_t op);
  * a control op's or, for op >= 256, a generated one's (lupw_ops[]).
  * 0 or -errno (s->why says why). */
 int lupw_run_op(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p);
+/* Serves the session until it ends (worker/loop.c); < 0 on a ring failure. */
+int lupw_serve(struct lupw_session *s);
 
 /* worker/handles.c */
 void lupw_handles_init(struct lupw_session *s);
@@ -487,6 +491,13 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem);
 int lupw_restore(struct lupw_session *s, const char *name);
 /* Deletes the session's checkpoints (it ended or expired). */
 void lupw_forget_checkpoint(struct lupw_session *s);
+/* The provider's configuration string (--checkpoint-config or -dir), or
+ * NULL. Inline: worker/ckpt.c and worker/lease.c both open the provider. */
+static inline const char *lupw_ckpt_config(const struct lupw_session *s)
+{
+        const struct lupd_config *cfg = s->cfg;
+        return cfg->checkpoint_config[0] ? cfg->checkpoint_config : cfg->checkpoint_dir[0] ? cfg->checkpoint_dir : NULL;
+}
 void lupw_ckpt_close(struct lupw_session *s);
 
 /* worker/ckpt_now.c */

@@ -85,9 +85,9 @@ static void refused(void **state)
 
 
         struct {
-                size_t at;     /* byte to change */
-                uint32_t val;  /* u32 written there */
-                size_t cut;    /* or bytes to cut off the end */
+                size_t at;    /* byte to change */
+                uint32_t val; /* u32 written there */
+                size_t cut;   /* or bytes to cut off the end */
                 const char *why;
         } cases[] = {
                 { 4, 3, 0, "a count that does not match the length" },

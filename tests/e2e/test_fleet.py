@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""e2e: hosts sharing one checkpoint store (issue 17, docs/fleet.md).
+
+Usage: test_fleet.py LUPINED LUPINECTL PROGS_DIR SHIM_DIR KERNELS_DIR
+
+Each "host" is a lupined of its own (--host-id) on the simulator, all on
+one --checkpoint-dir. The workload is e2e_restart: its counter proves
+that no launch was lost or run twice. Cases:
+  1. adopt: a session runs on A with LUPINE_SERVER=A,B; A drains for good
+     (SIGTERM) while B runs; the client resumes on B, which restores the
+     session from the store on demand; the workload ends exact.
+  2. split brain: while A runs a session, B refuses a new session of that
+     name ("runs on host"), and refuses a resume (a HELLO with a token) for
+     it, before and after A checkpoints it; A's session is unharmed.
+  3. stale holder: A is stopped (SIGSTOP, "presumed dead") after a
+     checkpoint; once A's lease expires B takes the session over and the
+     workload ends exact on B; A, continued, finds its lease taken, ends
+     its copy without touching the store, and B's session goes on.
+  4. two hosts adopt one session: B and C start together on a store that
+     holds a drained session; exactly one restores it, the other says
+     another host holds its lease; the client ends exact.
+  5. the store unavailable: the lease directory is replaced by a file;
+     the worker cannot renew, and once the lease is too old no call runs;
+     the store comes back, the renewal succeeds, calls run again and the
+     workload ends exact.
+
+Exit 0 on pass, 1 on failure (naming the case).
+"""
+import os
+import re
+import secrets
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lupwire as W  # noqa: E402
+from restart_harness import read_line  # noqa: E402
+
+check = W.Checks()
+TTL = '7'  # the shortest lease: the stale-holder case waits for it to expire
+
+
+class Host:
+    """One lupined acting as one host of the fleet."""
+
+    def __init__(self, exe, tmp, label, ckdir, port=None, args=()):  # noqa: D107
+        self.label = label
+        self.port = port or W.free_port()
+        self.sock = os.path.join(tmp, f'{label}.sock')
+        self.log_path = os.path.join(tmp, f'{label}.log')
+        env = dict(os.environ)
+        for k in ('LD_LIBRARY_PATH', 'NOTIFY_SOCKET', 'LISTEN_FDS', 'LISTEN_PID', 'LUPINE_CHECKPOINT_LIBRARY'):
+            env.pop(k, None)
+        self.logf = open(self.log_path, 'ab')
+        self.proc = subprocess.Popen(
+            [exe, '--backend', 'sim', '--listen', f'127.0.0.1:{self.port}', '--listen', f'unix:{self.sock}',
+             '--checkpoint-dir', ckdir, '--host-id', label, '--lease-ttl', TTL, '--session-ttl', '120',
+             '--drain-timeout', '30', '--health-policy', 'off'] + list(args),
+            stdin=subprocess.DEVNULL, stdout=self.logf, stderr=self.logf, env=env)
+
+    def wait_up(self):
+        if not W.wait_port(self.port, self.proc, 20):
+            raise RuntimeError(f'{self.label} did not start:\n' + self.log()[-3000:])
+        return self
+
+    def log(self):
+        with open(self.log_path, 'rb') as f:
+            return f.read().decode('utf-8', 'replace')
+
+    def wait_log(self, pattern, timeout=20.0):
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if rx.search(self.log()):
+                return True
+            time.sleep(0.05)
+        return rx.search(self.log()) is not None
+
+    def ctl(self, lupinectl, *args):
+        return subprocess.run([lupinectl, '--socket', self.sock] + list(args), capture_output=True, text=True,
+                              timeout=60)
+
+    def worker_pid(self, session):
+        m = re.findall(r'lupined-worker\[(\d+)\]: info: session ' + re.escape(session) + r': (?:serving|restored)',
+                       self.log())
+        return int(m[-1]) if m else None
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+
+
+def client_env(shim, hosts, session):
+    env = dict(os.environ)
+    env['LUPINE_SERVER'] = ','.join(f'127.0.0.1:{h.port}' if isinstance(h, Host) else h for h in hosts)
+    env['LUPINE_SESSION'] = session
+    env['LUPINE_RECONNECT_TIMEOUT'] = '150'
+    env['LUPINE_HEARTBEAT_MS'] = '2000'
+    env['LD_LIBRARY_PATH'] = shim + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
+    return env
+
+
+def workload(progs, kernels, shim, hosts, session, rounds, hold=None):
+    argv = [os.path.join(progs, 'e2e_restart'), kernels, str(rounds), '20'] + ([str(hold)] if hold else [])
+    return subprocess.Popen(argv, env=client_env(shim, hosts, session), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_line(client, pattern, timeout=60):
+    rx = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = read_line(client.stdout, deadline - time.monotonic())
+        if not line:
+            return False
+        m = rx.match(line)
+        if m:
+            return m
+    return False
+
+
+def finish(client, timeout=240):
+    out, err = client.communicate(timeout=timeout)
+    return client.returncode == 0 and 'counter exact' in out, (out + err)[-2500:]
+
+
+def kill(client):
+    if client and client.poll() is None:
+        client.kill()
+        client.communicate()
+
+
+def raw_resume(host, name):
+    """A HELLO that resumes `name` with a made-up token: (status, message)."""
+    nb = name.encode()
+    payload = (struct.pack('<IIII', W.MAGIC, W.VERSION, 13000, 0) + struct.pack('<H', len(nb)) + nb +
+               secrets.token_bytes(16) + struct.pack('<Q', 0))
+    s = W.connect(('127.0.0.1', host.port))
+    try:
+        s.sendall(W.frame(W.OP_HELLO, payload, flags=W.F_SYNC))
+        h, p = W.read_frame(s)
+        return h['status'], p.decode('utf-8', 'replace')
+    finally:
+        s.close()
+
+
+def adopt_case(exe, ctl, progs, shim, kernels, tmp):
+    ck = os.path.join(tmp, 'ck-adopt')
+    a = Host(exe, tmp, 'hostA', ck).wait_up()
+    b = Host(exe, tmp, 'hostB', ck).wait_up()
+    client = None
+    try:
+        client = workload(progs, kernels, shim, [a, b], 'fleet-job', 300)
+        check('adopt: the workload runs on A', bool(wait_line(client, r'round 10 ok')), a.log()[-2000:])
+        check('adopt: A holds its lease', a.wait_log(r'session fleet-job: lease claimed by host hostA'),
+              a.log()[-2000:])
+        a.stop()
+        check('adopt: A drained it and released the lease',
+              re.search(r'session fleet-job: lease released', a.log()) is not None, a.log()[-3000:])
+        ok, text = finish(client)
+        check('adopt: the workload ends exact on B', ok, text + b.log()[-3000:])
+        check('adopt: B restored it on demand for its client',
+              re.search(r'session fleet-job: adopted from the checkpoint store', b.log()) is not None and
+              re.search(r'session fleet-job: lease claimed by host hostB', b.log()) is not None, b.log()[-3000:])
+        check('adopt: B\'s session ended with its client, its lease released',
+              b.wait_log(r'session fleet-job: lease released'), b.log()[-2000:])
+    finally:
+        kill(client)
+        a.stop()
+        b.stop()
+
+
+def split_brain_case(exe, ctl, progs, shim, kernels, tmp):
+    ck = os.path.join(tmp, 'ck-split')
+    a = Host(exe, tmp, 'splitA', ck).wait_up()
+    b = Host(exe, tmp, 'splitB', ck).wait_up()
+    client = None
+    try:
+        client = workload(progs, kernels, shim, [a], 'twin', 200, hold=5)
+        check('split: the session holds on A', bool(wait_line(client, r'ready: round 5')), a.log()[-2000:])
+        r = subprocess.run([os.path.join(progs, 'e2e_basic')], env=client_env(shim, [b], 'twin'),
+                           capture_output=True, text=True, timeout=60)
+        check('split: B refuses a new session of that name, naming A',
+              r.returncode != 0 and 'session twin runs on host splitA' in (r.stdout + r.stderr),
+              (r.stdout + r.stderr)[-1500:])
+        status, msg = raw_resume(b, 'twin')
+        check('split: B refuses to adopt it while A holds it (no checkpoint yet)',
+              status != 0 and 'runs on another host' in msg, f'{status} {msg}')
+        r = a.ctl(ctl, 'sessions', 'checkpoint', 'twin')
+        check('split: A checkpoints it', r.returncode == 0, r.stdout + r.stderr)
+        time.sleep(2.2)  # B's verdict is remembered for 2 s
+        status, msg = raw_resume(b, 'twin')
+        check('split: B refuses to adopt it with its checkpoint in the store',
+              status != 0 and 'runs on another host' in msg, f'{status} {msg}')
+        check('split: B\'s worker said who holds it',
+              b.wait_log(r'session twin: host splitA holds its lease'), b.log()[-2000:])
+        client.stdin.write('go\n')
+        client.stdin.flush()
+        ok, text = finish(client)
+        check('split: A\'s session is unharmed and ends exact', ok, text)
+    finally:
+        kill(client)
+        a.stop()
+        b.stop()
+
+
+def stale_holder_case(exe, ctl, progs, shim, kernels, tmp):
+    ck = os.path.join(tmp, 'ck-stale')
+    a = Host(exe, tmp, 'staleA', ck).wait_up()
+    b = Host(exe, tmp, 'staleB', ck).wait_up()
+    client = None
+    stopped = []
+    try:
+        client = workload(progs, kernels, shim, [a, b], 'stale', 200, hold=5)
+        check('stale: the session holds on A', bool(wait_line(client, r'ready: round 5')), a.log()[-2000:])
+        r = a.ctl(ctl, 'sessions', 'checkpoint', 'stale')
+        check('stale: A checkpoints it', r.returncode == 0, r.stdout + r.stderr)
+        wpid = a.worker_pid('stale')
+        check('stale: A\'s worker is known', wpid is not None, a.log()[-2000:])
+        for pid in (a.proc.pid, wpid):
+            if pid:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+        t0 = time.monotonic()
+        client.stdin.write('go\n')
+        client.stdin.flush()
+        ok, text = finish(client)
+        check('stale: the workload ends exact on B', ok, text + b.log()[-3000:])
+        check('stale: B took it over only after A\'s lease expired',
+              re.search(r'session stale: adopted from the checkpoint store', b.log()) is not None and
+              time.monotonic() - t0 >= int(TTL) - 2, b.log()[-3000:])
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        stopped.clear()
+        check('stale: A, continued, finds its lease taken and ends its copy',
+              a.wait_log(r'session stale: host staleB claimed its lease; ending it here', timeout=30),
+              a.log()[-3000:])
+        check('stale: A left the store alone',
+              re.search(r'session stale: .*(cannot delete its checkpoint|checkpoint epoch \d+ committed)',
+                        a.log().split('claimed its lease')[-1]) is None, a.log()[-2000:])
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        kill(client)
+        a.stop()
+        b.stop()
+
+
+def race_case(exe, ctl, progs, shim, kernels, tmp):
+    ck = os.path.join(tmp, 'ck-race')
+    a = Host(exe, tmp, 'raceA', ck).wait_up()
+    client = None
+    b = c = None
+    try:
+        pb, pc = W.free_port(), W.free_port()
+        client = workload(progs, kernels, shim, [a, f'127.0.0.1:{pb}', f'127.0.0.1:{pc}'], 'race', 300)
+        check('race: the workload runs on A', bool(wait_line(client, r'round 10 ok')), a.log()[-2000:])
+        a.stop()
+        check('race: A drained it', re.search(r'session race: lease released', a.log()) is not None,
+              a.log()[-2000:])
+        b = Host(exe, tmp, 'raceB', ck, port=pb)
+        c = Host(exe, tmp, 'raceC', ck, port=pc)
+        b.wait_up()
+        c.wait_up()
+        ok, text = finish(client)
+        logs = b.log() + c.log()
+        won = len(re.findall(r'session race: lease claimed by host race[BC]', logs))
+        lost = len(re.findall(r'session race: host race[BC] holds its lease', logs))
+        check('race: exactly one of B and C restored it, the other was refused', won == 1 and lost >= 1,
+              f'won {won} lost {lost}\n' + logs[-3000:])
+        check('race: the workload ends exact', ok, text)
+    finally:
+        kill(client)
+        a.stop()
+        for h in (b, c):
+            if h:
+                h.stop()
+
+
+def store_down_case(exe, ctl, progs, shim, kernels, tmp):
+    ck = os.path.join(tmp, 'ck-down')
+    a = Host(exe, tmp, 'downA', ck).wait_up()
+    client = None
+    leases = os.path.join(ck, '.leases')
+    try:
+        client = workload(progs, kernels, shim, [a], 'down', 100000)
+        check('store down: the workload runs', bool(wait_line(client, r'round 10 ok')), a.log()[-2000:])
+        os.rename(leases, leases + '-away')
+        with open(leases, 'w') as f:
+            f.write('not a directory\n')
+        check('store down: the renewal fails, logged',
+              a.wait_log(r'session down: cannot renew its lease', timeout=10), a.log()[-2000:])
+        check('store down: once the lease is too old, calls wait',
+              a.wait_log(r'session down: its lease was not renewed in time; calls wait', timeout=15),
+              a.log()[-2000:])
+        while read_line(client.stdout, 1.0):  # what was on its way before the calls stopped
+            pass
+        line = read_line(client.stdout, 3.0)
+        check('store down: no round ends while the lease is not renewed', line is None, repr(line))
+        os.unlink(leases)
+        os.rename(leases + '-away', leases)
+        check('store down: renewed once the store is back, calls run again',
+              a.wait_log(r'session down: its lease is renewed; running calls again', timeout=10), a.log()[-2000:])
+        check('store down: the workload goes on', bool(wait_line(client, r'round \d+ ok', timeout=20)))
+        client.send_signal(signal.SIGTERM)
+        client.wait(timeout=30)
+        r = subprocess.run([os.path.join(progs, 'e2e_restart'), kernels, '30', '0'],
+                           env=client_env(shim, [a], 'down2'), capture_output=True, text=True, timeout=120)
+        check('store down: a new session afterwards ends exact', r.returncode == 0 and 'counter exact' in r.stdout,
+              (r.stdout + r.stderr)[-1500:])
+    finally:
+        if os.path.isfile(leases):
+            os.unlink(leases)
+            os.rename(leases + '-away', leases)
+        kill(client)
+        a.stop()
+
+
+def main():
+    exe, ctl, progs, shim, kernels = sys.argv[1:6]
+    only = sys.argv[6:]
+    cases = [('adopt', adopt_case), ('split', split_brain_case), ('stale', stale_holder_case),
+             ('race', race_case), ('store-down', store_down_case)]
+    tmp = tempfile.mkdtemp(prefix='lupine-fleet-')
+    try:
+        for name, fn in cases:
+            if only and name not in only:
+                continue
+            print(f'== {name}', flush=True)
+            try:
+                fn(exe, ctl, progs, shim, kernels, tmp)
+            except Exception as e:  # noqa: BLE001 - a case that raised has failed
+                check(f'{name}: ran without an exception', False, repr(e))
+    finally:
+        if check.failed:
+            print(f'logs kept in {tmp}')
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(1 if check.failed else 0)
+
+
+if __name__ == '__main__':
+    main()
