@@ -20,17 +20,22 @@
 struct lupd_fleet_cfg {
         char host_id[LUPINE_CKPT_OWNER_MAX + 1]; /* --host-id, or the host name made valid */
         int lease_ttl_s;                         /* --lease-ttl */
+        int checkpoint_interval_s;               /* --checkpoint-interval; 0: no periodic checkpoints */
 };
+
+#define LUPD_CKPT_INTERVAL_MAX_S 86400
 
 enum {
         LUPD_OPT_HOST_ID = 0x340,
         LUPD_OPT_LEASE_TTL,
+        LUPD_OPT_CKPT_INTERVAL,
 };
 
-#define LUPD_FLEET_LONG_OPTIONS                                               \
-        { "host-id", required_argument, NULL, LUPD_OPT_HOST_ID },             \
-        {                                                                     \
-                "lease-ttl", required_argument, NULL, LUPD_OPT_LEASE_TTL      \
+#define LUPD_FLEET_LONG_OPTIONS                                                     \
+        { "host-id", required_argument, NULL, LUPD_OPT_HOST_ID },                   \
+                { "lease-ttl", required_argument, NULL, LUPD_OPT_LEASE_TTL },       \
+        {                                                                           \
+                "checkpoint-interval", required_argument, NULL, LUPD_OPT_CKPT_INTERVAL \
         }
 
 /* The defaults: the host name (each byte outside [A-Za-z0-9._-] made

@@ -44,6 +44,11 @@ int lupd_fleet_parse_option(int c, const char *arg, struct lupd_fleet_cfg *f)
                         return lupd_usage_error("--lease-ttl %s: expected seconds from %d to %d", arg,
                                                 LUPD_LEASE_TTL_MIN_S, LUPD_LEASE_TTL_MAX_S);
                 return 1;
+        case LUPD_OPT_CKPT_INTERVAL:
+                if (lupd_parse_int(arg, 0, LUPD_CKPT_INTERVAL_MAX_S, &f->checkpoint_interval_s) < 0)
+                        return lupd_usage_error("--checkpoint-interval %s: expected seconds from 1 to %d, or 0 for none",
+                                                arg, LUPD_CKPT_INTERVAL_MAX_S);
+                return 1;
         default:
                 return 0;
         }
@@ -68,7 +73,14 @@ void lupd_fleet_usage(FILE *f)
 "      --lease-ttl S       a lease not renewed for S seconds may be taken over\n"
 "                          (default %d, %d to %d). A worker renews it every\n"
 "                          third of that, and runs no call once it is older\n"
-"                          than S minus %u s, the clock skew leases allow.\n",
+"                          than S minus %u s, the clock skew leases allow.\n"
+"      --checkpoint-interval S  a durable checkpoint of each session that ran\n"
+"                          calls since its last one, every S seconds, one\n"
+"                          session at a time, while it goes on (default 0:\n"
+"                          none). A host that dies without a drain then loses\n"
+"                          at most about S seconds; a client that saw calls\n"
+"                          executed after the checkpoint gets one clear error\n"
+"                          (\"stale checkpoint\") instead of older data.\n",
                 d.host_id, d.lease_ttl_s, LUPD_LEASE_TTL_MIN_S, LUPD_LEASE_TTL_MAX_S,
                 LUPINE_CKPT_LEASE_SKEW_MS / 1000u);
 }

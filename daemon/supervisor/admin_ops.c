@@ -141,6 +141,7 @@ static void admin_checkpoint(struct sup *s, int idx, const char *name)
         }
         se->ckpt_asked = true;
         se->ckpt_running = true;
+        se->ckpt_periodic = false;
         se->ckpt_started_ms = sup_now_ms();
         se->ckpt_error[0] = 0;
         lup_info("session %s: checkpoint asked for by %s (last epoch %llu); the session goes on", name,

@@ -180,19 +180,8 @@ static void conn_hello(struct sup *s, int idx)
                 conn_route(s, idx, entry, false, &fwd_hdr, fwd, hello.name);
                 return;
         }
-        /* A resuming client whose session is not here: it may be in the
-         * store, drained or left by another host (supervisor/adopt.c). */
-        if (!token_is_zero(hello.token) && s->checkpoints && sup_health_admitting(s, NULL, 0) &&
-            sup_adopt_begin(s, idx, key, hello.name))
-                return;
-        if (!token_is_zero(hello.token) && s->checkpoints && !sup_health_admitting(s, why_buf, sizeof(why_buf))) {
-                sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE,
-                               "session %s is not on this host, which admits no sessions now (%s); a lupined "
-                               "sharing the checkpoint store can restore it",
-                               hello.name, why_buf);
-                return;
-        }
-        if (!token_is_zero(hello.token) && sup_health_moved(s, key)) {
+        bool admitting = sup_health_admitting(s, why_buf, sizeof(why_buf));
+        if (!token_is_zero(hello.token) && sup_health_moved(s, key) && (!admitting || !s->checkpoints)) {
                 /* not "no longer exists": the client goes on to its other servers */
                 sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE,
                                "session %s was checkpointed and moved off this host by its GPU health watch; a "
@@ -200,11 +189,22 @@ static void conn_hello(struct sup *s, int idx)
                                hello.name);
                 return;
         }
+        /* A resuming client whose session is not here: it may be in the
+         * store, drained or left by another host (supervisor/adopt.c). */
+        if (!token_is_zero(hello.token) && s->checkpoints && admitting && sup_adopt_begin(s, idx, key, hello.name))
+                return;
+        if (!token_is_zero(hello.token) && s->checkpoints && !admitting) {
+                sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE,
+                               "session %s is not on this host, which admits no sessions now (%s); a lupined "
+                               "sharing the checkpoint store can restore it",
+                               hello.name, why_buf);
+                return;
+        }
         if (!token_is_zero(hello.token)) {
                 sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "session %s no longer exists", hello.name);
                 return;
         }
-        if (!sup_health_admitting(s, why_buf, sizeof(why_buf))) {
+        if (!admitting) {
                 sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "not admitting new sessions: %s", why_buf);
                 return;
         }

@@ -333,19 +333,23 @@ static int on_checkpointed(struct sup *s, int idx, size_t len)
                 return -EPROTO;
         }
         se->ckpt_running = false;
+        bool periodic = se->ckpt_periodic;
+        sup_periodic_done(s, idx, status);
         double secs = (double)(sup_now_ms() - se->ckpt_started_ms) / 1000.0;
         if (status == 0) {
                 se->work_started_ms = se->ckpt_started_ms;
                 sup_count_work(s, se, false);
                 se->ckpt_error[0] = 0;
                 se->stats.epoch = epoch; /* STATUS shows it now; the worker's next report says the same */
-                lup_info("session %s checkpointed at epoch %llu: %llu bytes in %.1f s", se->name,
-                         (unsigned long long)epoch, (unsigned long long)se->stats.mem, secs);
+                lup_info("session %s checkpointed%s at epoch %llu: %llu bytes in %.1f s", se->name,
+                         periodic ? " (periodic)" : "", (unsigned long long)epoch, (unsigned long long)se->stats.mem,
+                         secs);
         } else {
                 checkpoint_failure(status, se->ckpt_error, sizeof(se->ckpt_error));
-                lup_warn("session %s: checkpoint asked for not made after %.1f s: %s; its last checkpoint (epoch "
+                lup_warn("session %s: %s checkpoint not made after %.1f s: %s; its last checkpoint (epoch "
                          "%llu) stays",
-                         se->name, secs, se->ckpt_error, (unsigned long long)epoch);
+                         se->name, periodic ? "periodic" : "asked-for", secs, se->ckpt_error,
+                         (unsigned long long)epoch);
         }
         sup_status_update(s);
         return 0;

@@ -267,6 +267,7 @@ struct sup {
                 uint64_t drains, upgrades;
                 uint64_t checkpoints, checkpoint_bytes, checkpoint_ms; /* drains' and operators' checkpoints */
                 uint64_t restores, restore_bytes, restore_ms;
+                uint64_t periodic; /* --checkpoint-interval's checkpoints committed */
         } totals;
         struct lupd_op_count *ops; /* by op, summed over workers' OP_STATS (LUPD_OP_IDS; NULL: none yet) */
 };
@@ -410,6 +411,11 @@ void sup_adopt_done(struct sup *s, int idx, int32_t status, const char *why);
 void sup_adopt_forget(struct sup *s, const char *key);
 /* Kills an adoption worker that has not reported within --drain-timeout. */
 void sup_adopt_tick(struct sup *s, uint64_t now);
+
+/* supervisor/periodic.c: --checkpoint-interval asks for the next checkpoint
+ * that is due; _done takes a CHECKPOINTED verdict (any checkpoint). */
+void sup_periodic_tick(struct sup *s, uint64_t now);
+void sup_periodic_done(struct sup *s, int idx, int32_t status);
 /* Frees slot idx, or, while a recv still targets its buffer, cancels that
  * recv and lets sup_conn_on_recv() finish the job. Logs nothing: a
  * connection handed to a worker goes this way too. */

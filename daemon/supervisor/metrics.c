@@ -316,6 +316,13 @@ static void work_metrics(struct out *o, struct sup *s)
         put(o, "lupine_drains_total %llu\n", (unsigned long long)s->totals.drains);
         family(o, "lupine_upgrades_total", "counter", "upgrades (SIGHUP, lupinectl upgrade) begun");
         put(o, "lupine_upgrades_total %llu\n", (unsigned long long)s->totals.upgrades);
+        family(o, "lupine_periodic_checkpoints_total", "counter", "--checkpoint-interval's checkpoints committed");
+        put(o, "lupine_periodic_checkpoints_total %llu\n", (unsigned long long)s->totals.periodic);
+        family(o, "lupine_adoptions_total", "counter",
+               "restores from the shared store begun for a resuming client (docs/fleet.md)");
+        put(o, "lupine_adoptions_total %llu\n", (unsigned long long)s->adopt.started);
+        family(o, "lupine_adopted_sessions_total", "counter", "... that brought the session here");
+        put(o, "lupine_adopted_sessions_total %llu\n", (unsigned long long)s->adopt.adopted);
         for (int i = 0; i < 2; i++) {
                 snprintf(name, sizeof(name), "lupine_%ss_total", what[i]);
                 snprintf(help, sizeof(help), "sessions whose %s completed", what[i]);

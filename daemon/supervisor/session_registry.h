@@ -119,6 +119,9 @@ struct lupd_session {
         bool ckpt_running;        /* LUPD_CTL_CHECKPOINT sent, CHECKPOINTED not yet back */
         uint64_t ckpt_started_ms; /* CLOCK_MONOTONIC ms it was sent */
         char ckpt_error[160];     /* why the last one failed; "" after success, or while one runs */
+        bool ckpt_periodic;       /* ... the running one is --checkpoint-interval's (supervisor/periodic.c) */
+        uint64_t periodic_last_ms; /* CLOCK_MONOTONIC ms the last checkpoint ended (0: not seen yet) */
+        uint64_t periodic_calls;   /* the calls the worker had reported when the last periodic one began */
         uint8_t ctl_buf[LUPD_CTL_RECV_BUF];
         /* recvmsg state for the ring: fds arrive with HOT_MEM and HANDBACK */
         struct iovec ctl_iov;

@@ -174,7 +174,7 @@ static void tick_arm(struct sup *s)
 {
         struct io_uring_sqe *sqe;
         bool need = s->n_conns > 0 || s->stopping || s->restoring || s->watchdog_ms || sup_metrics_enabled() ||
-                    sup_health_enabled(s) || s->adopt.in_flight > 0;
+                    sup_health_enabled(s) || s->adopt.in_flight > 0 || s->cfg->fleet.checkpoint_interval_s > 0;
 
         for (int i = 0; i < s->n_listeners && !need; i++)
                 need = s->listeners[i].paused;
@@ -212,6 +212,7 @@ static void on_tick(struct sup *s)
         else
                 sup_health_tick(s, now);
         sup_adopt_tick(s, now);
+        sup_periodic_tick(s, now);
         if (!s->stopping)
                 return;
 

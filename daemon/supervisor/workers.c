@@ -61,6 +61,11 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
                 snprintf(a->log_file, sizeof(a->log_file), "--log-file=%s", cfg->log_file);
                 a->argv[n++] = a->log_file;
         }
+        /* the workers' lines go where the supervisor's go */
+        if (cfg->log_target == LUPD_LOG_TARGET_JOURNAL)
+                a->argv[n++] = "--log-target=journal";
+        else if (cfg->log_target == LUPD_LOG_TARGET_STDERR)
+                a->argv[n++] = "--log-target=stderr";
         if (cfg->checkpoint_dir[0]) {
                 snprintf(a->ckpt, sizeof(a->ckpt), "--checkpoint-dir=%s", cfg->checkpoint_dir);
                 a->argv[n++] = a->ckpt;

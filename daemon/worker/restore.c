@@ -459,9 +459,12 @@ int lupw_restore(struct lupw_session *s, const char *name)
         if (rc < 0)
                 return rc;
         rc = s->ckpt.ops->load_begin(s->ckpt.inst, name, 0, &r.ld, &epoch);
+        if (rc == -ENOENT) { /* a client resumed a session no host checkpointed (supervisor/adopt.c) */
+                lup_info("session %s: no committed checkpoint of it in the store", name);
+                return rc;
+        }
         if (rc < 0) {
-                lup_err("session %s cannot be restored: %s", name,
-                        rc == -ENOENT ? "no committed checkpoint" : s->ckpt.ops->last_error(s->ckpt.inst));
+                lup_err("session %s cannot be restored: %s", name, s->ckpt.ops->last_error(s->ckpt.inst));
                 return rc;
         }
         rc = read_object(&r, "manifest", 0, LUP_CKPT_MANIFEST_MAX, &man, &len);

@@ -24,6 +24,11 @@ that no launch was lost or run twice. Cases:
      the worker cannot renew, and once the lease is too old no call runs;
      the store comes back, the renewal succeeds, calls run again and the
      workload ends exact.
+  6. periodic checkpoints (--checkpoint-interval 1): a running session is
+     checkpointed, once more after its last call, then not again while
+     idle; after a SIGKILL of A, B adopts it and the client, which did
+     nothing since, ends exact. A client that saw calls executed after the
+     last checkpoint gets one clear error ("stale checkpoint").
 
 Exit 0 on pass, 1 on failure (naming the case).
 """
@@ -328,11 +333,79 @@ def store_down_case(exe, ctl, progs, shim, kernels, tmp):
         a.stop()
 
 
+def kill_host(h, session):
+    """SIGKILL of a whole host: its supervisor and the session's worker."""
+    wpid = h.worker_pid(session)
+    for pid in (h.proc.pid, wpid):
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    h.proc.wait(timeout=30)
+
+
+def periodic_case(exe, ctl, progs, shim, kernels, tmp):
+    ck = os.path.join(tmp, 'ck-periodic')
+    pb = W.free_port()
+    a = Host(exe, tmp, 'perA', ck, args=['--checkpoint-interval', '1']).wait_up()
+    b = None
+    client = None
+    try:
+        client = workload(progs, kernels, shim, [a, f'127.0.0.1:{pb}'], 'per', 200, hold=8)
+        check('periodic: the session holds on A', bool(wait_line(client, r'ready: round 8')), a.log()[-2000:])
+        n0 = a.log().count('session per checkpointed (periodic)')
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline and a.log().count('session per checkpointed (periodic)') == n0:
+            time.sleep(0.1)
+        n1 = a.log().count('session per checkpointed (periodic)')
+        check('periodic: A checkpoints it after its last call', n1 == n0 + 1, a.log()[-2000:])
+        time.sleep(2.5)
+        check('periodic: an idle session is not checkpointed again',
+              a.log().count('session per checkpointed (periodic)') == n1, a.log()[-2000:])
+        kill_host(a, 'per')
+        b = Host(exe, tmp, 'perB', ck, port=pb).wait_up()
+        client.stdin.write('go\n')
+        client.stdin.flush()
+        ok, text = finish(client)
+        check('periodic: after a SIGKILL of A, B adopts the last periodic checkpoint; the client had done '
+              'nothing since, and ends exact', ok, text + b.log()[-3000:])
+    finally:
+        kill(client)
+        a.stop()
+        if b:
+            b.stop()
+
+
+def periodic_stale_case(exe, ctl, progs, shim, kernels, tmp):
+    ck = os.path.join(tmp, 'ck-periodic2')
+    pb = W.free_port()
+    a = Host(exe, tmp, 'per2A', ck, args=['--checkpoint-interval', '1']).wait_up()
+    b = None
+    client = None
+    try:
+        client = workload(progs, kernels, shim, [a, f'127.0.0.1:{pb}'], 'per2', 100000)
+        check('periodic stale: the workload runs on A', bool(wait_line(client, r'round 10 ok')), a.log()[-2000:])
+        check('periodic stale: A checkpoints it while it runs',
+              a.wait_log(r'session per2 checkpointed \(periodic\)', timeout=10), a.log()[-2000:])
+        kill_host(a, 'per2')
+        b = Host(exe, tmp, 'per2B', ck, port=pb).wait_up()
+        out, err = client.communicate(timeout=120)
+        check('periodic stale: the client, which saw calls executed after that checkpoint, gets one clear '
+              'error', client.returncode != 0 and 'stale checkpoint' in err, (out + err)[-2000:] + b.log()[-2000:])
+    finally:
+        kill(client)
+        a.stop()
+        if b:
+            b.stop()
+
+
 def main():
     exe, ctl, progs, shim, kernels = sys.argv[1:6]
     only = sys.argv[6:]
     cases = [('adopt', adopt_case), ('split', split_brain_case), ('stale', stale_holder_case),
-             ('race', race_case), ('store-down', store_down_case)]
+             ('race', race_case), ('store-down', store_down_case), ('periodic', periodic_case),
+             ('periodic-stale', periodic_stale_case)]
     tmp = tempfile.mkdtemp(prefix='lupine-fleet-')
     try:
         for name, fn in cases:

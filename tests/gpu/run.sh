@@ -24,6 +24,10 @@
 #             nvidia-smi and the local driver; a thermal limit below the
 #             temperature drains a session that a second lupined restores
 #             (tests/gpu/ops.sh)
+#   fleet     issue 17: two lupined on the one GPU as two hosts on one
+#             checkpoint store: adoption after a SIGKILL with periodic
+#             checkpoints, a twin refused, a 4 GiB session adopted after a
+#             drain (tests/gpu/fleet.sh)
 #   nvml      issue 16: the real nvidia-smi (plain, -L, -q, --query-gpu, dmon),
 #             pynvml and PyTorch's NVML calls, locally and through lupine's
 #             libnvidia-ml.so.1 (tests/gpu/nvml.sh)
@@ -38,7 +42,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 shift 2>/dev/null || true
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core runtime families model ops nvml visible tls bench)
+[ ${#parts[@]} -gt 0 ] || parts=(core runtime families model ops fleet nvml visible tls bench)
 LOG=${OUT:-/tmp}/gpu-run.log
 : > "$LOG"
 pass=0
@@ -188,6 +192,12 @@ part_ops() {
         grep -h "lupine ops:" "$LOG" | tail -n 1
 }
 
+part_fleet() {
+        step "two lupined as two hosts: leases, adoption after SIGKILL and after a drain (tests/gpu/fleet.sh)" \
+                tests/gpu/fleet.sh "$BUILD"
+        grep -h "lupine fleet:" "$LOG" | tail -n 1
+}
+
 part_bench() {
         if [ -z "${LUPINE_GPU_NO_BENCH:-}" ]; then
                 echo "=== benchmarks (local driver vs lupine, same job)" | tee -a "$LOG"
@@ -197,8 +207,8 @@ part_bench() {
 
 for part in "${parts[@]}"; do
         case $part in
-        core | runtime | families | model | ops | nvml | visible | tls | bench) ;;
-        *) echo "run.sh: unknown part '$part' (parts: core runtime families model ops nvml visible tls bench)"; exit 2 ;;
+        core | runtime | families | model | ops | fleet | nvml | visible | tls | bench) ;;
+        *) echo "run.sh: unknown part '$part' (parts: core runtime families model ops fleet nvml visible tls bench)"; exit 2 ;;
         esac
 done
 for part in "${parts[@]}"; do
