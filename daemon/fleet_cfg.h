@@ -14,8 +14,8 @@
 
 #define LUPD_LEASE_TTL_DEFAULT_S 15
 /* a lease must outlast three renewals and the clock skew it tolerates */
-#define LUPD_LEASE_TTL_MIN_S 7
-#define LUPD_LEASE_TTL_MAX_S (LUPINE_CKPT_LEASE_TTL_MAX_MS / 1000)
+#define LUPD_LEASE_TTL_MIN_S     7
+#define LUPD_LEASE_TTL_MAX_S     (LUPINE_CKPT_LEASE_TTL_MAX_MS / 1000)
 
 struct lupd_fleet_cfg {
         char host_id[LUPINE_CKPT_OWNER_MAX + 1]; /* --host-id, or the host name made valid */
@@ -31,10 +31,10 @@ enum {
         LUPD_OPT_CKPT_INTERVAL,
 };
 
-#define LUPD_FLEET_LONG_OPTIONS                                                     \
-        { "host-id", required_argument, NULL, LUPD_OPT_HOST_ID },                   \
-                { "lease-ttl", required_argument, NULL, LUPD_OPT_LEASE_TTL },       \
-        {                                                                           \
+#define LUPD_FLEET_LONG_OPTIONS                                                        \
+        { "host-id", required_argument, NULL, LUPD_OPT_HOST_ID },                      \
+                { "lease-ttl", required_argument, NULL, LUPD_OPT_LEASE_TTL },          \
+        {                                                                              \
                 "checkpoint-interval", required_argument, NULL, LUPD_OPT_CKPT_INTERVAL \
         }
 

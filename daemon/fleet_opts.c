@@ -46,8 +46,9 @@ int lupd_fleet_parse_option(int c, const char *arg, struct lupd_fleet_cfg *f)
                 return 1;
         case LUPD_OPT_CKPT_INTERVAL:
                 if (lupd_parse_int(arg, 0, LUPD_CKPT_INTERVAL_MAX_S, &f->checkpoint_interval_s) < 0)
-                        return lupd_usage_error("--checkpoint-interval %s: expected seconds from 1 to %d, or 0 for none",
-                                                arg, LUPD_CKPT_INTERVAL_MAX_S);
+                        return lupd_usage_error(
+                                "--checkpoint-interval %s: expected seconds from 1 to %d, or 0 for none", arg,
+                                LUPD_CKPT_INTERVAL_MAX_S);
                 return 1;
         default:
                 return 0;

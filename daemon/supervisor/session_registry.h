@@ -115,11 +115,11 @@ struct lupd_session {
         uint64_t drain_deadline;  /* ... killed if not done by then (CLOCK_MONOTONIC ms) */
         uint64_t work_started_ms; /* DRAIN sent, or the restore worker started (CLOCK_MONOTONIC ms) */
         /* a checkpoint the operator asked for (ADMIN CHECKPOINT) */
-        bool ckpt_asked;          /* ever: STATUS then carries last_checkpoint_error */
-        bool ckpt_running;        /* LUPD_CTL_CHECKPOINT sent, CHECKPOINTED not yet back */
-        uint64_t ckpt_started_ms; /* CLOCK_MONOTONIC ms it was sent */
-        char ckpt_error[160];     /* why the last one failed; "" after success, or while one runs */
-        bool ckpt_periodic;       /* ... the running one is --checkpoint-interval's (supervisor/periodic.c) */
+        bool ckpt_asked;           /* ever: STATUS then carries last_checkpoint_error */
+        bool ckpt_running;         /* LUPD_CTL_CHECKPOINT sent, CHECKPOINTED not yet back */
+        uint64_t ckpt_started_ms;  /* CLOCK_MONOTONIC ms it was sent */
+        char ckpt_error[160];      /* why the last one failed; "" after success, or while one runs */
+        bool ckpt_periodic;        /* ... the running one is --checkpoint-interval's (supervisor/periodic.c) */
         uint64_t periodic_last_ms; /* CLOCK_MONOTONIC ms the last checkpoint ended (0: not seen yet) */
         uint64_t periodic_calls;   /* the calls the worker had reported when the last periodic one began */
         uint8_t ctl_buf[LUPD_CTL_RECV_BUF];

@@ -76,8 +76,7 @@ static int renew_once(struct lupw_session *s, struct lupine_ckpt_instance *inst)
         memset(&got, 0, sizeof(got));
         int rc = s->ckpt.ops->lease_renew(inst, s->name, s->cfg->fleet.host_id, l->token, l->ttl_ms, &got);
         if (rc == 0) {
-                atomic_store(&l->valid_until_ns,
-                             t0 + ((uint64_t)l->ttl_ms - LUPINE_CKPT_LEASE_SKEW_MS) * 1000000ull);
+                atomic_store(&l->valid_until_ns, t0 + ((uint64_t)l->ttl_ms - LUPINE_CKPT_LEASE_SKEW_MS) * 1000000ull);
                 if (l->said_failing)
                         lup_info("session %s: its lease is renewed again", s->name);
                 l->said_failing = false;
@@ -194,8 +193,8 @@ int lupw_lease_claim(struct lupw_session *s)
         }
         l->token = got.token;
         l->on = true;
-        lup_info("session %s: lease claimed by host %s (token %" PRIu64 ", %u s)", s->name,
-                 s->cfg->fleet.host_id, l->token, l->ttl_ms / 1000u);
+        lup_info("session %s: lease claimed by host %s (token %" PRIu64 ", %u s)", s->name, s->cfg->fleet.host_id,
+                 l->token, l->ttl_ms / 1000u);
         rc = start_renewing(s);
         if (rc < 0) {
                 (void)s->ckpt.ops->lease_release(s->ckpt.inst, s->name, s->cfg->fleet.host_id, l->token);

@@ -13,14 +13,14 @@
 struct lupw_session;
 
 struct lupw_lease {
-        bool on;                          /* the provider has leases, and this session holds one */
-        uint64_t token;                   /* the fencing token of our claim */
-        uint32_t ttl_ms;                  /* --lease-ttl */
-        _Atomic uint64_t valid_until_ns;  /* CLOCK_MONOTONIC: no call runs after this unless renewed */
-        atomic_bool lost;                 /* another host claimed it since: the session is not ours */
-        bool held;                        /* main thread: input waits for a renewal (worker/loop.c) */
-        bool release_at_end;              /* the worker releases it as it exits (see lupw_lease_end) */
-        int efd;                          /* eventfd the renewing thread writes after each try; -1 */
+        bool on;                                /* the provider has leases, and this session holds one */
+        uint64_t token;                         /* the fencing token of our claim */
+        uint32_t ttl_ms;                        /* --lease-ttl */
+        _Atomic uint64_t valid_until_ns;        /* CLOCK_MONOTONIC: no call runs after this unless renewed */
+        atomic_bool lost;                       /* another host claimed it since: the session is not ours */
+        bool held;                              /* main thread: input waits for a renewal (worker/loop.c) */
+        bool release_at_end;                    /* the worker releases it as it exits (see lupw_lease_end) */
+        int efd;                                /* eventfd the renewing thread writes after each try; -1 */
         char holder[LUPINE_CKPT_OWNER_MAX + 1]; /* -EBUSY or lost: the other host */
         int64_t holder_until_ms;                /* ... its lease's expiry (wall clock) */
         /* the renewing thread, with a provider instance of its own */

@@ -61,12 +61,13 @@ cpid=$!
 exec 3>"$OUTDIR/go"
 if wait_log "$OUTDIR/work.remote.out" "ready: round $hold" 120; then
         n0=$(count "$OUTDIR/a.log" "session fleet-job checkpointed \(periodic\)")
-        if wait_log "$OUTDIR/a.log" "session fleet-job: lease claimed by host gpuA" 1 && [ "$n0" -ge 1 ]; then
-                ok "A runs the session, holds its lease, checkpoints it every 2 s ($n0 so far)"
+        for _ in $(seq 60); do [ "$(count "$OUTDIR/a.log" "session fleet-job checkpointed \(periodic\)")" -gt "$n0" ] && break; sleep 0.1; done
+        if wait_log "$OUTDIR/a.log" "session fleet-job: lease claimed by host gpuA" 1 &&
+                [ "$(count "$OUTDIR/a.log" "session fleet-job checkpointed \(periodic\)")" -gt "$n0" ]; then
+                ok "A runs the session, holds its lease, and checkpointed it (periodic, 2 s) after its last call"
         else
                 bad "A's lease or periodic checkpoints" "$OUTDIR/a.log"
         fi
-        for _ in $(seq 60); do [ "$(count "$OUTDIR/a.log" "session fleet-job checkpointed \(periodic\)")" -gt "$n0" ] && break; sleep 0.1; done
         wpid=$(worker_of "$OUTDIR/a.log" fleet-job)
         kill -KILL "$a_pid" ${wpid:+"$wpid"} 2>/dev/null
         t0=$(date +%s.%N)
