@@ -29,9 +29,11 @@ that no launch was lost or run twice. Cases:
      idle; after a SIGKILL of A, B adopts it and the client, which did
      nothing since, ends exact. A client that saw calls executed after the
      last checkpoint gets one clear error ("stale checkpoint").
+  7. the example provider: a session outlives several lease renewals.
 
 Exit 0 on pass, 1 on failure (naming the case).
 """
+import glob
 import os
 import re
 import secrets
@@ -400,12 +402,47 @@ def periodic_stale_case(exe, ctl, progs, shim, kernels, tmp):
             b.stop()
 
 
+def example_renew_case(exe, ctl, progs, shim, kernels, tmp):
+    """The example provider (leases in memory): a session that outlives
+    several renewals keeps its lease (the renewing thread's own instance
+    sees the main instance's leases)."""
+    prov = sorted(glob.glob(os.path.join(progs, 'providers', 'liblupine-example-provider.so*')))
+    check('example provider: built', bool(prov))
+    if not prov:
+        return
+    port = W.free_port()
+    logp = os.path.join(tmp, 'example.log')
+    env = {k: v for k, v in os.environ.items() if k not in ('LD_LIBRARY_PATH', 'NOTIFY_SOCKET', 'LISTEN_FDS')}
+    with open(logp, 'ab') as log:
+        d = subprocess.Popen([exe, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--checkpoint-provider',
+                              prov[0], '--checkpoint-config', '256,reserve', '--lease-ttl', TTL], stdout=log,
+                             stderr=log, env=env)
+    try:
+        check('example provider: lupined starts', W.wait_port(port, d, 20))
+        r = subprocess.run([os.path.join(progs, 'e2e_restart'), kernels, '300', '20'],
+                           env=client_env(shim, [f'127.0.0.1:{port}'], 'ex-renew'), capture_output=True, text=True,
+                           timeout=120)
+        deadline = time.monotonic() + 15  # the worker releases the lease as it ends, after its client
+        while True:
+            with open(logp) as f:
+                text = f.read()
+            if 'lease released' in text or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        check('example provider: a session through several renewals ends exact, its lease kept',
+              r.returncode == 0 and 'counter exact' in r.stdout and 'claimed its lease' not in text and
+              'lease released' in text, (r.stdout + r.stderr)[-1500:] + text[-1500:])
+    finally:
+        d.terminate()
+        d.wait(timeout=60)
+
+
 def main():
     exe, ctl, progs, shim, kernels = sys.argv[1:6]
     only = sys.argv[6:]
     cases = [('adopt', adopt_case), ('split', split_brain_case), ('stale', stale_holder_case),
              ('race', race_case), ('store-down', store_down_case), ('periodic', periodic_case),
-             ('periodic-stale', periodic_stale_case)]
+             ('periodic-stale', periodic_stale_case), ('example-renew', example_renew_case)]
     tmp = tempfile.mkdtemp(prefix='lupine-fleet-')
     try:
         for name, fn in cases:

@@ -5,8 +5,9 @@
  * lease object's version, a conditional PUT, a transaction); here one
  * mutex around a read-modify-write of a table plays that part.
  *
- * The table lives in a MAP_SHARED anonymous mapping made at open, so the
- * processes forked after open share it, as hosts share a store: that is
+ * The table lives in a MAP_SHARED anonymous mapping made at the first open
+ * in a process, so every instance of the process and the processes forked
+ * after it share it, as hosts share a store: that is
  * how the tests race several processes for one lease. The mutex is
  * process-shared and robust: a process that dies holding it leaves it
  * usable (each change is one struct assignment, so the table is never
@@ -40,26 +41,52 @@ static int64_t now_unix_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* One table per process, whatever the number of instances: lupined opens
+ * a second instance in each worker to renew the lease from a thread, and
+ * instances of one configuration must see the same leases, as hosts on
+ * one store do (docs/providers.md). */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ex_leases *table;
+static unsigned table_refs;
+
 struct ex_leases *ex_leases_new(void)
 {
         pthread_mutexattr_t a;
         struct ex_leases *t;
 
+        pthread_mutex_lock(&table_lock);
+        if (table) {
+                table_refs++;
+                t = table;
+                pthread_mutex_unlock(&table_lock);
+                return t;
+        }
         t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (t == MAP_FAILED)
+        if (t == MAP_FAILED) {
+                pthread_mutex_unlock(&table_lock);
                 return NULL;
+        }
         pthread_mutexattr_init(&a);
         pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
         pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
         pthread_mutex_init(&t->mu, &a);
         pthread_mutexattr_destroy(&a);
+        table = t;
+        table_refs = 1;
+        pthread_mutex_unlock(&table_lock);
         return t;
 }
 
 void ex_leases_free(struct ex_leases *t)
 {
-        if (t)
+        if (!t)
+                return;
+        pthread_mutex_lock(&table_lock);
+        if (t == table && --table_refs == 0) {
                 munmap(t, sizeof(*t));
+                table = NULL;
+        }
+        pthread_mutex_unlock(&table_lock);
 }
 
 static void lock(struct ex_leases *t)
