@@ -21,7 +21,8 @@
  *    outside any lock and then links it in under the save's lock; a commit
  *    sorts the extents and checks that they tile each object; a read only
  *    looks, so it needs no lock at all;
- *  - optionally (config "MIB,reserve"), memory reserved when it is opened:
+ *  - optionally (config "MIB,reserve"), memory reserved when it is opened
+ *    (by the first instance open in a process; the others have none):
  *    a pool of blocks, touched up front, that large writes are copied
  *    into. Page faults then cost nothing during a save, which is how the
  *    benchmarks measure lupine's own checkpoint path to host memory
@@ -41,6 +42,7 @@
  *        -Wl,--version-script=provider.map -o libexample.so
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -256,6 +258,8 @@ static struct object *find_object(struct checkpoint *c, const char *name)
 
 /* ---- instance */
 
+static atomic_int pools_open; /* instances of this process with a reserved pool: 0 or 1 */
+
 static int ex_open(const char *config, struct lupine_ckpt_instance **ret)
 {
         /* memory needs no address; config may give the per-save limit in
@@ -283,7 +287,16 @@ static int ex_open(const char *config, struct lupine_ckpt_instance **ret)
                         return -EINVAL;
                 }
                 inst->max_save = mib << 20;
+                /* One pool per process: lupined's worker opens a second
+                 * instance only to renew its lease, which never saves,
+                 * and reserving (and touching) the memory twice would
+                 * double what a session costs. */
+                if (reserve && atomic_fetch_add(&pools_open, 1) != 0) {
+                        atomic_fetch_sub(&pools_open, 1);
+                        reserve = false;
+                }
                 if (reserve && !(inst->pool = pool_reserve(inst->max_save))) {
+                        atomic_fetch_sub(&pools_open, 1);
                         ex_leases_free(inst->leases);
                         pthread_mutex_destroy(&inst->err_mu);
                         free(inst);
@@ -305,6 +318,8 @@ static void ex_close(struct lupine_ckpt_instance *inst)
         }
         /* a load still open would keep its checkpoint, and so its blocks:
          * the daemon ends every load before it closes */
+        if (inst->pool)
+                atomic_fetch_sub(&pools_open, 1);
         pool_release(inst->pool);
         ex_leases_free(inst->leases);
         pthread_mutex_destroy(&inst->err_mu);
