@@ -76,6 +76,12 @@ static void usage(FILE *f)
                    "                         Waits until lupined has exited (a progress bar on a\n"
                    "                         terminal), then says how many sessions were checkpointed\n"
                    "                         and lost; exit 1 when one was lost\n"
+                   "  migrate NAME --to HOST:PORT\n"
+                   "                         move a session to the lupined at HOST:PORT, which shares\n"
+                   "                         this host's checkpoint store: a durable checkpoint (a\n"
+                   "                         progress bar on a terminal), then its client reconnects\n"
+                   "                         there and that host restores it (docs/fleet.md); says\n"
+                   "                         the bytes and the pause; exit 1 when it failed\n"
                    "  upgrade                zero-disconnect upgrade (as systemctl reload / SIGHUP):\n"
                    "                         every session is drained and checkpointed with its memory\n"
                    "                         kept on the GPU and its client connection open, then\n"
@@ -139,6 +145,8 @@ static int run(struct ctl_opts *o, int argc, char **argv)
                 return ctl_log(o, argc, argv);
         if (strcmp(cmd, "bench") == 0)
                 return ctl_bench(o, argc, argv);
+        if (strcmp(cmd, "migrate") == 0)
+                return ctl_migrate(o, argc, argv);
         if (strcmp(cmd, "drain") == 0 && argc == 1)
                 return ctl_drain(o);
         if (strcmp(cmd, "upgrade") == 0 && argc == 1)

@@ -47,6 +47,8 @@ int ctl_simple(const struct ctl_opts *o, uint16_t cmd, const char *what);
 int ctl_checkpoint(const struct ctl_opts *o, const char *name);
 /* drain, followed until lupined exits (ctl_ckpt.c) */
 int ctl_drain(const struct ctl_opts *o);
+/* migrate NAME --to TARGET (cli/ctl_migrate.c) */
+int ctl_migrate(const struct ctl_opts *o, int argc, char **argv);
 
 struct lup_admin_status;
 /* STATUS, read: *ret_text (the JSON) and *ret_st, both the caller's to

@@ -142,7 +142,9 @@ enum lupd_ctl_type {
         LUPD_CTL_HEARTBEAT = 16,
         LUPD_CTL_CHECKPOINT = 17,
         LUPD_CTL_CHECKPOINTED = 18,
-        LUPD_CTL_OP_STATS = 19, /* calls, bytes and latency by op: daemon/op_stats.h */
+        LUPD_CTL_OP_STATS = 19,   /* calls, bytes and latency by op: daemon/op_stats.h */
+        LUPD_CTL_MIGRATE_TO = 20, /* supervisor -> worker, before a DRAIN: u32 type, then 1..LUP_GOODBYE_TO_MAX
+                                   * bytes: the endpoint the drain's GOODBYE names (lupinectl migrate) */
 };
 
 /* LUPD_CTL_HEARTBEAT (worker -> supervisor), every --health-interval from

@@ -470,8 +470,7 @@ static int read_frame(uint8_t *hb, size_t got, const char **why)
         }
         note_ack(h.ctx);
         if (h.op == LUP_OP_GOODBYE) {
-                snprintf(conn.goodbye_why, sizeof(conn.goodbye_why), "server is going away, executed up to %llu",
-                         (unsigned long long)h.ctx);
+                lupc_goodbye_read(&h);
                 *why = conn.goodbye_why;
                 return -ECONNRESET;
         }

@@ -73,7 +73,8 @@ struct lupc_conn {
         _Atomic uint64_t acked;         /* the server executed everything up to here */
         uint64_t lost_at_ns;            /* under recv_lock */
         char lost_why[160];             /* under recv_lock */
-        char goodbye_why[96];           /* written by the reader role only */
+        char goodbye_why[160];          /* written by the reader role only */
+        char moved_to[LUP_GOODBYE_TO_MAX + 1]; /* a GOODBYE named this endpoint: tried first; under recv_lock */
         uint32_t driver_version;
         int backend;
         uint8_t token[LUP_TOKEN_SIZE];  /* proves the session is ours on resume */
@@ -140,6 +141,10 @@ int lupc_read_one_frame(const char **why);
  * when none has, or -errno as lupc_read_one_frame. */
 int lupc_read_frame_if_any(const char **why);
 void lupc_reconnect(void);
+/* A server's GOODBYE frame h (its header read, its payload not yet): notes
+ * where a migrating session went (conn.moved_to, tried first by
+ * lupc_reconnect) and the reason in conn.goodbye_why. Reader role. */
+void lupc_goodbye_read(const struct lup_hdr *h);
 void lupc_unlink_waiter_locked(struct lupc_waiter *me);
 
 uint32_t lupc_my_lane(void);

@@ -28,6 +28,7 @@ struct resume_attempt {
         uint64_t deadline_ns;
         uint64_t executed;              /* N, once resumed */
         size_t resent;
+        bool moved_to; /* trying the endpoint a GOODBYE named: "gone" there is not final */
         char last_error[400];
 };
 
@@ -235,7 +236,7 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
                  * from the replay buffer once acknowledged): no later try
                  * can make it whole, so the calls fail now, not after
                  * LUPINE_RECONNECT_TIMEOUT (docs/sessions.md). */
-                if (rep.status == CUDA_ERROR_DEVICE_UNAVAILABLE &&
+                if (rep.status == CUDA_ERROR_DEVICE_UNAVAILABLE && !ra->moved_to &&
                     (strstr(rep.msg, "no longer exists") || strstr(rep.msg, "stale checkpoint"))) {
                         session_lost("lupined at %s says: %s", ep->text, rep.msg);
                         return SESSION_LOST;
@@ -284,6 +285,54 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
         return RESUMED;
 }
 
+void lupc_goodbye_read(const struct lup_hdr *h)
+{
+        /* a migrating session's GOODBYE names where it went */
+        uint8_t to[2 + LUP_GOODBYE_TO_MAX];
+        uint16_t n = 0;
+        if (h->len >= 2 && h->len <= sizeof(to) && lupt_read_full(&conn.link, to, h->len) == 0)
+                n = lup_le16(to);
+        if (n && 2u + n == h->len && !memchr(to + 2, 0, n) && !memchr(to + 2, ',', n)) {
+                pthread_mutex_lock(&conn.recv_lock);
+                memcpy(conn.moved_to, to + 2, n);
+                conn.moved_to[n] = 0;
+                pthread_mutex_unlock(&conn.recv_lock);
+                snprintf(conn.goodbye_why, sizeof(conn.goodbye_why), "the session moves to %.120s", conn.moved_to);
+        } else {
+                snprintf(conn.goodbye_why, sizeof(conn.goodbye_why), "server is going away, executed up to %llu",
+                         (unsigned long long)h->ctx);
+        }
+}
+
+/* The endpoint the server's last GOODBYE named (lupinectl migrate), before
+ * the LUPINE_SERVER list. Only with the transport the list uses: a client
+ * of tls:// servers never sends its session token in the clear. A refusal
+ * there is never final (the target may not share the store): the list
+ * comes next, and the source can take the session back. */
+static int try_moved_to(struct resume_attempt *ra)
+{
+        char to[LUP_GOODBYE_TO_MAX + 1];
+        struct lup_endpoint ep;
+        static bool warned;
+
+        pthread_mutex_lock(&conn.recv_lock);
+        snprintf(to, sizeof(to), "%s", conn.moved_to);
+        pthread_mutex_unlock(&conn.recv_lock);
+        if (!to[0] || lup_endpoint_parse(to, &ep) < 0)
+                return -ENOENT;
+        if (lupc_tcfg.first && !ep.tls) {
+                if (!warned)
+                        lup_warn("the server moved session %s to %s, which is not tls://; not following it", conn.name,
+                                 to);
+                warned = true;
+                return -ENOENT;
+        }
+        ra->moved_to = true;
+        int rc = try_resume(&ep, ra);
+        ra->moved_to = false;
+        return rc;
+}
+
 /* The reconnect loop, run by exactly one thread (it holds the reader role,
  * no lock): attempt i waits uniform(0, min(10 s, 100 ms x 2^i)) (full
  * jitter), then tries every endpoint in order, until the session is resumed,
@@ -312,7 +361,9 @@ void lupc_reconnect(void)
                 sleep_ns(wait < ra.deadline_ns - now ? wait : ra.deadline_ns - now);
                 if (lup_now_ns() >= ra.deadline_ns)
                         break;
-                int rc = lupc_for_each_endpoint(try_resume, &ra, tried, sizeof(tried));
+                int rc = try_moved_to(&ra);
+                if (rc != RESUMED && rc != SESSION_LOST)
+                        rc = lupc_for_each_endpoint(try_resume, &ra, tried, sizeof(tried));
                 if (rc == SESSION_LOST)
                         return;
                 if (rc == RESUMED) {

@@ -40,7 +40,10 @@ struct lup_hdr {
 /* control ops (0..255) */
 enum lup_ctl_op {
         LUP_OP_HELLO       = 1,  /* first frame of every connection */
-        LUP_OP_GOODBYE     = 2,  /* orderly close, or server going away */
+        LUP_OP_GOODBYE = 2,      /* orderly close, or server going away; from the server it
+                                  * may carry u16 n, n bytes: the endpoint the session
+                                  * went to (lupinectl migrate), which the client tries
+                                  * first when it reconnects (LUP_GOODBYE_TO_MAX bytes) */
         LUP_OP_PING        = 3,  /* heartbeat; sync */
         LUP_OP_ADMIN       = 4,  /* operator request, first frame instead of HELLO;
                                   * UNIX sockets only; see "ADMIN" below */
@@ -245,8 +248,14 @@ enum lup_admin_cmd {
         LUP_ADMIN_CONFIG_SET = 7,  /* argument "KEY=VALUE" */
         LUP_ADMIN_DIAG = 8,        /* checks, as JSON (lupinectl diag) */
         LUP_ADMIN_CHECKPOINT = 9,  /* argument NAME: a durable checkpoint of that session now */
+        LUP_ADMIN_MIGRATE = 10,    /* argument "NAME TARGET": move the session to the lupined at TARGET
+                                    * (an endpoint, as in LUPINE_SERVER) through the shared store */
+        LUP_ADMIN_MIGRATION = 11,  /* argument NAME: how its last migration went, one line:
+                                    * "running DONE TOTAL", "done EPOCH BYTES MS TARGET" or
+                                    * "failed WHY"; ENOENT when none is known */
 };
 #define LUP_ADMIN_MAX_TEXT 65535u /* what a u16 prefix can carry */
+#define LUP_GOODBYE_TO_MAX 255u   /* a GOODBYE's endpoint */
 
 #define LUP_LAUNCH_COOPERATIVE 1u
 #define LUP_MAX_PARAMS 4096u

@@ -274,6 +274,12 @@ bool sup_admin_ops_run(struct sup *s, int idx, uint16_t cmd, const char *arg)
         case LUP_ADMIN_CHECKPOINT:
                 admin_checkpoint(s, idx, arg);
                 return true;
+        case LUP_ADMIN_MIGRATE:
+                sup_admin_migrate(s, idx, arg);
+                return true;
+        case LUP_ADMIN_MIGRATION:
+                sup_admin_migration(s, idx, arg);
+                return true;
         default:
                 return false;
         }

@@ -143,11 +143,36 @@ enum verdict {
         OWN_ERROR
 };
 
+/* A migration's verdict, for ADMIN MIGRATION and the metrics. */
+static void migration_end(struct sup *s, const struct lupd_session *se, bool ok, const char *why)
+{
+        for (unsigned i = 0; i < SUP_MIGRATIONS; i++) {
+                struct sup_migration *m = &s->migrate.rec[i];
+                if (m->state != SUP_MIGRATION_RUNNING || strcmp(m->name, se->name) != 0)
+                        continue;
+                m->ms = sup_now_ms() - m->started_ms;
+                m->bytes = se->stats.mem;
+                m->state = ok ? SUP_MIGRATION_DONE : SUP_MIGRATION_FAILED;
+                snprintf(m->why, sizeof(m->why), "%s", why ? why : "");
+                if (ok) {
+                        s->migrate.done++;
+                        s->migrate.bytes += m->bytes;
+                        s->migrate.ms += m->ms;
+                        lup_info("session %s: migration to %s: %.2f GiB checkpointed in %.2f s; its client goes there",
+                                 se->name, m->target, m->bytes / 1073741824.0, m->ms / 1000.0);
+                } else {
+                        lup_warn("session %s: migration to %s failed: %s", se->name, m->target, m->why);
+                }
+        }
+}
+
 static void drain_verdict(struct sup *s, int idx, enum verdict v, const char *why)
 {
         struct lupd_session *se = &s->reg.s[idx];
 
         se->drain_done = true;
+        if (se->migrating)
+                migration_end(s, se, v == CHECKPOINTED, why ? why : "the session ended first");
         if (v == CHECKPOINTED) {
                 s->n_checkpointed++;
                 sup_count_work(s, se, false);

@@ -146,6 +146,22 @@ struct sup_adopt_verdict {
         uint64_t until_ms;
 };
 
+/* lupinectl migrate (supervisor/migrate.c; the verdict from drain.c) */
+#define SUP_MIGRATIONS 16
+enum sup_migration_state {
+        SUP_MIGRATION_RUNNING = 1,
+        SUP_MIGRATION_DONE,
+        SUP_MIGRATION_FAILED
+};
+
+struct sup_migration {
+        char name[LUP_MAX_NAME + 1]; /* "" unused */
+        char target[LUP_GOODBYE_TO_MAX + 1];
+        int state; /* enum sup_migration_state */
+        uint64_t started_ms, ms, bytes;
+        char why[200];
+};
+
 struct log_limit {
         uint64_t window_start;
         unsigned lines;
@@ -262,6 +278,11 @@ struct sup {
                 int in_flight;
                 uint64_t started, adopted; /* since the start, for the metrics */
         } adopt;
+        struct { /* supervisor/migrate.c */
+                struct sup_migration rec[SUP_MIGRATIONS];
+                unsigned next;
+                uint64_t started, done, bytes, ms; /* since the start, for the metrics */
+        } migrate;
         /* since this process started, for the metrics (supervisor/metrics.c) */
         struct {
                 uint64_t drains, upgrades;
@@ -412,6 +433,10 @@ void sup_adopt_forget(struct sup *s, const char *key);
 /* Kills an adoption worker that has not reported within --drain-timeout. */
 void sup_adopt_tick(struct sup *s, uint64_t now);
 
+/* supervisor/migrate.c: ADMIN MIGRATE ("NAME TARGET") and MIGRATION (NAME). */
+void sup_admin_migrate(struct sup *s, int idx, const char *arg);
+void sup_admin_migration(struct sup *s, int idx, const char *name);
+
 /* supervisor/periodic.c: --checkpoint-interval asks for the next checkpoint
  * that is due; _done takes a CHECKPOINTED verdict (any checkpoint). */
 void sup_periodic_tick(struct sup *s, uint64_t now);
@@ -484,6 +509,8 @@ void sup_worker_kill(struct sup *s, int idx);
 /* A bare u32 control message (SHUTDOWN, DRAIN) to worker idx, without
  * blocking. Returns 0 or -errno. */
 int sup_worker_send(struct sup *s, int idx, uint32_t type);
+/* A whole control message of len bytes (never waits). */
+int sup_worker_send_msg(struct sup *s, int idx, const void *msg, size_t len);
 /* The same with a u32 after the type (SHUTDOWN's flags). */
 int sup_worker_send_arg(struct sup *s, int idx, uint32_t type, uint32_t arg);
 /* cfg->log_levels to every live worker (LUPD_CTL_LOG_LEVELS); how many got it. */

@@ -318,6 +318,14 @@ static void work_metrics(struct out *o, struct sup *s)
         put(o, "lupine_upgrades_total %llu\n", (unsigned long long)s->totals.upgrades);
         family(o, "lupine_periodic_checkpoints_total", "counter", "--checkpoint-interval's checkpoints committed");
         put(o, "lupine_periodic_checkpoints_total %llu\n", (unsigned long long)s->totals.periodic);
+        family(o, "lupine_migrations_total", "counter", "lupinectl migrate: migrations begun");
+        put(o, "lupine_migrations_total %llu\n", (unsigned long long)s->migrate.started);
+        family(o, "lupine_migrations_done_total", "counter", "... whose checkpoint was committed for the target");
+        put(o, "lupine_migrations_done_total %llu\n", (unsigned long long)s->migrate.done);
+        family(o, "lupine_migration_bytes_total", "counter", "device memory that completed migrations moved");
+        put(o, "lupine_migration_bytes_total %llu\n", (unsigned long long)s->migrate.bytes);
+        family(o, "lupine_migration_seconds_total", "counter", "the sessions' pauses in completed migrations");
+        put(o, "lupine_migration_seconds_total %.3f\n", (double)s->migrate.ms / 1000.0);
         family(o, "lupine_adoptions_total", "counter",
                "restores from the shared store begun for a resuming client (docs/fleet.md)");
         put(o, "lupine_adoptions_total %llu\n", (unsigned long long)s->adopt.started);

@@ -86,6 +86,7 @@ struct lupd_session {
         bool ready;                     /* LUPD_CTL_READY arrived (with any status) */
         bool restore;                   /* started with --restore */
         bool adopt;                     /* ... on demand, for a client's HELLO (supervisor/adopt.c) */
+        bool migrating;                 /* drained for lupinectl migrate (supervisor/migrate.c) */
         bool shutdown_sent;             /* LUPD_CTL_SHUTDOWN */
         bool drain_sent;                /* LUPD_CTL_DRAIN */
         bool drain_done;                /* LUPD_CTL_DRAINED arrived, or the verdict is in */

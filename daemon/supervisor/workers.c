@@ -278,33 +278,34 @@ void sup_describe_wait(int st, char *out, size_t cap)
                 snprintf(out, cap, "ended with wait status 0x%x", (unsigned)st);
 }
 
-int sup_worker_send(struct sup *s, int idx, uint32_t type)
+int sup_worker_send_msg(struct sup *s, int idx, const void *msg, size_t len)
 {
         struct lupd_session *se = &s->reg.s[idx];
-        uint8_t msg[4];
 
         if (se->ctl_fd < 0)
                 return -EBADF;
-        lup_put32(msg, type);
         /* A worker that does not read gets SIGKILL at a deadline, so a full
          * socket is not worth waiting for. */
-        if (send(se->ctl_fd, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        if (send(se->ctl_fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
                 return -errno;
         return 0;
 }
 
+int sup_worker_send(struct sup *s, int idx, uint32_t type)
+{
+        uint8_t msg[4];
+
+        lup_put32(msg, type);
+        return sup_worker_send_msg(s, idx, msg, sizeof(msg));
+}
+
 int sup_worker_send_arg(struct sup *s, int idx, uint32_t type, uint32_t arg)
 {
-        struct lupd_session *se = &s->reg.s[idx];
         uint8_t msg[8];
 
-        if (se->ctl_fd < 0)
-                return -EBADF;
         lup_put32(msg, type);
         lup_put32(msg + 4, arg);
-        if (send(se->ctl_fd, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-                return -errno;
-        return 0;
+        return sup_worker_send_msg(s, idx, msg, sizeof(msg));
 }
 
 int sup_workers_log_levels(struct sup *s)

@@ -75,13 +75,18 @@ static ssize_t spin_recv(struct lupw_session *s)
         return -EAGAIN;
 }
 
+/* GOODBYE, naming the host the session moves to when it migrates. */
 static void send_goodbye(struct lupw_session *s)
 {
-        struct lup_hdr bye = { .op = LUP_OP_GOODBYE, .ctx = s->last_seq };
+        uint8_t to[2 + LUP_GOODBYE_TO_MAX];
+        size_t n = strnlen(s->ckpt.migrate_to, LUP_GOODBYE_TO_MAX);
+        struct lup_hdr bye = { .op = LUP_OP_GOODBYE, .ctx = s->last_seq, .len = n ? (uint32_t)(2 + n) : 0 };
         if (s->fd < 0)
                 return;
+        lup_put16(to, (uint16_t)n);
+        memcpy(to + 2, s->ckpt.migrate_to, n);
         lupw_flush_out(s);
-        (void)lupw_send_ctl(s, s->fd, s->tls, &bye, NULL, 0);
+        (void)lupw_send_ctl(s, s->fd, s->tls, &bye, n ? to : NULL, n ? 2 + n : 0);
 }
 
 /* Forgets the current connection: whatever it had not finished sending was
@@ -289,7 +294,11 @@ static void drain(struct lupw_session *s, uint32_t flags)
         CUresult r;
         int rc = lupw_quiesce(s, &r);
         bool own_error = lupw_sticky_error(r);
-        if (rc == 0 && !handback)
+        /* A migration's GOODBYE waits for the checkpoint and the lease's
+         * release: the client goes straight to the target, which must
+         * find both in the store. */
+        bool bye_later = s->ckpt.migrate_to[0] != 0;
+        if (rc == 0 && !handback && !bye_later)
                 send_goodbye(s);
         if (flags & LUPD_DRAIN_DURABLE)
                 mem |= LUP_CKPT_MEM_DURABLE;
@@ -345,9 +354,14 @@ static void drain(struct lupw_session *s, uint32_t flags)
                 }
         }
         /* Checkpointed for good: any host sharing the store may take it
-         * over at once. An upgrade's new worker here claims it again. */
-        if (status == 0 && (mem & LUP_CKPT_MEM_DURABLE) && !(flags & LUPD_DRAIN_HANDBACK))
+         * over at once (released now, not at the exit). An upgrade's new
+         * worker here claims it again. */
+        if (status == 0 && (mem & LUP_CKPT_MEM_DURABLE) && !(flags & LUPD_DRAIN_HANDBACK)) {
                 s->lease.release_at_end = true;
+                lupw_lease_end(s);
+        }
+        if (bye_later)
+                send_goodbye(s); /* names the target; without a checkpoint the client comes back here */
         lupw_op_stats_flush(s);
         lupw_ctl_send(s, LUPD_CTL_DRAINED, status, 0, false);
         s->loop.exit_status = status == 0 || status == -ENOTRECOVERABLE ? 0 : 1;
@@ -399,6 +413,16 @@ static void handle_ctl(struct lupw_session *s)
         case LUPD_CTL_ATTACH:
                 attach(s, msg, (size_t)n, nfds ? fds[0] : -1);
                 return;
+        case LUPD_CTL_MIGRATE_TO:
+                if (n > 4 && (size_t)(n - 4) <= LUP_GOODBYE_TO_MAX && !memchr(msg + 4, 0, (size_t)n - 4)) {
+                        memcpy(s->ckpt.migrate_to, msg + 4, (size_t)n - 4);
+                        s->ckpt.migrate_to[n - 4] = 0;
+                        lup_info("session %s: migrating to %s (a durable checkpoint, then its client goes there)",
+                                 s->name, s->ckpt.migrate_to);
+                } else {
+                        lup_err("session %s: malformed MIGRATE_TO from the supervisor", s->name);
+                }
+                break;
         case LUPD_CTL_CHECKPOINT:
                 /* carried out by the loop between two batches of frames
                  * (worker/ckpt_now.c) */

@@ -319,22 +319,23 @@ struct lupw_ckpt_state {
         const struct lupine_checkpoint_provider *ops;
         struct lupine_ckpt_instance *inst;
         void *dl;
-        uint64_t epoch;                     /* of the last committed checkpoint */
-        bool drained;                       /* a checkpoint was committed */
-        bool draining;                      /* a drain began: never delete checkpoints now */
-        bool keep;                          /* the session ends, its checkpoint stays (kill keep, supervisor gone) */
-        uint32_t drain_flags;               /* LUPD_DRAIN_* of a DRAIN not yet carried out */
-        bool drain_wanted;                  /* ... set by the control message, run by the loop */
-        bool now_wanted;                    /* a CHECKPOINT not yet carried out (worker/ckpt_now.c) */
-        uint64_t now_since_ns;              /* ... asked for then */
-        bool now_said_wait;                 /* ... and the log said why it waits */
-        uint32_t mem;                       /* restoring: CKPT_MEM_* of the checkpoint */
-        struct lupw_hot *hot;               /* hot restore state (worker/hot.c), or NULL */
-        struct lupw_lanes *lanes;           /* checkpoint/restore copy lanes (worker/lanes.c), or NULL */
-        struct lupw_piece_hash *piece_hash; /* the GPU hash kernel (worker/piece_hash.c), or NULL */
-        bool said_gpu_hash_off;             /* LUPINE_CHECKPOINT_GPU_HASH=0 was logged */
-        struct {                            /* the provider's direct-write region (worker/lanes.c) */
-                int state;                  /* 0 not asked yet, 1 pinned, -1 none or not pinnable */
+        uint64_t epoch; /* of the last committed checkpoint */
+        bool drained;   /* a checkpoint was committed */
+        bool draining;  /* a drain began: never delete checkpoints now */
+        bool keep;      /* the session ends, its checkpoint stays (kill keep, supervisor gone) */
+        char migrate_to[LUP_GOODBYE_TO_MAX + 1]; /* the drain's GOODBYE sends the client there ("": no) */
+        uint32_t drain_flags;                    /* LUPD_DRAIN_* of a DRAIN not yet carried out */
+        bool drain_wanted;                       /* ... set by the control message, run by the loop */
+        bool now_wanted;                         /* a CHECKPOINT not yet carried out (worker/ckpt_now.c) */
+        uint64_t now_since_ns;                   /* ... asked for then */
+        bool now_said_wait;                      /* ... and the log said why it waits */
+        uint32_t mem;                            /* restoring: CKPT_MEM_* of the checkpoint */
+        struct lupw_hot *hot;                    /* hot restore state (worker/hot.c), or NULL */
+        struct lupw_lanes *lanes;                /* checkpoint/restore copy lanes (worker/lanes.c), or NULL */
+        struct lupw_piece_hash *piece_hash;      /* the GPU hash kernel (worker/piece_hash.c), or NULL */
+        bool said_gpu_hash_off;                  /* LUPINE_CHECKPOINT_GPU_HASH=0 was logged */
+        struct {                                 /* the provider's direct-write region (worker/lanes.c) */
+                int state;                       /* 0 not asked yet, 1 pinned, -1 none or not pinnable */
                 void *base;
                 size_t len;
         } direct;

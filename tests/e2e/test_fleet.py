@@ -30,10 +30,15 @@ that no launch was lost or run twice. Cases:
      nothing since, ends exact. A client that saw calls executed after the
      last checkpoint gets one clear error ("stale checkpoint").
   7. the example provider: a session outlives several lease renewals.
+  8. lupinectl migrate: 10 moves between A and B under the workload, its
+     LUPINE_SERVER naming A only (B is reached through the GOODBYE's
+     endpoint); a move to a target that does not answer brings the
+     session back to A; the workload ends exact.
 
 Exit 0 on pass, 1 on failure (naming the case).
 """
 import glob
+import json
 import os
 import re
 import secrets
@@ -402,6 +407,54 @@ def periodic_stale_case(exe, ctl, progs, shim, kernels, tmp):
             b.stop()
 
 
+def migrate_case(exe, ctl, progs, shim, kernels, tmp):
+    """lupinectl migrate, 10 times between A and B under a verified
+    workload whose LUPINE_SERVER names A only (B is reached through the
+    GOODBYE's endpoint); then a migration to a target that does not
+    answer: the session comes back to A."""
+    ck = os.path.join(tmp, 'ck-migrate')
+    a = Host(exe, tmp, 'migA', ck).wait_up()
+    b = Host(exe, tmp, 'migB', ck).wait_up()
+    client = None
+    try:
+        client = workload(progs, kernels, shim, [a], 'mover', 1200)
+        check('migrate: the workload runs on A', bool(wait_line(client, r'round 10 ok')), a.log()[-2000:])
+        hosts = [a, b]
+        moves_ok = True
+        for i in range(10):
+            src, dst = hosts[i % 2], hosts[(i + 1) % 2]
+            before = dst.log().count('session mover: adopted from the checkpoint store')
+            r = src.ctl(ctl, '--json', 'migrate', 'mover', '--to', f'127.0.0.1:{dst.port}')
+            rep = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else {}
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and \
+                    dst.log().count('session mover: adopted from the checkpoint store') == before:
+                time.sleep(0.05)
+            adopted = dst.log().count('session mover: adopted from the checkpoint store') > before
+            if not (rep.get('state') == 'done' and rep.get('bytes', 0) > 0 and adopted):
+                moves_ok = False
+                check(f'migrate: move {i + 1} {src.label} -> {dst.label}', False,
+                      r.stdout + r.stderr + src.log()[-1500:] + dst.log()[-1500:])
+                break
+        check('migrate: 10 moves back and forth, each checkpointed by the source and adopted by the target',
+              moves_ok)
+        r = a.ctl(ctl, 'migrate', 'mover', '--to', f'127.0.0.1:{W.free_port()}')
+        check('migrate: to a target that does not answer: the source checkpoints it anyway', r.returncode == 0,
+              r.stdout + r.stderr)
+        check('migrate: ... and takes the session back when its client returns',
+              a.wait_log(r'session mover: adopted from the checkpoint store', timeout=60), a.log()[-2000:])
+        ok, text = finish(client, timeout=300)
+        check('migrate: the workload ends exact', ok, text)
+        check('migrate: the client was sent to B, which its LUPINE_SERVER does not name, by the GOODBYE',
+              f'the session moves to 127.0.0.1:{b.port}' in text, text[-1500:])
+        m = subprocess.run([ctl, '--socket', a.sock, 'status'], capture_output=True, text=True, timeout=30)
+        check('migrate: lupinectl status still answers on A', m.returncode == 0, m.stderr)
+    finally:
+        kill(client)
+        a.stop()
+        b.stop()
+
+
 def example_renew_case(exe, ctl, progs, shim, kernels, tmp):
     """The example provider (leases in memory): a session that outlives
     several renewals keeps its lease (the renewing thread's own instance
@@ -442,7 +495,8 @@ def main():
     only = sys.argv[6:]
     cases = [('adopt', adopt_case), ('split', split_brain_case), ('stale', stale_holder_case),
              ('race', race_case), ('store-down', store_down_case), ('periodic', periodic_case),
-             ('periodic-stale', periodic_stale_case), ('example-renew', example_renew_case)]
+             ('periodic-stale', periodic_stale_case), ('example-renew', example_renew_case),
+             ('migrate', migrate_case)]
     tmp = tempfile.mkdtemp(prefix='lupine-fleet-')
     try:
         for name, fn in cases:
