@@ -10,7 +10,11 @@
 #   2. a new session of a name that runs on B is refused at A, naming B;
 #   3. a 4 GiB session on B drains for good (SIGTERM) while A runs: A
 #      adopts it on demand, the client verifies every byte, and its first
-#      call after the drain (the failover pause) is reported.
+#      call after the drain (the failover pause) is reported;
+#   4. lupinectl migrate moves a 16 GiB session from A to B (the client
+#      knows only A), reporting the bytes and the pause; every byte checks;
+#   5. PyTorch GPT training is migrated A -> B -> A mid-run; its final
+#      weights are bitwise equal to the local run's (tests/gpu/gpt_migrate.py).
 #
 #   tests/gpu/fleet.sh BUILD_DIR
 set -u
@@ -125,7 +129,41 @@ fi
 grep -q "session big: adopted from the checkpoint store" "$OUTDIR/a.log" && ok "A adopted it on demand (it was running)" ||
         bad "A did not adopt it" "$OUTDIR/a.log"
 
+# ---- 4. lupinectl migrate: a 16 GiB session from A to B, the client knowing only A
+start_host b "$pb" gpuB || bad "B did not start again"
+rm -f "$OUTDIR/go16"
+"${client_env[@]}" LUPINE_SERVER="127.0.0.1:$pa" LUPINE_SESSION=big16 \
+        "$BUILD/tests/e2e_bigsession" 16 "$OUTDIR/go16" >"$OUTDIR/big16.out" 2>"$OUTDIR/big16.err" &
+bpid=$!
+if wait_log "$OUTDIR/big16.out" "filled 16 GiB" 300; then
+        "$BUILD/cli/lupinectl" -s "$OUTDIR/a.sock" --json migrate big16 --to "127.0.0.1:$pb" >"$OUTDIR/mig16.json" 2>&1
+        if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(j['state'] != 'done')" "$OUTDIR/mig16.json"; then
+                python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(f'     migrate 16 GiB: {j[\"bytes\"] / 2**30:.2f} GiB, pause on the source {j[\"pause_s\"]:.2f} s')" "$OUTDIR/mig16.json"
+                ok "lupinectl migrate: A checkpointed the 16 GiB session for B"
+        else
+                bad "lupinectl migrate of 16 GiB" "$OUTDIR/mig16.json"
+        fi
+        touch "$OUTDIR/go16"
+else
+        bad "the 16 GiB session did not fill" "$OUTDIR/big16.err"
+fi
+if wait "$bpid" && grep -q "verified 16 GiB" "$OUTDIR/big16.out" && grep -q "session big16: adopted from the checkpoint store" "$OUTDIR/b.log"; then
+        ok "the client followed the GOODBYE to B, which restored it; all 16 GiB verified"
+        grep -h "first call" "$OUTDIR/big16.out" | sed 's/^/     after the migration: /'
+        grep -h "session big16: restored checkpoint" "$OUTDIR/b.log" | sed 's/^.*: session/     B: session/' | head -n 1
+else
+        bad "the 16 GiB session across the migration" "$OUTDIR/big16.err"
+fi
 kill -TERM "${a_pid:-}" "${b_pid:-}" 2>/dev/null
 wait 2>/dev/null
+
+# ---- 5. PyTorch GPT training migrated A -> B -> A mid-run, weights bitwise equal to local
+if python3 tests/gpu/gpt_migrate.py "$BUILD" 120 2 >"$OUTDIR/gpt_migrate.out" 2>&1; then
+        ok "GPT training migrated twice mid-run: final weights bitwise equal to local"
+else
+        bad "GPT training across migrations" "$OUTDIR/gpt_migrate.out"
+fi
+grep -h "^gpt_migrate: move\|ms/step" "$OUTDIR/gpt_migrate.out" | sed 's/^/     /'
+
 tar czf "${OUT:-/tmp}/fleet-logs.tgz" -C "$OUTDIR" --exclude ck . && echo "logs: ${OUT:-/tmp}/fleet-logs.tgz"
 summary fleet
