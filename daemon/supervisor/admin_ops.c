@@ -184,6 +184,8 @@ static int settings(struct sup *s, struct setting *out)
                                      "at once" };
         out[n++] = (struct setting){ "thermal_limit_c", &c->health.thermal_limit_c, 0, 200, "at once" };
         out[n++] = (struct setting){ "health_retries", &c->health.retries, 1, 100, "at once" };
+        out[n++] = (struct setting){ "checkpoint_interval_s", &c->fleet.checkpoint_interval_s, 0,
+                                     LUPD_CKPT_INTERVAL_MAX_S, "at once" };
         return n;
 }
 
@@ -196,6 +198,9 @@ static void admin_config_show(struct sup *s, int idx)
         json_object_object_add(top, "log_level", json_object_new_string(s->cfg->log_levels));
         for (int i = 0; i < n; i++)
                 json_object_object_add(top, set[i].key, json_object_new_int(*set[i].field));
+        /* read-only: the fleet's names (docs/fleet.md) */
+        json_object_object_add(top, "host_id", json_object_new_string(s->cfg->fleet.host_id));
+        json_object_object_add(top, "lease_ttl_s", json_object_new_int(s->cfg->fleet.lease_ttl_s));
         /* read-only: where the log goes, for `lupinectl log` */
         json_object_object_add(top, "log_target", json_object_new_string(lupd_journal_active() ? "journal" : "stderr"));
         json_object_object_add(top, "log_file", s->cfg->log_file[0] ? json_object_new_string(s->cfg->log_file) : NULL);

@@ -387,10 +387,18 @@ def periodic_case(exe, ctl, progs, shim, kernels, tmp):
 def periodic_stale_case(exe, ctl, progs, shim, kernels, tmp):
     ck = os.path.join(tmp, 'ck-periodic2')
     pb = W.free_port()
-    a = Host(exe, tmp, 'per2A', ck, args=['--checkpoint-interval', '1']).wait_up()
+    a = Host(exe, tmp, 'per2A', ck).wait_up()
     b = None
     client = None
     try:
+        r = a.ctl(ctl, 'config', 'set', 'checkpoint_interval_s', '1')
+        check('periodic stale: config set checkpoint_interval_s 1 (periodic checkpoints turned on at run time)',
+              r.returncode == 0, r.stdout + r.stderr)
+        r = a.ctl(ctl, '--json', 'config', 'show')
+        cfg = json.loads(r.stdout) if r.returncode == 0 else {}
+        check('periodic stale: config show has the interval, the host id and the lease TTL',
+              cfg.get('checkpoint_interval_s') == 1 and cfg.get('host_id') == 'per2A' and
+              cfg.get('lease_ttl_s') == int(TTL), r.stdout)
         client = workload(progs, kernels, shim, [a, f'127.0.0.1:{pb}'], 'per2', 100000)
         check('periodic stale: the workload runs on A', bool(wait_line(client, r'round 10 ok')), a.log()[-2000:])
         check('periodic stale: A checkpoints it while it runs',
