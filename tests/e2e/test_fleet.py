@@ -446,6 +446,14 @@ def migrate_case(exe, ctl, progs, shim, kernels, tmp):
                 break
         check('migrate: 10 moves back and forth, each checkpointed by the source and adopted by the target',
               moves_ok)
+        for argv, want in ((['migrate', 'nobody', '--to', f'127.0.0.1:{b.port}'], 'no session nobody'),
+                           (['migrate', 'mover', '--to', 'not an endpoint'], 'is not an endpoint'),
+                           (['migrate', 'mover', '--to', f'127.0.0.1:{b.port},127.0.0.1:{a.port}'],
+                            'expected "NAME TARGET"'),
+                           (['migrate', 'mover'], 'usage: lupinectl migrate')):
+            r = a.ctl(ctl, *argv)
+            check(f'migrate: refused with the reason: {" ".join(argv[1:])}', r.returncode != 0 and want in r.stderr,
+                  r.stdout + r.stderr)
         r = a.ctl(ctl, 'migrate', 'mover', '--to', f'127.0.0.1:{W.free_port()}')
         check('migrate: to a target that does not answer: the source checkpoints it anyway', r.returncode == 0,
               r.stdout + r.stderr)
