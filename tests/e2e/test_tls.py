@@ -35,6 +35,7 @@ libcuda.so.1 with LUPINE_SERVER=tls://.
 
 Standard library only. Exit 0 on pass, 1 on failure (naming the case).
 """
+import json
 import os
 import socket
 import struct
@@ -549,6 +550,74 @@ def test_restarts(tmp):
                  "the renewed certificate is presented after the upgrade, the session went on")
 
 
+def test_fleet(tmp):
+    """Two TLS daemons as two hosts on one store (docs/fleet.md): the
+    verified workload, its LUPINE_SERVER naming tls://A only, is migrated
+    A -> B (the GOODBYE's tls:// endpoint), then B drains for good and A,
+    running, adopts it back on demand; every step over TLS with a token."""
+    case = "fleet"
+    ck = os.path.join(tmp, "ck-fleet")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "NOTIFY_SOCKET", "LISTEN_FDS")}
+    hosts = []
+    for label in ("tlsA", "tlsB"):
+        port = sv.free_port()
+        sock = os.path.join(tmp, f"{label}.sock")
+        logp = os.path.join(tmp, f"{label}.log")
+        p = subprocess.Popen([LUPINED, "--backend", "sim", "--listen", f"127.0.0.1:{port}", "--listen", f"unix:{sock}",
+                              "--tls-cert", CERTS["server"], "--tls-key", CERTS["server_key"], "--auth-tokens",
+                              tokens_file(tmp), "--checkpoint-dir", ck, "--host-id", label, "--session-ttl", "120",
+                              "--drain-timeout", "30", "--health-policy", "off"],
+                             stdout=open(logp, "ab"), stderr=subprocess.STDOUT, env=env)
+        w.wait_port(port, p, 20)
+        hosts.append(dict(port=port, sock=sock, log=logp, proc=p))
+    a, b = hosts
+    kernels = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels")
+    client = subprocess.Popen([os.path.join(PROGS, "e2e_restart"), kernels, "600", "15"],
+                              env=shim_env(a["port"], "tls-fleet", token=TOKENS["bob"],
+                                           extra={"LUPINE_RECONNECT_TIMEOUT": "120"}),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        st = subprocess.run([CTL, "--socket", a["sock"], "--json", "status"], capture_output=True, text=True,
+                            timeout=60)
+        names = [x.get("name") for x in json.loads(st.stdout).get("sessions", [])] if st.returncode == 0 else []
+        key = next((n for n in names if n and n.endswith("tls-fleet")), None)
+        if not key:
+            fail(case, f"the session is not on A: {st.stdout[-800:]} {st.stderr[-400:]}")
+            return
+        r = subprocess.run([CTL, "--socket", a["sock"], "migrate", key, "--to", f"tls://127.0.0.1:{b['port']}"],
+                           capture_output=True, text=True, timeout=120)
+        moved = r.returncode == 0
+        deadline = time.time() + 60
+        while time.time() < deadline and "adopted from the checkpoint store" not in open(b["log"]).read():
+            time.sleep(0.1)
+        on_b = "adopted from the checkpoint store" in open(b["log"]).read()
+        time.sleep(1.0)
+        b["proc"].send_signal(15)
+        b["proc"].wait(timeout=60)
+        deadline = time.time() + 60
+        while time.time() < deadline and "adopted from the checkpoint store" not in open(a["log"]).read():
+            time.sleep(0.1)
+        back = "adopted from the checkpoint store" in open(a["log"]).read()
+        out, err = client.communicate(timeout=300)
+    finally:
+        if client.poll() is None:
+            client.kill()
+        for h in hosts:
+            if h["proc"].poll() is None:
+                h["proc"].send_signal(15)
+                h["proc"].wait(timeout=60)
+    if not moved or not on_b:
+        fail(case, f"the migration to tls://B: {r.stdout} {r.stderr} " + open(b["log"]).read()[-2000:])
+    elif not back:
+        fail(case, "A did not adopt it after B drained: " + open(a["log"]).read()[-2000:])
+    elif client.returncode != 0 or "counter exact" not in out or f"moves to tls://127.0.0.1:{b['port']}" not in err:
+        fail(case, f"the client over TLS: exit {client.returncode}: {out[-600:]} {err[-2000:]}")
+    else:
+        ok(case, "over TLS with a token: migrated A -> B by the GOODBYE's tls:// endpoint, then B drained for good "
+                 "and A adopted it on demand; counter exact")
+
+
 CASES = {
     "handoff": test_handoff,
     "plaintext": test_plaintext,
@@ -558,6 +627,7 @@ CASES = {
     "shim": test_shim,
     "nvml": test_nvml,
     "restarts": test_restarts,
+    "fleet": test_fleet,
 }
 
 
