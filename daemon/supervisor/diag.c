@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -164,6 +165,19 @@ static void store_check(struct sup *s, struct json_object *arr)
             avail < 2 * need ? "free space there, or --checkpoint-dir elsewhere: a drain writes every session" : NULL,
             "%s: %.1f GiB free, the sessions hold %.1f GiB", dir, (double)avail / 1073741824.0,
             (double)need / 1073741824.0);
+        /* hosts sharing the store (docs/fleet.md) */
+        struct stat st;
+        snprintf(probe, sizeof(probe), "%s/.leases", dir);
+        if (stat(probe, &st) == 0 && !S_ISDIR(st.st_mode))
+                add(arr, "session leases", "fail",
+                    "move it away: the directory provider keeps its leases there, and no session can run until it can "
+                    "claim one",
+                    "%s is not a directory", probe);
+        else
+                add(arr, "session leases", "pass", NULL,
+                    "this host is %s (--host-id), leases of %d s under %s; periodic checkpoints %s",
+                    s->cfg->fleet.host_id, s->cfg->fleet.lease_ttl_s, probe,
+                    s->cfg->fleet.checkpoint_interval_s ? "on" : "off");
 }
 
 static void tls_check(struct sup *s, struct json_object *arr)

@@ -312,6 +312,11 @@ def store_down_case(exe, ctl, progs, shim, kernels, tmp):
         os.rename(leases, leases + '-away')
         with open(leases, 'w') as f:
             f.write('not a directory\n')
+        r = a.ctl(ctl, '--json', 'diag')
+        rows = json.loads(r.stdout).get('checks', []) if r.stdout.strip().startswith('{') else []
+        bad_rows = [x for x in rows if x.get('check') == 'session leases' and x.get('result') == 'fail']
+        check('store down: lupinectl diag fails "session leases", with a fix', bool(bad_rows) and
+              bool(bad_rows[0].get('fix')), r.stdout[-1500:])
         check('store down: the renewal fails, logged',
               a.wait_log(r'session down: cannot renew its lease', timeout=10), a.log()[-2000:])
         check('store down: once the lease is too old, calls wait',
