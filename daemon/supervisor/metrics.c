@@ -303,6 +303,13 @@ static void gpu_metrics(struct out *o, struct sup *s)
         }
 }
 
+/* A counter family of one sample without labels. */
+static void counter(struct out *o, const char *name, const char *help, uint64_t v)
+{
+        family(o, name, "counter", help);
+        put(o, "%s %llu\n", name, (unsigned long long)v);
+}
+
 /* Drains, upgrades, checkpoints and restores since the start. */
 static void work_metrics(struct out *o, struct sup *s)
 {
@@ -312,34 +319,26 @@ static void work_metrics(struct out *o, struct sup *s)
                        ms[] = { s->totals.checkpoint_ms, s->totals.restore_ms };
         char name[64], help[128];
 
-        family(o, "lupine_drains_total", "counter", "drains (SIGTERM, lupinectl drain) begun");
-        put(o, "lupine_drains_total %llu\n", (unsigned long long)s->totals.drains);
-        family(o, "lupine_upgrades_total", "counter", "upgrades (SIGHUP, lupinectl upgrade) begun");
-        put(o, "lupine_upgrades_total %llu\n", (unsigned long long)s->totals.upgrades);
-        family(o, "lupine_periodic_checkpoints_total", "counter", "--checkpoint-interval's checkpoints committed");
-        put(o, "lupine_periodic_checkpoints_total %llu\n", (unsigned long long)s->totals.periodic);
-        family(o, "lupine_migrations_total", "counter", "lupinectl migrate: migrations begun");
-        put(o, "lupine_migrations_total %llu\n", (unsigned long long)s->migrate.started);
-        family(o, "lupine_migrations_done_total", "counter", "... whose checkpoint was committed for the target");
-        put(o, "lupine_migrations_done_total %llu\n", (unsigned long long)s->migrate.done);
-        family(o, "lupine_migration_bytes_total", "counter", "device memory that completed migrations moved");
-        put(o, "lupine_migration_bytes_total %llu\n", (unsigned long long)s->migrate.bytes);
+        counter(o, "lupine_drains_total", "drains (SIGTERM, lupinectl drain) begun", s->totals.drains);
+        counter(o, "lupine_upgrades_total", "upgrades (SIGHUP, lupinectl upgrade) begun", s->totals.upgrades);
+        counter(o, "lupine_periodic_checkpoints_total", "--checkpoint-interval's checkpoints committed",
+                s->totals.periodic);
+        counter(o, "lupine_migrations_total", "lupinectl migrate: migrations begun", s->migrate.started);
+        counter(o, "lupine_migrations_done_total", "... whose checkpoint was committed for the target",
+                s->migrate.done);
+        counter(o, "lupine_migration_bytes_total", "device memory that completed migrations moved", s->migrate.bytes);
         family(o, "lupine_migration_seconds_total", "counter", "the sessions' pauses in completed migrations");
         put(o, "lupine_migration_seconds_total %.3f\n", (double)s->migrate.ms / 1000.0);
-        family(o, "lupine_adoptions_total", "counter",
-               "restores from the shared store begun for a resuming client (docs/fleet.md)");
-        put(o, "lupine_adoptions_total %llu\n", (unsigned long long)s->adopt.started);
-        family(o, "lupine_adopted_sessions_total", "counter", "... that brought the session here");
-        put(o, "lupine_adopted_sessions_total %llu\n", (unsigned long long)s->adopt.adopted);
+        counter(o, "lupine_adoptions_total",
+                "restores from the shared store begun for a resuming client (docs/fleet.md)", s->adopt.started);
+        counter(o, "lupine_adopted_sessions_total", "... that brought the session here", s->adopt.adopted);
         for (int i = 0; i < 2; i++) {
                 snprintf(name, sizeof(name), "lupine_%ss_total", what[i]);
                 snprintf(help, sizeof(help), "sessions whose %s completed", what[i]);
-                family(o, name, "counter", help);
-                put(o, "%s %llu\n", name, (unsigned long long)n[i]);
+                counter(o, name, help, n[i]);
                 snprintf(name, sizeof(name), "lupine_%s_bytes_total", what[i]);
                 snprintf(help, sizeof(help), "device memory moved by completed %ss", what[i]);
-                family(o, name, "counter", help);
-                put(o, "%s %llu\n", name, (unsigned long long)bytes[i]);
+                counter(o, name, help, bytes[i]);
                 snprintf(name, sizeof(name), "lupine_%s_seconds_total", what[i]);
                 snprintf(help, sizeof(help), "time completed %ss took", what[i]);
                 family(o, name, "counter", help);
