@@ -657,7 +657,7 @@ int lupw_serve(struct lupw_session *s)
                         io_uring_sqe_set_data64(sqe, ud_make(UD_CTL, 0));
                         s->loop.ctl_armed = true;
                 }
-                if (s->lease.efd >= 0 && !s->loop.lease_armed) {
+                if (s->lease.on && s->lease.efd >= 0 && !s->loop.lease_armed) {
                         sqe = io_uring_get_sqe(&s->loop.ring);
                         io_uring_prep_poll_add(sqe, s->lease.efd, POLLIN);
                         io_uring_sqe_set_data64(sqe, ud_make(UD_LEASE, 0));

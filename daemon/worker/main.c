@@ -101,6 +101,7 @@ int worker_main(const struct lupd_config *cfg)
         s->cfg = cfg;
         s->ctl_fd = cfg->ctl_fd;
         s->fd = -1;
+        s->lease.efd = -1; /* no lease until lupw_lease_claim (worker/lease.c) */
         s->loop.exit_status = 0;
         s->rx.cap = 8u << 20; /* several frames: see lupw_process_input's compaction */
         s->out.cap = OUT_CAP;

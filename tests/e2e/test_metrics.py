@@ -15,6 +15,7 @@ A client (e2e_bigsession) fills 1 GiB on the simulator and waits. Checks:
   lupine_session_memory_bytes{session="met"} with 1 GiB, the target "up";
 - calls, bytes and latency histograms by op: exact counts of the
   client's calls while it runs and after it ends;
+- the worker of the waiting client uses no CPU;
 - a bad --metrics address stops the daemon with a clear error.
 """
 import json
@@ -169,6 +170,29 @@ def op_checks_ended(samples, problems):
           str(value(samples, 'lupine_calls_total', op='MEMCPY_HTOD')))
 
 
+def worker_cpu_seconds(daemon_pid, secs):
+    """CPU seconds the daemon's worker used over secs (None: no worker).
+    A worker whose session waits should sleep in its ring; one that polled
+    a wrong fd spun a whole CPU (stop 19)."""
+    def ticks():
+        for pid in os.listdir('/proc'):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f'/proc/{pid}/stat') as f:
+                    fields = f.read().rsplit(')', 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == daemon_pid:  # ppid
+                return int(fields[11]) + int(fields[12])  # utime + stime
+        return None
+    a = ticks()
+    time.sleep(secs)
+    b = ticks()
+    hz = os.sysconf('SC_CLK_TCK')
+    return None if a is None or b is None else (b - a) / hz
+
+
 def main():
     lupined, tests, shim = sys.argv[1:4]
     with tempfile.TemporaryDirectory(prefix='lupine-metrics-') as tmp:
@@ -222,6 +246,9 @@ def main():
             code, _, _ = get(url)
             check('garbage sent to the port leaves /metrics serving', code == 200 and d.poll() is None)
             op_checks_filled(samples)
+            idle = worker_cpu_seconds(d.pid, 2.0)
+            check('an idle worker (its client waiting) uses no CPU: under 5% over 2 s', idle is not None and
+                  idle < 0.1, f'{idle} s of CPU in 2 s')
             prometheus_check(tmp, port)
             open(go, 'w').close()
             out, _ = c.communicate(timeout=120)
