@@ -79,8 +79,12 @@ void sup_admin_migrate(struct sup *s, int idx, const char *arg)
                                s->stopping ? "draining with the daemon" : "starting, restoring, ending or draining");
                 return;
         }
-        if (se->ckpt_running) {
-                sup_conn_close(s, idx, EALREADY, "cannot migrate session %.200s while a checkpoint of it runs", name);
+        /* A periodic checkpoint does not hold a migration up: the worker
+         * drains once it is done (or cancels it while it waits). One an
+         * operator asked for is theirs to wait for. */
+        if (se->ckpt_running && !se->ckpt_periodic) {
+                sup_conn_close(s, idx, EALREADY,
+                               "cannot migrate session %.200s while the checkpoint asked for runs; try again", name);
                 return;
         }
         uint8_t m[4 + LUP_GOODBYE_TO_MAX];

@@ -430,6 +430,9 @@ def migrate_case(exe, ctl, progs, shim, kernels, tmp):
     b = Host(exe, tmp, 'migB', ck).wait_up()
     client = None
     try:
+        for h in (a, b):  # periodic checkpoints all along: they must not hold a migration up
+            r = h.ctl(ctl, 'config', 'set', 'checkpoint_interval_s', '1')
+            check(f'migrate: periodic checkpoints on {h.label}', r.returncode == 0, r.stdout + r.stderr)
         client = workload(progs, kernels, shim, [a], 'mover', 1200)
         check('migrate: the workload runs on A', bool(wait_line(client, r'round 10 ok')), a.log()[-2000:])
         hosts = [a, b]
