@@ -33,11 +33,6 @@
 #include "log.h"
 #include "supervisor/internal.h"
 
-static const char *errno_text(int32_t status)
-{
-        return status < 0 && status > -4096 ? strerror(-status) : "unknown error";
-}
-
 static struct sup_adopt_verdict *verdict_find(struct sup *s, const char *key)
 {
         uint64_t now = sup_now_ms();
@@ -113,7 +108,7 @@ bool sup_adopt_begin(struct sup *s, int idx, const char *key, const char *name)
         int r = sup_session_restore(s, entry);
         if (r < 0) {
                 sup_conn_close(s, idx, CUDA_ERROR_OPERATING_SYSTEM, "cannot start a worker to restore session %s: %s",
-                               name, errno_text(r));
+                               name, sup_errno_text(r));
                 return true;
         }
         s->adopt.in_flight++;

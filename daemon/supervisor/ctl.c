@@ -39,11 +39,6 @@
 #include "supervisor/internal.h"
 #include "upload_acct.h"
 
-static const char *errno_text(int32_t status)
-{
-        return status < 0 && status > -4096 ? strerror(-status) : "unknown error";
-}
-
 /* A worker broke the control protocol: stop listening to it and kill it
  * (unless it is dead already); the reaper frees its entry. */
 static void worker_violation(struct sup *s, int idx, const char *what)
@@ -69,7 +64,7 @@ static void on_ready(struct sup *s, int idx, int32_t status, uint32_t slot)
         }
         if (status != 0) {
                 se->phase = LUPD_PHASE_FAILED;
-                lup_warn("worker %d could not start session %s: %s", (int)se->pid, se->name, errno_text(status));
+                lup_warn("worker %d could not start session %s: %s", (int)se->pid, se->name, sup_errno_text(status));
                 return;
         }
         if (se->phase == LUPD_PHASE_STARTING)
@@ -99,7 +94,7 @@ static void on_attached(struct sup *s, int idx, int32_t status)
                          "executed than the restored checkpoint holds (the worker's line says which)",
                          se->name, peer);
         } else {
-                lup_warn("session %s: resume by %s failed: %s", se->name, peer, errno_text(status));
+                lup_warn("session %s: resume by %s failed: %s", se->name, peer, sup_errno_text(status));
         }
 }
 
@@ -309,7 +304,7 @@ static void checkpoint_failure(int32_t status, char *out, size_t cap)
                 snprintf(out, cap, "cancelled: the session drained or ended first");
                 break;
         default:
-                snprintf(out, cap, "the checkpoint failed: %s (the worker's log says more)", errno_text(status));
+                snprintf(out, cap, "the checkpoint failed: %s (the worker's log says more)", sup_errno_text(status));
                 break;
         }
 }

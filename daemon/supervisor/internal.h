@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -292,6 +293,13 @@ struct sup {
         } totals;
         struct lupd_op_count *ops; /* by op, summed over workers' OP_STATS (LUPD_OP_IDS; NULL: none yet) */
 };
+
+/* A worker's -errno status in words (a value out of range: "unknown
+ * error"). Inline: ctl.c, restore.c and adopt.c all report them. */
+static inline const char *sup_errno_text(int32_t status)
+{
+        return status < 0 && status > -4096 ? strerror(-status) : "unknown error";
+}
 
 /* Whether listener l accepts while the daemon drains: a UNIX socket whose
  * backlog would die with this process anyway (ours, not systemd's, and no

@@ -46,11 +46,6 @@ struct restore_list {
         int err;                /* -ENOMEM */
 };
 
-static const char *errno_text(int32_t status)
-{
-        return status < 0 && status > -4096 ? strerror(-status) : "unknown error";
-}
-
 /* The provider's list() callback. Trusts nothing it is given. */
 static int collect(const struct lupine_ckpt_info *info, void *userdata)
 {
@@ -103,20 +98,20 @@ static int provider_list(const struct lupd_config *cfg, struct restore_list *l, 
 
         r = lupine_provider_load(path, &p, &dl, err, sizeof(err));
         if (r < 0) {
-                lup_err("cannot load the checkpoint provider: %s", err[0] ? err : errno_text(r));
+                lup_err("cannot load the checkpoint provider: %s", err[0] ? err : sup_errno_text(r));
                 return r;
         }
         snprintf(ret_desc, desc_cap, "%s (%s)", p->name, config ? config : "its default configuration");
         r = p->open(config, &inst);
         if (r < 0 || !inst) {
-                lup_err("cannot open the checkpoint provider %s: %s", ret_desc, errno_text(r < 0 ? r : -EIO));
+                lup_err("cannot open the checkpoint provider %s: %s", ret_desc, sup_errno_text(r < 0 ? r : -EIO));
                 goto out_unload;
         }
         r = p->list(inst, collect, l);
         if (r < 0 || l->err < 0) {
                 const char *why = p->last_error(inst);
                 lup_err("cannot list the checkpoints in %s: %s", ret_desc,
-                        why && why[0] ? why : errno_text(l->err < 0 ? l->err : r));
+                        why && why[0] ? why : sup_errno_text(l->err < 0 ? l->err : r));
                 r = r < 0 ? r : l->err;
         } else {
                 r = 0;
@@ -164,14 +159,14 @@ int sup_restore_start(struct sup *s)
                         continue;
                 }
                 if (idx < 0) {
-                        lup_warn("session %s not restored: %s", it->name, errno_text(idx));
+                        lup_warn("session %s not restored: %s", it->name, sup_errno_text(idx));
                         continue;
                 }
                 s->reg.s[idx].restore_epoch = it->epoch;
                 r = sup_session_restore(s, idx);
                 if (r < 0) {
                         lup_err("session %s could not be restored: cannot start a worker: %s", it->name,
-                                errno_text(r));
+                                sup_errno_text(r));
                         continue;
                 }
                 s->n_restore_started++;
@@ -201,7 +196,7 @@ void sup_restore_on_ready(struct sup *s, int idx, int32_t status, uint32_t slot)
         if (status < 0) {
                 /* The worker logged the details and exits by itself. */
                 se->phase = LUPD_PHASE_FAILED;
-                snprintf(why, sizeof(why), "%s", errno_text(status));
+                snprintf(why, sizeof(why), "%s", sup_errno_text(status));
                 if (status == -EBUSY)
                         lup_info("session %s not restored: another host sharing the store holds its lease", se->name);
                 else if (!se->adopt || status != -ENOENT)
