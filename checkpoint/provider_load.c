@@ -36,6 +36,11 @@
         (offsetof(struct lupine_checkpoint_provider, save_fence) + \
          sizeof(((struct lupine_checkpoint_provider *)0)->save_fence))
 
+/* Version 5 adds save_refer. */
+#define V5_SIZE                                                    \
+        (offsetof(struct lupine_checkpoint_provider, save_refer) + \
+         sizeof(((struct lupine_checkpoint_provider *)0)->save_refer))
+
 #define READ_FULL_MAX (64u << 20) /* bytes asked of one load_read by lupine_provider_read_full */
 
 static int fail(char *err, size_t errlen, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -114,7 +119,8 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
                          p->abi_version, LUPINE_CHECKPOINT_ABI_VERSION_MIN, LUPINE_CHECKPOINT_ABI_VERSION);
                 goto out_close;
         }
-        size_t need = p->abi_version >= 4   ? V4_SIZE
+        size_t need = p->abi_version >= 5   ? V5_SIZE
+                      : p->abi_version >= 4 ? V4_SIZE
                       : p->abi_version >= 3 ? V3_SIZE
                       : p->abi_version >= 2 ? V2_SIZE
                                             : V1_SIZE;
@@ -141,6 +147,11 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
         if (lupine_provider_caps(p) & LUPINE_CKPT_CAP_LEASES &&
             (!p->lease_claim || !p->lease_renew || !p->lease_release || !p->lease_read || !p->save_fence)) {
                 r = fail(err, errlen, -ELIBBAD, "checkpoint provider %s (%s) claims leases but lacks a lease callback",
+                         path_or_null, p->name ? p->name : "?");
+                goto out_close;
+        }
+        if (lupine_provider_caps(p) & LUPINE_CKPT_CAP_REFER && !p->save_refer) {
+                r = fail(err, errlen, -ELIBBAD, "checkpoint provider %s (%s) claims references but has no save_refer",
                          path_or_null, p->name ? p->name : "?");
                 goto out_close;
         }
@@ -171,6 +182,8 @@ uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p)
                 known |= LUPINE_CKPT_CAP_DIRECT_WRITE;
         if (p->abi_version >= 4 && p->struct_size >= V4_SIZE)
                 known |= LUPINE_CKPT_CAP_LEASES;
+        if (p->abi_version >= 5 && p->struct_size >= V5_SIZE)
+                known |= LUPINE_CKPT_CAP_REFER;
         return p->caps & known;
 }
 

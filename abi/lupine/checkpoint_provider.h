@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lupine checkpoint-provider ABI, version 4 (versions 1 to 3 still load).
+ * lupine checkpoint-provider ABI, version 5 (versions 1 to 4 still load).
  *
  * A provider decides WHERE checkpoint bytes go (a directory, an object
  * store, ...); lupined decides WHAT the state is. A provider is a shared
@@ -22,7 +22,9 @@
  *      `save_write_at` (optional direct writes, LUPINE_CKPT_CAP_DIRECT_WRITE);
  *   4  adds `lease_claim`, `lease_renew`, `lease_release`, `lease_read` and
  *      `save_fence` after `save_direct_done` (optional session leases,
- *      LUPINE_CKPT_CAP_LEASES; see "Leases" below and docs/providers.md).
+ *      LUPINE_CKPT_CAP_LEASES; see "Leases" below and docs/providers.md);
+ *   5  adds `save_refer` after `save_fence` (optional incremental
+ *      checkpoints, LUPINE_CKPT_CAP_REFER; see "References" below).
  * This lupined loads versions LUPINE_CHECKPOINT_ABI_VERSION_MIN to
  * LUPINE_CHECKPOINT_ABI_VERSION. A lupined older than version N refuses
  * abi_version N; a provider that must also load there stamps the older
@@ -71,7 +73,7 @@
 extern "C" {
 #endif
 
-#define LUPINE_CHECKPOINT_ABI_VERSION     4u
+#define LUPINE_CHECKPOINT_ABI_VERSION     5u
 #define LUPINE_CHECKPOINT_ABI_VERSION_MIN 1u /* the oldest this header's daemon loads */
 
 /* caps (version 2) */
@@ -81,6 +83,9 @@ extern "C" {
 #define LUPINE_CKPT_CAP_DIRECT_WRITE     (1ull << 2)
 /* caps (version 4) */
 #define LUPINE_CKPT_CAP_LEASES           (1ull << 3)
+/* caps (version 5) */
+#define LUPINE_CKPT_CAP_REFER            (1ull << 4)
+#define LUPINE_CKPT_MAX_REFS             16u /* epochs one save may refer to */
 #define LUPINE_CHECKPOINT_SYMBOL "lupine_checkpoint_provider_v1"
 
 struct lupine_ckpt_instance;    /* opaque, the provider's */
@@ -263,6 +268,36 @@ struct lupine_checkpoint_provider {
          * token) does not hold the lease now. A save without a fence
          * commits as before. */
         int (*save_fence)(struct lupine_ckpt_save *save, const char *owner, uint64_t token);
+
+        /* ---- version 5: read only when abi_version >= 5 */
+        /*
+         * References (LUPINE_CKPT_CAP_REFER): an incremental checkpoint
+         * writes only the memory that changed and refers, for the rest,
+         * to the objects of older committed epochs of the same session
+         * (its "bases"). The daemon names each base of a save once, with
+         * save_refer, after save_begin and before save_commit; the
+         * provider then keeps those epochs as they are for as long as the
+         * new epoch is kept:
+         *   - save_commit removes the session's older epochs except the
+         *     ones this save refers to (it no longer removes all of them);
+         *     an older epoch that only an earlier epoch referred to goes
+         *     with it, because the daemon names every epoch a save needs,
+         *     not only the last one (references are never chained);
+         *   - load_begin with that exact epoch opens a kept epoch as it
+         *     opens the newest (epoch 0 still means the newest);
+         *   - list reports the newest epoch only, and remove deletes the
+         *     kept epochs with the others.
+         * A save that names no base behaves as before. At most
+         * LUPINE_CKPT_MAX_REFS bases per save (-E2BIG past that).
+         *
+         * save_refer: 0 if committed epoch `epoch` of the save's session
+         * exists, is older than the save's epoch, and is now kept with
+         * it; -ENOENT if there is no such committed epoch (removed, never
+         * committed, or damaged: the daemon then writes everything);
+         * -EINVAL for epoch 0 or one not older than the save's. Naming a
+         * base twice is 0.
+         */
+        int (*save_refer)(struct lupine_ckpt_save *save, uint64_t epoch);
 };
 
 typedef const struct lupine_checkpoint_provider *(*lupine_checkpoint_provider_fn)(void);
