@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The directory provider's internals, shared by provider_dir.c (open,
- * loads, listing, removal), dir_save.c (the save path), dir_io.c (io_uring
- * writes and fsyncs) and the helpers below them: dir_error.c (the error
- * text), dir_names.c (names and their mapping to paths), dir_commit.c (the
+ * loads, listing, removal), dir_save.c (the save path), dir_refer.c (a
+ * save's references to older epochs), dir_io.c (io_uring writes and
+ * fsyncs) and the helpers below them: dir_error.c (the error text),
+ * dir_names.c (names and their mapping to paths), dir_commit.c (the
  * COMMITTED marker), dir_walk.c (directories and tree walks) and
  * dir_fault.c (fault injection). Nothing here is public: the daemon sees
  * only provider_dir.h.
@@ -29,6 +30,14 @@
  * <sdir> is the session name, except that a name beginning with '.' gets a
  * '%' in front ('%' is never part of a session name, so the mapping is
  * one-to-one and ".", ".." or ".tmp-x" can never alias our own entries).
+ *
+ * Kept epochs (ABI version 5, save_refer): a session directory holds its
+ * newest epoch and the older epochs that the newest one's save referred
+ * to, side by side, each a complete <epoch> directory as above. Nothing
+ * on disk records the references: the commit of epoch N deletes every
+ * older epoch but the ones its save named (drop_older in dir_save.c), so
+ * what is left is exactly N and its bases. A kept epoch loads by its exact
+ * number; epoch 0, list and save_begin's "is it newer" see the newest.
  */
 #ifndef LUP_CKPT_DIR_INTERNAL_H
 #define LUP_CKPT_DIR_INTERNAL_H
@@ -148,6 +157,8 @@ struct lupine_ckpt_save {
         bool fenced; /* save_fence: commit only while this owner and token hold the lease */
         char fence_owner[LUPINE_CKPT_OWNER_MAX + 1];
         uint64_t fence_token;
+        uint64_t refs[LUPINE_CKPT_MAX_REFS]; /* save_refer: older epochs this commit keeps */
+        size_t n_refs;
         pthread_mutex_t mu;     /* everything above and err, while save_write_at calls overlap */
         int err;                /* latched: the first failure; the save is dead */
         bool crashed;           /* a crash-before-* fault stopped the commit */
@@ -341,6 +352,24 @@ int dir_save_commit(struct lupine_ckpt_save *save);
 void dir_save_abort(struct lupine_ckpt_save *save);
 /* Version 4: a commit only while (owner, token) holds the session's lease. */
 int dir_save_fence(struct lupine_ckpt_save *save, const char *owner, uint64_t token);
+
+/* ---- dir_refer.c: version 5, references to older epochs */
+
+/* save_refer: records committed epoch `epoch` of the save's session as one
+ * its commit keeps, after checking that it exists and checks out. 0 (also
+ * if named already), -EINVAL (0, or not older than the save), -E2BIG (past
+ * LUPINE_CKPT_MAX_REFS), -ENOENT (absent or damaged), or the save's latched
+ * error. A failure leaves the save as it was. */
+int dir_save_refer(struct lupine_ckpt_save *save, uint64_t epoch);
+
+/* Whether the save named `epoch` with save_refer. */
+static inline bool dir_save_refers(const struct lupine_ckpt_save *save, uint64_t epoch)
+{
+        for (size_t i = 0; i < save->n_refs; i++)
+                if (save->refs[i] == epoch)
+                        return true;
+        return false;
+}
 
 /* ---- dir_io.c */
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The directory provider's save path: save_begin, save_write, save_commit,
- * save_abort, and the per-save object table they share.
+ * save_abort, and the per-save object table they share (save_refer is
+ * dir_refer.c).
  *
  * Crash safety comes from ordering alone:
  *   objects fsynced -> their directories fsynced -> COMMITTED written and
@@ -617,9 +618,11 @@ static int rename_noreplace(int dfd, const char *from, const char *to)
         return renameat(dfd, from, dfd, to) < 0 ? -errno : 0;
 }
 
-/* Deletes the session's epochs older than `epoch`: renamed to a temp name
- * first (one atomic step out of sight), then removed. Failures leave
- * garbage that a later open reaps, never a half-deleted epoch in view. */
+/* Deletes the session's epochs older than `epoch`, except the ones the
+ * save refers to (save_refer, dir_refer.c), which stay as they are:
+ * renamed to a temp name first (one atomic step out of sight), then
+ * removed. Failures leave garbage that a later open reaps, never a
+ * half-deleted epoch in view. */
 static void drop_older(struct lupine_ckpt_save *save)
 {
         struct dirent *de;
@@ -630,7 +633,7 @@ static void drop_older(struct lupine_ckpt_save *save)
         while ((de = readdir(d))) {
                 char tmp[64];
                 uint64_t e;
-                if (!dir_epoch_parse(de->d_name, &e) || e >= save->epoch)
+                if (!dir_epoch_parse(de->d_name, &e) || e >= save->epoch || dir_save_refers(save, e))
                         continue;
                 if (dir_tmp_name(tmp, sizeof(tmp), "old") < 0 || renameat(dirfd(d), de->d_name, dirfd(d), tmp) < 0)
                         continue;

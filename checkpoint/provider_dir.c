@@ -4,7 +4,11 @@
  * abi/lupine/checkpoint_provider.h over a directory tree (layout in
  * dir_internal.h, the why in docs/providers.md). This file: open and
  * close (with the reaping of leftovers), loads, listing, removal, and the
- * table; the save path is dir_save.c.
+ * table; the save path is dir_save.c (and dir_refer.c).
+ *
+ * Kept epochs (version 5) need nothing here: load_begin opens any exact
+ * epoch that checks out, list reports the newest, and remove moves the
+ * whole session directory away, kept epochs and all.
  *
  * Loads accept an epoch only if its marker's checksum, session, epoch,
  * object count and byte total all match the tree, so an epoch that a crash
@@ -487,7 +491,8 @@ static const struct lupine_checkpoint_provider dir_provider = {
         .remove = dir_remove,
         /* version 2: lanes write (pwrite) and read (pread) in parallel;
          * save_write, used for everything else, goes through io_uring */
-        .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ | LUPINE_CKPT_CAP_LEASES,
+        .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ | LUPINE_CKPT_CAP_LEASES |
+                LUPINE_CKPT_CAP_REFER,
         .save_write_at = dir_save_write_at,
         /* version 4: session leases (dir_lease.c) */
         .lease_claim = dir_lease_claim,
@@ -495,6 +500,9 @@ static const struct lupine_checkpoint_provider dir_provider = {
         .lease_release = dir_lease_release,
         .lease_read = dir_lease_read,
         .save_fence = dir_save_fence,
+        /* version 5: a commit keeps the older epochs its save refers to
+         * (dir_refer.c) */
+        .save_refer = dir_save_refer,
 };
 
 const struct lupine_checkpoint_provider *lupine_dir_provider(void)
