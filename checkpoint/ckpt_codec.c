@@ -152,6 +152,8 @@ static size_t manifest_size(const struct lup_ckpt_manifest *m)
         b += 4 + (size_t)m->n_settings * 28;
         if (m->version >= 3)
                 b += lup_ckpt_vmm_size(&m->vmm);
+        if (m->version >= 4)
+                b += lup_ckpt_places_size(m);
         return b;
 }
 
@@ -252,6 +254,8 @@ int lup_ckpt_manifest_encode(const struct lup_ckpt_manifest *m, uint8_t **ret_bu
         encode_handles(&w, m);
         if (m->version >= 3)
                 lup_ckpt_vmm_encode(&w, &m->vmm);
+        if (m->version >= 4)
+                lup_ckpt_places_encode(&w, m);
         lup_sealed_end(&w, &lup_ckpt_manifest_kind);
         if (w.err || w.len != cap) {
                 free(buf);
@@ -275,6 +279,8 @@ void lup_ckpt_manifest_free(struct lup_ckpt_manifest *m)
         lup_ckpt_vmm_free(&m->vmm);
         free(m->strings);
         free(m->hashes);
+        free(m->places);
+        m->places = NULL;
         m->slabs = NULL;
         m->allocs = NULL;
         m->chunks = NULL;
@@ -540,6 +546,8 @@ int lup_ckpt_manifest_decode(const uint8_t *p, size_t n, struct lup_ckpt_manifes
                 rc = decode_settings(&d);
         if (rc == 0 && version >= 3)
                 rc = lup_ckpt_vmm_decode(&d.r, m->n_devices, &m->vmm, &d.why);
+        if (rc == 0 && version >= 4)
+                rc = lup_ckpt_places_decode(&d.r, m, &d.why);
         if (rc == 0 && lup_rd_finish(&d.r) < 0)
                 rc = bad(&d, -EBADMSG, "trailing bytes in the manifest");
 out:

@@ -32,6 +32,7 @@
  *                          u64 hash (of glob/<addr>) }
  *      u32 n, n x setting { u64 holder, u32 kind, u32 key, i32 device, u64 value }
  *      (version 3 and later) the client's virtual memory: see "vmm" below
+ *      (version 4 and later) where each piece's bytes are: see "places" below
  *
  * "events" (version 1): u32 n, n x { u64 id, u8 have_when, u64 when_ms as
  * the bits of a double }. "replies" (version 1): u64 start, u64 end, u64 n,
@@ -67,7 +68,7 @@ static inline uint64_t lup_ckpt_pieces(uint64_t size)
 #define LUP_CKPT_MEM_DURABLE 1u
 #define LUP_CKPT_MEM_HOT     2u
 
-#define LUP_CKPT_MANIFEST_VERSION     3u           /* 2: memory flags after the version; 3: vmm */
+#define LUP_CKPT_MANIFEST_VERSION     4u           /* 2: memory flags after the version; 3: vmm; 4: places */
 #define LUP_CKPT_MANIFEST_VERSION_MIN 1u           /* the oldest this lupined reads */
 #define LUP_CKPT_MANIFEST_MAX         (256u << 20) /* the largest manifest a restore reads */
 
@@ -140,6 +141,10 @@ struct lup_ckpt_chunk {
         uint64_t addr, size;
         uint32_t n_pieces;
         uint64_t *hashes; /* n_pieces of them (NULL when none) */
+        /* where each piece is (version 4, see "places"); NULL for both
+         * means every piece is in this epoch's object at its own offset */
+        uint8_t *base;    /* 0: this epoch; k: the manifest's bases[k - 1] */
+        uint64_t *offset; /* in object mem/<addr> of that epoch */
 };
 
 struct lup_ckpt_handle {
@@ -229,6 +234,36 @@ int lup_ckpt_vmm_decode(struct lup_rd *r, uint32_t n_devices, struct lup_ckpt_vm
 void lup_ckpt_vmm_free(struct lup_ckpt_vmm *v);
 
 /*
+ * ---- places: where every piece of memory is (version 4), at the end of
+ * the body, after the vmm section:
+ *
+ *      u32 n, n x u64 base epoch  (strictly increasing, each below the
+ *                                  manifest's own epoch; at most
+ *                                  LUP_CKPT_MAX_BASES)
+ *      for each chunk, for each of its pieces: u8 base, u64 offset
+ *
+ * A piece with base 0 is in this epoch's object mem/<addr> at `offset`;
+ * base k is in object mem/<addr> of epoch bases[k - 1], which the
+ * provider kept for this epoch (ABI version 5, save_refer). An
+ * incremental checkpoint writes only the pieces that changed since the
+ * epoch before, packed, and refers to the rest; a full one has no bases
+ * and every piece at its own offset. Offsets are multiples of
+ * LUP_CKPT_PIECE; the worker checks them against the objects' sizes, and
+ * every piece against its hash wherever it is read from. A hot-only
+ * manifest has no pieces and no bases.
+ */
+#define LUP_CKPT_MAX_BASES 16u /* the provider ABI's LUPINE_CKPT_MAX_REFS */
+
+/* checkpoint/ckpt_places.c: the bytes the section takes, and writing it */
+struct lup_ckpt_manifest;
+size_t lup_ckpt_places_size(const struct lup_ckpt_manifest *m);
+void lup_ckpt_places_encode(struct lup_wr *w, const struct lup_ckpt_manifest *m);
+/* Reads the section of a manifest whose chunks are decoded already,
+ * into m->bases and each chunk's base and offset (storage in m->places,
+ * freed by lup_ckpt_manifest_free). 0, -EBADMSG or -ENOMEM with *ret_why. */
+int lup_ckpt_places_decode(struct lup_rd *r, struct lup_ckpt_manifest *m, const char **ret_why);
+
+/*
  * Everything a restore needs to rebuild a session. Before an encode the
  * builder owns what the pointers point to; a decode allocates the arrays,
  * and keeps names and piece hashes in `strings` and `hashes`, all freed
@@ -255,8 +290,11 @@ struct lup_ckpt_manifest {
         struct lup_ckpt_global *globals;
         struct lup_ckpt_setting *settings;
         struct lup_ckpt_vmm vmm; /* version 3 */
-        char *strings;           /* a decode's names */
-        uint64_t *hashes;        /* a decode's piece hashes */
+        uint32_t n_bases;        /* version 4: the epochs pieces refer to */
+        uint64_t bases[LUP_CKPT_MAX_BASES];
+        char *strings;    /* a decode's names */
+        uint64_t *hashes; /* a decode's piece hashes */
+        void *places;     /* a decode's piece bases and offsets */
 };
 
 /* Frees a decoded manifest's storage (or a builder's arrays) and zeroes

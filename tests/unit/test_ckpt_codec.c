@@ -34,6 +34,9 @@ static struct lup_ckpt_alloc allocs[3] = {
         { 0x200000400000ull, (3u << 20) + 5, 4u << 20, 0, 0x10000 },
 };
 static struct lup_ckpt_chunk chunks[3];
+/* where the pieces are: this epoch's objects and bases 1 and 2 */
+static uint8_t piece_bases[5] = { 0, 1, 2, 0, 1 };
+static uint64_t piece_offsets[5] = { 0, 1u << 20, 1u << 20, 1u << 20, 4u << 20 };
 static struct lup_ckpt_handle handles[4] = {
         { .id = 0x1000000, .kind = 2, .ctx = 0x10000, .name = "", .image_len = 23359, .image_hash = 0xabcdef },
         { .id = 0x1000001, .kind = 3, .ctx = 0x10000, .parent = 0x1000000, .name = "fill_kernel" },
@@ -75,12 +78,17 @@ static void sample(struct lup_ckpt_manifest *m, uint32_t mem)
         m->slabs = slabs;
         m->n_allocs = 3;
         m->allocs = allocs;
-        chunks[0] =
-                (struct lup_ckpt_chunk){ 0x200000000000ull, 2u << 20, durable ? 2 : 0, durable ? piece_hashes : NULL };
-        chunks[1] = (struct lup_ckpt_chunk){ 0x200000200000ull, 2u << 20, durable ? 2 : 0,
-                                             durable ? piece_hashes + 2 : NULL };
-        chunks[2] = (struct lup_ckpt_chunk){ 0x200000400000ull, 1u << 20, durable ? 1 : 0,
-                                             durable ? piece_hashes + 4 : NULL };
+        static const uint64_t sizes[3] = { 2u << 20, 2u << 20, 1u << 20 };
+        for (unsigned i = 0, at = 0; i < 3; at += (unsigned)(sizes[i] >> 20), i++)
+                chunks[i] = (struct lup_ckpt_chunk){ .addr = 0x200000000000ull + i * (2ull << 20),
+                                                     .size = sizes[i],
+                                                     .n_pieces = durable ? (uint32_t)(sizes[i] >> 20) : 0,
+                                                     .hashes = durable ? piece_hashes + at : NULL,
+                                                     .base = durable ? piece_bases + at : NULL,
+                                                     .offset = durable ? piece_offsets + at : NULL };
+        m->n_bases = durable ? 2 : 0;
+        m->bases[0] = 1;
+        m->bases[1] = 2;
         m->n_chunks = 3;
         m->chunks = chunks;
         m->n_handles = 4;
@@ -128,7 +136,15 @@ static void assert_same(const struct lup_ckpt_manifest *a, const struct lup_ckpt
                 assert_int_equal(a->chunks[i].n_pieces, b->chunks[i].n_pieces);
                 if (a->chunks[i].n_pieces)
                         assert_memory_equal(a->chunks[i].hashes, b->chunks[i].hashes, a->chunks[i].n_pieces * 8);
+                for (uint32_t p = 0; p < a->chunks[i].n_pieces && a->version >= 4; p++) {
+                        const struct lup_ckpt_chunk *x = &a->chunks[i], *y = &b->chunks[i];
+                        assert_int_equal(x->base ? x->base[p] : 0, y->base ? y->base[p] : 0);
+                        assert_int_equal(x->offset ? x->offset[p] : p * LUP_CKPT_PIECE,
+                                         y->offset ? y->offset[p] : p * LUP_CKPT_PIECE);
+                }
         }
+        assert_int_equal(a->version >= 4 ? a->n_bases : 0, b->n_bases);
+        assert_memory_equal(a->bases, b->bases, b->n_bases * sizeof(a->bases[0]));
         assert_int_equal(a->n_handles, b->n_handles);
         for (uint32_t i = 0; i < a->n_handles; i++) {
                 const struct lup_ckpt_handle *x = &a->handles[i], *y = &b->handles[i];
@@ -343,7 +359,8 @@ static void manifest_vmm_bad_records(void **state)
         sample(&m, LUP_CKPT_MEM_DURABLE);
         encode(&m, &buf, &len);
         uint8_t *b = malloc(len);
-        size_t map = len - 8 - 40, alloc = len - 8 - 4 - 2 * 40 - 48, maps_n = len - 8 - 2 * 40 - 4;
+        size_t end = len - lup_ckpt_places_size(&m); /* the vmm section ends where the places begin */
+        size_t map = end - 8 - 40, alloc = end - 8 - 4 - 2 * 40 - 48, maps_n = end - 8 - 2 * 40 - 4;
         memcpy(b, buf, len);
         lup_put64(b + map, 0x200010600000ull + 4096); /* not on a granule */
         expect_refused(b, len, -EBADMSG, bad);
@@ -384,6 +401,60 @@ static void manifest_vmm_bad_records(void **state)
         assert_int_equal(got.vmm.n_resv + got.vmm.n_allocs + got.vmm.n_maps, 0);
         lup_ckpt_manifest_free(&got);
         free(b);
+        free(buf);
+}
+
+/* The places section (version 4): bases and each piece's base and offset. */
+static void manifest_places_bad_records(void **state)
+{
+        struct lup_ckpt_manifest m;
+        uint8_t *buf;
+        size_t len;
+        sample(&m, LUP_CKPT_MEM_DURABLE);
+        encode(&m, &buf, &len);
+        uint8_t *b = malloc(len);
+        size_t bases = len - 8 - lup_ckpt_places_size(&m) + 4, piece0 = bases + 2 * 8;
+        const char *order = "the base epochs are not increasing epochs before this one";
+        memcpy(b, buf, len);
+        lup_put64(b + bases, 2); /* 2, 2: not increasing */
+        expect_refused(b, len, -EBADMSG, order);
+        memcpy(b, buf, len);
+        lup_put64(b + bases + 8, 3); /* the manifest's own epoch */
+        expect_refused(b, len, -EBADMSG, order);
+        memcpy(b, buf, len);
+        lup_put64(b + bases, 0);
+        expect_refused(b, len, -EBADMSG, order);
+        memcpy(b, buf, len);
+        lup_put32(b + bases - 4, LUP_CKPT_MAX_BASES + 1);
+        expect_refused(b, len, -EBADMSG, "malformed list of base epochs");
+        memcpy(b, buf, len);
+        b[piece0 + 9] = 3; /* piece 1 refers to base 3 of 2 */
+        expect_refused(b, len, -EBADMSG, "malformed piece place");
+        memcpy(b, buf, len);
+        lup_put64(b + piece0 + 1, 4096); /* an offset within a piece */
+        expect_refused(b, len, -EBADMSG, "malformed piece place");
+        memcpy(b, buf, len);
+        lup_put64(b + piece0 + 1, LUP_ARENA_SIZE); /* past any object */
+        expect_refused(b, len, -EBADMSG, "malformed piece place");
+        free(b);
+        free(buf);
+        /* a version-3 manifest has no places: every piece in its own epoch */
+        struct lup_ckpt_manifest got;
+        const char *why = NULL;
+        m.version = 3;
+        encode(&m, &buf, &len);
+        assert_int_equal(lup_ckpt_manifest_decode(buf, len, &got, &why), 0);
+        assert_int_equal(got.n_bases, 0);
+        assert_null(got.chunks[0].base);
+        assert_null(got.chunks[0].offset);
+        lup_ckpt_manifest_free(&got);
+        free(buf);
+        /* nor has a hot-only one */
+        sample(&m, LUP_CKPT_MEM_HOT);
+        encode(&m, &buf, &len);
+        assert_int_equal(lup_ckpt_manifest_decode(buf, len, &got, &why), 0);
+        assert_int_equal(got.n_bases, 0);
+        lup_ckpt_manifest_free(&got);
         free(buf);
 }
 
@@ -955,6 +1026,7 @@ int main(void)
                 cmocka_unit_test(manifest_flipped_bytes),
                 cmocka_unit_test(manifest_bad_fields),
                 cmocka_unit_test(manifest_vmm_bad_records),
+                cmocka_unit_test(manifest_places_bad_records),
                 cmocka_unit_test(manifest_hot_records_no_pieces),
                 cmocka_unit_test(manifest_long_names),
                 cmocka_unit_test(manifest_version1),
