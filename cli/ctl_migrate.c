@@ -28,11 +28,16 @@ static void nap(int ms)
         nanosleep(&ts, NULL);
 }
 
-static void json_out(const char *name, const char *target, const char *state, unsigned long long bytes, double secs,
-                     const char *why)
+/* What ADMIN MIGRATION said of a finished migration. */
+struct outcome {
+        unsigned long long bytes, ms, precopied, paused_bytes, paused_us;
+};
+
+static void json_out(const char *name, const char *target, const char *state, const struct outcome *oc, const char *why)
 {
-        printf("{\"session\":\"%s\",\"target\":\"%s\",\"state\":\"%s\",\"bytes\":%llu,\"pause_s\":%.3f", name, target,
-               state, bytes, secs);
+        printf("{\"session\":\"%s\",\"target\":\"%s\",\"state\":\"%s\",\"bytes\":%llu,\"seconds\":%.3f,"
+               "\"precopy_bytes\":%llu,\"paused_bytes\":%llu,\"pause_s\":%.6f",
+               name, target, state, oc->bytes, oc->ms / 1000.0, oc->precopied, oc->paused_bytes, oc->paused_us / 1e6);
         if (why) {
                 printf(",\"error\":\"");
                 for (const char *p = why; *p; p++)
@@ -110,19 +115,27 @@ int ctl_migrate(const struct ctl_opts *o, int argc, char **argv)
                 }
                 if (drawn)
                         printf("\r\033[K");
-                if (sscanf(text, "done %llu %llu %299s", &a, &b, where) == 3) {
+                struct outcome oc = { 0 };
+                if (sscanf(text, "done %llu %llu %299s %llu %llu %llu", &oc.bytes, &oc.ms, where, &oc.precopied,
+                           &oc.paused_bytes, &oc.paused_us) >= 3) {
                         if (o->json)
-                                json_out(name, target, "done", a, b / 1000.0, NULL);
+                                json_out(name, target, "done", &oc, NULL);
+                        else if (oc.precopied)
+                                printf("session %s: %.2f GiB moved in %.2f s: %.2f GiB pre-copied while it ran, "
+                                       "%.2f GiB in a pause of %.3f s; its client resumes on %s, which restores it "
+                                       "from the shared store\n",
+                                       name, oc.bytes / GIB, oc.ms / 1000.0, oc.precopied / GIB, oc.paused_bytes / GIB,
+                                       oc.paused_us / 1e6, where);
                         else
-                                printf("session %s: %.2f GiB checkpointed, paused %.2f s; its client resumes on %s, "
-                                       "which restores it from the shared store\n",
-                                       name, a / GIB, b / 1000.0, where);
+                                printf("session %s: %.2f GiB checkpointed (%.2f GiB written) in a pause of %.3f s; "
+                                       "its client resumes on %s, which restores it from the shared store\n",
+                                       name, oc.bytes / GIB, oc.paused_bytes / GIB, oc.paused_us / 1e6, where);
                         free(text);
                         return 0;
                 }
                 const char *why = strncmp(text, "failed ", 7) == 0 ? text + 7 : text;
                 if (o->json)
-                        json_out(name, target, "failed", 0, 0, why);
+                        json_out(name, target, "failed", &oc, why);
                 else
                         fprintf(stderr, "lupinectl: the migration of %s failed: %s\n", name, why);
                 free(text);

@@ -66,7 +66,10 @@
  *     (0: checkpoint committed; -ENOTRECOVERABLE: not checkpointed because
  *     the session's CUDA context has a sticky error of its own, and older
  *     checkpoints stay; other < 0: -errno, the session is lost; the worker
- *     logged why).
+ *     logged why), then (LUPD_CTL_DRAINED_LEN bytes in all; an older
+ *     worker's 8 are read as zeros) u64 memory bytes a pre-copy wrote
+ *     while the session ran, u64 memory bytes written while it was
+ *     paused, u64 microseconds that paused checkpoint took.
  *   LUPD_CTL_STATS (worker -> supervisor), at any time, at most about once
  *     a second while the session works, and on progress of a checkpoint or
  *     restore: u32 type, u32 phase (LUPD_WORK_*: 0 none, 1 checkpoint,
@@ -153,6 +156,7 @@ enum lupd_ctl_type {
  * The health watch (supervisor/health.c) counts a worker whose heartbeat
  * is older than --health-timeout as not answering. */
 #define LUPD_CTL_HEARTBEAT_LEN 8u
+#define LUPD_CTL_DRAINED_LEN   32u /* with the pre-copy and pause figures */
 
 /* LUPD_CTL_CHECKPOINTED */
 #define LUPD_CTL_CHECKPOINTED_LEN 16u

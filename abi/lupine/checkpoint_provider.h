@@ -43,7 +43,9 @@
  *   LUPINE_CKPT_CAP_CONCURRENT_WRITE  save_write_at may run on several
  *      threads at once for one save (see there);
  *   LUPINE_CKPT_CAP_CONCURRENT_READ   load_size and load_read may run on
- *      several threads at once for one load;
+ *      several threads at once for one load, and (version 5) for the
+ *      loads of one instance that one restore holds open at once (the
+ *      newest epoch and the ones it refers to);
  *   LUPINE_CKPT_CAP_DIRECT_WRITE  (version 3, needs CONCURRENT_WRITE)
  *      save_direct_get and save_direct_done may run on several threads at
  *      once, together with save_write_at, for one save.

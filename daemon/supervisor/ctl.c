@@ -383,7 +383,7 @@ static int ctl_plain_message(struct sup *s, int idx, size_t len)
                 break;
         case LUPD_CTL_DRAINED:
                 ok = se->drain_sent && !se->drain_done;
-                want = 8;
+                want = len == LUPD_CTL_DRAINED_LEN ? LUPD_CTL_DRAINED_LEN : 8;
                 break;
         case LUPD_CTL_STATS:
                 return on_stats(s, idx, len);
@@ -408,10 +408,16 @@ static int ctl_plain_message(struct sup *s, int idx, size_t len)
                 worker_violation(s, idx, what);
                 return -EPROTO;
         }
+        struct sup_drained fig = { 0 };
         if (want >= 8)
                 lup_rd_i32(&r, &status);
-        if (want >= 12)
+        if (type == LUPD_CTL_READY)
                 lup_rd_u32(&r, &slot);
+        if (type == LUPD_CTL_DRAINED && want == LUPD_CTL_DRAINED_LEN) {
+                lup_rd_u64(&r, &fig.precopied);
+                lup_rd_u64(&r, &fig.paused_written);
+                lup_rd_u64(&r, &fig.paused_us);
+        }
         if (len != want || lup_rd_finish(&r) < 0 || status > 0 || (type == LUPD_CTL_DETACHED && status != 0)) {
                 snprintf(what, sizeof(what), "a malformed control message (type %u, %zu bytes)", (unsigned)type,
                          len);
@@ -436,7 +442,7 @@ static int ctl_plain_message(struct sup *s, int idx, size_t len)
                 on_detached(s, idx);
                 break;
         case LUPD_CTL_DRAINED:
-                sup_drain_on_drained(s, idx, status);
+                sup_drain_on_drained(s, idx, status, &fig);
                 break;
         }
         return 0;

@@ -144,7 +144,8 @@ enum verdict {
 };
 
 /* A migration's verdict, for ADMIN MIGRATION and the metrics. */
-static void migration_end(struct sup *s, const struct lupd_session *se, bool ok, const char *why)
+static void migration_end(struct sup *s, const struct lupd_session *se, bool ok, const char *why,
+                          const struct sup_drained *fig)
 {
         for (unsigned i = 0; i < SUP_MIGRATIONS; i++) {
                 struct sup_migration *m = &s->migrate.rec[i];
@@ -152,27 +153,35 @@ static void migration_end(struct sup *s, const struct lupd_session *se, bool ok,
                         continue;
                 m->ms = sup_now_ms() - m->started_ms;
                 m->bytes = se->stats.mem;
+                m->precopied = fig ? fig->precopied : 0;
+                m->paused_bytes = fig ? fig->paused_written : 0;
+                m->paused_us = fig ? fig->paused_us : 0;
                 m->state = ok ? SUP_MIGRATION_DONE : SUP_MIGRATION_FAILED;
                 snprintf(m->why, sizeof(m->why), "%s", why ? why : "");
                 if (ok) {
                         s->migrate.done++;
                         s->migrate.bytes += m->bytes;
                         s->migrate.ms += m->ms;
-                        lup_info("session %s: migration to %s: %.2f GiB checkpointed in %.2f s; its client goes there",
-                                 se->name, m->target, m->bytes / 1073741824.0, m->ms / 1000.0);
+                        s->migrate.precopied += m->precopied;
+                        s->migrate.paused_bytes += m->paused_bytes;
+                        s->migrate.paused_us += m->paused_us;
+                        lup_info("session %s: migration to %s: %.2f GiB checkpointed in %.2f s (%.2f GiB pre-copied "
+                                 "while it ran, %.2f GiB in a pause of %.3f s); its client goes there",
+                                 se->name, m->target, m->bytes / 1073741824.0, m->ms / 1000.0,
+                                 m->precopied / 1073741824.0, m->paused_bytes / 1073741824.0, m->paused_us / 1e6);
                 } else {
                         lup_warn("session %s: migration to %s failed: %s", se->name, m->target, m->why);
                 }
         }
 }
 
-static void drain_verdict(struct sup *s, int idx, enum verdict v, const char *why)
+static void drain_verdict(struct sup *s, int idx, enum verdict v, const char *why, const struct sup_drained *fig)
 {
         struct lupd_session *se = &s->reg.s[idx];
 
         se->drain_done = true;
         if (se->migrating)
-                migration_end(s, se, v == CHECKPOINTED, why ? why : "the session ended first");
+                migration_end(s, se, v == CHECKPOINTED, why ? why : "the session ended first", fig);
         if (v == CHECKPOINTED) {
                 s->n_checkpointed++;
                 sup_count_work(s, se, false);
@@ -207,22 +216,23 @@ static void drain_verdict(struct sup *s, int idx, enum verdict v, const char *wh
         sup_status_update(s);
 }
 
-void sup_drain_on_drained(struct sup *s, int idx, int32_t status)
+void sup_drain_on_drained(struct sup *s, int idx, int32_t status, const struct sup_drained *fig)
 {
         char why[128];
 
         if (status == 0) {
-                drain_verdict(s, idx, CHECKPOINTED, NULL);
+                drain_verdict(s, idx, CHECKPOINTED, NULL, fig);
                 return;
         }
         if (status == -ENOTRECOVERABLE) {
                 drain_verdict(s, idx, OWN_ERROR,
-                              "its CUDA context has a sticky error of its own making (the worker's log names it)");
+                              "its CUDA context has a sticky error of its own making (the worker's log names it)",
+                              NULL);
                 return;
         }
         snprintf(why, sizeof(why), "the checkpoint failed: %s (the worker's log says more)",
                  status > -4096 ? strerror(-status) : "unknown error");
-        drain_verdict(s, idx, FAILED, why);
+        drain_verdict(s, idx, FAILED, why, NULL);
 }
 
 void sup_drain_on_gone(struct sup *s, int idx, int wait_status)
@@ -235,12 +245,12 @@ void sup_drain_on_gone(struct sup *s, int idx, int wait_status)
          * was there to save. Everything else is a failed checkpoint. */
         if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
                 snprintf(why, sizeof(why), "its worker %d exited without a checkpoint", (int)se->pid);
-                drain_verdict(s, idx, ENDED, why);
+                drain_verdict(s, idx, ENDED, why, NULL);
                 return;
         }
         sup_describe_wait(wait_status, how, sizeof(how));
         snprintf(why, sizeof(why), "its worker %d %s before reporting a checkpoint", (int)se->pid, how);
-        drain_verdict(s, idx, FAILED, why);
+        drain_verdict(s, idx, FAILED, why, NULL);
 }
 
 /* A FAILED worker is on its way out with nothing to save. */
@@ -281,7 +291,7 @@ void sup_drain_session_expire(struct sup *s, int idx)
         snprintf(why, sizeof(why),
                  "its worker %d did not finish the checkpoint within %d s (--drain-timeout); killed it", (int)se->pid,
                  s->cfg->drain_timeout_s);
-        drain_verdict(s, idx, FAILED, why);
+        drain_verdict(s, idx, FAILED, why, NULL);
         sup_worker_kill(s, idx);
 }
 

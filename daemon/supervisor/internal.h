@@ -160,7 +160,13 @@ struct sup_migration {
         char target[LUP_GOODBYE_TO_MAX + 1];
         int state; /* enum sup_migration_state */
         uint64_t started_ms, ms, bytes;
+        uint64_t precopied, paused_bytes, paused_us; /* from DRAINED */
         char why[200];
+};
+
+/* What a DRAINED says the checkpoint wrote (daemon/ctl.h). */
+struct sup_drained {
+        uint64_t precopied, paused_written, paused_us;
 };
 
 struct log_limit {
@@ -283,6 +289,7 @@ struct sup {
                 struct sup_migration rec[SUP_MIGRATIONS];
                 unsigned next;
                 uint64_t started, done, bytes, ms; /* since the start, for the metrics */
+                uint64_t precopied, paused_bytes, paused_us;
         } migrate;
         /* since this process started, for the metrics (supervisor/metrics.c) */
         struct {
@@ -572,7 +579,7 @@ int sup_drain_session(struct sup *s, int idx, const char *why);
  * --drain-timeout: its verdict, and SIGKILL. */
 void sup_drain_session_expire(struct sup *s, int idx);
 /* Worker idx reported LUPD_CTL_DRAINED with status. */
-void sup_drain_on_drained(struct sup *s, int idx, int32_t status);
+void sup_drain_on_drained(struct sup *s, int idx, int32_t status, const struct sup_drained *fig);
 /* Worker idx, told to drain, is gone without DRAINED (wait_status from
  * waitpid): its session ended by itself (exit 0) or is lost. */
 void sup_drain_on_gone(struct sup *s, int idx, int wait_status);

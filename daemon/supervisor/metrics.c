@@ -327,8 +327,16 @@ static void work_metrics(struct out *o, struct sup *s)
         counter(o, "lupine_migrations_done_total", "... whose checkpoint was committed for the target",
                 s->migrate.done);
         counter(o, "lupine_migration_bytes_total", "device memory that completed migrations moved", s->migrate.bytes);
-        family(o, "lupine_migration_seconds_total", "counter", "the sessions' pauses in completed migrations");
+        family(o, "lupine_migration_seconds_total", "counter",
+               "completed migrations, from their start to the commit (pre-copy and pause)");
         put(o, "lupine_migration_seconds_total %.3f\n", (double)s->migrate.ms / 1000.0);
+        family(o, "lupine_migration_pause_seconds_total", "counter",
+               "... of it with the session paused (the final checkpoint)");
+        put(o, "lupine_migration_pause_seconds_total %.6f\n", (double)s->migrate.paused_us / 1e6);
+        counter(o, "lupine_migration_precopy_bytes_total", "memory the pre-copies wrote while their sessions ran",
+                s->migrate.precopied);
+        counter(o, "lupine_migration_paused_bytes_total", "memory written while the sessions were paused",
+                s->migrate.paused_bytes);
         counter(o, "lupine_adoptions_total",
                 "restores from the shared store begun for a resuming client (docs/fleet.md)", s->adopt.started);
         counter(o, "lupine_adopted_sessions_total", "... that brought the session here", s->adopt.adopted);

@@ -14,9 +14,11 @@
  * client goes on through its LUPINE_SERVER list, and this host takes the
  * session back the same way.
  *
- * What is not there yet: pre-copy. The checkpoint is the whole session,
- * written while it is paused; incremental checkpoints (issue 17) would
- * write it while it runs and pause only for what changed since.
+ * Pre-copy is the worker's (worker/precopy.c): told MIGRATE_TO, it writes
+ * the memory into the next epoch's save while the session runs, and the
+ * drain that follows waits for that and then writes only what changed
+ * meanwhile. DRAINED says how much went each way and how long the pause
+ * was; ADMIN MIGRATION reports it.
  *
  * ADMIN MIGRATION NAME tells how the last migration of NAME went; the
  * verdict is written by the drain (supervisor/drain.c) into s->migrate.
@@ -130,8 +132,9 @@ void sup_admin_migration(struct sup *s, int idx, const char *name)
                 snprintf(msg, sizeof(msg), "running %llu %llu", st ? (unsigned long long)st->done : 0ull,
                          st ? (unsigned long long)st->total : 0ull);
         } else if (rec->state == SUP_MIGRATION_DONE) {
-                snprintf(msg, sizeof(msg), "done %llu %llu %s", (unsigned long long)rec->bytes,
-                         (unsigned long long)rec->ms, rec->target);
+                snprintf(msg, sizeof(msg), "done %llu %llu %s %llu %llu %llu", (unsigned long long)rec->bytes,
+                         (unsigned long long)rec->ms, rec->target, (unsigned long long)rec->precopied,
+                         (unsigned long long)rec->paused_bytes, (unsigned long long)rec->paused_us);
         } else {
                 snprintf(msg, sizeof(msg), "failed %s", rec->why);
         }

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "worker/arrays.h"
 #include "worker/mapped.h"
+#include "worker/precopy.h"
 #include "worker/session.h"
 
 /* Takes fd (an imported chunk's, or -1) on success only. */
@@ -101,6 +102,9 @@ static void arena_unmap(void *ud, uint64_t addr, uint64_t size)
         struct lupw_session *s = ud;
         for (size_t i = 0; i < s->mem.n_chunks; i++) {
                 if (s->mem.chunks[i].addr == addr) {
+                        /* a pre-copy may be reading it (worker/precopy.c) */
+                        if (lupw_precopy_running(s))
+                                lupw_precopy_cancel(s, "the client freed device memory");
                         s->be.fn.cuMemUnmap(addr, size);
                         s->be.fn.cuMemRelease(s->mem.chunks[i].handle);
                         if (s->mem.chunks[i].fd >= 0)

@@ -31,8 +31,11 @@
 #include "hash.h"
 #include "log.h"
 #include "provider_load.h"
+#include "worker/ckpt_base.h"
 #include "worker/lanes.h"
 #include "worker/graphs.h"
+#include "worker/piece_hash.h"
+#include "worker/precopy.h"
 #include "worker/arrays.h"
 #include "worker/mapped.h"
 #include "worker/session.h"
@@ -79,6 +82,8 @@ int lupw_ckpt_open(struct lupw_session *s)
 void lupw_ckpt_close(struct lupw_session *s)
 {
         lupw_lanes_direct_release(s); /* the region is the instance's */
+        lupw_precopy_cancel(s, "the session ends"); /* its save is the instance's */
+        lupw_base_free(s);                          /* its epochs are the store's */
         if (s->ckpt.inst)
                 s->ckpt.ops->close(s->ckpt.inst);
         s->ckpt.inst = NULL;
@@ -136,10 +141,15 @@ _Static_assert(LUPW_MAX_SETTINGS == LUP_CKPT_MAX_SETTINGS, "a restore must read 
 struct saver {
         struct lupw_session *s;
         struct lupine_ckpt_save *save;
+        uint64_t epoch;
         int rc;
-        struct lupw_mem_span *spans; /* the memory saved, with its hashes (for --checkpoint-verify) */
+        struct lupw_mem_span *spans; /* every chunk, with its hashes */
         uint64_t *hashes;
         size_t n_spans;
+        struct lupw_incr_plan plan;            /* an incremental save's (worker/ckpt_base.c) */
+        uint64_t written;                      /* bytes of memory this save wrote (with its pre-copy's) */
+        uint64_t paused_written;               /* ... of them with the session quiesced */
+        const struct lupw_precopy_result *pre; /* the pre-copy this save completes (worker/precopy.c), or NULL */
 };
 
 static int put(struct saver *sv, const char *name, const void *p, size_t n)
@@ -149,9 +159,64 @@ static int put(struct saver *sv, const char *name, const void *p, size_t n)
         return sv->rc;
 }
 
-/* Every chunk's contents through the lanes (worker/lanes.c), then each
- * chunk's record in recs: address, size, piece count and one hash per
- * piece (the hashes stay in sv->hashes). */
+/* The spans the save wrote: the changed pieces of an incremental one,
+ * else every chunk. */
+static const struct lupw_mem_span *written_spans(const struct saver *sv, size_t *ret_n)
+{
+        *ret_n = sv->plan.incremental ? sv->plan.n_write : sv->n_spans;
+        return sv->plan.incremental ? sv->plan.write : sv->spans;
+}
+
+/* An incremental save, where it can be (worker/ckpt_base.h says when):
+ * every chunk hashed on the GPU first, then only the pieces that changed
+ * copied. Returns whether the lanes still have to hash (a full save). */
+static int plan_incremental(struct saver *sv, bool *ret_hashed)
+{
+        struct lupw_session *s = sv->s;
+        char why[256] = "";
+        const char *full = "";
+        *ret_hashed = false;
+        if (!lupw_incr_possible(s))
+                return 0;
+        lupw_piece_hash_plan(s, sv->spans, sv->n_spans);
+        if (lupw_piece_hash_run(s, sv->spans, sv->n_spans, false, why, sizeof(why)) < 0) {
+                lup_warn("session %s: checkpoint: %s; it writes everything", s->name, why);
+                return 0; /* the lanes plan and hash again */
+        }
+        int rc = lupw_incr_plan(s, sv->save, sv->epoch, sv->spans, sv->n_spans, &sv->plan, &full);
+        if (rc < 0)
+                return rc;
+        *ret_hashed = true; /* incremental or not, every hash is taken */
+        for (size_t i = 0; i < sv->n_spans; i++)
+                *ret_hashed = *ret_hashed && sv->spans[i].on_gpu;
+        if (!sv->plan.incremental && *full)
+                lup_info("session %s: checkpoint epoch %llu is full: %s", s->name, (unsigned long long)sv->epoch, full);
+        return 0;
+}
+
+/* The end of a pre-copied save: every chunk hashed on the GPU now that
+ * the session is quiesced, and only the pieces that changed since the
+ * pre-copy copied them written again (all of them if the GPU cannot hash). */
+static int plan_after_precopy(struct saver *sv, bool *ret_hashed)
+{
+        struct lupw_session *s = sv->s;
+        char why[256] = "";
+        lupw_piece_hash_plan(s, sv->spans, sv->n_spans);
+        bool all_new = lupw_piece_hash_run(s, sv->spans, sv->n_spans, false, why, sizeof(why)) < 0;
+        for (size_t i = 0; i < sv->n_spans; i++)
+                all_new = all_new || !sv->spans[i].on_gpu;
+        if (all_new)
+                lup_warn("session %s: checkpoint: the memory cannot be hashed on the GPU (%s); the pre-copy "
+                         "is written again in full",
+                         s->name, why[0] ? why : "not on this device");
+        *ret_hashed = !all_new;
+        return lupw_incr_plan_final(sv->pre->record, sv->spans, sv->n_spans, all_new, &sv->plan);
+}
+
+/* Every chunk's contents through the lanes (worker/lanes.c), or only its
+ * changed pieces, then each chunk's record in recs: address, size, piece
+ * count, one hash per piece (kept in sv->hashes) and, incrementally, where
+ * each piece is. */
 static int save_memory(struct saver *sv, struct lup_ckpt_chunk *recs)
 {
         struct lupw_session *s = sv->s;
@@ -162,8 +227,9 @@ static int save_memory(struct saver *sv, struct lup_ckpt_chunk *recs)
         struct lupw_mem_span *spans = calloc(n ? n : 1, sizeof(*spans));
         uint64_t *hashes = calloc(total ? total : 1, sizeof(*hashes));
         if (!spans || !hashes) {
-                sv->rc = -ENOMEM;
-                goto out;
+                free(spans);
+                free(hashes);
+                return sv->rc = -ENOMEM;
         }
         for (size_t i = 0, at = 0; i < n; i++) {
                 const struct lupw_chunk *c = &s->mem.chunks[i];
@@ -173,24 +239,35 @@ static int save_memory(struct saver *sv, struct lup_ckpt_chunk *recs)
                 snprintf(spans[i].name, sizeof(spans[i].name), "mem/%016" PRIx64, c->addr);
                 at += lup_ckpt_pieces(c->size);
         }
-        sv->rc = lupw_lanes_save(s, sv->save, spans, n, why, sizeof(why));
-        if (sv->rc < 0) {
-                lup_err("session %s: checkpoint: %s", s->name, why);
-                goto out;
-        }
         sv->spans = spans;
         sv->hashes = hashes;
         sv->n_spans = n;
-        for (size_t i = 0; i < n; i++)
+        bool hashed = false;
+        sv->rc = sv->pre ? plan_after_precopy(sv, &hashed) : plan_incremental(sv, &hashed);
+        if (sv->rc < 0)
+                return sv->rc;
+        size_t nw;
+        struct lupw_mem_span *w = (struct lupw_mem_span *)written_spans(sv, &nw);
+        sv->rc = lupw_lanes_save(s, sv->save, w, nw, hashed, why, sizeof(why));
+        if (sv->rc < 0) {
+                lup_err("session %s: checkpoint: %s", s->name, why);
+                return sv->rc;
+        }
+        for (size_t i = 0; i < nw; i++)
+                sv->paused_written += w[i].size;
+        sv->written = sv->paused_written + (sv->pre ? sv->pre->written : 0);
+        for (size_t i = 0, at = 0; i < n; i++) {
                 recs[i] = (struct lup_ckpt_chunk){ .addr = spans[i].addr,
                                                    .size = spans[i].size,
                                                    .n_pieces = (uint32_t)lup_ckpt_pieces(spans[i].size),
                                                    .hashes = spans[i].hashes };
+                if (sv->plan.incremental) {
+                        recs[i].base = sv->plan.base + at;
+                        recs[i].offset = sv->plan.offset + at;
+                }
+                at += recs[i].n_pieces;
+        }
         return 0;
-out:
-        free(spans);
-        free(hashes);
-        return sv->rc;
 }
 
 static bool verify_wanted(const struct lupw_session *s)
@@ -219,23 +296,26 @@ static int verify_memory(struct saver *sv, uint64_t epoch)
         uint8_t *buf = malloc(LUP_CKPT_PIECE);
         if (!buf)
                 rc = -ENOMEM;
-        for (size_t i = 0; i < sv->n_spans && rc == 0; i++) {
-                const struct lupw_mem_span *sp = &sv->spans[i];
+        size_t nw;
+        const struct lupw_mem_span *w = written_spans(sv, &nw);
+        for (size_t i = 0; i < nw && rc == 0; i++) {
+                const struct lupw_mem_span *sp = &w[i];
                 for (uint64_t off = 0; off < sp->size && rc == 0; off += LUP_CKPT_PIECE) {
                         size_t len = sp->size - off < LUP_CKPT_PIECE ? (size_t)(sp->size - off) : LUP_CKPT_PIECE;
-                        int64_t k = lupine_provider_read_full(p, ld, sp->name, off, buf, len);
+                        int64_t k = lupine_provider_read_full(p, ld, sp->name, sp->obj_off + off, buf, len);
                         if (k != (int64_t)len) {
                                 rc = k < 0 ? (int)k : -EIO;
                                 lup_err("session %s: verifying checkpoint epoch %llu: reading %s at %" PRIu64
                                         " failed: %s",
-                                        s->name, (unsigned long long)epoch, sp->name, off,
+                                        s->name, (unsigned long long)epoch, sp->name, sp->obj_off + off,
                                         k < 0 ? p->last_error(s->ckpt.inst) : "it ends early");
                         }
                         if (rc == 0 && lup_hash64(buf, len, 0) != sp->hashes[off / LUP_CKPT_PIECE]) {
                                 rc = -EBADMSG;
                                 lup_err("session %s: checkpoint epoch %llu is corrupt: %s at offset %" PRIu64
-                                        " (device address 0x%" PRIx64 ") does not match its hash", s->name,
-                                        (unsigned long long)epoch, sp->name, off, sp->addr + off);
+                                        " (device address 0x%" PRIx64 ") does not match its hash",
+                                        s->name, (unsigned long long)epoch, sp->name, sp->obj_off + off,
+                                        sp->addr + off);
                         }
                         bytes += len;
                 }
@@ -399,9 +479,10 @@ static int build_manifest(struct saver *sv, uint32_t mem, uint64_t epoch, struct
         if (sv->rc == 0) {
                 describe_session(s, m);
                 m->n_chunks = (uint32_t)s->mem.n_chunks;
-                if (mem & LUP_CKPT_MEM_DURABLE)
-                        save_memory(sv, m->chunks);
-                else
+                if (mem & LUP_CKPT_MEM_DURABLE && save_memory(sv, m->chunks) == 0 && sv->plan.incremental) {
+                        m->n_bases = sv->plan.n_bases;
+                        memcpy(m->bases, sv->plan.bases, sizeof(m->bases));
+                } else if (!(mem & LUP_CKPT_MEM_DURABLE))
                         for (size_t i = 0; i < s->mem.n_chunks; i++) /* hot only: the contents stay on the GPU */
                                 m->chunks[i] = (struct lup_ckpt_chunk){ .addr = s->mem.chunks[i].addr,
                                                                         .size = s->mem.chunks[i].size };
@@ -445,17 +526,28 @@ static int finish_save(struct saver *sv, uint32_t mem, uint64_t epoch, double t0
         uint64_t bytes = 0;
         for (size_t i = 0; i < s->mem.n_chunks; i++)
                 bytes += s->mem.chunks[i].size;
-        uint64_t copied = (mem & LUP_CKPT_MEM_DURABLE) ? bytes : 0;
+        uint64_t copied = (mem & LUP_CKPT_MEM_DURABLE) ? sv->paused_written : 0;
+        char incr[160] = "";
+        if (sv->pre)
+                snprintf(incr, sizeof(incr), ", after a pre-copy of %.2f GiB in %.2f s while it ran%s",
+                         sv->pre->written / 1073741824.0, sv->pre->seconds,
+                         sv->plan.n_bases ? " and references to older epochs" : "");
+        else if (sv->plan.incremental)
+                snprintf(incr, sizeof(incr), ", incremental: %.1f%% written, the rest in %u older epoch(s)",
+                         bytes ? 100.0 * (double)copied / (double)bytes : 0.0, sv->plan.n_bases);
         lup_info("session %s: checkpoint epoch %llu (%s): %.2f GiB of device memory in %zu chunk(s), "
-                 "%llu bytes copied, in %.3f s (%.2f GB/s) through %s, %u lane(s)",
+                 "%llu bytes copied, in %.3f s (%.2f GB/s effective) through %s, %u lane(s)%s",
                  s->name, (unsigned long long)epoch,
                  mem == (LUP_CKPT_MEM_DURABLE | LUP_CKPT_MEM_HOT) ? "hot and durable"
                  : mem == LUP_CKPT_MEM_HOT                        ? "hot"
                                                                   : "durable",
                  bytes / 1073741824.0, s->mem.n_chunks, (unsigned long long)copied, dt,
-                 dt > 0 ? copied / dt / 1e9 : 0.0, s->ckpt.ops->name,
-                 (mem & LUP_CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0);
+                 dt > 0 && (mem & LUP_CKPT_MEM_DURABLE) ? bytes / dt / 1e9 : 0.0, s->ckpt.ops->name,
+                 (mem & LUP_CKPT_MEM_DURABLE) ? lupw_lanes_used(s) : 0, incr);
         s->ckpt.epoch = epoch;
+        s->ckpt.last = (struct lupw_ckpt_last){ .precopied = sv->pre ? sv->pre->written : 0,
+                                                .paused_written = copied,
+                                                .paused_us = (uint64_t)(dt * 1e6) };
         lupw_stats_committed(s);
         /* a corrupt checkpoint is no checkpoint: the drain must not count on it */
         if (verify_wanted(s) && (mem & LUP_CKPT_MEM_DURABLE))
@@ -470,14 +562,21 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
         int rc = lupw_ckpt_open(s);
         if (rc < 0)
                 return rc;
-        uint64_t epoch = s->ckpt.epoch + 1;
         struct saver sv = { .s = s };
-        rc = s->ckpt.ops->save_begin(s->ckpt.inst, s->name, epoch, &sv.save);
+        if (s->ckpt.precopy && !(mem & LUP_CKPT_MEM_DURABLE))
+                lupw_precopy_cancel(s, "this checkpoint keeps the memory on the GPU");
+        else if (s->ckpt.precopy)
+                sv.pre = lupw_precopy_result(s); /* NULL: it failed (logged) */
+        uint64_t epoch = sv.pre ? sv.pre->epoch : s->ckpt.epoch + 1;
+        if (sv.pre)
+                sv.save = sv.pre->save; /* begun and fenced already */
+        else
+                rc = s->ckpt.ops->save_begin(s->ckpt.inst, s->name, epoch, &sv.save);
         if (rc < 0) {
                 lup_err("session %s: checkpoint: %s", s->name, s->ckpt.ops->last_error(s->ckpt.inst));
                 return rc;
         }
-        rc = lupw_lease_fence(s, sv.save); /* a host that lost the lease never commits (worker/lease.c) */
+        rc = sv.pre ? 0 : lupw_lease_fence(s, sv.save); /* a host that lost the lease never commits (worker/lease.c) */
         if (rc < 0) {
                 lup_err("session %s: checkpoint not begun: %s", s->name,
                         rc == -ESTALE   ? "another host claimed the session's lease"
@@ -489,9 +588,9 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
         struct lup_ckpt_manifest m;
         uint8_t *man = NULL;
         size_t len = 0;
+        sv.epoch = epoch;
         if (build_manifest(&sv, mem, epoch, &m) == 0)
                 sv.rc = lup_ckpt_manifest_encode(&m, &man, &len);
-        lup_ckpt_manifest_free(&m);
         /* events' recorded state and the unacknowledged answers (worker/handles.c, worker/tx.c) */
         if (sv.rc == 0)
                 sv.rc = lupw_events_save(s, sv.save);
@@ -507,6 +606,12 @@ int lupw_checkpoint(struct lupw_session *s, uint32_t mem)
                 put(&sv, "manifest", man, len);
         free(man);
         rc = finish_save(&sv, mem, epoch, t0);
+        if (sv.pre)
+                lupw_precopy_done(s);             /* its save is committed or aborted now */
+        if (rc == 0 || s->ckpt.epoch == epoch)    /* committed (a failed verify still committed) */
+                lupw_base_set(s, &m, sv.written); /* the next save's base (worker/ckpt_base.c) */
+        lup_ckpt_manifest_free(&m);
+        lupw_incr_plan_free(&sv.plan);
         free(sv.spans);
         free(sv.hashes);
         return rc;

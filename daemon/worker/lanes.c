@@ -298,7 +298,7 @@ static int save_store(struct job *job, uint64_t u, const struct lupw_mem_span *s
         const struct lupine_checkpoint_provider *p = job->p;
         int r;
         if (job->concurrent) {
-                r = p->save_write_at(job->save, sp->name, off, b, len);
+                r = p->save_write_at(job->save, sp->name, sp->obj_off + off, b, len);
         } else {
                 /* wait for our turn: unit u - 1 is written */
                 pthread_mutex_lock(&job->mu);
@@ -316,8 +316,8 @@ static int save_store(struct job *job, uint64_t u, const struct lupw_mem_span *s
                 }
         }
         if (r < 0)
-                return job_fail(job, r, "writing %s at offset %" PRIu64 " failed: %s (%s)", sp->name, off, strerror(-r),
-                                p->last_error(job->s->ckpt.inst));
+                return job_fail(job, r, "writing %s at offset %" PRIu64 " failed: %s (%s)", sp->name, sp->obj_off + off,
+                                strerror(-r), p->last_error(job->s->ckpt.inst));
         return 0;
 }
 
@@ -337,7 +337,7 @@ static int save_issue(struct job *job, struct lupw_lane *l, int j, const struct 
         *dst = (struct unit_dst){ .p = l->buf[j] };
         if (job->direct) {
                 void *p = NULL;
-                int rc = job->p->save_direct_get(job->save, sp->name, off, len, &p);
+                int rc = job->p->save_direct_get(job->save, sp->name, sp->obj_off + off, len, &p);
                 if (rc == 0) {
                         uintptr_t lo = (uintptr_t)s->ckpt.direct.base, at = (uintptr_t)p;
                         if (at < lo || at - lo > s->ckpt.direct.len || len > s->ckpt.direct.len - (at - lo))
@@ -365,7 +365,7 @@ static int save_finish(struct job *job, uint64_t u, const struct lupw_mem_span *
 {
         if (!dst->direct)
                 return save_store(job, u, sp, off, dst->p, len);
-        int rc = job->p->save_direct_done(job->save, sp->name, off, len);
+        int rc = job->p->save_direct_done(job->save, sp->name, sp->obj_off + off, len);
         if (rc < 0)
                 return job_fail(job, rc,
                                 "the provider refused the end of a direct write of %s at offset %" PRIu64 ": %s (%s)",
@@ -428,7 +428,7 @@ static int restore_fetch(struct job *job, const struct lupw_mem_span *sp, uint64
 {
         if (!job->concurrent)
                 pthread_mutex_lock(&job->mu); /* one provider call at a time */
-        int64_t n = lupine_provider_read_full(job->p, job->ld, sp->name, off, b, len);
+        int64_t n = lupine_provider_read_full(job->p, sp->ld ? sp->ld : job->ld, sp->name, sp->obj_off + off, b, len);
         if (!job->concurrent)
                 pthread_mutex_unlock(&job->mu);
         if (n != (int64_t)len)
@@ -569,14 +569,15 @@ out:
 }
 
 int lupw_lanes_save(struct lupw_session *s, struct lupine_ckpt_save *save, struct lupw_mem_span *spans, size_t n,
-                    char *why, size_t whylen)
+                    bool hashed, char *why, size_t whylen)
 {
         struct job job = { .save = save, .spans = spans, .n_spans = n, .phase = LUPD_WORK_CHECKPOINT };
         job.concurrent = (lupine_provider_caps(s->ckpt.ops) & LUPINE_CKPT_CAP_CONCURRENT_WRITE) != 0;
         job.direct = job.concurrent && direct_ready(s);
         /* the memory does not change during a save: hash it where it is */
-        lupw_piece_hash_plan(s, spans, n);
-        if (lupw_piece_hash_run(s, spans, n, false, why, whylen) < 0) {
+        if (!hashed)
+                lupw_piece_hash_plan(s, spans, n);
+        if (!hashed && lupw_piece_hash_run(s, spans, n, false, why, whylen) < 0) {
                 lup_warn("session %s: checkpoint: %s; the lanes hash on the CPU instead", s->name, why);
                 for (size_t i = 0; i < n; i++)
                         spans[i].on_gpu = false;

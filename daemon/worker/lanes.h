@@ -39,8 +39,11 @@ struct lupine_ckpt_load;
 /* One chunk of device memory to save or restore. */
 struct lupw_mem_span {
         uint64_t addr, size;
-        uint64_t *hashes; /* lup_ckpt_pieces(size): filled by a save, checked by a restore */
-        char name[32];    /* its object, "mem/<addr>" */
+        uint64_t *hashes;            /* lup_ckpt_pieces(size): filled by a save, checked by a restore */
+        char name[32];               /* its object, "mem/<chunk addr>" */
+        uint64_t obj_off;            /* where in that object the span's first byte goes (incremental
+                           * checkpoints write only some pieces of a chunk, packed) */
+        struct lupine_ckpt_load *ld; /* restore: the epoch it is read from; NULL: the job's */
         int device;       /* the GPU that holds it */
         bool on_gpu;      /* its hashes are computed (save) or checked (restore) on the GPU,
                            * not by the lanes (worker/piece_hash.c) */
@@ -53,15 +56,17 @@ unsigned lupw_lanes_wanted(const struct lupw_session *s);
 
 /*
  * Copies every span device -> host and writes it to object span->name of
- * `save`, filling span->hashes with each LUP_CKPT_PIECE's lup_hash64. Returns 0, or
+ * `save` at span->obj_off, filling span->hashes with each LUP_CKPT_PIECE's
+ * lup_hash64 (with `hashed`, the caller hashed every span on the GPU
+ * already, and they are left as they are). Returns 0, or
  * -errno after every lane has stopped and no copy is in flight; `why`
  * (whylen bytes) then says what failed, in words.
  */
 int lupw_lanes_save(struct lupw_session *s, struct lupine_ckpt_save *save, struct lupw_mem_span *spans, size_t n,
-                    char *why, size_t whylen);
+                    bool hashed, char *why, size_t whylen);
 
 /*
- * Reads every span's object from `ld`, checks each LUP_CKPT_PIECE against
+ * Reads every span's object from span->ld (or `ld`) at span->obj_off, checks each LUP_CKPT_PIECE against
  * span->hashes and copies it host -> device. The objects' sizes must have
  * been checked. Returns 0 with every copy complete, or -errno (-EBADMSG for
  * a checksum mismatch) with nothing in flight and `why` set.

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "net.h"
 #include "worker/graphs.h"
+#include "worker/precopy.h"
 #include "worker/privs.h"
 #include "worker/session.h"
 
@@ -271,6 +272,21 @@ static bool recv_quiesce(struct lupw_session *s)
         return alive;
 }
 
+
+/* DRAINED, with what the checkpoint wrote while the session ran
+ * (pre-copy) and while it was paused (ctl.h). */
+static void send_drained(struct lupw_session *s, int32_t status)
+{
+        uint8_t b[LUPD_CTL_DRAINED_LEN];
+        lup_put32(b, LUPD_CTL_DRAINED);
+        lup_put32(b + 4, (uint32_t)status);
+        lup_put64(b + 8, status == 0 ? s->ckpt.last.precopied : 0);
+        lup_put64(b + 16, status == 0 ? s->ckpt.last.paused_written : 0);
+        lup_put64(b + 24, status == 0 ? s->ckpt.last.paused_us : 0);
+        if (lup_send_fds(s->ctl_fd, b, sizeof(b), NULL, 0) < 0)
+                lup_warn("session %s: cannot report to the supervisor", s->name);
+}
+
 /* Stops taking calls, finishes what was received, synchronises, says
  * GOODBYE (executed up to N) -- or, for an upgrade (HANDBACK), keeps the
  * connection for the next daemon --, checkpoints (the memory contents
@@ -363,7 +379,7 @@ static void drain(struct lupw_session *s, uint32_t flags)
         if (bye_later)
                 send_goodbye(s); /* names the target; without a checkpoint the client comes back here */
         lupw_op_stats_flush(s);
-        lupw_ctl_send(s, LUPD_CTL_DRAINED, status, 0, false);
+        send_drained(s, status);
         s->loop.exit_status = status == 0 || status == -ENOTRECOVERABLE ? 0 : 1;
         s->loop.stop = true;
 }
@@ -419,6 +435,7 @@ static void handle_ctl(struct lupw_session *s)
                         s->ckpt.migrate_to[n - 4] = 0;
                         lup_info("session %s: migrating to %s (a durable checkpoint, then its client goes there)",
                                  s->name, s->ckpt.migrate_to);
+                        (void)lupw_precopy_start(s); /* the drain that follows waits for it (worker/precopy.c) */
                 } else {
                         lup_err("session %s: malformed MIGRATE_TO from the supervisor", s->name);
                 }
@@ -492,11 +509,13 @@ static void arm_timers(struct lupw_session *s)
                 io_uring_sqe_set_data64(sqe, ud_make(UD_STATS, 0));
                 s->loop.stats_armed = true;
         }
-        if (s->ckpt.now_wanted && !s->loop.ckpt_armed) {
-                /* a checkpoint waiting for a capture or an upload to end
-                 * looks again even if no frame comes */
+        bool precopy = lupw_precopy_running(s);
+        if ((s->ckpt.now_wanted || (s->ckpt.drain_wanted && precopy)) && !s->loop.ckpt_armed) {
+                /* a checkpoint waiting for a capture or an upload to end,
+                 * or a drain for its pre-copy, looks again even if no
+                 * frame comes */
                 s->loop.ckpt_ts.tv_sec = 0;
-                s->loop.ckpt_ts.tv_nsec = (long long)LUPW_CKPT_NOW_POLL_MS * 1000000;
+                s->loop.ckpt_ts.tv_nsec = (long long)(precopy ? LUPW_PRECOPY_POLL_MS : LUPW_CKPT_NOW_POLL_MS) * 1000000;
                 sqe = io_uring_get_sqe(&s->loop.ring);
                 io_uring_prep_timeout(sqe, &s->loop.ckpt_ts, 0, 0);
                 io_uring_sqe_set_data64(sqe, ud_make(UD_CKPT, 0));
@@ -508,6 +527,8 @@ static void arm_timers(struct lupw_session *s)
  * true when one ran or gave up (the loop looks at the session again). */
 static bool checkpoint_work(struct lupw_session *s)
 {
+        if (lupw_precopy_running(s))
+                return false; /* the session goes on; the checkpoint waits for its pre-copy */
         if (s->ckpt.drain_wanted) {
                 s->ckpt.drain_wanted = false;
                 lupw_ckpt_now_cancel(s, "the session drains, and the drain checkpoints it");

@@ -157,6 +157,7 @@ int worker_main(const struct lupd_config *cfg)
                         goto out_release;
                 }
                 lupw_ctl_send(s, LUPD_CTL_READY, 0, s->slot, true);
+                lupw_stats_report_now(s); /* the supervisor learns the epoch it was restored from */
                 if (rc == 0)
                         lup_info("session %s: restored in arena slot %u at seq %llu; waiting %d s for its client",
                                  s->name, s->slot, (unsigned long long)s->last_seq, cfg->session_ttl_s);

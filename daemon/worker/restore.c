@@ -23,6 +23,7 @@
 #include "log.h"
 #include "provider_dir.h"
 #include "provider_load.h"
+#include "worker/ckpt_base.h"
 #include "worker/lanes.h"
 #include "worker/graphs.h"
 #include "worker/arrays.h"
@@ -33,8 +34,10 @@
 struct restorer {
         struct lupw_session *s;
         struct lupine_ckpt_load *ld;
-        struct lupw_mem_span *spans; /* the chunks to copy back, n_chunks at most */
-        size_t n_spans;
+        struct lupw_mem_span *spans; /* the runs of pieces to copy back */
+        size_t n_spans, cap_spans;
+        struct lupine_ckpt_load *base_ld[LUP_CKPT_MAX_BASES]; /* the epochs an incremental checkpoint refers to */
+        uint32_t n_base_ld;
         char why[256];
 };
 
@@ -70,9 +73,52 @@ static int read_object(struct restorer *r, const char *name, uint64_t want, uint
         return 0;
 }
 
+/* Piece p of chunk c: which load holds it, and where. */
+static struct lupine_ckpt_load *piece_load(const struct restorer *r, const struct lup_ckpt_chunk *c, uint32_t p)
+{
+        return c->base && c->base[p] ? r->base_ld[c->base[p] - 1] : r->ld;
+}
+
+static uint64_t piece_offset(const struct lup_ckpt_chunk *c, uint32_t p)
+{
+        return c->offset ? c->offset[p] : (uint64_t)p * LUP_CKPT_PIECE;
+}
+
+/* Adds the runs of chunk c to r->spans: pieces next to each other in one
+ * object of one epoch make one span. Each run must lie inside its object. */
+static int add_runs(struct restorer *r, const struct lup_ckpt_chunk *c, int device)
+{
+        struct lupw_session *s = r->s;
+        for (uint32_t p = 0; p < c->n_pieces;) {
+                struct lupine_ckpt_load *ld = piece_load(r, c, p);
+                uint64_t off = piece_offset(c, p);
+                uint32_t q = p + 1;
+                while (q < c->n_pieces && piece_load(r, c, q) == ld &&
+                       piece_offset(c, q) == off + (uint64_t)(q - p) * LUP_CKPT_PIECE)
+                        q++;
+                if (r->n_spans >= r->cap_spans)
+                        return fail(r, -EBADMSG, "more memory runs than pieces");
+                struct lupw_mem_span *sp = &r->spans[r->n_spans++];
+                uint64_t at = (uint64_t)p * LUP_CKPT_PIECE, end = (uint64_t)q * LUP_CKPT_PIECE;
+                *sp = (struct lupw_mem_span){ .addr = c->addr + at,
+                                              .size = (end < c->size ? end : c->size) - at,
+                                              .hashes = c->hashes + p,
+                                              .device = device,
+                                              .obj_off = off,
+                                              .ld = ld == r->ld ? NULL : ld };
+                snprintf(sp->name, sizeof(sp->name), "mem/%016" PRIx64, c->addr);
+                uint64_t total;
+                if (s->ckpt.ops->load_size(ld, sp->name, &total) < 0 || total < off || total - off < sp->size)
+                        return fail(r, -EBADMSG, "object %s%s is missing or shorter than its pieces", sp->name,
+                                    ld == r->ld ? "" : " of a base epoch");
+                p = q;
+        }
+        return 0;
+}
+
 /* Checks one memory record against the arena and, unless its chunk came
- * back mapped from its fd, adds it to r->spans (copied by restore_memory;
- * the piece hashes stay the manifest's). */
+ * back mapped from its fd, adds its runs to r->spans (copied by
+ * restore_memory; the piece hashes stay the manifest's). */
 static int restore_chunk(struct restorer *r, const struct lup_ckpt_chunk *c)
 {
         struct lupw_session *s = r->s;
@@ -90,15 +136,28 @@ static int restore_chunk(struct restorer *r, const struct lup_ckpt_chunk *c)
                 return 0; /* mapped from its fd: the bytes are there, copy none */
         if (!durable)
                 return fail(r, -ENOENT, "the chunk at 0x%" PRIx64 " was kept only on the GPU and has no fd", c->addr);
-        if (r->n_spans >= s->mem.n_chunks)
-                return fail(r, -EBADMSG, "more memory records than chunks");
-        struct lupw_mem_span *sp = &r->spans[r->n_spans];
-        *sp = (struct lupw_mem_span){ .addr = c->addr, .size = c->size, .hashes = c->hashes, .device = device };
-        snprintf(sp->name, sizeof(sp->name), "mem/%016" PRIx64, c->addr);
-        uint64_t total;
-        if (s->ckpt.ops->load_size(r->ld, sp->name, &total) < 0 || total != c->size)
-                return fail(r, -EBADMSG, "object %s is missing or has the wrong size", sp->name);
-        r->n_spans++;
+        return add_runs(r, c, device);
+}
+
+/* Opens the epochs an incremental checkpoint refers to. One that is gone
+ * or damaged refuses the session, as a damaged checkpoint does. */
+static int open_bases(struct restorer *r, const struct lup_ckpt_manifest *m)
+{
+        struct lupw_session *s = r->s;
+        for (uint32_t k = 0; k < m->n_bases; k++) {
+                uint64_t got = 0;
+                int rc = s->ckpt.ops->load_begin(s->ckpt.inst, s->name, m->bases[k], &r->base_ld[k], &got);
+                if (rc == 0 && got != m->bases[k]) {
+                        s->ckpt.ops->load_end(r->base_ld[k]);
+                        rc = -ENOENT;
+                }
+                if (rc < 0)
+                        return fail(r, -EBADMSG,
+                                    "base epoch %" PRIu64 " of this incremental checkpoint cannot be "
+                                    "opened: %s",
+                                    m->bases[k], rc == -ENOENT ? "it is gone" : s->ckpt.ops->last_error(s->ckpt.inst));
+                r->n_base_ld = k + 1;
+        }
         return 0;
 }
 
@@ -110,15 +169,22 @@ static int restore_memory(struct restorer *r, const struct lup_ckpt_manifest *m)
         char why[256] = "";
         if (m->n_chunks != s->mem.n_chunks)
                 return fail(r, -EBADMSG, "the memory records do not match the arena");
-        r->spans = calloc(m->n_chunks ? m->n_chunks : 1, sizeof(*r->spans));
+        int rc = open_bases(r, m);
+        if (rc < 0)
+                return rc;
+        size_t pieces = 0;
+        for (uint32_t i = 0; i < m->n_chunks; i++)
+                pieces += m->chunks[i].n_pieces;
+        r->cap_spans = pieces;
+        r->spans = calloc(pieces ? pieces : 1, sizeof(*r->spans));
         if (!r->spans)
                 return fail(r, -ENOMEM, "out of memory");
         for (uint32_t i = 0; i < m->n_chunks; i++) {
-                int rc = restore_chunk(r, &m->chunks[i]);
+                rc = restore_chunk(r, &m->chunks[i]);
                 if (rc < 0)
                         return rc;
         }
-        int rc = lupw_lanes_restore(s, r->ld, r->spans, r->n_spans, why, sizeof(why));
+        rc = lupw_lanes_restore(s, r->ld, r->spans, r->n_spans, why, sizeof(why));
         return rc < 0 ? fail(r, rc, "%s", why) : 0;
 }
 
@@ -127,6 +193,9 @@ static void free_spans(struct restorer *r)
         free(r->spans); /* the hashes are the manifest's */
         r->spans = NULL;
         r->n_spans = 0;
+        for (uint32_t k = 0; k < r->n_base_ld; k++)
+                r->s->ckpt.ops->load_end(r->base_ld[k]);
+        r->n_base_ld = 0;
 }
 
 /* modules and libraries first, then what is made from them, then the rest */
@@ -411,6 +480,7 @@ static int apply_manifest(struct restorer *r, const struct lup_ckpt_manifest *m)
         if (rc < 0)
                 return rc;
         s->ckpt.epoch = m->epoch;
+        lupw_base_set(s, m, 0); /* the next save may refer to what this one holds (worker/ckpt_base.c) */
         s->last_seq = m->last_seq;
         s->latched = (CUresult)m->latched;
         s->be.fn.cuCtxSetCurrent(NULL);

@@ -315,6 +315,13 @@ struct lupw_stats {
 };
 
 /* Checkpoints and drains (worker/ckpt.c, restore.c, hot.c, lanes.c). */
+/* What the last committed checkpoint wrote: a migration reports it. */
+struct lupw_ckpt_last {
+        uint64_t precopied;      /* memory bytes its pre-copy wrote while the session ran */
+        uint64_t paused_written; /* memory bytes it wrote with the session quiesced */
+        uint64_t paused_us;      /* how long that took */
+};
+
 struct lupw_ckpt_state {
         const struct lupine_checkpoint_provider *ops;
         struct lupine_ckpt_instance *inst;
@@ -333,6 +340,9 @@ struct lupw_ckpt_state {
         struct lupw_hot *hot;                    /* hot restore state (worker/hot.c), or NULL */
         struct lupw_lanes *lanes;                /* checkpoint/restore copy lanes (worker/lanes.c), or NULL */
         struct lupw_piece_hash *piece_hash;      /* the GPU hash kernel (worker/piece_hash.c), or NULL */
+        struct lupw_ckpt_base *base;             /* the last durable commit, piece by piece (worker/ckpt_base.c) */
+        struct lupw_precopy *precopy;            /* a migration's pre-copy (worker/precopy.c), or NULL */
+        struct lupw_ckpt_last last;              /* what the last commit wrote, for DRAINED */
         bool said_gpu_hash_off;                  /* LUPINE_CHECKPOINT_GPU_HASH=0 was logged */
         struct {                                 /* the provider's direct-write region (worker/lanes.c) */
                 int state;                       /* 0 not asked yet, 1 pinned, -1 none or not pinnable */
@@ -521,6 +531,7 @@ bool lupw_ckpt_now_step(struct lupw_session *s);
 /* A drain comes first: the wanted checkpoint is reported -ECANCELED. */
 void lupw_ckpt_now_cancel(struct lupw_session *s, const char *why);
 #define LUPW_CKPT_NOW_POLL_MS 100u /* how often a waiting checkpoint looks again while idle */
+#define LUPW_PRECOPY_POLL_MS  5u   /* ... and a drain waiting for its pre-copy (worker/precopy.c) */
 /* Loads and opens the configured provider once; -ENOTSUP when none is. */
 int lupw_ckpt_open(struct lupw_session *s);
 
@@ -619,6 +630,8 @@ void lupw_beat_devices(const struct lupw_session *s);
 void lupw_progress(struct lupw_session *s, int phase, uint64_t done, uint64_t total);
 /* A checkpoint was committed now: the next report says so at once. */
 void lupw_stats_committed(struct lupw_session *s);
+/* A STATS report now, unpaced (after a restore: the epoch it restored). */
+void lupw_stats_report_now(struct lupw_session *s);
 /* One call of op (worker/dispatch.c): its request's payload bytes and the
  * nanoseconds it took. */
 void lupw_op_count(struct lupw_session *s, uint16_t op, uint64_t bytes_in, uint64_t ns);

@@ -131,6 +131,12 @@ uint64_t lupw_stats_tick(struct lupw_session *s)
         return 0;
 }
 
+void lupw_stats_report_now(struct lupw_session *s)
+{
+        if (s->ctl_fd >= 0)
+                report(s, lup_now_ns(), 0, 0);
+}
+
 void lupw_stats_committed(struct lupw_session *s)
 {
         struct timespec ts;
