@@ -56,6 +56,8 @@ static const struct lupine_checkpoint_provider bad = {
         .abi_version = 2,
 #elif defined(BAD_V3)
         .abi_version = 3,
+#elif defined(BAD_V4SIZE)
+        .abi_version = 4,
 #else
         .abi_version = LUPINE_CHECKPOINT_ABI_VERSION,
 #endif
