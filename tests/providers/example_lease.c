@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The example provider's session leases (example_lease.h). A real store
- * does each of these as one conditional write (a compare-and-swap on the
- * lease object's version, a conditional PUT, a transaction); here one
+ * The example provider's session leases: the table (example_lease.h) and,
+ * at the end, the version-4 callbacks over it (example_internal.h). A real
+ * store does each of these as one conditional write (a compare-and-swap on
+ * the lease object's version, a conditional PUT, a transaction); here one
  * mutex around a read-modify-write of a table plays that part.
  *
  * The table lives in a MAP_SHARED anonymous mapping made at the first open
@@ -13,6 +14,7 @@
  * usable (each change is one struct assignment, so the table is never
  * half-written).
  */
+#include "example_internal.h"
 #include "example_lease.h"
 
 #include <errno.h>
@@ -208,5 +210,79 @@ int ex_leases_hold(struct ex_leases *t, const char *session, const char *owner, 
                 ex_leases_unlock(t);
                 return -ESTALE;
         }
+        return 0;
+}
+
+/* ---- the callbacks (abi/lupine/checkpoint_provider.h, version 4) */
+
+static int lease_args(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint32_t ttl_ms,
+                      bool want_ttl)
+{
+        inst->err[0] = '\0';
+        if (!ex_valid_session(session) || (owner && !ex_valid_session(owner)))
+                return ex_fail(inst, -EINVAL, "invalid session name or lease owner");
+        if (want_ttl && (ttl_ms == 0 || ttl_ms > LUPINE_CKPT_LEASE_TTL_MAX_MS))
+                return ex_fail(inst, -EINVAL, "lease ttl %u ms is outside 1..%u", ttl_ms, LUPINE_CKPT_LEASE_TTL_MAX_MS);
+        return 0;
+}
+
+static int lease_result(struct lupine_ckpt_instance *inst, const char *session, int r)
+{
+        if (r == -EBUSY)
+                return ex_fail(inst, r, "session %s is leased to another owner", session);
+        if (r == -ESTALE)
+                return ex_fail(inst, r, "the lease of session %s is not (owner, token)'s any more", session);
+        if (r < 0)
+                return ex_fail(inst, r, "lease of session %s: %s", session, strerror(-r));
+        return 0;
+}
+
+int ex_lease_claim(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint32_t ttl_ms,
+                   struct lupine_ckpt_lease *ret)
+{
+        int r = lease_args(inst, session, owner ? owner : "", ttl_ms, true);
+
+        return r < 0 ? r : lease_result(inst, session, ex_leases_claim(inst->leases, session, owner, ttl_ms, ret));
+}
+
+int ex_lease_renew(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint64_t token,
+                   uint32_t ttl_ms, struct lupine_ckpt_lease *ret)
+{
+        int r = lease_args(inst, session, owner ? owner : "", ttl_ms, true);
+
+        return r < 0 ? r
+                     : lease_result(inst, session, ex_leases_renew(inst->leases, session, owner, token, ttl_ms, ret));
+}
+
+int ex_lease_release(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint64_t token)
+{
+        int r = lease_args(inst, session, owner ? owner : "", 0, false);
+
+        return r < 0 ? r : lease_result(inst, session, ex_leases_release(inst->leases, session, owner, token));
+}
+
+int ex_lease_read(struct lupine_ckpt_instance *inst, const char *session, struct lupine_ckpt_lease *ret)
+{
+        int r = lease_args(inst, session, NULL, 0, false);
+
+        if (r == 0)
+                ex_leases_read(inst->leases, session, ret);
+        return r;
+}
+
+int ex_save_fence(struct lupine_ckpt_save *save, const char *owner, uint64_t token)
+{
+        struct lupine_ckpt_instance *inst = save->inst;
+        int r = lease_args(inst, save->ckpt->session, owner ? owner : "", 0, false);
+
+        if (r < 0 || token == 0 || save->fenced)
+                return ex_fail(inst, -EINVAL, "save_fence: invalid owner, token 0, or fenced already");
+        r = ex_leases_hold(inst->leases, save->ckpt->session, owner, token);
+        if (r < 0)
+                return lease_result(inst, save->ckpt->session, r);
+        ex_leases_unlock(inst->leases);
+        save->fenced = true;
+        snprintf(save->fence_owner, sizeof(save->fence_owner), "%s", owner);
+        save->fence_token = token;
         return 0;
 }

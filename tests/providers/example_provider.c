@@ -39,7 +39,7 @@
  * against abi/lupine/checkpoint_provider.h alone.
  *
  * Build: cc -shared -fPIC -fvisibility=hidden -I abi example_provider.c
- *        -Wl,--version-script=provider.map -o libexample.so
+ *        example_lease.c -Wl,--version-script=provider.map -o libexample.so
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -52,7 +52,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "example_lease.h"
+#include "example_internal.h"
 #include "lupine/checkpoint_provider.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -87,43 +87,12 @@ struct object {
         struct object *next;
 };
 
-/* One checkpoint: a save in progress, or a committed epoch. Loads hold a
- * reference, so a commit or remove never frees what a load is reading. */
-struct checkpoint {
-        struct pool *pool; /* where large extents' data came from, or NULL */
-        char session[129];
-        uint64_t epoch;
-        uint64_t bytes;
-        struct object *objects;
-        unsigned refs;
-        struct checkpoint *next; /* in the instance's committed list */
-};
-
-struct lupine_ckpt_instance {
-        struct checkpoint *committed; /* the newest epoch of each session */
-        struct pool *pool;            /* config "MIB,reserve", else NULL */
-        struct ex_leases *leases;     /* shared with processes forked after open */
-        unsigned long long max_save;  /* bytes one save may hold */
-        pthread_mutex_t err_mu;       /* concurrent calls may fail at once */
-        char err[256];
-};
-
-struct lupine_ckpt_save {
-        struct lupine_ckpt_instance *inst;
-        struct checkpoint *ckpt;
-        pthread_mutex_t mu;     /* the object list and extent arrays, for save_write_at */
-        size_t direct_pending;  /* direct ranges handed out and not yet done */
-        bool fenced;            /* save_fence: commit only while fence_owner's fence_token holds the lease */
-        char fence_owner[LUPINE_CKPT_OWNER_MAX + 1];
-        uint64_t fence_token;
-};
-
 struct lupine_ckpt_load {
         struct lupine_ckpt_instance *inst;
         struct checkpoint *ckpt;
 };
 
-static int fail(struct lupine_ckpt_instance *inst, int err, const char *fmt, ...)
+int ex_fail(struct lupine_ckpt_instance *inst, int err, const char *fmt, ...)
 {
         va_list ap;
 
@@ -136,7 +105,7 @@ static int fail(struct lupine_ckpt_instance *inst, int err, const char *fmt, ...
 }
 
 /* The header's name rules. A provider may rely on them; checking is cheap. */
-static bool valid_session(const char *s)
+bool ex_valid_session(const char *s)
 {
         size_t n = s ? strnlen(s, 129) : 0;
 
@@ -340,16 +309,16 @@ static int ex_save_begin(struct lupine_ckpt_instance *inst, const char *session,
         struct lupine_ckpt_save *save;
 
         inst->err[0] = '\0';
-        if (!valid_session(session) || epoch == 0)
-                return fail(inst, -EINVAL, "invalid session name or epoch 0");
+        if (!ex_valid_session(session) || epoch == 0)
+                return ex_fail(inst, -EINVAL, "invalid session name or epoch 0");
         old = *find_committed(inst, session);
         if (old && old->epoch >= epoch)
-                return fail(inst, -EEXIST, "session %s already has epoch %llu", session,
-                            (unsigned long long)old->epoch);
+                return ex_fail(inst, -EEXIST, "session %s already has epoch %llu", session,
+                               (unsigned long long)old->epoch);
         save = calloc(1, sizeof(*save));
         if (!save || !(save->ckpt = calloc(1, sizeof(*save->ckpt)))) {
                 free(save);
-                return fail(inst, -ENOMEM, "out of memory");
+                return ex_fail(inst, -ENOMEM, "out of memory");
         }
         save->inst = inst;
         save->ckpt->pool = inst->pool;
@@ -371,13 +340,13 @@ static int add_extent(struct lupine_ckpt_save *save, const char *name, bool appe
         struct object *o;
 
         if (len > inst->max_save - c->bytes)
-                return fail(inst, -ENOSPC, "a save holds at most %llu bytes", (unsigned long long)inst->max_save);
+                return ex_fail(inst, -ENOSPC, "a save holds at most %llu bytes", (unsigned long long)inst->max_save);
         o = find_object(c, name);
         if (!o) {
                 o = calloc(1, sizeof(*o));
                 if (!o || !(o->name = strdup(name))) {
                         free(o);
-                        return fail(inst, -ENOMEM, "out of memory");
+                        return ex_fail(inst, -ENOMEM, "out of memory");
                 }
                 o->next = c->objects;
                 c->objects = o;
@@ -385,14 +354,14 @@ static int add_extent(struct lupine_ckpt_save *save, const char *name, bool appe
         if (append)
                 off = o->len;
         if (off > UINT64_MAX - len)
-                return fail(inst, -EFBIG, "object %s would pass 2^64 bytes", name);
+                return ex_fail(inst, -EFBIG, "object %s would pass 2^64 bytes", name);
         if (len == 0)
                 return 0;
         if (o->n_ext == o->cap_ext) {
                 size_t cap = o->cap_ext ? o->cap_ext * 2 : 16;
                 struct extent *n = realloc(o->ext, cap * sizeof(*n));
                 if (!n)
-                        return fail(inst, -ENOMEM, "out of memory");
+                        return ex_fail(inst, -ENOMEM, "out of memory");
                 o->ext = n;
                 o->cap_ext = cap;
         }
@@ -411,15 +380,15 @@ static int write_common(struct lupine_ckpt_save *save, const char *name, bool ap
         int r;
 
         if (!valid_object(name) || (len && !data))
-                return fail(inst, -EINVAL, "invalid object name or NULL data");
+                return ex_fail(inst, -EINVAL, "invalid object name or NULL data");
         if (len > inst->max_save)
-                return fail(inst, -ENOSPC, "a save holds at most %llu bytes", (unsigned long long)inst->max_save);
+                return ex_fail(inst, -ENOSPC, "a save holds at most %llu bytes", (unsigned long long)inst->max_save);
         /* The caller's buffer is valid only during this call: copy it,
          * outside the lock, so that concurrent writers copy in parallel. */
         if (len) {
                 copy = data_alloc(inst->pool, len);
                 if (!copy)
-                        return fail(inst, -ENOMEM, "out of memory");
+                        return ex_fail(inst, -ENOMEM, "out of memory");
                 memcpy(copy, data, len);
         }
         pthread_mutex_lock(&save->mu);
@@ -448,7 +417,7 @@ static int ex_save_write_at(struct lupine_ckpt_save *save, const char *name, uin
 static int ex_direct_region(struct lupine_ckpt_instance *inst, void **ret_base, size_t *ret_len)
 {
         if (!inst->pool)
-                return fail(inst, -ENOTSUP, "no reserved pool (config \"MIB,reserve\")");
+                return ex_fail(inst, -ENOTSUP, "no reserved pool (config \"MIB,reserve\")");
         *ret_base = inst->pool->base;
         *ret_len = inst->pool->n * POOL_BLOCK;
         return 0;
@@ -464,7 +433,7 @@ static int ex_save_direct_get(struct lupine_ckpt_save *save, const char *name, u
         int r;
 
         if (!valid_object(name) || len == 0 || !ret_ptr)
-                return fail(inst, -EINVAL, "invalid object name, length 0 or NULL output");
+                return ex_fail(inst, -EINVAL, "invalid object name, length 0 or NULL output");
         if (!p || len > POOL_BLOCK || !(b = pool_take(p)))
                 return -ENOBUFS; /* no room in place: save_write_at takes this range */
         pthread_mutex_lock(&save->mu);
@@ -489,7 +458,7 @@ static int ex_save_direct_done(struct lupine_ckpt_save *save, const char *name, 
         (void)len;
         pthread_mutex_lock(&save->mu);
         if (save->direct_pending == 0)
-                r = fail(save->inst, -EINVAL, "save_direct_done without a save_direct_get");
+                r = ex_fail(save->inst, -EINVAL, "save_direct_done without a save_direct_get");
         else
                 save->direct_pending--;
         pthread_mutex_unlock(&save->mu);
@@ -514,8 +483,8 @@ static int seal(struct lupine_ckpt_save *save)
                 qsort(o->ext, o->n_ext, sizeof(*o->ext), cmp_extent);
                 for (size_t i = 0; i < o->n_ext; i++) {
                         if (o->ext[i].off != at)
-                                return fail(save->inst, -EINVAL, "object %s has a %s at offset %llu", o->name,
-                                            o->ext[i].off > at ? "hole" : "overlap", (unsigned long long)at);
+                                return ex_fail(save->inst, -EINVAL, "object %s has a %s at offset %llu", o->name,
+                                               o->ext[i].off > at ? "hole" : "overlap", (unsigned long long)at);
                         at += o->ext[i].len;
                 }
         }
@@ -530,7 +499,7 @@ static int ex_save_commit(struct lupine_ckpt_save *save)
         int r;
 
         inst->err[0] = '\0';
-        r = save->direct_pending ? fail(inst, -EINVAL, "%zu direct write(s) not reported done", save->direct_pending)
+        r = save->direct_pending ? ex_fail(inst, -EINVAL, "%zu direct write(s) not reported done", save->direct_pending)
                                  : seal(save);
         if (r < 0) {
                 ex_save_abort(save);
@@ -539,8 +508,8 @@ static int ex_save_commit(struct lupine_ckpt_save *save)
         /* fenced: the lease check and the swap below are one step */
         if (save->fenced &&
             ex_leases_hold(inst->leases, save->ckpt->session, save->fence_owner, save->fence_token) < 0) {
-                fail(inst, -ESTALE, "session %s: the lease left %s's token %llu", save->ckpt->session,
-                     save->fence_owner, (unsigned long long)save->fence_token);
+                ex_fail(inst, -ESTALE, "session %s: the lease left %s's token %llu", save->ckpt->session,
+                        save->fence_owner, (unsigned long long)save->fence_token);
                 ex_save_abort(save);
                 return -ESTALE;
         }
@@ -575,14 +544,14 @@ static int ex_load_begin(struct lupine_ckpt_instance *inst, const char *session,
         struct lupine_ckpt_load *load;
 
         inst->err[0] = '\0';
-        if (!valid_session(session))
-                return fail(inst, -EINVAL, "invalid session name");
+        if (!ex_valid_session(session))
+                return ex_fail(inst, -EINVAL, "invalid session name");
         c = *find_committed(inst, session);
         if (!c || (epoch != 0 && c->epoch != epoch))
-                return fail(inst, -ENOENT, "no such checkpoint of session %s", session);
+                return ex_fail(inst, -ENOENT, "no such checkpoint of session %s", session);
         load = calloc(1, sizeof(*load));
         if (!load)
-                return fail(inst, -ENOMEM, "out of memory");
+                return ex_fail(inst, -ENOMEM, "out of memory");
         load->inst = inst;
         load->ckpt = c;
         c->refs++;
@@ -598,10 +567,10 @@ static int ex_load_size(struct lupine_ckpt_load *load, const char *name, uint64_
 
         /* no clearing of err: this may run concurrently (CAP_CONCURRENT_READ) */
         if (!valid_object(name))
-                return fail(load->inst, -EINVAL, "invalid object name");
+                return ex_fail(load->inst, -EINVAL, "invalid object name");
         o = find_object(load->ckpt, name);
         if (!o)
-                return fail(load->inst, -ENOENT, "no object %s", name);
+                return ex_fail(load->inst, -ENOENT, "no object %s", name);
         *ret_size = o->len;
         return 0;
 }
@@ -613,10 +582,10 @@ static int64_t ex_load_read(struct lupine_ckpt_load *load, const char *name, uin
         size_t lo, hi, done = 0;
 
         if (!valid_object(name))
-                return fail(load->inst, -EINVAL, "invalid object name");
+                return ex_fail(load->inst, -EINVAL, "invalid object name");
         o = find_object(load->ckpt, name);
         if (!o)
-                return fail(load->inst, -ENOENT, "no object %s", name);
+                return ex_fail(load->inst, -ENOENT, "no object %s", name);
         if (offset >= o->len)
                 return 0;
         if (len > o->len - offset)
@@ -671,88 +640,14 @@ static int ex_remove(struct lupine_ckpt_instance *inst, const char *session)
         struct checkpoint **pp, *c;
 
         inst->err[0] = '\0';
-        if (!valid_session(session))
-                return fail(inst, -EINVAL, "invalid session name");
+        if (!ex_valid_session(session))
+                return ex_fail(inst, -EINVAL, "invalid session name");
         pp = find_committed(inst, session);
         c = *pp;
         if (!c)
-                return fail(inst, -ENOENT, "no checkpoint of session %s", session);
+                return ex_fail(inst, -ENOENT, "no checkpoint of session %s", session);
         *pp = c->next;
         checkpoint_unref(c);
-        return 0;
-}
-
-/* ---- version 4: session leases (the table is example_lease.c) */
-
-static int lease_args(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint32_t ttl_ms,
-                      bool want_ttl)
-{
-        inst->err[0] = '\0';
-        if (!valid_session(session) || (owner && !valid_session(owner)))
-                return fail(inst, -EINVAL, "invalid session name or lease owner");
-        if (want_ttl && (ttl_ms == 0 || ttl_ms > LUPINE_CKPT_LEASE_TTL_MAX_MS))
-                return fail(inst, -EINVAL, "lease ttl %u ms is outside 1..%u", ttl_ms, LUPINE_CKPT_LEASE_TTL_MAX_MS);
-        return 0;
-}
-
-static int lease_result(struct lupine_ckpt_instance *inst, const char *session, int r)
-{
-        if (r == -EBUSY)
-                return fail(inst, r, "session %s is leased to another owner", session);
-        if (r == -ESTALE)
-                return fail(inst, r, "the lease of session %s is not (owner, token)'s any more", session);
-        if (r < 0)
-                return fail(inst, r, "lease of session %s: %s", session, strerror(-r));
-        return 0;
-}
-
-static int ex_lease_claim(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint32_t ttl_ms,
-                          struct lupine_ckpt_lease *ret)
-{
-        int r = lease_args(inst, session, owner ? owner : "", ttl_ms, true);
-
-        return r < 0 ? r : lease_result(inst, session, ex_leases_claim(inst->leases, session, owner, ttl_ms, ret));
-}
-
-static int ex_lease_renew(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint64_t token,
-                          uint32_t ttl_ms, struct lupine_ckpt_lease *ret)
-{
-        int r = lease_args(inst, session, owner ? owner : "", ttl_ms, true);
-
-        return r < 0 ? r
-                     : lease_result(inst, session, ex_leases_renew(inst->leases, session, owner, token, ttl_ms, ret));
-}
-
-static int ex_lease_release(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint64_t token)
-{
-        int r = lease_args(inst, session, owner ? owner : "", 0, false);
-
-        return r < 0 ? r : lease_result(inst, session, ex_leases_release(inst->leases, session, owner, token));
-}
-
-static int ex_lease_read(struct lupine_ckpt_instance *inst, const char *session, struct lupine_ckpt_lease *ret)
-{
-        int r = lease_args(inst, session, NULL, 0, false);
-
-        if (r == 0)
-                ex_leases_read(inst->leases, session, ret);
-        return r;
-}
-
-static int ex_save_fence(struct lupine_ckpt_save *save, const char *owner, uint64_t token)
-{
-        struct lupine_ckpt_instance *inst = save->inst;
-        int r = lease_args(inst, save->ckpt->session, owner ? owner : "", 0, false);
-
-        if (r < 0 || token == 0 || save->fenced)
-                return fail(inst, -EINVAL, "save_fence: invalid owner, token 0, or fenced already");
-        r = ex_leases_hold(inst->leases, save->ckpt->session, owner, token);
-        if (r < 0)
-                return lease_result(inst, save->ckpt->session, r);
-        ex_leases_unlock(inst->leases);
-        save->fenced = true;
-        snprintf(save->fence_owner, sizeof(save->fence_owner), "%s", owner);
-        save->fence_token = token;
         return 0;
 }
 
