@@ -20,7 +20,10 @@ struct pool;   /* reserved memory (example_provider.c) */
 struct object; /* one object's extents (example_provider.c) */
 
 /* One checkpoint: a save in progress, or a committed epoch. Loads hold a
- * reference, so a commit or remove never frees what a load is reading. */
+ * reference, so a commit or remove never frees what a load is reading.
+ * So does a checkpoint on each of its bases (save_refer): the newest
+ * epoch of a session keeps the ones it refers to, and only the newest
+ * has bases (a commit drops the old newest's). */
 struct checkpoint {
         struct pool *pool; /* where large extents' data came from, or NULL */
         char session[129];
@@ -28,6 +31,8 @@ struct checkpoint {
         uint64_t bytes;
         struct object *objects;
         unsigned refs;
+        struct checkpoint *bases[LUPINE_CKPT_MAX_REFS]; /* the older epochs it refers to, as named */
+        size_t n_bases;
         struct checkpoint *next; /* in the instance's committed list */
 };
 

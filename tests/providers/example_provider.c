@@ -33,7 +33,12 @@
  *    block handed out is not yet reported done;
  *  - ABI version 4's session leases (example_lease.c): claim, renew,
  *    release and a fenced commit, each one atomic step on a lease table
- *    that processes forked after open share.
+ *    that processes forked after open share;
+ *  - ABI version 5's references: a save names older committed epochs it
+ *    refers to (save_refer), and its commit keeps exactly those besides
+ *    the new one. The newest epoch holds a reference on each of its bases,
+ *    so they live as long as it does; a load finds them by their exact
+ *    epoch, and the next commit drops whichever it does not name.
  *
  * It includes nothing of lupine but the public header: a provider builds
  * against abi/lupine/checkpoint_provider.h alone.
@@ -192,10 +197,20 @@ static void data_free(struct pool *p, unsigned char *b)
         free(b);
 }
 
+static void checkpoint_unref(struct checkpoint *c);
+
+/* Gives up c's references on the older epochs it refers to. */
+static void drop_bases(struct checkpoint *c)
+{
+        while (c->n_bases > 0)
+                checkpoint_unref(c->bases[--c->n_bases]);
+}
+
 static void checkpoint_unref(struct checkpoint *c)
 {
         if (!c || --c->refs > 0)
                 return;
+        drop_bases(c);
         while (c->objects) {
                 struct object *o = c->objects;
                 c->objects = o->next;
@@ -215,6 +230,21 @@ static struct checkpoint **find_committed(struct lupine_ckpt_instance *inst, con
         while (*pp && strcmp((*pp)->session, session) != 0)
                 pp = &(*pp)->next;
         return pp;
+}
+
+static struct checkpoint *find_base(const struct checkpoint *c, uint64_t epoch)
+{
+        for (size_t i = 0; i < c->n_bases; i++)
+                if (c->bases[i]->epoch == epoch)
+                        return c->bases[i];
+        return NULL;
+}
+
+/* Committed epoch `epoch` of the session whose newest epoch is `newest`:
+ * the newest itself or one it keeps, else NULL. */
+static struct checkpoint *find_epoch(struct checkpoint *newest, uint64_t epoch)
+{
+        return newest && newest->epoch != epoch ? find_base(newest, epoch) : newest;
 }
 
 static struct object *find_object(struct checkpoint *c, const char *name)
@@ -465,6 +495,47 @@ static int ex_save_direct_done(struct lupine_ckpt_save *save, const char *name, 
         return r;
 }
 
+/* ---- version 5: references to older epochs */
+
+/* The save takes a reference on the base at once: its commit hands it on
+ * to the new epoch, its abort gives it back. */
+static int ex_save_refer(struct lupine_ckpt_save *save, uint64_t epoch)
+{
+        struct lupine_ckpt_instance *inst = save->inst;
+        struct checkpoint *c = save->ckpt, *base;
+
+        inst->err[0] = '\0';
+        if (epoch == 0 || epoch >= c->epoch)
+                return ex_fail(inst, -EINVAL, "save_refer: epoch %llu is not older than the save's %llu",
+                               (unsigned long long)epoch, (unsigned long long)c->epoch);
+        if (find_base(c, epoch))
+                return 0;
+        if (c->n_bases == LUPINE_CKPT_MAX_REFS)
+                return ex_fail(inst, -E2BIG, "a save refers to at most %u epochs", LUPINE_CKPT_MAX_REFS);
+        base = find_epoch(*find_committed(inst, c->session), epoch);
+        if (!base)
+                return ex_fail(inst, -ENOENT, "session %s has no committed epoch %llu to refer to", c->session,
+                               (unsigned long long)epoch);
+        base->refs++;
+        c->bases[c->n_bases++] = base;
+        return 0;
+}
+
+/* A base removed since save_refer (remove, or a newer commit) is not to be
+ * brought back: only the bases still committed beside `newest` stay. */
+static void keep_committed_bases(struct checkpoint *c, struct checkpoint *newest)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < c->n_bases; i++) {
+                if (find_epoch(newest, c->bases[i]->epoch) == c->bases[i])
+                        c->bases[n++] = c->bases[i];
+                else
+                        checkpoint_unref(c->bases[i]);
+        }
+        c->n_bases = n;
+}
+
 static void ex_save_abort(struct lupine_ckpt_save *save);
 
 static int cmp_extent(const void *a, const void *b)
@@ -513,6 +584,7 @@ static int ex_save_commit(struct lupine_ckpt_save *save)
                 ex_save_abort(save);
                 return -ESTALE;
         }
+        keep_committed_bases(save->ckpt, old);
         /* The atomic step: the new epoch takes the old one's place. */
         save->ckpt->next = old ? old->next : inst->committed;
         if (old)
@@ -521,7 +593,12 @@ static int ex_save_commit(struct lupine_ckpt_save *save)
                 inst->committed = save->ckpt;
         if (save->fenced)
                 ex_leases_unlock(inst->leases);
-        /* Only now that the new epoch is in place does the old one go. */
+        /* Only now that the new epoch is in place do the older ones go: the
+         * old newest gives up its bases (the new epoch holds references of
+         * its own on those it keeps), then itself, unless the new epoch
+         * refers to it. */
+        if (old)
+                drop_bases(old);
         checkpoint_unref(old);
         pthread_mutex_destroy(&save->mu);
         free(save);
@@ -547,7 +624,9 @@ static int ex_load_begin(struct lupine_ckpt_instance *inst, const char *session,
         if (!ex_valid_session(session))
                 return ex_fail(inst, -EINVAL, "invalid session name");
         c = *find_committed(inst, session);
-        if (!c || (epoch != 0 && c->epoch != epoch))
+        if (epoch != 0)
+                c = find_epoch(c, epoch); /* the newest, or an older one it keeps */
+        if (!c)
                 return ex_fail(inst, -ENOENT, "no such checkpoint of session %s", session);
         load = calloc(1, sizeof(*load));
         if (!load)
@@ -647,6 +726,7 @@ static int ex_remove(struct lupine_ckpt_instance *inst, const char *session)
         if (!c)
                 return ex_fail(inst, -ENOENT, "no checkpoint of session %s", session);
         *pp = c->next;
+        drop_bases(c); /* the kept epochs go with it, even while a load holds c */
         checkpoint_unref(c);
         return 0;
 }
@@ -673,7 +753,7 @@ static const struct lupine_checkpoint_provider example_provider = {
         .list = ex_list,
         .remove = ex_remove,
         .caps = LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ | LUPINE_CKPT_CAP_DIRECT_WRITE |
-                LUPINE_CKPT_CAP_LEASES,
+                LUPINE_CKPT_CAP_LEASES | LUPINE_CKPT_CAP_REFER,
         .save_write_at = ex_save_write_at,
         .direct_region = ex_direct_region,
         .save_direct_get = ex_save_direct_get,
@@ -683,6 +763,7 @@ static const struct lupine_checkpoint_provider example_provider = {
         .lease_release = ex_lease_release,
         .lease_read = ex_lease_read,
         .save_fence = ex_save_fence,
+        .save_refer = ex_save_refer,
 };
 
 EXPORT const struct lupine_checkpoint_provider *lupine_checkpoint_provider_v1(void)

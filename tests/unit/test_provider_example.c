@@ -106,8 +106,8 @@ static void loader_accepts_v3(void **state)
         lupine_provider_unload(h);
 }
 
-/* The example provider claims both version-2 capabilities; the suite's
- * concurrent_lanes test then exercises them. */
+/* The example provider claims every capability there is; the suite's
+ * concurrent_lanes, lease and refer tests then exercise them. */
 static void example_caps(void **state)
 {
         const struct lupine_checkpoint_provider *p = NULL;
@@ -116,11 +116,13 @@ static void example_caps(void **state)
 
         assert_int_equal(lupine_provider_load(args[ARG_EXAMPLE], &p, &h, err, sizeof(err)), 0);
         assert_int_equal(lupine_provider_caps(p), LUPINE_CKPT_CAP_CONCURRENT_WRITE | LUPINE_CKPT_CAP_CONCURRENT_READ |
-                                                          LUPINE_CKPT_CAP_DIRECT_WRITE | LUPINE_CKPT_CAP_LEASES);
+                                                          LUPINE_CKPT_CAP_DIRECT_WRITE | LUPINE_CKPT_CAP_LEASES |
+                                                          LUPINE_CKPT_CAP_REFER);
         assert_non_null(p->save_write_at);
         assert_non_null(p->save_direct_get);
         assert_non_null(p->lease_claim);
         assert_non_null(p->save_fence);
+        assert_non_null(p->save_refer);
         lupine_provider_unload(h);
 }
 
