@@ -125,15 +125,20 @@ void check_pattern(const struct lupine_checkpoint_provider *p, struct lupine_ckp
         free(want);
 }
 
+void write_small(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_save *s, uint64_t seed)
+{
+        assert_int_equal(write_pattern(p, s, "manifest", seed, 999, 100), 0);
+        assert_int_equal(write_pattern(p, s, "mem/000001", seed + 1, 70000, 4096), 0);
+        assert_int_equal(write_pattern(p, s, "empty", seed + 2, 0, 1), 0);
+}
+
 void save_small(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_instance *inst, const char *session,
                 uint64_t epoch, uint64_t seed)
 {
         struct lupine_ckpt_save *s = NULL;
 
         assert_int_equal(p->save_begin(inst, session, epoch, &s), 0);
-        assert_int_equal(write_pattern(p, s, "manifest", seed, 999, 100), 0);
-        assert_int_equal(write_pattern(p, s, "mem/000001", seed + 1, 70000, 4096), 0);
-        assert_int_equal(write_pattern(p, s, "empty", seed + 2, 0, 1), 0);
+        write_small(p, s, seed);
         assert_int_equal(p->save_commit(s), 0);
 }
 
@@ -652,5 +657,6 @@ size_t suite_add_tests(struct CMUnitTest *out, size_t cap, struct suite_env *env
         if (n > cap)
                 n = cap;
         memcpy(out, tests, n * sizeof(tests[0]));
-        return n + suite_add_lease_tests(out + n, cap - n, env);
+        n += suite_add_lease_tests(out + n, cap - n, env);
+        return n + suite_add_refer_tests(out + n, cap - n, env);
 }

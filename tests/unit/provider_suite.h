@@ -37,6 +37,10 @@ size_t suite_add_tests(struct CMUnitTest *out, size_t cap, struct suite_env *env
  * LUPINE_CKPT_CAP_LEASES), which suite_add_tests appends too. */
 size_t suite_add_lease_tests(struct CMUnitTest *out, size_t cap, struct suite_env *env);
 
+/* The reference tests (provider_refer_suite.c; skipped without
+ * LUPINE_CKPT_CAP_REFER), which suite_add_tests appends too. */
+size_t suite_add_refer_tests(struct CMUnitTest *out, size_t cap, struct suite_env *env);
+
 /* An instance on env->dir (or the provider's default config). */
 struct lupine_ckpt_instance *suite_open(const struct suite_env *env);
 
@@ -49,6 +53,9 @@ int write_pattern(const struct lupine_checkpoint_provider *p, struct lupine_ckpt
 /* Asserts that `name` holds exactly `size` bytes of pattern `seed`. */
 void check_pattern(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_load *l, const char *name,
                    uint64_t seed, uint64_t size);
+/* Writes the three small objects of save_small(seed) into s, asserting
+ * each write succeeded. */
+void write_small(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_save *s, uint64_t seed);
 /* Saves epoch `epoch` of `session` with three small objects seeded by
  * `seed`, and asserts it committed. */
 void save_small(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_instance *inst, const char *session,

@@ -3,7 +3,8 @@
  * The built-in directory provider: the conformance suite, then what only a
  * directory can show: the layout on disk, crash safety at every step of a
  * commit (by fault injection and by simulated crashes), leftovers of
- * crashed saves, corrupted markers, the fd bound, the io_uring-less path.
+ * crashed saves, corrupted markers, the fd bound, the io_uring-less path,
+ * and a damaged epoch refused as a base.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -890,6 +891,44 @@ static void leases_on_disk(void **state)
         P->close(inst);
 }
 
+/* ABI version 5: a kept epoch damaged on disk (an object file truncated)
+ * is no base: save_refer is -ENOENT, naming session and epoch, while the
+ * sound one beside it is 0, and the save commits; the damaged epoch goes
+ * with that commit like any epoch it does not name. */
+static void refer_damaged_base(void **state)
+{
+        struct suite_env *env = *state;
+        struct lupine_ckpt_instance *inst = open_faulty(env, NULL);
+        struct lupine_ckpt_save *s = NULL;
+        struct lupine_ckpt_load *l = NULL;
+        char path[PATH_MAX];
+
+        save_small(P, inst, "inc", 1, 10);
+        assert_int_equal(P->save_begin(inst, "inc", 2, &s), 0);
+        assert_int_equal(P->save_refer(s, 1), 0);
+        write_small(P, s, 20);
+        assert_int_equal(P->save_commit(s), 0);
+        /* both on disk, side by side, nothing else in the session */
+        assert_true(exists(env, "inc/0000000000000001/COMMITTED", S_IFREG));
+        assert_true(exists(env, "inc/0000000000000002/COMMITTED", S_IFREG));
+        assert_int_equal(count_prefixed(env, "inc", ""), 4); /* ., .., two epochs */
+        check_small(P, inst, "inc", 1, 1, 10);
+
+        path_of(path, sizeof(path), env, "inc/0000000000000001/mem/000001");
+        assert_int_equal(truncate(path, 4096), 0);
+        assert_int_equal(P->save_begin(inst, "inc", 3, &s), 0);
+        assert_int_equal(P->save_refer(s, 1), -ENOENT);
+        assert_non_null(strstr(P->last_error(inst), "session inc epoch 1"));
+        assert_int_equal(P->save_refer(s, 2), 0);
+        write_small(P, s, 30);
+        assert_int_equal(P->save_commit(s), 0);
+        assert_false(exists(env, "inc/0000000000000001", S_IFDIR));
+        assert_int_equal(P->load_begin(inst, "inc", 1, &l, NULL), -ENOENT);
+        check_small(P, inst, "inc", 2, 2, 20);
+        check_small(P, inst, "inc", 0, 3, 30);
+        P->close(inst);
+}
+
 int main(void)
 {
         static struct suite_env env = { .needs_dir = true };
@@ -914,9 +953,10 @@ int main(void)
                 T(striped_objects),
                 T(flipped_read),
                 T(leases_on_disk),
+                T(refer_damaged_base),
         };
 #undef T
-        size_t n = 19;
+        size_t n = 20;
 
         P = lupine_dir_provider();
         env.p = P;

@@ -275,7 +275,7 @@ static void example_reserved_pool(void **state)
 int main(int argc, char **argv)
 {
         static struct suite_env env, reserved;
-        struct CMUnitTest tests[48] = {
+        struct CMUnitTest tests[64] = {
                 cmocka_unit_test(loader_builtin),
                 cmocka_unit_test(loader_example),
                 cmocka_unit_test(loader_refuses_bad_tables),
