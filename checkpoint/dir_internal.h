@@ -349,6 +349,8 @@ int dir_save_write(struct lupine_ckpt_save *save, const char *name, const void *
 int dir_save_write_at(struct lupine_ckpt_save *save, const char *name, uint64_t offset, const void *data,
                       size_t len);
 int dir_save_commit(struct lupine_ckpt_save *save);
+/* Version 5: fsyncs every object written so far (a pre-copy's, early). */
+int dir_save_sync(struct lupine_ckpt_save *save);
 void dir_save_abort(struct lupine_ckpt_save *save);
 /* Version 4: a commit only while (owner, token) holds the session's lease. */
 int dir_save_fence(struct lupine_ckpt_save *save, const char *owner, uint64_t token);

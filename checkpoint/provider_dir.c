@@ -503,6 +503,7 @@ static const struct lupine_checkpoint_provider dir_provider = {
         /* version 5: a commit keeps the older epochs its save refers to
          * (dir_refer.c) */
         .save_refer = dir_save_refer,
+        .save_sync = dir_save_sync,
 };
 
 const struct lupine_checkpoint_provider *lupine_dir_provider(void)

@@ -36,10 +36,10 @@
         (offsetof(struct lupine_checkpoint_provider, save_fence) + \
          sizeof(((struct lupine_checkpoint_provider *)0)->save_fence))
 
-/* Version 5 adds save_refer. */
-#define V5_SIZE                                                    \
-        (offsetof(struct lupine_checkpoint_provider, save_refer) + \
-         sizeof(((struct lupine_checkpoint_provider *)0)->save_refer))
+/* Version 5 adds save_refer and save_sync. */
+#define V5_SIZE                                                   \
+        (offsetof(struct lupine_checkpoint_provider, save_sync) + \
+         sizeof(((struct lupine_checkpoint_provider *)0)->save_sync))
 
 #define READ_FULL_MAX (64u << 20) /* bytes asked of one load_read by lupine_provider_read_full */
 
@@ -185,6 +185,13 @@ uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p)
         if (p->abi_version >= 5 && p->struct_size >= V5_SIZE)
                 known |= LUPINE_CKPT_CAP_REFER;
         return p->caps & known;
+}
+
+int lupine_provider_save_sync(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_save *save)
+{
+        if (!p || p->abi_version < 5 || p->struct_size < V5_SIZE || !p->save_sync)
+                return 0;
+        return p->save_sync(save);
 }
 
 int64_t lupine_provider_read_full(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_load *ld,

@@ -40,6 +40,10 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
  * provider has no leases, and the daemon runs single-host. */
 uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p);
 
+/* p->save_sync(save) where the table has it (version 5, not NULL), else
+ * 0: the commit then does all the flushing, as before. */
+int lupine_provider_save_sync(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_save *save);
+
 /* Reads len bytes of object `name` at `offset` through p->load_read, in
  * as many calls as it takes (each asking for at most 64 MiB). Returns the
  * bytes read, fewer than len only where the object ends, or the provider's

@@ -23,8 +23,9 @@
  *   4  adds `lease_claim`, `lease_renew`, `lease_release`, `lease_read` and
  *      `save_fence` after `save_direct_done` (optional session leases,
  *      LUPINE_CKPT_CAP_LEASES; see "Leases" below and docs/providers.md);
- *   5  adds `save_refer` after `save_fence` (optional incremental
- *      checkpoints, LUPINE_CKPT_CAP_REFER; see "References" below).
+ *   5  adds `save_refer` and `save_sync` after `save_fence` (optional
+ *      incremental checkpoints, LUPINE_CKPT_CAP_REFER, see "References"
+ *      below; and an early flush of a long save).
  * This lupined loads versions LUPINE_CHECKPOINT_ABI_VERSION_MIN to
  * LUPINE_CHECKPOINT_ABI_VERSION. A lupined older than version N refuses
  * abi_version N; a provider that must also load there stamps the older
@@ -300,6 +301,16 @@ struct lupine_checkpoint_provider {
          * base twice is 0.
          */
         int (*save_refer)(struct lupine_ckpt_save *save, uint64_t epoch);
+        /*
+         * save_sync (may be NULL): makes the bytes written to the save so
+         * far durable now, so that save_commit has less to do then. A
+         * migration's pre-copy (docs/fleet.md) calls it once its writes
+         * are done, while the session still runs, and the commit comes
+         * later, with the session paused. Nothing becomes visible; the
+         * save stays open for more writes. Never called while another
+         * callback of the save runs. 0 or -errno (the save then fails).
+         */
+        int (*save_sync)(struct lupine_ckpt_save *save);
 };
 
 typedef const struct lupine_checkpoint_provider *(*lupine_checkpoint_provider_fn)(void);

@@ -157,7 +157,8 @@ void lupw_base_set(struct lupw_session *s, const struct lup_ckpt_manifest *m, ui
                         set_kept(nb, old, m, written);
                 else
                         lup_warn("session %s: out of memory remembering checkpoint epoch %" PRIu64
-                                 "; the next one is full", s->name, m->epoch);
+                                 "; the next one is full",
+                                 s->name, m->epoch);
         }
         s->ckpt.base = nb;
         lupw_base_destroy(old);
@@ -213,8 +214,8 @@ static void add_new_piece(struct lupw_incr_plan *plan, const struct lupw_mem_spa
 /* Compares every piece with the base: 0, -ENOMEM, or 1 when the pieces
  * would refer to too many epochs. plan->base holds epoch indexes + 1 in
  * the order met until sort_bases. */
-static int compare_pieces(const struct lupw_ckpt_base *b, uint64_t self, const struct lupw_mem_span *spans,
-                          size_t n, bool all_new, struct lupw_incr_plan *plan)
+static int compare_pieces(const struct lupw_ckpt_base *b, uint64_t self, const struct lupw_mem_span *spans, size_t n,
+                          bool all_new, struct lupw_incr_plan *plan)
 {
         uint64_t at = 0;
         for (size_t i = 0; i < n; i++) {

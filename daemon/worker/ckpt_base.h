@@ -46,9 +46,9 @@ struct lupine_ckpt_save;
 
 /* What a save writes when it is incremental. */
 struct lupw_incr_plan {
-        bool incremental;     /* false: a full save, the rest is unused */
-        uint8_t *base;        /* per piece of all chunks in order: 0 new, k: bases[k - 1] */
-        uint64_t *offset;     /* per piece: its offset in that epoch's object */
+        bool incremental; /* false: a full save, the rest is unused */
+        uint8_t *base;    /* per piece of all chunks in order: 0 new, k: bases[k - 1] */
+        uint64_t *offset; /* per piece: its offset in that epoch's object */
         uint32_t n_bases;
         uint64_t bases[LUP_CKPT_MAX_BASES];
         struct lupw_mem_span *write; /* the runs of new pieces, packed in their objects */

@@ -169,6 +169,11 @@ static void *precopy_thread(void *arg)
         } else {
                 pc->rc = copy_all(pc, st, buf);
         }
+        /* durable now, while the session runs: the commit in the pause
+         * then has little left to flush (ABI version 5, save_sync) */
+        if (pc->rc == 0 && (pc->rc = lupine_provider_save_sync(s->ckpt.ops, pc->res.save)) < 0)
+                snprintf(pc->why, sizeof(pc->why), "flushing what it wrote failed: %s",
+                         s->ckpt.ops->last_error(s->ckpt.inst));
         if (buf)
                 be->cuMemFreeHost(buf);
         if (st)

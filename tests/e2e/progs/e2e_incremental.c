@@ -25,7 +25,7 @@
 
 #include "check.h"
 
-#define PIECE    (1ull << 20)
+#define PIECE     (1ull << 20)
 #define PER_ALLOC 1024ull /* MiB per cuMemAlloc */
 
 static uint64_t n_pieces;
