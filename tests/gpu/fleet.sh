@@ -138,7 +138,7 @@ bpid=$!
 if wait_log "$OUTDIR/big16.out" "filled 16 GiB" 300; then
         "$BUILD/cli/lupinectl" -s "$OUTDIR/a.sock" --json migrate big16 --to "127.0.0.1:$pb" >"$OUTDIR/mig16.json" 2>&1
         if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(j['state'] != 'done')" "$OUTDIR/mig16.json"; then
-                python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(f'     migrate 16 GiB: {j[\"bytes\"] / 2**30:.2f} GiB, pause on the source {j[\"pause_s\"]:.2f} s')" "$OUTDIR/mig16.json"
+                python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(f'     migrate 16 GiB: {j[\"bytes\"] / 2**30:.2f} GiB in {j[\"seconds\"]:.2f} s, {j[\"precopy_bytes\"] / 2**30:.2f} GiB pre-copied, pause on the source {j[\"pause_s\"]:.3f} s writing {j[\"paused_bytes\"] / 2**30:.3f} GiB')" "$OUTDIR/mig16.json"
                 ok "lupinectl migrate: A checkpointed the 16 GiB session for B"
         else
                 bad "lupinectl migrate of 16 GiB" "$OUTDIR/mig16.json"

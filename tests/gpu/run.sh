@@ -28,6 +28,10 @@
 #             checkpoint store: adoption after a SIGKILL with periodic
 #             checkpoints, a twin refused, a 4 GiB session adopted after a
 #             drain (tests/gpu/fleet.sh)
+#   migrate   issue 17's benchmarks: lupinectl migrate of 1, 4 and 16 GiB
+#             sessions rewriting 1% and 10% of their memory, with pre-copy
+#             and without, and incremental against full checkpoints
+#             (tests/gpu/migrate_bench.py)
 #   nvml      issue 16: the real nvidia-smi (plain, -L, -q, --query-gpu, dmon),
 #             pynvml and PyTorch's NVML calls, locally and through lupine's
 #             libnvidia-ml.so.1 (tests/gpu/nvml.sh)
@@ -42,7 +46,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 shift 2>/dev/null || true
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core runtime families model ops fleet nvml visible tls bench)
+[ ${#parts[@]} -gt 0 ] || parts=(core runtime families model ops fleet migrate nvml visible tls bench)
 LOG=${OUT:-/tmp}/gpu-run.log
 : > "$LOG"
 pass=0
@@ -198,6 +202,12 @@ part_fleet() {
         grep -h "lupine fleet:" "$LOG" | tail -n 1
 }
 
+part_migrate() {
+        step "migration pause with and without pre-copy, incremental checkpoints (tests/gpu/migrate_bench.py)" \
+                python3 tests/gpu/migrate_bench.py "$BUILD"
+        grep -h "^| \|lupine migrate bench:" "$LOG" | tail -n 9
+}
+
 part_bench() {
         if [ -z "${LUPINE_GPU_NO_BENCH:-}" ]; then
                 echo "=== benchmarks (local driver vs lupine, same job)" | tee -a "$LOG"
@@ -207,8 +217,8 @@ part_bench() {
 
 for part in "${parts[@]}"; do
         case $part in
-        core | runtime | families | model | ops | fleet | nvml | visible | tls | bench) ;;
-        *) echo "run.sh: unknown part '$part' (parts: core runtime families model ops fleet nvml visible tls bench)"; exit 2 ;;
+        core | runtime | families | model | ops | fleet | migrate | nvml | visible | tls | bench) ;;
+        *) echo "run.sh: unknown part '$part' (parts: core runtime families model ops fleet migrate nvml visible tls bench)"; exit 2 ;;
         esac
 done
 for part in "${parts[@]}"; do
