@@ -27,7 +27,8 @@ on command. Cases, in one sequence:
             10% of it; the pause writes only pieces changed after their
             copy, the report says both, and the target reads back exact;
             back again with nothing changed, pre-copy and pause write
-            nothing.
+            nothing; a client that frees memory during a pre-copy has it
+            given up, and the move still ends exact.
 
 Exit 0 on pass, 1 on failure (naming the case).
 """
@@ -256,6 +257,23 @@ def run_migrate(exe, ctlexe, progs, shim, tmp):
               'the pause', js.get('state') == 'done' and js.get('precopy_bytes') == 0 and
               js.get('paused_bytes') == 0, text + b.log()[-1500:])
         check('migrate: on A every piece reads back exact', c.say('check') == 'check ok', a.log()[-2000:])
+        check('migrate: all memory changes', c.say('dirty 1000 9') == 'dirtied 200 pieces')
+        result.clear()
+        mark = len(a.log())
+        t = threading.Thread(target=go)
+        t.start()
+        began = a.wait_log(r'session mig: pre-copy of epoch \d+ begun: 0\.20 of 0\.20 GiB', timeout=20, count=2)
+        realloc = c.say('realloc')  # frees the memory the pre-copy reads
+        t.join(timeout=120)
+        js = result.get('js', {})
+        check('migrate: the client frees memory during the pre-copy: it is given up, the drain writes an ordinary '
+              'checkpoint', began and realloc == 'reallocated' and js.get('state') == 'done' and
+              js.get('precopy_bytes') == 0 and js.get('paused_bytes') == MIB << 20 and
+              re.search(r'session mig: pre-copy of epoch \d+ given up while it ran: the client freed device memory',
+                        a.log()[mark:]) is not None, result.get('text', '') + a.log()[-2000:])
+        check('migrate: ... and on B every piece reads back exact', c.say('check') == 'check ok', b.log()[-2000:])
+        js, text = migrate(ctlexe, b, a, 'mig')
+        check('migrate: back to A once more', js.get('state') == 'done' and c.say('sync') == 'synced', text)
         r = subprocess.run([ctlexe, '-s', a.sock, 'sessions', 'checkpoint', 'mig'], capture_output=True, text=True,
                            timeout=60)
         check('migrate: a checkpoint on A afterwards is incremental (the restored epoch is its base)',

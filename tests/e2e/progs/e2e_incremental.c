@@ -14,6 +14,8 @@
  *   check                reads every piece back and compares -> "check ok"
  *                        (or "check bad piece I" and exit 1)
  *   sync                 cuCtxSynchronize -> "synced"
+ *   realloc              frees the last allocation, allocates it again and
+ *                        writes its pieces again -> "reallocated"
  *   quit                 exits 0
  *
  * usage: e2e_incremental MIB
@@ -107,6 +109,15 @@ int main(int argc, char **argv)
                 } else if (strncmp(line, "check", 5) == 0) {
                         if (check_all() != 0)
                                 return 1;
+                } else if (strncmp(line, "realloc", 7) == 0) {
+                        uint64_t a = n_allocs - 1, first = a * PER_ALLOC;
+                        uint64_t count = n_pieces - first;
+                        CK(cuMemFree(allocs[a]));
+                        CK(cuMemAlloc(&allocs[a], count * PIECE));
+                        for (uint64_t i = first; i < n_pieces; i++)
+                                write_piece(i, seeds[i]);
+                        CK(cuCtxSynchronize());
+                        printf("reallocated\n");
                 } else if (strncmp(line, "sync", 4) == 0) {
                         CK(cuCtxSynchronize());
                         printf("synced\n");
