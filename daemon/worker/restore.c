@@ -89,6 +89,10 @@ static uint64_t piece_offset(const struct lup_ckpt_chunk *c, uint32_t p)
 static int add_runs(struct restorer *r, const struct lup_ckpt_chunk *c, int device)
 {
         struct lupw_session *s = r->s;
+        /* the size of the chunk's object in each epoch, asked once: -1 not yet, -2 absent */
+        int64_t sizes[LUP_CKPT_MAX_BASES + 1];
+        for (unsigned k = 0; k <= LUP_CKPT_MAX_BASES; k++)
+                sizes[k] = -1;
         for (uint32_t p = 0; p < c->n_pieces;) {
                 struct lupine_ckpt_load *ld = piece_load(r, c, p);
                 uint64_t off = piece_offset(c, p);
@@ -107,8 +111,12 @@ static int add_runs(struct restorer *r, const struct lup_ckpt_chunk *c, int devi
                                               .obj_off = off,
                                               .ld = ld == r->ld ? NULL : ld };
                 snprintf(sp->name, sizeof(sp->name), "mem/%016" PRIx64, c->addr);
-                uint64_t total;
-                if (s->ckpt.ops->load_size(ld, sp->name, &total) < 0 || total < off || total - off < sp->size)
+                unsigned k = c->base ? c->base[p] : 0;
+                uint64_t total = 0;
+                if (sizes[k] == -1)
+                        sizes[k] = s->ckpt.ops->load_size(ld, sp->name, &total) < 0 ? -2 : (int64_t)total;
+                total = sizes[k] < 0 ? 0 : (uint64_t)sizes[k];
+                if (sizes[k] < 0 || total < off || total - off < sp->size)
                         return fail(r, -EBADMSG, "object %s%s is missing or shorter than its pieces", sp->name,
                                     ld == r->ld ? "" : " of a base epoch");
                 p = q;
