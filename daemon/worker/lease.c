@@ -66,7 +66,10 @@ static void wake_main(struct lupw_lease *l)
                 (void)!write(l->efd, &one, sizeof(one));
 }
 
-/* One renewal on instance inst; updates the state. 0, -ESTALE, or another -errno. */
+/* One renewal on instance inst; updates the state. 0, -ESTALE, or another
+ * -errno. Called without l->lock by the renewing thread and by the main
+ * thread (lupw_lease_confirm), so the state it writes is written under
+ * it. */
 static int renew_once(struct lupw_session *s, struct lupine_ckpt_instance *inst)
 {
         struct lupw_lease *l = &s->lease;
@@ -75,6 +78,7 @@ static int renew_once(struct lupw_session *s, struct lupine_ckpt_instance *inst)
 
         memset(&got, 0, sizeof(got));
         int rc = s->ckpt.ops->lease_renew(inst, s->name, s->cfg->fleet.host_id, l->token, l->ttl_ms, &got);
+        pthread_mutex_lock(&l->lock);
         if (rc == 0) {
                 atomic_store(&l->valid_until_ns, t0 + ((uint64_t)l->ttl_ms - LUPINE_CKPT_LEASE_SKEW_MS) * 1000000ull);
                 if (l->said_failing)
@@ -84,6 +88,7 @@ static int renew_once(struct lupw_session *s, struct lupine_ckpt_instance *inst)
                 note_holder(l, &got);
                 atomic_store(&l->lost, true);
         }
+        pthread_mutex_unlock(&l->lock);
         return rc;
 }
 

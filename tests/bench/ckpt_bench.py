@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 import lupwire as W  # noqa: E402
 
 SAVE_RE = re.compile(r'checkpoint epoch 1 \(durable\): ([\d.]+) GiB of device memory in .*?in ([\d.]+) s '
-                     r'\(([\d.]+) GB/s\) through (\S+), (\d+) lane')
+                     r'\(([\d.]+) GB/s(?: effective)?\) through (\S+), (\d+) lane')
 PARTS_RE = re.compile(r'(region pinned for direct writes in [\d.]+ s|kernel ready in [\d.]+ s|'
                       r'the GPU (?:hashed|checked) [\d.]+ GiB in [\d.]+ s)')
 RESTORE_RE = re.compile(r'restored checkpoint epoch 1 .*?([\d.]+) GiB in ([\d.]+) s \(([\d.]+) GB/s\)')

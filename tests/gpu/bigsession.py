@@ -64,8 +64,8 @@ def main():
             d.wait(timeout=900)
             log.close()
             text = open(logp).read()
-            ck = re.search(r'checkpoint epoch 1 \(durable\): ([\d.]+) GiB of device memory in .*?in ([\d.]+) s \(([\d.]+) GB/s\)', text)
-            rs = re.search(r'restored checkpoint epoch 1 .*?driver start ([\d.]+) s, ([\d.]+) GiB in ([\d.]+) s \(([\d.]+) GB/s\)', text)
+            ck = re.search(r'checkpoint epoch 1 \(durable\): ([\d.]+) GiB of device memory in .*?in ([\d.]+) s \(([\d.]+) GB/s(?: effective)?\)', text)
+            rs = re.search(r'restored checkpoint epoch 1 .*?driver start ([\d.]+) s, ([\d.]+) GiB in ([\d.]+) s \(([\d.]+) GB/s(?: effective)?\)', text)
             good = rc == 0 and c.returncode == 0 and f'verified {gib} GiB' in out and ck and rs
             ok = ok and bool(good)
             print(f'{gib} GiB session: drain+checkpoint {t_drain:.1f} s (memory {ck.group(3) if ck else "?"} GB/s), '
