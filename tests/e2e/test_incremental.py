@@ -29,6 +29,9 @@ on command. Cases, in one sequence:
             back again with nothing changed, pre-copy and pause write
             nothing; a client that frees memory during a pre-copy has it
             given up, and the move still ends exact.
+  source dies  the source is SIGKILLed during a pre-copy: the store keeps
+            the last committed epoch, and the target adopts it once the
+            lease expires; the client reads back exact.
 
 Exit 0 on pass, 1 on failure (naming the case).
 """
@@ -66,9 +69,10 @@ def epoch_mem_bytes(ck, session, epoch):
 
 
 class Client:
-    def __init__(self, progs, shim, d, session, mib=MIB):
+    def __init__(self, progs, shim, d, session, mib=MIB, also=None):
         env = dict(os.environ)
-        env.update(LUPINE_SERVER=f'127.0.0.1:{d.port}', LUPINE_SESSION=session, LUPINE_RECONNECT_TIMEOUT='60')
+        servers = f'127.0.0.1:{d.port}' + (f',127.0.0.1:{also.port}' if also else '')
+        env.update(LUPINE_SERVER=servers, LUPINE_SESSION=session, LUPINE_RECONNECT_TIMEOUT='60')
         env['LD_LIBRARY_PATH'] = shim + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
         self.p = subprocess.Popen([os.path.join(progs, 'e2e_incremental'), str(mib)], env=env, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -286,6 +290,43 @@ def run_migrate(exe, ctlexe, progs, shim, tmp):
         b.close()
 
 
+def run_source_dies(exe, ctlexe, progs, shim, tmp):
+    """The source is SIGKILLed during a migration's pre-copy: the pre-copied
+    save never becomes visible, and the target adopts the session from its
+    last committed checkpoint once the lease expires; the client, idle
+    since that checkpoint, reads back exact."""
+    ck = os.path.join(tmp, 'ck-die')
+    os.environ['LUPINE_PRECOPY_DELAY_MS'] = '50'
+    try:
+        a = Daemon(exe, tmp, 'dieA', ['--checkpoint-dir', ck, '--host-id', 'dieA', '--lease-ttl', '7'])
+        b = Daemon(exe, tmp, 'dieB', ['--checkpoint-dir', ck, '--host-id', 'dieB', '--lease-ttl', '7'])
+    finally:
+        del os.environ['LUPINE_PRECOPY_DELAY_MS']
+    c = None
+    try:
+        c = Client(progs, shim, a, 'die', also=b)  # the client lists A, then B
+        check('source dies: the client fills its memory on A', c.line().startswith(f'ready {MIB} MiB'))
+        check('source dies: a checkpoint on A (epoch 1)', checkpoint(ctlexe, a, 'die', 1)[0])
+        check('source dies: all memory changes after it', c.say('dirty 1000 3') == 'dirtied 200 pieces')
+        check('source dies: ... and a second checkpoint (epoch 2) has it', checkpoint(ctlexe, a, 'die', 2)[0])
+        t = threading.Thread(target=migrate, args=(ctlexe, a, b, 'die'))
+        t.start()
+        began = a.wait_log(r'session die: pre-copy of epoch 3 begun', timeout=20)
+        a.crash()
+        t.join(timeout=60)
+        check('source dies: A is SIGKILLed during the pre-copy, before its commit', began and
+              epoch_dirs(ck, 'die') == [2], str(epoch_dirs(ck, 'die')))
+        got = c.say('check', timeout=120)
+        check('source dies: B adopts the session from epoch 2 once the lease expires; every piece exact',
+              got == 'check ok' and b.wait_log(r'session die: restored checkpoint epoch 2', timeout=5),
+              got + b.log()[-2000:])
+    finally:
+        if c:
+            c.close()
+        a.close()
+        b.close()
+
+
 def main():
     if len(sys.argv) != 6:
         print(__doc__, file=sys.stderr)
@@ -296,6 +337,7 @@ def main():
         run(exe, ctlexe, progs, shim, tmp)
         run_off(exe, ctlexe, progs, shim, tmp)
         run_migrate(exe, ctlexe, progs, shim, tmp)
+        run_source_dies(exe, ctlexe, progs, shim, tmp)
     finally:
         if check.failed:
             print(f'logs kept in {tmp}', flush=True)
