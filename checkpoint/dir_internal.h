@@ -43,6 +43,7 @@
 #define LUP_CKPT_DIR_INTERNAL_H
 
 #include <dirent.h>
+#include <inttypes.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -351,6 +352,19 @@ int dir_save_write_at(struct lupine_ckpt_save *save, const char *name, uint64_t 
 int dir_save_commit(struct lupine_ckpt_save *save);
 /* Version 5: fsyncs every object written so far (a pre-copy's, early). */
 int dir_save_sync(struct lupine_ckpt_save *save);
+
+/* The prologue of a callback on a save: clears the error, and refuses a
+ * NULL save (-EINVAL) or one that failed earlier (its latched error). */
+static inline int dir_save_usable(struct lupine_ckpt_save *save)
+{
+        if (!save)
+                return -EINVAL;
+        dir_clear_error(save->inst);
+        if (save->err)
+                return dir_fail(save->inst, save->err, "checkpoint %s epoch %" PRIu64 " failed earlier", save->session,
+                                save->epoch);
+        return 0;
+}
 void dir_save_abort(struct lupine_ckpt_save *save);
 /* Version 4: a commit only while (owner, token) holds the session's lease. */
 int dir_save_fence(struct lupine_ckpt_save *save, const char *owner, uint64_t token);

@@ -34,12 +34,9 @@ int dir_save_refer(struct lupine_ckpt_save *save, uint64_t epoch)
         struct dir_marker m;
         int efd, r;
 
-        if (!save)
-                return -EINVAL;
-        dir_clear_error(save->inst);
-        if (save->err)
-                return dir_fail(save->inst, save->err, "checkpoint %s epoch %" PRIu64 " failed earlier", save->session,
-                                save->epoch);
+        r = dir_save_usable(save);
+        if (r < 0)
+                return r;
         if (epoch == 0 || epoch >= save->epoch)
                 return dir_fail(save->inst, -EINVAL,
                                 "save_refer: epoch %" PRIu64 " is not an older epoch than the save's %" PRIu64, epoch,

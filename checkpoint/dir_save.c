@@ -553,13 +553,8 @@ static int sync_objects(struct lupine_ckpt_save *save)
 
 int dir_save_sync(struct lupine_ckpt_save *save)
 {
-        if (!save)
-                return -EINVAL;
-        dir_clear_error(save->inst);
-        if (save->err)
-                return dir_fail(save->inst, save->err, "checkpoint %s epoch %" PRIu64 " failed earlier", save->session,
-                                save->epoch);
-        return sync_objects(save); /* the commit's own fsyncs then find little left */
+        int r = dir_save_usable(save);
+        return r < 0 ? r : sync_objects(save); /* the commit's own fsyncs then find little left */
 }
 
 /* fsyncs the directories we created, then the temp dir itself. */
