@@ -527,8 +527,10 @@ static void arm_timers(struct lupw_session *s)
  * true when one ran or gave up (the loop looks at the session again). */
 static bool checkpoint_work(struct lupw_session *s)
 {
-        if (lupw_precopy_running(s))
+        if (lupw_precopy_running(s)) {
+                lupw_precopy_progress(s);
                 return false; /* the session goes on; the checkpoint waits for its pre-copy */
+        }
         if (s->ckpt.drain_wanted) {
                 s->ckpt.drain_wanted = false;
                 lupw_ckpt_now_cancel(s, "the session drains, and the drain checkpoints it");

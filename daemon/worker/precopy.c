@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "ctl.h"
 #include "hash.h"
 #include "log.h"
 #include "provider_load.h"
@@ -46,6 +47,7 @@ struct lupw_precopy {
         struct lupw_precopy_result res;
         struct lupw_ckpt_base *record;
         double t0;
+        atomic_uint_fast64_t done; /* bytes written so far, for the progress */
 };
 
 bool lupw_precopy_running(const struct lupw_session *s)
@@ -141,6 +143,7 @@ static int copy_all(struct lupw_precopy *pc, CUstream st, uint8_t *buf)
                                 return rc;
                         }
                         pc->res.written += len;
+                        atomic_store_explicit(&pc->done, pc->res.written, memory_order_relaxed);
                         if (delay) {
                                 struct timespec ts = { .tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000L };
                                 nanosleep(&ts, NULL);
@@ -279,12 +282,22 @@ bool lupw_precopy_start(struct lupw_session *s)
         return true;
 }
 
+void lupw_precopy_progress(struct lupw_session *s)
+{
+        struct lupw_precopy *pc = s->ckpt.precopy;
+        if (pc && !pc->joined)
+                lupw_progress_named(s, LUPD_WORK_CHECKPOINT, "pre-copy",
+                                    atomic_load_explicit(&pc->done, memory_order_relaxed), pc->plan.write_bytes);
+}
+
 const struct lupw_precopy_result *lupw_precopy_result(struct lupw_session *s)
 {
         struct lupw_precopy *pc = s->ckpt.precopy;
         if (!pc)
                 return NULL;
         join(pc);
+        if (pc->rc == 0) /* the closing progress line */
+                lupw_progress_named(s, LUPD_WORK_CHECKPOINT, "pre-copy", pc->plan.write_bytes, pc->plan.write_bytes);
         if (pc->rc < 0) {
                 char why[300];
                 snprintf(why, sizeof(why), "%s", pc->why[0] ? pc->why : strerror(-pc->rc));

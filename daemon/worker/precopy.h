@@ -43,6 +43,10 @@ bool lupw_precopy_start(struct lupw_session *s);
 /* Whether a pre-copy's thread still runs. */
 bool lupw_precopy_running(const struct lupw_session *s);
 
+/* Reports a running pre-copy's progress (the loop calls it while it
+ * waits): STATS and, paced, a log line, as a checkpoint does. */
+void lupw_precopy_progress(struct lupw_session *s);
+
 /* Stops a pre-copy, running or finished, and throws it away. */
 void lupw_precopy_cancel(struct lupw_session *s, const char *why);
 

@@ -628,6 +628,9 @@ void lupw_beat_devices(const struct lupw_session *s);
  * every tenth of the bytes or every 2 s, a report at most twice a second;
  * done == total ends the phase with a line of the rate. */
 void lupw_progress(struct lupw_session *s, int phase, uint64_t done, uint64_t total);
+/* The same, the log lines naming it `word` (a pre-copy is a checkpoint's
+ * phase to the supervisor, "pre-copy" in the log). */
+void lupw_progress_named(struct lupw_session *s, int phase, const char *word, uint64_t done, uint64_t total);
 /* A checkpoint was committed now: the next report says so at once. */
 void lupw_stats_committed(struct lupw_session *s);
 /* A STATS report now, unpaced (after a restore: the epoch it restored). */

@@ -153,6 +153,11 @@ static const char *phase_word(int phase)
 
 void lupw_progress(struct lupw_session *s, int phase, uint64_t done, uint64_t total)
 {
+        lupw_progress_named(s, phase, phase_word(phase), done, total);
+}
+
+void lupw_progress_named(struct lupw_session *s, int phase, const char *word, uint64_t done, uint64_t total)
+{
         struct lupw_stats *st = &s->stats;
         uint64_t now = lup_now_ns();
 
@@ -167,7 +172,7 @@ void lupw_progress(struct lupw_session *s, int phase, uint64_t done, uint64_t to
         unsigned tenth = total ? (unsigned)(done * 10 / total) : 10;
         if (done >= total) {
                 if (total >= (64ull << 20))
-                        lup_info("session %s: %s: %.2f GiB in %.1f s (%.2f GB/s)", s->name, phase_word(phase),
+                        lup_info("session %s: %s: %.2f GiB in %.1f s (%.2f GB/s)", s->name, word,
                                  (double)total / 1073741824.0, secs, rate / 1e9);
                 st->phase = LUPD_WORK_NONE;
                 report(s, now, 0, 0);
@@ -177,9 +182,9 @@ void lupw_progress(struct lupw_session *s, int phase, uint64_t done, uint64_t to
         if (now - st->phase_start_ns >= 1000000000ull &&
             (tenth > st->logged_tenth || now - st->logged_ns >= LOG_EVERY_NS)) {
                 double eta = rate > 0 ? (double)(total - done) / rate : 0;
-                lup_info("session %s: %s: %u%%, %.2f of %.2f GiB, %.2f GB/s, about %.0f s left", s->name,
-                         phase_word(phase), (unsigned)(done * 100 / total), (double)done / 1073741824.0,
-                         (double)total / 1073741824.0, rate / 1e9, eta);
+                lup_info("session %s: %s: %u%%, %.2f of %.2f GiB, %.2f GB/s, about %.0f s left", s->name, word,
+                         (unsigned)(done * 100 / total), (double)done / 1073741824.0, (double)total / 1073741824.0,
+                         rate / 1e9, eta);
                 st->logged_tenth = tenth;
                 st->logged_ns = now;
         }

@@ -254,6 +254,10 @@ def run_migrate(exe, ctlexe, progs, shim, tmp):
         check('migrate: the report has the pre-copy (all 200 MiB) and a pause that wrote only changed pieces',
               js.get('state') == 'done' and js.get('precopy_bytes') == MIB << 20 and
               0 < js.get('paused_bytes', 0) <= 20 << 20 and js.get('pause_s', 0) > 0, result.get('text', ''))
+        check('migrate: the pre-copy logs its progress and its end',
+              re.search(r'session mig: pre-copy: \d+%, [\d.]+ of 0\.20 GiB, [\d.]+ GB/s, about \d+ s left', a.log())
+              is not None and re.search(r'session mig: pre-copy: 0\.20 GiB in [\d.]+ s', a.log()) is not None,
+              a.log()[-2000:])
         check('migrate: the target restores it and every piece reads back exact', c.say('check') == 'check ok',
               b.log()[-2000:])
         js, text = migrate(ctlexe, b, a, 'mig')
