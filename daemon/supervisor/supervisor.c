@@ -369,11 +369,19 @@ static bool sup_done(struct sup *s)
         if (!s->stopping)
                 return false;
         now = sup_now_ms();
-        if (lupd_registry_live(&s->reg) > 0) {
+        /* A reaped worker's entry stays RETIRED until its control socket
+         * is read to the end (supervisor/ctl.c): its last words, a
+         * HANDBACK and DRAINED, may still wait behind a cancelled recv.
+         * Leaving before that lost an upgrade's connection (seen in CI). */
+        int retired = 0;
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
+                retired += s->reg.s[i].state == LUPD_SESSION_RETIRED;
+        if (lupd_registry_live(&s->reg) > 0 || retired > 0) {
                 if (!s->killed || now < s->kill_deadline)
                         return false;
-                lup_err("%d worker(s) did not go away even after SIGKILL; exiting without them",
-                        lupd_registry_live(&s->reg));
+                lup_err("%d worker(s) did not go away even after SIGKILL (%d reaped, their messages unread); exiting "
+                        "without them",
+                        lupd_registry_live(&s->reg), retired);
                 return true;
         }
         /* The workers are gone: the UNIX sockets that answered lupinectl
