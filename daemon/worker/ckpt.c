@@ -96,6 +96,8 @@ void lupw_forget_checkpoint(struct lupw_session *s)
 {
         if (lupw_ckpt_open(s) < 0)
                 return;
+        /* no provider call while its thread writes (worker/precopy.h) */
+        lupw_precopy_cancel(s, "the session's checkpoint is deleted");
         /* A remove cannot be fenced: look first that the session is still
          * ours, so that a host that lost it never deletes the new holder's
          * checkpoint (docs/fleet.md). */
