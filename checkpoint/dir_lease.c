@@ -271,6 +271,27 @@ static bool holds(const struct lupine_ckpt_lease *l, const char *owner, uint64_t
         return l->owner[0] && l->token == token && strcmp(l->owner, owner) == 0;
 }
 
+/* The start of every lease change: checked arguments, the session's lease
+ * locked (*dfd, *lfd: close both to unlock) and read into *cur. On failure
+ * nothing stays locked or open. */
+static int lease_begin(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint32_t ttl_ms,
+                       bool with_ttl, char sdir[static DIR_SDIR_MAX + 1], int *dfd, int *lfd,
+                       struct lupine_ckpt_lease *cur)
+{
+        int r = check_args(inst, session, owner, ttl_ms, with_ttl, sdir);
+        if (r < 0)
+                return r;
+        r = lease_lock(inst, sdir, dfd, lfd);
+        if (r < 0)
+                return r;
+        r = lease_load(inst, *dfd, sdir, cur);
+        if (r < 0) {
+                close(*lfd);
+                close(*dfd);
+        }
+        return r;
+}
+
 int dir_lease_claim(struct lupine_ckpt_instance *inst, const char *session, const char *owner, uint32_t ttl_ms,
                     struct lupine_ckpt_lease *ret)
 {
@@ -278,15 +299,11 @@ int dir_lease_claim(struct lupine_ckpt_instance *inst, const char *session, cons
         struct lupine_ckpt_lease cur, next;
         int dfd, lfd, r;
 
-        r = check_args(inst, session, owner, ttl_ms, true, sdir);
-        if (r < 0 || !ret)
-                return r < 0 ? r : -EINVAL;
-        r = lease_lock(inst, sdir, &dfd, &lfd);
+        if (!ret)
+                return -EINVAL;
+        r = lease_begin(inst, session, owner, ttl_ms, true, sdir, &dfd, &lfd, &cur);
         if (r < 0)
                 return r;
-        r = lease_load(inst, dfd, sdir, &cur);
-        if (r < 0)
-                goto out_unlock;
         int64_t now = dir_now_unix_ms();
         if (cur.owner[0] && strcmp(cur.owner, owner) != 0 && cur.expires_unix_ms > now) {
                 *ret = cur;
@@ -316,15 +333,11 @@ int dir_lease_renew(struct lupine_ckpt_instance *inst, const char *session, cons
         struct lupine_ckpt_lease cur;
         int dfd, lfd, r;
 
-        r = check_args(inst, session, owner, ttl_ms, true, sdir);
-        if (r < 0 || !ret)
-                return r < 0 ? r : -EINVAL;
-        r = lease_lock(inst, sdir, &dfd, &lfd);
+        if (!ret)
+                return -EINVAL;
+        r = lease_begin(inst, session, owner, ttl_ms, true, sdir, &dfd, &lfd, &cur);
         if (r < 0)
                 return r;
-        r = lease_load(inst, dfd, sdir, &cur);
-        if (r < 0)
-                goto out_unlock;
         if (!holds(&cur, owner, token)) {
                 *ret = cur;
                 r = dir_fail(inst, -ESTALE, "the lease of session %s is no longer %s's token %" PRIu64, session, owner,
@@ -347,15 +360,9 @@ int dir_lease_release(struct lupine_ckpt_instance *inst, const char *session, co
         struct lupine_ckpt_lease cur;
         int dfd, lfd, r;
 
-        r = check_args(inst, session, owner, 0, false, sdir);
+        r = lease_begin(inst, session, owner, 0, false, sdir, &dfd, &lfd, &cur);
         if (r < 0)
                 return r;
-        r = lease_lock(inst, sdir, &dfd, &lfd);
-        if (r < 0)
-                return r;
-        r = lease_load(inst, dfd, sdir, &cur);
-        if (r < 0)
-                goto out_unlock;
         if (!cur.owner[0] && cur.token == token && token != 0)
                 goto out_unlock; /* released already, and nobody claimed since */
         if (!holds(&cur, owner, token)) {
