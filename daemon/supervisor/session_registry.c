@@ -140,6 +140,14 @@ int lupd_registry_live(const struct lupd_registry *reg)
         return n;
 }
 
+int lupd_registry_retired(const struct lupd_registry *reg)
+{
+        int n = 0;
+        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
+                n += reg->s[i].state == LUPD_SESSION_RETIRED;
+        return n;
+}
+
 int lupd_registry_count_phase(const struct lupd_registry *reg, enum lupd_session_phase phase)
 {
         int n = 0;

@@ -174,6 +174,8 @@ void lupd_registry_release(struct lupd_registry *reg, int idx);
 
 /* Number of LIVE entries (workers not yet reaped). */
 int lupd_registry_live(const struct lupd_registry *reg);
+/* Number of RETIRED entries (reaped workers whose control socket is not read to the end yet). */
+int lupd_registry_retired(const struct lupd_registry *reg);
 
 /* Number of LIVE entries in `phase`. */
 int lupd_registry_count_phase(const struct lupd_registry *reg, enum lupd_session_phase phase);

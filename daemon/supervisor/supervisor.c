@@ -373,9 +373,7 @@ static bool sup_done(struct sup *s)
          * is read to the end (supervisor/ctl.c): its last words, a
          * HANDBACK and DRAINED, may still wait behind a cancelled recv.
          * Leaving before that lost an upgrade's connection (seen in CI). */
-        int retired = 0;
-        for (int i = 0; i < (int)LUP_ARENA_SLOTS; i++)
-                retired += s->reg.s[i].state == LUPD_SESSION_RETIRED;
+        int retired = lupd_registry_retired(&s->reg);
         if (lupd_registry_live(&s->reg) > 0 || retired > 0) {
                 if (!s->killed || now < s->kill_deadline)
                         return false;
