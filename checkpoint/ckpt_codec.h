@@ -62,6 +62,13 @@ static inline uint64_t lup_ckpt_pieces(uint64_t size)
         return (size + LUP_CKPT_PIECE - 1) / LUP_CKPT_PIECE;
 }
 
+/* The length of piece p of a chunk of size bytes (the last may be short). */
+static inline uint64_t lup_ckpt_piece_len(uint64_t size, uint64_t p)
+{
+        uint64_t left = size - p * LUP_CKPT_PIECE;
+        return left < LUP_CKPT_PIECE ? left : LUP_CKPT_PIECE;
+}
+
 /* The manifest's memory flags: where the memory contents are.
  *   DURABLE  objects mem/<addr> through the provider, hashed per piece;
  *   HOT      exported as fds (fd store or an upgrade's re-exec). */
@@ -296,6 +303,21 @@ struct lup_ckpt_manifest {
         uint64_t *hashes; /* a decode's piece hashes */
         void *places;     /* a decode's piece bases and offsets */
 };
+
+/* Where piece p of chunk c of manifest m is ("places"): the epoch whose
+ * object mem/<c->addr> holds it, and the offset there. Without places
+ * (before version 4, or a full save's builder) every piece is in m's own
+ * epoch at its own offset. */
+static inline uint64_t lup_ckpt_piece_epoch(const struct lup_ckpt_manifest *m, const struct lup_ckpt_chunk *c,
+                                            uint32_t p)
+{
+        return c->base && c->base[p] ? m->bases[c->base[p] - 1] : m->epoch;
+}
+
+static inline uint64_t lup_ckpt_piece_offset(const struct lup_ckpt_chunk *c, uint32_t p)
+{
+        return c->offset ? c->offset[p] : (uint64_t)p * LUP_CKPT_PIECE;
+}
 
 /* Frees a decoded manifest's storage (or a builder's arrays) and zeroes
  * the pointers; NULL-tolerant. */

@@ -38,7 +38,7 @@ void lup_ckpt_places_encode(struct lup_wr *w, const struct lup_ckpt_manifest *m)
                 for (uint32_t p = 0; p < c->n_pieces; p++) {
                         /* no places given: a full save, every piece where it belongs */
                         lup_wr_u8(w, c->base ? c->base[p] : 0);
-                        lup_wr_u64(w, c->offset ? c->offset[p] : (uint64_t)p * LUP_CKPT_PIECE);
+                        lup_wr_u64(w, lup_ckpt_piece_offset(c, p));
                 }
         }
 }

@@ -180,17 +180,15 @@ static int plan_incremental(struct saver *sv, bool *ret_hashed)
         *ret_hashed = false;
         if (!lupw_incr_possible(s))
                 return 0;
-        lupw_piece_hash_plan(s, sv->spans, sv->n_spans);
-        if (lupw_piece_hash_run(s, sv->spans, sv->n_spans, false, why, sizeof(why)) < 0) {
+        int rc = lupw_piece_hash_all(s, sv->spans, sv->n_spans, why, sizeof(why));
+        if (rc < 0 && rc != -ENOTSUP) {
                 lup_warn("session %s: checkpoint: %s; it writes everything", s->name, why);
                 return 0; /* the lanes plan and hash again */
         }
-        int rc = lupw_incr_plan(s, sv->save, sv->epoch, sv->spans, sv->n_spans, &sv->plan, &full);
+        *ret_hashed = rc == 0; /* incremental or not, every hash is taken */
+        rc = lupw_incr_plan(s, sv->save, sv->epoch, sv->spans, sv->n_spans, &sv->plan, &full);
         if (rc < 0)
                 return rc;
-        *ret_hashed = true; /* incremental or not, every hash is taken */
-        for (size_t i = 0; i < sv->n_spans; i++)
-                *ret_hashed = *ret_hashed && sv->spans[i].on_gpu;
         if (!sv->plan.incremental && *full)
                 lup_info("session %s: checkpoint epoch %llu is full: %s", s->name, (unsigned long long)sv->epoch, full);
         return 0;
@@ -203,14 +201,11 @@ static int plan_after_precopy(struct saver *sv, bool *ret_hashed)
 {
         struct lupw_session *s = sv->s;
         char why[256] = "";
-        lupw_piece_hash_plan(s, sv->spans, sv->n_spans);
-        bool all_new = lupw_piece_hash_run(s, sv->spans, sv->n_spans, false, why, sizeof(why)) < 0;
-        for (size_t i = 0; i < sv->n_spans; i++)
-                all_new = all_new || !sv->spans[i].on_gpu;
+        bool all_new = lupw_piece_hash_all(s, sv->spans, sv->n_spans, why, sizeof(why)) < 0;
         if (all_new)
                 lup_warn("session %s: checkpoint: the memory cannot be hashed on the GPU (%s); the pre-copy "
                          "is written again in full",
-                         s->name, why[0] ? why : "not on this device");
+                         s->name, why);
         *ret_hashed = !all_new;
         return lupw_incr_plan_final(sv->pre->record, sv->spans, sv->n_spans, all_new, &sv->plan);
 }
@@ -222,28 +217,11 @@ static int plan_after_precopy(struct saver *sv, bool *ret_hashed)
 static int save_memory(struct saver *sv, struct lup_ckpt_chunk *recs)
 {
         struct lupw_session *s = sv->s;
-        size_t n = s->mem.n_chunks, total = 0;
         char why[256] = "";
-        for (size_t i = 0; i < n; i++)
-                total += lup_ckpt_pieces(s->mem.chunks[i].size);
-        struct lupw_mem_span *spans = calloc(n ? n : 1, sizeof(*spans));
-        uint64_t *hashes = calloc(total ? total : 1, sizeof(*hashes));
-        if (!spans || !hashes) {
-                free(spans);
-                free(hashes);
+        if (lupw_chunk_spans(s, &sv->spans, &sv->hashes, &sv->n_spans) < 0)
                 return sv->rc = -ENOMEM;
-        }
-        for (size_t i = 0, at = 0; i < n; i++) {
-                const struct lupw_chunk *c = &s->mem.chunks[i];
-                spans[i] = (struct lupw_mem_span){
-                        .addr = c->addr, .size = c->size, .hashes = hashes + at, .device = c->device
-                };
-                snprintf(spans[i].name, sizeof(spans[i].name), "mem/%016" PRIx64, c->addr);
-                at += lup_ckpt_pieces(c->size);
-        }
-        sv->spans = spans;
-        sv->hashes = hashes;
-        sv->n_spans = n;
+        struct lupw_mem_span *spans = sv->spans;
+        size_t n = sv->n_spans;
         bool hashed = false;
         sv->rc = sv->pre ? plan_after_precopy(sv, &hashed) : plan_incremental(sv, &hashed);
         if (sv->rc < 0)

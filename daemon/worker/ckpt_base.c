@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,33 @@ struct lupw_ckpt_base {
         size_t n_kept;
         struct kept_epoch kept[LUP_CKPT_MAX_BASES + 1];
 };
+
+int lupw_chunk_spans(const struct lupw_session *s, struct lupw_mem_span **ret_spans, uint64_t **ret_hashes,
+                     size_t *ret_n)
+{
+        size_t n = s->mem.n_chunks, total = 0;
+        for (size_t i = 0; i < n; i++)
+                total += lup_ckpt_pieces(s->mem.chunks[i].size);
+        struct lupw_mem_span *spans = calloc(n ? n : 1, sizeof(*spans));
+        uint64_t *hashes = calloc(total ? total : 1, sizeof(*hashes));
+        if (!spans || !hashes) {
+                free(spans);
+                free(hashes);
+                return -ENOMEM;
+        }
+        for (size_t i = 0, at = 0; i < n; i++) {
+                const struct lupw_chunk *c = &s->mem.chunks[i];
+                spans[i] = (struct lupw_mem_span){
+                        .addr = c->addr, .size = c->size, .hashes = hashes + at, .device = c->device
+                };
+                snprintf(spans[i].name, sizeof(spans[i].name), "mem/%016" PRIx64, c->addr);
+                at += lup_ckpt_pieces(c->size);
+        }
+        *ret_spans = spans;
+        *ret_hashes = hashes;
+        *ret_n = n;
+        return 0;
+}
 
 static bool incremental_allowed(void)
 {
@@ -90,12 +118,9 @@ static uint64_t referenced_bytes(const struct lup_ckpt_manifest *m, uint64_t e)
         uint64_t bytes = 0;
         for (uint32_t i = 0; i < m->n_chunks; i++) {
                 const struct lup_ckpt_chunk *c = &m->chunks[i];
-                for (uint32_t p = 0; p < c->n_pieces; p++) {
-                        uint64_t at = c->base && c->base[p] ? m->bases[c->base[p] - 1] : m->epoch;
-                        uint64_t len = c->size - (uint64_t)p * LUP_CKPT_PIECE;
-                        if (at == e)
-                                bytes += len < LUP_CKPT_PIECE ? len : LUP_CKPT_PIECE;
-                }
+                for (uint32_t p = 0; p < c->n_pieces; p++)
+                        if (lup_ckpt_piece_epoch(m, c, p) == e)
+                                bytes += lup_ckpt_piece_len(c->size, p);
         }
         return bytes;
 }
@@ -130,12 +155,12 @@ static struct lupw_ckpt_base *base_build(const struct lup_ckpt_manifest *m)
                         .addr = c->addr, .size = c->size, .n = c->n_pieces, .hashes = h, .epochs = ep, .offs = off
                 };
                 for (uint32_t p = 0; p < c->n_pieces; p++) {
-                        uint64_t len = c->size - (uint64_t)p * LUP_CKPT_PIECE;
                         h[p] = c->hashes[p];
-                        ep[p] = c->base && c->base[p] ? m->bases[c->base[p] - 1] : m->epoch;
-                        off[p] = c->offset ? c->offset[p] : (uint64_t)p * LUP_CKPT_PIECE;
-                        if (ep[p] == m->epoch && off[p] + (len < LUP_CKPT_PIECE ? len : LUP_CKPT_PIECE) > bc->end)
-                                bc->end = off[p] + (len < LUP_CKPT_PIECE ? len : LUP_CKPT_PIECE);
+                        ep[p] = lup_ckpt_piece_epoch(m, c, p);
+                        off[p] = lup_ckpt_piece_offset(c, p);
+                        uint64_t end = off[p] + lup_ckpt_piece_len(c->size, p);
+                        if (ep[p] == m->epoch && end > bc->end)
+                                bc->end = end;
                 }
                 h += c->n_pieces;
                 ep += c->n_pieces;
@@ -196,8 +221,7 @@ static int cmp_u64(const void *a, const void *b)
 static void add_new_piece(struct lupw_incr_plan *plan, const struct lupw_mem_span *sp, uint32_t p, uint64_t packed,
                           bool extends)
 {
-        uint64_t off = (uint64_t)p * LUP_CKPT_PIECE;
-        uint64_t len = sp->size - off < LUP_CKPT_PIECE ? sp->size - off : LUP_CKPT_PIECE;
+        uint64_t off = (uint64_t)p * LUP_CKPT_PIECE, len = lup_ckpt_piece_len(sp->size, p);
         if (extends) {
                 plan->write[plan->n_write - 1].size += len;
         } else {
@@ -211,9 +235,10 @@ static void add_new_piece(struct lupw_incr_plan *plan, const struct lupw_mem_spa
         plan->write_bytes += len;
 }
 
-/* Compares every piece with the base: 0, -ENOMEM, or 1 when the pieces
- * would refer to too many epochs. plan->base holds epoch indexes + 1 in
- * the order met until sort_bases. */
+/* Compares every piece with the base b (NULL, or all_new: every piece is
+ * new); a piece b has in epoch `self` stays in this save's own object. 0,
+ * or 1 when the pieces would refer to too many epochs. plan->base holds
+ * epoch indexes + 1 in the order met until sort_bases. */
 static int compare_pieces(const struct lupw_ckpt_base *b, uint64_t self, const struct lupw_mem_span *spans, size_t n,
                           bool all_new, struct lupw_incr_plan *plan)
 {
@@ -228,14 +253,16 @@ static int compare_pieces(const struct lupw_ckpt_base *b, uint64_t self, const s
                         bc = NULL; /* the chunk was made again with another size */
                 bool in_run = false;
                 for (uint32_t p = 0; p < pieces; p++, at++) {
-                        plan->total_bytes += sp->size - (uint64_t)p * LUP_CKPT_PIECE < LUP_CKPT_PIECE
-                                                     ? sp->size - (uint64_t)p * LUP_CKPT_PIECE
-                                                     : LUP_CKPT_PIECE;
+                        plan->total_bytes += lup_ckpt_piece_len(sp->size, p);
                         if (!all_new && bc && bc->hashes[p] == sp->hashes[p]) {
-                                int k = bc->epochs[p] == self ? -1 : add_base(plan, bc->epochs[p]);
-                                if (k < 0 && bc->epochs[p] != self)
-                                        return 1;
-                                plan->base[at] = (uint8_t)(k + 1); /* self: 0, this save's own object */
+                                uint8_t idx = 0; /* self: this save's own object */
+                                if (bc->epochs[p] != self) {
+                                        int k = add_base(plan, bc->epochs[p]);
+                                        if (k < 0)
+                                                return 1;
+                                        idx = (uint8_t)(k + 1);
+                                }
+                                plan->base[at] = idx;
                                 plan->offset[at] = bc->offs[p];
                                 in_run = false;
                                 continue;
@@ -366,14 +393,12 @@ int lupw_incr_plan(struct lupw_session *s, struct lupine_ckpt_save *save, uint64
         if (!lupw_incr_possible(s))
                 return 0;
         const struct lupw_ckpt_base *b = s->ckpt.base;
-        uint64_t total = 0;
-        for (size_t i = 0; i < n; i++) {
+        uint64_t total = pieces_of(spans, n);
+        for (size_t i = 0; i < n; i++)
                 if (!spans[i].on_gpu) {
                         *why_full = "the memory cannot be hashed on the GPU";
                         return 0;
                 }
-                total += lup_ckpt_pieces(spans[i].size);
-        }
         if (b->epoch >= epoch) {
                 *why_full = "the base is not older";
                 return 0;

@@ -56,6 +56,12 @@ struct lupw_incr_plan {
         uint64_t write_bytes, total_bytes;
 };
 
+/* The spans of every chunk of the session now, each named "mem/<addr>",
+ * their hashes in one new array (*ret_spans and *ret_hashes are the
+ * caller's to free). 0 or -ENOMEM. */
+int lupw_chunk_spans(const struct lupw_session *s, struct lupw_mem_span **ret_spans, uint64_t **ret_hashes,
+                     size_t *ret_n);
+
 /*
  * Plans the save of the n chunks in spans (hashes already taken on the
  * GPU, span->on_gpu set for all): compares every piece with the base,

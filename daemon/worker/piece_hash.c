@@ -222,6 +222,18 @@ int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, siz
         return rc;
 }
 
+int lupw_piece_hash_all(struct lupw_session *s, struct lupw_mem_span *spans, size_t n, char *why, size_t whylen)
+{
+        lupw_piece_hash_plan(s, spans, n);
+        int rc = lupw_piece_hash_run(s, spans, n, false, why, whylen);
+        for (size_t i = 0; i < n && rc == 0; i++)
+                if (!spans[i].on_gpu) {
+                        snprintf(why, whylen, "the GPU cannot hash the memory at 0x%" PRIx64, spans[i].addr);
+                        rc = -ENOTSUP;
+                }
+        return rc;
+}
+
 bool lupw_piece_hash_ready(const struct lupw_session *s, int device)
 {
         return s->ckpt.piece_hash && device >= 0 && device < (int)LUP_MAX_DEVICES &&

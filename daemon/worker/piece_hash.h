@@ -38,6 +38,12 @@ void lupw_piece_hash_plan(struct lupw_session *s, struct lupw_mem_span *spans, s
 int lupw_piece_hash_run(struct lupw_session *s, struct lupw_mem_span *spans, size_t n, bool check, char *why,
                         size_t whylen);
 
+/* Plans and runs the kernel over every span (check false): 0 when every
+ * span was hashed on the GPU; -ENOTSUP when one cannot be (the others are,
+ * on_gpu says which); else what lupw_piece_hash_run returned. `why` says
+ * what failed. */
+int lupw_piece_hash_all(struct lupw_session *s, struct lupw_mem_span *spans, size_t n, char *why, size_t whylen);
+
 /* Loads the kernel on device 0 ahead of the first checkpoint (a session
  * with checkpoints calls it when it starts): the load, which may compile
  * the PTX, then costs no checkpoint any time. */

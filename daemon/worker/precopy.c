@@ -198,9 +198,12 @@ static const char *cannot(struct lupw_session *s)
         const char *e = getenv("LUPINE_MIGRATE_PRECOPY");
         if (e && strcmp(e, "0") == 0)
                 return "LUPINE_MIGRATE_PRECOPY=0";
-        for (size_t i = 0; i < s->mem.n_chunks; i++)
-                if (s->mem.chunks[i].device != 0 || s->mem.chunks[i].size % LUP_CKPT_PIECE)
+        for (size_t i = 0; i < s->mem.n_chunks; i++) {
+                if (s->mem.chunks[i].device != 0)
                         return "memory on a second GPU";
+                if (s->mem.chunks[i].size % LUP_CKPT_PIECE)
+                        return "a chunk that is not whole pieces";
+        }
         if (!lupw_piece_hash_ready(s, 0))
                 return "the memory cannot be hashed on the GPU";
         return NULL;
@@ -211,30 +214,18 @@ static const char *cannot(struct lupw_session *s)
 static int snapshot(struct lupw_precopy *pc)
 {
         struct lupw_session *s = pc->s;
-        size_t n = s->mem.n_chunks, total = 0;
         char why[256] = "";
-        for (size_t i = 0; i < n; i++)
-                total += lup_ckpt_pieces(s->mem.chunks[i].size);
-        pc->spans = calloc(n ? n : 1, sizeof(*pc->spans));
-        pc->hashes = calloc(total ? total : 1, sizeof(*pc->hashes));
-        if (!pc->spans || !pc->hashes)
+        if (lupw_chunk_spans(s, &pc->spans, &pc->hashes, &pc->n_spans) < 0)
                 return -ENOMEM;
-        for (size_t i = 0, at = 0; i < n; i++) {
-                const struct lupw_chunk *c = &s->mem.chunks[i];
-                pc->spans[i] = (struct lupw_mem_span){
-                        .addr = c->addr, .size = c->size, .hashes = pc->hashes + at, .device = c->device
-                };
-                snprintf(pc->spans[i].name, sizeof(pc->spans[i].name), "mem/%016" PRIx64, c->addr);
-                at += lup_ckpt_pieces(c->size);
-        }
-        pc->n_spans = n;
-        lupw_piece_hash_plan(s, pc->spans, n);
-        if (lupw_piece_hash_run(s, pc->spans, n, false, why, sizeof(why)) < 0) {
+        size_t n = pc->n_spans;
+        /* a span the GPU cannot hash makes the plan a full one below */
+        int rc = lupw_piece_hash_all(s, pc->spans, n, why, sizeof(why));
+        if (rc < 0 && rc != -ENOTSUP) {
                 snprintf(pc->why, sizeof(pc->why), "%s", why);
                 return -EIO;
         }
         const char *full = "";
-        int rc = lupw_incr_plan(s, pc->res.save, pc->res.epoch, pc->spans, n, &pc->plan, &full);
+        rc = lupw_incr_plan(s, pc->res.save, pc->res.epoch, pc->spans, n, &pc->plan, &full);
         if (rc == 0 && !pc->plan.incremental)
                 rc = lupw_incr_plan_full(pc->spans, n, &pc->plan);
         return rc;

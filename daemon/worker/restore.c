@@ -73,15 +73,10 @@ static int read_object(struct restorer *r, const char *name, uint64_t want, uint
         return 0;
 }
 
-/* Piece p of chunk c: which load holds it, and where. */
+/* Piece p of chunk c: which load holds it (its offset: lup_ckpt_piece_offset). */
 static struct lupine_ckpt_load *piece_load(const struct restorer *r, const struct lup_ckpt_chunk *c, uint32_t p)
 {
         return c->base && c->base[p] ? r->base_ld[c->base[p] - 1] : r->ld;
-}
-
-static uint64_t piece_offset(const struct lup_ckpt_chunk *c, uint32_t p)
-{
-        return c->offset ? c->offset[p] : (uint64_t)p * LUP_CKPT_PIECE;
 }
 
 /* Adds the runs of chunk c to r->spans: pieces next to each other in one
@@ -95,10 +90,10 @@ static int add_runs(struct restorer *r, const struct lup_ckpt_chunk *c, int devi
                 sizes[k] = -1;
         for (uint32_t p = 0; p < c->n_pieces;) {
                 struct lupine_ckpt_load *ld = piece_load(r, c, p);
-                uint64_t off = piece_offset(c, p);
+                uint64_t off = lup_ckpt_piece_offset(c, p);
                 uint32_t q = p + 1;
                 while (q < c->n_pieces && piece_load(r, c, q) == ld &&
-                       piece_offset(c, q) == off + (uint64_t)(q - p) * LUP_CKPT_PIECE)
+                       lup_ckpt_piece_offset(c, q) == off + (uint64_t)(q - p) * LUP_CKPT_PIECE)
                         q++;
                 if (r->n_spans >= r->cap_spans)
                         return fail(r, -EBADMSG, "more memory runs than pieces");
