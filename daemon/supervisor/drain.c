@@ -230,8 +230,7 @@ void sup_drain_on_drained(struct sup *s, int idx, int32_t status, const struct s
                               NULL);
                 return;
         }
-        snprintf(why, sizeof(why), "the checkpoint failed: %s (the worker's log says more)",
-                 status > -4096 ? strerror(-status) : "unknown error");
+        snprintf(why, sizeof(why), "the checkpoint failed: %s (the worker's log says more)", sup_errno_text(status));
         drain_verdict(s, idx, FAILED, why, NULL);
 }
 

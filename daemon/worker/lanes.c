@@ -575,12 +575,13 @@ int lupw_lanes_save(struct lupw_session *s, struct lupine_ckpt_save *save, struc
         job.concurrent = (lupine_provider_caps(s->ckpt.ops) & LUPINE_CKPT_CAP_CONCURRENT_WRITE) != 0;
         job.direct = job.concurrent && direct_ready(s);
         /* the memory does not change during a save: hash it where it is */
-        if (!hashed)
+        if (!hashed) {
                 lupw_piece_hash_plan(s, spans, n);
-        if (!hashed && lupw_piece_hash_run(s, spans, n, false, why, whylen) < 0) {
-                lup_warn("session %s: checkpoint: %s; the lanes hash on the CPU instead", s->name, why);
-                for (size_t i = 0; i < n; i++)
-                        spans[i].on_gpu = false;
+                if (lupw_piece_hash_run(s, spans, n, false, why, whylen) < 0) {
+                        lup_warn("session %s: checkpoint: %s; the lanes hash on the CPU instead", s->name, why);
+                        for (size_t i = 0; i < n; i++)
+                                spans[i].on_gpu = false;
+                }
         }
         /* Lanes exist to spread CPU work. With direct writes and the GPU
          * hashing, a lane only queues device copies and waits, and more of
