@@ -7,9 +7,14 @@
  *
  *   LUPD_CTL_ASSIGN (supervisor -> worker), with the client connection fd
  *   attached (SCM_RIGHTS, exactly one fd):
- *       u32 type, u32 slot (arena slot, < LUP_ARENA_SLOTS),
- *       u64 hello_seq, u32 hello_lane, u32 hello_len, hello payload bytes
+ *       u32 type, u32 slot (arena slot, < LUP_ARENA_SLOTS, or'ed with
+ *       LUPD_ASSIGN_ANY_SLOT), u64 hello_seq, u32 hello_lane,
+ *       u32 hello_len, hello payload bytes
  *       [, u32 LUPD_CTL_TLS, ticket[LUP_TICKET_SIZE]]
+ *     With LUPD_ASSIGN_ANY_SLOT (a checkpoint store with leases), slot is
+ *     only where to start looking: the worker takes the first slot that no
+ *     session of the fleet sharing the store holds (worker/slot_lease.c)
+ *     and names it in READY.
  *     A new session. The HELLO payload was already decoded and validated by
  *     the supervisor; the worker decodes it again (it trusts nothing) and
  *     answers the client itself. Its name is the session key (the tenant's
@@ -180,6 +185,9 @@ enum lupd_drain_flags {
         LUPD_DRAIN_HOT = 1u << 1,
         LUPD_DRAIN_HANDBACK = 1u << 2,
 };
+
+/* ASSIGN's slot: the worker chooses, starting at the slot given */
+#define LUPD_ASSIGN_ANY_SLOT 0x80000000u
 
 /* The optional trailer of ASSIGN and ATTACH: u32 LUPD_CTL_TLS, ticket */
 #define LUPD_CTL_TLS         0x534c5454u /* "TTLS" */

@@ -427,7 +427,17 @@ static int ctl_plain_message(struct sup *s, int idx, size_t len)
 
         switch (type) {
         case LUPD_CTL_READY:
-                if (!se->restore && status == 0 && slot != (uint32_t)se->slot) {
+                if (!se->restore && status == 0 && se->slot < 0) {
+                        /* fleet_slots: the worker chose in the store */
+                        int holder = -1;
+                        if (lupd_registry_set_slot(&s->reg, idx, slot < LUP_ARENA_SLOTS ? (int)slot : -1, &holder) <
+                            0) {
+                                snprintf(what, sizeof(what), "READY for arena slot %u, which %s", (unsigned)slot,
+                                         holder >= 0 ? "another session here holds" : "does not exist");
+                                worker_violation(s, idx, what);
+                                return -EPROTO;
+                        }
+                } else if (!se->restore && status == 0 && slot != (uint32_t)se->slot) {
                         snprintf(what, sizeof(what), "READY for arena slot %u, but was given slot %d",
                                  (unsigned)slot, se->slot);
                         worker_violation(s, idx, what);

@@ -84,7 +84,8 @@ static int item_cmp(const void *a, const void *b)
 
 /* Loads, opens, lists, closes, unloads. Returns 0 with *l filled, or
  * -errno after logging why. */
-static int provider_list(const struct lupd_config *cfg, struct restore_list *l, char *ret_desc, size_t desc_cap)
+static int provider_list(const struct lupd_config *cfg, struct restore_list *l, bool *ret_leases, char *ret_desc,
+                         size_t desc_cap)
 {
         const struct lupine_checkpoint_provider *p;
         struct lupine_ckpt_instance *inst = NULL;
@@ -102,6 +103,9 @@ static int provider_list(const struct lupd_config *cfg, struct restore_list *l, 
                 return r;
         }
         snprintf(ret_desc, desc_cap, "%s (%s)", p->name, config ? config : "its default configuration");
+        /* leases, hence arena slots agreed in the store (worker/slot_lease.c) */
+        *ret_leases = (lupine_provider_caps(p) & LUPINE_CKPT_CAP_LEASES) && p->lease_claim && p->lease_renew &&
+                      p->lease_release && p->lease_read && p->save_fence;
         r = p->open(config, &inst);
         if (r < 0 || !inst) {
                 lup_err("cannot open the checkpoint provider %s: %s", ret_desc, sup_errno_text(r < 0 ? r : -EIO));
@@ -129,9 +133,13 @@ int sup_restore_start(struct sup *s)
         int r;
 
         sup_raise_nofile(); /* hot restores pass an fd per memory chunk */
-        r = provider_list(s->cfg, &l, desc, sizeof(desc));
+        bool leases = false;
+        r = provider_list(s->cfg, &l, &leases, desc, sizeof(desc));
         if (r < 0)
                 goto out_free;
+        s->reg.fleet_slots = leases;
+        if (leases)
+                lup_info("arena slots: agreed with the other hosts of %s (its leases)", desc);
         if (l.skipped_bad)
                 lup_warn("%s listed %zu checkpoint(s) whose session name is not valid; ignoring them", desc,
                          l.skipped_bad);
@@ -196,7 +204,12 @@ void sup_restore_on_ready(struct sup *s, int idx, int32_t status, uint32_t slot)
         if (status < 0) {
                 /* The worker logged the details and exits by itself. */
                 se->phase = LUPD_PHASE_FAILED;
-                snprintf(why, sizeof(why), "%s", sup_errno_text(status));
+                if (status == -EADDRINUSE) /* worker/slot_lease.c */
+                        snprintf(why, sizeof(why),
+                                 "its device addresses (its arena slot) are held by another session of the fleet; "
+                                 "this host's log says which");
+                else
+                        snprintf(why, sizeof(why), "%s", sup_errno_text(status));
                 if (status == -EBUSY)
                         lup_info("session %s not restored: another host sharing the store holds its lease", se->name);
                 else if (!se->adopt || status != -ENOENT)

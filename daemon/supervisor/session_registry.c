@@ -64,7 +64,8 @@ static int claim(struct lupd_registry *reg, const char *name, bool want_slot)
         se->state = LUPD_SESSION_LIVE;
         se->phase = want_slot ? LUPD_PHASE_STARTING : LUPD_PHASE_RESTORING;
         se->restore = !want_slot;
-        se->slot = slot;
+        se->slot = want_slot && !reg->fleet_slots ? slot : -1;
+        se->slot_hint = slot;
         se->ctl_fd = -1;
         memcpy(se->name, name, n + 1);
         reg->n_used++;

@@ -8,7 +8,10 @@
  * reports it only with READY, so an entry may exist before its slot is
  * known (slot -1). New sessions get the lowest free arena slot at once, so
  * that a restarted daemon with the same session mix tends to give the same
- * addresses again. The table has LUP_ARENA_SLOTS entries, at least
+ * addresses again; except with fleet_slots (a checkpoint store with
+ * leases), where the worker agrees on its slot with the other hosts of the
+ * store (worker/slot_lease.c): the entry then has only a hint (slot_hint,
+ * the lowest slot free here) until READY names the slot. The table has LUP_ARENA_SLOTS entries, at least
  * max_sessions.
  *
  * An entry goes FREE -> LIVE (claimed; the worker is being started or runs)
@@ -78,7 +81,8 @@ struct lupd_session {
         enum lupd_session_state state;
         enum lupd_session_phase phase;
         char name[LUP_MAX_NAME + 1];
-        int slot;                       /* arena slot, or -1 while unknown (restoring) */
+        int slot;                       /* arena slot, or -1 while unknown (restoring, or fleet_slots) */
+        int slot_hint;                  /* fleet_slots: where the worker starts looking (new sessions) */
         pid_t pid;                      /* 0 until the worker is forked */
         int ctl_fd;                     /* supervisor end of the control pair, or -1 */
         bool ctl_busy;                  /* a recv on ctl_fd is in flight in the ring */
@@ -138,6 +142,7 @@ struct lupd_registry {
         int max_sessions;               /* 1..LUPD_MAX_SESSIONS */
         int n_used;                     /* entries not FREE */
         uint64_t unusable;              /* arena slots never handed out (supervisor/arena_check.c) */
+        bool fleet_slots;               /* new sessions' workers choose their slot in the store */
 };
 
 /* Sets every entry FREE (ctl_fd = -1, slot = -1) and the session limit. */
@@ -148,14 +153,16 @@ void lupd_registry_init(struct lupd_registry *reg, int max_sessions);
  * entry index, -EINVAL for a bad name, -EBUSY if a session of that name is
  * registered, or -ENOSPC if max_sessions entries are in use (or every
  * usable arena slot, see `unusable`). The entry is
- * LIVE, phase STARTING, pid 0, ctl_fd -1. */
+ * LIVE, phase STARTING, pid 0, ctl_fd -1. With fleet_slots the slot is
+ * only the entry's slot_hint (slot -1) until lupd_registry_set_slot. */
 int lupd_registry_claim(struct lupd_registry *reg, const char *name);
 
 /* The same for a session being restored: no arena slot yet (slot -1),
  * phase RESTORING, restore set. */
 int lupd_registry_claim_restore(struct lupd_registry *reg, const char *name);
 
-/* Gives entry idx (restoring) the arena slot its checkpoint names. Returns
+/* Gives entry idx (restoring, or new with fleet_slots) the arena slot its
+ * worker took (a checkpoint names it, or the fleet agreed on it). Returns
  * 0, -ERANGE if slot is not an arena slot, or -EADDRINUSE if another
  * registered session holds it (*ret_holder is then that entry). */
 int lupd_registry_set_slot(struct lupd_registry *reg, int idx, int slot, int *ret_holder);

@@ -234,7 +234,8 @@ int sup_session_start(struct sup *s, int idx, int client_fd, const struct lup_hd
         size_t len;
         int r;
 
-        r = sup_ctl_hello_msg(msg, LUPD_CTL_ASSIGN, (uint32_t)se->slot, hdr, payload, ticket, &len);
+        uint32_t slot = se->slot >= 0 ? (uint32_t)se->slot : (uint32_t)se->slot_hint | LUPD_ASSIGN_ANY_SLOT;
+        r = sup_ctl_hello_msg(msg, LUPD_CTL_ASSIGN, slot, hdr, payload, ticket, &len);
         if (r == 0)
                 r = worker_spawn(s, idx, NULL, false, msg, len, client_fd);
         if (r < 0) {

@@ -8,6 +8,7 @@
  */
 #define LUP_LOG_CAT LUP_LOGC_GPU
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -123,6 +124,38 @@ void lupw_unmap_chunk(struct lupw_session *s, uint64_t addr, uint64_t size)
         arena_unmap(s, addr, size);
 }
 
+int lupw_reserve_arena(struct lupw_session *s, uint32_t slot, char *err, size_t errlen)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        uint64_t want = lup_arena_slot_base(slot);
+        CUdeviceptr got = 0;
+        CUresult r = be->cuMemAddressReserve(&got, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, want, 0);
+        if (r != CUDA_SUCCESS || got != want) {
+                if (r == CUDA_SUCCESS)
+                        be->cuMemAddressFree(got, LUP_ARENA_SIZE);
+                snprintf(err, errlen, "cannot reserve the session's device address range at 0x%llx (CUresult %d)",
+                         (unsigned long long)want, (int)r);
+                return -EADDRINUSE;
+        }
+        if (arena_init(&s->mem.arena, want, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, &lupw_arena_ops, s) < 0) {
+                be->cuMemAddressFree(want, LUP_ARENA_SIZE);
+                snprintf(err, errlen, "out of memory in the worker");
+                return -ENOMEM;
+        }
+        s->slot = slot;
+        s->mem.reserved = true;
+        return 0;
+}
+
+void lupw_unreserve_arena(struct lupw_session *s)
+{
+        if (!s->mem.reserved)
+                return;
+        arena_destroy(&s->mem.arena);
+        s->be.fn.cuMemAddressFree(lup_arena_slot_base(s->slot), LUP_ARENA_SIZE);
+        s->mem.reserved = false;
+}
+
 void lupw_release_all(struct lupw_session *s)
 {
         if (!s->be.dl)
@@ -132,11 +165,7 @@ void lupw_release_all(struct lupw_session *s)
                         s->be.fn.cuCtxSetCurrent(s->ctx.primary[i]), s->be.fn.cuCtxSynchronize();
         lupw_mapped_release(s); /* mapped host memory (worker/mapped.c) */
         lupw_arrays_release(s); /* arrays and objects go with the contexts (worker/arrays.c) */
-        if (s->mem.reserved) {
-                arena_destroy(&s->mem.arena);
-                s->be.fn.cuMemAddressFree(lup_arena_slot_base(s->slot), LUP_ARENA_SIZE);
-                s->mem.reserved = false;
-        }
+        lupw_unreserve_arena(s);
         for (int i = 0; i < s->ctx.n_slots; i++)
                 s->be.fn.cuCtxDestroy_v2(s->ctx.slots[i].real);
         s->ctx.n_slots = 0;

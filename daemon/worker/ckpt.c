@@ -107,6 +107,9 @@ void lupw_forget_checkpoint(struct lupw_session *s)
         }
         s->lease.release_at_end = true; /* ended: the name is free for any host */
         int rc = s->ckpt.ops->remove(s->ckpt.inst, s->name);
+        /* no checkpoint can bring it back: its arena slot is free for
+         * the fleet (worker/slot_lease.c) */
+        s->lease.slot_release = rc == 0 || rc == -ENOENT;
         if (rc < 0 && rc != -ENOENT)
                 lup_warn("session %s: cannot delete its checkpoint: %s", s->name,
                          s->ckpt.ops->last_error(s->ckpt.inst));

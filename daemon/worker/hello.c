@@ -21,6 +21,7 @@
 #include "net.h"
 #include "worker/lanes.h"
 #include "worker/session.h"
+#include "worker/slot_lease.h"
 
 int lupw_refuse_on(struct lupw_session *s, int fd, struct lup_tls *tls, const struct lup_hdr *req, CUresult status,
                    const char *msg)
@@ -103,27 +104,19 @@ const char *lupw_open_device(struct lupw_session *s, CUresult *ret_status)
         return NULL;
 }
 
-int lupw_reserve_arena(struct lupw_session *s, uint32_t slot, char *err, size_t errlen)
+/* The session's arena: the slot the supervisor gave, or, in a fleet that
+ * agrees on slots through the store, the first one free there. */
+static int take_arena(struct lupw_session *s, char *err, size_t cap)
 {
-        const struct lupw_backend *be = &s->be.fn;
-        uint64_t want = lup_arena_slot_base(slot);
-        CUdeviceptr got = 0;
-        CUresult r = be->cuMemAddressReserve(&got, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, want, 0);
-        if (r != CUDA_SUCCESS || got != want) {
-                if (r == CUDA_SUCCESS)
-                        be->cuMemAddressFree(got, LUP_ARENA_SIZE);
-                snprintf(err, errlen, "cannot reserve the session's device address range at 0x%llx (CUresult %d)",
-                         (unsigned long long)want, (int)r);
-                return -EADDRINUSE;
-        }
-        if (arena_init(&s->mem.arena, want, LUP_ARENA_SIZE, LUP_ARENA_GRANULE, &lupw_arena_ops, s) < 0) {
-                be->cuMemAddressFree(want, LUP_ARENA_SIZE);
-                snprintf(err, errlen, "out of memory in the worker");
-                return -ENOMEM;
-        }
-        s->slot = slot;
-        s->mem.reserved = true;
-        return 0;
+        if (!s->slot_any)
+                return lupw_reserve_arena(s, s->slot, err, cap);
+        if (lupw_slot_fleet(s))
+                return lupw_slot_take_new(s, s->slot, err, cap);
+        snprintf(err, cap,
+                 "this server cannot agree on a device address range with the other hosts of its checkpoint store "
+                 "(the store %s); try again",
+                 s->ckpt.ops ? "has no leases now" : "cannot be opened");
+        return -EADDRINUSE;
 }
 
 int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello)
@@ -181,10 +174,10 @@ int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const 
         const char *why = lupw_open_device(s, &st);
         if (why)
                 return lupw_refuse(s, req, st, why);
-        if (lupw_reserve_arena(s, s->slot, err, sizeof(err)) < 0)
-                return lupw_refuse(s, req, CUDA_ERROR_OUT_OF_MEMORY, err);
         /* One host at a time runs a session of this name: the lease first,
-         * before the client hears of the session (worker/lease.c). */
+         * before the client hears of the session (worker/lease.c), then
+         * the arena slot, which the lease's holder agrees on with the
+         * fleet (worker/slot_lease.c). */
         if (lupw_ckpt_open(s) == 0) {
                 int lr = lupw_lease_claim(s);
                 if (lr == -EBUSY) {
@@ -201,6 +194,10 @@ int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const 
                                           "(its lease); try again");
                         return lr;
                 }
+        }
+        if (take_arena(s, err, sizeof(err)) < 0) {
+                (void)lupw_refuse(s, req, CUDA_ERROR_OUT_OF_MEMORY, err);
+                return -EADDRINUSE;
         }
         /* The resume token: only its holder may take the session over later. */
         if (getrandom(s->token, sizeof(s->token), 0) != (ssize_t)sizeof(s->token)) {
@@ -238,8 +235,9 @@ int lupw_parse_assign(const uint8_t *msg, size_t n, uint32_t want_type, uint32_t
                 lup_rd_copy(&r, ret_ticket, LUP_TICKET_SIZE);
         }
         *ret_why = "malformed control message";
-        if (lup_rd_finish(&r) < 0 || type != want_type || slot >= LUP_ARENA_SLOTS || lane >= LUP_MAX_LANES ||
-            (tls != 0 && tls != LUPD_CTL_TLS) || lup_hello_decode(hp, hlen, ret_hello, ret_why) < 0)
+        if (lup_rd_finish(&r) < 0 || type != want_type || (slot & ~LUPD_ASSIGN_ANY_SLOT) >= LUP_ARENA_SLOTS ||
+            lane >= LUP_MAX_LANES || (tls != 0 && tls != LUPD_CTL_TLS) ||
+            lup_hello_decode(hp, hlen, ret_hello, ret_why) < 0)
                 return -EBADMSG;
         *ret_slot = slot;
         *ret_tls = tls == LUPD_CTL_TLS;

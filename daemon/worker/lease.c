@@ -34,6 +34,7 @@
 #include "provider_load.h"
 #include "worker/lease.h"
 #include "worker/session.h"
+#include "worker/slot_lease.h"
 
 #define RETRY_MS 1000u /* after a failed renewal */
 
@@ -92,6 +93,54 @@ static int renew_once(struct lupw_session *s, struct lupine_ckpt_instance *inst)
         return rc;
 }
 
+/* The session's arena slot (worker/slot_lease.c), renewed after its lease. */
+static void slot_renew(struct lupw_session *s, struct lupine_ckpt_instance *inst)
+{
+        struct lupw_lease *l = &s->lease;
+        struct lupine_ckpt_lease got;
+        char key[LUPW_SLOT_KEY_MAX];
+
+        pthread_mutex_lock(&l->lock);
+        bool on = l->slot_on;
+        uint32_t slot = l->slot;
+        uint64_t token = l->slot_token;
+        pthread_mutex_unlock(&l->lock);
+        if (!on)
+                return;
+        lupw_slot_key(slot, key);
+        memset(&got, 0, sizeof(got));
+        int rc = s->ckpt.ops->lease_renew(inst, key, s->name, token, l->ttl_ms, &got);
+        if (rc != -ESTALE)
+                return; /* renewed, or tried again with the session's lease */
+        pthread_mutex_lock(&l->lock);
+        l->slot_on = false;
+        pthread_mutex_unlock(&l->lock);
+        if (strcmp(got.owner, s->name) == 0)
+                lup_info("session %s: another host claimed its arena slot %u for it (a migration or an adoption)",
+                         s->name, (unsigned)slot);
+        else
+                lup_warn("session %s: its arena slot %u was taken over by session %s (this host was presumed "
+                         "dead); a later restore of this session elsewhere will be refused",
+                         s->name, (unsigned)slot, got.owner[0] ? got.owner : "(released)");
+}
+
+static void slot_end(struct lupw_session *s)
+{
+        struct lupw_lease *l = &s->lease;
+        char key[LUPW_SLOT_KEY_MAX];
+
+        if (!l->slot_on || !l->slot_release)
+                return; /* kept: it expires, and the checkpoint keeps it held */
+        lupw_slot_key(l->slot, key);
+        int rc = s->ckpt.ops->lease_release(s->ckpt.inst, key, s->name, l->slot_token);
+        if (rc == 0)
+                lup_info("session %s: arena slot %u released in the fleet", s->name, (unsigned)l->slot);
+        else if (rc != -ESTALE)
+                lup_warn("session %s: cannot release arena slot %u: %s (it is free once its lease expires)", s->name,
+                         (unsigned)l->slot, strerror(-rc));
+        l->slot_on = false;
+}
+
 static void *renew_main(void *arg)
 {
         struct lupw_session *s = arg;
@@ -113,6 +162,8 @@ static void *renew_main(void *arg)
                 while (!l->stop) {
                         pthread_mutex_unlock(&l->lock);
                         int rc = renew_once(s, l->inst);
+                        if (rc == 0)
+                                slot_renew(s, l->inst);
                         pthread_mutex_lock(&l->lock);
                         wake_main(l);
                         if (rc == 0 || rc == -ESTALE)
@@ -256,6 +307,8 @@ void lupw_lease_end(struct lupw_session *s)
                 pthread_join(l->thread, NULL);
                 l->thread_on = false;
         }
+        if (!atomic_load(&l->lost))
+                slot_end(s); /* before the session's own lease */
         if (l->release_at_end && !atomic_load(&l->lost)) {
                 int rc = s->ckpt.ops->lease_release(s->ckpt.inst, s->name, s->cfg->fleet.host_id, l->token);
                 if (rc == 0)

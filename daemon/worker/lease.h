@@ -31,6 +31,12 @@ struct lupw_lease {
         pthread_cond_t cond;
         bool stop;
         bool said_failing; /* a failed renewal was logged */
+        /* the session's arena slot in the store (worker/slot_lease.c):
+         * renewed with the lease; written under lock once the thread runs */
+        bool slot_on;      /* we hold the slot's lease and renew it */
+        bool slot_release; /* released at the end: the session and its checkpoint are gone */
+        uint32_t slot;
+        uint64_t slot_token;
 };
 
 /* Claims the session's lease for this host (--host-id), if the provider

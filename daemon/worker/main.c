@@ -52,7 +52,8 @@ static int start_new(struct lupw_session *s)
                 }
         }
         lupw_tx_set_fd(s, fds[0], tls, NULL);
-        s->slot = slot;
+        s->slot = slot & ~LUPD_ASSIGN_ANY_SLOT;
+        s->slot_any = (slot & LUPD_ASSIGN_ANY_SLOT) != 0;
         int rc = lupw_setup_session(s, &req, &hello);
         if (rc < 0 || !s->mem.reserved)
                 return -EIO;

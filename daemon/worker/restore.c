@@ -29,6 +29,7 @@
 #include "worker/arrays.h"
 #include "worker/mapped.h"
 #include "worker/session.h"
+#include "worker/slot_lease.h"
 
 
 struct restorer {
@@ -432,6 +433,11 @@ static int restore_contexts(struct restorer *r, const struct lup_ckpt_manifest *
         lupw_hot_check_epoch(s, m->epoch);
         if (lupw_reserve_arena(s, m->slot, err, sizeof(err)) < 0)
                 return fail(r, -EADDRINUSE, "%s", err);
+        if (lupw_slot_fleet(s)) { /* the same addresses on any host of the fleet (worker/slot_lease.c) */
+                int rc = lupw_slot_take(s, m->slot, err, sizeof(err));
+                if (rc < 0)
+                        return fail(r, rc, "%s", err);
+        }
         for (uint32_t d = 0; d < m->n_devices; d++)
                 if ((m->primaries & (1u << d)) && lupw_lupPrimaryCtxRetain(s, (CUdevice)d) != CUDA_SUCCESS)
                         return fail(r, -EIO, "cannot retain the primary context of device %u", d);

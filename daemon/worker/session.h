@@ -363,6 +363,7 @@ struct lupw_session {
         char name[LUP_MAX_NAME + 1];
         uint8_t token[LUP_TOKEN_SIZE]; /* the session's resume token */
         uint32_t slot;
+        bool slot_any; /* ASSIGN let it choose from slot on (LUPD_ASSIGN_ANY_SLOT) */
         int n_devices;
 
         uint64_t last_seq; /* last executed */
@@ -582,6 +583,8 @@ int lupw_refuse_on(struct lupw_session *s, int fd, struct lup_tls *tls, const st
  * NULL on success, else a reason (and *ret_status the CUresult to report). */
 const char *lupw_open_device(struct lupw_session *s, CUresult *ret_status);
 int lupw_reserve_arena(struct lupw_session *s, uint32_t slot, char *err, size_t errlen);
+/* Frees the arena and its range again (nothing mapped in it yet, or at the end). */
+void lupw_unreserve_arena(struct lupw_session *s);
 /* The HELLO reply (outside the reply stream), then the stream bytes the
  * client missed (see worker/tx.h). */
 int lupw_send_hello_reply(struct lupw_session *s, const struct lup_hdr *req, const struct lup_hello *hello);
