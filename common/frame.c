@@ -86,6 +86,8 @@ int lup_hello_encode(uint8_t *out, size_t cap, const struct lup_hello *h, size_t
                 lup_wr_u16(&w, h->auth_len);
                 lup_wr_bytes(&w, h->auth, h->auth_len);
         }
+        if (h->flags & LUP_HELLO_AVOID_SLOTS)
+                lup_wr_u64(&w, h->avoid_slots);
         if (w.err)
                 return w.err;
         *ret_len = w.len;
@@ -119,6 +121,8 @@ int lup_hello_decode(const uint8_t *p, size_t n, struct lup_hello *ret, const ch
                 }
                 lup_rd_copy(&r, h.auth, h.auth_len);
         }
+        if (h.flags & LUP_HELLO_AVOID_SLOTS)
+                lup_rd_u64(&r, &h.avoid_slots);
         if (lup_rd_finish(&r) < 0 || (h.flags & ~LUP_HELLO_KNOWN)) {
                 *ret_why = "malformed HELLO";
                 return -EBADMSG;

@@ -29,6 +29,7 @@ struct lup_hello {
         uint64_t rx_bytes;              /* with LUP_HELLO_RESEND */
         uint16_t auth_len;              /* with LUP_HELLO_AUTH: 1..LUP_MAX_AUTH */
         uint8_t auth[LUP_MAX_AUTH];     /* the bearer token */
+        uint64_t avoid_slots;           /* with LUP_HELLO_AVOID_SLOTS: bit n, arena slot n */
 };
 
 /* Session names: 1..LUP_MAX_NAME bytes of [A-Za-z0-9._-]. */

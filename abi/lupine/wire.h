@@ -157,6 +157,11 @@ static inline int lup_arena_slot_of(uint64_t base)
  *     LUP_HELLO_RESEND:    u64 rx_bytes (reply-stream bytes the client received)
  *     LUP_HELLO_AUTH:      u16 len, a bearer token (1..LUP_MAX_AUTH bytes; the
  *                          daemon's --auth-tokens holds its SHA-256)
+ *     LUP_HELLO_AVOID_SLOTS: u64 avoid: bit n set when arena slot n is taken
+ *                          in the client's address space (by its sessions
+ *                          on other servers); a new session gets another
+ *                          slot, or is refused "server full". A resumed
+ *                          session keeps its slot whatever the mask.
  *
  * HELLO reply payload (status = CUresult; 0 = accepted):
  *   u32 magic, u32 proto_version, u32 driver_version, u32 backend (LUP_BACKEND_*),
@@ -175,9 +180,10 @@ enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
 
 #define LUP_HELLO_HEARTBEAT 0x1u /* the client wants ALIVE frames while a call runs */
 #define LUP_HELLO_RESEND    0x2u /* the client counts the reply stream; resend what it missed */
-#define LUP_HELLO_AUTH      0x4u /* a bearer token follows (LUPINE_TOKEN) */
-#define LUP_HELLO_KNOWN     (LUP_HELLO_HEARTBEAT | LUP_HELLO_RESEND | LUP_HELLO_AUTH)
-#define LUP_MAX_AUTH        256u /* bearer token bytes */
+#define LUP_HELLO_AUTH        0x4u /* a bearer token follows (LUPINE_TOKEN) */
+#define LUP_HELLO_AVOID_SLOTS 0x8u /* a mask of arena slots this session must not get follows */
+#define LUP_HELLO_KNOWN       (LUP_HELLO_HEARTBEAT | LUP_HELLO_RESEND | LUP_HELLO_AUTH | LUP_HELLO_AVOID_SLOTS)
+#define LUP_MAX_AUTH          256u /* bearer token bytes */
 
 /*
  * TLS (tls://HOST:PORT; docs/tls.md). Each connection has two TLS 1.3

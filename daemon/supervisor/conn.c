@@ -212,9 +212,16 @@ static void conn_hello(struct sup *s, int idx)
                 sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "%s", why_buf);
                 return;
         }
-        entry = lupd_registry_claim(&s->reg, key);
+        entry = lupd_registry_claim(&s->reg, key, (hello.flags & LUP_HELLO_AVOID_SLOTS) ? hello.avoid_slots : 0);
         if (entry == -EBUSY) {
                 sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "session %s is busy", hello.name);
+                return;
+        }
+        if (entry == -ENOSPC && (hello.flags & LUP_HELLO_AVOID_SLOTS) && hello.avoid_slots) {
+                sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE,
+                               "server full: no arena slot is free here outside the %d the client holds for its "
+                               "other servers",
+                               __builtin_popcountll(hello.avoid_slots));
                 return;
         }
         if (entry == -ENOSPC) {

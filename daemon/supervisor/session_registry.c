@@ -35,7 +35,7 @@ static int slot_holder(const struct lupd_registry *reg, int slot)
         return -1;
 }
 
-static int claim(struct lupd_registry *reg, const char *name, bool want_slot)
+static int claim(struct lupd_registry *reg, const char *name, bool want_slot, uint64_t avoid)
 {
         int free_idx = -1, slot = -1;
         size_t n = strnlen(name, LUP_MAX_NAME + 1);
@@ -53,7 +53,7 @@ static int claim(struct lupd_registry *reg, const char *name, bool want_slot)
                 return -ENOSPC;
         if (want_slot) {
                 for (int i = 0; i < (int)LUP_ARENA_SLOTS && slot < 0; i++)
-                        if (!(reg->unusable >> i & 1) && slot_holder(reg, i) < 0)
+                        if (!((reg->unusable | avoid) >> i & 1) && slot_holder(reg, i) < 0)
                                 slot = i;
                 if (slot < 0)
                         return -ENOSPC; /* every usable slot is held */
@@ -72,14 +72,14 @@ static int claim(struct lupd_registry *reg, const char *name, bool want_slot)
         return free_idx;
 }
 
-int lupd_registry_claim(struct lupd_registry *reg, const char *name)
+int lupd_registry_claim(struct lupd_registry *reg, const char *name, uint64_t avoid)
 {
-        return claim(reg, name, true);
+        return claim(reg, name, true, avoid);
 }
 
 int lupd_registry_claim_restore(struct lupd_registry *reg, const char *name)
 {
-        return claim(reg, name, false);
+        return claim(reg, name, false, 0);
 }
 
 int lupd_registry_set_slot(struct lupd_registry *reg, int idx, int slot, int *ret_holder)

@@ -149,13 +149,14 @@ struct lupd_registry {
 void lupd_registry_init(struct lupd_registry *reg, int max_sessions);
 
 /* Claims an entry for a new session called `name` (a valid session name,
- * NUL-terminated) together with the lowest free arena slot. Returns the
+ * NUL-terminated) together with the lowest free arena slot not in avoid
+ * (bit n: slot n; the client's HELLO, LUP_HELLO_AVOID_SLOTS). Returns the
  * entry index, -EINVAL for a bad name, -EBUSY if a session of that name is
  * registered, or -ENOSPC if max_sessions entries are in use (or every
  * usable arena slot, see `unusable`). The entry is
  * LIVE, phase STARTING, pid 0, ctl_fd -1. With fleet_slots the slot is
  * only the entry's slot_hint (slot -1) until lupd_registry_set_slot. */
-int lupd_registry_claim(struct lupd_registry *reg, const char *name);
+int lupd_registry_claim(struct lupd_registry *reg, const char *name, uint64_t avoid);
 
 /* The same for a session being restored: no arena slot yet (slot -1),
  * phase RESTORING, restore set. */

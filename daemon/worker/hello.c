@@ -106,12 +106,17 @@ const char *lupw_open_device(struct lupw_session *s, CUresult *ret_status)
 
 /* The session's arena: the slot the supervisor gave, or, in a fleet that
  * agrees on slots through the store, the first one free there. */
-static int take_arena(struct lupw_session *s, char *err, size_t cap)
+static int take_arena(struct lupw_session *s, const struct lup_hello *hello, char *err, size_t cap)
 {
+        uint64_t avoid = (hello->flags & LUP_HELLO_AVOID_SLOTS) ? hello->avoid_slots : 0;
+        if (!s->slot_any && (avoid >> s->slot & 1)) { /* the supervisor judged the same HELLO */
+                snprintf(err, cap, "arena slot %u was given, which the client holds for another server", s->slot);
+                return -EADDRINUSE;
+        }
         if (!s->slot_any)
                 return lupw_reserve_arena(s, s->slot, err, cap);
         if (lupw_slot_fleet(s))
-                return lupw_slot_take_new(s, s->slot, err, cap);
+                return lupw_slot_take_new(s, s->slot, avoid, err, cap);
         snprintf(err, cap,
                  "this server cannot agree on a device address range with the other hosts of its checkpoint store "
                  "(the store %s); try again",
@@ -195,7 +200,7 @@ int lupw_setup_session(struct lupw_session *s, const struct lup_hdr *req, const 
                         return lr;
                 }
         }
-        if (take_arena(s, err, sizeof(err)) < 0) {
+        if (take_arena(s, hello, err, sizeof(err)) < 0) {
                 (void)lupw_refuse(s, req, CUDA_ERROR_OUT_OF_MEMORY, err);
                 return -EADDRINUSE;
         }

@@ -121,19 +121,22 @@ static void slot_held(struct lupw_session *s, uint32_t slot, uint64_t token)
         l->slot_on = true;
         l->slot_release = false;
         pthread_mutex_unlock(&l->lock);
-        lup_info("session %s: arena slot %u [0x%" PRIx64 ", +1 TiB) is its own across the fleet (token %" PRIu64
-                 ")",
+        lup_info("session %s: arena slot %u [0x%" PRIx64 ", +1 TiB) is its own across the fleet (token %" PRIu64 ")",
                  s->name, (unsigned)slot, lup_arena_slot_base(slot), token);
 }
 
-int lupw_slot_take_new(struct lupw_session *s, uint32_t hint, char *err, size_t cap)
+int lupw_slot_take_new(struct lupw_session *s, uint32_t hint, uint64_t avoid, char *err, size_t cap)
 {
         char holder[LUPINE_CKPT_OWNER_MAX + 1], why[200];
-        unsigned busy = 0, unusable = 0;
+        unsigned busy = 0, unusable = 0, avoided = 0;
         uint64_t token = 0;
 
         for (uint32_t k = 0; k < LUP_ARENA_SLOTS; k++) {
                 uint32_t slot = (hint + k) % LUP_ARENA_SLOTS;
+                if (avoid >> slot & 1) {
+                        avoided++; /* the client holds it for another server */
+                        continue;
+                }
                 if (lupw_reserve_arena(s, slot, why, sizeof(why)) < 0) {
                         unusable++; /* this process has something there */
                         continue;
@@ -157,13 +160,14 @@ int lupw_slot_take_new(struct lupw_session *s, uint32_t hint, char *err, size_t 
                 busy++;
         }
         lup_err("session %s: no arena slot free: %u of %u are held by sessions of the fleet sharing the checkpoint "
-                "store (running, or checkpointed), %u cannot be reserved here",
-                s->name, busy, LUP_ARENA_SLOTS, unusable);
+                "store (running, or checkpointed), %u cannot be reserved here, %u the client holds for its other "
+                "servers",
+                s->name, busy, LUP_ARENA_SLOTS, unusable, avoided);
         snprintf(err, cap,
                  "server full: all %u device address ranges (arena slots) are held by sessions of the fleet "
-                 "sharing this server's checkpoint store, running or checkpointed (%u), or cannot be reserved "
-                 "here (%u)",
-                 LUP_ARENA_SLOTS, busy, unusable);
+                 "sharing this server's checkpoint store, running or checkpointed (%u), cannot be reserved "
+                 "here (%u), or are the client's for its other servers (%u)",
+                 LUP_ARENA_SLOTS, busy, unusable, avoided);
         return -EADDRINUSE;
 }
 

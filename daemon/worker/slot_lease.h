@@ -23,10 +23,11 @@ static inline void lupw_slot_key(uint32_t slot, char out[LUPW_SLOT_KEY_MAX])
 /* Slots are agreed through the store: the provider has leases (with
  * lease_read) and the session holds its own. */
 bool lupw_slot_fleet(const struct lupw_session *s);
-/* A new session: reserves the first slot from hint on that is free in the
- * fleet and in this process, and claims it. 0, -EADDRINUSE (none free) or
- * -errno (the store cannot say), with the client's message in err. */
-int lupw_slot_take_new(struct lupw_session *s, uint32_t hint, char *err, size_t cap);
+/* A new session: reserves the first slot from hint on, not in avoid (the
+ * client's HELLO), that is free in the fleet and in this process, and
+ * claims it. 0, -EADDRINUSE (none free) or -errno (the store cannot say),
+ * with the client's message in err. */
+int lupw_slot_take_new(struct lupw_session *s, uint32_t hint, uint64_t avoid, char *err, size_t cap);
 /* A restore: claims slot (already reserved here). 0, -EADDRINUSE (another
  * session holds it; logged with its name) or -errno, with err. */
 int lupw_slot_take(struct lupw_session *s, uint32_t slot, char *err, size_t cap);

@@ -29,6 +29,9 @@ the simulator (tests/e2e/test_fleet.py's Host), all on one
      reason; with one left, it gets that one; once the other host's claims
      have expired (and their sessions cannot come back), they are taken
      over.
+  6. avoid: a HELLO naming the slots its client holds for other servers
+     (LUP_HELLO_AVOID_SLOTS) gets another slot, with a store and without;
+     one that leaves no slot is refused with the reason.
 
 Exit 0 on pass, 1 on failure (naming the case).
 """
@@ -38,6 +41,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -213,10 +217,56 @@ def full_case(exe, ctl, progs, shim, kernels, tmp):
         b.stop()
 
 
+ARENA_BASE, ARENA_SIZE = 0x200000000000, 1 << 40
+
+
+def hello_avoid(port, name, avoid):
+    """A new session's HELLO with an avoid mask: (status, slot or message)."""
+    nb = name.encode()
+    payload = (struct.pack('<IIII', W.MAGIC, W.VERSION, 13000, 0x8) + struct.pack('<H', len(nb)) + nb + bytes(16) +
+               struct.pack('<QQ', 0, avoid))
+    s = W.connect(('127.0.0.1', port))
+    try:
+        s.sendall(W.frame(W.OP_HELLO, payload, flags=W.F_SYNC))
+        h, p = W.read_frame(s)
+        if h['status'] != 0:
+            return h['status'], p[2:].decode('utf-8', 'replace')
+        return 0, (struct.unpack_from('<Q', p, 32)[0] - ARENA_BASE) // ARENA_SIZE
+    finally:
+        s.close()
+
+
+def avoid_case(exe, ctl, progs, shim, kernels, tmp):
+    ck = os.path.join(tmp, 'ck-avoid')
+    a = F.Host(exe, tmp, 'avoidA', ck).wait_up()
+    port = W.free_port()
+    logf = open(os.path.join(tmp, 'avoid-nostore.log'), 'ab')
+    env = {k: v for k, v in os.environ.items() if k not in ('NOTIFY_SOCKET', 'LISTEN_FDS', 'LISTEN_PID')}
+    plain = subprocess.Popen([exe, '--backend', 'sim', '--listen', f'127.0.0.1:{port}', '--session-ttl', '30'],
+                             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env)
+    try:
+        check('avoid: a lupined without a store starts', W.wait_port(port, plain, 20))
+        every = (1 << 64) - 1
+        for label, p in (('with a store', a.port), ('without a store', port)):
+            st, msg = hello_avoid(p, 'avoid-all', every)
+            check(f'avoid: {label}: a mask of every slot is refused with the reason',
+                  st != 0 and 'server full' in str(msg) and 'outside the 64' in str(msg), f'{st} {msg!r}')
+            st, slot = hello_avoid(p, 'avoid-but5', every & ~(1 << 5))
+            check(f'avoid: {label}: all but slot 5 avoided: slot 5', st == 0 and slot == 5, f'{st} {slot!r}')
+            st, slot = hello_avoid(p, 'avoid-0', 1)
+            check(f'avoid: {label}: slot 0 avoided: slot 1', st == 0 and slot == 1, f'{st} {slot!r}')
+    finally:
+        plain.terminate()
+        plain.wait(timeout=30)
+        logf.close()
+        a.stop()
+
+
 def main():
     exe, ctl, progs, shim, kernels = sys.argv[1:6]
     only = sys.argv[6:]
-    cases = [('distinct-kept-released', distinct_and_kept_case), ('refused', refused_case), ('full', full_case)]
+    cases = [('distinct-kept-released', distinct_and_kept_case), ('refused', refused_case), ('full', full_case),
+             ('avoid', avoid_case)]
     tmp = tempfile.mkdtemp(prefix='lupine-slots-')
     try:
         for name, fn in cases:

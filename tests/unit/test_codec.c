@@ -159,6 +159,17 @@ static void hello_roundtrip(void **state)
         b[4] = 9;
         assert_int_equal(lup_hello_decode(b, n, &o, &why), -EPROTO);
         assert_string_equal(why, "unsupported protocol version");
+        b[4] = (uint8_t)LUP_PROTO_VERSION;
+
+        /* the optional fields, in flag order: the avoid mask last */
+        h.flags = LUP_HELLO_HEARTBEAT | LUP_HELLO_AVOID_SLOTS;
+        h.heartbeat_ms = 500;
+        h.avoid_slots = 0x8000000000000005ull;
+        assert_int_equal(lup_hello_encode(b, sizeof(b), &h, &n), 0);
+        assert_int_equal(lup_hello_decode(b, n, &o, &why), 0);
+        assert_int_equal(o.heartbeat_ms, 500);
+        assert_true(o.avoid_slots == 0x8000000000000005ull);
+        assert_int_equal(lup_hello_decode(b, n - 1, &o, &why), -EBADMSG);
 }
 
 static void session_names(void **state)
