@@ -96,6 +96,14 @@ else
 fi
 wait_log "$OUTDIR/b.log" "session fleet-job: lease released" 30 && ok "B released the lease when the session ended" ||
         bad "B's lease release" "$OUTDIR/b.log"
+# the same device addresses on B: the slot A agreed on with the store (worker/slot_lease.c)
+sa=$(grep -Eo "session fleet-job: arena slot [0-9]+ .* is its own across the fleet" "$OUTDIR/a.log" | head -n 1 | awk '{print $5}')
+sb=$(grep -Eo "session fleet-job restored into arena slot [0-9]+" "$OUTDIR/b.log" | head -n 1 | awk '{print $NF}')
+if [ -n "$sa" ] && [ "$sa" = "$sb" ] && wait_log "$OUTDIR/b.log" "session fleet-job: arena slot $sa released in the fleet" 30; then
+        ok "A took arena slot $sa in the store, B restored the session in it and gave it back at the end"
+else
+        bad "arena slot across hosts (A: '$sa', B: '$sb')" "$OUTDIR/b.log"
+fi
 
 # ---- 2 and 3: a 4 GiB session on B; a twin refused at A; B drains, A adopts
 start_host a "$pa" gpuA || bad "A did not start again"
