@@ -9,6 +9,7 @@
 #include "buf.h"
 #include "frame.h"
 #include "net.h"
+#include "server_list.h"
 
 /* One exchange on a connection: the snapshot into *out. -errno. */
 static int fetch_on(const struct lupt_config *c, struct lupt_link *l, struct lup_nvml_snapshot *out, char *why,
@@ -59,13 +60,14 @@ static int fetch_on(const struct lupt_config *c, struct lupt_link *l, struct lup
 int lup_nvml_fetch(const struct lupt_config *c, const char *servers, int io_ms, struct lup_nvml_snapshot *out,
                    char *why, size_t why_cap)
 {
-        char list[1024], *save = NULL;
-        int rc = -ENOENT, n = 0;
+        struct lup_server_list list;
+        int rc = -ENOENT;
 
         why[0] = 0;
-        snprintf(list, sizeof(list), "%s", servers);
-        for (char *tok = strtok_r(list, ",", &save); tok && n < LUP_NVML_FETCH_MAX_ENDPOINTS;
-             tok = strtok_r(NULL, ",", &save), n++) {
+        if (lup_server_list_parse(servers, &list, why, why_cap) < 0)
+                return -EINVAL;
+        for (unsigned i = 0; i < list.n_endpoints; i++) {
+                const char *tok = list.endpoint[i];
                 struct lup_endpoint ep;
                 struct lupt_link l;
                 if (lup_endpoint_parse(tok, &ep) < 0)

@@ -14,7 +14,6 @@
 #include "nvml_codec.h"
 #include "transport.h"
 
-#define LUP_NVML_FETCH_MAX_ENDPOINTS 8 /* of a LUPINE_SERVER list */
 
 /* The snapshot from the first endpoint of servers (a comma-separated
  * LUPINE_SERVER list: HOST:PORT, tls://HOST:PORT, unix:PATH) that answers,

@@ -156,11 +156,11 @@ static int load_token(struct lupt_config *c, char *err, size_t errcap)
 static bool any_tls(const char *servers)
 {
         for (const char *p = servers; p && *p;) {
-                while (*p == ' ' || *p == ',')
+                while (*p == ' ' || *p == ',' || *p == '|') /* common/server_list.h */
                         p++;
                 if (strncmp(p, "tls://", 6) == 0)
                         return true;
-                p = strchr(p, ',');
+                p = strpbrk(p, ",|");
         }
         return false;
 }

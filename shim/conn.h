@@ -19,8 +19,7 @@
 #include "replay.h"
 #include "transport.h"
 
-#define LUPC_DEFAULT_SERVER "127.0.0.1:14833"
-#define LUPC_MAX_ENDPOINTS 8
+#define LUPC_DEFAULT_SERVER       "127.0.0.1:14833"
 #define LUPC_DEFAULT_RECONNECT_S 900u
 #define LUPC_MAX_RECONNECT_S (30u * 24u * 3600u)
 #define LUPC_MIN_REPLAY_MB 2u                 /* above one maximal frame */

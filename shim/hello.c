@@ -25,6 +25,7 @@
 #include "env.h"
 #include "unsupported.h"
 #include "log.h"
+#include "server_list.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static CUresult init_result = CUDA_ERROR_NOT_INITIALIZED;
@@ -172,14 +173,20 @@ static atomic_bool warned_parse;
 int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t tried_cap)
 {
         const char *env = getenv("LUPINE_SERVER");
-        char list[1024];
+        struct lup_server_list list;
+        char why[160];
         int rc = -ENOENT;
 
-        snprintf(list, sizeof(list), "%s", env && *env ? env : LUPC_DEFAULT_SERVER);
         tried[0] = 0;
-        char *save = NULL;
-        int n = 0;
-        for (char *tok = strtok_r(list, ",", &save); tok && n < LUPC_MAX_ENDPOINTS; tok = strtok_r(NULL, ",", &save), n++) {
+        if (lup_server_list_parse(env && *env ? env : LUPC_DEFAULT_SERVER, &list, why, sizeof(why)) < 0) {
+                if (!atomic_exchange(&warned_parse, true))
+                        lup_err("LUPINE_SERVER: %s", why);
+                return -EINVAL;
+        }
+        /* every alternative of every server, in order: one failover list
+         * (common/server_list.h) */
+        for (unsigned i = 0; i < list.n_endpoints; i++) {
+                const char *tok = list.endpoint[i];
                 struct lup_endpoint ep;
                 if (lup_endpoint_parse(tok, &ep) < 0) {
                         /* said once per process: reconnects walk the list again */

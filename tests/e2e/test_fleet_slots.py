@@ -31,7 +31,8 @@ the simulator (tests/e2e/test_fleet.py's Host), all on one
      over.
   6. avoid: a HELLO naming the slots its client holds for other servers
      (LUP_HELLO_AVOID_SLOTS) gets another slot, with a store and without;
-     one that leaves no slot is refused with the reason.
+     one that leaves no slot is refused with the reason. LUPINE_SERVER's
+     '|' alternatives fail over; an empty entry is refused.
 
 Exit 0 on pass, 1 on failure (naming the case).
 """
@@ -255,6 +256,15 @@ def avoid_case(exe, ctl, progs, shim, kernels, tmp):
             check(f'avoid: {label}: all but slot 5 avoided: slot 5', st == 0 and slot == 5, f'{st} {slot!r}')
             st, slot = hello_avoid(p, 'avoid-0', 1)
             check(f'avoid: {label}: slot 0 avoided: slot 1', st == 0 and slot == 1, f'{st} {slot!r}')
+        # LUPINE_SERVER's failover alternatives with '|' (common/server_list.h)
+        env = F.client_env(shim, [f'127.0.0.1:{W.free_port()}|127.0.0.1:{port}'], 'avoid-alt')
+        r = subprocess.run([os.path.join(progs, 'e2e_basic')], env=env, capture_output=True, text=True, timeout=60)
+        check('avoid: LUPINE_SERVER="DEAD|LIVE" fails over to the live one', r.returncode == 0,
+              (r.stdout + r.stderr)[-1500:])
+        env = F.client_env(shim, [f'127.0.0.1:{port}||127.0.0.1:{port}'], 'avoid-bad')
+        r = subprocess.run([os.path.join(progs, 'e2e_basic')], env=env, capture_output=True, text=True, timeout=60)
+        check('avoid: an empty entry in LUPINE_SERVER is refused with the reason', r.returncode != 0 and
+              'LUPINE_SERVER: an empty entry' in r.stderr, (r.stdout + r.stderr)[-1500:])
     finally:
         plain.terminate()
         plain.wait(timeout=30)
