@@ -13,10 +13,10 @@
 
 #define LUP_SERVER_LIST_TEXT_MAX 1024u /* the whole text */
 #define LUP_SERVER_MAX_POSITIONS 8u
-#define LUP_SERVER_MAX_ENDPOINTS 16u   /* alternatives of all positions together */
+#define LUP_SERVER_MAX_ENDPOINTS 16u /* alternatives of all positions together */
 
 struct lup_server_list {
-        char buf[LUP_SERVER_LIST_TEXT_MAX];           /* the text, cut into NUL-ended endpoints */
+        char buf[LUP_SERVER_LIST_TEXT_MAX]; /* the text, cut into NUL-ended endpoints */
         unsigned n_positions;
         unsigned n_endpoints;
         unsigned first[LUP_SERVER_MAX_POSITIONS + 1]; /* position p: endpoint[first[p] .. first[p + 1]) */

@@ -17,8 +17,9 @@
 #include "log.h"
 #include "ops.h"
 
-static CUresult call_prologue(unsigned flags, uint64_t *ret_ctx)
+static CUresult call_prologue(unsigned flags, uint64_t *ret_ctx, struct lupc_conn **ret_c)
 {
+        *ret_c = lupc_route();
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
         *ret_ctx = lupc_ctx_current();
@@ -31,7 +32,8 @@ CUresult lupc_call(uint16_t op, unsigned flags, const void *args, size_t argslen
                    size_t *ret_replen)
 {
         uint64_t ctx;
-        CUresult r = call_prologue(flags, &ctx);
+        struct lupc_conn *c;
+        CUresult r = call_prologue(flags, &ctx, &c);
         if (r != CUDA_SUCCESS)
                 return r;
         if (lup_trace_level() >= 1)
@@ -40,16 +42,16 @@ CUresult lupc_call(uint16_t op, unsigned flags, const void *args, size_t argslen
         if (mapped)
                 lupc_mapped_before(flags, op); /* api_mapped.c */
         if (!(flags & LUPC_SYNC))
-                return lupc_send_frame(op, 0, ctx, args, argslen, NULL, 0, NULL, 0);
+                return lupc_send_frame(c, op, 0, ctx, args, argslen, NULL, 0, NULL, 0);
 
         struct lupc_waiter w = { .rep = rep, .cap = rep ? repcap : 0 };
-        r = lupc_send_frame(op, LUP_F_SYNC, ctx, args, argslen, NULL, 0, &w, 0);
+        r = lupc_send_frame(c, op, LUP_F_SYNC, ctx, args, argslen, NULL, 0, &w, 0);
         if (r != CUDA_SUCCESS) {
                 if (mapped)
                         lupc_mapped_after();
                 return r;
         }
-        lupc_wait_reply(&w);
+        lupc_wait_reply(c, &w);
         if (mapped)
                 lupc_mapped_after();
         if (ret_replen)
@@ -62,7 +64,8 @@ CUresult lupc_call(uint16_t op, unsigned flags, const void *args, size_t argslen
 CUresult lupc_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream)
 {
         uint64_t ctx;
-        CUresult r = call_prologue(LUPC_CTX, &ctx);
+        struct lupc_conn *c;
+        CUresult r = call_prologue(LUPC_CTX, &ctx, &c);
         if (r != CUDA_SUCCESS)
                 return r;
         if (lup_trace_level() >= 1)
@@ -73,7 +76,8 @@ CUresult lupc_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream
                 size_t k = n - off < LUP_BULK_CHUNK ? n - off : LUP_BULK_CHUNK;
                 uint8_t a[LUP_HTOD_HDR_SIZE];
                 lup_htod_encode(a, dst + off, stream);
-                r = lupc_send_frame(LUP_OP_MEMCPY_HTOD, 0, ctx, a, sizeof(a), (const uint8_t *)src + off, k, NULL, 0);
+                r = lupc_send_frame(c, LUP_OP_MEMCPY_HTOD, 0, ctx, a, sizeof(a), (const uint8_t *)src + off, k, NULL,
+                                    0);
                 if (r != CUDA_SUCCESS)
                         return r;
                 off += k;
@@ -84,7 +88,8 @@ CUresult lupc_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream
 CUresult lupc_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream)
 {
         uint64_t ctx;
-        CUresult r = call_prologue(LUPC_CTX, &ctx);
+        struct lupc_conn *c;
+        CUresult r = call_prologue(LUPC_CTX, &ctx, &c);
         if (r != CUDA_SUCCESS)
                 return r;
         if (lup_trace_level() >= 1)
@@ -95,13 +100,13 @@ CUresult lupc_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream)
         uint8_t a[LUP_DTOH_SIZE];
         lup_dtoh_encode(a, &(struct lup_dtoh){ .src = src, .size = n, .stream = stream });
         struct lupc_waiter w = { .rep = dst, .cap = n };
-        r = lupc_send_frame(LUP_OP_MEMCPY_DTOH, LUP_F_SYNC, ctx, a, sizeof(a), NULL, 0, &w, 0);
+        r = lupc_send_frame(c, LUP_OP_MEMCPY_DTOH, LUP_F_SYNC, ctx, a, sizeof(a), NULL, 0, &w, 0);
         if (r != CUDA_SUCCESS) {
                 if (mapped)
                         lupc_mapped_after();
                 return r;
         }
-        lupc_wait_reply(&w);
+        lupc_wait_reply(c, &w);
         if (mapped)
                 lupc_mapped_after(); /* a synchronisation point for mapped memory too */
         if (w.status == CUDA_SUCCESS && w.len != n)
@@ -112,7 +117,8 @@ CUresult lupc_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream)
 CUresult lupc_copy_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t stream)
 {
         uint64_t ctx;
-        CUresult r = call_prologue(LUPC_CTX, &ctx);
+        struct lupc_conn *c;
+        CUresult r = call_prologue(LUPC_CTX, &ctx, &c);
         if (r != CUDA_SUCCESS)
                 return r;
         struct lupc_landing *l = calloc(1, sizeof(*l));
@@ -122,21 +128,21 @@ CUresult lupc_copy_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t stream
         l->token = token;
         l->dst = dst;
         l->size = n;
-        pthread_mutex_lock(&conn.recv_lock);
-        l->next = conn.landings;
-        conn.landings = l; /* from here on l belongs to the list: only token names it */
-        pthread_mutex_unlock(&conn.recv_lock);
+        pthread_mutex_lock(&c->recv_lock);
+        l->next = c->landings;
+        c->landings = l; /* from here on l belongs to the list: only token names it */
+        pthread_mutex_unlock(&c->recv_lock);
         uint8_t a[LUP_DTOH_ASYNC_SIZE];
         lup_dtoh_async_encode(a, &(struct lup_dtoh){ .src = src, .size = n, .stream = stream, .token = token });
         if (lup_trace_level() >= 1)
                 lup_tracef("cuMemcpyDtoHAsync %zu bytes", n);
-        r = lupc_send_frame(LUP_OP_DTOH_ASYNC, 0, ctx, a, sizeof(a), NULL, 0, NULL, token);
+        r = lupc_send_frame(c, LUP_OP_DTOH_ASYNC, 0, ctx, a, sizeof(a), NULL, 0, NULL, token);
         if (r != CUDA_SUCCESS) {
-                pthread_mutex_lock(&conn.recv_lock);
-                l = lupc_find_landing_locked(token);
+                pthread_mutex_lock(&c->recv_lock);
+                l = lupc_find_landing_locked(c, token);
                 if (l)
-                        lupc_drop_landing_locked(l);
-                pthread_mutex_unlock(&conn.recv_lock);
+                        lupc_drop_landing_locked(c, l);
+                pthread_mutex_unlock(&c->recv_lock);
         }
         return r;
 }
@@ -164,11 +170,13 @@ CUresult lupc_upload_blob(const void *data, size_t n, uint64_t *ret_blob)
         if (n == 0 || n > LUP_MAX_BLOB)
                 return CUDA_ERROR_INVALID_VALUE;
         uint64_t blob = lupc_mint_handle();
+        struct lupc_conn *c = lupc_route();
         for (size_t off = 0; off < n;) {
                 size_t k = n - off < LUP_BULK_CHUNK ? n - off : LUP_BULK_CHUNK;
                 uint8_t a[LUP_BLOB_HDR_SIZE];
                 lup_blob_encode(a, blob, n, off);
-                CUresult r = lupc_send_frame(LUP_OP_BLOB, 0, lupc_ctx_current(), a, sizeof(a), start + off, k, NULL, 0);
+                CUresult r =
+                        lupc_send_frame(c, LUP_OP_BLOB, 0, lupc_ctx_current(), a, sizeof(a), start + off, k, NULL, 0);
                 if (r != CUDA_SUCCESS)
                         return r;
                 off += k;

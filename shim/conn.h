@@ -96,7 +96,13 @@ struct lupc_conn {
         uint64_t rx_reported;           /* the count the last ack PING carried; under send_lock */
 };
 
-extern struct lupc_conn conn;
+/* One connection (and session) per server of LUPINE_SERVER
+ * (common/server_list.h); today only the first is used: lupc_route()
+ * answers it for every call. */
+#define LUPC_MAX_SERVERS 8
+extern struct lupc_conn lupc_conns[LUPC_MAX_SERVERS];
+/* The connection a call of this thread goes to. */
+struct lupc_conn *lupc_route(void);
 /* TLS and the bearer token, read at init (hello.c) */
 extern struct lupt_config lupc_tcfg;
 /* The orderly goodbye at exit (reconnect.c); sent once. */
@@ -118,33 +124,33 @@ struct hello_reply {
 
 typedef int (*endpoint_fn)(const struct lup_endpoint *ep, void *userdata);
 
-void lupc_conn_die_locked(const char *fmt, ...);
+void lupc_conn_die_locked(struct lupc_conn *c, const char *fmt, ...);
 /* Writes one frame (header, then up to two payload pieces) under the send
  * lock, after copying it into the replay buffer; a registered waiter (and
  * the landing with token `landing`, if not 0) gets its seq before it leaves.
  * While the connection is down it waits. CUDA_SUCCESS, or
  * CUDA_ERROR_DEVICE_UNAVAILABLE / _OUT_OF_MEMORY before anything was sent. */
-CUresult lupc_send_frame(uint16_t op, uint16_t flags, uint64_t ctx, const void *a, size_t alen, const void *b,
-                         size_t blen, struct lupc_waiter *w, uint64_t landing);
+CUresult lupc_send_frame(struct lupc_conn *c, uint16_t op, uint16_t flags, uint64_t ctx, const void *a, size_t alen,
+                         const void *b, size_t blen, struct lupc_waiter *w, uint64_t landing);
 /* Waits until w is done, taking the reader role whenever it is free. */
-void lupc_wait_reply(struct lupc_waiter *w);
-struct lupc_landing *lupc_find_landing_locked(uint64_t token);
-enum conn_state lupc_conn_state(void);
-void lupc_drop_landing_locked(struct lupc_landing *l);
+void lupc_wait_reply(struct lupc_conn *c, struct lupc_waiter *w);
+struct lupc_landing *lupc_find_landing_locked(struct lupc_conn *c, uint64_t token);
+enum conn_state lupc_conn_state(struct lupc_conn *c);
+void lupc_drop_landing_locked(struct lupc_conn *c, struct lupc_landing *l);
 int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t tried_cap);
-int lupc_hello_exchange(struct lupt_link *l, const struct lup_endpoint *ep, uint64_t last_seen,
+int lupc_hello_exchange(struct lupc_conn *c, struct lupt_link *l, const struct lup_endpoint *ep, uint64_t last_seen,
                         struct hello_reply *ret);
 const char *lupc_op_name(unsigned op);
-int lupc_read_one_frame(const char **why);
+int lupc_read_one_frame(struct lupc_conn *c, const char **why);
 /* A frame if one has begun to arrive, without waiting for one: 0, -EAGAIN
  * when none has, or -errno as lupc_read_one_frame. */
-int lupc_read_frame_if_any(const char **why);
-void lupc_reconnect(void);
+int lupc_read_frame_if_any(struct lupc_conn *c, const char **why);
+void lupc_reconnect(struct lupc_conn *c);
 /* A server's GOODBYE frame h (its header read, its payload not yet): notes
  * where a migrating session went (conn.moved_to, tried first by
  * lupc_reconnect) and the reason in conn.goodbye_why. Reader role. */
-void lupc_goodbye_read(const struct lup_hdr *h);
-void lupc_unlink_waiter_locked(struct lupc_waiter *me);
+void lupc_goodbye_read(struct lupc_conn *c, const struct lup_hdr *h);
+void lupc_unlink_waiter_locked(struct lupc_conn *c, struct lupc_waiter *me);
 
 uint32_t lupc_my_lane(void);
 extern uint64_t lupc_spin_ns;

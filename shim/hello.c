@@ -84,25 +84,26 @@ static int decode_hello_reply(const uint8_t *p, size_t n, bool resend, struct he
 
 struct lupt_config lupc_tcfg;
 
-/* Says HELLO (seq 0, never replayed: it is not a call) as session conn.name
- * with conn.token (and the bearer token) on l, connected to ep, and reads
+/* Says HELLO (seq 0, never replayed: it is not a call) as session c->name
+ * with c->token (and the bearer token) on l, connected to ep, and reads
  * the answer (through the hand-off to the worker on a TLS connection).
  * Returns 0 when an answer came (ret->status says whether it accepted),
  * -EPROTO for a malformed one, or another -errno when the connection failed
  * first (-EAGAIN: timed out); ret->why says more where TLS can. */
-int lupc_hello_exchange(struct lupt_link *l, const struct lup_endpoint *ep, uint64_t last_seen, struct hello_reply *ret)
+int lupc_hello_exchange(struct lupc_conn *c, struct lupt_link *l, const struct lup_endpoint *ep, uint64_t last_seen,
+                        struct hello_reply *ret)
 {
         uint8_t buf[LUP_HDR_SIZE + 512];
         struct lup_hello hello = { .proto_version = LUP_PROTO_VERSION, .cuda_version = CUDA_VERSION,
                                    .last_seq_seen = last_seen };
         /* heartbeats, and the count of the reply stream for resends */
-        if (conn.hb_ms) {
+        if (c->hb_ms) {
                 hello.flags |= LUP_HELLO_HEARTBEAT;
-                hello.heartbeat_ms = conn.hb_ms;
+                hello.heartbeat_ms = c->hb_ms;
         }
-        if (conn.replay_on) {
+        if (c->replay_on) {
                 hello.flags |= LUP_HELLO_RESEND;
-                hello.rx_bytes = atomic_load_explicit(&conn.rx_bytes, memory_order_relaxed);
+                hello.rx_bytes = atomic_load_explicit(&c->rx_bytes, memory_order_relaxed);
         }
         if (lupc_tcfg.token_len) {
                 hello.flags |= LUP_HELLO_AUTH;
@@ -112,8 +113,8 @@ int lupc_hello_exchange(struct lupt_link *l, const struct lup_endpoint *ep, uint
         size_t hlen;
 
         ret->why[0] = 0;
-        memcpy(hello.name, conn.name, sizeof(hello.name));
-        memcpy(hello.token, conn.token, sizeof(hello.token));
+        memcpy(hello.name, c->name, sizeof(hello.name));
+        memcpy(hello.token, c->token, sizeof(hello.token));
         int rc = lup_hello_encode(buf + LUP_HDR_SIZE, sizeof(buf) - LUP_HDR_SIZE, &hello, &hlen);
         explicit_bzero(hello.auth, sizeof(hello.auth));
         if (rc < 0)
@@ -239,41 +240,44 @@ static void tls_goodbye(void)
 
 static void tls_fork_child(void)
 {
-        if (!conn.link.tls)
+        struct lupc_conn *c = &lupc_conns[0]; /* the first server (conn.h) */
+        if (!c->link.tls)
                 return;
-        if (conn.link.fd >= 0)
-                close(conn.link.fd);
-        conn.link = (struct lupt_link){ .fd = -1 };
-        conn.reconnect_s = 0;
-        atomic_store_explicit(&conn.state, CONN_DEAD, memory_order_release);
+        if (c->link.fd >= 0)
+                close(c->link.fd);
+        c->link = (struct lupt_link){ .fd = -1 };
+        c->reconnect_s = 0;
+        atomic_store_explicit(&c->state, CONN_DEAD, memory_order_release);
 }
 
 static int read_config(void)
 {
+        struct lupc_conn *c = &lupc_conns[0]; /* the first server (conn.h) */
         const char *spin = getenv("LUPINE_SPIN_US");
         if (spin && *spin) {
                 long us = strtol(spin, NULL, 10);
                 lupc_spin_ns = us > 0 && us < 100000 ? (uint64_t)us * 1000 : 0;
         }
-        conn.reconnect_s = lup_env_uint("LUPINE_RECONNECT_TIMEOUT", LUPC_DEFAULT_RECONNECT_S, LUPC_MAX_RECONNECT_S);
+        c->reconnect_s = lup_env_uint("LUPINE_RECONNECT_TIMEOUT", LUPC_DEFAULT_RECONNECT_S, LUPC_MAX_RECONNECT_S);
         unsigned mb = lup_env_uint("LUPINE_REPLAY_MAX_MB", REPLAY_DEFAULT_MAX_MB, LUPC_MAX_REPLAY_MB);
         if (mb < LUPC_MIN_REPLAY_MB) {
                 lup_warn("LUPINE_REPLAY_MAX_MB=%u is below the smallest useful bound; using %u", mb, LUPC_MIN_REPLAY_MB);
                 mb = LUPC_MIN_REPLAY_MB;
         }
         /* Without reconnecting nothing is ever resent: keep no copies. */
-        if (conn.reconnect_s)
-                conn.replay_on = replay_init(&conn.replay, (size_t)mb << 20, 0) == 0;
-        conn.hb_ms = lup_env_uint("LUPINE_HEARTBEAT_MS", LUPC_DEFAULT_HEARTBEAT_MS, LUP_MAX_HEARTBEAT_MS);
-        if (conn.hb_ms && conn.hb_ms < LUP_MIN_HEARTBEAT_MS)
-                conn.hb_ms = LUP_MIN_HEARTBEAT_MS;
-        conn.hb_timeout_ms = lup_env_uint("LUPINE_HEARTBEAT_TIMEOUT_MS", LUPC_DEFAULT_HEARTBEAT_TIMEOUT_MS, UINT32_MAX / 2);
-        if (conn.hb_ms && conn.hb_timeout_ms < 2 * conn.hb_ms) {
+        if (c->reconnect_s)
+                c->replay_on = replay_init(&c->replay, (size_t)mb << 20, 0) == 0;
+        c->hb_ms = lup_env_uint("LUPINE_HEARTBEAT_MS", LUPC_DEFAULT_HEARTBEAT_MS, LUP_MAX_HEARTBEAT_MS);
+        if (c->hb_ms && c->hb_ms < LUP_MIN_HEARTBEAT_MS)
+                c->hb_ms = LUP_MIN_HEARTBEAT_MS;
+        c->hb_timeout_ms =
+                lup_env_uint("LUPINE_HEARTBEAT_TIMEOUT_MS", LUPC_DEFAULT_HEARTBEAT_TIMEOUT_MS, UINT32_MAX / 2);
+        if (c->hb_ms && c->hb_timeout_ms < 2 * c->hb_ms) {
                 lup_warn("LUPINE_HEARTBEAT_TIMEOUT_MS=%u is less than twice LUPINE_HEARTBEAT_MS=%u; using %u",
-                         conn.hb_timeout_ms, conn.hb_ms, 2 * conn.hb_ms);
-                conn.hb_timeout_ms = 2 * conn.hb_ms;
+                         c->hb_timeout_ms, c->hb_ms, 2 * c->hb_ms);
+                c->hb_timeout_ms = 2 * c->hb_ms;
         }
-        conn.ack_interval = ((size_t)mb << 20) / 4 < LUPC_ACK_INTERVAL ? ((size_t)mb << 20) / 4 : LUPC_ACK_INTERVAL;
+        c->ack_interval = ((size_t)mb << 20) / 4 < LUPC_ACK_INTERVAL ? ((size_t)mb << 20) / 4 : LUPC_ACK_INTERVAL;
 
         /* TLS and the bearer token (docs/running.md, "Clients") */
         const char *servers = getenv("LUPINE_SERVER");
@@ -325,6 +329,7 @@ static bool install_devices(struct hello_reply *rep, const char *visible, struct
 
 static void do_init(void)
 {
+        struct lupc_conn *c = &lupc_conns[0]; /* the first server (conn.h) */
         char tried[1100];
         static struct first_link f;
         struct hello_reply rep = { 0 };
@@ -350,8 +355,8 @@ static void do_init(void)
                 init_result = CUDA_ERROR_NO_DEVICE;
                 return;
         }
-        make_session_name(conn.name, sizeof(conn.name));
-        int rc = lupc_hello_exchange(&f.link, &f.ep, 0, &rep);
+        make_session_name(c->name, sizeof(c->name));
+        int rc = lupc_hello_exchange(c, &f.link, &f.ep, 0, &rep);
         if (rc < 0 && rep.why[0]) {
                 lup_err("cannot connect to lupined: %s", rep.why);
                 goto out_close;
@@ -387,22 +392,22 @@ static void do_init(void)
                 init_result = CUDA_ERROR_OPERATING_SYSTEM;
                 return;
         }
-        memcpy(conn.token, rep.token, sizeof(conn.token));
-        conn.driver_version = rep.driver_version;
-        conn.backend = (int)rep.backend;
-        conn.arena_base = base;
-        conn.arena_size = size;
+        memcpy(c->token, rep.token, sizeof(c->token));
+        c->driver_version = rep.driver_version;
+        c->backend = (int)rep.backend;
+        c->arena_base = base;
+        c->arena_size = size;
         lupc_set_arena(base, size);
-        lupt_set_timeout(&f.link, (int)conn.hb_ms); /* reads and writes notice silence (client.c) */
-        atomic_store_explicit(&conn.last_rx_ns, lup_now_ns(), memory_order_relaxed);
-        conn.link = f.link;
+        lupt_set_timeout(&f.link, (int)c->hb_ms); /* reads and writes notice silence (client.c) */
+        atomic_store_explicit(&c->last_rx_ns, lup_now_ns(), memory_order_relaxed);
+        c->link = f.link;
         if (lupc_tcfg.first) {
                 (void)atexit(tls_goodbye);
                 (void)pthread_atfork(NULL, NULL, tls_fork_child);
         }
         init_result = CUDA_SUCCESS;
         lupc_context_made(); /* the session's worker is a process of the GPU host now */
-        lup_debug("connected to %s as session %s", tried, conn.name);
+        lup_debug("connected to %s as session %s", tried, c->name);
         return;
 
 out_close:

@@ -23,9 +23,8 @@ static void positions_and_alternatives(void **state)
         assert_int_equal(l.n_endpoints, 1);
         assert_string_equal(l.endpoint[0], "127.0.0.1:14833");
 
-        assert_int_equal(lup_server_list_parse(" a:1 | tls://a2:1 ,b:2,unix:/run/l.sock|[::1]:3 ", &l, err,
-                                               sizeof(err)),
-                         0);
+        assert_int_equal(
+                lup_server_list_parse(" a:1 | tls://a2:1 ,b:2,unix:/run/l.sock|[::1]:3 ", &l, err, sizeof(err)), 0);
         assert_int_equal(l.n_positions, 3);
         assert_int_equal(l.n_endpoints, 5);
         const char *want[] = { "a:1", "tls://a2:1", "b:2", "unix:/run/l.sock", "[::1]:3" };
