@@ -175,9 +175,10 @@ static void store_check(struct sup *s, struct json_object *arr)
                     "%s is not a directory", probe);
         else
                 add(arr, "session leases", "pass", NULL,
-                    "this host is %s (--host-id), leases of %d s under %s; periodic checkpoints %s",
+                    "this host is %s (--host-id), leases of %d s under %s; periodic checkpoints %s; arena slots %s",
                     s->cfg->fleet.host_id, s->cfg->fleet.lease_ttl_s, probe,
-                    s->cfg->fleet.checkpoint_interval_s ? "on" : "off");
+                    s->cfg->fleet.checkpoint_interval_s ? "on" : "off",
+                    s->reg.fleet_slots ? "agreed with the other hosts of the store" : "this host's own");
 }
 
 static void tls_check(struct sup *s, struct json_object *arr)

@@ -80,6 +80,11 @@ def distinct_and_kept_case(exe, ctl, progs, shim, kernels, tmp):
     try:
         check('slots: A agrees on slots through the store',
               a.wait_log(r'arena slots: agreed with the other hosts'), a.log()[-2000:])
+        r = a.ctl(ctl, '--json', 'diag')
+        rows = json.loads(r.stdout).get('checks', []) if r.stdout.strip().startswith('{') else []
+        check('slots: lupinectl diag says so', any(x.get('check') == 'session leases' and
+                                                   'arena slots agreed with the other hosts' in x.get('detail', '')
+                                                   for x in rows), r.stdout[-1500:])
         job = F.workload(progs, kernels, shim, [a, b], 'slot-job', 400)
         check('distinct: the workload runs on A', bool(F.wait_line(job, r'round 10 ok')), a.log()[-2000:])
         slot_a = slot_of(a, ctl, 'slot-job')
