@@ -514,14 +514,13 @@ def example_renew_case(exe, ctl, progs, shim, kernels, tmp):
         d.wait(timeout=60)
 
 
-def main():
+def run_cases(cases, checks, prefix):
+    """The driver of a fleet test: argv is LUPINED LUPINECTL PROGS_DIR
+    SHIM_DIR KERNELS_DIR [CASE...]; runs the cases named (all by default),
+    each in a fresh temporary directory's scope, and exits 0 or 1."""
     exe, ctl, progs, shim, kernels = sys.argv[1:6]
     only = sys.argv[6:]
-    cases = [('adopt', adopt_case), ('split', split_brain_case), ('stale', stale_holder_case),
-             ('race', race_case), ('store-down', store_down_case), ('periodic', periodic_case),
-             ('periodic-stale', periodic_stale_case), ('example-renew', example_renew_case),
-             ('migrate', migrate_case)]
-    tmp = tempfile.mkdtemp(prefix='lupine-fleet-')
+    tmp = tempfile.mkdtemp(prefix=prefix)
     try:
         for name, fn in cases:
             if only and name not in only:
@@ -530,13 +529,20 @@ def main():
             try:
                 fn(exe, ctl, progs, shim, kernels, tmp)
             except Exception as e:  # noqa: BLE001 - a case that raised has failed
-                check(f'{name}: ran without an exception', False, repr(e))
+                checks(f'{name}: ran without an exception', False, repr(e))
     finally:
-        if check.failed:
+        if checks.failed:
             print(f'logs kept in {tmp}')
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    sys.exit(1 if check.failed else 0)
+    sys.exit(1 if checks.failed else 0)
+
+
+def main():
+    run_cases([('adopt', adopt_case), ('split', split_brain_case), ('stale', stale_holder_case),
+               ('race', race_case), ('store-down', store_down_case), ('periodic', periodic_case),
+               ('periodic-stale', periodic_stale_case), ('example-renew', example_renew_case),
+               ('migrate', migrate_case)], check, 'lupine-fleet-')
 
 
 if __name__ == '__main__':

@@ -40,12 +40,10 @@ import glob
 import json
 import os
 import re
-import shutil
 import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -278,26 +276,8 @@ def avoid_case(exe, ctl, progs, shim, kernels, tmp):
 
 
 def main():
-    exe, ctl, progs, shim, kernels = sys.argv[1:6]
-    only = sys.argv[6:]
-    cases = [('distinct-kept-released', distinct_and_kept_case), ('refused', refused_case), ('full', full_case),
-             ('avoid', avoid_case)]
-    tmp = tempfile.mkdtemp(prefix='lupine-slots-')
-    try:
-        for name, fn in cases:
-            if only and name not in only:
-                continue
-            print(f'== {name}', flush=True)
-            try:
-                fn(exe, ctl, progs, shim, kernels, tmp)
-            except Exception as e:  # noqa: BLE001 - a case that raised has failed
-                check(f'{name}: ran without an exception', False, repr(e))
-    finally:
-        if check.failed:
-            print(f'logs kept in {tmp}')
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    sys.exit(1 if check.failed else 0)
+    F.run_cases([('distinct-kept-released', distinct_and_kept_case), ('refused', refused_case), ('full', full_case),
+                 ('avoid', avoid_case)], check, 'lupine-slots-')
 
 
 if __name__ == '__main__':
