@@ -65,6 +65,7 @@ CUresult lupc_copy_htod(uint64_t dst, const void *src, size_t n, uint64_t stream
 {
         uint64_t ctx;
         struct lupc_conn *c;
+        lupc_route_ptr(dst); /* the server that holds the device memory */
         CUresult r = call_prologue(LUPC_CTX, &ctx, &c);
         if (r != CUDA_SUCCESS)
                 return r;
@@ -89,6 +90,7 @@ CUresult lupc_copy_dtoh(void *dst, uint64_t src, size_t n, uint64_t stream)
 {
         uint64_t ctx;
         struct lupc_conn *c;
+        lupc_route_ptr(src); /* the server that holds the device memory */
         CUresult r = call_prologue(LUPC_CTX, &ctx, &c);
         if (r != CUDA_SUCCESS)
                 return r;
@@ -118,6 +120,7 @@ CUresult lupc_copy_dtoh_async(void *dst, uint64_t src, size_t n, uint64_t stream
 {
         uint64_t ctx;
         struct lupc_conn *c;
+        lupc_route_ptr(src); /* the server that holds the device memory */
         CUresult r = call_prologue(LUPC_CTX, &ctx, &c);
         if (r != CUDA_SUCCESS)
                 return r;

@@ -709,8 +709,11 @@ CUresult lupc_send_frame(struct lupc_conn *c, uint16_t op, uint16_t flags, uint6
                 { hb, sizeof(hb) }, { (void *)a, alen }, { (void *)b, blen },
         };
         int iovcnt = blen ? 3 : (alen ? 2 : 1);
-        struct lup_hdr h = { .len = (uint32_t)(alen + blen), .op = op, .flags = flags,
-                             .lane = lupc_my_lane(), .ctx = ctx };
+        struct lup_hdr h = { .len = (uint32_t)(alen + blen),
+                             .op = op,
+                             .flags = flags,
+                             .lane = lupc_my_lane(),
+                             .ctx = lupc_ctx_to_wire(ctx) };
         int rc;
 
         for (;;) {

@@ -36,6 +36,12 @@ struct lupc_device {
         uint32_t attr_res[LUP_MAX_ATTRS];
 };
 
+/* ---- which server a call goes to (route.c): the next call of this
+ * thread goes to the server of device dev, or of device pointer p (one
+ * server: nothing) */
+void lupc_route_dev(int dev);
+void lupc_route_ptr(uint64_t p);
+
 /* ---- connection (client.c) */
 
 /* Connects and says HELLO once per process; later calls return the first
@@ -96,6 +102,8 @@ const struct lupc_device *lupc_device(int ordinal); /* NULL if out of range */
 int lupc_set_devices(struct lupc_device *devs, int n, const char *visible);
 
 void lupc_set_arena(uint64_t base, uint64_t size);
+/* Another server's arena (LUPINE_SERVER with several). */
+void lupc_add_arena(uint64_t base, uint64_t size);
 bool lupc_in_arena(uint64_t p);
 /* Device range checks against the allocation shadow (CUDA_ERROR_INVALID_VALUE). */
 CUresult lupc_check_devptr(uint64_t p);

@@ -79,6 +79,8 @@ struct lupc_conn {
         uint8_t token[LUP_TOKEN_SIZE];  /* proves the session is ours on resume */
         char name[LUP_MAX_NAME + 1];
         uint64_t arena_base, arena_size;
+        unsigned pos;                   /* its LUPINE_SERVER position */
+        uint64_t avoid_slots;           /* arena slots of the other positions (LUP_HELLO_AVOID_SLOTS) */
         unsigned reconnect_s;           /* LUPINE_RECONNECT_TIMEOUT; 0: never reconnect */
         unsigned resumes;               /* under send_lock */
         size_t since_ack_req;           /* bytes sent since the last ack request; under send_lock */
@@ -101,8 +103,13 @@ struct lupc_conn {
  * answers it for every call. */
 #define LUPC_MAX_SERVERS 8
 extern struct lupc_conn lupc_conns[LUPC_MAX_SERVERS];
-/* The connection a call of this thread goes to. */
+extern unsigned lupc_n_servers; /* in use: 1, or one per LUPINE_SERVER position */
+/* The connection a call of this thread goes to: the server named just
+ * before (lupc_route_dev, lupc_route_ptr), else the one of the current
+ * context's device, else the first. */
 struct lupc_conn *lupc_route(void);
+/* The position the thread's last call went to. */
+int lupc_route_position(void);
 /* TLS and the bearer token, read at init (hello.c) */
 extern struct lupt_config lupc_tcfg;
 /* The orderly goodbye at exit (reconnect.c); sent once. */
@@ -137,7 +144,7 @@ void lupc_wait_reply(struct lupc_conn *c, struct lupc_waiter *w);
 struct lupc_landing *lupc_find_landing_locked(struct lupc_conn *c, uint64_t token);
 enum conn_state lupc_conn_state(struct lupc_conn *c);
 void lupc_drop_landing_locked(struct lupc_conn *c, struct lupc_landing *l);
-int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t tried_cap);
+int lupc_for_each_endpoint(const struct lupc_conn *c, endpoint_fn fn, void *userdata, char *tried, size_t tried_cap);
 int lupc_hello_exchange(struct lupc_conn *c, struct lupt_link *l, const struct lup_endpoint *ep, uint64_t last_seen,
                         struct hello_reply *ret);
 const char *lupc_op_name(unsigned op);

@@ -105,6 +105,10 @@ int lupc_hello_exchange(struct lupc_conn *c, struct lupt_link *l, const struct l
                 hello.flags |= LUP_HELLO_RESEND;
                 hello.rx_bytes = atomic_load_explicit(&c->rx_bytes, memory_order_relaxed);
         }
+        if (c->avoid_slots) { /* the slots of this client's other servers */
+                hello.flags |= LUP_HELLO_AVOID_SLOTS;
+                hello.avoid_slots = c->avoid_slots;
+        }
         if (lupc_tcfg.token_len) {
                 hello.flags |= LUP_HELLO_AUTH;
                 hello.auth_len = lupc_tcfg.token_len;
@@ -171,7 +175,7 @@ static void make_session_name(char *out, size_t cap)
 
 static atomic_bool warned_parse;
 
-int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t tried_cap)
+int lupc_for_each_endpoint(const struct lupc_conn *c, endpoint_fn fn, void *userdata, char *tried, size_t tried_cap)
 {
         const char *env = getenv("LUPINE_SERVER");
         struct lup_server_list list;
@@ -184,9 +188,9 @@ int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t t
                         lup_err("LUPINE_SERVER: %s", why);
                 return -EINVAL;
         }
-        /* every alternative of every server, in order: one failover list
-         * (common/server_list.h) */
-        for (unsigned i = 0; i < list.n_endpoints; i++) {
+        /* the failover alternatives of c's server, in order (common/server_list.h) */
+        unsigned pos = c->pos < list.n_positions ? c->pos : 0;
+        for (unsigned i = list.first[pos]; i < list.first[pos + 1]; i++) {
                 const char *tok = list.endpoint[i];
                 struct lup_endpoint ep;
                 if (lup_endpoint_parse(tok, &ep) < 0) {
@@ -206,6 +210,8 @@ int lupc_for_each_endpoint(endpoint_fn fn, void *userdata, char *tried, size_t t
         }
         return rc;
 }
+
+#define EP_TEXT 128 /* struct lup_endpoint's text */
 
 /* The first endpoint that answers, at init. */
 struct first_link {
@@ -240,19 +246,21 @@ static void tls_goodbye(void)
 
 static void tls_fork_child(void)
 {
-        struct lupc_conn *c = &lupc_conns[0]; /* the first server (conn.h) */
-        if (!c->link.tls)
-                return;
-        if (c->link.fd >= 0)
-                close(c->link.fd);
-        c->link = (struct lupt_link){ .fd = -1 };
-        c->reconnect_s = 0;
-        atomic_store_explicit(&c->state, CONN_DEAD, memory_order_release);
+        for (unsigned p = 0; p < lupc_n_servers; p++) {
+                struct lupc_conn *c = &lupc_conns[p];
+                if (!c->link.tls)
+                        continue;
+                if (c->link.fd >= 0)
+                        close(c->link.fd);
+                c->link = (struct lupt_link){ .fd = -1 };
+                c->reconnect_s = 0;
+                atomic_store_explicit(&c->state, CONN_DEAD, memory_order_release);
+        }
 }
 
-static int read_config(void)
+static int read_config(unsigned n_servers)
 {
-        struct lupc_conn *c = &lupc_conns[0]; /* the first server (conn.h) */
+        struct lupc_conn *c = &lupc_conns[0]; /* the first server (conn.h); the others copy it */
         const char *spin = getenv("LUPINE_SPIN_US");
         if (spin && *spin) {
                 long us = strtol(spin, NULL, 10);
@@ -278,6 +286,16 @@ static int read_config(void)
                 c->hb_timeout_ms = 2 * c->hb_ms;
         }
         c->ack_interval = ((size_t)mb << 20) / 4 < LUPC_ACK_INTERVAL ? ((size_t)mb << 20) / 4 : LUPC_ACK_INTERVAL;
+        for (unsigned p = 1; p < n_servers; p++) {
+                struct lupc_conn *o = &lupc_conns[p];
+                o->pos = p;
+                o->reconnect_s = c->reconnect_s;
+                o->hb_ms = c->hb_ms;
+                o->hb_timeout_ms = c->hb_timeout_ms;
+                o->ack_interval = c->ack_interval;
+                if (o->reconnect_s)
+                        o->replay_on = replay_init(&o->replay, (size_t)mb << 20, 0) == 0;
+        }
 
         /* TLS and the bearer token (docs/running.md, "Clients") */
         const char *servers = getenv("LUPINE_SERVER");
@@ -297,9 +315,10 @@ static void goodbye_first(struct lupt_link *l)
         lupt_close(l, true);
 }
 
-/* The server's devices, as CUDA_VISIBLE_DEVICES selects them (visible.c):
- * false when none is left (the session is ended, init_result set). */
-static bool install_devices(struct hello_reply *rep, const char *visible, struct lupt_link *l)
+/* The servers' devices, as CUDA_VISIBLE_DEVICES selects them from the
+ * list of all of them (visible.c): false when none is left (the sessions
+ * are ended, init_result set). */
+static bool install_devices(struct hello_reply *rep, const char *visible, unsigned n)
 {
         int nv = lupc_set_devices(rep->devs, (int)rep->ndev, visible);
         rep->devs = NULL;
@@ -320,19 +339,131 @@ static bool install_devices(struct hello_reply *rep, const char *visible, struct
                 lup_warn(
                         "CUDA_VISIBLE_DEVICES=%s names a device twice: CUDA_ERROR_INVALID_DEVICE, as the driver answers",
                         visible);
-        goodbye_first(l);
+        for (unsigned p = 0; p < n; p++)
+                goodbye_first(&lupc_conns[p].link);
         init_result = nv == 0         ? CUDA_ERROR_NO_DEVICE
                       : nv == -EINVAL ? CUDA_ERROR_INVALID_DEVICE
                                       : CUDA_ERROR_OUT_OF_MEMORY;
         return false;
 }
 
+/* Reserves the session's arena in this process too, so that no host
+ * pointer can alias a device pointer. The address is fixed; anything else
+ * is refused. */
+static bool reserve_arena(uint64_t base, uint64_t size)
+{
+        void *p = mmap((void *)(uintptr_t)base, size, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == MAP_FAILED || p != (void *)(uintptr_t)base) {
+                if (p != MAP_FAILED)
+                        munmap(p, size);
+                lup_err("cannot reserve the device address range 0x%llx-0x%llx in this process (%s); refusing to run "
+                        "with moved pointers",
+                        (unsigned long long)base, (unsigned long long)(base + size), strerror(errno));
+                return false;
+        }
+        return true;
+}
+
+/* Position c->pos's server: the first of its alternatives that answers,
+ * HELLO, its arena. true with the connection up and rep's devices to be
+ * installed; false with init_result set (logged; the link closed). */
+static bool connect_server(struct lupc_conn *c, struct hello_reply *rep, char *where, size_t where_cap)
+{
+        char tried[1100];
+        static struct first_link links[LUPC_MAX_SERVERS];
+        struct first_link *f = &links[c->pos];
+
+        int fd = lupc_for_each_endpoint(c, connect_endpoint, f, tried, sizeof(tried));
+        if (fd < 0) {
+                if (tried[0]) /* else nothing was tried: the line above said why */
+                        lup_err("cannot reach lupined at %s: %s", tried, f->err[0] ? f->err : strerror(-fd));
+                init_result = CUDA_ERROR_NO_DEVICE;
+                return false;
+        }
+        int rc = lupc_hello_exchange(c, &f->link, &f->ep, 0, rep);
+        if (rc < 0 && rep->why[0])
+                lup_err("cannot connect to lupined: %s", rep->why);
+        else if (rc == -EPROTO)
+                lup_err("lupined at %s sent a malformed HELLO reply (protocol version mismatch?)", tried);
+        else if (rc < 0)
+                lup_err("lupined at %s closed the connection during the handshake", tried);
+        if (rc < 0) {
+                lupt_close(&f->link, false);
+                init_result = CUDA_ERROR_NO_DEVICE;
+                return false;
+        }
+        if (rep->status != 0) {
+                lup_err("lupined at %s refused the session: %s", tried, rep->msg);
+                lupt_close(&f->link, true);
+                init_result =
+                        rep->status == CUDA_ERROR_DEVICE_UNAVAILABLE ? CUDA_ERROR_NO_DEVICE : (CUresult)rep->status;
+                return false;
+        }
+        if (!reserve_arena(rep->arena_base, rep->arena_size)) {
+                lupt_close(&f->link, true);
+                init_result = CUDA_ERROR_OPERATING_SYSTEM;
+                return false;
+        }
+        memcpy(c->token, rep->token, sizeof(c->token));
+        c->driver_version = rep->driver_version;
+        c->backend = (int)rep->backend;
+        c->arena_base = rep->arena_base;
+        c->arena_size = rep->arena_size;
+        lupt_set_timeout(&f->link, (int)c->hb_ms); /* reads and writes notice silence (client.c) */
+        atomic_store_explicit(&c->last_rx_ns, lup_now_ns(), memory_order_relaxed);
+        c->link = f->link;
+        snprintf(where, where_cap, "%s", f->ep.text);
+        lup_debug("connected to %s as session %s", tried, c->name);
+        return true;
+}
+
+/* One device list of every server's devices, position 0's first; with
+ * several servers each name says its server. Two servers may show the same
+ * GPU (two lupined on one host): its UUID is made distinct for the later
+ * position, so that CUDA_VISIBLE_DEVICES and the runtime tell them apart. */
+static bool merge_devices(struct hello_reply *reps, unsigned n, char (*where)[EP_TEXT], struct hello_reply *out)
+{
+        int counts[LUPC_MAX_SERVERS];
+        uint32_t total = 0;
+        for (unsigned p = 0; p < n; p++)
+                total += reps[p].ndev;
+        if (total > LUP_MAX_DEVICES) {
+                lup_err("the servers of LUPINE_SERVER have %u devices in all; at most %u are supported", total,
+                        LUP_MAX_DEVICES);
+                return false;
+        }
+        struct lupc_device *all = calloc(total ? total : 1, sizeof(*all));
+        if (!all)
+                return false;
+        uint32_t k = 0;
+        for (unsigned p = 0; p < n; p++) {
+                counts[p] = (int)reps[p].ndev;
+                for (uint32_t i = 0; i < reps[p].ndev; i++, k++) {
+                        all[k] = reps[p].devs[i];
+                        if (n > 1) {
+                                size_t len = strlen(all[k].name);
+                                snprintf(all[k].name + len, sizeof(all[k].name) - len, " on %s", where[p]);
+                        }
+                        for (uint32_t j = 0; j < k; j++)
+                                if (!memcmp(all[j].uuid.bytes, all[k].uuid.bytes, sizeof(all[k].uuid.bytes)))
+                                        all[k].uuid.bytes[15] ^= (uint8_t)(0x10u * p + 1u);
+                }
+                free(reps[p].devs);
+                reps[p].devs = NULL;
+        }
+        lupc_visible_positions(counts, (int)n);
+        out->devs = all;
+        out->ndev = total;
+        return true;
+}
+
 static void do_init(void)
 {
-        struct lupc_conn *c = &lupc_conns[0]; /* the first server (conn.h) */
-        char tried[1100];
-        static struct first_link f;
-        struct hello_reply rep = { 0 };
+        char where[LUPC_MAX_SERVERS][EP_TEXT];
+        struct hello_reply reps[LUPC_MAX_SERVERS];
+        struct lup_server_list list;
+        char why[160];
 
         lup_log_setup("lupine", LUP_LOG_INFO);
         /* CUDA_VISIBLE_DEVICES="" (or "-1", ...) hides every device: like
@@ -343,76 +474,66 @@ static void do_init(void)
                 init_result = CUDA_ERROR_NO_DEVICE;
                 return;
         }
-        if (read_config() < 0) {
+        const char *env = getenv("LUPINE_SERVER");
+        if (lup_server_list_parse(env && *env ? env : LUPC_DEFAULT_SERVER, &list, why, sizeof(why)) < 0) {
+                lup_err("LUPINE_SERVER: %s", why);
                 init_result = CUDA_ERROR_NO_DEVICE;
                 return;
         }
-
-        int fd = lupc_for_each_endpoint(connect_endpoint, &f, tried, sizeof(tried));
-        if (fd < 0) {
-                if (tried[0]) /* else nothing was tried: the line above said why */
-                        lup_err("cannot reach lupined at %s: %s", tried, f.err[0] ? f.err : strerror(-fd));
+        unsigned n = list.n_positions;
+        if (read_config(n) < 0) {
                 init_result = CUDA_ERROR_NO_DEVICE;
                 return;
         }
-        make_session_name(c->name, sizeof(c->name));
-        int rc = lupc_hello_exchange(c, &f.link, &f.ep, 0, &rep);
-        if (rc < 0 && rep.why[0]) {
-                lup_err("cannot connect to lupined: %s", rep.why);
-                goto out_close;
+        memset(reps, 0, sizeof(reps));
+        make_session_name(lupc_conns[0].name, sizeof(lupc_conns[0].name));
+        for (unsigned p = 0; p < n; p++) {
+                struct lupc_conn *c = &lupc_conns[p];
+                /* one session per server, each its own name: servers that
+                 * share a checkpoint store must not see one name twice */
+                if (p > 0 && snprintf(c->name, sizeof(c->name), "%s.p%u", lupc_conns[0].name, p) > (int)LUP_MAX_NAME) {
+                        lup_err("LUPINE_SESSION=%s is too long to name a session on each of %u servers (at most %u "
+                                "bytes)",
+                                lupc_conns[0].name, n, LUP_MAX_NAME - 3);
+                        init_result = CUDA_ERROR_INVALID_VALUE;
+                }
+                for (unsigned q = 0; q < p; q++) {
+                        int slot = lup_arena_slot_of(lupc_conns[q].arena_base);
+                        if (slot >= 0)
+                                c->avoid_slots |= 1ull << slot;
+                }
+                if (init_result == CUDA_ERROR_INVALID_VALUE ||
+                    !connect_server(c, &reps[p], where[p], sizeof(where[p]))) {
+                        for (unsigned q = 0; q < p; q++)
+                                goodbye_first(&lupc_conns[q].link);
+                        for (unsigned q = 0; q <= p; q++)
+                                free(reps[q].devs);
+                        return;
+                }
         }
-        if (rc == -EPROTO) {
-                lup_err("lupined at %s sent a malformed HELLO reply (protocol version mismatch?)", tried);
-                goto out_close;
-        }
-        if (rc < 0) {
-                lup_err("lupined at %s closed the connection during the handshake", tried);
-                goto out_close;
-        }
-        if (rep.status != 0) {
-                lup_err("lupined at %s refused the session: %s", tried, rep.msg);
-                lupt_close(&f.link, true);
-                init_result = rep.status == CUDA_ERROR_DEVICE_UNAVAILABLE ? CUDA_ERROR_NO_DEVICE : (CUresult)rep.status;
+        struct hello_reply merged = { 0 };
+        if (!merge_devices(reps, n, where, &merged)) {
+                for (unsigned q = 0; q < n; q++) {
+                        goodbye_first(&lupc_conns[q].link);
+                        free(reps[q].devs);
+                }
+                init_result = CUDA_ERROR_OUT_OF_MEMORY;
                 return;
         }
-
-        if (!install_devices(&rep, visible, &f.link))
+        if (!install_devices(&merged, visible, n))
                 return;
-        /* Reserve the session's arena here too, so no host pointer can alias a
-         * device pointer. The address is fixed; anything else is refused. */
-        uint64_t base = rep.arena_base, size = rep.arena_size;
-        void *p = mmap((void *)(uintptr_t)base, size, PROT_NONE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-        if (p == MAP_FAILED || p != (void *)(uintptr_t)base) {
-                if (p != MAP_FAILED)
-                        munmap(p, size);
-                lup_err("cannot reserve the device address range 0x%llx-0x%llx in this process (%s); refusing to run with moved pointers",
-                        (unsigned long long)base, (unsigned long long)(base + size), strerror(errno));
-                lupt_close(&f.link, true);
-                init_result = CUDA_ERROR_OPERATING_SYSTEM;
-                return;
-        }
-        memcpy(c->token, rep.token, sizeof(c->token));
-        c->driver_version = rep.driver_version;
-        c->backend = (int)rep.backend;
-        c->arena_base = base;
-        c->arena_size = size;
-        lupc_set_arena(base, size);
-        lupt_set_timeout(&f.link, (int)c->hb_ms); /* reads and writes notice silence (client.c) */
-        atomic_store_explicit(&c->last_rx_ns, lup_now_ns(), memory_order_relaxed);
-        c->link = f.link;
+        lupc_set_arena(lupc_conns[0].arena_base, lupc_conns[0].arena_size);
+        for (unsigned p = 1; p < n; p++)
+                lupc_add_arena(lupc_conns[p].arena_base, lupc_conns[p].arena_size);
+        lupc_n_servers = n;
         if (lupc_tcfg.first) {
                 (void)atexit(tls_goodbye);
                 (void)pthread_atfork(NULL, NULL, tls_fork_child);
         }
         init_result = CUDA_SUCCESS;
         lupc_context_made(); /* the session's worker is a process of the GPU host now */
-        lup_debug("connected to %s as session %s", tried, c->name);
-        return;
-
-out_close:
-        lupt_close(&f.link, false);
-        init_result = CUDA_ERROR_NO_DEVICE;
+        if (n > 1)
+                lup_info("one device list of %u servers: %u devices", n, merged.ndev);
 }
 
 CUresult lupc_init(void)

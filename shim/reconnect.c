@@ -368,7 +368,7 @@ void lupc_reconnect(struct lupc_conn *c)
                         break;
                 int rc = try_moved_to(c, &ra);
                 if (rc != RESUMED && rc != SESSION_LOST)
-                        rc = lupc_for_each_endpoint(try_resume, &ra, tried, sizeof(tried));
+                        rc = lupc_for_each_endpoint(c, try_resume, &ra, tried, sizeof(tried));
                 if (rc == SESSION_LOST)
                         return;
                 if (rc == RESUMED) {

@@ -57,15 +57,34 @@ const struct lupc_device *lupc_device(int ordinal)
         return &devices[ordinal];
 }
 
+/* the arenas of the other servers (several in LUPINE_SERVER) */
+static struct {
+        uint64_t base, size;
+} more_arenas[7];
+static unsigned n_more_arenas;
+
 void lupc_set_arena(uint64_t base, uint64_t size)
 {
         arena_base = base;
         arena_size = size;
 }
 
+void lupc_add_arena(uint64_t base, uint64_t size)
+{
+        if (n_more_arenas < sizeof(more_arenas) / sizeof(more_arenas[0])) {
+                more_arenas[n_more_arenas].base = base;
+                more_arenas[n_more_arenas++].size = size;
+        }
+}
+
 bool lupc_in_arena(uint64_t p)
 {
-        return p >= arena_base && p - arena_base < arena_size;
+        if (p >= arena_base && p - arena_base < arena_size)
+                return true;
+        for (unsigned i = 0; i < n_more_arenas; i++)
+                if (p >= more_arenas[i].base && p - more_arenas[i].base < more_arenas[i].size)
+                        return true;
+        return false;
 }
 
 /* ---- allocations: payload a = owning context, b = device, and bit 32 of

@@ -133,11 +133,19 @@ bool lupc_visible_none(const char *spec)
         return uuid_nibbles(spec, strcspn(spec, ","), nib) <= 0;
 }
 
-/* ---- the tables */
+/* ---- the tables
+ *
+ * With several servers (LUPINE_SERVER positions, shim/route.c) the
+ * server ordinals of the tables are "merged" ordinals: position p's server
+ * ordinal s is merged ordinal offset[p] + s, position 0's devices first.
+ * With one server they are the server's own. */
 
 static int n_vis, n_srv;
 static int to_srv[LUP_MAX_DEVICES];
 static int from_srv[LUP_MAX_DEVICES];
+static int n_pos = 1;
+__thread int lupc_visible_pos;
+static int offset[LUPC_VISIBLE_MAX_POSITIONS + 1];
 
 void lupc_visible_install(const int map[static LUP_MAX_DEVICES], int n_visible, int n_server)
 {
@@ -149,23 +157,55 @@ void lupc_visible_install(const int map[static LUP_MAX_DEVICES], int n_visible, 
                 to_srv[k] = map[k];
                 from_srv[map[k]] = k;
         }
+        if (n_pos == 1)
+                offset[1] = n_server;
+}
+
+void lupc_visible_positions(const int counts[], int n)
+{
+        n_pos = n < 1 ? 1 : n > (int)LUPC_VISIBLE_MAX_POSITIONS ? (int)LUPC_VISIBLE_MAX_POSITIONS : n;
+        offset[0] = 0;
+        for (int p = 0; p < n_pos; p++)
+                offset[p + 1] = offset[p] + (p < n ? counts[p] : 0);
+}
+
+int lupc_visible_n_positions(void)
+{
+        return n_pos;
+}
+
+/* The position of merged ordinal m (0 when there is none). */
+static int position_of_merged(int m)
+{
+        for (int p = n_pos - 1; p > 0; p--)
+                if (m >= offset[p])
+                        return m < offset[p + 1] ? p : 0;
+        return 0;
+}
+
+int lupc_dev_position(int dev)
+{
+        return dev >= 0 && dev < n_vis ? position_of_merged(to_srv[dev]) : 0;
 }
 
 int lupc_dev_to_server(int dev)
 {
         if (dev < 0)
                 return dev;
-        if (dev < n_vis)
-                return to_srv[dev];
+        if (dev < n_vis) {
+                int m = to_srv[dev];
+                return m - offset[position_of_merged(m)];
+        }
         /* no device of the server's either; never wraps */
         return dev - n_vis > INT32_MAX - n_srv ? INT32_MAX : n_srv + (dev - n_vis);
 }
 
-int lupc_dev_from_server(int sdev)
+int lupc_dev_from_server_at(int pos, int sdev)
 {
-        if (sdev < 0 || sdev >= n_srv || sdev >= (int)LUP_MAX_DEVICES)
+        if (pos < 0 || pos >= n_pos || sdev < 0 || sdev >= offset[pos + 1] - offset[pos])
                 return -1;
-        return from_srv[sdev];
+        int m = offset[pos] + sdev;
+        return m < n_srv && m < (int)LUP_MAX_DEVICES ? from_srv[m] : -1;
 }
 
 int lupc_loc_to_server(int loctype, int id)
@@ -173,18 +213,47 @@ int lupc_loc_to_server(int loctype, int id)
         return loctype == CU_MEM_LOCATION_TYPE_DEVICE ? lupc_dev_to_server(id) : id;
 }
 
-int lupc_loc_from_server(int loctype, int id)
+int lupc_loc_from_server_at(int pos, int loctype, int id)
 {
-        return loctype == CU_MEM_LOCATION_TYPE_DEVICE ? lupc_dev_from_server(id) : id;
+        return loctype == CU_MEM_LOCATION_TYPE_DEVICE ? lupc_dev_from_server_at(pos, id) : id;
 }
 
+/* Primary context ids are made from the merged ordinal on the client's
+ * side and from the server's own on the wire: the same with one server. */
 uint64_t lupc_primary_ctx_id(int dev)
 {
-        return LUP_PRIMARY_CTX_ID(lupc_dev_to_server(dev));
+        return LUP_PRIMARY_CTX_ID(dev >= 0 && dev < n_vis ? to_srv[dev] : lupc_dev_to_server(dev));
 }
 
 int lupc_primary_ctx_dev(uint64_t id)
 {
-        int sdev = lup_primary_ctx_device(id);
-        return sdev < 0 ? -1 : lupc_dev_from_server(sdev);
+        int m = lup_primary_ctx_device(id);
+        return m < 0 || m >= n_srv ? -1 : from_srv[m];
+}
+
+uint64_t lupc_ctx_to_wire(uint64_t id)
+{
+        int m = lup_primary_ctx_device(id);
+        return m < 0 ? id : LUP_PRIMARY_CTX_ID(m - offset[position_of_merged(m)]);
+}
+
+uint64_t lupc_ctx_from_wire_at(int pos, uint64_t id)
+{
+        int s = lup_primary_ctx_device(id);
+        return s < 0 || pos < 0 || pos >= n_pos ? id : LUP_PRIMARY_CTX_ID(offset[pos] + s);
+}
+
+int lupc_dev_from_server(int sdev)
+{
+        return lupc_dev_from_server_at(lupc_visible_pos, sdev);
+}
+
+int lupc_loc_from_server(int loctype, int id)
+{
+        return lupc_loc_from_server_at(lupc_visible_pos, loctype, id);
+}
+
+uint64_t lupc_ctx_from_wire(uint64_t id)
+{
+        return lupc_ctx_from_wire_at(lupc_visible_pos, id);
 }

@@ -45,18 +45,34 @@ bool lupc_visible_none(const char *spec);
 /* Installs the mapping (from lupc_visible_parse) for n_server devices. */
 void lupc_visible_install(const int map[static LUP_MAX_DEVICES], int n_visible, int n_server);
 
-/* Client ordinal -> server ordinal. Outside 0..visible-1 the answer is still
+/* Several servers (shim/route.c): counts[p] devices on position p's
+ * server; their merged ordinals follow one another in position order. Set
+ * before lupc_visible_install, whose n_server is then the sum. */
+#define LUPC_VISIBLE_MAX_POSITIONS 8
+void lupc_visible_positions(const int counts[], int n);
+int lupc_visible_n_positions(void);
+/* The position the thread's last call went to (set by shim/route.c):
+ * answers that name devices or primary contexts are that server's. */
+extern __thread int lupc_visible_pos;
+/* The position of client device dev (0 for no device). */
+int lupc_dev_position(int dev);
+
+/* Client ordinal -> the ordinal on its server. Outside 0..visible-1 the answer is still
  * a device the server does not have (a negative stays negative; visible + k
  * becomes server count + k), so the server says what the driver says for a
  * bad device. */
 int lupc_dev_to_server(int dev);
-/* Server ordinal -> client ordinal, or -1 when this process cannot see it. */
+/* Server ordinal (of position pos's server) -> client ordinal, or -1 when
+ * this process cannot see it. lupc_dev_from_server: of the server the
+ * thread's last call went to (shim/route.c). */
+int lupc_dev_from_server_at(int pos, int sdev);
 int lupc_dev_from_server(int sdev);
 
 /* A location id of type loctype (CUmemLocationType): a device ordinal for
  * CU_MEM_LOCATION_TYPE_DEVICE, translated as above; any other id (a NUMA
  * node, the host) passes as it is. */
 int lupc_loc_to_server(int loctype, int id);
+int lupc_loc_from_server_at(int pos, int loctype, int id);
 int lupc_loc_from_server(int loctype, int id);
 
 /* The primary context id of client device dev (made from its server
@@ -64,5 +80,10 @@ int lupc_loc_from_server(int loctype, int id);
  * no primary context id, or that of a device this process cannot see. */
 uint64_t lupc_primary_ctx_id(int dev);
 int lupc_primary_ctx_dev(uint64_t id);
+/* A context id as its server knows it (a primary context's is made from
+ * that server's ordinal), and back from position pos's server. */
+uint64_t lupc_ctx_to_wire(uint64_t id);
+uint64_t lupc_ctx_from_wire_at(int pos, uint64_t id);
+uint64_t lupc_ctx_from_wire(uint64_t id);
 
 #endif

@@ -270,7 +270,9 @@ def c_params(fn):
 def to_wire(p, per_thread_expr='0'):
     if p.type == 'stream' and p.dir == 'in':
         return f'lupc_stream_id({p.name}, {per_thread_expr})'
-    if p.handle or p.type == 'ctx':
+    if p.type == 'ctx':  # a primary context's id is its server's (shim/visible.h)
+        return f'lupc_ctx_to_wire((uint64_t)(uintptr_t){p.name})'
+    if p.handle:
         return f'(uint64_t)(uintptr_t){p.name}'
     # CUDA_VISIBLE_DEVICES: the client's device ordinals become the server's (shim/visible.h)
     if p.type == 'device':
@@ -352,6 +354,15 @@ def gen_client_body(fn, pt_expr, validate=True):
         else:
             b.append(f'\tlup_wr_{p.wire}(&w_, {to_wire(p, pt_expr)});\n')
     flags = ('LUPC_SYNC' if fn.sync else 'LUPC_ASYNC') + (' | LUPC_CTX' if fn.need_ctx else '')
+    # several servers (shim/route.c): a call that names a device or a device
+    # pointer goes to its server; any other, to the current context's
+    route = next((p for p in fn.ins if p.dir == 'in' and p.type == 'device' and not p.pointer), None)
+    if route:
+        b.append(f'\tlupc_route_dev({route.name});\n')
+    else:
+        route = next((p for p in fn.ins if p.dir == 'in' and p.type == 'devptr' and not p.pointer), None)
+        if route:
+            b.append(f'\tlupc_route_ptr((uint64_t){route.name});\n')
     news = [p for p in fn.params if p.dir == 'new']
     dels = [p for p in fn.params if p.dir == 'del']
     if fn.outs or news or dels or fn.sync:
@@ -373,7 +384,9 @@ def gen_client_body(fn, pt_expr, validate=True):
             for i, p in enumerate(fn.outs):
                 if p.nbytes:
                     b.append(f'\tmemcpy({p.name}, o{i}_, {p.nbytes});\n')
-                elif p.handle or p.type == 'ctx':
+                elif p.type == 'ctx':
+                    b.append(f'\t*{p.name} = ({p.ctype})(uintptr_t)lupc_ctx_from_wire(o{i}_);\n')
+                elif p.handle:
                     b.append(f'\t*{p.name} = ({p.ctype})(uintptr_t)o{i}_;\n')
                 elif p.type == 'device':
                     # -1: a device this process cannot see (the caller decides)

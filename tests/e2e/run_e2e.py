@@ -82,7 +82,7 @@ def test_programs(d, progs):
         check(f'e2e_basic via {server.split(":")[0]}', r.returncode == 0 and 'e2e_basic: OK' in r.stdout,
               r.stdout[-2000:] + r.stderr[-2000:])
     # several endpoints: the first one is down, the shim moves on to the next
-    r = run_prog(progs, 'e2e_basic', client_env(f'127.0.0.1:1,127.0.0.1:{d.port}'))
+    r = run_prog(progs, 'e2e_basic', client_env(f'127.0.0.1:1|127.0.0.1:{d.port}'))
     check('endpoint list falls through to a live server', r.returncode == 0, r.stderr[-2000:])
 
 

@@ -116,7 +116,7 @@ class Host:
 
 def client_env(shim, hosts, session):
     env = dict(os.environ)
-    env['LUPINE_SERVER'] = ','.join(f'127.0.0.1:{h.port}' if isinstance(h, Host) else h for h in hosts)
+    env['LUPINE_SERVER'] = '|'.join(f'127.0.0.1:{h.port}' if isinstance(h, Host) else h for h in hosts)  # failover (docs/running.md)
     env['LUPINE_SESSION'] = session
     env['LUPINE_RECONNECT_TIMEOUT'] = '150'
     env['LUPINE_HEARTBEAT_MS'] = '2000'

@@ -169,7 +169,7 @@ def thermal_case(a_exe, ctl, progs, shim, kernels, tmp):
             time.sleep(0.1)
         check('thermal: status has health, ok and admitting',
               h.get('policy') == 'drain' and h.get('admitting') is True and g.get('state') == 'ok', str(h))
-        client = workload(progs, kernels, shim, f'127.0.0.1:{a.port},127.0.0.1:{port_b}', 'hot-job', 400)
+        client = workload(progs, kernels, shim, f'127.0.0.1:{a.port}|127.0.0.1:{port_b}', 'hot-job', 400)
         check('thermal: workload runs on A', wait_round(client, 10), a.log()[-2000:])
         fault(fa, '0 temperature=95\n')
         check('thermal: alarm raised', a.wait_log(r'GPU 0: health alarm: temperature 95 C reached --thermal-limit 90 C'),

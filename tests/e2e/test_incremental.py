@@ -71,7 +71,7 @@ def epoch_mem_bytes(ck, session, epoch):
 class Client:
     def __init__(self, progs, shim, d, session, mib=MIB, also=None):
         env = dict(os.environ)
-        servers = f'127.0.0.1:{d.port}' + (f',127.0.0.1:{also.port}' if also else '')
+        servers = f'127.0.0.1:{d.port}' + (f'|127.0.0.1:{also.port}' if also else '')
         env.update(LUPINE_SERVER=servers, LUPINE_SESSION=session, LUPINE_RECONNECT_TIMEOUT='60')
         env['LD_LIBRARY_PATH'] = shim + (':' + env['LD_LIBRARY_PATH'] if env.get('LD_LIBRARY_PATH') else '')
         self.p = subprocess.Popen([os.path.join(progs, 'e2e_incremental'), str(mib)], env=env, stdin=subprocess.PIPE,

@@ -58,7 +58,7 @@ hold=30
 echo go | env LD_LIBRARY_PATH="$real_dir:$libdirs" "$BUILD/tests/e2e_restart" tests/kernels $rounds 20 $hold \
         >"$OUTDIR/work.local.out" 2>&1 || bad "e2e_restart on the local driver" "$OUTDIR/work.local.out"
 mkfifo "$OUTDIR/go"
-"${client_env[@]}" LUPINE_SERVER="127.0.0.1:$pa,127.0.0.1:$pb" LUPINE_SESSION=fleet-job \
+"${client_env[@]}" LUPINE_SERVER="127.0.0.1:$pa|127.0.0.1:$pb" LUPINE_SESSION=fleet-job \
         "$BUILD/tests/e2e_restart" tests/kernels $rounds 20 $hold <"$OUTDIR/go" >"$OUTDIR/work.remote.out" \
         2>"$OUTDIR/work.remote.err" &
 cpid=$!
@@ -108,7 +108,7 @@ fi
 # ---- 2 and 3: a 4 GiB session on B; a twin refused at A; B drains, A adopts
 start_host a "$pa" gpuA || bad "A did not start again"
 rm -f "$OUTDIR/go4"
-"${client_env[@]}" LUPINE_SERVER="127.0.0.1:$pb,127.0.0.1:$pa" LUPINE_SESSION=big \
+"${client_env[@]}" LUPINE_SERVER="127.0.0.1:$pb|127.0.0.1:$pa" LUPINE_SESSION=big \
         "$BUILD/tests/e2e_bigsession" 4 "$OUTDIR/go4" >"$OUTDIR/big.out" 2>"$OUTDIR/big.err" &
 bpid=$!
 if wait_log "$OUTDIR/big.out" "filled 4 GiB" 180; then

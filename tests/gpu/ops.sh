@@ -128,7 +128,7 @@ fi
 rounds=400
 env LD_LIBRARY_PATH="$real_dir:$libdirs" "$BUILD/tests/e2e_restart" tests/kernels $rounds 20 >"$OUTDIR/work.local.out" 2>&1 ||
         bad "e2e_restart on the local driver" "$OUTDIR/work.local.out"
-env LD_LIBRARY_PATH="$PWD/$BUILD/shim:$libdirs" LUPINE_SERVER="127.0.0.1:$pa,127.0.0.1:$pb" LUPINE_SESSION=ops-job \
+env LD_LIBRARY_PATH="$PWD/$BUILD/shim:$libdirs" LUPINE_SERVER="127.0.0.1:$pa|127.0.0.1:$pb" LUPINE_SESSION=ops-job \
         LUPINE_RECONNECT_TIMEOUT=240 "$BUILD/tests/e2e_restart" tests/kernels $rounds 20 >"$OUTDIR/work.remote.out" 2>"$OUTDIR/work.remote.err" &
 cpid=$!
 wait_log "$OUTDIR/work.remote.out" "round 30 ok" 120 || bad "the workload did not start on A" "$OUTDIR/work.remote.err"
