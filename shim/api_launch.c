@@ -158,6 +158,7 @@ static CUresult launch(const struct launch *l)
                 return CUDA_ERROR_INVALID_VALUE;
         if ((r = lupc_pack_params(&lay, l->params, l->extra, pb)) != CUDA_SUCCESS)
                 return r;
+        lupc_route_handle(l->f); /* the function's server (several in LUPINE_SERVER) */
         return lupc_call(LUP_OP_LAUNCH, LUPC_ASYNC | LUPC_CTX, frame, w.len, NULL, 0, NULL);
 }
 

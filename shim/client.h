@@ -41,6 +41,8 @@ struct lupc_device {
  * server: nothing) */
 void lupc_route_dev(int dev);
 void lupc_route_ptr(uint64_t p);
+/* ... or of the context handle h was made in (streams, events, modules, ...) */
+void lupc_route_handle(uint64_t h);
 
 /* ---- connection (client.c) */
 

@@ -42,6 +42,14 @@ void lupc_route_ptr(uint64_t p)
         }
 }
 
+void lupc_route_handle(uint64_t h)
+{
+        struct lupc_ctx_info info;
+        uint64_t ctx = 0;
+        if (lupc_n_servers > 1 && h && lupc_handle_kind(h, &ctx) && ctx && lupc_ctx_lookup(ctx, &info))
+                route_next = lupc_dev_position(info.device);
+}
+
 struct lupc_conn *lupc_route(void)
 {
         int p = route_next;

@@ -98,6 +98,11 @@ int main(int argc, char **argv)
                         nanosleep(&ts, NULL);
                 }
         }
+        /* a handle goes to its own server whatever the current context:
+         * device n-1's stream while device 0's context is current */
+        CK(cuCtxSetCurrent(ctx[0]));
+        CK(cuStreamSynchronize(st[n - 1]));
+        CK(cuStreamQuery(st[n - 1]));
         for (int d = 0; d < n; d++) {
                 unsigned c = 0;
                 CK(cuCtxSetCurrent(ctx[d]));
