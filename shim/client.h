@@ -43,6 +43,11 @@ void lupc_route_dev(int dev);
 void lupc_route_ptr(uint64_t p);
 /* ... or of the context handle h was made in (streams, events, modules, ...) */
 void lupc_route_handle(uint64_t h);
+/* Whether device pointers a and b are on one server (always, with one). */
+bool lupc_same_server(uint64_t a, uint64_t b);
+/* A call between two servers' memory (what: its name): logged once,
+ * CUDA_ERROR_NOT_SUPPORTED until copies go server to server. */
+CUresult lupc_cross_server(const char *what);
 
 /* ---- connection (client.c) */
 

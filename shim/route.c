@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The shim's connections, one per server of LUPINE_SERVER (conn.h), and
- * which one a call goes to. Today every call goes to the first: the
- * device list across servers (issue 17, item 1; docs/next-steps.md) routes
- * here by the call's context, device, pointer or handle.
+ * which one a call goes to (docs/running.md, "Several servers"): the
+ * server of the device, device pointer or handle the call names (the
+ * generated stubs say which, just before the call), else that of the
+ * current context's device.
  */
 #include "conn.h"
+
+#include <stdatomic.h>
+
+#include "log.h"
 #include "visible.h"
 
 #define CONN_INIT                                                                                                     \
@@ -29,25 +34,44 @@ void lupc_route_dev(int dev)
                 route_next = lupc_dev_position(dev);
 }
 
-void lupc_route_ptr(uint64_t p)
-{
-        if (lupc_n_servers <= 1)
-                return;
-        for (unsigned i = 0; i < lupc_n_servers; i++) {
-                const struct lupc_conn *c = &lupc_conns[i];
-                if (p >= c->arena_base && p - c->arena_base < c->arena_size) {
-                        route_next = (int)i;
-                        return;
-                }
-        }
-}
-
 void lupc_route_handle(uint64_t h)
 {
         struct lupc_ctx_info info;
         uint64_t ctx = 0;
         if (lupc_n_servers > 1 && h && lupc_handle_kind(h, &ctx) && ctx && lupc_ctx_lookup(ctx, &info))
                 route_next = lupc_dev_position(info.device);
+}
+
+/* The position whose arena holds p, or -1. */
+static int ptr_position(uint64_t p)
+{
+        for (unsigned i = 0; i < lupc_n_servers; i++) {
+                const struct lupc_conn *c = &lupc_conns[i];
+                if (p >= c->arena_base && p - c->arena_base < c->arena_size)
+                        return (int)i;
+        }
+        return -1;
+}
+
+void lupc_route_ptr(uint64_t p)
+{
+        if (lupc_n_servers > 1 && ptr_position(p) >= 0)
+                route_next = ptr_position(p);
+}
+
+bool lupc_same_server(uint64_t a, uint64_t b)
+{
+        return lupc_n_servers <= 1 || ptr_position(a) == ptr_position(b);
+}
+
+CUresult lupc_cross_server(const char *what)
+{
+        static atomic_bool said;
+        if (!atomic_exchange(&said, true))
+                lup_warn("%s between the memory of two servers of LUPINE_SERVER: not supported yet (copies between "
+                         "servers go server to server, issue 17); CUDA_ERROR_NOT_SUPPORTED",
+                         what);
+        return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 struct lupc_conn *lupc_route(void)

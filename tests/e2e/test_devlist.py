@@ -123,6 +123,9 @@ def list_case(exe, ctl, progs, shim, kernels, tmp):
         check('restart: the program ends exact on both servers after B restarted',
               c.returncode == 0 and 'counters exact' in out, (text + out + err)[-2500:])
         check('restart: B restored the session', 'session dl-job.p1: restored' in b.log(), b.log()[-2000:])
+        check('copies between the servers\' memory are refused, not run through the client (not yet: item 2)',
+              'copies between servers: CUDA_ERROR_NOT_SUPPORTED' in out and 'not supported yet' in err,
+              (out + err)[-1500:])
         r = run(progs, kernels, client_env(shim, servers, 'dl-vis', CUDA_VISIBLE_DEVICES='1'), 2)
         check('visible: CUDA_VISIBLE_DEVICES=1 shows B\'s device only', r.returncode == 0 and 'devices 1' in r.stdout
               and re.search(rf'device 0: .* on 127\.0\.0\.1:{b.port}', r.stdout) is not None,

@@ -98,6 +98,20 @@ int main(int argc, char **argv)
                         nanosleep(&ts, NULL);
                 }
         }
+        if (n >= 2) { /* copies between two servers' memory: not yet (issue 17, item 2) */
+                CUdeviceptr a, b;
+                CK(cuCtxSetCurrent(ctx[0]));
+                CK(cuMemAlloc(&a, 4096));
+                CK(cuCtxSetCurrent(ctx[n - 1]));
+                CK(cuMemAlloc(&b, 4096));
+                EXPECT_ERR(cuMemcpyDtoD(b, a, 4096), CUDA_ERROR_NOT_SUPPORTED);
+                EXPECT_ERR(cuMemcpyPeer(b, ctx[n - 1], a, ctx[0], 4096), CUDA_ERROR_NOT_SUPPORTED);
+                EXPECT_ERR(cuMemcpy(b, a, 4096), CUDA_ERROR_NOT_SUPPORTED);
+                CK(cuMemFree(b));
+                CK(cuCtxSetCurrent(ctx[0]));
+                CK(cuMemFree(a));
+                printf("copies between servers: CUDA_ERROR_NOT_SUPPORTED\n");
+        }
         /* a handle goes to its own server whatever the current context:
          * device n-1's stream while device 0's context is current */
         CK(cuCtxSetCurrent(ctx[0]));
