@@ -144,8 +144,7 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
                          "direct-write callback", path_or_null, p->name ? p->name : "?");
                 goto out_close;
         }
-        if (lupine_provider_caps(p) & LUPINE_CKPT_CAP_LEASES &&
-            (!p->lease_claim || !p->lease_renew || !p->lease_release || !p->lease_read || !p->save_fence)) {
+        if (lupine_provider_caps(p) & LUPINE_CKPT_CAP_LEASES && !lupine_provider_has_leases(p)) {
                 r = fail(err, errlen, -ELIBBAD, "checkpoint provider %s (%s) claims leases but lacks a lease callback",
                          path_or_null, p->name ? p->name : "?");
                 goto out_close;
@@ -185,6 +184,12 @@ uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p)
         if (p->abi_version >= 5 && p->struct_size >= V5_SIZE)
                 known |= LUPINE_CKPT_CAP_REFER;
         return p->caps & known;
+}
+
+bool lupine_provider_has_leases(const struct lupine_checkpoint_provider *p)
+{
+        return p && (lupine_provider_caps(p) & LUPINE_CKPT_CAP_LEASES) && p->lease_claim && p->lease_renew &&
+               p->lease_release && p->lease_read && p->save_fence;
 }
 
 int lupine_provider_save_sync(const struct lupine_checkpoint_provider *p, struct lupine_ckpt_save *save)

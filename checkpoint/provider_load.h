@@ -6,6 +6,7 @@
 #ifndef LUP_CKPT_PROVIDER_LOAD_H
 #define LUP_CKPT_PROVIDER_LOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,12 @@ int lupine_provider_load(const char *path_or_null, const struct lupine_checkpoin
  * it (LEASES from 4); 0 for a version-1 table or NULL. No LEASES: the
  * provider has no leases, and the daemon runs single-host. */
 uint64_t lupine_provider_caps(const struct lupine_checkpoint_provider *p);
+
+/* Whether p has leases: LUPINE_CKPT_CAP_LEASES and every lease callback
+ * (lupine_provider_load refuses a table that claims one without the
+ * other). The worker's leases, and the arena slots agreed in the store
+ * (daemon/worker/slot_lease.c), both rest on it. */
+bool lupine_provider_has_leases(const struct lupine_checkpoint_provider *p);
 
 /* p->save_sync(save) where the table has it (version 5, not NULL), else
  * 0: the commit then does all the flushing, as before. */

@@ -55,8 +55,9 @@ static int ptr_position(uint64_t p)
 
 void lupc_route_ptr(uint64_t p)
 {
-        if (lupc_n_servers > 1 && ptr_position(p) >= 0)
-                route_next = ptr_position(p);
+        int pos = lupc_n_servers > 1 ? ptr_position(p) : -1;
+        if (pos >= 0)
+                route_next = pos;
 }
 
 bool lupc_same_server(uint64_t a, uint64_t b)

@@ -363,14 +363,12 @@ def gen_client_body(fn, pt_expr, validate=True):
     route = next((p for p in fn.ins if p.dir == 'in' and p.type == 'device' and not p.pointer), None)
     if route:
         b.append(f'\tlupc_route_dev({route.name});\n')
-    else:
-        route = next((p for p in fn.ins if p.dir == 'in' and p.type == 'devptr' and not p.pointer), None)
+    elif ptrs:
+        b.append(f'\tlupc_route_ptr((uint64_t){ptrs[0].name});\n')
+    else:  # a handle: the server of the context it was made in
+        route = next((p for p in fn.params if p.dir in ('in', 'del') and p.handle and not p.pointer), None)
         if route:
-            b.append(f'\tlupc_route_ptr((uint64_t){route.name});\n')
-        else:  # a handle: the server of the context it was made in
-            route = next((p for p in fn.params if p.dir in ('in', 'del') and p.handle and not p.pointer), None)
-            if route:
-                b.append(f'\tlupc_route_handle((uint64_t)(uintptr_t){route.name});\n')
+            b.append(f'\tlupc_route_handle((uint64_t)(uintptr_t){route.name});\n')
     news = [p for p in fn.params if p.dir == 'new']
     dels = [p for p in fn.params if p.dir == 'del']
     if fn.outs or news or dels or fn.sync:

@@ -104,8 +104,7 @@ static int provider_list(const struct lupd_config *cfg, struct restore_list *l, 
         }
         snprintf(ret_desc, desc_cap, "%s (%s)", p->name, config ? config : "its default configuration");
         /* leases, hence arena slots agreed in the store (worker/slot_lease.c) */
-        *ret_leases = (lupine_provider_caps(p) & LUPINE_CKPT_CAP_LEASES) && p->lease_claim && p->lease_renew &&
-                      p->lease_release && p->lease_read && p->save_fence;
+        *ret_leases = lupine_provider_has_leases(p);
         r = p->open(config, &inst);
         if (r < 0 || !inst) {
                 lup_err("cannot open the checkpoint provider %s: %s", ret_desc, sup_errno_text(r < 0 ? r : -EIO));

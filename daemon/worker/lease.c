@@ -38,13 +38,6 @@
 
 #define RETRY_MS 1000u /* after a failed renewal */
 
-static bool provider_has_leases(const struct lupw_session *s)
-{
-        const struct lupine_checkpoint_provider *p = s->ckpt.ops;
-        return p && (lupine_provider_caps(p) & LUPINE_CKPT_CAP_LEASES) && p->lease_claim && p->lease_renew &&
-               p->lease_release && p->save_fence;
-}
-
 /* The wall clock as "2026-12-03 11:40:05 UTC", for the messages. */
 static void wall_text(int64_t unix_ms, char *out, size_t cap)
 {
@@ -102,7 +95,7 @@ static void slot_renew(struct lupw_session *s, struct lupine_ckpt_instance *inst
 
         pthread_mutex_lock(&l->lock);
         bool on = l->slot_on;
-        uint32_t slot = l->slot;
+        uint32_t slot = s->slot;
         uint64_t token = l->slot_token;
         pthread_mutex_unlock(&l->lock);
         if (!on)
@@ -131,13 +124,13 @@ static void slot_end(struct lupw_session *s)
 
         if (!l->slot_on || !l->slot_release)
                 return; /* kept: it expires, and the checkpoint keeps it held */
-        lupw_slot_key(l->slot, key);
+        lupw_slot_key(s->slot, key);
         int rc = s->ckpt.ops->lease_release(s->ckpt.inst, key, s->name, l->slot_token);
         if (rc == 0)
-                lup_info("session %s: arena slot %u released in the fleet", s->name, (unsigned)l->slot);
+                lup_info("session %s: arena slot %u released in the fleet", s->name, (unsigned)s->slot);
         else if (rc != -ESTALE)
                 lup_warn("session %s: cannot release arena slot %u: %s (it is free once its lease expires)", s->name,
-                         (unsigned)l->slot, strerror(-rc));
+                         (unsigned)s->slot, strerror(-rc));
         l->slot_on = false;
 }
 
@@ -223,7 +216,7 @@ int lupw_lease_claim(struct lupw_session *s)
         int rc = -EAGAIN;
 
         l->efd = -1;
-        if (!provider_has_leases(s))
+        if (!lupine_provider_has_leases(s->ckpt.ops))
                 return 0;
         l->ttl_ms = (uint32_t)s->cfg->fleet.lease_ttl_s * 1000u;
         for (int i = 0; i < 5 && rc == -EAGAIN; i++) {
@@ -277,7 +270,7 @@ int lupw_lease_fence(struct lupw_session *s, struct lupine_ckpt_save *save)
          * another host may run the session (worker/hello.c refuses such a
          * session; this is the net under it). */
         if (!s->lease.on)
-                return provider_has_leases(s) ? -ENOLCK : 0;
+                return lupine_provider_has_leases(s->ckpt.ops) ? -ENOLCK : 0;
         int rc = s->ckpt.ops->save_fence(save, s->cfg->fleet.host_id, s->lease.token);
         if (rc == -ESTALE)
                 atomic_store(&s->lease.lost, true);

@@ -35,7 +35,6 @@ struct lupw_lease {
          * renewed with the lease; written under lock once the thread runs */
         bool slot_on;      /* we hold the slot's lease and renew it */
         bool slot_release; /* released at the end: the session and its checkpoint are gone */
-        uint32_t slot;
         uint64_t slot_token;
 };
 

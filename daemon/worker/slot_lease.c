@@ -34,7 +34,6 @@
 #include <time.h>
 
 #include "log.h"
-#include "provider_load.h"
 #include "worker/session.h"
 #include "worker/slot_lease.h"
 
@@ -49,9 +48,7 @@ static int64_t wall_ms(void)
 
 bool lupw_slot_fleet(const struct lupw_session *s)
 {
-        const struct lupine_checkpoint_provider *p = s->ckpt.ops;
-        return s->lease.on && p && (lupine_provider_caps(p) & LUPINE_CKPT_CAP_LEASES) && p->lease_claim &&
-               p->lease_renew && p->lease_release && p->lease_read;
+        return s->lease.on; /* held only where lupine_provider_has_leases (worker/lease.c) */
 }
 
 /* Whether session key, the owner of an expired slot lease, may still come
@@ -112,17 +109,17 @@ static int claim_slot(struct lupw_session *s, uint32_t slot, uint64_t *ret_token
         return rc;
 }
 
-static void slot_held(struct lupw_session *s, uint32_t slot, uint64_t token)
+/* s->slot (reserved here) is the session's in the store now. */
+static void slot_held(struct lupw_session *s, uint64_t token)
 {
         struct lupw_lease *l = &s->lease;
         pthread_mutex_lock(&l->lock);
-        l->slot = slot;
         l->slot_token = token;
         l->slot_on = true;
         l->slot_release = false;
         pthread_mutex_unlock(&l->lock);
         lup_info("session %s: arena slot %u [0x%" PRIx64 ", +1 TiB) is its own across the fleet (token %" PRIu64 ")",
-                 s->name, (unsigned)slot, lup_arena_slot_base(slot), token);
+                 s->name, (unsigned)s->slot, lup_arena_slot_base(s->slot), token);
 }
 
 int lupw_slot_take_new(struct lupw_session *s, uint32_t hint, uint64_t avoid, char *err, size_t cap)
@@ -143,7 +140,7 @@ int lupw_slot_take_new(struct lupw_session *s, uint32_t hint, uint64_t avoid, ch
                 }
                 int rc = claim_slot(s, slot, &token, holder, sizeof(holder));
                 if (rc == 0) {
-                        slot_held(s, slot, token);
+                        slot_held(s, token);
                         return 0;
                 }
                 lupw_unreserve_arena(s);
@@ -178,7 +175,7 @@ int lupw_slot_take(struct lupw_session *s, uint32_t slot, char *err, size_t cap)
         int rc = claim_slot(s, slot, &token, holder, sizeof(holder));
 
         if (rc == 0) {
-                slot_held(s, slot, token);
+                slot_held(s, token);
                 return 0;
         }
         if (rc == -EBUSY) {

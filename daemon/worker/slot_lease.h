@@ -20,8 +20,9 @@ static inline void lupw_slot_key(uint32_t slot, char out[LUPW_SLOT_KEY_MAX])
 {
         snprintf(out, LUPW_SLOT_KEY_MAX, ".arena-slot-%02u", (unsigned)slot);
 }
-/* Slots are agreed through the store: the provider has leases (with
- * lease_read) and the session holds its own. */
+/* Slots are agreed through the store: the session holds its lease (so the
+ * provider has leases, lupine_provider_has_leases; the supervisor chose
+ * LUPD_ASSIGN_ANY_SLOT by the same test). */
 bool lupw_slot_fleet(const struct lupw_session *s);
 /* A new session: reserves the first slot from hint on, not in avoid (the
  * client's HELLO), that is free in the fleet and in this process, and
