@@ -155,6 +155,8 @@ static int stats_encode(struct json_object *o, const struct lup_admin_session *s
             (r = lup_admin_json_add(o, "calls_per_s", json_object_new_double(se->calls_per_s))) < 0 ||
             (r = lup_admin_json_add(o, "bytes_in", json_object_new_int64(se->bytes_in))) < 0 ||
             (r = lup_admin_json_add(o, "bytes_out", json_object_new_int64(se->bytes_out))) < 0 ||
+            (r = lup_admin_json_add(o, "peer_bytes_in", json_object_new_int64(se->peer_bytes_in))) < 0 ||
+            (r = lup_admin_json_add(o, "peer_bytes_out", json_object_new_int64(se->peer_bytes_out))) < 0 ||
             (r = lup_admin_json_add(o, "bytes_per_s", json_object_new_double(se->bytes_per_s))) < 0 ||
             (r = lup_admin_json_add(o, "memory", json_object_new_int64(se->memory))) < 0 ||
             (r = lup_admin_json_add(o, "checkpoint_epoch", json_object_new_int64(se->checkpoint_epoch))) < 0 ||
@@ -400,6 +402,8 @@ static int stats_read(struct json_object *o, struct lup_admin_session *se)
             lup_admin_json_i64(o, "calls", &se->calls) < 0 || get_double(o, "calls_per_s", &se->calls_per_s) < 0 ||
             lup_admin_json_i64(o, "bytes_in", &se->bytes_in) < 0 ||
             lup_admin_json_i64(o, "bytes_out", &se->bytes_out) < 0 ||
+            lup_admin_json_i64(o, "peer_bytes_in", &se->peer_bytes_in) < 0 ||
+            lup_admin_json_i64(o, "peer_bytes_out", &se->peer_bytes_out) < 0 ||
             get_double(o, "bytes_per_s", &se->bytes_per_s) < 0 || lup_admin_json_i64(o, "memory", &se->memory) < 0 ||
             lup_admin_json_i64(o, "checkpoint_epoch", &se->checkpoint_epoch) < 0 ||
             lup_admin_json_i64(o, "checkpoint_age_s", &se->checkpoint_age_s) < 0 ||

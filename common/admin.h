@@ -72,6 +72,7 @@ struct lup_admin_session {
         char tenant[LUP_ADMIN_MAX_WORD]; /* "t<16 hex>", "" for the anonymous tenant */
         char client[96];                 /* the client's address, "" while it has none */
         int64_t calls, bytes_in, bytes_out, memory;
+        int64_t peer_bytes_in, peer_bytes_out; /* copies between servers, daemon to daemon */
         double calls_per_s, bytes_per_s;       /* over the last report interval (about 1 s) */
         int64_t checkpoint_epoch;              /* 0: never checkpointed */
         int64_t checkpoint_age_s;              /* -1: never */

@@ -88,6 +88,8 @@ int lup_hello_encode(uint8_t *out, size_t cap, const struct lup_hello *h, size_t
         }
         if (h->flags & LUP_HELLO_AVOID_SLOTS)
                 lup_wr_u64(&w, h->avoid_slots);
+        if (h->flags & LUP_HELLO_PEER)
+                lup_wr_bytes(&w, h->peer_ticket, LUP_TICKET_SIZE);
         if (w.err)
                 return w.err;
         *ret_len = w.len;
@@ -123,8 +125,14 @@ int lup_hello_decode(const uint8_t *p, size_t n, struct lup_hello *ret, const ch
         }
         if (h.flags & LUP_HELLO_AVOID_SLOTS)
                 lup_rd_u64(&r, &h.avoid_slots);
+        if (h.flags & LUP_HELLO_PEER)
+                lup_rd_copy(&r, h.peer_ticket, LUP_TICKET_SIZE);
         if (lup_rd_finish(&r) < 0 || (h.flags & ~LUP_HELLO_KNOWN)) {
                 *ret_why = "malformed HELLO";
+                return -EBADMSG;
+        }
+        if ((h.flags & LUP_HELLO_PEER) && (h.flags & ~LUP_HELLO_PEER)) {
+                *ret_why = "a peer HELLO carries no other flag";
                 return -EBADMSG;
         }
         if ((h.flags & LUP_HELLO_HEARTBEAT) &&

@@ -30,6 +30,7 @@ struct lup_hello {
         uint16_t auth_len;              /* with LUP_HELLO_AUTH: 1..LUP_MAX_AUTH */
         uint8_t auth[LUP_MAX_AUTH];     /* the bearer token */
         uint64_t avoid_slots;           /* with LUP_HELLO_AVOID_SLOTS: bit n, arena slot n */
+        uint8_t peer_ticket[LUP_TICKET_SIZE]; /* with LUP_HELLO_PEER: PEER_EXPECT's ticket */
 };
 
 /* Session names: 1..LUP_MAX_NAME bytes of [A-Za-z0-9._-]. */

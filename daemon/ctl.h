@@ -82,8 +82,10 @@
  *     what --backend auto chose), u32 0, u64 calls executed, u64 bytes received, u64 bytes sent,
  *     u64 device memory held, u64 epoch of the last committed checkpoint
  *     (0: none), u64 its wall-clock time (ms since the epoch; 0: none),
- *     u64 bytes of the phase done, u64 bytes of the phase in all
- *     (LUPD_CTL_STATS_LEN bytes). lupinectl status and the metrics show it.
+ *     u64 bytes of the phase done, u64 bytes of the phase in all,
+ *     u64 bytes copies between servers brought in, u64 bytes they sent
+ *     daemon to daemon (LUPD_CTL_STATS_LEN bytes; an older worker's
+ *     LUPD_CTL_STATS_LEN_V1 lack the last two). lupinectl status and the metrics show it.
  *   LUPD_CTL_CHECKPOINT (supervisor -> worker): u32 type
  *     A durable checkpoint now, and the session goes on (lupinectl
  *     sessions checkpoint; worker/ckpt_now.c says what it waits for and
@@ -153,6 +155,9 @@ enum lupd_ctl_type {
         LUPD_CTL_OP_STATS = 19,   /* calls, bytes and latency by op: daemon/op_stats.h */
         LUPD_CTL_MIGRATE_TO = 20, /* supervisor -> worker, before a DRAIN: u32 type, then 1..LUP_GOODBYE_TO_MAX
                                    * bytes: the endpoint the drain's GOODBYE names (lupinectl migrate) */
+        LUPD_CTL_PEER = 21,       /* supervisor -> worker: a peer connection (LUP_HELLO_PEER), the layout and
+                                   * fd of ATTACH (slot 0, no TLS trailer); the worker checks the ticket,
+                                   * takes the copy's bytes and closes it (worker/peer.c) */
 };
 
 /* LUPD_CTL_HEARTBEAT (worker -> supervisor), every --health-interval from
@@ -173,7 +178,8 @@ enum lupd_ctl_type {
 #define LUPD_SHUTDOWN_FORGET 1u /* delete the session's checkpoint first (lupinectl sessions kill --delete) */
 
 /* LUPD_CTL_STATS */
-#define LUPD_CTL_STATS_LEN 80u
+#define LUPD_CTL_STATS_LEN    96u
+#define LUPD_CTL_STATS_LEN_V1 80u /* a worker of before the peer bytes */
 enum lupd_work_phase {
         LUPD_WORK_NONE = 0,
         LUPD_WORK_CHECKPOINT = 1,

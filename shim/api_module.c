@@ -238,8 +238,10 @@ static CUresult note_global(CUresult r, CUdeviceptr *dptr, size_t *bytes)
 {
         if (r == CUDA_SUCCESS) {
                 struct lupc_alloc_info a;
+                struct lupc_ctx_info ci;
+                uint64_t ctx = lupc_ctx_current();
                 if (!lupc_shadow_find(*dptr, &a))
-                        lupc_shadow_add(*dptr, *bytes, lupc_ctx_current(), 0);
+                        lupc_shadow_add(*dptr, *bytes, ctx, ctx && lupc_ctx_lookup(ctx, &ci) ? ci.device : 0);
         }
         return r;
 }

@@ -22,7 +22,7 @@ static CUresult call_prologue(unsigned flags, uint64_t *ret_ctx, struct lupc_con
         *ret_c = lupc_route();
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
-        *ret_ctx = lupc_ctx_current();
+        *ret_ctx = lupc_route_ctx(*ret_c);
         if ((flags & LUPC_CTX) && *ret_ctx == 0)
                 return CUDA_ERROR_INVALID_CONTEXT;
         return CUDA_SUCCESS;
@@ -179,7 +179,7 @@ CUresult lupc_upload_blob(const void *data, size_t n, uint64_t *ret_blob)
                 uint8_t a[LUP_BLOB_HDR_SIZE];
                 lup_blob_encode(a, blob, n, off);
                 CUresult r =
-                        lupc_send_frame(c, LUP_OP_BLOB, 0, lupc_ctx_current(), a, sizeof(a), start + off, k, NULL, 0);
+                        lupc_send_frame(c, LUP_OP_BLOB, 0, lupc_route_ctx(c), a, sizeof(a), start + off, k, NULL, 0);
                 if (r != CUDA_SUCCESS)
                         return r;
                 off += k;

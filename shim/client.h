@@ -43,10 +43,15 @@ void lupc_route_dev(int dev);
 void lupc_route_ptr(uint64_t p);
 /* ... or of the context handle h was made in (streams, events, modules, ...) */
 void lupc_route_handle(uint64_t h);
-/* Whether device pointers a and b are on one server (always, with one). */
+/* Whether device pointers a and b are on one server (always, with one;
+ * a module global is the current context's server's). */
 bool lupc_same_server(uint64_t a, uint64_t b);
-/* A call between two servers' memory (what: its name): logged once,
- * CUDA_ERROR_NOT_SUPPORTED until copies go server to server. */
+/* shim/peer_copy.c: n bytes from src to dst, which are on two servers,
+ * daemon to daemon; complete when it returns (what: the API call, for
+ * messages). */
+CUresult lupc_copy_across(uint64_t dst, uint64_t src, size_t n, const char *what);
+/* A copy between servers that cannot go daemon to daemon (tls://): logged
+ * once, CUDA_ERROR_NOT_SUPPORTED. */
 CUresult lupc_cross_server(const char *what);
 
 /* ---- connection (client.c) */

@@ -79,6 +79,7 @@ struct lupc_conn {
         uint8_t token[LUP_TOKEN_SIZE];  /* proves the session is ours on resume */
         char name[LUP_MAX_NAME + 1];
         uint64_t arena_base, arena_size;
+        char endpoint[128];             /* the server it is connected to (lup_endpoint's text); under recv_lock */
         unsigned pos;                   /* its LUPINE_SERVER position */
         uint64_t avoid_slots;           /* arena slots of the other positions (LUP_HELLO_AVOID_SLOTS) */
         unsigned reconnect_s;           /* LUPINE_RECONNECT_TIMEOUT; 0: never reconnect */
@@ -108,6 +109,19 @@ extern unsigned lupc_n_servers; /* in use: 1, or one per LUPINE_SERVER position 
  * before (lupc_route_dev, lupc_route_ptr), else the one of the current
  * context's device, else the first. */
 struct lupc_conn *lupc_route(void);
+/* The context a call on c carries in its header: the current one, unless
+ * it is of another server's device and the call named memory or a handle
+ * of a context on c's server (lupc_route_ptr, lupc_route_handle): then
+ * that context, which exists there. */
+uint64_t lupc_route_ctx(const struct lupc_conn *c);
+/* The position whose arena holds p, or -1 (not in any: a module global,
+ * which the current context's server has). */
+int lupc_ptr_position(uint64_t p);
+/* The position of memory p: its arena's, else (a module global) the
+ * current context's server's, as a call naming p is routed. */
+int lupc_mem_position(uint64_t p);
+/* Remembers where c is connected now (init, resume). */
+void lupc_conn_set_endpoint(struct lupc_conn *c, const char *text);
 /* The position the thread's last call went to. */
 int lupc_route_position(void);
 /* TLS and the bearer token, read at init (hello.c) */

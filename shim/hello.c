@@ -413,6 +413,7 @@ static bool connect_server(struct lupc_conn *c, struct hello_reply *rep, char *w
         lupt_set_timeout(&f->link, (int)c->hb_ms); /* reads and writes notice silence (client.c) */
         atomic_store_explicit(&c->last_rx_ns, lup_now_ns(), memory_order_relaxed);
         c->link = f->link;
+        lupc_conn_set_endpoint(c, f->ep.text);
         snprintf(where, where_cap, "%s", f->ep.text);
         lup_debug("connected to %s as session %s", tried, c->name);
         return true;

@@ -280,6 +280,8 @@ static int try_resume(const struct lup_endpoint *ep, void *userdata)
                 lup_warn("lupined no longer holds %llu bytes of answers this client did not receive; the calls they answered fail",
                          (unsigned long long)(rep.tx_end - rx));
         rc = resume_on(c, &l, n, resent, rep.tx_end, ra);
+        if (rc >= 0)
+                lupc_conn_set_endpoint(c, ep->text);
         if (rc == -EBADMSG) {
                 session_lost(c, "lupined at %s broke the protocol while resuming (%s)", ep->text, ra->last_error);
                 return SESSION_LOST;

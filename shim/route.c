@@ -9,6 +9,7 @@
 #include "conn.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "log.h"
 #include "visible.h"
@@ -24,9 +25,11 @@ _Static_assert(LUPC_MAX_SERVERS == 8, "one CONN_INIT per server");
 
 unsigned lupc_n_servers = 1;
 
-/* A call that names its server (a device, a device pointer) says so just
- * before it is sent; lupc_route takes it. */
+/* A call that names its server (a device, a device pointer, a handle)
+ * says so just before it is sent; lupc_route takes it, and with it the
+ * context that owns the memory or handle named (0: none known). */
 static __thread int route_next = -1;
+static __thread uint64_t route_owner, routed_owner;
 
 void lupc_route_dev(int dev)
 {
@@ -38,12 +41,15 @@ void lupc_route_handle(uint64_t h)
 {
         struct lupc_ctx_info info;
         uint64_t ctx = 0;
-        if (lupc_n_servers > 1 && h && lupc_handle_kind(h, &ctx) && ctx && lupc_ctx_lookup(ctx, &info))
+        if (lupc_n_servers > 1 && h && lupc_handle_kind(h, &ctx) && ctx && lupc_ctx_lookup(ctx, &info)) {
                 route_next = lupc_dev_position(info.device);
+                route_owner = ctx;
+        }
 }
 
-/* The position whose arena holds p, or -1. */
-static int ptr_position(uint64_t p)
+/* Only the arenas tell: module globals lie outside them, where two
+ * servers' drivers may well have put theirs at one address. */
+int lupc_ptr_position(uint64_t p)
 {
         for (unsigned i = 0; i < lupc_n_servers; i++) {
                 const struct lupc_conn *c = &lupc_conns[i];
@@ -55,30 +61,56 @@ static int ptr_position(uint64_t p)
 
 void lupc_route_ptr(uint64_t p)
 {
-        int pos = lupc_n_servers > 1 ? ptr_position(p) : -1;
+        if (lupc_n_servers <= 1)
+                return;
+        int pos = lupc_ptr_position(p);
+        struct lupc_alloc_info a;
         if (pos >= 0)
                 route_next = pos;
+        if (pos >= 0 && lupc_shadow_find(p, &a))
+                route_owner = a.ctx;
+}
+
+static int ctx_position(uint64_t ctx)
+{
+        struct lupc_ctx_info info;
+        return ctx && lupc_ctx_lookup(ctx, &info) ? lupc_dev_position(info.device) : -1;
+}
+
+int lupc_mem_position(uint64_t p)
+{
+        int pos = lupc_ptr_position(p);
+        if (pos < 0)
+                pos = ctx_position(lupc_ctx_current());
+        return pos < 0 ? 0 : pos;
 }
 
 bool lupc_same_server(uint64_t a, uint64_t b)
 {
-        return lupc_n_servers <= 1 || ptr_position(a) == ptr_position(b);
+        return lupc_n_servers <= 1 || lupc_mem_position(a) == lupc_mem_position(b);
 }
 
-CUresult lupc_cross_server(const char *what)
+void lupc_conn_set_endpoint(struct lupc_conn *c, const char *text)
 {
-        static atomic_bool said;
-        if (!atomic_exchange(&said, true))
-                lup_warn("%s between the memory of two servers of LUPINE_SERVER: not supported yet (copies between "
-                         "servers go server to server, issue 17); CUDA_ERROR_NOT_SUPPORTED",
-                         what);
-        return CUDA_ERROR_NOT_SUPPORTED;
+        pthread_mutex_lock(&c->recv_lock);
+        snprintf(c->endpoint, sizeof(c->endpoint), "%s", text);
+        pthread_mutex_unlock(&c->recv_lock);
+}
+
+uint64_t lupc_route_ctx(const struct lupc_conn *c)
+{
+        uint64_t cur = lupc_ctx_current();
+        if (lupc_n_servers <= 1 || ctx_position(cur) == (int)c->pos)
+                return cur;
+        return routed_owner && ctx_position(routed_owner) == (int)c->pos ? routed_owner : cur;
 }
 
 struct lupc_conn *lupc_route(void)
 {
         int p = route_next;
         route_next = -1;
+        routed_owner = route_owner;
+        route_owner = 0;
         if (p < 0 && lupc_n_servers > 1) {
                 struct lupc_ctx_info info;
                 uint64_t ctx = lupc_ctx_current();

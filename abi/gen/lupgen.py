@@ -357,9 +357,11 @@ def gen_client_body(fn, pt_expr, validate=True):
     # several servers (shim/route.c): a call that names a device or a device
     # pointer goes to its server; any other, to the current context's
     ptrs = [p for p in fn.ins if p.dir == 'in' and p.type == 'devptr' and not p.pointer]
-    if len(ptrs) >= 2:  # two servers' memory: not yet (issue 17, item 2)
+    if len(ptrs) >= 2:  # two servers' memory: daemon to daemon (shim/peer_copy.c)
+        size = ptrs[0].range[0]
         b.append(f'\tif (!lupc_same_server((uint64_t){ptrs[0].name}, (uint64_t){ptrs[1].name}))\n'
-                 f'\t\treturn lupc_cross_server("{fn.name}");\n')
+                 f'\t\treturn lupc_copy_across((uint64_t){ptrs[0].name}, (uint64_t){ptrs[1].name}, '
+                 f'(size_t){size}, "{fn.name}");\n')
     route = next((p for p in fn.ins if p.dir == 'in' and p.type == 'device' and not p.pointer), None)
     if route:
         b.append(f'\tlupc_route_dev({route.name});\n')

@@ -72,6 +72,13 @@ enum lup_ctl_op {
                                   * changes to a mapped range; async (worker/mapped.c) */
         LUP_OP_MAPPED_PULL = 37,      /* u64 va, u64 from -> u64 next, then spans as above: the
                                   * GPU's changes from offset from on; sync */
+        LUP_OP_PEER_EXPECT = 38,      /* on the destination's server: u64 dst, u64 size -> ticket[16],
+                                       * u16 n, n bytes: the session's key; sync (worker/peer.c) */
+        LUP_OP_PEER_PUSH = 39,        /* on the source's server: u64 src, u64 size, u64 dst, ticket[16],
+                                       * u16 n, key, u16 m, endpoint -> u32 outcome (LUP_PEER_*),
+                                       * u32 the destination's CUresult, u16 n, message; sync */
+        LUP_OP_PEER_DATA = 40,        /* daemon -> daemon only, on a peer connection: u64 offset,
+                                       * bytes; see "Copies between servers" below */
         LUP_OP_CTL_MAX     = 255,
 };
 
@@ -162,6 +169,10 @@ static inline int lup_arena_slot_of(uint64_t base)
  *                          on other servers); a new session gets another
  *                          slot, or is refused "server full". A resumed
  *                          session keeps its slot whatever the mask.
+ *     LUP_HELLO_PEER:      ticket[16]: a daemon connecting for one copy
+ *                          into session `name` (its key on that server, as
+ *                          PEER_EXPECT answered it), token all zero, no
+ *                          other flag; see "Copies between servers".
  *
  * HELLO reply payload (status = CUresult; 0 = accepted):
  *   u32 magic, u32 proto_version, u32 driver_version, u32 backend (LUP_BACKEND_*),
@@ -182,8 +193,10 @@ enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
 #define LUP_HELLO_RESEND    0x2u /* the client counts the reply stream; resend what it missed */
 #define LUP_HELLO_AUTH        0x4u /* a bearer token follows (LUPINE_TOKEN) */
 #define LUP_HELLO_AVOID_SLOTS 0x8u /* a mask of arena slots this session must not get follows */
-#define LUP_HELLO_KNOWN       (LUP_HELLO_HEARTBEAT | LUP_HELLO_RESEND | LUP_HELLO_AUTH | LUP_HELLO_AVOID_SLOTS)
-#define LUP_MAX_AUTH          256u /* bearer token bytes */
+#define LUP_HELLO_PEER        0x10u /* a daemon's peer connection for one copy: ticket[16] follows */
+#define LUP_HELLO_KNOWN \
+        (LUP_HELLO_HEARTBEAT | LUP_HELLO_RESEND | LUP_HELLO_AUTH | LUP_HELLO_AVOID_SLOTS | LUP_HELLO_PEER)
+#define LUP_MAX_AUTH 256u /* bearer token bytes */
 
 /*
  * TLS (tls://HOST:PORT; docs/tls.md). Each connection has two TLS 1.3
@@ -201,7 +214,43 @@ enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
  * The ticket ties the second session to the first: only the client that
  * authenticated in the first can use the second.
  */
-#define LUP_TICKET_SIZE      16u
+#define LUP_TICKET_SIZE 16u
+
+/*
+ * Copies between servers (LUPINE_SERVER=A,B; docs/running.md, "Several
+ * servers"). A copy from device memory on server A to device memory on
+ * server B goes from A's daemon to B's, never through the client:
+ *   1. the client sends PEER_EXPECT to B's session (in that session's call
+ *      order, so everything it sent B before has run). B checks dst/size,
+ *      keeps a random ticket for them (one use, LUP_PEER_TICKET_S seconds)
+ *      and answers ticket and its session key;
+ *   2. the client sends PEER_PUSH to A's session: src, size, dst, ticket,
+ *      key, and B's endpoint as the client reaches it. A's worker finishes
+ *      the work its context has in flight, connects to B's lupined and
+ *      sends a HELLO with LUP_HELLO_PEER (name: the key, the ticket).
+ *      B's supervisor hands the connection to the worker of that key
+ *      (never to a new session); the worker checks the ticket, finishes
+ *      the work of its context in flight, and answers the HELLO (status 0,
+ *      no payload) or refuses it;
+ *   3. A sends the bytes as PEER_DATA frames (u64 offset, then at most
+ *      LUP_BULK_CHUNK bytes; offsets in order, covering size exactly); B
+ *      writes them to dst and, after the last, sends one reply frame (op
+ *      PEER_DATA, flags LUP_F_REPLY, status: the CUresult of its writes);
+ *   4. A answers PEER_PUSH: outcome LUP_PEER_DONE with B's CUresult, or
+ *      LUP_PEER_RETRY (B's session was not there, its ticket unknown: B
+ *      restarted, drained, or its client is resuming) with a message: the
+ *      client sends both steps again. A CUresult of A's own (reading src)
+ *      is PEER_PUSH's status.
+ * A peer connection carries no bearer token: the ticket, which only the
+ * session's own client was given, is what admits it. tls:// servers are
+ * not yet reached this way (docs/limits.md).
+ */
+#define LUP_PEER_TICKET_S 60u   /* a PEER_EXPECT ticket expires unused after this */
+#define LUP_PEER_IO_MS    30000 /* a peer connection that moves no byte for this long fails */
+enum lup_peer_outcome {
+        LUP_PEER_DONE = 0,
+        LUP_PEER_RETRY = 1
+};
 #define LUP_MIN_HEARTBEAT_MS 20u
 #define LUP_MAX_HEARTBEAT_MS 3600000u
 

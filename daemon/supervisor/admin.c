@@ -101,6 +101,8 @@ static void admin_session_stats(const struct lupd_session *se, struct lup_admin_
         out->calls = (int64_t)st->calls;
         out->bytes_in = (int64_t)st->bytes_in;
         out->bytes_out = (int64_t)st->bytes_out;
+        out->peer_bytes_in = (int64_t)st->peer_in;
+        out->peer_bytes_out = (int64_t)st->peer_out;
         out->memory = (int64_t)st->mem;
         /* a rate is as old as its report: none for 3 s means idle */
         bool fresh = st->have && sup_now_ms() - st->at_ms < 3000;

@@ -238,6 +238,56 @@ static void conn_hello(struct sup *s, int idx)
         conn_route(s, idx, entry, true, &fwd_hdr, fwd, hello.name);
 }
 
+/*
+ * A peer HELLO (LUP_HELLO_PEER): another lupined with one copy for the
+ * session whose key it names (lupine/wire.h, "Copies between servers").
+ * It needs no bearer token: the worker admits it by the ticket it gave
+ * its own client. It never starts a session, and it is refused at once
+ * (the copy is tried again) while this daemon drains or restores.
+ */
+static void conn_peer(struct sup *s, int idx, const struct lup_hello *hello)
+{
+        struct conn *c = &s->conns[idx];
+        int entry = lupd_registry_find_name(&s->reg, hello->name);
+
+        if (c->tls) {
+                sup_conn_close(s, idx, CUDA_ERROR_NOT_SUPPORTED, "peer copies over TLS are not supported yet");
+                return;
+        }
+        if (s->stopping || !s->serving) {
+                sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE,
+                               "peer copy for session %s: this lupined is %s; try again", hello->name,
+                               s->stopping ? "draining" : "restoring its sessions");
+                return;
+        }
+        if (entry < 0 || !s->reg.s[entry].ready) {
+                sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "peer copy: session %s is not served here",
+                               hello->name);
+                return;
+        }
+        int r = sup_session_peer(s, entry, c->fd, &c->hdr, c->payload, c->peer);
+        if (r < 0) {
+                sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "peer copy for session %s: %s", hello->name,
+                               r == -EBUSY ? "its worker is busy" : strerror(-r));
+                return;
+        }
+        sup_conn_drop(s, idx); /* the worker holds the connection now */
+}
+
+/* Whether the complete HELLO of connection idx is a peer's; then it is
+ * dealt with (conn_peer). */
+static bool conn_took_peer(struct sup *s, int idx)
+{
+        struct conn *c = &s->conns[idx];
+        struct lup_hello hello;
+        const char *why;
+
+        if (lup_hello_decode(c->payload, c->hdr.len, &hello, &why) < 0 || !(hello.flags & LUP_HELLO_PEER))
+                return false; /* a malformed HELLO is refused by conn_hello, with its reason */
+        conn_peer(s, idx, &hello);
+        return true;
+}
+
 /* The header is complete: judge it. Returns 0 to read the payload, or
  * -EBADMSG after closing the connection. */
 static int conn_check_header(struct sup *s, int idx)
@@ -299,6 +349,8 @@ static int conn_take(struct sup *s, int idx)
                 sup_admin_run(s, idx);
         else if (c->hdr.op == LUP_OP_NVML)
                 sup_nvml_run(s, idx);
+        else if (conn_took_peer(s, idx))
+                ;
         else if (s->stopping)
                 c->parked = true; /* a drain answers ADMIN (lupinectl drain's progress) and nothing else:
                                    * the HELLO waits, and its connection closes when the daemon exits */

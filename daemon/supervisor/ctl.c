@@ -244,7 +244,12 @@ static int on_stats(struct sup *s, int idx, size_t len)
         lup_rd_u64(&r, &n.ckpt_unix_ms);
         lup_rd_u64(&r, &n.done);
         lup_rd_u64(&r, &n.total);
-        if (len != LUPD_CTL_STATS_LEN || lup_rd_finish(&r) < 0 || n.phase > LUPD_WORK_RESTORE || n.done > n.total ||
+        if (len == LUPD_CTL_STATS_LEN) {
+                lup_rd_u64(&r, &n.peer_in);
+                lup_rd_u64(&r, &n.peer_out);
+        }
+        if ((len != LUPD_CTL_STATS_LEN && len != LUPD_CTL_STATS_LEN_V1) || lup_rd_finish(&r) < 0 ||
+            n.phase > LUPD_WORK_RESTORE || n.done > n.total ||
             (n.backend != LUP_BACKEND_CUDA && n.backend != LUP_BACKEND_SIM) || zero != 0) {
                 worker_violation(s, idx, "a malformed STATS report");
                 return -EPROTO;

@@ -125,3 +125,22 @@ int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_h
         lup_info("session %s: resume request from %s handed to worker %d", se->name, peer, (int)se->pid);
         return 0;
 }
+
+int sup_session_peer(struct sup *s, int idx, int peer_fd, const struct lup_hdr *hdr, const uint8_t *payload,
+                     const char *peer)
+{
+        struct lupd_session *se = &s->reg.s[idx];
+        uint8_t msg[SUP_CTL_HELLO_MSG_MAX];
+        size_t len;
+
+        if (se->ctl_fd < 0 || se->ctl_eof)
+                return -EPIPE;
+        int r = sup_ctl_hello_msg(msg, LUPD_CTL_PEER, 0, hdr, payload, NULL, &len);
+        if (r < 0)
+                return r;
+        r = send_with_fd(se->ctl_fd, msg, len, peer_fd);
+        if (r < 0)
+                return r == -EAGAIN ? -EBUSY : r;
+        lup_debug("session %s: a peer copy from %s handed to worker %d", se->name, peer, (int)se->pid);
+        return 0;
+}

@@ -262,6 +262,8 @@ static void per_session(struct out *o, struct sup *s, const char *name, const ch
                              : which == 1 ? st->bytes_in
                              : which == 2 ? st->bytes_out
                              : which == 3 ? st->mem
+                             : which == 5 ? st->peer_in
+                             : which == 6 ? st->peer_out
                                           : st->epoch;
                 put(o, "%s{session=\"%s\",tenant=\"%s\"} %llu\n", name, label(se->name + tl, lname, sizeof(lname)),
                     label(tenant, ltenant, sizeof(ltenant)), (unsigned long long)v);
@@ -450,6 +452,10 @@ void sup_metrics_update(struct sup *s, uint64_t now, bool force)
                 per_session(&o, s, "lupine_session_sent_bytes_total", "counter", "bytes to the client", 2);
                 per_session(&o, s, "lupine_session_memory_bytes", "gauge", "device memory the session holds", 3);
                 per_session(&o, s, "lupine_session_checkpoint_epoch", "gauge", "its last committed checkpoint", 4);
+                per_session(&o, s, "lupine_session_peer_received_bytes_total", "counter",
+                            "bytes copies from another server brought into the session, daemon to daemon", 5);
+                per_session(&o, s, "lupine_session_peer_sent_bytes_total", "counter",
+                            "bytes the session's copies to another server sent, daemon to daemon", 6);
                 gpu_metrics(&o, s);
                 health_metrics(&o, s);
                 work_metrics(&o, s);

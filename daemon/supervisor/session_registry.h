@@ -73,7 +73,8 @@ struct lupd_session_stats {
         uint32_t phase;   /* LUPD_WORK_* */
         uint32_t backend; /* LUP_BACKEND_*: the driver the worker runs on */
         uint64_t calls, bytes_in, bytes_out, mem, epoch, ckpt_unix_ms, done, total;
-        uint64_t at_ms; /* CLOCK_MONOTONIC ms it arrived */
+        uint64_t peer_in, peer_out; /* copies between servers (0 from a worker of before) */
+        uint64_t at_ms;             /* CLOCK_MONOTONIC ms it arrived */
         double calls_per_s, bytes_per_s;
 };
 

@@ -42,6 +42,8 @@ static const struct lupw_ctl_op *const ctl_ops[] = {
         [LUP_OP_GRAPH_KERNEL_GET] = &lupw_ctl_graph_kernel_get,
         [LUP_OP_MAPPED_PUSH]    = &lupw_ctl_mapped_push,
         [LUP_OP_MAPPED_PULL]    = &lupw_ctl_mapped_pull,
+        [LUP_OP_PEER_EXPECT]    = &lupw_ctl_peer_expect,
+        [LUP_OP_PEER_PUSH]      = &lupw_ctl_peer_push,
 };
 /* clang-format on */
 

@@ -429,6 +429,9 @@ static void handle_ctl(struct lupw_session *s)
         case LUPD_CTL_ATTACH:
                 attach(s, msg, (size_t)n, nfds ? fds[0] : -1);
                 return;
+        case LUPD_CTL_PEER:
+                lupw_peer_serve(s, msg, (size_t)n, nfds ? fds[0] : -1);
+                return;
         case LUPD_CTL_MIGRATE_TO:
                 if (n > 4 && (size_t)(n - 4) <= LUP_GOODBYE_TO_MAX && !memchr(msg + 4, 0, (size_t)n - 4)) {
                         memcpy(s->ckpt.migrate_to, msg + 4, (size_t)n - 4);

@@ -18,6 +18,7 @@
 #include "tls.h"
 #include "lupine/wire.h"
 #include "op_stats.h"
+#include "peer_codec.h"
 #include "rangemap.h"
 #include "u64map.h"
 #include "worker/lease.h"
@@ -302,7 +303,7 @@ struct lupw_stats {
         _Atomic uint64_t bytes_out; /* sent to the client (lupw_send, any thread) */
         uint64_t bytes_in;          /* received from it */
         uint64_t sent_ns;           /* when the last report went */
-        uint64_t sent_calls, sent_in, sent_out, sent_epoch;
+        uint64_t sent_calls, sent_in, sent_out, sent_epoch, sent_peer;
         uint64_t ckpt_unix_ms; /* wall clock of the last committed checkpoint */
         /* a checkpoint's or restore's progress */
         int phase; /* LUPD_WORK_* */
@@ -351,6 +352,20 @@ struct lupw_ckpt_state {
         } direct;
 };
 
+/* Copies between servers (worker/peer.c): the tickets this session gave
+ * its client for copies into its memory (PEER_EXPECT), and the bytes moved
+ * daemon to daemon. */
+#define LUPW_PEER_TICKETS 8
+struct lupw_peer_expect {
+        uint8_t ticket[LUP_TICKET_SIZE];
+        uint64_t dst, size, ctx;
+        uint64_t deadline_ns; /* 0: a free entry */
+};
+struct lupw_peer {
+        struct lupw_peer_expect exp[LUPW_PEER_TICKETS];
+        uint64_t bytes_in, bytes_out;
+};
+
 /* One session: who it is and where its client is, the call stream's
  * state, and one part per concern. */
 struct lupw_session {
@@ -387,6 +402,7 @@ struct lupw_session {
         struct lupw_loop loop;
         struct lupw_ckpt_state ckpt;
         struct lupw_lease lease; /* worker/lease.c */
+        struct lupw_peer peer;   /* copies between servers (worker/peer.c) */
 };
 
 /*
@@ -411,6 +427,8 @@ union lupw_ctl_args {
         struct lup_launch launch;
         uint64_t func; /* FUNC_INFO */
         struct lup_blob blob;
+        struct lup_peer_expect peer_expect;
+        struct lup_peer_push peer_push;
         const uint8_t *payload; /* generated ops: their handler decodes it */
 };
 /* the largest reply payload of any op: FUNC_INFO's */
@@ -453,6 +471,11 @@ struct lupw_handle_ent *lupw_handle_ent(struct lupw_session *s, int kind, uint64
  * context) and the function to call in the bound context. */
 CUresult lupw_function(struct lupw_session *s, uint64_t id, struct lupw_handle_ent **ret_e, CUfunction *ret_fn);
 extern const struct lupw_ctl_op lupw_ctl_blob;
+/* worker/peer.c: copies between servers */
+extern const struct lupw_ctl_op lupw_ctl_peer_expect, lupw_ctl_peer_push;
+/* A peer connection from the supervisor (LUPD_CTL_PEER, its fd): the
+ * copy's bytes are taken into this session's memory, and fd is closed. */
+void lupw_peer_serve(struct lupw_session *s, const uint8_t *msg, size_t n, int fd);
 void lupw_prov_free(struct lupw_prov *p);
 /* worker/link.c: frees every link state and unread JIT answer (the driver's
  * states end with the process: it may be closed already) */

@@ -101,6 +101,8 @@ static void report(struct lupw_session *s, uint64_t now, uint64_t done, uint64_t
         lup_put64(b + 56, st->ckpt_unix_ms);
         lup_put64(b + 64, done);
         lup_put64(b + 72, total);
+        lup_put64(b + 80, s->peer.bytes_in);
+        lup_put64(b + 88, s->peer.bytes_out);
         /* never block the session on its supervisor: a full socket drops this one */
         if (send(s->ctl_fd, b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
                 return;
@@ -110,6 +112,7 @@ static void report(struct lupw_session *s, uint64_t now, uint64_t done, uint64_t
         st->sent_in = st->bytes_in;
         st->sent_out = out;
         st->sent_epoch = s->ckpt.epoch;
+        st->sent_peer = s->peer.bytes_in + s->peer.bytes_out;
 }
 
 uint64_t lupw_stats_tick(struct lupw_session *s)
@@ -123,7 +126,7 @@ uint64_t lupw_stats_tick(struct lupw_session *s)
          * held changes only through calls, which last_seq counts. */
         if (st->sent_calls == s->last_seq && st->sent_in == st->bytes_in &&
             st->sent_out == atomic_load_explicit(&st->bytes_out, memory_order_relaxed) &&
-            st->sent_epoch == s->ckpt.epoch)
+            st->sent_epoch == s->ckpt.epoch && st->sent_peer == s->peer.bytes_in + s->peer.bytes_out)
                 return 0;
         if (now - st->sent_ns < REPORT_EVERY_NS)
                 return REPORT_EVERY_NS - (now - st->sent_ns);

@@ -19,13 +19,22 @@ alone (the local driver: one device), then through lupine. Cases:
   4. nvml: libnvidia-ml.so.1 lists the same two devices, names and UUIDs
      as libcuda.so.1 has them (both sim devices have one UUID: the later
      one is made distinct the same way in both);
-  5. failover: 'A|B' is one server with an alternative: one device.
+  5. failover: 'A|B' is one server with an alternative: one device;
+  6. copies between the servers (cuMemcpyDtoD, cuMemcpyPeerAsync from a
+     running kernel's output, cuMemcpy, cuMemcpyPeer): every byte checked
+     and the checksum equal to the local driver's (one device there); the
+     8 MiB copy's bytes go A to B daemon to daemon: the sessions' peer
+     counters grow by exactly its size while what the client sent B and
+     received from A grows by less than 1 MiB;
+  7. peer HELLOs: a wrong ticket, an unknown session and a peer HELLO with
+     other flags are refused, and the session goes on.
 
 Exit 0 on pass, 1 on failure (naming the case).
 """
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import time
@@ -60,14 +69,17 @@ class Daemon(F.Host):
             raise RuntimeError(f'{self.label} did not start')
         return self
 
-    def slot(self, ctl, name):
+    def session(self, ctl, name):
         r = subprocess.run([ctl, '--socket', self.sock, '--json', 'status'], capture_output=True, text=True,
                            timeout=30)
         try:
             js = json.loads(r.stdout)
         except ValueError:
-            return None
-        return next((s.get('slot') for s in js.get('sessions', []) if s.get('name') == name), None)
+            return {}
+        return next((s for s in js.get('sessions', []) if s.get('name') == name), {})
+
+    def slot(self, ctl, name):
+        return self.session(ctl, name).get('slot')
 
 
 def run(progs, kernels, env, rounds, ms=0, timeout=120):
@@ -90,12 +102,13 @@ def list_case(exe, ctl, progs, shim, kernels, tmp):
         r = run(progs, kernels, dict(env, LD_PRELOAD=sim), 3)
         check('list: the program on the local (simulated) driver', r.returncode == 0 and 'devices 1' in r.stdout,
               (r.stdout + r.stderr)[-1500:])
+        local_copies = COPIES.search(r.stdout)
     a = Daemon(exe, tmp, 'listA')
     b = Daemon(exe, tmp, 'listB')
     try:
         servers = f'127.0.0.1:{a.port},127.0.0.1:{b.port}'
         c = subprocess.Popen([os.path.join(progs, 'e2e_devlist'), kernels, '30', '100'],
-                             env=client_env(shim, servers, 'dl-job'), stdout=subprocess.PIPE,
+                             env=client_env(shim, servers, 'dl-job', E2E_DEVLIST_HOLD_MS='3000'), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         lines = []
         deadline = time.monotonic() + 60
@@ -119,13 +132,14 @@ def list_case(exe, ctl, progs, shim, kernels, tmp):
         check('restart: B checkpointed its session', re.search(r'session dl-job\.p1.*checkpoint', b.log()) is not None,
               b.log()[-2000:])
         b.start()
-        out, err = c.communicate(timeout=240)
+        out, counters = hold_counters(c, ctl, a, b)
+        rest, err = c.communicate(timeout=240)
+        out += rest
         check('restart: the program ends exact on both servers after B restarted',
               c.returncode == 0 and 'counters exact' in out, (text + out + err)[-2500:])
         check('restart: B restored the session', 'session dl-job.p1: restored' in b.log(), b.log()[-2000:])
-        check('copies between the servers\' memory are refused, not run through the client (not yet: item 2)',
-              'copies between servers: CUDA_ERROR_NOT_SUPPORTED' in out and 'not supported yet' in err,
-              (out + err)[-1500:])
+        copies_case(out, err, counters, local_copies, a, b)
+        peer_hello_case(a, progs, shim, kernels)
         r = run(progs, kernels, client_env(shim, servers, 'dl-vis', CUDA_VISIBLE_DEVICES='1'), 2)
         check('visible: CUDA_VISIBLE_DEVICES=1 shows B\'s device only', r.returncode == 0 and 'devices 1' in r.stdout
               and re.search(rf'device 0: .* on 127\.0\.0\.1:{b.port}', r.stdout) is not None,
@@ -143,6 +157,84 @@ def list_case(exe, ctl, progs, shim, kernels, tmp):
     finally:
         a.stop()
         b.stop()
+
+
+COPIES = re.compile(r'copies between the first and the last device: (\d+) bytes checked, checksum ([0-9a-f]+)')
+BIG = (8 << 20) + 12345  # e2e_devlist's DtoD from A to B
+
+
+def hold_counters(c, ctl, a, b):
+    """Reads the program's output up to its holds around the 8 MiB copy,
+    taking A's and B's counters of the sessions at each."""
+    out, counters = '', {}
+    deadline = time.monotonic() + 240
+    while len(counters) < 2 and time.monotonic() < deadline:
+        line = read_line(c.stdout, deadline - time.monotonic())
+        if not line:
+            break
+        out += line
+        if line.startswith('hold '):
+            time.sleep(1.6)  # the workers report at most once a second
+            counters[line.split()[1]] = (a.session(ctl, 'dl-job'), b.session(ctl, 'dl-job.p1'))
+    return out, counters
+
+
+def copies_case(out, err, counters, local_copies, a, b):
+    m = COPIES.search(out)
+    check('copies: every byte of the copies between the servers checked', m is not None and 'FAILED' not in out,
+          (out + err)[-1500:])
+    if local_copies:
+        check('copies: the same bytes as on the local driver (checksum)',
+              m is not None and m.groups() == local_copies.groups(), f'{m and m.groups()} {local_copies.groups()}')
+    before, after = counters.get('before-copy'), counters.get('after-copy')
+    if not before or not after or not before[0] or not before[1]:
+        check('copies: the daemons\' counters around the 8 MiB copy', False, str(counters))
+        return
+    d = {k: (after[0].get(k, 0) - before[0].get(k, 0), after[1].get(k, 0) - before[1].get(k, 0))
+         for k in ('peer_bytes_out', 'peer_bytes_in', 'bytes_in', 'bytes_out')}
+    check('copies: A sent the 8 MiB daemon to daemon, B took them in (peer counters)',
+          d['peer_bytes_out'][0] == BIG and d['peer_bytes_in'][1] == BIG, str(d))
+    check('copies: the bytes did not pass through the client (< 1 MiB more from A to it, from it to B)',
+          d['bytes_out'][0] < (1 << 20) and d['bytes_in'][1] < (1 << 20), str(d))
+    check('copies: each daemon logged its side of the copy',
+          re.search(rf'session dl-job: peer copy of {BIG} bytes to 127\.0\.0\.1:{b.port}', a.log()) is not None and
+          f'session dl-job.p1: peer copy of {BIG} bytes received' in b.log(), a.log()[-1500:] + b.log()[-1500:])
+
+
+def peer_hello(port, name, ticket, flags=0x10):
+    nb = name.encode()
+    p = struct.pack('<IIII', W.MAGIC, W.VERSION, 13000, flags) + struct.pack('<H', len(nb)) + nb + bytes(16)
+    p += struct.pack('<Q', 0) + (struct.pack('<I', 1000) if flags & 1 else b'') + ticket
+    s = W.connect(('127.0.0.1', port))
+    try:
+        s.sendall(W.frame(W.OP_HELLO, p, flags=W.F_SYNC))
+        h, payload = W.read_frame(s)
+        return h['status'], payload[2:].decode(errors='replace')
+    except (OSError, ConnectionError) as e:
+        return -1, str(e)
+    finally:
+        s.close()
+
+
+def peer_hello_case(a, progs, shim, kernels):
+    """A session that lives on A while peers knock with what they should not have."""
+    env = client_env(shim, f'127.0.0.1:{a.port}', 'dl-peer')
+    c = subprocess.Popen([os.path.join(progs, 'e2e_devlist'), kernels, '20', '200'], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        read_line(c.stdout, 60)
+        st, msg = peer_hello(a.port, 'dl-peer', os.urandom(16))
+        check('peer: a wrong ticket is refused', st != 0 and 'unknown or expired peer-copy ticket' in msg, f'{st} {msg}')
+        st, msg = peer_hello(a.port, 'no-such-session', os.urandom(16))
+        check('peer: a peer HELLO for a session not here is refused', st != 0 and 'is not served here' in msg,
+              f'{st} {msg}')
+        st, msg = peer_hello(a.port, 'dl-peer', os.urandom(16), flags=0x11)
+        check('peer: a peer HELLO with other flags is refused', st != 0 and 'no other flag' in msg, f'{st} {msg}')
+        out, err = c.communicate(timeout=120)
+        check('peer: the session went on, its counters exact', c.returncode == 0 and 'counters exact' in out,
+              (out + err)[-1500:])
+    finally:
+        if c.poll() is None:
+            c.kill()
 
 
 def main():

@@ -6,7 +6,8 @@
  * a kernel counting on the device, a fill kernel on the device's stream,
  * everything read back and checked; at the end each device's counter
  * must equal the rounds ("counters exact"). The devices' allocations must
- * lie in distinct arena slots (1 TiB apart at least).
+ * lie in distinct arena slots (1 TiB apart at least). Then copies between
+ * the first device and the last, every byte checked (copies()).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,104 @@
 #include "check.h"
 
 #define MAXDEV 8
+
+static unsigned long long checksum(const unsigned char *p, size_t n)
+{
+        unsigned long long h = 1469598103934665603ull; /* FNV-1a */
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ p[i]) * 1099511628211ull;
+        return h;
+}
+
+/* With E2E_DEVLIST_HOLD_MS, says `what` and waits, so that a test can read
+ * the daemons' counters at that point. */
+static void hold(const char *what)
+{
+        const char *e = getenv("E2E_DEVLIST_HOLD_MS");
+        int ms = e ? atoi(e) : 0;
+        if (ms <= 0)
+                return;
+        printf("hold %s\n", what);
+        fflush(stdout);
+        struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+}
+
+/*
+ * Copies between the first device and the last: between two servers'
+ * memory when the list has several (daemon to daemon, issue 17 item 2),
+ * on one device otherwise (the local driver's run, to compare with).
+ * Prints one line whose checksum the two runs share.
+ */
+static void copies(CUcontext *ctx, CUfunction *fill, CUstream *st, int n)
+{
+        const size_t big = (8u << 20) + 12345, m = 1u << 16;
+        unsigned char *host = malloc(big), *got = malloc(big);
+        CUdeviceptr a, b, c, fb;
+        unsigned long long sum = 0;
+        EXPECT(host && got);
+        for (size_t i = 0; i < big; i++)
+                host[i] = (unsigned char)(i * 131 + (i >> 13));
+        CK(cuCtxSetCurrent(ctx[0]));
+        CK(cuMemAlloc(&a, big));
+        CK(cuMemAlloc(&c, m * 4));
+        CK(cuMemcpyHtoD(a, host, big));
+        CK(cuCtxSetCurrent(ctx[n - 1]));
+        CK(cuMemAlloc(&b, big));
+        CK(cuMemAlloc(&fb, m * 4));
+        CK(cuMemsetD8(b, 0, big));
+        CK(cuCtxSynchronize());
+        /* the first device's context is current and the destination is the
+         * last device's memory */
+        CK(cuCtxSetCurrent(ctx[0]));
+        hold("before-copy");
+        CK(cuMemcpyDtoD(b, a, big));
+        hold("after-copy");
+        CK(cuCtxSetCurrent(ctx[n - 1]));
+        CK(cuMemcpyDtoH(got, b, big));
+        EXPECT(memcmp(got, host, big) == 0);
+        sum ^= checksum(got, big);
+        /* the other way, from a kernel's output still running on its stream */
+        unsigned v = 0xC0FFEEu;
+        int mm = (int)m;
+        void *pf[] = { &fb, &v, &mm };
+        CK(cuLaunchKernel(fill[n - 1], (unsigned)(m / 256), 1, 1, 256, 1, 1, 0, st[n - 1], pf, NULL));
+        CK(cuMemcpyPeerAsync(c, ctx[0], fb, ctx[n - 1], m * 4, st[n - 1]));
+        CK(cuStreamSynchronize(st[n - 1]));
+        CK(cuCtxSetCurrent(ctx[0]));
+        CK(cuMemcpyDtoH(got, c, m * 4));
+        for (size_t i = 0; i < m; i++)
+                EXPECT(((unsigned *)got)[i] == v);
+        sum ^= checksum(got, m * 4);
+        /* cuMemcpy, unified addressing: part of b back into a, at an odd offset */
+        CK(cuMemcpy(a + 3, b + 1000001, 777777));
+        CK(cuMemcpyDtoH(got, a, 1 << 20));
+        EXPECT(memcmp(got + 3, host + 1000001, 777777) == 0 && memcmp(got, host, 3) == 0);
+        sum ^= checksum(got, 1 << 20);
+        /* cuMemcpyPeer, synchronous */
+        CK(cuMemcpyPeer(b + 5, ctx[n - 1], a, ctx[0], 4096));
+        CK(cuCtxSetCurrent(ctx[n - 1]));
+        CK(cuMemcpyDtoH(got, b, 8192));
+        for (size_t i = 0; i < 8192; i++) { /* b was host; a's first 4096 bytes went to b + 5 */
+                size_t j = i - 5;
+                unsigned char want = i < 5 || i >= 4101 ? host[i] : j < 3 ? host[j] : host[1000001 + j - 3];
+                if (got[i] != want) {
+                        EXPECT(got[i] == want);
+                        break;
+                }
+        }
+        sum ^= checksum(got, 8192);
+        CK(cuMemFree(b));
+        CK(cuMemFree(fb));
+        CK(cuCtxSetCurrent(ctx[0]));
+        CK(cuMemFree(a));
+        CK(cuMemFree(c));
+        printf("copies between the first and the last device: %zu bytes checked, checksum %016llx\n",
+               big + m * 4 + 777777 + 4096, sum);
+        fflush(stdout);
+        free(host);
+        free(got);
+}
 
 int main(int argc, char **argv)
 {
@@ -98,20 +197,7 @@ int main(int argc, char **argv)
                         nanosleep(&ts, NULL);
                 }
         }
-        if (n >= 2) { /* copies between two servers' memory: not yet (issue 17, item 2) */
-                CUdeviceptr a, b;
-                CK(cuCtxSetCurrent(ctx[0]));
-                CK(cuMemAlloc(&a, 4096));
-                CK(cuCtxSetCurrent(ctx[n - 1]));
-                CK(cuMemAlloc(&b, 4096));
-                EXPECT_ERR(cuMemcpyDtoD(b, a, 4096), CUDA_ERROR_NOT_SUPPORTED);
-                EXPECT_ERR(cuMemcpyPeer(b, ctx[n - 1], a, ctx[0], 4096), CUDA_ERROR_NOT_SUPPORTED);
-                EXPECT_ERR(cuMemcpy(b, a, 4096), CUDA_ERROR_NOT_SUPPORTED);
-                CK(cuMemFree(b));
-                CK(cuCtxSetCurrent(ctx[0]));
-                CK(cuMemFree(a));
-                printf("copies between servers: CUDA_ERROR_NOT_SUPPORTED\n");
-        }
+        copies(ctx, fill, st, n);
         /* a handle goes to its own server whatever the current context:
          * device n-1's stream while device 0's context is current */
         CK(cuCtxSetCurrent(ctx[0]));

@@ -1,0 +1,393 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Copies between servers (lupine/wire.h, "Copies between servers"): a
+ * client with several servers copies device memory of one to another, and
+ * the bytes go daemon to daemon.
+ *
+ *   PEER_EXPECT (this session is the destination): a ticket for one copy
+ *     into dst..dst+size, kept LUP_PEER_TICKET_S seconds; at most
+ *     LUPW_PEER_TICKETS at a time (the oldest gives way);
+ *   PEER_PUSH (this session is the source): this worker connects to the
+ *     destination's lupined and sends the bytes, then answers its client;
+ *   LUPD_CTL_PEER (from the supervisor): a peer connection for this
+ *     session; the worker takes the bytes into its memory (lupw_peer_serve).
+ *
+ * Both ends run the copy on the loop's thread, between two calls: it is
+ * one call of the source's client, which waits for its answer, and the
+ * shim has at most one copy between servers in flight (shim/peer_copy.c),
+ * so two workers never wait for each other. Each side first finishes the
+ * work its context has in flight (cuCtxSynchronize), which orders the copy
+ * after everything the client asked of either server before it. Every
+ * read and write on a peer connection is bounded by LUP_PEER_IO_MS.
+ *
+ * Tickets are not checkpointed: after a restart the destination knows
+ * none, the source answers LUP_PEER_RETRY, and the client asks again.
+ */
+#define LUP_LOG_CAT LUP_LOGC_NET
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "clock.h"
+#include "ctl.h"
+#include "frame.h"
+#include "log.h"
+#include "net.h"
+#include "worker/session.h"
+
+static void set_io_timeout(int fd)
+{
+        struct timeval tv = { .tv_sec = LUP_PEER_IO_MS / 1000, .tv_usec = (LUP_PEER_IO_MS % 1000) * 1000 };
+        (void)lup_set_blocking(fd);
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+static bool ticket_equal(const uint8_t *a, const uint8_t *b)
+{
+        uint8_t d = 0;
+        for (unsigned i = 0; i < LUP_TICKET_SIZE; i++)
+                d |= a[i] ^ b[i]; /* constant time */
+        return d == 0;
+}
+
+/* ---- PEER_EXPECT */
+
+static int expect_check(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p, union lupw_ctl_args *ret,
+                        CUresult *ret_early)
+{
+        const char *why;
+        (void)ret_early;
+        if (lup_peer_expect_decode(p, h->len, &ret->peer_expect, &why) < 0) {
+                lupw_set_why(s, why);
+                return -EBADMSG;
+        }
+        return lupw_check_devptr(s, ret->peer_expect.dst) < 0 ? -EBADMSG : 0;
+}
+
+static int expect_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,
+                      CUresult *status)
+{
+        const struct lup_peer_expect *e = &a->peer_expect;
+        if (*status == CUDA_SUCCESS)
+                *status = lupw_check_range(s, e->dst, e->size, 1);
+        if (*status != CUDA_SUCCESS)
+                return 0;
+        uint64_t now = lup_now_ns();
+        struct lupw_peer_expect *slot = &s->peer.exp[0];
+        for (unsigned i = 0; i < LUPW_PEER_TICKETS; i++) { /* a free or expired entry, else the oldest */
+                struct lupw_peer_expect *x = &s->peer.exp[i];
+                if (x->deadline_ns <= now) {
+                        slot = x;
+                        break;
+                }
+                if (x->deadline_ns < slot->deadline_ns)
+                        slot = x;
+        }
+        struct lup_peer_ticket t = { 0 };
+        if (getrandom(t.ticket, LUP_TICKET_SIZE, 0) != (ssize_t)LUP_TICKET_SIZE) {
+                *status = CUDA_ERROR_OPERATING_SYSTEM;
+                return 0;
+        }
+        snprintf(t.key, sizeof(t.key), "%s", s->name);
+        *slot = (struct lupw_peer_expect){ .dst = e->dst, .size = e->size, .ctx = h->ctx,
+                                           .deadline_ns = now + (uint64_t)LUP_PEER_TICKET_S * 1000000000ull };
+        memcpy(slot->ticket, t.ticket, LUP_TICKET_SIZE);
+        size_t n = lup_peer_ticket_encode(out->p + out->len, out->cap - out->len, &t);
+        explicit_bzero(&t, sizeof(t));
+        if (!n)
+                out->err = -ENOBUFS;
+        out->len += n;
+        return 0;
+}
+
+const struct lupw_ctl_op lupw_ctl_peer_expect = {
+        .name = "PEER_EXPECT",
+        .sync = LUPW_SYNC_ONLY,
+        .why_flag = "PEER_EXPECT sent without a reply lane",
+        .need_ctx = true,
+        .reply_cap = LUP_PEER_EXPECT_REPLY_MAX,
+        .check = expect_check,
+        .run = expect_run,
+};
+
+/* ---- PEER_PUSH: the source's side */
+
+static int send_frame(int fd, const struct lup_hdr *h, const void *a, size_t alen, const void *b, size_t blen)
+{
+        uint8_t hb[LUP_HDR_SIZE];
+        lup_hdr_encode(hb, h);
+        struct iovec iov[3] = { { hb, sizeof(hb) }, { (void *)a, alen }, { (void *)b, blen } };
+        return lup_writev_full(fd, iov, blen ? 3 : alen ? 2 : 1);
+}
+
+/* Reads one frame header and up to cap payload bytes (the rest must be
+ * none). 0, or -errno; -EBADMSG with *why. */
+static int read_frame(int fd, struct lup_hdr *h, uint8_t *p, size_t cap, const char **why)
+{
+        uint8_t hb[LUP_HDR_SIZE];
+        int r = lup_read_full(fd, hb, sizeof(hb));
+        if (r < 0)
+                return r;
+        if (lup_hdr_decode(hb, h, why) < 0)
+                return -EBADMSG;
+        if (h->len > cap) {
+                *why = "frame too long";
+                return -EBADMSG;
+        }
+        return h->len ? lup_read_full(fd, p, h->len) : 0;
+}
+
+/* The outcome "try again" with a message. */
+static void retry(struct lup_peer_result *res, const char *fmt, const char *what, const char *detail)
+{
+        res->outcome = LUP_PEER_RETRY;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+        snprintf(res->msg, sizeof(res->msg), fmt, what, detail);
+#pragma GCC diagnostic pop
+}
+
+/* Connects to the destination and has its HELLO answered. The fd, or -1
+ * with res saying why to try again. */
+static int push_connect(struct lupw_session *s, const struct lup_peer_push *pp, struct lup_peer_result *res)
+{
+        struct lup_endpoint ep;
+        int fd = lup_endpoint_parse(pp->endpoint, &ep) < 0 ? -EINVAL : lup_connect(&ep);
+        if (fd < 0) {
+                retry(res, "cannot connect to %s: %s", pp->endpoint, strerror(-fd));
+                return -1;
+        }
+        set_io_timeout(fd);
+        struct lup_hello hello = { .proto_version = LUP_PROTO_VERSION, .flags = LUP_HELLO_PEER };
+        snprintf(hello.name, sizeof(hello.name), "%s", pp->t.key);
+        memcpy(hello.peer_ticket, pp->t.ticket, LUP_TICKET_SIZE);
+        uint8_t buf[512];
+        size_t len;
+        struct lup_hdr h = { .op = LUP_OP_HELLO, .flags = LUP_F_SYNC, .seq = s->last_seq };
+        const char *why = "malformed answer";
+        int r = lup_hello_encode(buf, sizeof(buf), &hello, &len);
+        explicit_bzero(&hello, sizeof(hello));
+        if (r == 0) {
+                h.len = (uint32_t)len;
+                r = send_frame(fd, &h, buf, len, NULL, 0);
+        }
+        explicit_bzero(buf, sizeof(buf));
+        if (r == 0)
+                r = read_frame(fd, &h, buf, sizeof(buf) - 1, &why);
+        if (r == 0 && h.status != 0) {
+                struct lup_rd rd = lup_rd_init(buf, h.len);
+                const char *m = "";
+                size_t mlen = 0;
+                (void)lup_rd_str16(&rd, 400, &m, &mlen);
+                char msg[151];
+                snprintf(msg, sizeof(msg), "%.*s", (int)(mlen < 150 ? mlen : 150), m);
+                retry(res, "%s refused the copy: %s", pp->endpoint, msg);
+                close(fd);
+                return -1;
+        }
+        if (r < 0) {
+                retry(res, "%s did not answer the copy: %s", pp->endpoint, r == -EBADMSG ? why : strerror(-r));
+                close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+static int push_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,
+                    CUresult *status)
+{
+        const struct lup_peer_push *pp = &a->peer_push;
+        struct lup_peer_result res = { .outcome = LUP_PEER_DONE };
+        (void)h;
+        if (*status == CUDA_SUCCESS)
+                *status = lupw_check_range(s, pp->src, pp->size, 1);
+        if (*status == CUDA_SUCCESS)
+                *status = s->be.fn.cuCtxSynchronize();
+        if (*status != CUDA_SUCCESS)
+                return 0;
+        uint8_t *stage = malloc(LUP_BULK_CHUNK);
+        if (!stage) {
+                *status = CUDA_ERROR_OUT_OF_MEMORY;
+                return 0;
+        }
+        uint64_t t0 = lup_now_ns();
+        int fd = push_connect(s, pp, &res);
+        uint64_t off = 0;
+        while (fd >= 0 && off < pp->size) {
+                size_t k = pp->size - off < LUP_BULK_CHUNK ? (size_t)(pp->size - off) : LUP_BULK_CHUNK;
+                CUresult r = s->be.fn.cuMemcpyDtoH_v2(stage, lupw_xlate(s, pp->src) + off, k);
+                if (r != CUDA_SUCCESS) { /* the source's own failure: the client's answer */
+                        *status = r;
+                        break;
+                }
+                uint8_t o[8];
+                lup_put64(o, off);
+                struct lup_hdr d = { .len = (uint32_t)(8 + k), .op = LUP_OP_PEER_DATA };
+                if (send_frame(fd, &d, o, sizeof(o), stage, k) < 0) {
+                        retry(&res, "%s went away during the copy%s", pp->endpoint, "");
+                        break;
+                }
+                off += k;
+        }
+        free(stage);
+        if (fd >= 0 && off == pp->size) {
+                struct lup_hdr d;
+                const char *why = "malformed answer";
+                int r = read_frame(fd, &d, NULL, 0, &why);
+                if (r < 0 || d.op != LUP_OP_PEER_DATA || !(d.flags & LUP_F_REPLY))
+                        retry(&res, "%s did not confirm the copy: %s", pp->endpoint,
+                              r == -EBADMSG ? why : r < 0 ? strerror(-r) : "unexpected frame");
+                else
+                        res.status = d.status;
+        }
+        if (fd >= 0)
+                close(fd);
+        if (*status != CUDA_SUCCESS)
+                return 0;
+        if (res.outcome == LUP_PEER_DONE) {
+                s->peer.bytes_out += pp->size;
+                double sec = (double)(lup_now_ns() - t0) / 1e9;
+                lup_info("session %s: peer copy of %llu bytes to %s in %.3f s (%.2f GB/s)", s->name,
+                         (unsigned long long)pp->size, pp->endpoint, sec, sec > 0 ? (double)pp->size / sec / 1e9 : 0);
+        } else {
+                lup_warn("session %s: peer copy to %s: %s (the client tries again)", s->name, pp->endpoint, res.msg);
+        }
+        size_t n = lup_peer_result_encode(out->p + out->len, out->cap - out->len, &res);
+        if (!n)
+                out->err = -ENOBUFS;
+        out->len += n;
+        return 0;
+}
+
+static int push_check(struct lupw_session *s, const struct lup_hdr *h, const uint8_t *p, union lupw_ctl_args *ret,
+                      CUresult *ret_early)
+{
+        const char *why;
+        struct lup_endpoint ep;
+        if (lup_peer_push_decode(p, h->len, &ret->peer_push, &why) < 0) {
+                lupw_set_why(s, why);
+                return -EBADMSG;
+        }
+        if (lupw_check_devptr(s, ret->peer_push.src) < 0)
+                return -EBADMSG;
+        /* tls:// peers: not yet (the shim does not ask) */
+        if (lup_endpoint_parse(ret->peer_push.endpoint, &ep) < 0 || ep.tls)
+                *ret_early = ep.tls ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+        return 0;
+}
+
+const struct lupw_ctl_op lupw_ctl_peer_push = {
+        .name = "PEER_PUSH",
+        .sync = LUPW_SYNC_ONLY,
+        .why_flag = "PEER_PUSH sent without a reply lane",
+        .need_ctx = true,
+        .reply_cap = LUP_PEER_PUSH_REPLY_MAX,
+        .check = push_check,
+        .run = push_run,
+};
+
+/* ---- LUPD_CTL_PEER: the destination's side */
+
+/* The ticket's entry, taken (one use), or NULL. */
+static bool take_ticket(struct lupw_session *s, const uint8_t *ticket, struct lupw_peer_expect *ret)
+{
+        uint64_t now = lup_now_ns();
+        bool found = false;
+        for (unsigned i = 0; i < LUPW_PEER_TICKETS; i++) { /* every entry, found or not: constant time */
+                struct lupw_peer_expect *x = &s->peer.exp[i];
+                bool hit = ticket_equal(x->ticket, ticket) && x->deadline_ns > now;
+                if (hit && !found) {
+                        *ret = *x;
+                        explicit_bzero(x, sizeof(*x));
+                        found = true;
+                }
+        }
+        return found;
+}
+
+/* Takes the PEER_DATA frames of e's copy: its status (the first failed
+ * write's CUresult), or -errno / -EBADMSG with *why when the peer broke
+ * the protocol (the connection is closed then, unanswered). */
+static int serve_data(struct lupw_session *s, int fd, const struct lupw_peer_expect *e, uint8_t *buf, CUresult *res,
+                      const char **why)
+{
+        for (uint64_t off = 0; off < e->size;) {
+                struct lup_hdr h;
+                int r = read_frame(fd, &h, buf, 8 + LUP_BULK_CHUNK, why);
+                if (r < 0)
+                        return r;
+                uint64_t at = h.len >= 8 ? lup_le64(buf) : ~0ull, k = h.len - 8u;
+                if (h.op != LUP_OP_PEER_DATA || h.flags != 0 || h.len <= 8 || at != off || k > e->size - off) {
+                        *why = "PEER_DATA out of order or beyond the copy";
+                        return -EBADMSG;
+                }
+                if (*res == CUDA_SUCCESS)
+                        *res = s->be.fn.cuMemcpyHtoD_v2(lupw_xlate(s, e->dst) + off, buf + 8, k);
+                off += k;
+        }
+        return 0;
+}
+
+void lupw_peer_serve(struct lupw_session *s, const uint8_t *msg, size_t n, int fd)
+{
+        struct lup_hdr req;
+        struct lup_hello hello;
+        struct lupw_peer_expect e = { 0 };
+        uint8_t ticket[LUP_TICKET_SIZE];
+        bool via_tls = false;
+        uint32_t slot;
+        const char *why = "malformed control message";
+
+        if (fd < 0 || lupw_parse_assign(msg, n, LUPD_CTL_PEER, &slot, &req, &hello, &via_tls, ticket, &why) < 0 ||
+            via_tls || !(hello.flags & LUP_HELLO_PEER)) {
+                lup_err("session %s: bad PEER from the supervisor: %s", s->name, via_tls ? "a TLS trailer" : why);
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        set_io_timeout(fd);
+        if (strcmp(hello.name, s->name) != 0 || !take_ticket(s, hello.peer_ticket, &e)) {
+                explicit_bzero(&hello, sizeof(hello));
+                (void)lupw_refuse_on(s, fd, NULL, &req, CUDA_ERROR_DEVICE_UNAVAILABLE,
+                                     "unknown or expired peer-copy ticket");
+                close(fd);
+                return;
+        }
+        explicit_bzero(&hello, sizeof(hello));
+        CUresult res = lupw_bind_ctx(s, e.ctx);
+        if (res == CUDA_SUCCESS)
+                res = s->be.fn.cuCtxSynchronize();
+        if (res != CUDA_SUCCESS) {
+                (void)lupw_refuse_on(s, fd, NULL, &req, res, "the destination's context failed");
+                close(fd);
+                return;
+        }
+        uint8_t *buf = malloc(8 + LUP_BULK_CHUNK);
+        struct lup_hdr ok = { .op = LUP_OP_HELLO, .flags = LUP_F_REPLY, .lane = req.lane, .seq = req.seq };
+        int r = buf ? lupw_send_ctl(s, fd, NULL, &ok, NULL, 0) : -ENOMEM;
+        uint64_t t0 = lup_now_ns();
+        why = NULL;
+        if (r == 0)
+                r = serve_data(s, fd, &e, buf, &res, &why);
+        if (r == 0) {
+                struct lup_hdr done = { .op = LUP_OP_PEER_DATA, .flags = LUP_F_REPLY, .status = (uint32_t)res };
+                r = lupw_send_ctl(s, fd, NULL, &done, NULL, 0);
+        }
+        free(buf);
+        close(fd);
+        if (r < 0) {
+                lup_warn("session %s: peer copy of %llu bytes broken off: %s", s->name, (unsigned long long)e.size,
+                         r == -EBADMSG ? why : strerror(-r));
+                return;
+        }
+        s->peer.bytes_in += e.size;
+        double sec = (double)(lup_now_ns() - t0) / 1e9;
+        lup_info("session %s: peer copy of %llu bytes received in %.3f s%s", s->name, (unsigned long long)e.size,
+                 sec, res == CUDA_SUCCESS ? "" : " (its writes failed)");
+}
