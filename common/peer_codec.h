@@ -13,12 +13,12 @@
 
 #include "lupine/wire.h"
 
-#define LUP_PEER_EXPECT_SIZE 16u
-#define LUP_PEER_ENDPOINT_MAX 127u /* struct lup_endpoint's text */
-#define LUP_PEER_MSG_MAX 300u
-#define LUP_PEER_PUSH_MAX (24u + LUP_TICKET_SIZE + 2u + LUP_MAX_NAME + 2u + LUP_PEER_ENDPOINT_MAX)
+#define LUP_PEER_EXPECT_SIZE      16u
+#define LUP_PEER_ENDPOINT_MAX     127u /* struct lup_endpoint's text */
+#define LUP_PEER_MSG_MAX          300u
+#define LUP_PEER_PUSH_MAX         (24u + LUP_TICKET_SIZE + 2u + LUP_MAX_NAME + 2u + LUP_PEER_ENDPOINT_MAX)
 #define LUP_PEER_EXPECT_REPLY_MAX (LUP_TICKET_SIZE + 2u + LUP_MAX_NAME)
-#define LUP_PEER_PUSH_REPLY_MAX (8u + 2u + LUP_PEER_MSG_MAX)
+#define LUP_PEER_PUSH_REPLY_MAX   (8u + 2u + LUP_PEER_MSG_MAX)
 
 struct lup_peer_expect {
         uint64_t dst, size;

@@ -59,8 +59,8 @@ static CUresult attempt(uint64_t dst, uint64_t src, size_t n, const char *endpoi
 
         lup_peer_expect_encode(req, &(struct lup_peer_expect){ .dst = dst, .size = n });
         lupc_route_ptr(dst);
-        CUresult r = lupc_call(LUP_OP_PEER_EXPECT, LUPC_SYNC | LUPC_CTX, req, LUP_PEER_EXPECT_SIZE, rep, sizeof(rep),
-                               &len);
+        CUresult r =
+                lupc_call(LUP_OP_PEER_EXPECT, LUPC_SYNC | LUPC_CTX, req, LUP_PEER_EXPECT_SIZE, rep, sizeof(rep), &len);
         if (r != CUDA_SUCCESS)
                 return r;
         if (lup_peer_ticket_decode(rep, len, &pp.t, &bad) < 0)

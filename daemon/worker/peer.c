@@ -30,6 +30,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -95,7 +96,9 @@ static int expect_run(struct lupw_session *s, const struct lup_hdr *h, const uni
                 return 0;
         }
         snprintf(t.key, sizeof(t.key), "%s", s->name);
-        *slot = (struct lupw_peer_expect){ .dst = e->dst, .size = e->size, .ctx = h->ctx,
+        *slot = (struct lupw_peer_expect){ .dst = e->dst,
+                                           .size = e->size,
+                                           .ctx = h->ctx,
                                            .deadline_ns = now + (uint64_t)LUP_PEER_TICKET_S * 1000000000ull };
         memcpy(slot->ticket, t.ticket, LUP_TICKET_SIZE);
         size_t n = lup_peer_ticket_encode(out->p + out->len, out->cap - out->len, &t);
@@ -199,6 +202,19 @@ static int push_connect(struct lupw_session *s, const struct lup_peer_push *pp, 
         return fd;
 }
 
+/* LUPINE_PEER_DELAY_MS, a test facility: a pause between the ticket and
+ * the connection (at most 10 s), so that a test can restart the
+ * destination in between and see the copy tried again. */
+static void test_delay(void)
+{
+        const char *e = getenv("LUPINE_PEER_DELAY_MS");
+        long v = e ? strtol(e, NULL, 10) : 0;
+        if (v > 0 && v <= 10000) {
+                struct timespec ts = { v / 1000, (v % 1000) * 1000000L };
+                nanosleep(&ts, NULL);
+        }
+}
+
 static int push_run(struct lupw_session *s, const struct lup_hdr *h, const union lupw_ctl_args *a, struct lup_wr *out,
                     CUresult *status)
 {
@@ -216,6 +232,7 @@ static int push_run(struct lupw_session *s, const struct lup_hdr *h, const union
                 *status = CUDA_ERROR_OUT_OF_MEMORY;
                 return 0;
         }
+        test_delay();
         uint64_t t0 = lup_now_ns();
         int fd = push_connect(s, pp, &res);
         uint64_t off = 0;
@@ -242,7 +259,9 @@ static int push_run(struct lupw_session *s, const struct lup_hdr *h, const union
                 int r = read_frame(fd, &d, NULL, 0, &why);
                 if (r < 0 || d.op != LUP_OP_PEER_DATA || !(d.flags & LUP_F_REPLY))
                         retry(&res, "%s did not confirm the copy: %s", pp->endpoint,
-                              r == -EBADMSG ? why : r < 0 ? strerror(-r) : "unexpected frame");
+                              r == -EBADMSG ? why
+                              : r < 0       ? strerror(-r)
+                                            : "unexpected frame");
                 else
                         res.status = d.status;
         }
@@ -388,6 +407,6 @@ void lupw_peer_serve(struct lupw_session *s, const uint8_t *msg, size_t n, int f
         }
         s->peer.bytes_in += e.size;
         double sec = (double)(lup_now_ns() - t0) / 1e9;
-        lup_info("session %s: peer copy of %llu bytes received in %.3f s%s", s->name, (unsigned long long)e.size,
-                 sec, res == CUDA_SUCCESS ? "" : " (its writes failed)");
+        lup_info("session %s: peer copy of %llu bytes received in %.3f s%s", s->name, (unsigned long long)e.size, sec,
+                 res == CUDA_SUCCESS ? "" : " (its writes failed)");
 }

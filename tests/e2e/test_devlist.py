@@ -5,7 +5,9 @@
 
 Usage: test_devlist.py LUPINED LUPINECTL PROGS_DIR SHIM_DIR KERNELS_DIR
 
-Two lupined on the simulator, A and B, each with a checkpoint directory of
+Two lupined on the simulator (LUPINE_DEVLIST_BACKEND=cuda: on the real GPU,
+the local run then on LUPINE_DEVLIST_LOCAL_LIBDIR's libcuda.so.1, as
+tests/gpu/devlist.sh does), A and B, each with a checkpoint directory of
 its own (they share no store), and a client with LUPINE_SERVER=A,B. The
 program (tests/e2e/progs/e2e_devlist.c) first runs on the simulator
 alone (the local driver: one device), then through lupine. Cases:
@@ -26,7 +28,10 @@ alone (the local driver: one device), then through lupine. Cases:
      8 MiB copy's bytes go A to B daemon to daemon: the sessions' peer
      counters grow by exactly its size while what the client sent B and
      received from A grows by less than 1 MiB;
-  7. peer HELLOs: a wrong ticket, an unknown session and a peer HELLO with
+  7. retry: B restarts between the copy's ticket and its bytes (A waits
+     3 s there: LUPINE_PEER_DELAY_MS); A answers "try again", the client
+     asks B for a new ticket, and the copy completes with the same bytes;
+  8. peer HELLOs: a wrong ticket, an unknown session and a peer HELLO with
      other flags are refused, and the session goes on.
 
 Exit 0 on pass, 1 on failure (naming the case).
@@ -50,8 +55,8 @@ check = W.Checks()
 class Daemon(F.Host):
     """A lupined of its own (no shared store); log() and stop() are Host's."""
 
-    def __init__(self, exe, tmp, label, port=None):  # noqa: D107 - Host's __init__ is not called
-        self.exe, self.tmp, self.label = exe, tmp, label
+    def __init__(self, exe, tmp, label, port=None, env=None):  # noqa: D107 - Host's __init__ is not called
+        self.exe, self.tmp, self.label, self.extra_env = exe, tmp, label, env or {}
         self.port = port or W.free_port()
         self.sock = os.path.join(tmp, f'{label}.sock')
         self.ck = os.path.join(tmp, f'ck-{label}')
@@ -60,9 +65,10 @@ class Daemon(F.Host):
 
     def start(self):
         env = {k: v for k, v in os.environ.items() if k not in ('NOTIFY_SOCKET', 'LISTEN_FDS', 'LISTEN_PID')}
+        env.update(self.extra_env)
         self.logf = open(self.log_path, 'ab')
         self.proc = subprocess.Popen(
-            [self.exe, '--backend', 'sim', '--listen', f'127.0.0.1:{self.port}', '--listen', f'unix:{self.sock}',
+            [self.exe, '--backend', os.environ.get('LUPINE_DEVLIST_BACKEND', 'sim'), '--listen', f'127.0.0.1:{self.port}', '--listen', f'unix:{self.sock}',
              '--checkpoint-dir', self.ck, '--session-ttl', '120', '--drain-timeout', '30', '--health-policy', 'off'],
             stdin=subprocess.DEVNULL, stdout=self.logf, stderr=self.logf, env=env)
         if not W.wait_port(self.port, self.proc, 20):
@@ -95,12 +101,15 @@ def client_env(shim, servers, session, **extra):
 
 
 def list_case(exe, ctl, progs, shim, kernels, tmp):
-    sim = os.environ.get('LUPINE_SIM_LIBRARY')
-    if sim:  # the local driver first: the simulator itself, one device
-        env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(sim))
+    sim, real = os.environ.get('LUPINE_SIM_LIBRARY'), os.environ.get('LUPINE_DEVLIST_LOCAL_LIBDIR')
+    local_copies = None
+    if sim or real:  # the local driver first (the simulator itself, or the GPU's): one device
+        env = dict(os.environ, LD_LIBRARY_PATH=real or os.path.dirname(sim))
         env.pop('LUPINE_SERVER', None)
-        r = run(progs, kernels, dict(env, LD_PRELOAD=sim), 3)
-        check('list: the program on the local (simulated) driver', r.returncode == 0 and 'devices 1' in r.stdout,
+        if not real:
+            env['LD_PRELOAD'] = sim
+        r = run(progs, kernels, env, 3)
+        check('list: the program on the local driver', r.returncode == 0 and 'devices 1' in r.stdout,
               (r.stdout + r.stderr)[-1500:])
         local_copies = COPIES.search(r.stdout)
     a = Daemon(exe, tmp, 'listA')
@@ -237,8 +246,44 @@ def peer_hello_case(a, progs, shim, kernels):
             c.kill()
 
 
+def retry_case(exe, ctl, progs, shim, kernels, tmp):
+    a = Daemon(exe, tmp, 'retryA', env={'LUPINE_PEER_DELAY_MS': '3000'})
+    b = Daemon(exe, tmp, 'retryB')
+    try:
+        servers = f'127.0.0.1:{a.port},127.0.0.1:{b.port}'
+        c = subprocess.Popen([os.path.join(progs, 'e2e_devlist'), kernels, '2'],
+                             env=client_env(shim, servers, 'dl-retry', E2E_DEVLIST_HOLD_MS='1000'),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out = ''
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = read_line(c.stdout, deadline - time.monotonic())
+            if not line:
+                break
+            out += line
+            if line.startswith('hold before-copy'):
+                break
+        # the hold (1 s), the ticket, then A waits 3 s: B restarts meanwhile
+        time.sleep(2.0)
+        b.stop()
+        b.start()
+        rest, err = c.communicate(timeout=120)
+        out += rest
+        m = COPIES.search(out)
+        check('retry: the copy completes after B restarted between its ticket and its bytes',
+              c.returncode == 0 and m is not None and 'counters exact' in out, (out + err)[-2000:])
+        check('retry: A said the copy is tried again, and B restored the session',
+              'the client tries again' in a.log() and 'session dl-retry.p1: restored' in b.log(),
+              a.log()[-1500:] + b.log()[-1500:])
+        check('retry: A\'s second attempt delivered the bytes',
+              re.search(rf'session dl-retry: peer copy of {BIG} bytes to', a.log()) is not None, a.log()[-1500:])
+    finally:
+        a.stop()
+        b.stop()
+
+
 def main():
-    F.run_cases([('list', list_case)], check, 'lupine-devlist-')
+    F.run_cases([('list', list_case), ('retry', retry_case)], check, 'lupine-devlist-')
 
 
 if __name__ == '__main__':

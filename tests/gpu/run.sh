@@ -28,6 +28,9 @@
 #             checkpoint store: adoption after a SIGKILL with periodic
 #             checkpoints, a twin refused, a 4 GiB session adopted after a
 #             drain (tests/gpu/fleet.sh)
+#   devlist   issue 17: two lupined on the one GPU as two servers of one
+#             device list: the e2e test against local, copies between the
+#             servers daemon to daemon, their speed (tests/gpu/devlist.sh)
 #   migrate   issue 17's benchmarks: lupinectl migrate of 1, 4 and 16 GiB
 #             sessions rewriting 1% and 10% of their memory, with pre-copy
 #             and without, and incremental against full checkpoints
@@ -46,7 +49,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 shift 2>/dev/null || true
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core runtime families model ops fleet migrate nvml visible tls bench)
+[ ${#parts[@]} -gt 0 ] || parts=(core runtime families model ops fleet devlist migrate nvml visible tls bench)
 LOG=${OUT:-/tmp}/gpu-run.log
 : > "$LOG"
 pass=0
@@ -202,6 +205,12 @@ part_fleet() {
         grep -h "lupine fleet:" "$LOG" | tail -n 1
 }
 
+part_devlist() {
+        step "two lupined as two servers of one device list, copies between them (tests/gpu/devlist.sh)" \
+                tests/gpu/devlist.sh "$BUILD"
+        grep -h "^| \|daemon to daemon vs\|lupine devlist:" "$LOG" | tail -n 7
+}
+
 part_migrate() {
         step "migration pause with and without pre-copy, incremental checkpoints (tests/gpu/migrate_bench.py)" \
                 python3 tests/gpu/migrate_bench.py "$BUILD"
@@ -217,8 +226,8 @@ part_bench() {
 
 for part in "${parts[@]}"; do
         case $part in
-        core | runtime | families | model | ops | fleet | migrate | nvml | visible | tls | bench) ;;
-        *) echo "run.sh: unknown part '$part' (parts: core runtime families model ops fleet migrate nvml visible tls bench)"; exit 2 ;;
+        core | runtime | families | model | ops | fleet | devlist | migrate | nvml | visible | tls | bench) ;;
+        *) echo "run.sh: unknown part '$part' (parts: core runtime families model ops fleet devlist migrate nvml visible tls bench)"; exit 2 ;;
         esac
 done
 for part in "${parts[@]}"; do
