@@ -48,6 +48,8 @@ struct lupd_config {
         char tls_cert[4096];            /* --tls-cert: PEM chain; TCP listeners speak TLS */
         char tls_key[4096];             /* --tls-key */
         char tls_client_ca[4096];       /* --tls-client-ca: mutual TLS; the certificate's CN is the tenant */
+        char peer_tls_ca[4096];         /* --peer-tls-ca: the CAs other lupined's certificates are checked
+                                         * against, for copies between servers ("": the system's) */
         char auth_tokens[4096];         /* --auth-tokens: "TENANT SHA256HEX" lines */
         int max_sessions_per_tenant;    /* --max-sessions-per-tenant; 0: off */
         int max_detached_per_tenant;    /* --max-detached-per-tenant; 0: off */

@@ -156,8 +156,8 @@ enum lupd_ctl_type {
         LUPD_CTL_MIGRATE_TO = 20, /* supervisor -> worker, before a DRAIN: u32 type, then 1..LUP_GOODBYE_TO_MAX
                                    * bytes: the endpoint the drain's GOODBYE names (lupinectl migrate) */
         LUPD_CTL_PEER = 21,       /* supervisor -> worker: a peer connection (LUP_HELLO_PEER), the layout and
-                                   * fd of ATTACH (slot 0, no TLS trailer); the worker checks the ticket,
-                                   * takes the copy's bytes and closes it (worker/peer.c) */
+                                   * fd of ATTACH (slot 0); the worker checks the ticket, takes the copy's
+                                   * bytes and closes it (worker/peer.c) */
 };
 
 /* LUPD_CTL_HEARTBEAT (worker -> supervisor), every --health-interval from

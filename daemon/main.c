@@ -65,6 +65,7 @@ enum {
         OPT_TLS_CERT,
         OPT_TLS_KEY,
         OPT_TLS_CLIENT_CA,
+        OPT_PEER_TLS_CA,
         OPT_AUTH_TOKENS,
         OPT_MAX_SESSIONS_TENANT,
         OPT_MAX_DETACHED_TENANT,
@@ -99,6 +100,7 @@ static const struct option long_options[] = {
         { "tls-cert", required_argument, NULL, OPT_TLS_CERT },
         { "tls-key", required_argument, NULL, OPT_TLS_KEY },
         { "tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA },
+        { "peer-tls-ca", required_argument, NULL, OPT_PEER_TLS_CA },
         { "auth-tokens", required_argument, NULL, OPT_AUTH_TOKENS },
         { "max-sessions-per-tenant", required_argument, NULL, OPT_MAX_SESSIONS_TENANT },
         { "max-detached-per-tenant", required_argument, NULL, OPT_MAX_DETACHED_TENANT },
@@ -231,6 +233,10 @@ static const char usage_text[] =
 "      --tls-client-ca FILE\n"
 "                          Mutual TLS: clients must present a certificate this\n"
 "                          CA file signed; its subject CN is the client's tenant.\n"
+"      --peer-tls-ca FILE  Copies between servers to a tls:// lupined check its\n"
+"                          certificate against these CAs (default: the system's\n"
+"                          trust store); this lupined's --tls-cert, if any, is\n"
+"                          its client certificate there.\n"
 "      --auth-tokens FILE  Bearer tokens: one \"TENANT SHA256HEX\" a line, the\n"
 "                          SHA-256 of a token in hex (printf %%s TOKEN | sha256sum),\n"
 "                          never the token. Clients set LUPINE_TOKEN. Accepted\n"
@@ -518,10 +524,12 @@ static int parse_limit_option(int c, const char *arg, struct lupd_config *cfg)
         case OPT_TLS_CERT:
         case OPT_TLS_KEY:
         case OPT_TLS_CLIENT_CA:
+        case OPT_PEER_TLS_CA:
         case OPT_AUTH_TOKENS: {
                 char *dst = c == OPT_TLS_CERT        ? cfg->tls_cert
                             : c == OPT_TLS_KEY       ? cfg->tls_key
                             : c == OPT_TLS_CLIENT_CA ? cfg->tls_client_ca
+                            : c == OPT_PEER_TLS_CA   ? cfg->peer_tls_ca
                                                      : cfg->auth_tokens;
                 if (!arg[0] || strlen(arg) >= sizeof(cfg->tls_cert))
                         return lupd_usage_error("%s: expected a file name", arg);

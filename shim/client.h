@@ -50,9 +50,7 @@ bool lupc_same_server(uint64_t a, uint64_t b);
  * daemon to daemon; complete when it returns (what: the API call, for
  * messages). */
 CUresult lupc_copy_across(uint64_t dst, uint64_t src, size_t n, const char *what);
-/* A copy between servers that cannot go daemon to daemon (tls://): logged
- * once, CUDA_ERROR_NOT_SUPPORTED. */
-CUresult lupc_cross_server(const char *what);
+
 
 /* ---- connection (client.c) */
 

@@ -21,7 +21,6 @@
 #include "conn.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -30,16 +29,6 @@
 #include "peer_codec.h"
 
 static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
-
-CUresult lupc_cross_server(const char *what)
-{
-        static atomic_bool said;
-        if (!atomic_exchange(&said, true))
-                lup_warn("%s between the memory of two servers of LUPINE_SERVER: not supported over tls:// yet "
-                         "(docs/limits.md); CUDA_ERROR_NOT_SUPPORTED",
-                         what);
-        return CUDA_ERROR_NOT_SUPPORTED;
-}
 
 static void nap_ms(unsigned ms)
 {
@@ -95,8 +84,6 @@ CUresult lupc_copy_across(uint64_t dst, uint64_t src, size_t n, const char *what
         pthread_mutex_lock(&cd->recv_lock);
         snprintf(endpoint, sizeof(endpoint), "%s", cd->endpoint);
         pthread_mutex_unlock(&cd->recv_lock);
-        if (strncmp(endpoint, "tls://", 6) == 0)
-                return lupc_cross_server(what);
 
         unsigned wait_s = cd->reconnect_s > 30 ? cd->reconnect_s : 30, nap = 50;
         uint64_t deadline = lup_now_ns() + (uint64_t)wait_s * 1000000000ull;
@@ -124,5 +111,7 @@ CUresult lupc_copy_across(uint64_t dst, uint64_t src, size_t n, const char *what
                         wait_s, why);
                 return CUDA_ERROR_DEVICE_UNAVAILABLE;
         }
+        if (result != CUDA_SUCCESS && why[0])
+                lup_err("%s between servers failed: %s", what, why);
         return result;
 }

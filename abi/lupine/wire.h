@@ -239,11 +239,14 @@ enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
  *   4. A answers PEER_PUSH: outcome LUP_PEER_DONE with B's CUresult, or
  *      LUP_PEER_RETRY (B's session was not there, its ticket unknown: B
  *      restarted, drained, or its client is resuming) with a message: the
- *      client sends both steps again. A CUresult of A's own (reading src)
- *      is PEER_PUSH's status.
+ *      client sends both steps again; LUP_PEER_DONE with
+ *      CUDA_ERROR_NOT_PERMITTED and a message when TLS to B failed (its
+ *      certificate). A CUresult of A's own (reading src) is PEER_PUSH's
+ *      status.
  * A peer connection carries no bearer token: the ticket, which only the
- * session's own client was given, is what admits it. tls:// servers are
- * not yet reached this way (docs/limits.md).
+ * session's own client was given, is what admits it. To a tls:// server
+ * it is a TLS connection like a client's, hand-off included; A checks B's
+ * certificate against its --peer-tls-ca and presents its own --tls-cert.
  */
 #define LUP_PEER_TICKET_S 60u   /* a PEER_EXPECT ticket expires unused after this */
 #define LUP_PEER_IO_MS    30000 /* a peer connection that moves no byte for this long fails */

@@ -249,11 +249,8 @@ static void conn_peer(struct sup *s, int idx, const struct lup_hello *hello)
 {
         struct conn *c = &s->conns[idx];
         int entry = lupd_registry_find_name(&s->reg, hello->name);
+        uint8_t ticket[LUP_TICKET_SIZE];
 
-        if (c->tls) {
-                sup_conn_close(s, idx, CUDA_ERROR_NOT_SUPPORTED, "peer copies over TLS are not supported yet");
-                return;
-        }
         if (s->stopping || !s->serving) {
                 sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE,
                                "peer copy for session %s: this lupined is %s; try again", hello->name,
@@ -265,7 +262,11 @@ static void conn_peer(struct sup *s, int idx, const struct lup_hello *hello)
                                hello->name);
                 return;
         }
-        int r = sup_session_peer(s, entry, c->fd, &c->hdr, c->payload, c->peer);
+        /* over TLS it goes on to the worker's TLS session, as a client's does */
+        int r = c->tls ? conn_handoff(c, ticket) : 0;
+        if (r == 0)
+                r = sup_session_peer(s, entry, c->fd, &c->hdr, c->payload, c->tls ? ticket : NULL, c->peer);
+        explicit_bzero(ticket, sizeof(ticket));
         if (r < 0) {
                 sup_conn_close(s, idx, CUDA_ERROR_DEVICE_UNAVAILABLE, "peer copy for session %s: %s", hello->name,
                                r == -EBUSY ? "its worker is busy" : strerror(-r));

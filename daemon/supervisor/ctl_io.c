@@ -127,7 +127,7 @@ int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_h
 }
 
 int sup_session_peer(struct sup *s, int idx, int peer_fd, const struct lup_hdr *hdr, const uint8_t *payload,
-                     const char *peer)
+                     const uint8_t *ticket, const char *peer)
 {
         struct lupd_session *se = &s->reg.s[idx];
         uint8_t msg[SUP_CTL_HELLO_MSG_MAX];
@@ -135,7 +135,7 @@ int sup_session_peer(struct sup *s, int idx, int peer_fd, const struct lup_hdr *
 
         if (se->ctl_fd < 0 || se->ctl_eof)
                 return -EPIPE;
-        int r = sup_ctl_hello_msg(msg, LUPD_CTL_PEER, 0, hdr, payload, NULL, &len);
+        int r = sup_ctl_hello_msg(msg, LUPD_CTL_PEER, 0, hdr, payload, ticket, &len);
         if (r < 0)
                 return r;
         r = send_with_fd(se->ctl_fd, msg, len, peer_fd);

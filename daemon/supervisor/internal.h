@@ -552,9 +552,10 @@ int sup_ctl_hello_msg(uint8_t *out, uint32_t type, uint32_t slot, const struct l
 int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
                        const uint8_t *ticket, const char *peer);
 /* A peer connection (LUP_HELLO_PEER) for worker idx: LUPD_CTL_PEER with the
- * fd. 0, -EBUSY (its control socket is full) or -errno. */
+ * fd (and the TLS hand-off's ticket, or NULL). 0, -EBUSY (its control
+ * socket is full) or -errno. */
 int sup_session_peer(struct sup *s, int idx, int peer_fd, const struct lup_hdr *hdr, const uint8_t *payload,
-                     const char *peer);
+                     const uint8_t *ticket, const char *peer);
 
 /* ---- supervisor/ctl.c */
 

@@ -38,10 +38,11 @@ struct worker_argv {
         char restore[LUP_MAX_NAME + 32];
         char tls_cert[sizeof(((struct lupd_config *)0)->tls_cert) + 16];
         char tls_key[sizeof(((struct lupd_config *)0)->tls_key) + 16];
+        char peer_ca[sizeof(((struct lupd_config *)0)->peer_tls_ca) + 16];
         char beat[40];
         char host_id[LUPINE_CKPT_OWNER_MAX + 16], lease_ttl[40];
         char log_file[sizeof(((struct lupd_config *)0)->log_file) + 16];
-        char *argv[28];
+        char *argv[32];
 };
 
 static void worker_argv_build(const struct lupd_config *cfg, const char *restore, bool hot, int acct_fd,
@@ -106,6 +107,10 @@ static void worker_argv_build(const struct lupd_config *cfg, const char *restore
                 snprintf(a->tls_key, sizeof(a->tls_key), "--tls-key=%s", cfg->tls_key);
                 a->argv[n++] = a->tls_cert;
                 a->argv[n++] = a->tls_key;
+        }
+        if (cfg->peer_tls_ca[0]) { /* copies between servers to tls:// ones (worker/peer.c) */
+                snprintf(a->peer_ca, sizeof(a->peer_ca), "--peer-tls-ca=%s", cfg->peer_tls_ca);
+                a->argv[n++] = a->peer_ca;
         }
         if (restore) {
                 snprintf(a->restore, sizeof(a->restore), "--restore=%s", restore);

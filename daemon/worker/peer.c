@@ -39,6 +39,7 @@
 #include "frame.h"
 #include "log.h"
 #include "net.h"
+#include "transport.h"
 #include "worker/session.h"
 
 static void set_io_timeout(int fd)
@@ -47,6 +48,27 @@ static void set_io_timeout(int fd)
         (void)lup_set_blocking(fd);
         (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/* The two ends read a peer connection differently: the source through
+ * common/transport.h (it is that connection's client), the destination
+ * through the socket or its TLS session. */
+typedef int (*read_fn)(void *conn, void *p, size_t n);
+
+static int link_read(void *conn, void *p, size_t n)
+{
+        return lupt_read_full(conn, p, n);
+}
+
+struct peer_in {
+        int fd;
+        struct lup_tls *tls; /* NULL: a plain socket */
+};
+
+static int in_read(void *conn, void *p, size_t n)
+{
+        const struct peer_in *in = conn;
+        return in->tls ? lup_tls_read_full(in->tls, p, n, LUP_PEER_IO_MS) : lup_read_full(in->fd, p, n);
 }
 
 static bool ticket_equal(const uint8_t *a, const uint8_t *b)
@@ -121,20 +143,22 @@ const struct lupw_ctl_op lupw_ctl_peer_expect = {
 
 /* ---- PEER_PUSH: the source's side */
 
-static int send_frame(int fd, const struct lup_hdr *h, const void *a, size_t alen, const void *b, size_t blen)
+/* One PEER_DATA frame: header and offset, then the bytes. */
+static int send_data(struct lupt_link *l, uint64_t off, const void *p, size_t k)
 {
-        uint8_t hb[LUP_HDR_SIZE];
-        lup_hdr_encode(hb, h);
-        struct iovec iov[3] = { { hb, sizeof(hb) }, { (void *)a, alen }, { (void *)b, blen } };
-        return lup_writev_full(fd, iov, blen ? 3 : alen ? 2 : 1);
+        uint8_t hb[LUP_HDR_SIZE + 8];
+        lup_hdr_encode(hb, &(struct lup_hdr){ .len = (uint32_t)(8 + k), .op = LUP_OP_PEER_DATA });
+        lup_put64(hb + LUP_HDR_SIZE, off);
+        int r = lupt_write_full(l, hb, sizeof(hb));
+        return r < 0 ? r : lupt_write_full(l, p, k);
 }
 
 /* Reads one frame header and up to cap payload bytes (the rest must be
  * none). 0, or -errno; -EBADMSG with *why. */
-static int read_frame(int fd, struct lup_hdr *h, uint8_t *p, size_t cap, const char **why)
+static int read_frame(read_fn rd, void *conn, struct lup_hdr *h, uint8_t *p, size_t cap, const char **why)
 {
         uint8_t hb[LUP_HDR_SIZE];
-        int r = lup_read_full(fd, hb, sizeof(hb));
+        int r = rd(conn, hb, sizeof(hb));
         if (r < 0)
                 return r;
         if (lup_hdr_decode(hb, h, why) < 0)
@@ -143,63 +167,126 @@ static int read_frame(int fd, struct lup_hdr *h, uint8_t *p, size_t cap, const c
                 *why = "frame too long";
                 return -EBADMSG;
         }
-        return h->len ? lup_read_full(fd, p, h->len) : 0;
+        return h->len ? rd(conn, p, h->len) : 0;
 }
 
 /* The outcome "try again" with a message. */
 static void retry(struct lup_peer_result *res, const char *fmt, const char *what, const char *detail)
 {
+        char tmp[1024];
         res->outcome = LUP_PEER_RETRY;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-        snprintf(res->msg, sizeof(res->msg), fmt, what, detail);
+        snprintf(tmp, sizeof(tmp), fmt, what, detail);
 #pragma GCC diagnostic pop
+        size_t k = strnlen(tmp, sizeof(res->msg) - 1); /* cut to what the answer carries */
+        memcpy(res->msg, tmp, k);
+        res->msg[k] = 0;
 }
 
-/* Connects to the destination and has its HELLO answered. The fd, or -1
- * with res saying why to try again. */
-static int push_connect(struct lupw_session *s, const struct lup_peer_push *pp, struct lup_peer_result *res)
+/* The outcome "failed for good": TLS to the destination failed (its
+ * certificate is not trusted, not for that name, ...). */
+static void refuse_tls(struct lup_peer_result *res, const char *why)
 {
+        res->outcome = LUP_PEER_DONE;
+        res->status = CUDA_ERROR_NOT_PERMITTED;
+        size_t k = strnlen(why, sizeof(res->msg) - 1);
+        memcpy(res->msg, why, k);
+        res->msg[k] = 0;
+}
+
+/* The TLS settings of this worker's copies to tls:// servers, made at
+ * first use: --peer-tls-ca (else the system's CAs) checks the other
+ * lupined, and this one's --tls-cert, if it has one, is its client
+ * certificate there. */
+static const struct lupt_config *peer_tls(struct lupw_session *s, char *err, size_t errcap)
+{
+        struct lupt_config *c = s->peer.tls;
+        const struct lupd_config *cfg = s->cfg;
+        if (c)
+                return c;
+        c = calloc(1, sizeof(*c));
+        if (!c) {
+                snprintf(err, errcap, "out of memory");
+                return NULL;
+        }
+        const char *ca = cfg->peer_tls_ca[0] ? cfg->peer_tls_ca : NULL;
+        const char *cert = cfg->tls_cert[0] ? cfg->tls_cert : NULL, *key = cert ? cfg->tls_key : NULL;
+        char why[400];
+        if (lup_tls_client_ctx_new(ca, cert, key, LUP_TLS_READ_AHEAD, &c->first, why, sizeof(why)) < 0 ||
+            lup_tls_client_ctx_new(ca, cert, key, LUP_TLS_READ_AHEAD | LUP_TLS_RECORDS, &c->second, why, sizeof(why)) <
+                    0) {
+                snprintf(err, errcap, "TLS client setup (--peer-tls-ca, --tls-cert): %.150s", why);
+                lup_tls_ctx_free(c->first);
+                free(c);
+                return NULL;
+        }
+        s->peer.tls = c;
+        return c;
+}
+
+/* Connects to the destination and has its HELLO answered: 0 with *l, or
+ * -1 with res saying why to try again (or res->status, a refusal for good:
+ * the destination could not set up TLS). */
+static int push_connect(struct lupw_session *s, const struct lup_peer_push *pp, struct lupt_link *l,
+                        struct lup_peer_result *res)
+{
+        static const struct lupt_config plain;
         struct lup_endpoint ep;
-        int fd = lup_endpoint_parse(pp->endpoint, &ep) < 0 ? -EINVAL : lup_connect(&ep);
-        if (fd < 0) {
-                retry(res, "cannot connect to %s: %s", pp->endpoint, strerror(-fd));
+        char err[LUP_PEER_MSG_MAX];
+        if (lup_endpoint_parse(pp->endpoint, &ep) < 0) {
+                retry(res, "%s: %s", pp->endpoint, "not an endpoint");
                 return -1;
         }
-        set_io_timeout(fd);
+        const struct lupt_config *c = ep.tls ? peer_tls(s, err, sizeof(err)) : &plain;
+        if (!c) {
+                retry(res, "%s: %s", pp->endpoint, err);
+                return -1;
+        }
+        int r = lupt_connect(c, &ep, LUP_PEER_IO_MS, l, err, sizeof(err));
+        if (r == -EPROTO) { /* TLS: a certificate trying again cannot mend */
+                refuse_tls(res, err);
+                return -1;
+        }
+        if (r < 0) {
+                retry(res, "cannot connect: %s%s", err, "");
+                return -1;
+        }
         struct lup_hello hello = { .proto_version = LUP_PROTO_VERSION, .flags = LUP_HELLO_PEER };
         snprintf(hello.name, sizeof(hello.name), "%s", pp->t.key);
         memcpy(hello.peer_ticket, pp->t.ticket, LUP_TICKET_SIZE);
-        uint8_t buf[512];
+        uint8_t frame[LUP_HDR_SIZE + 256];
         size_t len;
-        struct lup_hdr h = { .op = LUP_OP_HELLO, .flags = LUP_F_SYNC, .seq = s->last_seq };
-        const char *why = "malformed answer";
-        int r = lup_hello_encode(buf, sizeof(buf), &hello, &len);
+        r = lup_hello_encode(frame + LUP_HDR_SIZE, sizeof(frame) - LUP_HDR_SIZE, &hello, &len);
         explicit_bzero(&hello, sizeof(hello));
+        struct lup_hdr h = { .len = (uint32_t)len, .op = LUP_OP_HELLO, .flags = LUP_F_SYNC, .seq = s->last_seq };
+        uint8_t *payload = NULL;
+        err[0] = 0;
         if (r == 0) {
-                h.len = (uint32_t)len;
-                r = send_frame(fd, &h, buf, len, NULL, 0);
+                lup_hdr_encode(frame, &h);
+                r = lupt_hello(c, &ep, l, frame, LUP_HDR_SIZE + len, LUP_PEER_IO_MS, &h, &payload, err, sizeof(err));
         }
-        explicit_bzero(buf, sizeof(buf));
-        if (r == 0)
-                r = read_frame(fd, &h, buf, sizeof(buf) - 1, &why);
+        explicit_bzero(frame, sizeof(frame));
         if (r == 0 && h.status != 0) {
-                struct lup_rd rd = lup_rd_init(buf, h.len);
+                struct lup_rd rd = lup_rd_init(payload, h.len);
                 const char *m = "";
                 size_t mlen = 0;
                 (void)lup_rd_str16(&rd, 400, &m, &mlen);
                 char msg[151];
                 snprintf(msg, sizeof(msg), "%.*s", (int)(mlen < 150 ? mlen : 150), m);
                 retry(res, "%s refused the copy: %s", pp->endpoint, msg);
-                close(fd);
+        } else if (r == -EPROTO) {
+                refuse_tls(res, err[0] ? err : "TLS failed");
+        } else if (r < 0) {
+                retry(res, "%s did not answer the copy: %s", pp->endpoint, err[0] ? err : strerror(-r));
+        }
+        free(payload);
+        if (r < 0 || h.status != 0) {
+                lupt_close(l, true);
                 return -1;
         }
-        if (r < 0) {
-                retry(res, "%s did not answer the copy: %s", pp->endpoint, r == -EBADMSG ? why : strerror(-r));
-                close(fd);
-                return -1;
-        }
-        return fd;
+        lupt_set_timeout(l, LUP_PEER_IO_MS);
+        return 0;
 }
 
 /* LUPINE_PEER_DELAY_MS, a test facility: a pause between the ticket and
@@ -234,29 +321,27 @@ static int push_run(struct lupw_session *s, const struct lup_hdr *h, const union
         }
         test_delay();
         uint64_t t0 = lup_now_ns();
-        int fd = push_connect(s, pp, &res);
+        struct lupt_link l = { .fd = -1 };
+        int up = push_connect(s, pp, &l, &res);
         uint64_t off = 0;
-        while (fd >= 0 && off < pp->size) {
+        while (up == 0 && off < pp->size) {
                 size_t k = pp->size - off < LUP_BULK_CHUNK ? (size_t)(pp->size - off) : LUP_BULK_CHUNK;
                 CUresult r = s->be.fn.cuMemcpyDtoH_v2(stage, lupw_xlate(s, pp->src) + off, k);
                 if (r != CUDA_SUCCESS) { /* the source's own failure: the client's answer */
                         *status = r;
                         break;
                 }
-                uint8_t o[8];
-                lup_put64(o, off);
-                struct lup_hdr d = { .len = (uint32_t)(8 + k), .op = LUP_OP_PEER_DATA };
-                if (send_frame(fd, &d, o, sizeof(o), stage, k) < 0) {
+                if (send_data(&l, off, stage, k) < 0) {
                         retry(&res, "%s went away during the copy%s", pp->endpoint, "");
                         break;
                 }
                 off += k;
         }
         free(stage);
-        if (fd >= 0 && off == pp->size) {
+        if (up == 0 && off == pp->size) {
                 struct lup_hdr d;
                 const char *why = "malformed answer";
-                int r = read_frame(fd, &d, NULL, 0, &why);
+                int r = read_frame(link_read, &l, &d, NULL, 0, &why);
                 if (r < 0 || d.op != LUP_OP_PEER_DATA || !(d.flags & LUP_F_REPLY))
                         retry(&res, "%s did not confirm the copy: %s", pp->endpoint,
                               r == -EBADMSG ? why
@@ -265,15 +350,18 @@ static int push_run(struct lupw_session *s, const struct lup_hdr *h, const union
                 else
                         res.status = d.status;
         }
-        if (fd >= 0)
-                close(fd);
+        if (up == 0)
+                lupt_close(&l, true);
         if (*status != CUDA_SUCCESS)
                 return 0;
-        if (res.outcome == LUP_PEER_DONE) {
+        if (res.outcome == LUP_PEER_DONE && res.status != CUDA_SUCCESS && res.msg[0]) {
+                lup_warn("session %s: peer copy to %s failed: %s", s->name, pp->endpoint, res.msg);
+        } else if (res.outcome == LUP_PEER_DONE) {
                 s->peer.bytes_out += pp->size;
                 double sec = (double)(lup_now_ns() - t0) / 1e9;
-                lup_info("session %s: peer copy of %llu bytes to %s in %.3f s (%.2f GB/s)", s->name,
-                         (unsigned long long)pp->size, pp->endpoint, sec, sec > 0 ? (double)pp->size / sec / 1e9 : 0);
+                lup_info("session %s: peer copy of %llu bytes to %s in %.3f s (%.2f GB/s)%s", s->name,
+                         (unsigned long long)pp->size, pp->endpoint, sec, sec > 0 ? (double)pp->size / sec / 1e9 : 0,
+                         strncmp(pp->endpoint, "tls://", 6) == 0 ? " over TLS" : "");
         } else {
                 lup_warn("session %s: peer copy to %s: %s (the client tries again)", s->name, pp->endpoint, res.msg);
         }
@@ -295,9 +383,8 @@ static int push_check(struct lupw_session *s, const struct lup_hdr *h, const uin
         }
         if (lupw_check_devptr(s, ret->peer_push.src) < 0)
                 return -EBADMSG;
-        /* tls:// peers: not yet (the shim does not ask) */
-        if (lup_endpoint_parse(ret->peer_push.endpoint, &ep) < 0 || ep.tls)
-                *ret_early = ep.tls ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+        if (lup_endpoint_parse(ret->peer_push.endpoint, &ep) < 0)
+                *ret_early = CUDA_ERROR_INVALID_VALUE;
         return 0;
 }
 
@@ -333,12 +420,12 @@ static bool take_ticket(struct lupw_session *s, const uint8_t *ticket, struct lu
 /* Takes the PEER_DATA frames of e's copy: its status (the first failed
  * write's CUresult), or -errno / -EBADMSG with *why when the peer broke
  * the protocol (the connection is closed then, unanswered). */
-static int serve_data(struct lupw_session *s, int fd, const struct lupw_peer_expect *e, uint8_t *buf, CUresult *res,
-                      const char **why)
+static int serve_data(struct lupw_session *s, struct peer_in *in, const struct lupw_peer_expect *e, uint8_t *buf,
+                      CUresult *res, const char **why)
 {
         for (uint64_t off = 0; off < e->size;) {
                 struct lup_hdr h;
-                int r = read_frame(fd, &h, buf, 8 + LUP_BULK_CHUNK, why);
+                int r = read_frame(in_read, in, &h, buf, 8 + LUP_BULK_CHUNK, why);
                 if (r < 0)
                         return r;
                 uint64_t at = h.len >= 8 ? lup_le64(buf) : ~0ull, k = h.len - 8u;
@@ -353,6 +440,15 @@ static int serve_data(struct lupw_session *s, int fd, const struct lupw_peer_exp
         return 0;
 }
 
+/* Refuses the peer on in and closes it. */
+static void peer_refuse(struct lupw_session *s, struct peer_in *in, const struct lup_hdr *req, CUresult status,
+                        const char *msg)
+{
+        (void)lupw_refuse_on(s, in->fd, in->tls, req, status, msg);
+        lup_tls_free(in->tls, true);
+        close(in->fd);
+}
+
 void lupw_peer_serve(struct lupw_session *s, const uint8_t *msg, size_t n, int fd)
 {
         struct lup_hdr req;
@@ -364,18 +460,27 @@ void lupw_peer_serve(struct lupw_session *s, const uint8_t *msg, size_t n, int f
         const char *why = "malformed control message";
 
         if (fd < 0 || lupw_parse_assign(msg, n, LUPD_CTL_PEER, &slot, &req, &hello, &via_tls, ticket, &why) < 0 ||
-            via_tls || !(hello.flags & LUP_HELLO_PEER)) {
-                lup_err("session %s: bad PEER from the supervisor: %s", s->name, via_tls ? "a TLS trailer" : why);
+            !(hello.flags & LUP_HELLO_PEER)) {
+                lup_err("session %s: bad PEER from the supervisor: %s", s->name, why);
                 if (fd >= 0)
                         close(fd);
                 return;
         }
-        set_io_timeout(fd);
+        struct peer_in in = { .fd = fd };
+        if (via_tls) { /* the second TLS session, as a client's (worker/tls_conn.c) */
+                in.tls = lupw_tls_accept(s, fd, &req, ticket);
+                explicit_bzero(ticket, sizeof(ticket));
+                if (!in.tls) {
+                        close(fd);
+                        return;
+                }
+                lup_tls_set_write_timeout(in.tls, LUP_PEER_IO_MS);
+        } else {
+                set_io_timeout(fd);
+        }
         if (strcmp(hello.name, s->name) != 0 || !take_ticket(s, hello.peer_ticket, &e)) {
                 explicit_bzero(&hello, sizeof(hello));
-                (void)lupw_refuse_on(s, fd, NULL, &req, CUDA_ERROR_DEVICE_UNAVAILABLE,
-                                     "unknown or expired peer-copy ticket");
-                close(fd);
+                peer_refuse(s, &in, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, "unknown or expired peer-copy ticket");
                 return;
         }
         explicit_bzero(&hello, sizeof(hello));
@@ -383,30 +488,30 @@ void lupw_peer_serve(struct lupw_session *s, const uint8_t *msg, size_t n, int f
         if (res == CUDA_SUCCESS)
                 res = s->be.fn.cuCtxSynchronize();
         if (res != CUDA_SUCCESS) {
-                (void)lupw_refuse_on(s, fd, NULL, &req, res, "the destination's context failed");
-                close(fd);
+                peer_refuse(s, &in, &req, res, "the destination's context failed");
                 return;
         }
         uint8_t *buf = malloc(8 + LUP_BULK_CHUNK);
         struct lup_hdr ok = { .op = LUP_OP_HELLO, .flags = LUP_F_REPLY, .lane = req.lane, .seq = req.seq };
-        int r = buf ? lupw_send_ctl(s, fd, NULL, &ok, NULL, 0) : -ENOMEM;
+        int r = buf ? lupw_send_ctl(s, fd, in.tls, &ok, NULL, 0) : -ENOMEM;
         uint64_t t0 = lup_now_ns();
         why = NULL;
         if (r == 0)
-                r = serve_data(s, fd, &e, buf, &res, &why);
+                r = serve_data(s, &in, &e, buf, &res, &why);
         if (r == 0) {
                 struct lup_hdr done = { .op = LUP_OP_PEER_DATA, .flags = LUP_F_REPLY, .status = (uint32_t)res };
-                r = lupw_send_ctl(s, fd, NULL, &done, NULL, 0);
+                r = lupw_send_ctl(s, fd, in.tls, &done, NULL, 0);
         }
         free(buf);
+        lup_tls_free(in.tls, r == 0);
         close(fd);
         if (r < 0) {
                 lup_warn("session %s: peer copy of %llu bytes broken off: %s", s->name, (unsigned long long)e.size,
-                         r == -EBADMSG ? why : strerror(-r));
+                         r == -EBADMSG && why ? why : strerror(-r));
                 return;
         }
         s->peer.bytes_in += e.size;
         double sec = (double)(lup_now_ns() - t0) / 1e9;
-        lup_info("session %s: peer copy of %llu bytes received in %.3f s%s", s->name, (unsigned long long)e.size, sec,
-                 res == CUDA_SUCCESS ? "" : " (its writes failed)");
+        lup_info("session %s: peer copy of %llu bytes received in %.3f s%s%s", s->name, (unsigned long long)e.size, sec,
+                 via_tls ? " over TLS" : "", res == CUDA_SUCCESS ? "" : " (its writes failed)");
 }

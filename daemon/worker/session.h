@@ -361,9 +361,11 @@ struct lupw_peer_expect {
         uint64_t dst, size, ctx;
         uint64_t deadline_ns; /* 0: a free entry */
 };
+struct lupt_config;
 struct lupw_peer {
         struct lupw_peer_expect exp[LUPW_PEER_TICKETS];
         uint64_t bytes_in, bytes_out;
+        struct lupt_config *tls; /* copies to tls:// servers: made at first use (worker/peer.c) */
 };
 
 /* One session: who it is and where its client is, the call stream's

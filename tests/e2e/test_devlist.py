@@ -31,7 +31,11 @@ alone (the local driver: one device), then through lupine. Cases:
   7. retry: B restarts between the copy's ticket and its bytes (A waits
      3 s there: LUPINE_PEER_DELAY_MS); A answers "try again", the client
      asks B for a new ticket, and the copy completes with the same bytes;
-  8. peer HELLOs: a wrong ticket, an unknown session and a peer HELLO with
+  8. tls: two TLS servers with bearer tokens (tls://A,tls://B): the copies
+     go over TLS daemon to daemon (a peer needs no token: its ticket admits
+     it); a source whose --peer-tls-ca does not know B's certificate
+     fails the copy at once with the reason, and never in the clear;
+  9. peer HELLOs: a wrong ticket, an unknown session and a peer HELLO with
      other flags are refused, and the session goes on.
 
 Exit 0 on pass, 1 on failure (naming the case).
@@ -46,6 +50,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lupwire as W  # noqa: E402
+import tls_certs  # noqa: E402
 import test_fleet as F  # noqa: E402
 from restart_harness import read_line  # noqa: E402
 
@@ -55,8 +60,8 @@ check = W.Checks()
 class Daemon(F.Host):
     """A lupined of its own (no shared store); log() and stop() are Host's."""
 
-    def __init__(self, exe, tmp, label, port=None, env=None):  # noqa: D107 - Host's __init__ is not called
-        self.exe, self.tmp, self.label, self.extra_env = exe, tmp, label, env or {}
+    def __init__(self, exe, tmp, label, port=None, env=None, args=()):  # noqa: D107 - Host's isn't called
+        self.exe, self.tmp, self.label, self.extra_env, self.args = exe, tmp, label, env or {}, list(args)
         self.port = port or W.free_port()
         self.sock = os.path.join(tmp, f'{label}.sock')
         self.ck = os.path.join(tmp, f'ck-{label}')
@@ -69,7 +74,8 @@ class Daemon(F.Host):
         self.logf = open(self.log_path, 'ab')
         self.proc = subprocess.Popen(
             [self.exe, '--backend', os.environ.get('LUPINE_DEVLIST_BACKEND', 'sim'), '--listen', f'127.0.0.1:{self.port}', '--listen', f'unix:{self.sock}',
-             '--checkpoint-dir', self.ck, '--session-ttl', '120', '--drain-timeout', '30', '--health-policy', 'off'],
+             '--checkpoint-dir', self.ck, '--session-ttl', '120', '--drain-timeout', '30', '--health-policy', 'off']
+            + self.args,
             stdin=subprocess.DEVNULL, stdout=self.logf, stderr=self.logf, env=env)
         if not W.wait_port(self.port, self.proc, 20):
             raise RuntimeError(f'{self.label} did not start')
@@ -282,8 +288,40 @@ def retry_case(exe, ctl, progs, shim, kernels, tmp):
         b.stop()
 
 
+def tls_case(exe, ctl, progs, shim, kernels, tmp):
+    certs = tls_certs.make_certs(os.path.join(tmp, 'certs'))
+    tokens = os.path.join(tmp, 'tokens')
+    with open(tokens, 'w') as f:
+        f.write(tls_certs.token_line('alice', 'alice-devlist-token'))
+    tls = ['--tls-cert', certs['server'], '--tls-key', certs['server_key'], '--auth-tokens', tokens]
+    a = Daemon(exe, tmp, 'tlsA', args=tls + ['--peer-tls-ca', certs['ca']])
+    b = Daemon(exe, tmp, 'tlsB', args=tls + ['--peer-tls-ca', certs['ca']])
+    c = Daemon(exe, tmp, 'tlsC', args=tls + ['--peer-tls-ca', certs['other_ca']])  # trusts nobody here
+    try:
+        def go(first, name):
+            env = client_env(shim, f'tls://127.0.0.1:{first.port},tls://127.0.0.1:{b.port}', name,
+                             LUPINE_TLS_CA=certs['ca'], LUPINE_TOKEN='alice-devlist-token')
+            return run(progs, kernels, env, 2)
+        r = go(a, 'dl-tls')
+        m = COPIES.search(r.stdout)
+        check('tls: the copies between two TLS servers, every byte checked',
+              r.returncode == 0 and m is not None and 'counters exact' in r.stdout, (r.stdout + r.stderr)[-2000:])
+        check('tls: A sent them over TLS, B received them over TLS (the peer needed no token)',
+              re.search(r'session \.t[0-9a-f]+\.dl-tls: peer copy of \d+ bytes to tls://127\.0\.0\.1:\d+ .* over TLS',
+                        a.log()) is not None and
+              re.search(r'session \.t[0-9a-f]+\.dl-tls\.p1: peer copy of \d+ bytes received in .* over TLS',
+                        b.log()) is not None, a.log()[-1500:] + b.log()[-1500:])
+        r = go(c, 'dl-tls-bad')
+        check('tls: a source that does not trust B\'s certificate fails the copy with the reason',
+              r.returncode != 0 and 'between servers failed' in r.stderr and 'certificate' in r.stderr,
+              (r.stdout + r.stderr)[-2000:])
+    finally:
+        for d in (a, b, c):
+            d.stop()
+
+
 def main():
-    F.run_cases([('list', list_case), ('retry', retry_case)], check, 'lupine-devlist-')
+    F.run_cases([('list', list_case), ('retry', retry_case), ('tls', tls_case)], check, 'lupine-devlist-')
 
 
 if __name__ == '__main__':
