@@ -123,9 +123,10 @@ static int merge_position(struct lup_nvml_snapshot *out, const struct lup_nvml_s
                 struct lup_nvml_dev *d = &out->dev[out->n_devices];
                 *d = from->dev[i];
                 struct lup_nvml_val *name = lup_nvml_devval(d, LUP_NVML_K_NAME);
-                if (name && name->present) {
+                if (name && name->present) { /* as libcuda.so.1 has it: "NAME (lupine) on HOST:PORT" */
                         size_t len = strlen(name->str);
-                        snprintf(name->str + len, sizeof(name->str) - len, " on %s", where);
+                        snprintf(name->str + len, sizeof(name->str) - len, "%s on %s",
+                                 from->backend == LUP_BACKEND_CUDA ? " (lupine)" : "", where);
                 }
                 struct lup_nvml_val *u = lup_nvml_devval(d, LUP_NVML_K_UUID);
                 for (uint32_t j = 0; u && u->present && j < out->n_devices; j++) {

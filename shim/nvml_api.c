@@ -224,7 +224,8 @@ static nvmlReturn_t dev_str(nvmlDevice_t device, unsigned key, char *buf, unsign
 }
 
 /* The name as libcuda.so.1 shows it: a real remote GPU is marked
- * " (lupine)"; the simulated one already says "(sim)". */
+ * " (lupine)" (with several servers, common/nvml_fetch.c put it before
+ * the server's name); the simulated one already says "(sim)". */
 LUPN_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length);
 LUPN_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
 {
@@ -234,7 +235,8 @@ LUPN_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigne
 
         if (r != NVML_SUCCESS)
                 return r;
-        snprintf(full, sizeof(full), "%s%s", v.str, lupn_backend() == LUP_BACKEND_CUDA ? " (lupine)" : "");
+        bool mark = lupn_backend() == LUP_BACKEND_CUDA && !strstr(v.str, " (lupine)");
+        snprintf(full, sizeof(full), "%s%s", v.str, mark ? " (lupine)" : "");
         return put_str(full, name, length);
 }
 

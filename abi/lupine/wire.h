@@ -248,8 +248,11 @@ enum lup_backend_kind { LUP_BACKEND_CUDA = 1, LUP_BACKEND_SIM = 2 };
  * it is a TLS connection like a client's, hand-off included; A checks B's
  * certificate against its --peer-tls-ca and presents its own --tls-cert.
  */
-#define LUP_PEER_TICKET_S 60u   /* a PEER_EXPECT ticket expires unused after this */
-#define LUP_PEER_IO_MS    30000 /* a peer connection that moves no byte for this long fails */
+#define LUP_PEER_TICKET_S 60u /* a PEER_EXPECT ticket expires unused after this */
+#define LUP_PEER_CHUNK \
+        (4u << 20)           /* the daemons stage a copy this much at a time (frames of
+                                      * LUP_BULK_CHUNK): a frame never spans two such pieces */
+#define LUP_PEER_IO_MS 30000 /* a peer connection that moves no byte for this long fails */
 enum lup_peer_outcome {
         LUP_PEER_DONE = 0,
         LUP_PEER_RETRY = 1

@@ -143,14 +143,23 @@ const struct lupw_ctl_op lupw_ctl_peer_expect = {
 
 /* ---- PEER_PUSH: the source's side */
 
-/* One PEER_DATA frame: header and offset, then the bytes. */
-static int send_data(struct lupt_link *l, uint64_t off, const void *p, size_t k)
+/* k bytes at offset off as PEER_DATA frames: header and offset, then at
+ * most LUP_BULK_CHUNK bytes each. */
+static int send_data(struct lupt_link *l, uint64_t off, const uint8_t *p, size_t k)
 {
-        uint8_t hb[LUP_HDR_SIZE + 8];
-        lup_hdr_encode(hb, &(struct lup_hdr){ .len = (uint32_t)(8 + k), .op = LUP_OP_PEER_DATA });
-        lup_put64(hb + LUP_HDR_SIZE, off);
-        int r = lupt_write_full(l, hb, sizeof(hb));
-        return r < 0 ? r : lupt_write_full(l, p, k);
+        for (size_t done = 0; done < k;) {
+                size_t n = k - done < LUP_BULK_CHUNK ? k - done : LUP_BULK_CHUNK;
+                uint8_t hb[LUP_HDR_SIZE + 8];
+                lup_hdr_encode(hb, &(struct lup_hdr){ .len = (uint32_t)(8 + n), .op = LUP_OP_PEER_DATA });
+                lup_put64(hb + LUP_HDR_SIZE, off + done);
+                int r = lupt_write_full(l, hb, sizeof(hb));
+                if (r == 0)
+                        r = lupt_write_full(l, p + done, n);
+                if (r < 0)
+                        return r;
+                done += n;
+        }
+        return 0;
 }
 
 /* Reads one frame header and up to cap payload bytes (the rest must be
@@ -289,6 +298,73 @@ static int push_connect(struct lupw_session *s, const struct lup_peer_push *pp, 
         return 0;
 }
 
+/* Staging buffer i (of 2) of LUP_PEER_CHUNK bytes, made at first use and
+ * kept for the session: registered with the driver (portable, so for every
+ * context) when it lets us, so that the copies to and from it run while
+ * the network moves the other. NULL if out of memory. */
+static uint8_t *peer_stage(struct lupw_session *s, int i)
+{
+        struct lupw_peer *p = &s->peer;
+        if (!p->stage[i]) {
+                p->stage[i] = aligned_alloc(4096, LUP_PEER_CHUNK);
+                if (p->stage[i] && s->be.fn.cuMemHostRegister_v2 &&
+                    s->be.fn.cuMemHostRegister_v2(p->stage[i], LUP_PEER_CHUNK, CU_MEMHOSTREGISTER_PORTABLE) !=
+                            CUDA_SUCCESS)
+                        lup_debug("session %s: peer staging not pinned; copies wait on the CPU", s->name);
+        }
+        return p->stage[i];
+}
+
+/* Starts the device->host copy of the chunk at *next into buf. */
+static CUresult fetch(struct lupw_session *s, CUstream st, uint8_t *buf, uint64_t src, uint64_t size, uint64_t *next,
+                      size_t *ret_len)
+{
+        size_t k = size - *next < LUP_PEER_CHUNK ? (size_t)(size - *next) : LUP_PEER_CHUNK;
+        CUresult r = s->be.fn.cuMemcpyDtoHAsync_v2(buf, src + *next, k, st);
+        *ret_len = k;
+        *next += k;
+        return r;
+}
+
+/* The bytes, chunk by chunk: the next chunk comes off the device while the
+ * network takes this one. 0 when all went; -1 with *status (the source's
+ * own failure: the client's answer) or res (try again). */
+static int push_bytes(struct lupw_session *s, const struct lup_peer_push *pp, struct lupt_link *l,
+                      struct lup_peer_result *res, CUresult *status)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        uint8_t *buf[2] = { s->peer.stage[0], s->peer.stage[1] };
+        uint64_t src = lupw_xlate(s, pp->src), off = 0, next = 0;
+        size_t len[2] = { 0, 0 };
+        CUstream st = NULL;
+        CUresult r = be->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
+        bool sent = true;
+        if (r == CUDA_SUCCESS)
+                r = fetch(s, st, buf[0], src, pp->size, &next, &len[0]);
+        for (int i = 0; r == CUDA_SUCCESS && sent && off < pp->size; i ^= 1) {
+                r = be->cuStreamSynchronize(st); /* buf[i] is filled */
+                if (r == CUDA_SUCCESS && next < pp->size)
+                        r = fetch(s, st, buf[i ^ 1], src, pp->size, &next, &len[i ^ 1]);
+                if (r != CUDA_SUCCESS)
+                        break;
+                sent = send_data(l, off, buf[i], len[i]) == 0;
+                off += len[i];
+        }
+        if (st) {
+                (void)be->cuStreamSynchronize(st); /* nothing may still write into the staging */
+                (void)be->cuStreamDestroy_v2(st);
+        }
+        if (r != CUDA_SUCCESS) {
+                *status = r;
+                return -1;
+        }
+        if (!sent) {
+                retry(res, "%s went away during the copy%s", pp->endpoint, "");
+                return -1;
+        }
+        return 0;
+}
+
 /* LUPINE_PEER_DELAY_MS, a test facility: a pause between the ticket and
  * the connection (at most 10 s), so that a test can restart the
  * destination in between and see the copy tried again. */
@@ -314,8 +390,7 @@ static int push_run(struct lupw_session *s, const struct lup_hdr *h, const union
                 *status = s->be.fn.cuCtxSynchronize();
         if (*status != CUDA_SUCCESS)
                 return 0;
-        uint8_t *stage = malloc(LUP_BULK_CHUNK);
-        if (!stage) {
+        if (!peer_stage(s, 0) || !peer_stage(s, 1)) {
                 *status = CUDA_ERROR_OUT_OF_MEMORY;
                 return 0;
         }
@@ -323,22 +398,9 @@ static int push_run(struct lupw_session *s, const struct lup_hdr *h, const union
         uint64_t t0 = lup_now_ns();
         struct lupt_link l = { .fd = -1 };
         int up = push_connect(s, pp, &l, &res);
-        uint64_t off = 0;
-        while (up == 0 && off < pp->size) {
-                size_t k = pp->size - off < LUP_BULK_CHUNK ? (size_t)(pp->size - off) : LUP_BULK_CHUNK;
-                CUresult r = s->be.fn.cuMemcpyDtoH_v2(stage, lupw_xlate(s, pp->src) + off, k);
-                if (r != CUDA_SUCCESS) { /* the source's own failure: the client's answer */
-                        *status = r;
-                        break;
-                }
-                if (send_data(&l, off, stage, k) < 0) {
-                        retry(&res, "%s went away during the copy%s", pp->endpoint, "");
-                        break;
-                }
-                off += k;
-        }
-        free(stage);
-        if (up == 0 && off == pp->size) {
+        if (up == 0 && push_bytes(s, pp, &l, &res, status) < 0)
+                up = 1; /* connected, not all sent */
+        if (up == 0) {
                 struct lup_hdr d;
                 const char *why = "malformed answer";
                 int r = read_frame(link_read, &l, &d, NULL, 0, &why);
@@ -350,7 +412,7 @@ static int push_run(struct lupw_session *s, const struct lup_hdr *h, const union
                 else
                         res.status = d.status;
         }
-        if (up == 0)
+        if (up >= 0)
                 lupt_close(&l, true);
         if (*status != CUDA_SUCCESS)
                 return 0;
@@ -417,27 +479,80 @@ static bool take_ticket(struct lupw_session *s, const uint8_t *ticket, struct lu
         return found;
 }
 
-/* Takes the PEER_DATA frames of e's copy: its status (the first failed
- * write's CUresult), or -errno / -EBADMSG with *why when the peer broke
- * the protocol (the connection is closed then, unanswered). */
-static int serve_data(struct lupw_session *s, struct peer_in *in, const struct lupw_peer_expect *e, uint8_t *buf,
-                      CUresult *res, const char **why)
+/* The PEER_DATA frame at off: its header and offset checked; *ret_len
+ * bytes follow. 0, -errno, or -EBADMSG with *why. */
+static int data_header(struct peer_in *in, const struct lupw_peer_expect *e, uint64_t off, size_t *ret_len,
+                       const char **why)
 {
-        for (uint64_t off = 0; off < e->size;) {
-                struct lup_hdr h;
-                int r = read_frame(in_read, in, &h, buf, 8 + LUP_BULK_CHUNK, why);
-                if (r < 0)
-                        return r;
-                uint64_t at = h.len >= 8 ? lup_le64(buf) : ~0ull, k = h.len - 8u;
-                if (h.op != LUP_OP_PEER_DATA || h.flags != 0 || h.len <= 8 || at != off || k > e->size - off) {
-                        *why = "PEER_DATA out of order or beyond the copy";
-                        return -EBADMSG;
-                }
-                if (*res == CUDA_SUCCESS)
-                        *res = s->be.fn.cuMemcpyHtoD_v2(lupw_xlate(s, e->dst) + off, buf + 8, k);
-                off += k;
+        uint8_t hb[LUP_HDR_SIZE + 8];
+        struct lup_hdr h;
+        int r = in_read(in, hb, sizeof(hb));
+        if (r < 0)
+                return r;
+        if (lup_hdr_decode(hb, &h, why) < 0)
+                return -EBADMSG;
+        uint64_t k = h.len - 8u;
+        if (h.op != LUP_OP_PEER_DATA || h.flags != 0 || h.len <= 8 || k > LUP_BULK_CHUNK ||
+            lup_le64(hb + LUP_HDR_SIZE) != off || k > e->size - off) {
+                *why = "PEER_DATA out of order, too long or beyond the copy";
+                return -EBADMSG;
         }
+        *ret_len = (size_t)k;
         return 0;
+}
+
+/* Takes the PEER_DATA frames of e's copy, each written to the device while
+ * the next arrives: its status (the first failed write's CUresult), or
+ * -errno / -EBADMSG with *why when the peer broke the protocol (the
+ * connection is closed then, unanswered). */
+static int serve_data(struct lupw_session *s, struct peer_in *in, const struct lupw_peer_expect *e, CUresult *res,
+                      const char **why)
+{
+        const struct lupw_backend *be = &s->be.fn;
+        uint8_t *buf[2] = { peer_stage(s, 0), peer_stage(s, 1) };
+        CUevent ev[2] = { NULL, NULL };
+        bool pending[2] = { false, false };
+        CUstream st = NULL;
+        int r = 0;
+        if (!buf[0] || !buf[1])
+                return -ENOMEM;
+        if (*res == CUDA_SUCCESS)
+                *res = be->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
+        for (int i = 0; i < 2 && *res == CUDA_SUCCESS; i++)
+                *res = be->cuEventCreate(&ev[i], CU_EVENT_DISABLE_TIMING);
+        uint64_t dst = lupw_xlate(s, e->dst);
+        uint64_t off = 0;
+        for (int i = 0; r == 0 && off < e->size; i ^= 1) {
+                if (pending[i] && *res == CUDA_SUCCESS) /* buf[i]'s last write is done */
+                        *res = be->cuEventSynchronize(ev[i]);
+                pending[i] = false;
+                size_t got = 0, k; /* fill buf[i] with frames, then write it in one go */
+                while (got < LUP_PEER_CHUNK && off + got < e->size) {
+                        if ((r = data_header(in, e, off + got, &k, why)) < 0 ||
+                            (k > LUP_PEER_CHUNK - got && (r = -EBADMSG, *why = "PEER_DATA across a staging buffer")) ||
+                            (r = in_read(in, buf[i] + got, k)) < 0)
+                                break;
+                        got += k;
+                }
+                if (r < 0)
+                        break;
+                if (*res == CUDA_SUCCESS)
+                        *res = be->cuMemcpyHtoDAsync_v2(dst + off, buf[i], got, st);
+                if (*res == CUDA_SUCCESS)
+                        *res = be->cuEventRecord(ev[i], st);
+                pending[i] = *res == CUDA_SUCCESS;
+                off += got;
+        }
+        if (st) {
+                CUresult w = be->cuStreamSynchronize(st); /* the staging is free, the bytes are in place */
+                if (*res == CUDA_SUCCESS)
+                        *res = w;
+                (void)be->cuStreamDestroy_v2(st);
+        }
+        for (int i = 0; i < 2; i++)
+                if (ev[i])
+                        (void)be->cuEventDestroy_v2(ev[i]);
+        return r;
 }
 
 /* Refuses the peer on in and closes it. */
@@ -491,18 +606,16 @@ void lupw_peer_serve(struct lupw_session *s, const uint8_t *msg, size_t n, int f
                 peer_refuse(s, &in, &req, res, "the destination's context failed");
                 return;
         }
-        uint8_t *buf = malloc(8 + LUP_BULK_CHUNK);
         struct lup_hdr ok = { .op = LUP_OP_HELLO, .flags = LUP_F_REPLY, .lane = req.lane, .seq = req.seq };
-        int r = buf ? lupw_send_ctl(s, fd, in.tls, &ok, NULL, 0) : -ENOMEM;
+        int r = lupw_send_ctl(s, fd, in.tls, &ok, NULL, 0);
         uint64_t t0 = lup_now_ns();
         why = NULL;
         if (r == 0)
-                r = serve_data(s, &in, &e, buf, &res, &why);
+                r = serve_data(s, &in, &e, &res, &why);
         if (r == 0) {
                 struct lup_hdr done = { .op = LUP_OP_PEER_DATA, .flags = LUP_F_REPLY, .status = (uint32_t)res };
                 r = lupw_send_ctl(s, fd, in.tls, &done, NULL, 0);
         }
-        free(buf);
         lup_tls_free(in.tls, r == 0);
         close(fd);
         if (r < 0) {

@@ -366,6 +366,7 @@ struct lupw_peer {
         struct lupw_peer_expect exp[LUPW_PEER_TICKETS];
         uint64_t bytes_in, bytes_out;
         struct lupt_config *tls; /* copies to tls:// servers: made at first use (worker/peer.c) */
+        uint8_t *stage[2];       /* staging, LUP_PEER_CHUNK bytes each: made at first use */
 };
 
 /* One session: who it is and where its client is, the call stream's
