@@ -284,9 +284,7 @@ static int push_connect(struct lupw_session *s, const struct lup_peer_push *pp, 
                 char msg[151];
                 snprintf(msg, sizeof(msg), "%.*s", (int)(mlen < 150 ? mlen : 150), m);
                 retry(res, "%s refused the copy: %s", pp->endpoint, msg);
-        } else if (r == -EPROTO) {
-                refuse_tls(res, err[0] ? err : "TLS failed");
-        } else if (r < 0) {
+        } else if (r < 0) { /* B's certificate passed the first handshake: the second's failure is not for good */
                 retry(res, "%s did not answer the copy: %s", pp->endpoint, err[0] ? err : strerror(-r));
         }
         free(payload);
@@ -582,6 +580,17 @@ void lupw_peer_serve(struct lupw_session *s, const uint8_t *msg, size_t n, int f
                 return;
         }
         struct peer_in in = { .fd = fd };
+        /* The ticket first: without one, a peer gets no TLS handshake (it
+         * would hold this session's loop) and no answer beyond a refusal
+         * (plain) or the closed connection (TLS; its source tries again). */
+        bool known = strcmp(hello.name, s->name) == 0 && take_ticket(s, hello.peer_ticket, &e);
+        explicit_bzero(&hello, sizeof(hello));
+        if (!known && via_tls) {
+                lup_warn("session %s: a peer connection with an unknown or expired ticket closed", s->name);
+                explicit_bzero(ticket, sizeof(ticket));
+                close(fd);
+                return;
+        }
         if (via_tls) { /* the second TLS session, as a client's (worker/tls_conn.c) */
                 in.tls = lupw_tls_accept(s, fd, &req, ticket);
                 explicit_bzero(ticket, sizeof(ticket));
@@ -593,12 +602,10 @@ void lupw_peer_serve(struct lupw_session *s, const uint8_t *msg, size_t n, int f
         } else {
                 set_io_timeout(fd);
         }
-        if (strcmp(hello.name, s->name) != 0 || !take_ticket(s, hello.peer_ticket, &e)) {
-                explicit_bzero(&hello, sizeof(hello));
+        if (!known) {
                 peer_refuse(s, &in, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, "unknown or expired peer-copy ticket");
                 return;
         }
-        explicit_bzero(&hello, sizeof(hello));
         CUresult res = lupw_bind_ctx(s, e.ctx);
         if (res == CUDA_SUCCESS)
                 res = s->be.fn.cuCtxSynchronize();

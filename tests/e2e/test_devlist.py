@@ -43,6 +43,8 @@ Exit 0 on pass, 1 on failure (naming the case).
 import json
 import os
 import re
+import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -50,6 +52,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lupwire as W  # noqa: E402
+import lupwire_tls as WT  # noqa: E402
 import tls_certs  # noqa: E402
 import test_fleet as F  # noqa: E402
 from restart_harness import read_line  # noqa: E402
@@ -288,6 +291,49 @@ def retry_case(exe, ctl, progs, shim, kernels, tmp):
         b.stop()
 
 
+def tls_wrong_ticket(b, ctl, progs, shim, kernels, certs):
+    """A TLS peer with a wrong ticket for a session running on B: the
+    supervisor hands it off, the worker closes it without a handshake."""
+    env = client_env(shim, f'tls://127.0.0.1:{b.port}', 'dl-tls-victim', LUPINE_TLS_CA=certs['ca'],
+                     LUPINE_TOKEN='alice-devlist-token')
+    c = subprocess.Popen([os.path.join(progs, 'e2e_devlist'), kernels, '15', '200'], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        read_line(c.stdout, 60)
+        js = subprocess.run([ctl, '--socket', b.sock, '--json', 'status'], capture_output=True, text=True,
+                            timeout=30).stdout
+        key = next((x['name'] for x in json.loads(js).get('sessions', []) if x['name'].endswith('.dl-tls-victim')),
+                   None)
+        refused = False
+        if key:
+            nb = key.encode()
+            hello = struct.pack('<IIII', W.MAGIC, W.VERSION, 13000, 0x10) + struct.pack('<H', len(nb)) + nb
+            hello += bytes(16) + struct.pack('<Q', 0) + os.urandom(16)
+            sock = socket.create_connection(('127.0.0.1', b.port), timeout=15)
+            try:
+                ctx = WT.client_ctx(certs['ca'])
+                t = WT.Tls(sock, ctx, 'localhost')
+                t.handshake()
+                t.sendall(W.frame(W.OP_HELLO, hello, flags=W.F_SYNC))
+                h, _ = t.read_frame()
+                t2 = WT.Tls(sock, ctx, 'localhost')
+                try:
+                    t2.handshake()
+                    t2.sendall(W.frame(WT.OP_HANDOFF, bytes(16), flags=W.F_SYNC))
+                    t2.read_frame()
+                except (OSError, ConnectionError, ssl.SSLError):
+                    refused = h['op'] == WT.OP_HANDOFF
+            finally:
+                sock.close()
+        out, err = c.communicate(timeout=120)
+        check('tls: a TLS peer with a wrong ticket gets no second handshake, and the session goes on',
+              key is not None and refused and 'unknown or expired ticket closed' in b.log() and
+              c.returncode == 0 and 'counters exact' in out, f'{key} {refused} {(out + err)[-800:]}')
+    finally:
+        if c.poll() is None:
+            c.kill()
+
+
 def tls_case(exe, ctl, progs, shim, kernels, tmp):
     certs = tls_certs.make_certs(os.path.join(tmp, 'certs'))
     tokens = os.path.join(tmp, 'tokens')
@@ -311,6 +357,7 @@ def tls_case(exe, ctl, progs, shim, kernels, tmp):
                         a.log()) is not None and
               re.search(r'session \.t[0-9a-f]+\.dl-tls\.p1: peer copy of \d+ bytes received in .* over TLS',
                         b.log()) is not None, a.log()[-1500:] + b.log()[-1500:])
+        tls_wrong_ticket(b, ctl, progs, shim, kernels, certs)
         r = go(c, 'dl-tls-bad')
         check('tls: a source that does not trust B\'s certificate fails the copy with the reason',
               r.returncode != 0 and 'between servers failed' in r.stderr and 'certificate' in r.stderr,
