@@ -21,6 +21,7 @@
 #include "conn.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -29,6 +30,18 @@
 #include "peer_codec.h"
 
 static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Daemons reach each other over TCP only (a client must not make its
+ * daemon write to another program's UNIX socket). */
+static CUresult over_unix(const char *what, const char *endpoint)
+{
+        static atomic_bool said;
+        if (!atomic_exchange(&said, true))
+                lup_err("%s between servers: the destination is %s, a UNIX socket; copies between servers go "
+                        "daemon to daemon over TCP: name that server as HOST:PORT in LUPINE_SERVER",
+                        what, endpoint);
+        return CUDA_ERROR_NOT_SUPPORTED;
+}
 
 static void nap_ms(unsigned ms)
 {
@@ -84,6 +97,8 @@ CUresult lupc_copy_across(uint64_t dst, uint64_t src, size_t n, const char *what
         pthread_mutex_lock(&cd->recv_lock);
         snprintf(endpoint, sizeof(endpoint), "%s", cd->endpoint);
         pthread_mutex_unlock(&cd->recv_lock);
+        if (strncmp(endpoint, "unix:", 5) == 0)
+                return over_unix(what, endpoint);
 
         unsigned wait_s = cd->reconnect_s > 30 ? cd->reconnect_s : 30, nap = 50;
         uint64_t deadline = lup_now_ns() + (uint64_t)wait_s * 1000000000ull;

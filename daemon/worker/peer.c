@@ -443,8 +443,12 @@ static int push_check(struct lupw_session *s, const struct lup_hdr *h, const uin
         }
         if (lupw_check_devptr(s, ret->peer_push.src) < 0)
                 return -EBADMSG;
+        /* TCP only: a client must not make its daemon write to the local
+         * UNIX sockets of other programs (docs/security.md) */
         if (lup_endpoint_parse(ret->peer_push.endpoint, &ep) < 0)
                 *ret_early = CUDA_ERROR_INVALID_VALUE;
+        else if (ep.family == AF_UNIX)
+                *ret_early = CUDA_ERROR_NOT_SUPPORTED;
         return 0;
 }
 

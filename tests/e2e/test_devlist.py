@@ -34,7 +34,9 @@ alone (the local driver: one device), then through lupine. Cases:
   8. tls: two TLS servers with bearer tokens (tls://A,tls://B): the copies
      go over TLS daemon to daemon (a peer needs no token: its ticket admits
      it); a source whose --peer-tls-ca does not know B's certificate
-     fails the copy at once with the reason, and never in the clear;
+     fails the copy at once with the reason, and never in the clear; a
+     TLS peer with a wrong ticket gets no second handshake; servers named
+     by UNIX sockets take no copies (daemons connect over TCP only);
   9. peer HELLOs: a wrong ticket, an unknown session and a peer HELLO with
      other flags are refused, and the session goes on.
 
@@ -168,6 +170,10 @@ def list_case(exe, ctl, progs, shim, kernels, tmp):
         check('nvml: libnvidia-ml.so.1 lists the same two devices as libcuda.so.1 (names, UUIDs, order)',
               r.returncode == 0 and 'PASSED' in r.stdout and r.stdout.count('device ') == 2 and
               f'on 127.0.0.1:{b.port}' in r.stdout, (r.stdout + r.stderr)[-1500:])
+        r = run(progs, kernels, client_env(shim, f'unix:{a.sock},unix:{b.sock}', 'dl-unix'), 1)
+        check('unix: a copy to a server named by its UNIX socket is refused, the daemons never connect there',
+              r.returncode != 0 and 'CUDA_ERROR_NOT_SUPPORTED' in r.stderr and 'a UNIX socket' in r.stderr,
+              (r.stdout + r.stderr)[-1500:])
         r = run(progs, kernels, client_env(shim, f'127.0.0.1:{a.port}|127.0.0.1:{b.port}', 'dl-alt'), 2)
         check('failover: A|B is one server: one device, its name unchanged',
               r.returncode == 0 and 'devices 1' in r.stdout and ' on 127.0.0.1' not in r.stdout,
