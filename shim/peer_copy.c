@@ -51,8 +51,8 @@ static void nap_ms(unsigned ms)
 
 /* One attempt: CUDA_SUCCESS with *done (the copy's result in *ret) or not
  * (*why: try again); another CUresult ends the copy with it. */
-static CUresult attempt(uint64_t dst, uint64_t src, size_t n, const char *endpoint, bool *done, CUresult *ret,
-                        char *why, size_t whycap)
+static CUresult attempt(struct lupc_conn *cd, uint64_t dst, uint64_t src, size_t n, const char *what, bool *done,
+                        CUresult *ret, char *why, size_t whycap)
 {
         struct lup_peer_push pp = { .src = src, .size = n, .dst = dst };
         uint8_t req[LUP_PEER_PUSH_MAX], rep[LUP_PEER_PUSH_REPLY_MAX];
@@ -67,7 +67,12 @@ static CUresult attempt(uint64_t dst, uint64_t src, size_t n, const char *endpoi
                 return r;
         if (lup_peer_ticket_decode(rep, len, &pp.t, &bad) < 0)
                 return lupc_protocol_error("PEER_EXPECT");
-        snprintf(pp.endpoint, sizeof(pp.endpoint), "%s", endpoint);
+        /* where the destination is now: that call may have reconnected it */
+        pthread_mutex_lock(&cd->recv_lock);
+        snprintf(pp.endpoint, sizeof(pp.endpoint), "%s", cd->endpoint);
+        pthread_mutex_unlock(&cd->recv_lock);
+        if (strncmp(pp.endpoint, "unix:", 5) == 0)
+                return over_unix(what, pp.endpoint);
         len = lup_peer_push_encode(req, sizeof(req), &pp);
         explicit_bzero(&pp, sizeof(pp));
         if (!len)
@@ -93,13 +98,6 @@ CUresult lupc_copy_across(uint64_t dst, uint64_t src, size_t n, const char *what
         if (!lupc_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
         struct lupc_conn *cd = &lupc_conns[lupc_mem_position(dst)];
-        char endpoint[sizeof(cd->endpoint)];
-        pthread_mutex_lock(&cd->recv_lock);
-        snprintf(endpoint, sizeof(endpoint), "%s", cd->endpoint);
-        pthread_mutex_unlock(&cd->recv_lock);
-        if (strncmp(endpoint, "unix:", 5) == 0)
-                return over_unix(what, endpoint);
-
         unsigned wait_s = cd->reconnect_s > 30 ? cd->reconnect_s : 30, nap = 50;
         uint64_t deadline = lup_now_ns() + (uint64_t)wait_s * 1000000000ull;
         CUresult r, result = CUDA_SUCCESS;
@@ -107,16 +105,12 @@ CUresult lupc_copy_across(uint64_t dst, uint64_t src, size_t n, const char *what
         bool done = false;
         pthread_mutex_lock(&copy_lock);
         for (;;) {
-                r = attempt(dst, src, n, endpoint, &done, &result, why, sizeof(why));
+                r = attempt(cd, dst, src, n, what, &done, &result, why, sizeof(why));
                 if (r != CUDA_SUCCESS || done || lup_now_ns() > deadline)
                         break;
                 lup_debug("%s between servers: %s; trying again", what, why);
                 nap_ms(nap);
                 nap = nap < 2000 ? nap * 2 : 2000;
-                /* the destination may have resumed elsewhere (migrated) */
-                pthread_mutex_lock(&cd->recv_lock);
-                snprintf(endpoint, sizeof(endpoint), "%s", cd->endpoint);
-                pthread_mutex_unlock(&cd->recv_lock);
         }
         pthread_mutex_unlock(&copy_lock);
         if (r != CUDA_SUCCESS)
