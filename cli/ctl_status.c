@@ -202,6 +202,11 @@ static int show(const struct ctl_opts *o, const char *name)
                         if (se->progress[0] && se->progress_total > 0)
                                 printf("progress    %s %lld%%\n", se->progress,
                                        (long long)(se->progress_done * 100 / se->progress_total));
+                        if (se->peer_bytes_in || se->peer_bytes_out) { /* copies between servers */
+                                ctl_human_bytes((double)se->peer_bytes_in, in, sizeof(in));
+                                ctl_human_bytes((double)se->peer_bytes_out, out, sizeof(out));
+                                printf("peer copies %s in, %s out (daemon to daemon)\n", in, out);
+                        }
                 }
                 break;
         }

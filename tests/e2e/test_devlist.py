@@ -192,7 +192,7 @@ def hold_counters(c, ctl, a, b):
     taking A's and B's counters of the sessions at each."""
     out, counters = '', {}
     deadline = time.monotonic() + 240
-    while len(counters) < 2 and time.monotonic() < deadline:
+    while len(counters) < 3 and time.monotonic() < deadline:
         line = read_line(c.stdout, deadline - time.monotonic())
         if not line:
             break
@@ -200,6 +200,9 @@ def hold_counters(c, ctl, a, b):
         if line.startswith('hold '):
             time.sleep(1.6)  # the workers report at most once a second
             counters[line.split()[1]] = (a.session(ctl, 'dl-job'), b.session(ctl, 'dl-job.p1'))
+            if line.startswith('hold after-copy'):
+                counters['show'] = subprocess.run([ctl, '--socket', b.sock, 'sessions', 'show', 'dl-job.p1'],
+                                                  capture_output=True, text=True, timeout=30).stdout
     return out, counters
 
 
@@ -220,6 +223,9 @@ def copies_case(out, err, counters, local_copies, a, b):
           d['peer_bytes_out'][0] == BIG and d['peer_bytes_in'][1] == BIG, str(d))
     check('copies: the bytes did not pass through the client (< 1 MiB more from A to it, from it to B)',
           d['bytes_out'][0] < (1 << 20) and d['bytes_in'][1] < (1 << 20), str(d))
+    check('copies: lupinectl sessions show says what came in from the other server',
+          re.search(r'peer copies 8 MiB in, 0 B out', counters.get('show', '')) is not None,
+          counters.get('show', ''))
     check('copies: each daemon logged its side of the copy',
           re.search(rf'session dl-job: peer copy of {BIG} bytes to 127\.0\.0\.1:{b.port}', a.log()) is not None and
           f'session dl-job.p1: peer copy of {BIG} bytes received' in b.log(), a.log()[-1500:] + b.log()[-1500:])
