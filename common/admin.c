@@ -155,12 +155,15 @@ static int stats_encode(struct json_object *o, const struct lup_admin_session *s
             (r = lup_admin_json_add(o, "calls_per_s", json_object_new_double(se->calls_per_s))) < 0 ||
             (r = lup_admin_json_add(o, "bytes_in", json_object_new_int64(se->bytes_in))) < 0 ||
             (r = lup_admin_json_add(o, "bytes_out", json_object_new_int64(se->bytes_out))) < 0 ||
-            (r = lup_admin_json_add(o, "peer_bytes_in", json_object_new_int64(se->peer_bytes_in))) < 0 ||
-            (r = lup_admin_json_add(o, "peer_bytes_out", json_object_new_int64(se->peer_bytes_out))) < 0 ||
             (r = lup_admin_json_add(o, "bytes_per_s", json_object_new_double(se->bytes_per_s))) < 0 ||
             (r = lup_admin_json_add(o, "memory", json_object_new_int64(se->memory))) < 0 ||
             (r = lup_admin_json_add(o, "checkpoint_epoch", json_object_new_int64(se->checkpoint_epoch))) < 0 ||
             (r = lup_admin_json_add(o, "checkpoint_age_s", json_object_new_int64(se->checkpoint_age_s))) < 0)
+                return r;
+        /* after the keys of old, and only for a session that made copies between servers */
+        if ((se->peer_bytes_in || se->peer_bytes_out) &&
+            ((r = lup_admin_json_add(o, "peer_bytes_in", json_object_new_int64(se->peer_bytes_in))) < 0 ||
+             (r = lup_admin_json_add(o, "peer_bytes_out", json_object_new_int64(se->peer_bytes_out))) < 0))
                 return r;
         if (!se->progress[0])
                 return 0;
