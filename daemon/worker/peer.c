@@ -610,11 +610,14 @@ void lupw_peer_serve(struct lupw_session *s, const uint8_t *msg, size_t n, int f
                 peer_refuse(s, &in, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, "unknown or expired peer-copy ticket");
                 return;
         }
-        CUresult res = lupw_bind_ctx(s, e.ctx);
+        /* the range again: calls since PEER_EXPECT may have freed it */
+        CUresult res = lupw_check_range(s, e.dst, e.size, 1);
+        if (res == CUDA_SUCCESS)
+                res = lupw_bind_ctx(s, e.ctx);
         if (res == CUDA_SUCCESS)
                 res = s->be.fn.cuCtxSynchronize();
         if (res != CUDA_SUCCESS) {
-                peer_refuse(s, &in, &req, res, "the destination's context failed");
+                peer_refuse(s, &in, &req, res, "the destination's memory or context is no longer usable");
                 return;
         }
         struct lup_hdr ok = { .op = LUP_OP_HELLO, .flags = LUP_F_REPLY, .lane = req.lane, .seq = req.seq };
