@@ -305,3 +305,39 @@ SIM_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
         snprintf(pciBusId, (size_t)len, "%04x:%02x:00.0", 0, pci_bus_of(d->ordinal));
         return CUDA_SUCCESS;
 }
+
+/* Peers: the simulated devices do not map each other's memory (the driver
+ * answers a device with itself CUDA_ERROR_INVALID_DEVICE). */
+SIM_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+        struct sim_device *d, *p;
+        CUresult r = enter_device(dev, canAccessPeer, &d);
+
+        if (r == CUDA_SUCCESS)
+                r = enter_device(peerDev, canAccessPeer, &p);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (d == p)
+                return CUDA_ERROR_INVALID_DEVICE;
+        *canAccessPeer = 0;
+        return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice srcDevice,
+                                         CUdevice dstDevice)
+{
+        struct sim_device *d, *p;
+        CUresult r = enter_device(srcDevice, value, &d);
+
+        if (r == CUDA_SUCCESS)
+                r = enter_device(dstDevice, value, &p);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (attrib < CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK ||
+            attrib > CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (d == p)
+                return CUDA_ERROR_INVALID_DEVICE;
+        *value = 0;
+        return CUDA_SUCCESS;
+}

@@ -113,7 +113,7 @@ def client_env(shim, servers, session, **extra):
 
 def list_case(exe, ctl, progs, shim, kernels, tmp):
     sim, real = os.environ.get('LUPINE_SIM_LIBRARY'), os.environ.get('LUPINE_DEVLIST_LOCAL_LIBDIR')
-    local_copies = None
+    local_copies, local_peers = None, None
     if sim or real:  # the local driver first (the simulator itself, or the GPU's): one device
         env = dict(os.environ, LD_LIBRARY_PATH=real or os.path.dirname(sim))
         env.pop('LUPINE_SERVER', None)
@@ -123,6 +123,7 @@ def list_case(exe, ctl, progs, shim, kernels, tmp):
         check('list: the program on the local driver', r.returncode == 0 and 'devices 1' in r.stdout,
               (r.stdout + r.stderr)[-1500:])
         local_copies = COPIES.search(r.stdout)
+        local_peers = PEERS.findall(r.stdout)
     a = Daemon(exe, tmp, 'listA')
     b = Daemon(exe, tmp, 'listB')
     try:
@@ -159,6 +160,9 @@ def list_case(exe, ctl, progs, shim, kernels, tmp):
               c.returncode == 0 and 'counters exact' in out, (text + out + err)[-2500:])
         check('restart: B restored the session', 'session dl-job.p1: restored' in b.log(), b.log()[-2000:])
         copies_case(out, err, counters, local_copies, a, b)
+        check('peers: a device with itself answers as on the local driver; devices of two servers are not peers',
+              'devices of two servers: not peers' in out and
+              (local_peers is None or PEERS.findall(out) == local_peers), f'{PEERS.findall(out)} {local_peers}')
         peer_hello_case(a, progs, shim, kernels)
         r = run(progs, kernels, client_env(shim, servers, 'dl-vis', CUDA_VISIBLE_DEVICES='1'), 2)
         check('visible: CUDA_VISIBLE_DEVICES=1 shows B\'s device only', r.returncode == 0 and 'devices 1' in r.stdout
@@ -183,6 +187,7 @@ def list_case(exe, ctl, progs, shim, kernels, tmp):
         b.stop()
 
 
+PEERS = re.compile(r'^(cuDevice\w+\(.*\): -?\d+)$', re.M)
 COPIES = re.compile(r'copies between the first and the last device: (\d+) bytes checked, checksum ([0-9a-f]+)')
 BIG = (8 << 20) + 12345  # e2e_devlist's DtoD from A to B
 

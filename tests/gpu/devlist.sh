@@ -9,7 +9,9 @@
 #      and counted daemon to daemon (not through the client), a copy tried
 #      again across B's restart, refused peer HELLOs,
 #      CUDA_VISIBLE_DEVICES, NVML, and 'A|B' failover;
-#   2. the speed of a 1 GiB copy between the servers, daemon to daemon,
+#   2. PyTorch (tests/gpu/torch_devlist.py): tensors moved between the two
+#      servers' devices, against the local driver's results;
+#   3. the speed of a 1 GiB copy between the servers, daemon to daemon,
 #      against the same bytes through the client, and the local driver's
 #      device-to-device copy (tests/bench/peer_bench.c), with ratios.
 #
@@ -30,23 +32,49 @@ else
 fi
 grep -E '^(ok|FAIL) ' "$OUTDIR/devlist.out" | sed 's/^/    /'
 
+# ---- PyTorch across the two servers: against the local driver (one GPU)
+pt_local=$OUTDIR/torch.local
+pt_remote=$OUTDIR/torch.lupine
+start_pair() { # sets pa, pb; the two lupined of the next checks
+        pa=$((20000 + RANDOM % 20000))
+        pb=$((pa + 1))
+        for p in $pa $pb; do
+                env -u LD_LIBRARY_PATH "$BUILD/daemon/lupined" --backend cuda --listen "127.0.0.1:$p" \
+                        --listen "unix:$OUTDIR/$p.sock" --health-policy off >"$OUTDIR/lupined-$p.log" 2>&1 &
+        done
+        for p in $pa $pb; do
+                for _ in $(seq 100); do [ -S "$OUTDIR/$p.sock" ] && break; sleep 0.1; done
+        done
+}
+stop_pair() {
+        kill -TERM $(jobs -p) 2>/dev/null
+        wait
+}
+start_pair
+env LD_LIBRARY_PATH="$real_dir:$libdirs" python3 tests/gpu/torch_devlist.py >"$pt_local" 2>"$pt_local.err" ||
+        bad "torch_devlist.py on the local driver" "$pt_local.err"
+env LD_LIBRARY_PATH="$PWD/$BUILD/shim:$libdirs" LUPINE_SERVER="127.0.0.1:$pa,127.0.0.1:$pb" LUPINE_SESSION=torch-dl \
+        python3 tests/gpu/torch_devlist.py >"$pt_remote" 2>"$pt_remote.err" ||
+        bad "torch_devlist.py on two lupined" "$pt_remote.err"
+if grep -q 'torch_devlist: done' "$pt_remote" && cmp -s "$pt_local" "$pt_remote" &&
+        grep -q "devices 2" "$pt_remote.err" && grep -q "peer access 0 -> 1 False" "$pt_remote.err" &&
+        [ "$(grep -c 'peer copy of' "$OUTDIR/lupined-$pa.log" "$OUTDIR/lupined-$pb.log" | awk -F: '{s+=$2} END {print s}')" -gt 0 ]; then
+        ok "PyTorch on two servers: tensors moved between them daemon to daemon, equal to the local driver's"
+else
+        bad "PyTorch on two servers against local" "$pt_remote.err"
+        diff "$pt_local" "$pt_remote" | head -n 20
+fi
+stop_pair
+
 # ---- the speed of copies between the servers
-pa=$((20000 + RANDOM % 20000))
-pb=$((pa + 1))
-for p in $pa $pb; do
-        env -u LD_LIBRARY_PATH "$BUILD/daemon/lupined" --backend cuda --listen "127.0.0.1:$p" \
-                --listen "unix:$OUTDIR/$p.sock" --health-policy off >"$OUTDIR/bench-$p.log" 2>&1 &
-done
-for p in $pa $pb; do
-        for _ in $(seq 100); do [ -S "$OUTDIR/$p.sock" ] && break; sleep 0.1; done
-done
+rm -f "$OUTDIR"/*.sock
+start_pair
 env LD_LIBRARY_PATH="$real_dir" "$BUILD/tests/bench/peer_bench" 1024 >"$OUTDIR/peer.local" 2>&1 ||
         bad "peer_bench on the local driver" "$OUTDIR/peer.local"
 env LD_LIBRARY_PATH="$PWD/$BUILD/shim" LUPINE_SERVER="127.0.0.1:$pa,127.0.0.1:$pb" LUPINE_SESSION=peer-bench \
         "$BUILD/tests/bench/peer_bench" 1024 >"$OUTDIR/peer.lupine" 2>&1 ||
         bad "peer_bench between two lupined" "$OUTDIR/peer.lupine"
-kill -TERM $(jobs -p) 2>/dev/null
-wait
+stop_pair
 gbs() { awk -v w="$2" '$1 == "peer" && $2 == w {print $3}' "$1"; }
 ld=$(gbs "$OUTDIR/peer.local" direct)
 rd=$(gbs "$OUTDIR/peer.lupine" direct)

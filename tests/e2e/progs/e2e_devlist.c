@@ -42,6 +42,32 @@ static void hold(const char *what)
 }
 
 /*
+ * Peer queries: a device with itself is the driver's to answer (printed,
+ * for the comparison with the local run); devices of two servers are not
+ * peers, in every P2P attribute.
+ */
+static void peers(int n)
+{
+        int can = -1, v = -1;
+        printf("cuDeviceCanAccessPeer(0, 0): %d\n", (int)cuDeviceCanAccessPeer(&can, 0, 0));
+        printf("cuDeviceGetP2PAttribute(ACCESS_SUPPORTED, 0, 0): %d\n",
+               (int)cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 0));
+        if (n < 2)
+                return;
+        CK(cuDeviceCanAccessPeer(&can, 0, n - 1));
+        EXPECT(can == 0);
+        for (int a = CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK; a <= CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED;
+             a++) {
+                v = -1;
+                CK(cuDeviceGetP2PAttribute(&v, (CUdevice_P2PAttribute)a, n - 1, 0));
+                EXPECT(v == 0);
+        }
+        EXPECT_ERR(cuDeviceCanAccessPeer(&can, 0, n), CUDA_ERROR_INVALID_DEVICE);
+        printf("devices of two servers: not peers\n");
+        fflush(stdout);
+}
+
+/*
  * Copies between the first device and the last: between two servers'
  * memory when the list has several (daemon to daemon, issue 17 item 2),
  * on one device otherwise (the local driver's run, to compare with).
@@ -197,6 +223,7 @@ int main(int argc, char **argv)
                         nanosleep(&ts, NULL);
                 }
         }
+        peers(n);
         copies(ctx, fill, st, n);
         /* a handle goes to its own server whatever the current context:
          * device n-1's stream while device 0's context is current */
