@@ -158,6 +158,52 @@ static bool library_options_invalid(unsigned int n, const CUlibraryOption *opts,
         return false;
 }
 
+/* Libraries belong to no context: with several servers each has the
+ * library (and its kernels, cuLibraryGetKernel) under the same handle, so
+ * a kernel runs wherever the current context is. (Should a restore come
+ * between one server's JIT upload and its load, that server's load takes
+ * more ids than the others': its handle then differs, and its kernels are
+ * refused there, never run wrong.) */
+struct library_load {
+        CUlibrary *library;
+        const void *code;
+        unsigned int n_jit;
+        CUjit_option *jit_options;
+        void **jit_values;
+};
+
+static CUresult library_load_one(void *arg)
+{
+        const struct library_load *a = arg;
+        if (a->n_jit)
+                return load_jit(a->library, true, a->code, a->n_jit, a->jit_options, a->jit_values);
+        return lupc_send_lupLibraryLoad(a->library, a->code);
+}
+
+struct library_kernel {
+        CUkernel *kernel;
+        CUlibrary library;
+        const char *name;
+};
+
+static CUresult library_kernel_one(void *arg)
+{
+        const struct library_kernel *a = arg;
+        return lupc_send_cuLibraryGetKernel(a->kernel, a->library, a->name);
+}
+
+static CUresult library_unload_one(void *arg)
+{
+        return lupc_send_cuLibraryUnload(*(CUlibrary *)arg);
+}
+
+EXPORT CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
+{
+        if (!lupc_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        return lupc_each_server(library_unload_one, &library);
+}
+
 EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
                                           void **jitOptionsValues, unsigned int numJitOptions,
                                           CUlibraryOption *libraryOptions, void **libraryOptionValues,
@@ -177,9 +223,8 @@ EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, 
                         return r;
                 lupc_ctx_set_current((uint64_t)(uintptr_t)c);
         }
-        if (numJitOptions)
-                return load_jit(library, true, code, numJitOptions, jitOptions, jitOptionsValues);
-        return lupc_send_lupLibraryLoad(library, code);
+        struct library_load a = { library, code, numJitOptions, jitOptions, jitOptionsValues };
+        return lupc_each_server(library_load_one, &a);
 }
 
 EXPORT CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
@@ -209,7 +254,7 @@ EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, co
 
 EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
-        CUresult r = lupc_send_cuLibraryGetKernel(pKernel, library, name);
+        CUresult r = lupc_each_server(library_kernel_one, &(struct library_kernel){ pKernel, library, name });
         if (r == CUDA_SUCCESS) {
                 lupc_func_set_name((uint64_t)(uintptr_t)*pKernel, name);
         } else if (lup_trace_level() >= 1) {

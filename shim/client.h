@@ -43,6 +43,14 @@ void lupc_route_dev(int dev);
 void lupc_route_ptr(uint64_t p);
 /* ... or of the context handle h was made in (streams, events, modules, ...) */
 void lupc_route_handle(uint64_t h);
+/* Runs fn(arg) once for every server of LUPINE_SERVER, each run's calls
+ * routed to that server and minting the same handle ids (context-
+ * independent objects: libraries and their kernels); stops at the first
+ * failure. With one server: fn(arg). */
+CUresult lupc_each_server(CUresult (*fn)(void *arg), void *arg);
+/* client.c: 1 records the ids minted from now on, 2 hands out the recorded
+ * ones again, 0 ends it (lupc_each_server) */
+void lupc_mint_mode(int mode);
 /* Whether device pointers a and b are on one server (always, with one;
  * a module global is the current context's server's). */
 bool lupc_same_server(uint64_t a, uint64_t b);

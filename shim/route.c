@@ -28,7 +28,7 @@ unsigned lupc_n_servers = 1;
 /* A call that names its server (a device, a device pointer, a handle)
  * says so just before it is sent; lupc_route takes it, and with it the
  * context that owns the memory or handle named (0: none known). */
-static __thread int route_next = -1;
+static __thread int route_next = -1, route_force = -1;
 static __thread uint64_t route_owner, routed_owner;
 
 void lupc_route_dev(int dev)
@@ -37,11 +37,15 @@ void lupc_route_dev(int dev)
                 route_next = lupc_dev_position(dev);
 }
 
+/* Libraries and their kernels belong to no context: they are on every
+ * server (lupc_each_server), and a call naming one goes where the current
+ * context is (a kernel's function, a global, a launch). */
 void lupc_route_handle(uint64_t h)
 {
         struct lupc_ctx_info info;
         uint64_t ctx = 0;
-        if (lupc_n_servers > 1 && h && lupc_handle_kind(h, &ctx) && ctx && lupc_ctx_lookup(ctx, &info)) {
+        int kind = lupc_n_servers > 1 && h ? lupc_handle_kind(h, &ctx) : 0;
+        if (kind && kind != LUPC_H_LIBRARY && kind != LUPC_H_KERNEL && ctx && lupc_ctx_lookup(ctx, &info)) {
                 route_next = lupc_dev_position(info.device);
                 route_owner = ctx;
         }
@@ -107,7 +111,7 @@ uint64_t lupc_route_ctx(const struct lupc_conn *c)
 
 struct lupc_conn *lupc_route(void)
 {
-        int p = route_next;
+        int p = route_force >= 0 ? route_force : route_next;
         route_next = -1;
         routed_owner = route_owner;
         route_owner = 0;
@@ -120,6 +124,23 @@ struct lupc_conn *lupc_route(void)
                 p = 0;
         lupc_visible_pos = p;
         return &lupc_conns[p];
+}
+
+CUresult lupc_each_server(CUresult (*fn)(void *arg), void *arg)
+{
+        if (lupc_n_servers <= 1)
+                return fn(arg);
+        CUresult r = CUDA_SUCCESS;
+        lupc_mint_mode(1);
+        for (unsigned p = 0; p < lupc_n_servers && r == CUDA_SUCCESS; p++) {
+                if (p)
+                        lupc_mint_mode(2);
+                route_force = (int)p;
+                r = fn(arg);
+        }
+        route_force = -1;
+        lupc_mint_mode(0);
+        return r;
 }
 
 int lupc_route_position(void)

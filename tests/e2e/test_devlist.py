@@ -160,6 +160,8 @@ def list_case(exe, ctl, progs, shim, kernels, tmp):
               c.returncode == 0 and 'counters exact' in out, (text + out + err)[-2500:])
         check('restart: B restored the session', 'session dl-job.p1: restored' in b.log(), b.log()[-2000:])
         copies_case(out, err, counters, local_copies, a, b)
+        check('library: one library load, its kernel run on both servers\' devices (as a kernel and a function)',
+              'library kernels on every device: checked' in out, out[-800:])
         check('peers: a device with itself answers as on the local driver; devices of two servers are not peers',
               'devices of two servers: not peers' in out and
               (local_peers is None or PEERS.findall(out) == local_peers), f'{PEERS.findall(out)} {local_peers}')

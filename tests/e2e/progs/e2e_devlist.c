@@ -42,6 +42,43 @@ static void hold(const char *what)
 }
 
 /*
+ * A library belongs to no context: loaded once, its kernel runs on every
+ * device of the list, launched as a kernel and through cuKernelGetFunction.
+ */
+static void library_kernels(CUcontext *ctx, int n, const char *path)
+{
+        const int m = 4096;
+        unsigned got[4096];
+        CUlibrary lib;
+        CUkernel k;
+        CK(cuLibraryLoadFromFile(&lib, path, NULL, NULL, 0, NULL, NULL, 0));
+        CK(cuLibraryGetKernel(&k, lib, "fill_u32"));
+        for (int d = 0; d < n; d++) {
+                CUdeviceptr buf;
+                CUfunction f;
+                CK(cuCtxSetCurrent(ctx[d]));
+                CK(cuMemAlloc(&buf, m * 4));
+                for (int way = 0; way < 2; way++) {
+                        unsigned v = 0xAB00u + (unsigned)(16 * d + way);
+                        int mm = m;
+                        void *pf[] = { &buf, &v, &mm };
+                        if (way == 0)
+                                f = (CUfunction)k;
+                        else
+                                CK(cuKernelGetFunction(&f, k));
+                        CK(cuLaunchKernel(f, m / 256, 1, 1, 256, 1, 1, 0, 0, pf, NULL));
+                        CK(cuMemcpyDtoH(got, buf, m * 4));
+                        for (int i = 0; i < m; i++)
+                                EXPECT(got[i] == v);
+                }
+                CK(cuMemFree(buf));
+        }
+        CK(cuLibraryUnload(lib));
+        printf("library kernels on every device: checked\n");
+        fflush(stdout);
+}
+
+/*
  * Peer queries: a device with itself is the driver's to answer (printed,
  * for the comparison with the local run); devices of two servers are not
  * peers, in every P2P attribute.
@@ -224,6 +261,7 @@ int main(int argc, char **argv)
                 }
         }
         peers(n);
+        library_kernels(ctx, n, path);
         copies(ctx, fill, st, n);
         /* a handle goes to its own server whatever the current context:
          * device n-1's stream while device 0's context is current */
