@@ -170,11 +170,52 @@ CUresult lupw_handle_put(struct lupw_session *s, int kind, uint64_t id, void *re
         return CUDA_SUCCESS;
 }
 
+struct children {
+        uint64_t parent;
+        uint64_t *ids;
+        size_t n, cap;
+        bool oom;
+};
+
+static void find_child(uint64_t key, uint64_t val, void *ud)
+{
+        struct children *c = ud;
+        const struct lupw_handle_ent *e = (const struct lupw_handle_ent *)(uintptr_t)val;
+        if (e->prov.parent != c->parent || c->oom)
+                return;
+        if (c->n == c->cap) {
+                size_t cap = c->cap ? 2 * c->cap : 16;
+                uint64_t *ids = realloc(c->ids, cap * sizeof(*ids));
+                if (!ids) {
+                        c->oom = true;
+                        return;
+                }
+                c->ids = ids;
+                c->cap = cap;
+        }
+        c->ids[c->n++] = key;
+}
+
+/* A module's functions, a library's kernels and modules, a kernel's
+ * functions die with it, as the driver's handles do: a checkpoint must not
+ * keep a handle whose parent is gone (its restore could not make it). */
 void lupw_handle_del(struct lupw_session *s, uint64_t id)
 {
         uint64_t v;
-        if (lup_u64map_del(&s->obj.handles, id, &v))
-                free_handle(id, v, NULL);
+        if (!lup_u64map_del(&s->obj.handles, id, &v))
+                return;
+        int kind = ((struct lupw_handle_ent *)(uintptr_t)v)->kind;
+        free_handle(id, v, NULL);
+        if (kind != LUPW_H_MODULE && kind != LUPW_H_LIBRARY && kind != LUPW_H_KERNEL)
+                return;
+        struct children c = { .parent = id };
+        lup_u64map_each(&s->obj.handles, find_child, &c);
+        if (c.oom)
+                lup_warn("session %s: out of memory finding the handles made from %#llx", s->name,
+                         (unsigned long long)id);
+        for (size_t i = 0; i < c.n; i++)
+                lupw_handle_del(s, c.ids[i]);
+        free(c.ids);
 }
 
 /* ---- blobs */

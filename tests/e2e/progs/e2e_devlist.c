@@ -44,6 +44,8 @@ static void hold(const char *what)
 /*
  * A library belongs to no context: loaded once, its kernel runs on every
  * device of the list, launched as a kernel and through cuKernelGetFunction.
+ * Then the library and a module are unloaded, their kernels and functions
+ * with them.
  */
 static void library_kernels(CUcontext *ctx, int n, const char *path)
 {
@@ -74,6 +76,14 @@ static void library_kernels(CUcontext *ctx, int n, const char *path)
                 CK(cuMemFree(buf));
         }
         CK(cuLibraryUnload(lib));
+        /* a module unloaded with its function: neither may hold up a later
+         * restore (test_devlist.py's retry case restores after this) */
+        CUmodule mod;
+        CUfunction mf;
+        CK(cuCtxSetCurrent(ctx[n - 1]));
+        CK(cuModuleLoad(&mod, path));
+        CK(cuModuleGetFunction(&mf, mod, "fill_u32"));
+        CK(cuModuleUnload(mod));
         printf("library kernels on every device: checked\n");
         fflush(stdout);
 }
