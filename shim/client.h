@@ -43,6 +43,13 @@ void lupc_route_dev(int dev);
 void lupc_route_ptr(uint64_t p);
 /* ... or of the context handle h was made in (streams, events, modules, ...) */
 void lupc_route_handle(uint64_t h);
+/* Whether two handles (a stream id as on the wire, an event, ...; 0 and
+ * the default streams are the current context's) are on one server. */
+bool lupc_same_server_handles(uint64_t a, uint64_t b);
+/* A stream of one server made to wait for event ev of another (what: the
+ * call): ev is synchronized on its own server now, which orders
+ * everything after it in the stream, as the wait would have. */
+CUresult lupc_wait_across(uint64_t ev, const char *what);
 /* Runs fn(arg) once for every server of LUPINE_SERVER, each run's calls
  * routed to that server and minting the same handle ids (context-
  * independent objects: libraries and their kernels); stops at the first

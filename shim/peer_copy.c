@@ -91,6 +91,13 @@ static CUresult attempt(struct lupc_conn *cd, uint64_t dst, uint64_t src, size_t
         return CUDA_SUCCESS;
 }
 
+CUresult lupc_wait_across(uint64_t ev, const char *what)
+{
+        if (lup_trace_level() >= 1)
+                lup_tracef("%s: the event is on another server: synchronized there first", what);
+        return cuEventSynchronize((CUevent)(uintptr_t)ev);
+}
+
 CUresult lupc_copy_across(uint64_t dst, uint64_t src, size_t n, const char *what)
 {
         if (n == 0)

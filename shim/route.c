@@ -101,6 +101,23 @@ void lupc_conn_set_endpoint(struct lupc_conn *c, const char *text)
         pthread_mutex_unlock(&c->recv_lock);
 }
 
+/* The position of the context a handle was made in; the current
+ * context's for the default streams, unknown handles and libraries. */
+static int handle_position(uint64_t h)
+{
+        uint64_t ctx = 0;
+        int kind = h ? lupc_handle_kind(h, &ctx) : 0;
+        int pos = kind && kind != LUPC_H_LIBRARY && kind != LUPC_H_KERNEL ? ctx_position(ctx) : -1;
+        if (pos < 0)
+                pos = ctx_position(lupc_ctx_current());
+        return pos < 0 ? 0 : pos;
+}
+
+bool lupc_same_server_handles(uint64_t a, uint64_t b)
+{
+        return lupc_n_servers <= 1 || handle_position(a) == handle_position(b);
+}
+
 uint64_t lupc_route_ctx(const struct lupc_conn *c)
 {
         uint64_t cur = lupc_ctx_current();

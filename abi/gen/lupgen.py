@@ -362,6 +362,14 @@ def gen_client_body(fn, pt_expr, validate=True):
         b.append(f'\tif (!lupc_same_server((uint64_t){ptrs[0].name}, (uint64_t){ptrs[1].name}))\n'
                  f'\t\treturn lupc_copy_across((uint64_t){ptrs[0].name}, (uint64_t){ptrs[1].name}, '
                  f'(size_t){size}, "{fn.name}");\n')
+    # a stream of one server waiting for an event of another: the event is
+    # waited for here, on its own server, before the call returns
+    st = next((p for p in fn.ins if p.dir == 'in' and p.type == 'stream' and not p.pointer), None)
+    ev = next((p for p in fn.ins if p.dir == 'in' and p.type == 'event' and not p.pointer), None)
+    if st and ev and not fn.client_custom and not fn.sync:
+        b.append(f'\tif (!lupc_same_server_handles(lupc_stream_id({st.name}, per_thread_), '
+                 f'(uint64_t)(uintptr_t){ev.name}))\n'
+                 f'\t\treturn lupc_wait_across((uint64_t)(uintptr_t){ev.name}, "{fn.name}");\n')
     route = next((p for p in fn.ins if p.dir == 'in' and p.type == 'device' and not p.pointer), None)
     if route:
         b.append(f'\tlupc_route_dev({route.name});\n')

@@ -24,10 +24,10 @@ def main():
     print('devices', n, [torch.cuda.get_device_name(i) for i in range(n)], file=sys.stderr)
     if n > 1:
         print('peer access 0 ->', n - 1, torch.cuda.can_device_access_peer(0, n - 1), file=sys.stderr)
-    torch.manual_seed(1234)
+    torch.manual_seed(1234)  # on the CPU: one device or two, the same numbers
     torch.backends.cuda.matmul.allow_tf32 = False
-    a = torch.randn(2048, 2048, device=first)
-    b = torch.randn(2048, 2048, device=last)
+    a = torch.randn(2048, 2048).to(first)
+    b = torch.randn(2048, 2048).to(last)
     print('first matmul', digest(a @ a))
     print('last matmul', digest(b @ b))
     moved = a.to(last)  # first -> last

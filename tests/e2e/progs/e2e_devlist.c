@@ -160,6 +160,16 @@ static void copies(CUcontext *ctx, CUfunction *fill, CUstream *st, int n)
         for (size_t i = 0; i < m; i++)
                 EXPECT(((unsigned *)got)[i] == v);
         sum ^= checksum(got, m * 4);
+        /* the last device's stream waits for an event of the first's (two
+         * servers: the event is waited for on its own server) */
+        CUevent ev;
+        CK(cuCtxSetCurrent(ctx[0]));
+        CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+        CK(cuEventRecord(ev, st[0]));
+        CK(cuCtxSetCurrent(ctx[n - 1]));
+        CK(cuStreamWaitEvent(st[n - 1], ev, 0));
+        CK(cuStreamSynchronize(st[n - 1]));
+        CK(cuEventDestroy(ev));
         /* cuMemcpy, unified addressing: part of b back into a, at an odd offset */
         CK(cuMemcpy(a + 3, b + 1000001, 777777));
         CK(cuMemcpyDtoH(got, a, 1 << 20));
