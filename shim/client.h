@@ -55,7 +55,7 @@ CUresult lupc_wait_across(uint64_t ev, const char *what);
  * independent objects: libraries and their kernels); stops at the first
  * failure. With one server: fn(arg). */
 CUresult lupc_each_server(CUresult (*fn)(void *arg), void *arg);
-/* client.c: 1 records the ids minted from now on, 2 hands out the recorded
+/* handles.c: 1 records the ids minted from now on, 2 hands out the recorded
  * ones again, 0 ends it (lupc_each_server) */
 void lupc_mint_mode(int mode);
 /* Whether device pointers a and b are on one server (always, with one;
