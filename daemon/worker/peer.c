@@ -25,13 +25,16 @@
  */
 #define LUP_LOG_CAT LUP_LOGC_NET
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
 
 #include "buf.h"
 #include "clock.h"
@@ -42,42 +45,6 @@
 #include "transport.h"
 #include "worker/session.h"
 
-static void set_io_timeout(int fd)
-{
-        struct timeval tv = { .tv_sec = LUP_PEER_IO_MS / 1000, .tv_usec = (LUP_PEER_IO_MS % 1000) * 1000 };
-        (void)lup_set_blocking(fd);
-        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
-/* The two ends read a peer connection differently: the source through
- * common/transport.h (it is that connection's client), the destination
- * through the socket or its TLS session. */
-typedef int (*read_fn)(void *conn, void *p, size_t n);
-
-static int link_read(void *conn, void *p, size_t n)
-{
-        return lupt_read_full(conn, p, n);
-}
-
-struct peer_in {
-        int fd;
-        struct lup_tls *tls; /* NULL: a plain socket */
-};
-
-static int in_read(void *conn, void *p, size_t n)
-{
-        const struct peer_in *in = conn;
-        return in->tls ? lup_tls_read_full(in->tls, p, n, LUP_PEER_IO_MS) : lup_read_full(in->fd, p, n);
-}
-
-static bool ticket_equal(const uint8_t *a, const uint8_t *b)
-{
-        uint8_t d = 0;
-        for (unsigned i = 0; i < LUP_TICKET_SIZE; i++)
-                d |= a[i] ^ b[i]; /* constant time */
-        return d == 0;
-}
 
 /* ---- PEER_EXPECT */
 
@@ -162,46 +129,34 @@ static int send_data(struct lupt_link *l, uint64_t off, const uint8_t *p, size_t
         return 0;
 }
 
-/* Reads one frame header and up to cap payload bytes (the rest must be
- * none). 0, or -errno; -EBADMSG with *why. */
-static int read_frame(read_fn rd, void *conn, struct lup_hdr *h, uint8_t *p, size_t cap, const char **why)
+/* The destination's answer after the bytes: a PEER_DATA reply frame
+ * without payload. 0 with *h, -errno, or -EBADMSG with *why. */
+static int read_answer(struct lupt_link *l, struct lup_hdr *h, const char **why)
 {
         uint8_t hb[LUP_HDR_SIZE];
-        int r = rd(conn, hb, sizeof(hb));
+        int r = lupt_read_full(l, hb, sizeof(hb));
         if (r < 0)
                 return r;
         if (lup_hdr_decode(hb, h, why) < 0)
                 return -EBADMSG;
-        if (h->len > cap) {
-                *why = "frame too long";
+        if (h->op != LUP_OP_PEER_DATA || !(h->flags & LUP_F_REPLY) || h->len) {
+                *why = "unexpected frame";
                 return -EBADMSG;
         }
-        return h->len ? rd(conn, p, h->len) : 0;
+        return 0;
 }
 
-/* The outcome "try again" with a message. */
-static void retry(struct lup_peer_result *res, const char *fmt, const char *what, const char *detail)
+/* The copy's outcome (LUP_PEER_RETRY: try again; LUP_PEER_DONE with a
+ * status: for good), with a message cut to what the answer carries. */
+__attribute__((format(printf, 4, 5))) static void outcome(struct lup_peer_result *res, uint32_t o, CUresult status,
+                                                          const char *fmt, ...)
 {
-        char tmp[1024];
-        res->outcome = LUP_PEER_RETRY;
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-        snprintf(tmp, sizeof(tmp), fmt, what, detail);
-#pragma GCC diagnostic pop
-        size_t k = strnlen(tmp, sizeof(res->msg) - 1); /* cut to what the answer carries */
-        memcpy(res->msg, tmp, k);
-        res->msg[k] = 0;
-}
-
-/* The outcome "failed for good": TLS to the destination failed (its
- * certificate is not trusted, not for that name, ...). */
-static void refuse_tls(struct lup_peer_result *res, const char *why)
-{
-        res->outcome = LUP_PEER_DONE;
-        res->status = CUDA_ERROR_NOT_PERMITTED;
-        size_t k = strnlen(why, sizeof(res->msg) - 1);
-        memcpy(res->msg, why, k);
-        res->msg[k] = 0;
+        va_list ap;
+        res->outcome = o;
+        res->status = (uint32_t)status;
+        va_start(ap, fmt);
+        vsnprintf(res->msg, sizeof(res->msg), fmt, ap);
+        va_end(ap);
 }
 
 /* The TLS settings of this worker's copies to tls:// servers, made at
@@ -244,21 +199,21 @@ static int push_connect(struct lupw_session *s, const struct lup_peer_push *pp, 
         struct lup_endpoint ep;
         char err[LUP_PEER_MSG_MAX];
         if (lup_endpoint_parse(pp->endpoint, &ep) < 0) {
-                retry(res, "%s: %s", pp->endpoint, "not an endpoint");
+                outcome(res, LUP_PEER_RETRY, CUDA_SUCCESS, "%s: not an endpoint", pp->endpoint);
                 return -1;
         }
         const struct lupt_config *c = ep.tls ? peer_tls(s, err, sizeof(err)) : &plain;
         if (!c) {
-                retry(res, "%s: %s", pp->endpoint, err);
+                outcome(res, LUP_PEER_RETRY, CUDA_SUCCESS, "%s: %s", pp->endpoint, err);
                 return -1;
         }
         int r = lupt_connect(c, &ep, LUP_PEER_IO_MS, l, err, sizeof(err));
-        if (r == -EPROTO) { /* TLS: a certificate trying again cannot mend */
-                refuse_tls(res, err);
+        if (r == -EPROTO) { /* TLS (its certificate): trying again cannot mend it */
+                outcome(res, LUP_PEER_DONE, CUDA_ERROR_NOT_PERMITTED, "%s", err);
                 return -1;
         }
         if (r < 0) {
-                retry(res, "cannot connect: %s%s", err, "");
+                outcome(res, LUP_PEER_RETRY, CUDA_SUCCESS, "cannot connect: %s", err);
                 return -1;
         }
         struct lup_hello hello = { .proto_version = LUP_PROTO_VERSION, .flags = LUP_HELLO_PEER };
@@ -281,11 +236,10 @@ static int push_connect(struct lupw_session *s, const struct lup_peer_push *pp, 
                 const char *m = "";
                 size_t mlen = 0;
                 (void)lup_rd_str16(&rd, 400, &m, &mlen);
-                char msg[151];
-                snprintf(msg, sizeof(msg), "%.*s", (int)(mlen < 150 ? mlen : 150), m);
-                retry(res, "%s refused the copy: %s", pp->endpoint, msg);
+                outcome(res, LUP_PEER_RETRY, CUDA_SUCCESS, "%s refused the copy: %.*s", pp->endpoint, (int)mlen, m);
         } else if (r < 0) { /* B's certificate passed the first handshake: the second's failure is not for good */
-                retry(res, "%s did not answer the copy: %s", pp->endpoint, err[0] ? err : strerror(-r));
+                outcome(res, LUP_PEER_RETRY, CUDA_SUCCESS, "%s did not answer the copy: %s", pp->endpoint,
+                        err[0] ? err : strerror(-r));
         }
         free(payload);
         if (r < 0 || h.status != 0) {
@@ -357,7 +311,7 @@ static int push_bytes(struct lupw_session *s, const struct lup_peer_push *pp, st
                 return -1;
         }
         if (!sent) {
-                retry(res, "%s went away during the copy%s", pp->endpoint, "");
+                outcome(res, LUP_PEER_RETRY, CUDA_SUCCESS, "%s went away during the copy", pp->endpoint);
                 return -1;
         }
         return 0;
@@ -401,12 +355,10 @@ static int push_run(struct lupw_session *s, const struct lup_hdr *h, const union
         if (up == 0) {
                 struct lup_hdr d;
                 const char *why = "malformed answer";
-                int r = read_frame(link_read, &l, &d, NULL, 0, &why);
-                if (r < 0 || d.op != LUP_OP_PEER_DATA || !(d.flags & LUP_F_REPLY))
-                        retry(&res, "%s did not confirm the copy: %s", pp->endpoint,
-                              r == -EBADMSG ? why
-                              : r < 0       ? strerror(-r)
-                                            : "unexpected frame");
+                int r = read_answer(&l, &d, &why);
+                if (r < 0)
+                        outcome(&res, LUP_PEER_RETRY, CUDA_SUCCESS, "%s did not confirm the copy: %s", pp->endpoint,
+                                r == -EBADMSG ? why : strerror(-r));
                 else
                         res.status = d.status;
         }
@@ -471,7 +423,7 @@ static bool take_ticket(struct lupw_session *s, const uint8_t *ticket, struct lu
         bool found = false;
         for (unsigned i = 0; i < LUPW_PEER_TICKETS; i++) { /* every entry, found or not: constant time */
                 struct lupw_peer_expect *x = &s->peer.exp[i];
-                bool hit = ticket_equal(x->ticket, ticket) && x->deadline_ns > now;
+                bool hit = CRYPTO_memcmp(x->ticket, ticket, LUP_TICKET_SIZE) == 0 && x->deadline_ns > now;
                 if (hit && !found) {
                         *ret = *x;
                         explicit_bzero(x, sizeof(*x));
@@ -483,12 +435,12 @@ static bool take_ticket(struct lupw_session *s, const uint8_t *ticket, struct lu
 
 /* The PEER_DATA frame at off: its header and offset checked; *ret_len
  * bytes follow. 0, -errno, or -EBADMSG with *why. */
-static int data_header(struct peer_in *in, const struct lupw_peer_expect *e, uint64_t off, size_t *ret_len,
+static int data_header(struct lupt_link *in, const struct lupw_peer_expect *e, uint64_t off, size_t *ret_len,
                        const char **why)
 {
         uint8_t hb[LUP_HDR_SIZE + 8];
         struct lup_hdr h;
-        int r = in_read(in, hb, sizeof(hb));
+        int r = lupt_read_full(in, hb, sizeof(hb));
         if (r < 0)
                 return r;
         if (lup_hdr_decode(hb, &h, why) < 0)
@@ -507,7 +459,7 @@ static int data_header(struct peer_in *in, const struct lupw_peer_expect *e, uin
  * the next arrives: its status (the first failed write's CUresult), or
  * -errno / -EBADMSG with *why when the peer broke the protocol (the
  * connection is closed then, unanswered). */
-static int serve_data(struct lupw_session *s, struct peer_in *in, const struct lupw_peer_expect *e, CUresult *res,
+static int serve_data(struct lupw_session *s, struct lupt_link *in, const struct lupw_peer_expect *e, CUresult *res,
                       const char **why)
 {
         const struct lupw_backend *be = &s->be.fn;
@@ -532,7 +484,7 @@ static int serve_data(struct lupw_session *s, struct peer_in *in, const struct l
                 while (got < LUP_PEER_CHUNK && off + got < e->size) {
                         if ((r = data_header(in, e, off + got, &k, why)) < 0 ||
                             (k > LUP_PEER_CHUNK - got && (r = -EBADMSG, *why = "PEER_DATA across a staging buffer")) ||
-                            (r = in_read(in, buf[i] + got, k)) < 0)
+                            (r = lupt_read_full(in, buf[i] + got, k)) < 0)
                                 break;
                         got += k;
                 }
@@ -558,7 +510,7 @@ static int serve_data(struct lupw_session *s, struct peer_in *in, const struct l
 }
 
 /* Refuses the peer on in and closes it. */
-static void peer_refuse(struct lupw_session *s, struct peer_in *in, const struct lup_hdr *req, CUresult status,
+static void peer_refuse(struct lupw_session *s, struct lupt_link *in, const struct lup_hdr *req, CUresult status,
                         const char *msg)
 {
         (void)lupw_refuse_on(s, in->fd, in->tls, req, status, msg);
@@ -583,7 +535,7 @@ void lupw_peer_serve(struct lupw_session *s, const uint8_t *msg, size_t n, int f
                         close(fd);
                 return;
         }
-        struct peer_in in = { .fd = fd };
+        struct lupt_link in = { .fd = fd };
         /* The ticket first: without one, a peer gets no TLS handshake (it
          * would hold this session's loop) and no answer beyond a refusal
          * (plain) or the closed connection (TLS; its source tries again). */
@@ -604,8 +556,9 @@ void lupw_peer_serve(struct lupw_session *s, const uint8_t *msg, size_t n, int f
                 }
                 lup_tls_set_write_timeout(in.tls, LUP_PEER_IO_MS);
         } else {
-                set_io_timeout(fd);
+                (void)lup_set_blocking(fd);
         }
+        lupt_set_timeout(&in, LUP_PEER_IO_MS); /* reads (and plain writes) that move no byte this long fail */
         if (!known) {
                 peer_refuse(s, &in, &req, CUDA_ERROR_DEVICE_UNAVAILABLE, "unknown or expired peer-copy ticket");
                 return;
