@@ -100,26 +100,35 @@ int sup_ctl_hello_msg(uint8_t *out, uint32_t type, uint32_t slot, const struct l
         return w.err;
 }
 
+/* A HELLO-shaped control message of type with fd for session se's
+ * worker: 0, -EPIPE (its control socket is gone), -EBUSY (full) or -errno. */
+static int hand_to_worker(struct lupd_session *se, uint32_t type, uint32_t slot, int fd, const struct lup_hdr *hdr,
+                          const uint8_t *payload, const uint8_t *ticket)
+{
+        uint8_t msg[SUP_CTL_HELLO_MSG_MAX];
+        size_t len;
+
+        if (se->ctl_fd < 0 || se->ctl_eof)
+                return -EPIPE;
+        int r = sup_ctl_hello_msg(msg, type, slot, hdr, payload, ticket, &len);
+        if (r < 0)
+                return r;
+        r = send_with_fd(se->ctl_fd, msg, len, fd);
+        return r == -EAGAIN ? -EBUSY : r;
+}
+
 int sup_session_attach(struct sup *s, int idx, int client_fd, const struct lup_hdr *hdr, const uint8_t *payload,
                        const uint8_t *ticket, const char *peer)
 {
         struct lupd_session *se = &s->reg.s[idx];
-        uint8_t msg[SUP_CTL_HELLO_MSG_MAX];
-        size_t len;
-        int r;
 
         if (se->attach_pending >= LUPD_MAX_ATTACH_PENDING)
                 return -EBUSY;
-        if (se->ctl_fd < 0 || se->ctl_eof)
-                return -EPIPE;
         /* the slot is ignored by the worker */
-        r = sup_ctl_hello_msg(msg, LUPD_CTL_ATTACH, (uint32_t)(se->slot < 0 ? 0 : se->slot), hdr, payload, ticket,
-                              &len);
+        int r = hand_to_worker(se, LUPD_CTL_ATTACH, (uint32_t)(se->slot < 0 ? 0 : se->slot), client_fd, hdr, payload,
+                               ticket);
         if (r < 0)
                 return r;
-        r = send_with_fd(se->ctl_fd, msg, len, client_fd);
-        if (r < 0)
-                return r == -EAGAIN ? -EBUSY : r;
         snprintf(se->attach_peer[se->attach_pending], sizeof(se->attach_peer[0]), "%s", peer);
         se->attach_pending++;
         lup_info("session %s: resume request from %s handed to worker %d", se->name, peer, (int)se->pid);
@@ -130,17 +139,8 @@ int sup_session_peer(struct sup *s, int idx, int peer_fd, const struct lup_hdr *
                      const uint8_t *ticket, const char *peer)
 {
         struct lupd_session *se = &s->reg.s[idx];
-        uint8_t msg[SUP_CTL_HELLO_MSG_MAX];
-        size_t len;
-
-        if (se->ctl_fd < 0 || se->ctl_eof)
-                return -EPIPE;
-        int r = sup_ctl_hello_msg(msg, LUPD_CTL_PEER, 0, hdr, payload, ticket, &len);
-        if (r < 0)
-                return r;
-        r = send_with_fd(se->ctl_fd, msg, len, peer_fd);
-        if (r < 0)
-                return r == -EAGAIN ? -EBUSY : r;
-        lup_debug("session %s: a peer copy from %s handed to worker %d", se->name, peer, (int)se->pid);
-        return 0;
+        int r = hand_to_worker(se, LUPD_CTL_PEER, 0, peer_fd, hdr, payload, ticket);
+        if (r == 0)
+                lup_debug("session %s: a peer copy from %s handed to worker %d", se->name, peer, (int)se->pid);
+        return r;
 }
