@@ -120,8 +120,9 @@ int lupc_ptr_position(uint64_t p);
 /* The position of memory p: its arena's, else (a module global) the
  * current context's server's, as a call naming p is routed. */
 int lupc_mem_position(uint64_t p);
-/* Remembers where c is connected now (init, resume). */
+/* Remembers where c is connected now (init, resume); and tells it. */
 void lupc_conn_set_endpoint(struct lupc_conn *c, const char *text);
+void lupc_conn_endpoint(struct lupc_conn *c, char *out, size_t cap);
 /* The position the thread's last call went to. */
 int lupc_route_position(void);
 /* TLS and the bearer token, read at init (hello.c) */

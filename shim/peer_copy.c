@@ -68,9 +68,7 @@ static CUresult attempt(struct lupc_conn *cd, uint64_t dst, uint64_t src, size_t
         if (lup_peer_ticket_decode(rep, len, &pp.t, &bad) < 0)
                 return lupc_protocol_error("PEER_EXPECT");
         /* where the destination is now: that call may have reconnected it */
-        pthread_mutex_lock(&cd->recv_lock);
-        snprintf(pp.endpoint, sizeof(pp.endpoint), "%s", cd->endpoint);
-        pthread_mutex_unlock(&cd->recv_lock);
+        lupc_conn_endpoint(cd, pp.endpoint, sizeof(pp.endpoint));
         if (strncmp(pp.endpoint, "unix:", 5) == 0)
                 return over_unix(what, pp.endpoint);
         len = lup_peer_push_encode(req, sizeof(req), &pp);

@@ -37,16 +37,36 @@ void lupc_route_dev(int dev)
                 route_next = lupc_dev_position(dev);
 }
 
-/* Libraries and their kernels belong to no context: they are on every
- * server (lupc_each_server), and a call naming one goes where the current
- * context is (a kernel's function, a global, a launch). */
-void lupc_route_handle(uint64_t h)
+/* The position of context ctx's device, or -1 (none, unknown). */
+static int ctx_position(uint64_t ctx)
 {
         struct lupc_ctx_info info;
+        return ctx && lupc_ctx_lookup(ctx, &info) ? lupc_dev_position(info.device) : -1;
+}
+
+/* Where a call that names nothing goes: the current context's server. */
+static int current_position(void)
+{
+        int pos = ctx_position(lupc_ctx_current());
+        return pos < 0 ? 0 : pos;
+}
+
+/* The position of the context handle h was made in (*ret_ctx), or -1.
+ * Libraries and their kernels belong to no context: they are on every
+ * server (lupc_each_server), and a call naming one goes where the current
+ * context is (a kernel's function, a global, a launch). */
+static int handle_owner(uint64_t h, uint64_t *ret_ctx)
+{
+        int kind = h ? lupc_handle_kind(h, ret_ctx) : 0;
+        return kind && kind != LUPC_H_LIBRARY && kind != LUPC_H_KERNEL ? ctx_position(*ret_ctx) : -1;
+}
+
+void lupc_route_handle(uint64_t h)
+{
         uint64_t ctx = 0;
-        int kind = lupc_n_servers > 1 && h ? lupc_handle_kind(h, &ctx) : 0;
-        if (kind && kind != LUPC_H_LIBRARY && kind != LUPC_H_KERNEL && ctx && lupc_ctx_lookup(ctx, &info)) {
-                route_next = lupc_dev_position(info.device);
+        int pos = lupc_n_servers > 1 ? handle_owner(h, &ctx) : -1;
+        if (pos >= 0) {
+                route_next = pos;
                 route_owner = ctx;
         }
 }
@@ -75,18 +95,10 @@ void lupc_route_ptr(uint64_t p)
                 route_owner = a.ctx;
 }
 
-static int ctx_position(uint64_t ctx)
-{
-        struct lupc_ctx_info info;
-        return ctx && lupc_ctx_lookup(ctx, &info) ? lupc_dev_position(info.device) : -1;
-}
-
 int lupc_mem_position(uint64_t p)
 {
         int pos = lupc_ptr_position(p);
-        if (pos < 0)
-                pos = ctx_position(lupc_ctx_current());
-        return pos < 0 ? 0 : pos;
+        return pos < 0 ? current_position() : pos;
 }
 
 bool lupc_same_server(uint64_t a, uint64_t b)
@@ -101,16 +113,20 @@ void lupc_conn_set_endpoint(struct lupc_conn *c, const char *text)
         pthread_mutex_unlock(&c->recv_lock);
 }
 
-/* The position of the context a handle was made in; the current
- * context's for the default streams, unknown handles and libraries. */
+void lupc_conn_endpoint(struct lupc_conn *c, char *out, size_t cap)
+{
+        pthread_mutex_lock(&c->recv_lock);
+        snprintf(out, cap, "%s", c->endpoint);
+        pthread_mutex_unlock(&c->recv_lock);
+}
+
+/* A handle's server; the current context's for the default streams,
+ * unknown handles and libraries. */
 static int handle_position(uint64_t h)
 {
         uint64_t ctx = 0;
-        int kind = h ? lupc_handle_kind(h, &ctx) : 0;
-        int pos = kind && kind != LUPC_H_LIBRARY && kind != LUPC_H_KERNEL ? ctx_position(ctx) : -1;
-        if (pos < 0)
-                pos = ctx_position(lupc_ctx_current());
-        return pos < 0 ? 0 : pos;
+        int pos = handle_owner(h, &ctx);
+        return pos < 0 ? current_position() : pos;
 }
 
 bool lupc_same_server_handles(uint64_t a, uint64_t b)
@@ -132,11 +148,8 @@ struct lupc_conn *lupc_route(void)
         route_next = -1;
         routed_owner = route_owner;
         route_owner = 0;
-        if (p < 0 && lupc_n_servers > 1) {
-                struct lupc_ctx_info info;
-                uint64_t ctx = lupc_ctx_current();
-                p = ctx && lupc_ctx_lookup(ctx, &info) ? lupc_dev_position(info.device) : 0;
-        }
+        if (p < 0 && lupc_n_servers > 1)
+                p = current_position();
         if (p < 0 || (unsigned)p >= lupc_n_servers)
                 p = 0;
         lupc_visible_pos = p;
