@@ -238,10 +238,16 @@ def copies_case(out, err, counters, local_copies, a, b):
           f'session dl-job.p1: peer copy of {BIG} bytes received' in b.log(), a.log()[-1500:] + b.log()[-1500:])
 
 
-def peer_hello(port, name, ticket, flags=0x10):
+def peer_hello_payload(name, ticket, flags=0x10):
+    """A HELLO with LUP_HELLO_PEER (and, for a malformed one, HEARTBEAT's
+    u32 too), then the ticket."""
     nb = name.encode()
     p = struct.pack('<IIII', W.MAGIC, W.VERSION, 13000, flags) + struct.pack('<H', len(nb)) + nb + bytes(16)
-    p += struct.pack('<Q', 0) + (struct.pack('<I', 1000) if flags & 1 else b'') + ticket
+    return p + struct.pack('<Q', 0) + (struct.pack('<I', 1000) if flags & 1 else b'') + ticket
+
+
+def peer_hello(port, name, ticket, flags=0x10):
+    p = peer_hello_payload(name, ticket, flags)
     s = W.connect(('127.0.0.1', port))
     try:
         s.sendall(W.frame(W.OP_HELLO, p, flags=W.F_SYNC))
@@ -325,9 +331,7 @@ def tls_wrong_ticket(b, ctl, progs, shim, kernels, certs):
                    None)
         refused = False
         if key:
-            nb = key.encode()
-            hello = struct.pack('<IIII', W.MAGIC, W.VERSION, 13000, 0x10) + struct.pack('<H', len(nb)) + nb
-            hello += bytes(16) + struct.pack('<Q', 0) + os.urandom(16)
+            hello = peer_hello_payload(key, os.urandom(16))
             sock = socket.create_connection(('127.0.0.1', b.port), timeout=15)
             try:
                 ctx = WT.client_ctx(certs['ca'])
